@@ -1,0 +1,147 @@
+"""Events: what a Session emits. The TUI, headless renderers and tests consume only these.
+
+Every event is a frozen dataclass with a `type` tag; `to_dict()` gives the stream-json form
+(documented and versioned in docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from m3agent.engine.api import Usage
+
+EVENT_SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    type: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type}
+        for f in fields(self):
+            if f.name.startswith("_"):
+                continue
+            v = getattr(self, f.name)
+            if isinstance(v, Usage):
+                v = asdict(v)
+            d[f.name] = v
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarted(_Event):
+    type: ClassVar[str] = "session_started"
+    session_id: str
+    engine: str
+    model: str
+    cwd: str
+    resumed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted(_Event):
+    type: ClassVar[str] = "turn_started"
+    turn: int
+    thinking_mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta(_Event):
+    type: ClassVar[str] = "reasoning_delta"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDelta(_Event):
+    type: ClassVar[str] = "content_delta"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted(_Event):
+    type: ClassVar[str] = "tool_call_started"
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished(_Event):
+    type: ClassVar[str] = "tool_call_finished"
+    call_id: str
+    name: str
+    output: str
+    is_error: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest(_Event):
+    """Asks the front end to approve a call; answer with Session.submit(ApprovalDecision)
+    or by setting `future`'s result to an ApprovalDecision."""
+
+    type: ClassVar[str] = "approval_request"
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    diff: str | None = None
+    reason: str = ""
+    _future: asyncio.Future | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def future(self) -> asyncio.Future | None:
+        return self._future
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequestFinished(_Event):
+    """One engine call finished: its usage and cache figures."""
+
+    type: ClassVar[str] = "model_request_finished"
+    usage: Usage
+    finish_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnComplete(_Event):
+    type: ClassVar[str] = "turn_complete"
+    turn: int
+    reason: str  # "done" | "max_turns" | "max_tool_calls" | "timeout" | "interrupted" | "error"
+    answer: str
+    usage: Usage  # summed over the turn's engine calls
+    last_usage: Usage | None = None  # the last engine call (cache hit figures)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEvent(_Event):
+    """Snapshot taken / refreshed, compaction done: always reported, never silent."""
+
+    type: ClassVar[str] = "context"
+    action: str  # "snapshot" | "refresh" | "compact"
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Error(_Event):
+    type: ClassVar[str] = "error"
+    message: str
+    kind: str = "internal"  # "engine_unavailable" | "engine" | "tool" | "usage" | "internal"
+    fatal: bool = False
+
+
+Event = (
+    SessionStarted
+    | TurnStarted
+    | ReasoningDelta
+    | ContentDelta
+    | ToolCallStarted
+    | ToolCallFinished
+    | ApprovalRequest
+    | ModelRequestFinished
+    | TurnComplete
+    | ContextEvent
+    | Error
+)

@@ -1,0 +1,44 @@
+"""Ops: what a front end submits to a Session (Codex-style submission queue)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from m3agent.engine.api import MediaPart, ThinkingMode
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    text: str
+    media: tuple[MediaPart, ...] = ()
+    thinking_mode: ThinkingMode | None = None  # None: the session's current default
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """Stop the running generation or tool; the turn ends with reason "interrupted"."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    call_id: str
+    decision: str  # "approve" | "approve_session" | "deny"
+    note: str = ""  # for deny: told to the model
+
+
+@dataclass(frozen=True, slots=True)
+class SetThinking:
+    mode: ThinkingMode  # the default for later turns
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """Summarise the conversation tail, keeping the system prompt and snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    pass
+
+
+Op = UserTurn | Interrupt | ApprovalDecision | SetThinking | Compact | Shutdown

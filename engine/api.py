@@ -1,0 +1,203 @@
+"""The Engine protocol: a chat request in, a stream of structured deltas out.
+
+Every backend (native, vllm, remote, scripted) implements `Engine`; the agent sees only these
+types. Frozen dataclasses cross the package boundary; pydantic stays where JSON meets the outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+ThinkingMode = Literal["enabled", "disabled", "adaptive"]
+THINKING_MODES: tuple[str, ...] = ("enabled", "disabled", "adaptive")
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call the model asked for. `arguments` is already typed by the tool's JSON schema."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """An image or video attached to a user message (a path on disk, preprocessed later)."""
+
+    kind: Literal["image", "video"]
+    path: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str = ""
+    reasoning: str | None = None  # assistant only: the text inside <mm:think>...</mm:think>
+    tool_calls: tuple[ToolCall, ...] = ()  # assistant only
+    tool_call_id: str | None = None  # tool only
+    name: str | None = None  # tool only: the tool's name
+    media: tuple[MediaPart, ...] = ()  # user only
+    thinking_mode: ThinkingMode | None = None  # assistant only: the mode its turn ran under
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.reasoning is not None:
+            d["reasoning"] = self.reasoning
+        if self.tool_calls:
+            d["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        if self.media:
+            d["media"] = [{"kind": m.kind, "path": m.path} for m in self.media]
+        if self.thinking_mode is not None:
+            d["thinking_mode"] = self.thinking_mode
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Message:
+        return cls(
+            role=d["role"],
+            content=d.get("content") or "",
+            reasoning=d.get("reasoning"),
+            tool_calls=tuple(
+                ToolCall(c["id"], c["name"], dict(c["arguments"])) for c in d.get("tool_calls", ())
+            ),
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+            media=tuple(MediaPart(m["kind"], m["path"]) for m in d.get("media", ())),
+            thinking_mode=d.get("thinking_mode"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    max_tokens: int = 8192
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = 40
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    request_id: str
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] = ()  # OpenAI tool objects: {"type": "function", ...}
+    thinking_mode: ThinkingMode = "adaptive"
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+
+# ---- deltas -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A complete tool call (M3 arguments are not prefix-stable, so they arrive whole)."""
+
+    index: int
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    generated_tokens: int = 0
+    time_to_first_token_s: float | None = None
+    total_time_s: float | None = None
+    cache_miss_reason: str | None = None  # e.g. "engine restarted", "snapshot refreshed"
+
+    @property
+    def recomputed_prompt_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_prompt_tokens
+
+
+FinishReason = Literal["stop", "length", "tool_calls", "abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDelta:
+    usage: Usage
+    finish_reason: FinishReason = "stop"
+
+
+ChatDelta = ReasoningDelta | ContentDelta | ToolCallDelta | UsageDelta
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    backend: str  # "native" | "vllm" | "remote" | "scripted"
+    model: str
+    max_context_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    generated_tokens: int = 0
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+class EngineError(Exception):
+    """Base of every engine failure; the message is one line a user can act on."""
+
+
+class EngineUnavailable(EngineError):
+    """The engine cannot be reached or loaded (refused connection, missing weights, no GPU)."""
+
+
+class EngineRequestError(EngineError):
+    """The engine rejected this request (4xx, prompt too long, bad media)."""
+
+
+class EngineProtocolError(EngineError):
+    """The engine answered with something malformed (a broken stream)."""
+
+
+class PromptTooLong(EngineRequestError):
+    def __init__(self, prompt_tokens: int, max_tokens: int):
+        super().__init__(
+            f"prompt is {prompt_tokens} tokens, more than the model's maximum of {max_tokens}"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What every backend provides. One instance serves many requests, concurrently."""
+
+    def info(self) -> EngineInfo: ...
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        """Yields reasoning / content / tool-call deltas, then exactly one UsageDelta last."""
+        ...
+
+    async def abort(self, request_id: str) -> None: ...
+
+    def stats(self) -> EngineStats: ...
+
+    async def close(self) -> None: ...
