@@ -42,6 +42,9 @@ class Message:
     name: str | None = None  # tool only: the tool's name
     media: tuple[MediaPart, ...] = ()  # user only
     thinking_mode: ThinkingMode | None = None  # assistant only: the mode its turn ran under
+    # assistant only: the model's exact output text. Renderers emit it verbatim in history so
+    # that the next prompt extends the last one token for token (prefix caching).
+    raw_text: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"role": self.role, "content": self.content}
@@ -59,6 +62,8 @@ class Message:
             d["media"] = [{"kind": m.kind, "path": m.path} for m in self.media]
         if self.thinking_mode is not None:
             d["thinking_mode"] = self.thinking_mode
+        if self.raw_text is not None:
+            d["raw_text"] = self.raw_text
         return d
 
     @classmethod
@@ -74,6 +79,7 @@ class Message:
             name=d.get("name"),
             media=tuple(MediaPart(m["kind"], m["path"]) for m in d.get("media", ())),
             thinking_mode=d.get("thinking_mode"),
+            raw_text=d.get("raw_text"),
         )
 
 
