@@ -144,6 +144,9 @@ FinishReason = Literal["stop", "length", "tool_calls", "abort"]
 class UsageDelta:
     usage: Usage
     finish_reason: FinishReason = "stop"
+    # The model's exact generated text, when the backend has it (native, vllm, scripted); the
+    # agent stores it as Message.raw_text so the next prompt re-renders it verbatim.
+    raw_text: str | None = None
 
 
 ChatDelta = ReasoningDelta | ContentDelta | ToolCallDelta | UsageDelta
