@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Sets up everything on a fresh machine and runs the whole test suite (CPU only, no GPU needed).
+# Usage (from the repository root): bash tests/run.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System tools the sandbox and TUI tests use for real: bubblewrap, ripgrep, tmux, git.
+need=()
+for tool in bwrap:bubblewrap rg:ripgrep tmux:tmux git:git; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need+=("${tool##*:}")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+# Python environment: torch's CPU build first (a plain `torch` would pull a CUDA build).
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[native,dev]"
+
+ruff check .
+lint-imports
+# Exit code 5 (no tests collected) fails the run, as any other failure does.
+python -m pytest -q "$@"
