@@ -1,0 +1,112 @@
+"""The Textual app and `create_app`, the factory shared by the CLI and the tests."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from pathlib import Path
+from typing import Any
+
+from m3agent.app.tui.crash import write_crash_log
+from m3agent.app.tui.messages import EngineProgress, SessionFailed, SessionReady
+from m3agent.app.tui.ports import SessionFactory, TuiConfig
+from m3agent.app.tui.screens.main_screen import MainScreen
+from m3agent.app.tui.slash_actions import shutdown_session
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+
+
+class M3App(App):
+    TITLE = "m3agent"
+    BINDINGS = [Binding("ctrl+q", "quit", "quit", priority=True)]
+
+    def __init__(self, session_factory: SessionFactory, config: TuiConfig) -> None:
+        super().__init__()
+        self.session_factory = session_factory
+        self.config = config
+        self.crash_log: Path | None = None
+        self.first_paint_s: float | None = None
+        self._t0 = time.perf_counter()
+
+    @property
+    def main(self) -> MainScreen:
+        return self.get_screen("main")  # type: ignore[return-value]
+
+    def on_mount(self) -> None:
+        self.install_screen(MainScreen(self.config), "main")
+        self.push_screen("main")
+        # Load only after the first frame is on screen: the window is usable at once.
+        self.call_after_refresh(self._first_frame)
+
+    def _first_frame(self) -> None:
+        self.first_paint_s = time.perf_counter() - self._t0
+        self.load_session(self.config.resume)
+
+    @work(thread=True, exclusive=True, group="engine-load")
+    def load_session(self, resume_id: str | None) -> None:
+        """Builds engine and session off the UI thread (weights can take minutes)."""
+        screen = self.main
+
+        def progress(label: str, fraction: float | None) -> None:
+            screen.post_message(EngineProgress(label, fraction))
+
+        try:
+            session = self.session_factory(resume_id, progress)
+        except Exception as e:  # the factory names the cause in one line (EngineUnavailable…)
+            screen.post_message(SessionFailed(_one_line(e)))
+            return
+        self.call_from_thread(self._session_built, session)
+
+    async def _session_built(self, session: Any) -> None:
+        if inspect.isawaitable(session):
+            try:
+                session = await session
+            except Exception as e:
+                self.main.post_message(SessionFailed(_one_line(e)))
+                return
+        self.main.post_message(SessionReady(session))
+
+    async def switch_session(self, session_id: str) -> None:
+        """/sessions picked one: close the current session and load the chosen one."""
+        screen = self.main
+        await shutdown_session(screen.session)
+        screen.session = None
+        screen.busy = False
+        await screen.transcript.clear()
+        screen.query_one("#loading").display = True
+        screen.set_status(state="loading")
+        self.load_session(session_id)
+
+    async def shutdown(self) -> None:
+        try:
+            await shutdown_session(self.main.session)
+        finally:
+            self.exit()
+
+    async def action_quit(self) -> None:
+        await self.shutdown()
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Log first: Textual then restores the terminal and the CLI prints the log's path.
+        if self.crash_log is None:
+            try:
+                self.crash_log = write_crash_log(error, _log_dir(self.config))
+            except OSError:
+                pass
+        super()._handle_exception(error)
+
+
+def _log_dir(config: TuiConfig) -> Path:
+    base = config.state_dir or (Path.home() / ".m3agent")
+    return base / "logs"
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def create_app(session_factory: SessionFactory, config: TuiConfig) -> M3App:
+    """The one way to build the TUI: the CLI and the tests both come through here."""
+    return M3App(session_factory, config)

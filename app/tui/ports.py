@@ -1,0 +1,67 @@
+"""What the TUI needs from the layers below, as narrow protocols.
+
+The TUI never builds an engine or a session itself: the CLI (and the tests) hand it a
+`SessionFactory`, so the same app runs over the scripted engine in tests and a GPU engine
+in real use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from m3agent.engine.api import ThinkingMode
+
+# progress(label, fraction or None) is called from the loading thread while the engine loads.
+Progress = Callable[[str, float | None], None]
+
+
+@runtime_checkable
+class SessionLike(Protocol):
+    """The slice of agent.session.Session the TUI uses: ops in, events out."""
+
+    def submit(self, op: Any) -> Any: ...
+
+    def events(self) -> AsyncIterator[Any]: ...
+
+
+# session_factory(resume_id, progress) -> a started Session. It may block (loading weights):
+# the app calls it in a worker thread so the window stays responsive.
+SessionFactory = Callable[[str | None, Progress], SessionLike]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One saved session, for the /sessions browser."""
+
+    session_id: str
+    title: str
+    turns: int = 0
+    updated: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TuiConfig:
+    """Everything the app shows or needs that is known before the engine has loaded."""
+
+    cwd: Path
+    engine: str = "scripted"
+    model: str = ""
+    thinking: ThinkingMode = "adaptive"
+    approval: str = "on-request"
+    sandbox: str = "workspace-write"
+    sandbox_layers: tuple[str, ...] = ()
+    resume: str | None = None
+    state_dir: Path | None = None  # where crash logs and checkpoints live ($M3AGENT_HOME)
+    max_context_tokens: int | None = None
+    # Optional services; a missing one makes its slash command say "not available".
+    list_sessions: Callable[[], list[SessionSummary]] | None = None
+    context_report: Callable[[], str] | None = None
+    undo: Callable[[], str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.thinking not in ("enabled", "disabled", "adaptive"):
+            raise ValueError(f"thinking mode must be enabled, disabled or adaptive, not {self.thinking!r}")

@@ -1,0 +1,83 @@
+"""The approval modal: approve once, approve the tool for the session, or deny with a note."""
+
+from __future__ import annotations
+
+from m3agent.agent.events import ApprovalRequest
+from m3agent.agent.ops import ApprovalDecision
+from m3agent.app.tui.widgets.diff_view import DiffView
+from m3agent.app.tui.widgets.tool_card import format_arguments
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static
+
+
+class ApprovalScreen(ModalScreen[ApprovalDecision]):
+    CSS_PATH = "approval_screen.tcss"
+    BINDINGS = [
+        Binding("y", "approve", "approve once", show=False),
+        Binding("a", "approve_session", "approve for session", show=False),
+        Binding("n", "deny", "deny", show=False),
+        Binding("escape", "deny_now", "deny", show=False),
+    ]
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__()
+        self.request = request
+
+    def compose(self) -> ComposeResult:
+        req = self.request
+        with Vertical(id="approval-dialog"):
+            yield Label(f"Allow {req.name}?", id="approval-title")
+            if req.reason:
+                yield Static(req.reason, markup=False, id="approval-reason")
+            with VerticalScroll(id="approval-body"):
+                yield Static(format_arguments(req.arguments), markup=False, id="approval-args")
+                if req.diff:
+                    yield DiffView(req.diff, id="approval-diff")
+            yield Input(placeholder="note to the model (why not, what instead)", id="deny-note")
+            with Horizontal(id="approval-buttons"):
+                yield Button("[y] Approve once", id="approve", variant="success")
+                yield Button(f"[a] Always allow {req.name}", id="approve_session", variant="primary")
+                yield Button("[n] Deny…", id="deny", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#deny-note", Input).display = False
+        self.query_one("#approve", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        {"approve": self.action_approve, "approve_session": self.action_approve_session,
+         "deny": self.action_deny}[event.button.id or "deny"]()
+
+    def action_approve(self) -> None:
+        self.dismiss(ApprovalDecision(self.request.call_id, "approve"))
+
+    def action_approve_session(self) -> None:
+        self.dismiss(ApprovalDecision(self.request.call_id, "approve_session"))
+
+    def action_deny(self) -> None:
+        """First press opens the note field; Enter in it (or Deny again) sends the denial."""
+        note = self.query_one("#deny-note", Input)
+        if not note.display:
+            note.display = True
+            note.focus()
+            return
+        self._deny(note.value)
+
+    def action_deny_now(self) -> None:
+        self._deny(self.query_one("#deny-note", Input).value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._deny(event.value)
+
+    def _deny(self, note: str) -> None:
+        self.dismiss(ApprovalDecision(self.request.call_id, "deny", note.strip()))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # While the note field has focus, y/a/n are letters of the note, not shortcuts.
+        if action in ("approve", "approve_session", "deny") and isinstance(self.focused, Input):
+            return False
+        return True

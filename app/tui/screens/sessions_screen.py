@@ -1,0 +1,38 @@
+"""/sessions: browse the saved sessions and pick one to resume."""
+
+from __future__ import annotations
+
+from m3agent.app.tui.ports import SessionSummary
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList
+from textual.widgets.option_list import Option
+
+
+class SessionsScreen(ModalScreen[str | None]):
+    CSS_PATH = "sessions_screen.tcss"
+    BINDINGS = [Binding("escape", "cancel", "close", show=False)]
+
+    def __init__(self, sessions: list[SessionSummary]) -> None:
+        super().__init__()
+        self.sessions = sessions
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="sessions-dialog"):
+            yield Label("Resume a session  (Enter resume · Esc close)", id="sessions-title")
+            if not self.sessions:
+                yield Label("No saved sessions yet.", id="sessions-empty")
+            options = [
+                Option(f"{s.title[:60]}  ·  {s.turns} turns  {s.updated}  [{s.session_id}]", id=s.session_id)
+                for s in self.sessions
+            ]
+            yield OptionList(*options, id="sessions-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,132 @@
+"""What each slash command does. Each one forwards to the Session, a service handed in by
+the CLI, or a read-only look at the workspace (git diff)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from m3agent.agent.ops import Compact, Shutdown
+from m3agent.app.tui.attachments import media_part
+from m3agent.app.tui.slash import HELP, SlashCommand
+
+if TYPE_CHECKING:
+    from m3agent.app.tui.screens.main_screen import MainScreen
+
+KEYS = {
+    "Enter": "send",
+    "ctrl+j": "new line",
+    "↑ / ↓": "prompt history",
+    "Tab": "complete an @path",
+    "Esc": "interrupt the model or the running tool",
+    "ctrl+t": "cycle the thinking mode of the next turn",
+    "ctrl+q": "quit",
+}
+
+
+class SlashActions:
+    def __init__(self, screen: MainScreen) -> None:
+        self.screen = screen
+
+    async def run(self, command: SlashCommand) -> None:
+        handler = getattr(self, f"do_{command.name}")
+        await handler(command.arg)
+
+    async def do_think(self, arg: str) -> None:
+        self.screen.set_thinking(arg)
+        await self.screen.transcript.notice(f"thinking: {arg} from the next turn on")
+
+    async def do_attach(self, arg: str) -> None:
+        try:
+            part = media_part(arg, self.screen.config.cwd)
+        except ValueError as e:
+            await self.screen.transcript.error(str(e), "usage")
+            return
+        self.screen.attachments.append(part)
+        await self.screen.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
+
+    async def do_undo(self, arg: str) -> None:
+        undo = self.screen.config.undo or getattr(self.screen.session, "undo", None)
+        if undo is None:
+            await self.screen.transcript.error("undo is not available in this session", "usage")
+            return
+        try:
+            result = await asyncio.to_thread(undo)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:  # nothing to undo, or a restore failed: say which
+            await self.screen.transcript.error(f"undo failed: {e}", "usage")
+            return
+        await self.screen.transcript.notice(str(result or "restored the last checkpoint"))
+
+    async def do_diff(self, arg: str) -> None:
+        cwd = self.screen.config.cwd
+        try:
+            proc = await asyncio.to_thread(
+                subprocess.run, ["git", "diff", "--no-color", "--no-ext-diff"],
+                cwd=cwd, capture_output=True, text=True, timeout=20,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            await self.screen.transcript.error(f"git diff failed: {e}", "usage")
+            return
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["unknown error"])[0]
+            await self.screen.transcript.error(f"git diff failed: {first}", "usage")
+        elif not proc.stdout.strip():
+            await self.screen.transcript.notice("no uncommitted changes")
+        else:
+            await self.screen.transcript.diff(proc.stdout)
+
+    async def do_compact(self, arg: str) -> None:
+        if self.screen.session is None:
+            await self.screen.transcript.error("the engine is still loading", "usage")
+            return
+        await self.screen.transcript.notice("compacting the conversation…")
+        await self.screen.submit(Compact())
+
+    async def do_sessions(self, arg: str) -> None:
+        lister = self.screen.config.list_sessions
+        if lister is None:
+            await self.screen.transcript.error("session browsing is not available", "usage")
+            return
+        from m3agent.app.tui.screens.sessions_screen import SessionsScreen
+
+        sessions = await asyncio.to_thread(lister)
+        self.screen.app.push_screen(SessionsScreen(sessions), self._resume)
+
+    async def _resume(self, session_id: str | None) -> None:
+        if session_id:
+            await self.screen.app.switch_session(session_id)
+
+    async def do_context(self, arg: str) -> None:
+        report = self.screen.config.context_report or getattr(
+            self.screen.session, "context_report", None
+        )
+        if report is None:
+            await self.screen.transcript.notice("context: not available")
+            return
+        try:
+            text = await asyncio.to_thread(report)
+        except Exception as e:
+            await self.screen.transcript.error(f"context report failed: {e}", "internal")
+            return
+        await self.screen.transcript.notice(str(text))
+
+    async def do_help(self, arg: str) -> None:
+        width = max(map(len, [*HELP, *KEYS]))
+        lines = ["Commands:"] + [f"  {k.ljust(width)}  {v}" for k, v in HELP.items()]
+        lines += ["Keys:"] + [f"  {k.ljust(width)}  {v}" for k, v in KEYS.items()]
+        await self.screen.transcript.notice("\n".join(lines))
+
+    async def do_quit(self, arg: str) -> None:
+        await self.screen.app.shutdown()
+
+
+async def shutdown_session(session: Any) -> None:
+    if session is None:
+        return
+    result = session.submit(Shutdown())
+    if inspect.isawaitable(result):
+        await result

@@ -1,0 +1,65 @@
+"""The status bar's figures, kept as a value so the rendering is a pure function (tested)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from m3agent.engine.api import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class StatusState:
+    engine: str = ""
+    model: str = ""
+    state: str = "starting"  # "starting" | "loading" | "ready" | "working" | "failed"
+    context_used: int | None = None
+    context_max: int | None = None
+    cached_tokens: int | None = None
+    cache_hit_pct: float | None = None
+    tokens_per_s: float | None = None
+    thinking: str = "adaptive"
+    sandbox: str = ""
+    sandbox_layers: tuple[str, ...] = ()
+
+    def with_usage(self, usage: Usage) -> StatusState:
+        """The last engine call's figures: context held, cache hit, decode speed."""
+        used = usage.prompt_tokens + usage.generated_tokens
+        hit = 100.0 * usage.cached_prompt_tokens / usage.prompt_tokens if usage.prompt_tokens else 0.0
+        tps = self.tokens_per_s
+        if usage.total_time_s is not None and usage.generated_tokens:
+            # Decode speed: time after the first token, so a long prefill does not hide it.
+            decode_s = usage.total_time_s - (usage.time_to_first_token_s or 0.0)
+            if decode_s > 0:
+                tps = usage.generated_tokens / decode_s
+        return replace(
+            self,
+            context_used=used,
+            cached_tokens=usage.cached_prompt_tokens,
+            cache_hit_pct=hit,
+            tokens_per_s=tps,
+        )
+
+    def render(self) -> str:
+        parts = [f"{self.engine or '?'}:{self.model or '?'}"]
+        if self.state != "ready":
+            parts.append(self.state)
+        if self.context_used is None:
+            ctx = "ctx -"
+        else:
+            ctx = f"ctx {_k(self.context_used)}"
+        if self.context_max:
+            ctx += f"/{_k(self.context_max)}"
+        parts.append(ctx)
+        if self.cached_tokens is not None and self.cache_hit_pct is not None:
+            parts.append(f"cached {_k(self.cached_tokens)} ({self.cache_hit_pct:.0f}%)")
+        else:
+            parts.append("cached -")
+        parts.append(f"{self.tokens_per_s:.1f} tok/s" if self.tokens_per_s else "- tok/s")
+        parts.append(f"think:{self.thinking}")
+        layers = ",".join(self.sandbox_layers) if self.sandbox_layers else "none"
+        parts.append(f"sandbox:{self.sandbox or '?'}[{layers}]")
+        return " │ ".join(parts)
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)

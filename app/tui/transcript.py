@@ -1,0 +1,91 @@
+"""Turns Session events into widgets in the Conversation. Presentation only: what the
+agent decided arrives in the events; nothing here decides anything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from m3agent.app.tui.widgets.answer_view import AnswerView
+from m3agent.app.tui.widgets.conversation import Conversation
+from m3agent.app.tui.widgets.diff_view import DiffView
+from m3agent.app.tui.widgets.error_view import ErrorView
+from m3agent.app.tui.widgets.notice_view import NoticeView
+from m3agent.app.tui.widgets.reasoning_view import ReasoningView
+from m3agent.app.tui.widgets.tool_card import ToolCard
+from m3agent.app.tui.widgets.user_message import UserMessage
+from textual.widget import Widget
+
+
+class Transcript:
+    def __init__(self, conversation: Conversation) -> None:
+        self.view = conversation
+        self._reasoning: ReasoningView | None = None
+        self._answer: AnswerView | None = None
+        self.cards: dict[str, ToolCard] = {}
+
+    async def _mount(self, widget: Widget) -> Widget:
+        await self.view.mount(widget)
+        return widget
+
+    async def user(self, text: str, attachments: tuple[str, ...] = ()) -> None:
+        await self.end_segment()
+        await self._mount(UserMessage(text, attachments))
+
+    async def reasoning(self, text: str) -> None:
+        if self._answer is not None:  # reasoning after an answer: a new segment
+            await self.end_segment()
+        if self._reasoning is None:
+            self._reasoning = await self._mount(ReasoningView())  # type: ignore[assignment]
+        self._reasoning.append(text)
+
+    async def content(self, text: str) -> None:
+        if self._reasoning is not None and not self._reasoning.collapsed:
+            self._reasoning.finish()
+        if self._answer is None:
+            if not text.strip():
+                return  # whitespace between reasoning and answer: nothing to show yet
+            self._answer = await self._mount(AnswerView())  # type: ignore[assignment]
+        await self._answer.write(text)
+
+    async def end_segment(self) -> None:
+        """One engine call's output is complete (or a tool call interrupts it)."""
+        if self._reasoning is not None:
+            if not self._reasoning.collapsed:
+                self._reasoning.finish()
+            self._reasoning = None
+        if self._answer is not None:
+            answer, self._answer = self._answer, None
+            await answer.finish()
+
+    async def tool_started(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCard:
+        await self.end_segment()
+        card = self.cards.get(call_id)
+        if card is None:
+            card = await self._mount(ToolCard(call_id, name, arguments))  # type: ignore[assignment]
+            self.cards[call_id] = card
+        return card
+
+    async def tool_finished(self, call_id: str, name: str, output: str, is_error: bool,
+                            metadata: dict[str, Any]) -> None:
+        card = self.cards.get(call_id) or await self.tool_started(call_id, name, {})
+        await card.finish(output, is_error, metadata)
+
+    def unfinished_cards(self) -> list[ToolCard]:
+        return [c for c in self.cards.values() if c.status in ("running", "approval")]
+
+    async def error(self, message: str, kind: str = "internal") -> None:
+        await self.end_segment()
+        await self._mount(ErrorView(message, kind))
+
+    async def notice(self, text: str) -> None:
+        await self.end_segment()
+        await self._mount(NoticeView(text))
+
+    async def diff(self, diff: str) -> None:
+        await self.end_segment()
+        await self._mount(DiffView(diff))
+
+    async def clear(self) -> None:
+        await self.end_segment()
+        self.cards.clear()
+        await self.view.remove_children()

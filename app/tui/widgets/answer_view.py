@@ -1,0 +1,38 @@
+"""The assistant's answer, streamed as Markdown."""
+
+from __future__ import annotations
+
+from textual.widgets import Markdown
+from textual.widgets.markdown import MarkdownStream
+
+
+class AnswerView(Markdown):
+    DEFAULT_CSS = """
+    AnswerView {
+        height: auto;
+        margin: 0;
+        padding: 0 1;
+        background: transparent;
+    }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__("", **kwargs)
+        self._stream: MarkdownStream | None = None
+        self._source = ""
+
+    @property
+    def text(self) -> str:
+        return self._source
+
+    async def write(self, delta: str) -> None:
+        # A MarkdownStream coalesces many small deltas into few re-renders.
+        if self._stream is None:
+            self._stream = Markdown.get_stream(self)
+        self._source += delta
+        await self._stream.write(delta)
+
+    async def finish(self) -> None:
+        if self._stream is not None:
+            stream, self._stream = self._stream, None
+            await stream.stop()

@@ -1,0 +1,36 @@
+"""An error shown inline, with what to do next."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+HINTS = {
+    "engine_unavailable": "check the engine is running (m3agent doctor), then send the prompt again",
+    "engine": "the engine failed on this request; send the prompt again or /compact if it is long",
+    "tool": "the tool failed; the model has been told and may try another way",
+    "usage": "type /help for the commands and keys",
+    "internal": "this is a bug in m3agent; the details are in the log",
+}
+
+
+class ErrorView(Static):
+    DEFAULT_CSS = """
+    ErrorView {
+        height: auto;
+        margin: 1 0 0 0;
+        padding: 0 1;
+        border-left: thick $error;
+        color: $text;
+        background: $error 15%;
+    }
+    """
+
+    def __init__(self, message: str, kind: str = "internal", **kwargs) -> None:
+        text = Text()
+        text.append("Error: ", style="bold red")
+        text.append(message)
+        hint = HINTS.get(kind)
+        if hint:
+            text.append(f"\n→ {hint}", style="italic")
+        super().__init__(text, **kwargs)

@@ -1,0 +1,20 @@
+"""A line of information from the app itself (help, /context, interrupted, ...)."""
+
+from __future__ import annotations
+
+from textual.widgets import Static
+
+
+class NoticeView(Static):
+    DEFAULT_CSS = """
+    NoticeView {
+        height: auto;
+        margin: 1 0 0 0;
+        padding: 0 1;
+        color: $text-muted;
+        border-left: thick $secondary;
+    }
+    """
+
+    def __init__(self, text: str, **kwargs) -> None:
+        super().__init__(text, markup=False, **kwargs)

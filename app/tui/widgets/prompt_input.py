@@ -1,0 +1,128 @@
+"""The multi-line prompt: Enter sends, ctrl+j / shift+enter add a line, ↑/↓ walk the
+history, Tab completes an `@path`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from m3agent.app.tui.attachments import at_token, common_prefix, complete_path
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
+
+_NEWLINE_KEYS = frozenset({"ctrl+j", "shift+enter", "alt+enter", "newline"})
+
+
+class PromptInput(TextArea):
+    DEFAULT_CSS = """
+    PromptInput {
+        height: auto;
+        min-height: 3;
+        max-height: 12;
+        border: round $accent;
+        padding: 0 1;
+    }
+    PromptInput:focus { border: round $accent-lighten-1; }
+    """
+
+    class Submitted(Message):
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    class Completions(Message):
+        """Several paths match the `@partial`: the screen lists them."""
+
+        def __init__(self, options: list[str]) -> None:
+            super().__init__()
+            self.options = options
+
+    def __init__(self, cwd: Path, **kwargs) -> None:
+        super().__init__(
+            "",
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            highlight_cursor_line=False,
+            placeholder="Ask m3agent…  (Enter send · ctrl+j newline · /help)",
+            **kwargs,
+        )
+        self.cwd = cwd
+        self.history: list[str] = []
+        self._history_pos: int | None = None  # None: editing a fresh draft
+        self._draft = ""
+
+    async def _on_key(self, event: events.Key) -> None:
+        key = event.key
+        if key == "enter":
+            self._stop(event)
+            self._submit()
+            return
+        if key in _NEWLINE_KEYS:
+            self._stop(event)
+            start, end = self.selection
+            self._replace_via_keyboard("\n", start, end)
+            return
+        if key == "tab":
+            if self._complete():
+                self._stop(event)
+            return
+        if key == "up" and self.cursor_location[0] == 0 and self.history:
+            self._stop(event)
+            self._walk_history(-1)
+            return
+        if key == "down" and self._history_pos is not None and self._on_last_line():
+            self._stop(event)
+            self._walk_history(+1)
+            return
+        await super()._on_key(event)
+
+    @staticmethod
+    def _stop(event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+
+    def _on_last_line(self) -> bool:
+        return self.cursor_location[0] >= self.document.line_count - 1
+
+    def _submit(self) -> None:
+        text = self.text
+        if not text.strip():
+            return
+        if not self.history or self.history[-1] != text:
+            self.history.append(text)
+        self._history_pos = None
+        self._draft = ""
+        self.load_text("")
+        self.post_message(self.Submitted(text))
+
+    def _walk_history(self, step: int) -> None:
+        if self._history_pos is None:
+            self._draft = self.text
+            pos = len(self.history)
+        else:
+            pos = self._history_pos
+        pos = max(0, min(len(self.history), pos + step))
+        if pos == len(self.history):
+            self._history_pos = None
+            self.load_text(self._draft)
+        else:
+            self._history_pos = pos
+            self.load_text(self.history[pos])
+        self.move_cursor(self.document.end)
+
+    def _complete(self) -> bool:
+        row, col = self.cursor_location
+        line = self.document.get_line(row)
+        partial = at_token(line, col)
+        if partial is None:
+            return False
+        options = complete_path(partial, self.cwd)
+        if not options:
+            return True  # swallow Tab: moving focus away mid-word would surprise
+        completion = options[0] if len(options) == 1 else common_prefix(options)
+        if len(completion) > len(partial):
+            self.insert(completion[len(partial) :], (row, col))
+        if len(options) > 1:
+            self.post_message(self.Completions(options))
+        return True

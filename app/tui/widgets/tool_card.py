@@ -1,0 +1,90 @@
+"""A tool call: name, arguments, status, output, and the diff for edits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from m3agent.app.tui.widgets.diff_view import DiffView
+from rich.text import Text
+from textual.containers import Vertical
+from textual.widgets import Static
+
+_STATUS = {
+    "running": ("⋯ running", "yellow"),
+    "approval": ("? awaiting approval", "magenta"),
+    "ok": ("✓ done", "green"),
+    "error": ("✗ failed", "red"),
+    "denied": ("✗ denied", "red"),
+    "interrupted": ("■ interrupted", "red"),
+}
+
+
+def format_arguments(arguments: dict[str, Any], max_value: int = 160) -> str:
+    lines = []
+    for key, value in arguments.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        first, *rest = shown.splitlines() or [""]
+        if len(first) > max_value:
+            first = first[: max_value - 1] + "…"
+        more = f"  (+{len(rest)} lines)" if rest else ""
+        lines.append(f"{key}: {first}{more}")
+    return "\n".join(lines)
+
+
+def format_output(output: str, max_lines: int = 12) -> str:
+    lines = output.rstrip("\n").splitlines()
+    if len(lines) <= max_lines:
+        return "\n".join(lines)
+    return "\n".join(lines[:max_lines] + [f"… {len(lines) - max_lines} more lines"])
+
+
+class ToolCard(Vertical):
+    DEFAULT_CSS = """
+    ToolCard {
+        height: auto;
+        margin: 1 0 0 0;
+        padding: 0 1;
+        border: round $primary-darken-1;
+    }
+    ToolCard.-error { border: round $error; }
+    ToolCard .tool-args { color: $text-muted; }
+    ToolCard .tool-output { margin: 1 0 0 0; }
+    """
+
+    def __init__(self, call_id: str, name: str, arguments: dict[str, Any], **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.call_id = call_id
+        self.tool_name = name
+        self.arguments = arguments
+        self.status = "running"
+        self._header = Static(self._header_text())
+        self._args = Static(format_arguments(arguments), markup=False, classes="tool-args")
+
+    def compose(self):
+        yield self._header
+        yield self._args
+
+    def _header_text(self) -> Text:
+        label, style = _STATUS[self.status]
+        text = Text()
+        text.append(f"⚙ {self.tool_name}", style="bold")
+        text.append(f"  {label}", style=style)
+        return text
+
+    def set_status(self, status: str) -> None:
+        self.status = status
+        self.set_class(status in ("error", "denied", "interrupted"), "-error")
+        self._header.update(self._header_text())
+
+    async def finish(self, output: str, is_error: bool, metadata: dict[str, Any]) -> None:
+        status = "error" if is_error else "ok"
+        if metadata.get("denied"):
+            status = "denied"
+        self.set_status(status)
+        diff = metadata.get("diff")
+        if isinstance(diff, str) and diff.strip():
+            await self.mount(DiffView(diff, classes="tool-output"))
+        if output.strip() and not (diff and not is_error):
+            # For a successful edit the diff says it all; otherwise show what the tool said.
+            await self.mount(Static(format_output(output), markup=False, classes="tool-output"))

@@ -1,0 +1,26 @@
+"""The user's prompt as it appears in the conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.text import Text
+from textual.widgets import Static
+
+
+class UserMessage(Static):
+    DEFAULT_CSS = """
+    UserMessage {
+        height: auto;
+        margin: 1 0 0 0;
+        padding: 0 1;
+        border-left: thick $accent;
+        background: $boost;
+    }
+    """
+
+    def __init__(self, text: str, attachments: tuple[str, ...] = (), **kwargs) -> None:
+        body = Text(text)
+        for path in attachments:
+            body.append(f"\n📎 {Path(path).name}", style="italic")
+        super().__init__(body, **kwargs)
