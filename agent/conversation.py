@@ -1,0 +1,232 @@
+"""The conversation: append-only messages, mirrored to a JSONL session log.
+
+One line per message or event, written and fsynced before the loop takes its next step, so a
+crash loses at most the step in flight. Line kinds (all carry "kind"):
+  {"kind": "session", "v": 1, "id", "created", "cwd", "engine", "model", "thinking_default"}
+  {"kind": "message", "message": Message.to_dict()}
+  {"kind": "event", "event": Event.to_dict()}         (not the streaming text deltas)
+  {"kind": "setting", "thinking_default": MODE}
+`Conversation.load` rebuilds the exact message list from the message lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from m3agent.engine.api import Message
+
+LOG_VERSION = 1
+
+
+class SessionLogError(Exception):
+    """The session log is missing or unreadable; the message names the file."""
+
+
+def new_session_id() -> str:
+    # Sortable by time, unique enough for one user's machine.
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def session_log_path(sessions_dir: Path, session_id: str) -> Path:
+    if not session_id or "/" in session_id or session_id.startswith("."):
+        raise SessionLogError(f"invalid session id {session_id!r}")
+    return sessions_dir / f"{session_id}.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionMeta:
+    id: str
+    created: str
+    cwd: str
+    engine: str = ""
+    model: str = ""
+    thinking_default: str = "adaptive"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    id: str
+    created: str
+    cwd: str
+    first_prompt: str
+    messages: int
+
+
+class Conversation:
+    """Messages in order plus the open log. Only appends; earlier turns are never rewritten."""
+
+    def __init__(self, meta: SessionMeta, path: Path, messages: list[Message] | None = None):
+        self.meta = meta
+        self.path = path
+        self._messages: list[Message] = list(messages or [])
+        self._file: Any = None
+
+    # ---- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        sessions_dir: Path,
+        *,
+        cwd: str,
+        engine: str = "",
+        model: str = "",
+        thinking_default: str = "adaptive",
+        session_id: str | None = None,
+    ) -> Conversation:
+        sessions_dir.mkdir(parents=True, exist_ok=True)
+        sid = session_id or new_session_id()
+        meta = SessionMeta(
+            id=sid,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            cwd=cwd,
+            engine=engine,
+            model=model,
+            thinking_default=thinking_default,
+        )
+        path = session_log_path(sessions_dir, sid)
+        if path.exists():
+            raise SessionLogError(f"session log {path} already exists")
+        conv = cls(meta, path)
+        conv._write({"kind": "session", "v": LOG_VERSION, **_meta_dict(meta)})
+        return conv
+
+    @classmethod
+    def load(cls, sessions_dir: Path, session_id: str) -> Conversation:
+        path = session_log_path(sessions_dir, session_id)
+        if not path.exists():
+            raise SessionLogError(f"no session {session_id!r} (looked for {path})")
+        meta: SessionMeta | None = None
+        messages: list[Message] = []
+        thinking: str | None = None
+        for lineno, rec in _read_lines(path):
+            kind = rec.get("kind")
+            if kind == "session":
+                meta = SessionMeta(
+                    id=rec["id"],
+                    created=rec.get("created", ""),
+                    cwd=rec.get("cwd", ""),
+                    engine=rec.get("engine", ""),
+                    model=rec.get("model", ""),
+                    thinking_default=rec.get("thinking_default", "adaptive"),
+                )
+            elif kind == "message":
+                try:
+                    messages.append(Message.from_dict(rec["message"]))
+                except (KeyError, TypeError) as e:
+                    raise SessionLogError(f"{path}:{lineno}: bad message record ({e})") from e
+            elif kind == "setting" and "thinking_default" in rec:
+                thinking = rec["thinking_default"]
+        if meta is None:
+            raise SessionLogError(f"{path}: no session header line")
+        if thinking is not None:
+            meta = SessionMeta(meta.id, meta.created, meta.cwd, meta.engine, meta.model, thinking)
+        return cls(meta, path, messages)
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self.meta.id
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return tuple(self._messages)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    # ---- writing ----------------------------------------------------------------------------
+
+    def append(self, message: Message) -> None:
+        """Log first, then remember: what the model later sees is always on disk."""
+        self._write({"kind": "message", "message": message.to_dict()})
+        self._messages.append(message)
+
+    def log_event(self, event_dict: dict[str, Any]) -> None:
+        self._write({"kind": "event", "event": event_dict})
+
+    def log_setting(self, **values: Any) -> None:
+        self._write({"kind": "setting", **values})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._file.write(line)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _meta_dict(meta: SessionMeta) -> dict[str, Any]:
+    return {
+        "id": meta.id,
+        "created": meta.created,
+        "cwd": meta.cwd,
+        "engine": meta.engine,
+        "model": meta.model,
+        "thinking_default": meta.thinking_default,
+    }
+
+
+def _read_lines(path: Path):
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                # A torn last line (crash mid-write) is dropped; a torn middle line is an error.
+                rest = f.read()
+                if rest.strip():
+                    raise SessionLogError(f"{path}:{lineno}: not JSON ({e.msg})") from e
+                return
+
+
+def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
+    """Newest first. Reads each log only up to its first user message plus a message count."""
+    out: list[SessionSummary] = []
+    if not sessions_dir.is_dir():
+        return out
+    for path in sessions_dir.glob("*.jsonl"):
+        header: dict[str, Any] | None = None
+        first = ""
+        count = 0
+        try:
+            for _, rec in _read_lines(path):
+                if rec.get("kind") == "session":
+                    header = rec
+                elif rec.get("kind") == "message":
+                    count += 1
+                    msg = rec.get("message", {})
+                    if not first and msg.get("role") == "user":
+                        first = msg.get("content", "")
+        except (OSError, SessionLogError):
+            continue  # one unreadable log must not hide the others
+        if header is None:
+            continue
+        out.append(
+            SessionSummary(
+                id=header.get("id", path.stem),
+                created=header.get("created", ""),
+                cwd=header.get("cwd", ""),
+                first_prompt=first,
+                messages=count,
+            )
+        )
+    out.sort(key=lambda s: (s.created, s.id), reverse=True)
+    return out

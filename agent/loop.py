@@ -1,0 +1,188 @@
+"""run_turn: the flat agent loop of one user prompt.
+
+    request -> engine.stream -> events -> tool calls -> approvals -> tools -> results -> repeat
+
+until the model answers without a tool call or a limit stops it (engine calls, tool calls, wall
+time) or the Session cancels the task (interrupt / timeout; `control.stop_reason` says which).
+Every message is in the session log before the next step starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from m3agent.agent import events as ev
+from m3agent.agent import tool_step
+from m3agent.agent.ops import UserTurn
+from m3agent.agent.turn_state import LoopDeps, TurnControl
+from m3agent.engine import api
+
+
+@dataclass(slots=True)
+class _Usage:
+    prompt: int = 0
+    cached: int = 0
+    generated: int = 0
+    ttft: float | None = None
+    total: float = 0.0
+    last: api.Usage | None = None
+
+    def add(self, u: api.Usage) -> None:
+        self.prompt += u.prompt_tokens
+        self.cached += u.cached_prompt_tokens
+        self.generated += u.generated_tokens
+        if self.ttft is None and u.time_to_first_token_s is not None:
+            self.ttft = u.time_to_first_token_s
+        self.total += u.total_time_s or 0.0
+        self.last = u
+
+    def freeze(self) -> api.Usage:
+        return api.Usage(self.prompt, self.cached, self.generated, self.ttft, self.total or None)
+
+
+@dataclass(slots=True)
+class _Generation:
+    """What one engine call produced so far (kept when an interrupt cuts it short)."""
+
+    reasoning: list[str] = field(default_factory=list)
+    content: list[str] = field(default_factory=list)
+    calls: list[api.ToolCall] = field(default_factory=list)
+    usage: api.UsageDelta | None = None
+
+    def message(self, mode: str) -> api.Message:
+        raw = self.usage.raw_text if self.usage is not None else None
+        reasoning = "".join(self.reasoning)
+        return api.Message(
+            role="assistant",
+            content="".join(self.content),
+            reasoning=reasoning if self.reasoning else None,
+            tool_calls=tuple(self.calls),
+            thinking_mode=mode,  # type: ignore[arg-type]
+            raw_text=raw,
+        )
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(6)}"
+
+
+async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) -> None:
+    stream = deps.engine.stream(request)
+    try:
+        async for delta in stream:
+            if isinstance(delta, api.ReasoningDelta):
+                gen.reasoning.append(delta.text)
+                await deps.emit(ev.ReasoningDelta(text=delta.text))
+            elif isinstance(delta, api.ContentDelta):
+                gen.content.append(delta.text)
+                await deps.emit(ev.ContentDelta(text=delta.text))
+            elif isinstance(delta, api.ToolCallDelta):
+                call = delta.call
+                if not call.id:
+                    call = api.ToolCall(_new_id("call"), call.name, call.arguments)
+                gen.calls.append(call)
+            elif isinstance(delta, api.UsageDelta):
+                gen.usage = delta
+    except asyncio.CancelledError:
+        await deps.engine.abort(request.request_id)
+        raise
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def run_turn(
+    deps: LoopDeps, control: TurnControl, op: UserTurn, turn: int, thinking_mode: str
+) -> ev.TurnComplete:
+    cfg = deps.config
+    conv = deps.conversation
+    started = time.monotonic()
+    usage = _Usage()
+    answer = ""
+    conv.append(api.Message(role="user", content=op.text, media=op.media))
+    await deps.emit(ev.TurnStarted(turn=turn, thinking_mode=thinking_mode))
+    tools = tuple(deps.toolset.schemas()) if deps.toolset is not None else ()
+    tool_calls_done = 0
+    flags: dict[str, bool] = {}
+
+    def done(reason: str) -> ev.TurnComplete:
+        return ev.TurnComplete(
+            turn=turn, reason=reason, answer=answer, usage=usage.freeze(), last_usage=usage.last
+        )
+
+    gen: _Generation | None = None
+    pending: list[api.ToolCall] = []  # calls of the last assistant message still without result
+    try:
+        for _step in range(cfg.max_turns):
+            if time.monotonic() - started > cfg.max_wall_time_s:
+                return done("timeout")
+            request = api.ChatRequest(
+                request_id=_new_id("req"),
+                messages=conv.messages,
+                tools=tools,
+                thinking_mode=thinking_mode,  # type: ignore[arg-type]
+                sampling=cfg.sampling,
+            )
+            gen = _Generation()
+            try:
+                await _generate(deps, request, gen)
+            except api.EngineError as e:
+                kind = "engine_unavailable" if isinstance(e, api.EngineUnavailable) else "engine"
+                if gen.content or gen.reasoning or gen.calls:
+                    conv.append(gen.message(thinking_mode))
+                gen = None
+                await deps.emit(ev.Error(message=str(e), kind=kind, fatal=True))
+                return done("error")
+            msg = gen.message(thinking_mode)
+            conv.append(msg)
+            finished = gen.usage
+            gen = None
+            answer = msg.content
+            if finished is not None:
+                usage.add(finished.usage)
+                await deps.emit(
+                    ev.ModelRequestFinished(
+                        usage=finished.usage, finish_reason=finished.finish_reason
+                    )
+                )
+            pending = list(msg.tool_calls)
+            if not pending:
+                return done("done")
+            while pending:
+                call = pending[0]
+                if tool_calls_done >= cfg.max_tool_calls:
+                    for c in pending:
+                        await tool_step.record_result(
+                            deps, c, tool_step.not_run("the tool-call limit was reached")
+                        )
+                    pending = []
+                    return done("max_tool_calls")
+                result = await tool_step.run_call(deps, control, call, flags)
+                # pop, then record: no await between them, so a cancellation cannot leave a
+                # call with two results or none.
+                pending.pop(0)
+                tool_calls_done += 1
+                await tool_step.record_result(deps, call, result)
+        return done("max_turns")
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        reason = control.stop_reason or "interrupted"
+        if gen is not None and (gen.content or gen.reasoning or gen.calls):
+            # Keep what was already shown to the user; a cut generation has no tool calls run.
+            partial = gen.message(thinking_mode)
+            pending = list(partial.tool_calls)
+            conv.append(partial)
+            answer = partial.content
+        note = "the turn timed out" if reason == "timeout" else "interrupted by the user"
+        first = True
+        for c in pending:
+            res = tool_step.cancelled_result() if first else tool_step.not_run(note)
+            first = False
+            await tool_step.record_result(deps, c, res)
+        return done(reason)

@@ -1,0 +1,262 @@
+"""Session: the Op/Event protocol around the loop.
+
+`submit(op)` in, `events()` out. Control ops (Interrupt, ApprovalDecision, SetThinking) act at
+once; UserTurns queue and run one at a time. The conversation and its JSONL log live in a
+Conversation; `Session.resume` rebuilds the exact message list from that log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent import events as ev
+from m3agent.agent import ops
+from m3agent.agent.approvals import ApprovalGate
+from m3agent.agent.config import AgentConfig
+from m3agent.agent.conversation import Conversation
+from m3agent.agent.loop import run_turn
+from m3agent.agent.turn_state import LoopDeps, TurnControl
+from m3agent.engine.api import THINKING_MODES, Message, Usage
+
+# Streaming text is not logged line by line: the assistant message that follows holds it all.
+_UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta)
+_END = object()
+
+
+class Session:
+    def __init__(
+        self,
+        engine: Any,
+        toolset: Any,
+        config: AgentConfig,
+        *,
+        conversation: Conversation,
+        cwd: Path,
+        sandbox: Any = None,
+        checkpoint: Callable[[str], Any] | None = None,
+        tool_env: dict[str, str] | None = None,
+        resumed: bool = False,
+    ):
+        self.engine = engine
+        self.toolset = toolset
+        self.config = config
+        self.conversation = conversation
+        self.cwd = Path(cwd)
+        self.sandbox = sandbox
+        self.checkpoint = checkpoint
+        self.tool_env = tool_env
+        self.resumed = resumed
+        self.thinking_default: str = conversation.meta.thinking_default or config.thinking_default
+        self.gate = ApprovalGate(config.approval_policy, config.rules)
+        self._events: asyncio.Queue = asyncio.Queue()
+        self._turns: asyncio.Queue = asyncio.Queue()
+        self._runner: asyncio.Task | None = None
+        self._turn_task: asyncio.Task | None = None
+        self._control: TurnControl | None = None
+        self._closed = False
+        self._started_event_sent = False
+
+    # ---- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        engine: Any,
+        toolset: Any,
+        config: AgentConfig,
+        *,
+        sessions_dir: Path,
+        cwd: Path,
+        context_messages: Sequence[Message] = (),
+        **kwargs: Any,
+    ) -> Session:
+        """A new session: the system prompt (and any repository context) opens the log."""
+        info = engine.info()
+        conv = Conversation.create(
+            sessions_dir,
+            cwd=str(cwd),
+            engine=info.backend,
+            model=info.model,
+            thinking_default=config.thinking_default,
+        )
+        conv.append(Message(role="system", content=config.system_prompt))
+        for m in context_messages:
+            conv.append(m)
+        return cls(engine, toolset, config, conversation=conv, cwd=cwd, **kwargs)
+
+    @classmethod
+    def resume(
+        cls,
+        session_id: str,
+        engine: Any,
+        toolset: Any,
+        config: AgentConfig,
+        *,
+        sessions_dir: Path,
+        cwd: Path | None = None,
+        **kwargs: Any,
+    ) -> Session:
+        conv = Conversation.load(sessions_dir, session_id)
+        where = Path(cwd) if cwd is not None else Path(conv.meta.cwd)
+        return cls(engine, toolset, config, conversation=conv, cwd=where, resumed=True, **kwargs)
+
+    @property
+    def id(self) -> str:
+        return self.conversation.id
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        return self.conversation.messages
+
+    @property
+    def busy(self) -> bool:
+        return self._turn_task is not None and not self._turn_task.done()
+
+    # ---- protocol ---------------------------------------------------------------------------
+
+    def submit(self, op: ops.Op) -> None:
+        """Accepts an op; needs a running event loop (the one events() is consumed on)."""
+        if self._closed:
+            return
+        self._ensure_runner()
+        if isinstance(op, ops.UserTurn):
+            self._turns.put_nowait(op)
+        elif isinstance(op, ops.Interrupt):
+            self._stop_turn("interrupted")
+        elif isinstance(op, ops.ApprovalDecision):
+            self._decide(op)
+        elif isinstance(op, ops.SetThinking):
+            if op.mode not in THINKING_MODES:
+                self._put(ev.Error(message=f"unknown thinking mode {op.mode!r}", kind="usage"))
+                return
+            self.thinking_default = op.mode
+            self.conversation.log_setting(thinking_default=op.mode)
+        elif isinstance(op, ops.Compact):
+            self._put(ev.Error(message="compaction is not available yet", kind="usage"))
+        elif isinstance(op, ops.Shutdown):
+            self._closed = True
+            self._stop_turn("interrupted")
+            self._turns.put_nowait(_END)
+        else:
+            self._put(ev.Error(message=f"unknown op {type(op).__name__}", kind="usage"))
+
+    async def events(self) -> AsyncIterator[ev.Event]:
+        """Every event in order; ends after Shutdown once the running turn has stopped."""
+        self._ensure_runner()
+        while True:
+            item = await self._events.get()
+            if item is _END:
+                return
+            yield item
+
+    async def run_prompt(self, text: str, **turn: Any) -> ev.TurnComplete:
+        """Convenience for tests and scripts: submit one UserTurn and wait for its end,
+        answering nothing (approval requests must be answered by the caller's policy)."""
+        self.submit(ops.UserTurn(text, **turn))
+        async for e in self.events():
+            if isinstance(e, ev.TurnComplete):
+                return e
+        raise RuntimeError("the session ended before the turn completed")
+
+    async def close(self) -> None:
+        if not self._closed:
+            self.submit(ops.Shutdown())
+        if self._runner is not None:
+            await asyncio.gather(self._runner, return_exceptions=True)
+        self.conversation.close()
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _ensure_runner(self) -> None:
+        if self._runner is None:
+            if not self._started_event_sent:
+                self._started_event_sent = True
+                info = self.engine.info()
+                self._put(
+                    ev.SessionStarted(
+                        session_id=self.id,
+                        engine=info.backend,
+                        model=info.model,
+                        cwd=str(self.cwd),
+                        resumed=self.resumed,
+                    )
+                )
+            self._runner = asyncio.get_running_loop().create_task(self._run())
+
+    def _put(self, event: Any) -> None:
+        if not isinstance(event, _UNLOGGED):
+            self.conversation.log_event(event.to_dict())
+        self._events.put_nowait(event)
+
+    async def _emit(self, event: Any) -> None:
+        self._put(event)
+
+    def _stop_turn(self, reason: str) -> None:
+        if self._control is not None and self._control.stop_reason is None:
+            self._control.stop_reason = reason
+        if self._control is not None and self._control.tool_cancel is not None:
+            self._control.tool_cancel.set()
+        if self.busy:
+            self._turn_task.cancel()  # type: ignore[union-attr]
+
+    def _decide(self, decision: ops.ApprovalDecision) -> None:
+        fut = self._control.approvals.get(decision.call_id) if self._control else None
+        if fut is None or fut.done():
+            self._put(
+                ev.Error(message=f"no pending approval for call {decision.call_id}", kind="usage")
+            )
+            return
+        fut.set_result(decision)
+
+    def _turn_number(self) -> int:
+        return sum(1 for m in self.conversation.messages if m.role == "user") + 1
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            op = await self._turns.get()
+            if op is _END:
+                break
+            if self._closed:
+                continue
+            control = TurnControl()
+            self._control = control
+            deps = LoopDeps(
+                engine=self.engine,
+                toolset=self.toolset,
+                conversation=self.conversation,
+                config=self.config,
+                gate=self.gate,
+                cwd=self.cwd,
+                emit=self._emit,
+                sandbox=self.sandbox,
+                checkpoint=self.checkpoint,
+                tool_env=self.tool_env,
+            )
+            mode = op.thinking_mode or self.thinking_default
+            turn = self._turn_number()
+            self._turn_task = loop.create_task(run_turn(deps, control, op, turn, mode))
+            timer = loop.call_later(self.config.max_wall_time_s, self._stop_turn, "timeout")
+            task = self._turn_task
+            try:
+                done = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                me = asyncio.current_task()
+                if task.cancelled() and not (me is not None and me.cancelling()):
+                    # Stopped before its first step ran: nothing to clean up.
+                    reason = control.stop_reason or "interrupted"
+                    done = ev.TurnComplete(turn=turn, reason=reason, answer="", usage=Usage())
+                else:  # the runner itself is being cancelled (event loop shutting down)
+                    task.cancel()
+                    raise
+            except Exception as e:  # a bug in the loop: report it, keep the session usable
+                self._put(ev.Error(message=f"internal error: {type(e).__name__}: {e}", fatal=True))
+                done = ev.TurnComplete(turn=turn, reason="error", answer="", usage=Usage())
+            finally:
+                timer.cancel()
+                self._control = None
+            self._put(done)
+        self._events.put_nowait(_END)

@@ -1,0 +1,143 @@
+"""One tool call inside a turn: approval, checkpoint, dispatch in a worker thread, cancellation.
+
+Every call the model made gets exactly one tool message back (a result, a denial, or "not run"),
+so the conversation stays well formed whatever stops the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from m3agent.agent import events as ev
+from m3agent.agent.ops import ApprovalDecision
+from m3agent.agent.turn_state import LoopDeps, TurnControl
+from m3agent.engine.api import Message, ToolCall
+from m3agent.tools.base import ToolContext, ToolResult
+
+# How long an interrupted tool may take to notice ctx.cancel before we stop waiting for it.
+_CANCEL_GRACE_S = 10.0
+
+
+def tool_class(toolset: Any, name: str) -> Any:
+    try:
+        return toolset.get(name)
+    except (KeyError, LookupError):
+        return None
+
+
+async def ask_approval(
+    deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str
+) -> ApprovalDecision:
+    fut: asyncio.Future = asyncio.get_running_loop().create_future()
+    control.approvals[call.id] = fut
+    try:
+        await deps.emit(
+            ev.ApprovalRequest(
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                reason=reason,
+                _future=fut,
+            )
+        )
+        decision = await fut
+    finally:
+        control.approvals.pop(call.id, None)
+    if not isinstance(decision, ApprovalDecision):
+        return ApprovalDecision(call.id, "deny", "no valid answer to the approval request")
+    return decision
+
+
+async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> ToolResult:
+    """Runs the tool in a thread; on cancellation sets ctx.cancel and waits for it to stop."""
+    ctx = ToolContext(
+        cwd=deps.cwd,
+        sandbox=deps.sandbox,
+        timeout_s=deps.config.tool_timeout_s,
+        env=deps.tool_env,
+    )
+    control.tool_cancel = ctx.cancel
+    fut = asyncio.ensure_future(asyncio.to_thread(_dispatch_sync, deps.toolset, call, ctx))
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        ctx.cancel.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), _CANCEL_GRACE_S)
+        except (TimeoutError, asyncio.CancelledError):
+            pass
+        raise
+    finally:
+        control.tool_cancel = None
+
+
+def _dispatch_sync(toolset: Any, call: ToolCall, ctx: ToolContext) -> ToolResult:
+    try:
+        result = toolset.dispatch(call.name, call.arguments, ctx)
+    except Exception as e:  # Toolset promises not to raise; a tool bug still must not kill us
+        return ToolResult(f"tool {call.name} failed: {type(e).__name__}: {e}", is_error=True)
+    if not isinstance(result, ToolResult):
+        return ToolResult(f"tool {call.name} returned no result", is_error=True)
+    return result
+
+
+async def record_result(deps: LoopDeps, call: ToolCall, result: ToolResult) -> None:
+    """Log the tool message (before anything else happens), then tell the front ends."""
+    deps.conversation.append(
+        Message(role="tool", content=result.output, tool_call_id=call.id, name=call.name)
+    )
+    await deps.emit(
+        ev.ToolCallFinished(
+            call_id=call.id,
+            name=call.name,
+            output=result.output,
+            is_error=result.is_error,
+            metadata=dict(result.metadata),
+        )
+    )
+
+
+async def run_call(
+    deps: LoopDeps, control: TurnControl, call: ToolCall, turn_flags: dict[str, bool]
+) -> ToolResult:
+    """Approval -> checkpoint (first mutation of the turn) -> dispatch. Returns the result;
+    the caller records it."""
+    cls = tool_class(deps.toolset, call.name)
+    mutates = bool(getattr(cls, "mutates", False))
+    risky = bool(getattr(cls, "risky", False))
+    await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
+    if cls is not None:
+        check = deps.gate.check(
+            call.name, call.arguments, mutates=mutates, risky=risky, sandbox=deps.sandbox
+        )
+        if check.verdict == "deny":
+            return ToolResult(f"not run: {check.reason}", is_error=True, metadata={"denied": True})
+        if check.verdict == "ask":
+            decision = await ask_approval(deps, control, call, check.reason)
+            if decision.decision == "deny":
+                note = f": {decision.note}" if decision.note else ""
+                return ToolResult(
+                    f"not run: the user denied this call{note}",
+                    is_error=True,
+                    metadata={"denied": True},
+                )
+            if decision.decision == "approve_session":
+                deps.gate.allow_for_session(call.name)
+    if mutates and deps.checkpoint is not None and not turn_flags.get("checkpointed"):
+        turn_flags["checkpointed"] = True
+        try:
+            cp_id = await asyncio.to_thread(deps.checkpoint, f"before {call.name}")
+        except Exception as e:  # a failed snapshot is reported, never silent, and not fatal
+            await deps.emit(ev.Error(message=f"checkpoint failed: {e}", kind="tool"))
+        else:
+            await deps.emit(ev.ContextEvent(action="checkpoint", detail={"id": str(cp_id)}))
+    return await dispatch(deps, control, call)
+
+
+def not_run(reason: str) -> ToolResult:
+    return ToolResult(f"not run: {reason}", is_error=True, metadata={"skipped": True})
+
+
+def cancelled_result() -> ToolResult:
+    return ToolResult("interrupted by the user", is_error=True, metadata={"interrupted": True})

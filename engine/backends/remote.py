@@ -1,0 +1,209 @@
+"""RemoteEngine: an OpenAI-compatible chat-completions server (vLLM `serve`) over httpx.
+
+Streams with usage, passes tools and `chat_template_kwargs.thinking_mode`, retries what is
+worth retrying (connect errors, 502/503/504) with exponential backoff, and turns every failure
+into one clear EngineError line: refused connection -> EngineUnavailable, 4xx ->
+EngineRequestError with the server's message, 5xx -> EngineError, a malformed or broken
+stream -> EngineProtocolError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from m3agent.engine.api import (
+    ChatDelta,
+    ChatRequest,
+    EngineError,
+    EngineInfo,
+    EngineProtocolError,
+    EngineRequestError,
+    EngineStats,
+    EngineUnavailable,
+    ToolCallDelta,
+    Usage,
+    UsageDelta,
+)
+from m3agent.engine.backends.remote_format import error_message, request_body
+from m3agent.engine.backends.remote_stream import ContentReparser, StreamDecoder
+
+_RETRY_STATUS = (502, 503, 504)
+_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort"}
+
+
+class RemoteEngine:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        retries: int = 3,
+        *,
+        connect_timeout: float = 10.0,
+        backoff_s: float = 0.5,
+        max_context_tokens: int = 196_608,
+    ):
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {retries}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        url = httpx.URL(base_url.rstrip("/"))
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base URL {base_url!r} is not an http(s) URL")
+        self.base_url = str(url)
+        self.origin = f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
+        self.model = model
+        self._api_key = api_key
+        self._retries = retries
+        self._backoff_s = backoff_s
+        self._max_ctx = max_context_tokens
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._client: httpx.AsyncClient | None = None
+        self._active: dict[str, httpx.Response] = {}
+        self._aborted: set[str] = set()
+        self._stats = EngineStats()
+
+    # ---- Engine protocol ------------------------------------------------------------------
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(backend="remote", model=self.model, max_context_tokens=self._max_ctx)
+
+    def stats(self) -> EngineStats:
+        return self._stats
+
+    async def abort(self, request_id: str) -> None:
+        self._aborted.add(request_id)
+        resp = self._active.get(request_id)
+        if resp is not None:
+            await resp.aclose()  # closing the connection makes the server stop generating
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        started = time.monotonic()
+        body = request_body(request, self.model)
+        resp = await self._open(body)
+        self._active[request.request_id] = resp
+        decoder = StreamDecoder(
+            ContentReparser(list(request.tools), request.thinking_mode), self.origin
+        )
+        first_at: float | None = None
+        try:
+            try:
+                async for line in resp.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue  # SSE comments, event names, keep-alives
+                    for d in decoder.feed_data(line[5:]):
+                        if first_at is None:
+                            first_at = time.monotonic() - started
+                        yield d
+                    if decoder.done:
+                        break
+            except (httpx.StreamClosed, httpx.ReadError, httpx.RemoteProtocolError) as e:
+                if request.request_id not in self._aborted:
+                    raise EngineProtocolError(
+                        f"the stream from {self.origin} broke: {_why(e)}"
+                    ) from e
+            except httpx.TimeoutException as e:
+                raise EngineError(
+                    f"the server {self.origin} sent nothing for {self._timeout.read:.0f}s"
+                ) from e
+            aborted = request.request_id in self._aborted
+            if not aborted and not decoder.done and decoder.finish_reason is None:
+                raise EngineProtocolError(
+                    f"the stream from {self.origin} ended before the response was complete"
+                )
+            tail = decoder.finish()
+            for d in tail:
+                yield d
+            usage = decoder.final_usage()
+            usage = Usage(
+                prompt_tokens=usage.prompt_tokens,
+                cached_prompt_tokens=usage.cached_prompt_tokens,
+                generated_tokens=usage.generated_tokens,
+                time_to_first_token_s=first_at,
+                total_time_s=time.monotonic() - started,
+            )
+            self._count(usage)
+            finish = "abort" if aborted else _FINISH.get(decoder.finish_reason or "stop", "stop")
+            if finish == "stop" and any(isinstance(d, ToolCallDelta) for d in tail):
+                finish = "tool_calls"
+            yield UsageDelta(usage=usage, finish_reason=finish)  # type: ignore[arg-type]
+        finally:
+            self._active.pop(request.request_id, None)
+            self._aborted.discard(request.request_id)
+            await resp.aclose()
+
+    # ---- HTTP ------------------------------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            headers = {"Accept": "text/event-stream"}
+            if self._api_key:
+                headers["Authorization"] = f"Bearer {self._api_key}"
+            self._client = httpx.AsyncClient(timeout=self._timeout, headers=headers)
+        return self._client
+
+    async def _open(self, body: dict[str, Any]) -> httpx.Response:
+        url = f"{self.base_url}/chat/completions"
+        last: EngineError | None = None
+        for attempt in range(self._retries + 1):
+            if attempt:
+                await asyncio.sleep(self._backoff_s * 2 ** (attempt - 1))
+            client = self._http()
+            try:
+                resp = await client.send(client.build_request("POST", url, json=body), stream=True)
+            except httpx.ConnectError as e:
+                last = EngineUnavailable(f"cannot reach {self.origin}: {_why(e)}")
+                continue
+            except httpx.TimeoutException as e:
+                last = EngineUnavailable(
+                    f"cannot reach {self.origin}: timed out ({type(e).__name__})"
+                )
+                continue
+            except httpx.HTTPError as e:
+                raise EngineError(f"request to {self.origin} failed: {_why(e)}") from e
+            if resp.status_code < 400:
+                return resp
+            text = error_message(await resp.aread())
+            await resp.aclose()
+            status = resp.status_code
+            if status in _RETRY_STATUS:
+                last = EngineError(f"the server {self.origin} answered HTTP {status}: {text}")
+                continue
+            if status < 500:
+                raise EngineRequestError(
+                    f"the server {self.origin} rejected the request (HTTP {status}): {text}"
+                )
+            raise EngineError(f"the server {self.origin} failed (HTTP {status}): {text}")
+        if last is None or isinstance(last, EngineUnavailable):
+            raise last or EngineUnavailable(f"cannot reach {self.origin}")
+        raise EngineError(f"{last} (after {self._retries + 1} attempts)")
+
+    def _count(self, u: Usage) -> None:
+        s = self._stats
+        self._stats = EngineStats(
+            requests=s.requests + 1,
+            prompt_tokens=s.prompt_tokens + u.prompt_tokens,
+            cached_prompt_tokens=s.cached_prompt_tokens + u.cached_prompt_tokens,
+            generated_tokens=s.generated_tokens + u.generated_tokens,
+        )
+
+
+def _why(e: BaseException) -> str:
+    """The short cause of a transport error: "connection refused" rather than a trace."""
+    text = str(e) or type(e).__name__
+    cause: BaseException | None = e
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+            return "connection refused"
+        cause = cause.__cause__ or cause.__context__
+    return text.splitlines()[0]

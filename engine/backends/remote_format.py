@@ -1,0 +1,124 @@
+"""OpenAI chat-completions wire format for the remote backend: request bodies and messages.
+
+Kept apart from the HTTP client so both can be read (and tested) on their own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mimetypes
+from pathlib import Path
+from typing import Any
+
+from m3agent.engine.api import ChatRequest, EngineRequestError, MediaPart, Message
+
+
+def _media_part(part: MediaPart) -> dict[str, Any]:
+    """An image or video as an OpenAI content part with a data URL (the server decodes it)."""
+    path = Path(part.path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise EngineRequestError(f"cannot read {part.kind} {path}: {e.strerror or e}") from e
+    mime = mimetypes.guess_type(path.name)[0] or (
+        "image/png" if part.kind == "image" else "video/mp4"
+    )
+    url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    if part.kind == "image":
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "video_url", "video_url": {"url": url}}
+
+
+def _user_content(m: Message) -> Any:
+    if not m.media:
+        return m.content
+    parts: list[dict[str, Any]] = [_media_part(p) for p in m.media]
+    if m.content:
+        parts.append({"type": "text", "text": m.content})
+    return parts
+
+
+def to_openai_message(m: Message) -> dict[str, Any]:
+    if m.role == "user":
+        return {"role": "user", "content": _user_content(m)}
+    if m.role == "system":
+        return {"role": "system", "content": m.content}
+    if m.role == "tool":
+        out: dict[str, Any] = {"role": "tool", "content": m.content}
+        if m.tool_call_id is not None:
+            out["tool_call_id"] = m.tool_call_id
+        if m.name is not None:
+            out["name"] = m.name
+        return out
+    out = {"role": "assistant", "content": m.content or None}
+    if m.reasoning is not None:
+        out["reasoning_content"] = m.reasoning
+    if m.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {
+                    "name": c.name,
+                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                },
+            }
+            for c in m.tool_calls
+        ]
+    return out
+
+
+def request_body(request: ChatRequest, model: str) -> dict[str, Any]:
+    s = request.sampling
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [to_openai_message(m) for m in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": s.max_tokens,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+        "chat_template_kwargs": {"thinking_mode": request.thinking_mode},
+    }
+    if s.seed is not None:
+        body["seed"] = s.seed
+    if s.stop:
+        body["stop"] = list(s.stop)
+    if request.tools:
+        body["tools"] = list(request.tools)
+        body["tool_choice"] = "auto"
+    return body
+
+
+def error_message(body: bytes) -> str:
+    """The server's own words from an error body ({"error": {"message"}}, {"detail"}, text)."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return text[:500] or "(empty body)"
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            for key in ("message", "detail", "msg"):
+                if isinstance(err.get(key), str):
+                    return err[key]
+        if isinstance(err, str):
+            return err
+        if isinstance(obj.get("detail"), str):
+            return obj["detail"]
+    return text[:500]
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """Tool-call arguments as sent by the server. Not JSON (or not an object) stays visible to
+    the model through the tool's validation error instead of crashing the turn."""
+    if not text.strip():
+        return {}
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return {"$invalid_arguments": text}
+    return obj if isinstance(obj, dict) else {"$invalid_arguments": text}

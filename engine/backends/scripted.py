@@ -1,0 +1,173 @@
+"""ScriptedEngine: replays recorded raw M3 model text through the real m3 format layer.
+
+Not a mock: each stream() renders the request's prompt with the real chat renderer, counts its
+tokens with the real tokenizer (cached tokens = the longest common token prefix with the
+previous prompt, rounded down to whole 128-token pages, as a prefix cache would reuse them),
+and streams the next script entry in small chunks through the real M3OutputParser. Tests and
+demos use it; `m3agent run --engine scripted --script FILE` takes a JSON array of strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from m3agent.engine.api import (
+    ChatDelta,
+    ChatRequest,
+    EngineInfo,
+    EngineRequestError,
+    EngineStats,
+    ToolCallDelta,
+    Usage,
+    UsageDelta,
+)
+
+PAGE_TOKENS = 128
+
+
+def load_script(path: str | Path) -> list[str]:
+    """A JSON array of strings, one raw model output per engine call."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"cannot read script {p}: {e.strerror or e}") from e
+    except json.JSONDecodeError as e:
+        raise ValueError(f"script {p} is not JSON: {e.msg} at line {e.lineno}") from e
+    if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+        raise ValueError(f"script {p} must be a JSON array of strings")
+    return data
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ScriptedEngine:
+    def __init__(
+        self,
+        script: Sequence[str],
+        tokenizer: Any = None,
+        *,
+        chunk_chars: int = 7,
+        chunk_delay_s: float = 0.0,
+        template: Any = None,
+        model: str = "scripted",
+        max_context_tokens: int = 196_608,
+    ):
+        if chunk_chars < 1:
+            raise ValueError(f"chunk_chars must be at least 1, got {chunk_chars}")
+        self._script = list(script)
+        self._next = 0
+        self._tokenizer = tokenizer
+        self._chunk_chars = chunk_chars
+        self._chunk_delay_s = chunk_delay_s
+        self._template = template
+        self._model = model
+        self._max_ctx = max_context_tokens
+        self._aborted: set[str] = set()
+        self._stats = EngineStats()
+        # The prompt token ids of every request, in order: what a prefix cache would have seen.
+        self.prompt_token_ids: list[list[int]] = []
+        self.prompts: list[str] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> ScriptedEngine:
+        return cls(load_script(path), **kwargs)
+
+    def _tok(self) -> Any:
+        if self._tokenizer is None:
+            from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+            self._tokenizer = M3Tokenizer.default()
+        return self._tokenizer
+
+    @property
+    def remaining(self) -> int:
+        return len(self._script) - self._next
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(backend="scripted", model=self._model, max_context_tokens=self._max_ctx)
+
+    def stats(self) -> EngineStats:
+        return self._stats
+
+    async def abort(self, request_id: str) -> None:
+        self._aborted.add(request_id)
+
+    async def close(self) -> None:
+        return None
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        from m3agent.engine.m3.chat_template import render_prompt
+        from m3agent.engine.m3.output_parser import M3OutputParser
+
+        if self._next >= len(self._script):
+            raise EngineRequestError(
+                f"the script has no reply left for engine call {self._next + 1} "
+                f"(it holds {len(self._script)})"
+            )
+        text = self._script[self._next]
+        self._next += 1
+        started = time.monotonic()
+        tok = self._tok()
+        prompt = render_prompt(
+            list(request.messages),
+            list(request.tools),
+            request.thinking_mode,
+            template=self._template,
+        )
+        ids = list(tok.encode(prompt))
+        previous = self.prompt_token_ids[-1] if self.prompt_token_ids else []
+        cached = common_prefix_len(previous, ids) // PAGE_TOKENS * PAGE_TOKENS
+        if cached >= len(ids):  # the last token is always computed to get the next logits
+            cached = max(0, (len(ids) - 1) // PAGE_TOKENS * PAGE_TOKENS)
+        self.prompt_token_ids.append(ids)
+        self.prompts.append(prompt)
+
+        parser = M3OutputParser(list(request.tools), request.thinking_mode)
+        first_at: float | None = None
+        saw_call = False
+        finish = "stop"
+        for i in range(0, len(text), self._chunk_chars):
+            if request.request_id in self._aborted:
+                finish = "abort"
+                break
+            for d in parser.feed(text[i : i + self._chunk_chars]):
+                if first_at is None:
+                    first_at = time.monotonic() - started
+                saw_call = saw_call or isinstance(d, ToolCallDelta)
+                yield d
+            # A real yield point, so that interrupts and other requests interleave.
+            await asyncio.sleep(self._chunk_delay_s)
+        for d in parser.finish():
+            saw_call = saw_call or isinstance(d, ToolCallDelta)
+            yield d
+        if finish != "abort" and saw_call:
+            finish = "tool_calls"
+        generated = len(tok.encode(text)) if text else 0
+        usage = Usage(
+            prompt_tokens=len(ids),
+            cached_prompt_tokens=cached,
+            generated_tokens=generated,
+            time_to_first_token_s=first_at,
+            total_time_s=time.monotonic() - started,
+        )
+        s = self._stats
+        self._stats = EngineStats(
+            requests=s.requests + 1,
+            prompt_tokens=s.prompt_tokens + len(ids),
+            cached_prompt_tokens=s.cached_prompt_tokens + cached,
+            generated_tokens=s.generated_tokens + generated,
+        )
+        self._aborted.discard(request.request_id)
+        yield UsageDelta(usage=usage, finish_reason=finish, raw_text=text)  # type: ignore[arg-type]
