@@ -1,0 +1,133 @@
+"""The scheduler's only view of the KV cache: prefix lookups, slot allocation, freeing.
+
+Blocks are indexed for prefix caching after the step that computed them (`cache_blocks`), so a
+block is never found by a lookup before its K/V and index keys are really in the cache.
+"""
+
+from __future__ import annotations
+
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE
+from m3agent.engine.native.block_hash import BlockHashFn, extend_block_hashes, hash_block_tokens
+from m3agent.engine.native.block_pool import BlockPool, KVCacheBlock
+from m3agent.engine.native.request import Request
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVCacheManager:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = BLOCK_SIZE,
+        enable_caching: bool = True,
+        hash_fn: BlockHashFn = hash_block_tokens,
+    ) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.hash_fn = hash_fn
+        self.block_pool = BlockPool(num_blocks, enable_caching)
+        self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
+        self._num_cached_blocks: dict[str, int] = {}
+        # Prefix-cache statistics, in tokens.
+        self.num_queried_tokens = 0
+        self.num_hit_tokens = 0
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.block_pool.num_blocks - 1
+
+    @property
+    def usage(self) -> float:
+        return self.block_pool.usage
+
+    def max_tokens_in_cache(self) -> int:
+        return self.num_usable_blocks * self.block_size
+
+    def _update_hashes(self, request: Request) -> None:
+        extend_block_hashes(
+            request.block_hashes, request.all_token_ids, self.block_size, self.hash_fn
+        )
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """The longest run of cached full blocks that starts the request's tokens.
+
+        The last token is always left to compute, so that the step produces its logits.
+        """
+        if not self.enable_caching:
+            return [], 0
+        self._update_hashes(request)
+        tokens = request.all_token_ids
+        max_blocks = (len(tokens) - 1) // self.block_size
+        hits: list[KVCacheBlock] = []
+        parent: bytes | None = None
+        for i in range(max_blocks):
+            block_tokens = tokens[i * self.block_size : (i + 1) * self.block_size]
+            block = self.block_pool.get_cached_block(request.block_hashes[i], parent, block_tokens)
+            if block is None:
+                break
+            hits.append(block)
+            parent = request.block_hashes[i]
+        self.num_queried_tokens += len(tokens)
+        self.num_hit_tokens += len(hits) * self.block_size
+        return hits, len(hits) * self.block_size
+
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        new_computed_blocks: list[KVCacheBlock] | None = None,
+    ) -> list[KVCacheBlock] | None:
+        """Pages for `num_new_tokens` more tokens (after any prefix hit), or None if full.
+
+        On None nothing changed, so the caller may preempt someone and try again.
+        """
+        new_computed_blocks = new_computed_blocks or []
+        blocks = self.req_to_blocks.setdefault(request.request_id, [])
+        num_computed = request.num_computed_tokens + len(new_computed_blocks) * self.block_size
+        total = num_computed + num_new_tokens
+        num_needed = cdiv(total, self.block_size) - len(blocks) - len(new_computed_blocks)
+        # A hit on a block nobody references takes it off the free queue too.
+        num_evictable_hits = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+        if max(num_needed, 0) + num_evictable_hits > self.block_pool.num_free_blocks:
+            return None
+        self.block_pool.touch(new_computed_blocks)
+        blocks.extend(new_computed_blocks)
+        self._num_cached_blocks.setdefault(request.request_id, 0)
+        self._num_cached_blocks[request.request_id] += len(new_computed_blocks)
+        new_blocks = self.block_pool.get_new_blocks(num_needed) if num_needed > 0 else []
+        blocks.extend(new_blocks)
+        return new_blocks
+
+    def cache_blocks(self, request: Request) -> None:
+        """Indexes the request's blocks that its computed tokens have filled."""
+        if not self.enable_caching:
+            return
+        blocks = self.req_to_blocks.get(request.request_id)
+        if not blocks:
+            return
+        self._update_hashes(request)
+        num_full = min(request.num_computed_tokens // self.block_size, len(blocks))
+        start = self._num_cached_blocks.get(request.request_id, 0)
+        tokens = request.all_token_ids
+        bs = self.block_size
+        for i in range(start, num_full):
+            parent = request.block_hashes[i - 1] if i else None
+            self.block_pool.cache_full_block(
+                blocks[i], request.block_hashes[i], parent, tokens[i * bs : (i + 1) * bs]
+            )
+        self._num_cached_blocks[request.request_id] = max(start, num_full)
+
+    def free(self, request: Request) -> None:
+        blocks = self.req_to_blocks.pop(request.request_id, [])
+        self._num_cached_blocks.pop(request.request_id, None)
+        self.block_pool.free_blocks(list(reversed(blocks)))
+
+    def get_block_ids(self, request_id: str) -> list[int]:
+        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
+
+    def reset_prefix_cache(self) -> bool:
+        return self.block_pool.reset_prefix_cache()

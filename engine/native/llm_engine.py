@@ -1,0 +1,251 @@
+"""The token-level engine: requests in, one scheduled step at a time, RequestOutputs out.
+
+Single-threaded by design: the Engine backend runs `step()` on its own thread and talks to it
+through queues, so nothing here locks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from m3agent.engine.api import EngineRequestError, PromptTooLong
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE
+from m3agent.engine.native.detokenizer import IncrementalDetokenizer, TokenizerLike
+from m3agent.engine.native.engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
+from m3agent.engine.native.kv_cache_allocator import allocate_caches, num_blocks_for_budget
+from m3agent.engine.native.kv_cache_manager import KVCacheManager, cdiv
+from m3agent.engine.native.model_api import NativeModel
+from m3agent.engine.native.model_runner import ModelRunner
+from m3agent.engine.native.outputs import FinishReason, RequestMetrics, RequestOutput
+from m3agent.engine.native.request import Request, RequestStatus
+from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.scheduler import Scheduler, SchedulerConfig
+from m3agent.engine.native.stop_strings import StopStringFilter
+
+_FINISH = {
+    RequestStatus.FINISHED_STOPPED: "stop",
+    RequestStatus.FINISHED_LENGTH: "length",
+    RequestStatus.FINISHED_ABORTED: "abort",
+}
+
+
+@dataclass(slots=True)
+class _TextState:
+    detok: IncrementalDetokenizer | None
+    stops: StopStringFilter
+    text: str = ""
+    logits: list[torch.Tensor] = field(default_factory=list)
+
+
+class LLMEngine:
+    def __init__(
+        self, model: NativeModel, tokenizer: TokenizerLike | None = None, config: EngineConfig | None = None
+    ) -> None:
+        self.config = config = config or EngineConfig()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = torch.device(config.device)
+        specs = model.cache_specs()
+        model_max = model.info.max_position_embeddings
+        wanted_len = min(config.max_model_len or model_max, model_max)
+        self.num_blocks = self._num_blocks(specs, model.info.dtype, wanted_len)
+        # A request must always fit alone, or preemption could never make room for it.
+        self.max_model_len = min(wanted_len, (self.num_blocks - 1) * BLOCK_SIZE)
+        if self.max_model_len < 2:
+            raise ValueError(f"the KV cache of {self.num_blocks} blocks holds no request")
+        caches = allocate_caches(specs, self.num_blocks, model.info.dtype, self.device)
+        self.kv_cache_manager = KVCacheManager(self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching)
+        self.scheduler = Scheduler(
+            SchedulerConfig(
+                max_num_batched_tokens=config.max_num_batched_tokens,
+                max_num_seqs=config.max_num_seqs,
+                max_model_len=self.max_model_len,
+                enable_chunked_prefill=config.enable_chunked_prefill,
+            ),
+            self.kv_cache_manager,
+        )
+        self.runner = ModelRunner(model, caches, self.device, keep_logits=config.keep_logits)
+        self._text: dict[str, _TextState] = {}
+        self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits
+        self.num_steps = 0
+
+    def _num_blocks(self, specs: list, dtype: torch.dtype, max_len: int) -> int:
+        cfg = self.config
+        if cfg.num_gpu_blocks is not None:
+            return cfg.num_gpu_blocks
+        if cfg.kv_cache_memory_bytes is not None:
+            budget = cfg.kv_cache_memory_bytes
+        elif self.device.type == "cuda":
+            free, _total = torch.cuda.mem_get_info(self.device)
+            budget = int(free * cfg.gpu_memory_utilization)
+        else:
+            budget = DEFAULT_CPU_KV_BYTES
+            # No point in zero-filling more host memory than the seqs could ever use.
+            needed = cdiv(max_len, BLOCK_SIZE) * cfg.max_num_seqs + 1
+            return max(2, min(num_blocks_for_budget(specs, dtype, budget), needed))
+        return num_blocks_for_budget(specs, dtype, budget)
+
+    # ---- requests -----------------------------------------------------------------------
+
+    def add_request(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        params: TokenSamplingParams | None = None,
+    ) -> None:
+        """Queues a request; raises PromptTooLong / EngineRequestError and changes nothing."""
+        params = params or TokenSamplingParams()
+        if not prompt_token_ids:
+            raise EngineRequestError(f"request {request_id!r} has an empty prompt")
+        if len(prompt_token_ids) >= self.max_model_len:
+            raise PromptTooLong(len(prompt_token_ids), self.max_model_len - 1)
+        vocab = self.model.info.vocab_size
+        bad = next((t for t in prompt_token_ids if not 0 <= t < vocab), None)
+        if bad is not None:
+            raise EngineRequestError(f"prompt token id {bad} is outside the vocabulary (0..{vocab - 1})")
+        if params.stop and self.tokenizer is None:
+            raise EngineRequestError("stop strings need a tokenizer; this engine has none")
+        if request_id in self.scheduler.requests:
+            raise EngineRequestError(f"request id {request_id!r} is already running")
+        request = Request(
+            request_id=request_id,
+            prompt_token_ids=list(prompt_token_ids),
+            sampling_params=params,
+            eos_token_ids=() if params.ignore_eos else tuple(self.model.info.eos_token_ids),
+        )
+        detok = (
+            IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids) if self.tokenizer else None
+        )
+        self.scheduler.add_request(request)
+        self.runner.add_request(request_id, params)
+        self._text[request_id] = _TextState(detok, StopStringFilter(params.stop))
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        request = self.scheduler.finish_request(request_id, RequestStatus.FINISHED_ABORTED)
+        if request is None:
+            return None
+        return self._finish_output(request, (), "")
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    # ---- one step -----------------------------------------------------------------------
+
+    def step(self) -> list[RequestOutput]:
+        sched = self.scheduler.schedule()
+        if sched.is_empty:
+            return []
+        self.num_steps += 1
+        try:
+            result = self.runner.execute_model(sched)
+        except Exception as e:  # a model failure ends the requests it touched, not the engine
+            return self._fail(sched.num_scheduled_tokens, e)
+        if result.logits is not None:
+            for rid, row in result.logits.items():
+                self.kept_logits.setdefault(rid, []).append(row)
+        outputs = []
+        for request in self.scheduler.update_from_output(sched, result.sampled_token_ids):
+            outputs.append(self._process_token(request))
+        return outputs
+
+    def _process_token(self, request: Request) -> RequestOutput:
+        token = request.output_token_ids[-1]
+        params = request.sampling_params
+        state = self._text[request.request_id]
+        status = None
+        if token in request.eos_token_ids or token in params.stop_token_ids:
+            status, request.stop_reason = RequestStatus.FINISHED_STOPPED, token
+        new_text = ""
+        if state.detok is not None and status is None:  # stop tokens never reach the text
+            new_text = state.stops.feed(state.detok.add_tokens([token]))
+            if state.stops.matched is not None:
+                status, request.stop_reason = RequestStatus.FINISHED_STOPPED, state.stops.matched
+        if status is None and (
+            request.num_output_tokens >= params.max_tokens
+            or request.num_tokens >= self.max_model_len
+        ):
+            status = RequestStatus.FINISHED_LENGTH
+        if status is None:
+            state.text += new_text
+            return self._output(request, (token,), new_text, finished=False, reason=None)
+        if state.detok is not None and state.stops.matched is None:
+            # The end: release what the detokenizer and the stop-string look-ahead held back.
+            new_text += state.stops.feed(state.detok.flush())
+            if state.stops.matched is not None:
+                status, request.stop_reason = RequestStatus.FINISHED_STOPPED, state.stops.matched
+            new_text += state.stops.flush()
+        self.scheduler.finish_request(request.request_id, status)
+        return self._finish_output(request, (token,), new_text)
+
+    def _finish_output(
+        self, request: Request, new_ids: tuple[int, ...], new_text: str
+    ) -> RequestOutput:
+        state = self._text.pop(request.request_id)
+        state.text += new_text
+        self.runner.remove_request(request.request_id)
+        return self._output(
+            request, new_ids, new_text, True, _FINISH[request.status], text=state.text
+        )
+
+    def _output(
+        self,
+        request: Request,
+        new_ids: tuple[int, ...],
+        new_text: str,
+        finished: bool,
+        reason: FinishReason | None,
+        text: str | None = None,
+        error: str | None = None,
+    ) -> RequestOutput:
+        t = request.timings
+        if text is None:
+            text = self._text[request.request_id].text
+        return RequestOutput(
+            request_id=request.request_id,
+            new_token_ids=new_ids,
+            new_text=new_text,
+            token_ids=tuple(request.output_token_ids),
+            text=text,
+            finished=finished,
+            finish_reason=reason,
+            stop_reason=request.stop_reason,
+            num_prompt_tokens=request.num_prompt_tokens,
+            num_cached_tokens=max(request.num_cached_tokens, 0),
+            metrics=RequestMetrics(t.arrival, t.first_scheduled, t.first_token, t.finished),
+            error=error,
+        )
+
+    def _fail(self, scheduled: dict[str, int], exc: Exception) -> list[RequestOutput]:
+        message = f"the model failed: {type(exc).__name__}: {exc}".splitlines()[0]
+        outs = []
+        for rid in scheduled:
+            request = self.scheduler.finish_request(rid, RequestStatus.FINISHED_ABORTED)
+            if request is None:
+                continue
+            state = self._text.pop(rid)
+            self.runner.remove_request(rid)
+            outs.append(self._output(request, (), "", True, "error", text=state.text, error=message))
+        return outs
+
+    # ---- convenience --------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        params: TokenSamplingParams | Sequence[TokenSamplingParams] | None = None,
+    ) -> list[RequestOutput]:
+        """Runs the prompts together to completion; results in prompt order."""
+        if params is None or isinstance(params, TokenSamplingParams):
+            params = [params or TokenSamplingParams()] * len(prompts)
+        ids = [f"gen-{time.monotonic_ns()}-{i}" for i in range(len(prompts))]
+        for rid, prompt, p in zip(ids, prompts, params, strict=True):
+            self.add_request(rid, prompt, p)
+        final: dict[str, RequestOutput] = {}
+        while len(final) < len(ids):
+            for out in self.step():
+                if out.finished:
+                    final[out.request_id] = out
+        return [final[rid] for rid in ids]

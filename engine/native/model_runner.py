@@ -1,0 +1,107 @@
+"""Runs one scheduled step: the batch's tensors and AttentionMetadata, the model, the sampler.
+
+Logits are computed only for the last token of each row that samples (a prefill chunk that
+does not reach the end of its prompt produces none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from m3agent.engine.native.model_api import LayerCache, NativeModel
+from m3agent.engine.native.sampler import Sampler, seeded_generator
+from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.scheduler_output import SchedulerOutput
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRunnerOutput:
+    sampled_token_ids: dict[str, int]
+    # Filled only when the runner keeps logits (tests, debugging): request id -> [vocab] fp32.
+    logits: dict[str, torch.Tensor] | None = None
+
+
+def build_attention_metadata(out: SchedulerOutput, device: torch.device) -> AttentionMetadata:
+    positions: list[int] = []
+    slots: list[int] = []
+    query_start = [0]
+    for row in out.scheduled:
+        ctx = row.num_computed_tokens
+        for pos in range(ctx, ctx + row.num_tokens):
+            positions.append(pos)
+            slots.append(row.block_ids[pos // BLOCK_SIZE] * BLOCK_SIZE + pos % BLOCK_SIZE)
+        query_start.append(query_start[-1] + row.num_tokens)
+    max_blocks = max(len(r.block_ids) for r in out.scheduled)
+    tables = [list(r.block_ids) + [0] * (max_blocks - len(r.block_ids)) for r in out.scheduled]
+    context_lens = tuple(r.num_computed_tokens for r in out.scheduled)
+    query_lens = tuple(r.num_tokens for r in out.scheduled)
+    seq_lens = tuple(c + q for c, q in zip(context_lens, query_lens, strict=True))
+
+    def i32(values: list[int] | tuple[int, ...]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.int32, device=device)
+
+    return AttentionMetadata(
+        positions=torch.tensor(positions, dtype=torch.int64, device=device),
+        slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+        query_start_loc=i32(query_start),
+        seq_lens=i32(seq_lens),
+        context_lens=i32(context_lens),
+        block_tables=torch.tensor(tables, dtype=torch.int32, device=device),
+        query_lens_cpu=query_lens,
+        seq_lens_cpu=seq_lens,
+        context_lens_cpu=context_lens,
+        num_decodes=out.num_decodes,
+        decode_query_len=1,
+    )
+
+
+class ModelRunner:
+    def __init__(
+        self,
+        model: NativeModel,
+        caches: list[LayerCache],
+        device: torch.device,
+        keep_logits: bool = False,
+    ) -> None:
+        self.model = model
+        self.caches = caches
+        self.device = device
+        self.keep_logits = keep_logits
+        self.sampler = Sampler()
+        self._params: dict[str, TokenSamplingParams] = {}
+        self._generators: dict[str, torch.Generator | None] = {}
+
+    def add_request(self, request_id: str, params: TokenSamplingParams) -> None:
+        self._params[request_id] = params
+        self._generators[request_id] = (
+            seeded_generator(params.seed, self.device) if params.seed is not None else None
+        )
+
+    def remove_request(self, request_id: str) -> None:
+        self._params.pop(request_id, None)
+        self._generators.pop(request_id, None)
+
+    @torch.inference_mode()
+    def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
+        if out.is_empty:
+            return ModelRunnerOutput({}, {} if self.keep_logits else None)
+        md = build_attention_metadata(out, self.device)
+        input_ids = torch.tensor(
+            [t for row in out.scheduled for t in row.token_ids], dtype=torch.int64, device=self.device
+        )
+        hidden = self.model.forward(input_ids, self.caches, md)
+        sampling_rows = [i for i, row in enumerate(out.scheduled) if row.samples]
+        if not sampling_rows:
+            return ModelRunnerOutput({}, {} if self.keep_logits else None)
+        ends = torch.tensor(md.query_lens_cpu).cumsum(0) - 1
+        last = ends[sampling_rows].tolist()
+        logits = self.model.compute_logits(hidden[torch.tensor(last, device=hidden.device)])
+        logits = logits.float()
+        ids = [out.scheduled[i].request_id for i in sampling_rows]
+        tokens = self.sampler(
+            logits, [self._params[r] for r in ids], [self._generators[r] for r in ids]
+        )
+        kept = {r: logits[j].cpu() for j, r in enumerate(ids)} if self.keep_logits else None
+        return ModelRunnerOutput(dict(zip(ids, tokens, strict=True)), kept)

@@ -1,0 +1,48 @@
+"""What the engine reports about a request after each step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetrics:
+    arrival_time: float
+    first_scheduled_time: float | None
+    first_token_time: float | None
+    finished_time: float | None
+
+    @property
+    def time_to_first_token_s(self) -> float | None:
+        if self.first_token_time is None:
+            return None
+        return self.first_token_time - self.arrival_time
+
+    @property
+    def total_time_s(self) -> float | None:
+        if self.finished_time is None:
+            return None
+        return self.finished_time - self.arrival_time
+
+
+@dataclass(frozen=True, slots=True)
+class RequestOutput:
+    request_id: str
+    new_token_ids: tuple[int, ...]  # tokens sampled in this step
+    new_text: str  # text released in this step (stop-string look-ahead may hold some back)
+    token_ids: tuple[int, ...]  # every generated token so far
+    text: str  # the released text so far
+    finished: bool
+    finish_reason: FinishReason | None
+    stop_reason: int | str | None  # the stop token id or stop string that ended it
+    num_prompt_tokens: int
+    num_cached_tokens: int  # prompt tokens served from the prefix cache
+    metrics: RequestMetrics
+    error: str | None = None  # one line, when finish_reason == "error"
+
+    @property
+    def num_generated_tokens(self) -> int:
+        return len(self.token_ids)
