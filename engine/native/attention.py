@@ -1,0 +1,123 @@
+"""Paged cache inserts and dense causal GQA over the paged cache, in plain torch.
+
+These `*_torch` functions are the reference and the CPU path. The public names dispatch CUDA
+tensors to `m3agent.engine.native.kernels.ops` (same names and signatures) when that module
+provides them; kernels that want a fallback must call the `*_torch` versions, not the public
+ones, or they would call back into themselves.
+
+Layouts (attention_metadata.py): kv_cache [num_blocks, Hkv, 128, 2*D] (K then V),
+index_cache [num_blocks, 128, Di], slot = physical_block * 128 + offset; slot < 0 is padding.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+
+import torch
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+
+# Query rows processed at once by the reference: bounds the [rows, Hq, L] score tensor.
+Q_CHUNK = 256
+
+
+def kernel_op(name: str, *tensors: torch.Tensor) -> Callable | None:
+    """The Triton op `name` when every tensor is on CUDA and the kernels package has it."""
+    if not tensors or not all(t.is_cuda for t in tensors):
+        return None
+    try:
+        ops = importlib.import_module("m3agent.engine.native.kernels.ops")
+    except ImportError:  # no triton, or kernels not built yet: the torch path is correct
+        return None
+    return getattr(ops, name, None)
+
+
+def insert_kv_torch(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
+                    slot_mapping: torch.Tensor) -> None:
+    d = k.shape[-1]
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep]
+    blk, off = slots // BLOCK_SIZE, slots % BLOCK_SIZE
+    kv_cache[blk, :, off, :d] = k[keep].to(kv_cache.dtype)
+    kv_cache[blk, :, off, d:] = v[keep].to(kv_cache.dtype)
+
+
+def insert_index_torch(ik: torch.Tensor, index_cache: torch.Tensor,
+                       slot_mapping: torch.Tensor) -> None:
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep]
+    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = ik[keep].to(index_cache.dtype)
+
+
+def insert_kv(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
+              slot_mapping: torch.Tensor) -> None:
+    """k, v [T, Hkv, D] -> written into kv_cache at slot_mapping [T]."""
+    op = kernel_op("insert_kv", k, kv_cache)
+    (op or insert_kv_torch)(k, v, kv_cache, slot_mapping)
+
+
+def insert_index(ik: torch.Tensor, index_cache: torch.Tensor,
+                 slot_mapping: torch.Tensor) -> None:
+    """ik [T, Di] -> written into index_cache at slot_mapping [T]."""
+    op = kernel_op("insert_index", ik, index_cache)
+    (op or insert_index_torch)(ik, index_cache, slot_mapping)
+
+
+def request_rows(md: AttentionMetadata) -> Iterator[tuple[int, int, int, int, int]]:
+    """(request, first query row, query length, context length, seq length) per request."""
+    start = 0
+    for r, (ql, cl, sl) in enumerate(zip(md.query_lens_cpu, md.context_lens_cpu,
+                                         md.seq_lens_cpu, strict=True)):
+        yield r, start, ql, cl, sl
+        start += ql
+
+
+def gather_pages(cache: torch.Tensor, block_table_row: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """The first ceil(seq_len/128) logical pages of a request, concatenated in token order.
+    kv_cache -> [Hkv, nb*128, 2D]; index_cache -> [nb*128, Di]."""
+    nb = -(-seq_len // BLOCK_SIZE)
+    pages = cache[block_table_row[:nb].long()]
+    if cache.dim() == 4:
+        return pages.permute(1, 0, 2, 3).reshape(cache.shape[1], nb * BLOCK_SIZE, cache.shape[3])
+    return pages.reshape(nb * BLOCK_SIZE, cache.shape[2])
+
+
+def masked_gqa(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor,
+               scale: float) -> torch.Tensor:
+    """q [t, Hq, D], kv [Hkv, L, 2D], allowed [t, Hkv, L] bool -> [t, Hq, D] (fp32 maths)."""
+    t, hq, d = q.shape
+    hkv = kv.shape[0]
+    g = hq // hkv
+    k, v = kv[..., :d].float(), kv[..., d:].float()
+    qf = q.float().view(t, hkv, g, d)
+    s = torch.einsum("thgd,hld->thgl", qf, k) * scale
+    s = s.masked_fill(~allowed[:, :, None, :], float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    p = torch.nan_to_num(p, nan=0.0)  # a row with no allowed key (cannot happen causally)
+    o = torch.einsum("thgl,hld->thgd", p, v)
+    return o.reshape(t, hq, d).to(q.dtype)
+
+
+def dense_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
+                          scale: float) -> torch.Tensor:
+    out = torch.empty_like(q)
+    hkv = kv_cache.shape[1]
+    for r, q0, ql, _cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        kv = gather_pages(kv_cache, md.block_tables[r], sl)
+        j = torch.arange(kv.shape[1], device=q.device)
+        for c0 in range(0, ql, Q_CHUNK):
+            c1 = min(ql, c0 + Q_CHUNK)
+            pos = md.positions[q0 + c0:q0 + c1]
+            allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
+            allowed = allowed[:, None, :].expand(-1, hkv, -1)
+            out[q0 + c0:q0 + c1] = masked_gqa(q[q0 + c0:q0 + c1], kv, allowed, scale)
+    return out
+
+
+def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
+                    scale: float) -> torch.Tensor:
+    """Paged causal GQA: q [T, Hq, D] -> [T, Hq, D]; token at position p sees keys 0..p."""
+    op = kernel_op("dense_attention", q, kv_cache)
+    return (op or dense_attention_torch)(q, kv_cache, md, scale)

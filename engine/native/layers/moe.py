@@ -1,0 +1,60 @@
+"""M3's MoE block (SPEC §1.6): fp32 sigmoid router, correction bias for selection only,
+renormalised top-k weights times routed_scaling_factor, plus an unscaled shared expert.
+
+Checkpoint names: block_sparse_moe.gate.weight, .e_score_correction_bias,
+.experts.{e}.w1 (gate) / .w3 (up) / .w2 (down), .shared_experts.{gate,up,down}_proj.
+"""
+
+from __future__ import annotations
+
+import torch
+from m3agent.engine.native.layers.mlp import SwigluOAIMLP
+from torch import nn
+
+
+def route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
+          scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp32 router logits [T, E] -> (weights [T, k] fp32, expert ids [T, k] int64)."""
+    scores = torch.sigmoid(logits.float())
+    choice = scores if bias is None else scores + bias.float()[None, :]
+    ids = torch.topk(choice, top_k, dim=-1).indices
+    w = scores.gather(1, ids)  # the unbiased scores of the chosen experts
+    w = w / w.sum(-1, keepdim=True)
+    return w * scaling, ids
+
+
+class MoE(nn.Module):
+    def __init__(self, hidden: int, inter: int, num_experts: int, top_k: int, n_shared: int,
+                 routed_scaling_factor: float, use_bias: bool, *, alpha: float, limit: float,
+                 beta: float, dtype: torch.dtype, device: torch.device | str = "cpu") -> None:
+        super().__init__()
+        self.top_k = top_k
+        self.scaling = routed_scaling_factor
+        # The router stays fp32 whatever the model dtype (vLLM's GateLinear).
+        self.gate = nn.Module()
+        self.gate.weight = nn.Parameter(torch.empty(num_experts, hidden, dtype=torch.float32,
+                                                    device=device), requires_grad=False)
+        if use_bias:
+            self.e_score_correction_bias = nn.Parameter(
+                torch.zeros(num_experts, dtype=torch.float32, device=device), requires_grad=False)
+        else:
+            self.e_score_correction_bias = None
+        kw = dict(alpha=alpha, limit=limit, beta=beta, dtype=dtype, device=device)
+        self.experts = nn.ModuleList(
+            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **kw)
+            for _ in range(num_experts))
+        self.shared_experts = (SwigluOAIMLP(hidden, inter * n_shared, **kw)
+                               if n_shared > 0 else None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = torch.nn.functional.linear(x.float(), self.gate.weight)
+        w, ids = route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
+        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        # Loop over the experts that received tokens: simple, and fine for a reference/CPU path.
+        for e in torch.unique(ids).tolist():
+            tok, slot = (ids == e).nonzero(as_tuple=True)
+            y = self.experts[e](x[tok]).float()
+            out.index_add_(0, tok, y * w[tok, slot][:, None])
+        if self.shared_experts is not None:
+            out += self.shared_experts(x).float()
+        return out.to(x.dtype)

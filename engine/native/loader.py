@@ -1,0 +1,191 @@
+"""load_model(path) -> NativeModel.
+
+* a directory with config.json and *.safetensors (single file or an index json): MiniMax M3
+  (VL layout `language_model.model.layers.N...` or text layout `model.layers.N...`) or a HF
+  Llama, loaded by the checkpoint's own weight names. `mtp.` weights and the vision tower are
+  skipped. FP8 e4m3 weights with 128x128 block scales (`weight_scale_inv`) are dequantised.
+* a `.gguf` file, or a directory holding one: a Llama model (gguf_loader.py).
+
+Every failure is a ValueError whose message names the file or tensor at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from m3agent.engine.m3.config import parse_config
+from m3agent.engine.native.gguf_loader import load_gguf
+from m3agent.engine.native.llama import LlamaConfig, LlamaForCausalLM
+from m3agent.engine.native.model import M3ForCausalLM
+from torch import nn
+
+log = logging.getLogger(__name__)
+FP8_BLOCK = 128
+_SKIP_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
+_M3_TYPES = {"minimax_m3_vl", "minimax_m3_text", "minimax_m3"}
+_M3_ARCHS = {"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
+
+
+def dequantize_fp8(w: torch.Tensor, scale_inv: torch.Tensor,
+                   block: int = FP8_BLOCK) -> torch.Tensor:
+    """e4m3 weight [out, in] times its per-(128x128 block) scale [ceil(out/128), ceil(in/128)]."""
+    out_f, in_f = w.shape
+    want = (-(-out_f // block), -(-in_f // block))
+    if tuple(scale_inv.shape) != want:
+        raise ValueError(f"FP8 block scale has shape {tuple(scale_inv.shape)}, expected {want}")
+    s = scale_inv.float().repeat_interleave(block, 0)[:out_f].repeat_interleave(block, 1)[:, :in_f]
+    return w.float() * s
+
+
+def quantize_fp8(w: torch.Tensor, block: int = FP8_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse, for writing FP8 test checkpoints: per-block absmax scaled to e4m3's 448."""
+    out_f, in_f = w.shape
+    nb_o, nb_i = -(-out_f // block), -(-in_f // block)
+    pad = torch.zeros(nb_o * block, nb_i * block, dtype=torch.float32)
+    pad[:out_f, :in_f] = w.float()
+    blocks = pad.view(nb_o, block, nb_i, block)
+    amax = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12)
+    scale = amax / 448.0
+    q = (blocks / scale[:, None, :, None]).view(nb_o * block, nb_i * block)[:out_f, :in_f]
+    return q.to(torch.float8_e4m3fn), scale
+
+
+def _read_json(p: Path) -> dict[str, Any]:
+    try:
+        return json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{p} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p} is not valid JSON ({e})") from None
+
+
+def safetensors_files(d: Path) -> list[Path]:
+    index = d / "model.safetensors.index.json"
+    if index.exists():
+        names = sorted(set(_read_json(index).get("weight_map", {}).values()))
+        if not names:
+            raise ValueError(f"{index} has an empty weight_map")
+        files = [d / n for n in names]
+        for f in files:
+            if not f.exists():
+                raise ValueError(f"safetensors file {f.name} listed in {index.name} is missing")
+        return files
+    files = sorted(d.glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"no *.safetensors file in {d}")
+    return files
+
+
+def iter_tensors(files: list[Path]) -> Iterator[tuple[str, Any, Path]]:
+    """(name, lazy slice handle opener, file): tensors are read one at a time."""
+    from safetensors import safe_open
+
+    for f in files:
+        try:
+            handle = safe_open(str(f), framework="pt")
+            keys = list(handle.keys())
+        except Exception as e:  # SafetensorError / OSError: truncated or not safetensors
+            raise ValueError(f"corrupt safetensors file {f}: {e}") from None
+        for k in keys:
+            yield k, handle, f
+
+
+def _checkpoint_to_param(name: str) -> str | None:
+    """Checkpoint weight name -> our parameter name, or None to skip it."""
+    if name.startswith("language_model."):
+        name = name[len("language_model."):]
+    if name.startswith(_SKIP_PREFIXES) or "mtp." in name:
+        return None
+    return name
+
+
+def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype) -> None:
+    params = dict(model.named_parameters())
+    tied = getattr(getattr(model, "config", None), "tie_word_embeddings", False)
+    handles: dict[str, tuple[Any, Path]] = {}
+    for name, h, f in iter_tensors(files):
+        handles[name] = (h, f)
+    seen: set[str] = set()
+    unexpected: list[str] = []
+    for name, (h, f) in handles.items():
+        if name.endswith((".weight_scale_inv", ".weight_scale")):
+            continue  # consumed with its weight
+        target = _checkpoint_to_param(name)
+        if target is None:
+            continue
+        param = params.get(target)
+        if param is None:
+            if not (tied and target == "lm_head.weight"):
+                unexpected.append(name)
+            continue
+        try:
+            w = h.get_tensor(name)
+        except Exception as e:
+            raise ValueError(f"corrupt safetensors file {f}: cannot read {name}: {e}") from None
+        if w.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            base = name[: -len("weight")]
+            sname = next((base + s for s in ("weight_scale_inv", "weight_scale")
+                          if base + s in handles), None)
+            if sname is None:
+                raise ValueError(f"{f.name}: FP8 tensor {name} has no weight_scale_inv")
+            sh, sf = handles[sname]
+            try:
+                w = dequantize_fp8(w, sh.get_tensor(sname))
+            except ValueError as e:
+                raise ValueError(f"{sf.name}: {sname}: {e}") from None
+        if tuple(w.shape) != tuple(param.shape):
+            raise ValueError(f"{f.name}: tensor {name} has shape {tuple(w.shape)}, the config "
+                             f"implies {tuple(param.shape)}")
+        param.data.copy_(w.to(param.dtype))
+        seen.add(target)
+    if unexpected:  # vLLM ignores weights it has no parameter for; say so, don't fail
+        log.warning("ignored %d checkpoint tensor(s) the model has no place for, e.g. %s",
+                    len(unexpected), ", ".join(unexpected[:3]))
+    missing = sorted(set(params) - seen)
+    if missing:
+        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+        raise ValueError(f"checkpoint is missing tensor(s) {', '.join(missing[:5])}{more}")
+
+
+def _is_m3(cfg: dict[str, Any]) -> bool:
+    return (cfg.get("model_type") in _M3_TYPES or bool(set(cfg.get("architectures") or ())
+                                                       & _M3_ARCHS))
+
+
+def load_model(path: str | Path, device: str | torch.device = "cpu",
+               dtype: torch.dtype = torch.float32, max_model_len: int | None = None,
+               rope_scaling: dict[str, Any] | None = None) -> nn.Module:
+    """Build and fill a NativeModel from a checkpoint directory or GGUF file.
+
+    rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M)."""
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"model path {p} does not exist")
+    if p.suffix == ".gguf" or (p.is_dir() and not (p / "config.json").exists()
+                               and any(p.glob("*.gguf"))):
+        return load_gguf(p, device=device, dtype=dtype, max_model_len=max_model_len)
+    if not p.is_dir():
+        raise ValueError(f"{p} is neither a checkpoint directory nor a .gguf file")
+    cfg = _read_json(p / "config.json")
+    files = safetensors_files(p)
+    model: nn.Module
+    if _is_m3(cfg):
+        text = parse_config(cfg, rope_scaling).text_config
+        model = M3ForCausalLM(text, dtype=dtype, device=device, max_model_len=max_model_len)
+    elif cfg.get("model_type") == "llama" or "LlamaForCausalLM" in (cfg.get("architectures")
+                                                                   or ()):
+        try:
+            lc = LlamaConfig.from_hf(cfg)
+        except KeyError as e:
+            raise ValueError(f"{p / 'config.json'}: missing field {e}") from None
+        model = LlamaForCausalLM(lc, dtype=dtype, device=device, max_model_len=max_model_len)
+    else:
+        raise ValueError(f"unknown architecture in {p / 'config.json'}: model_type "
+                         f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}")
+    _load_safetensors(model, files, dtype)
+    return model.eval()

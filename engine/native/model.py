@@ -1,0 +1,153 @@
+"""The MiniMax M3 text decoder (MiniMaxM3SparseForCausalLM semantics, SPEC §1.3-1.6, §2.2).
+
+Module names follow the checkpoint (`model.layers.N.self_attn.q_proj`, ...), so the loader
+maps names one to one. Dense-attention and MSA layers per sparse_attention_freq, dense MLP
+or MoE per moe_layer_freq; Gemma norms; per-head QK-norm before the partial RoPE.
+"""
+
+from __future__ import annotations
+
+import torch
+from m3agent.engine.m3.config import M3TextConfig
+from m3agent.engine.native.attention import dense_attention, insert_index, insert_kv
+from m3agent.engine.native.attention_metadata import AttentionMetadata
+from m3agent.engine.native.layers.linear import Embedding, Linear
+from m3agent.engine.native.layers.mlp import SwigluOAIMLP
+from m3agent.engine.native.layers.moe import MoE
+from m3agent.engine.native.layers.norm import GemmaRMSNorm
+from m3agent.engine.native.layers.rope import RotaryEmbedding
+from m3agent.engine.native.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from m3agent.engine.native.msa import index_select_blocks, sparse_attention
+from torch import nn
+
+
+class M3Attention(nn.Module):
+    def __init__(self, c: M3TextConfig, sparse: bool, rope: RotaryEmbedding,
+                 dtype: torch.dtype, device: torch.device | str) -> None:
+        super().__init__()
+        self.sparse = sparse
+        self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.scale = c.head_dim ** -0.5
+        self.rope = [rope]  # shared, not a submodule (it has no weights)
+        kw = dict(dtype=dtype, device=device)
+        h = c.hidden_size
+        self.q_proj = Linear(h, self.hq * self.d, **kw)
+        self.k_proj = Linear(h, self.hkv * self.d, **kw)
+        self.v_proj = Linear(h, self.hkv * self.d, **kw)
+        self.o_proj = Linear(self.hq * self.d, h, **kw)
+        self.q_norm = GemmaRMSNorm(self.d, c.rms_norm_eps, **kw)
+        self.k_norm = GemmaRMSNorm(self.d, c.rms_norm_eps, **kw)
+        if sparse:
+            s = c.sparse_attention_config
+            self.hidx, self.di = s.sparse_num_index_heads, s.sparse_index_dim
+            self.topk, self.init_blocks, self.local_blocks = (
+                s.sparse_topk_blocks, s.sparse_init_block, s.sparse_local_block)
+            self.index_q_proj = Linear(h, self.hidx * self.di, **kw)
+            self.index_k_proj = Linear(h, self.di, **kw)  # one shared index-key head
+            self.index_q_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
+            self.index_k_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
+
+    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata) -> torch.Tensor:
+        t = x.shape[0]
+        rope = self.rope[0]
+        cos, sin = rope.cos_sin(md.positions)
+        q = rope.apply(self.q_norm(self.q_proj(x).view(t, self.hq, self.d)), cos, sin)
+        k = rope.apply(self.k_norm(self.k_proj(x).view(t, self.hkv, self.d)), cos, sin)
+        v = self.v_proj(x).view(t, self.hkv, self.d)
+        insert_kv(k, v, cache.kv, md.slot_mapping)
+        if not self.sparse:
+            o = dense_attention(q, cache.kv, md, self.scale)
+        else:
+            if cache.index is None:
+                raise ValueError("an MSA layer was given no index cache")
+            iq = rope.apply(self.index_q_norm(self.index_q_proj(x).view(t, self.hidx, self.di)),
+                            cos, sin)
+            ik = rope.apply(self.index_k_norm(self.index_k_proj(x).view(t, 1, self.di)),
+                            cos, sin)
+            insert_index(ik[:, 0], cache.index, md.slot_mapping)
+            sel = index_select_blocks(iq, cache.index, md, self.topk, self.init_blocks,
+                                      self.local_blocks)
+            o = sparse_attention(q, cache.kv, sel, md, self.scale)
+        return self.o_proj(o.reshape(t, self.hq * self.d))
+
+
+class M3DecoderLayer(nn.Module):
+    def __init__(self, c: M3TextConfig, i: int, rope: RotaryEmbedding, dtype: torch.dtype,
+                 device: torch.device | str) -> None:
+        super().__init__()
+        kw = dict(dtype=dtype, device=device)
+        self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
+        self.post_attention_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
+        self.self_attn = M3Attention(c, c.is_sparse_layer(i), rope, dtype, device)
+        act = dict(alpha=c.swiglu_alpha, limit=c.swiglu_limit, beta=c.swiglu_beta, **kw)
+        self.is_moe = c.is_moe_layer(i)
+        if self.is_moe:
+            self.block_sparse_moe = MoE(
+                c.hidden_size, c.intermediate_size, c.num_local_experts, c.num_experts_per_tok,
+                c.n_shared_experts, c.routed_scaling_factor, c.use_routing_bias, **act)
+        else:
+            self.mlp = SwigluOAIMLP(c.hidden_size, c.dense_intermediate_size, **act)
+
+    def forward(self, h: torch.Tensor, residual: torch.Tensor | None, cache: LayerCache,
+                md: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor]:
+        residual = h if residual is None else h + residual
+        x = self.self_attn(self.input_layernorm(residual), cache, md)
+        residual = x + residual
+        x = self.post_attention_layernorm(residual)
+        ffn = self.block_sparse_moe if self.is_moe else self.mlp
+        return ffn(x), residual
+
+
+class M3Model(nn.Module):
+    def __init__(self, c: M3TextConfig, dtype: torch.dtype, device: torch.device | str) -> None:
+        super().__init__()
+        kw = dict(dtype=dtype, device=device)
+        self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, **kw)
+        rope = RotaryEmbedding(c.head_dim, c.rotary_dim, c.rope_theta, c.rope_scaling)
+        self.rotary_emb = rope
+        self.layers = nn.ModuleList(M3DecoderLayer(c, i, rope, dtype, device)
+                                    for i in range(c.num_hidden_layers))
+        self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
+
+
+class M3ForCausalLM(nn.Module):
+    """Implements engine.native.model_api.NativeModel."""
+
+    def __init__(self, config: M3TextConfig, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu", max_model_len: int | None = None) -> None:
+        super().__init__()
+        self.config = config
+        limit = config.max_model_len
+        if max_model_len is not None and max_model_len > limit:
+            raise ValueError(
+                f"max_model_len {max_model_len} exceeds the {limit} positions this config "
+                "serves; pass a YaRN rope_scaling (e.g. {'rope_type': 'yarn', 'factor': 2.0})")
+        self.info = ModelInfo(
+            architecture="minimax_m3", vocab_size=config.vocab_size,
+            max_position_embeddings=max_model_len or limit,
+            eos_token_ids=config.eos_token_id, dtype=dtype)
+        self.model = M3Model(config, dtype, device)
+        self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
+
+    def cache_specs(self) -> list[LayerCacheSpec]:
+        c = self.config
+        return [LayerCacheSpec(c.num_key_value_heads, c.head_dim,
+                               c.sparse_attention_config.sparse_index_dim
+                               if c.is_sparse_layer(i) else 0)
+                for i in range(c.num_hidden_layers)]
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, caches: list[LayerCache],
+                md: AttentionMetadata) -> torch.Tensor:
+        if len(caches) != len(self.model.layers):
+            raise ValueError(f"got {len(caches)} layer caches for "
+                             f"{len(self.model.layers)} layers")
+        h = self.model.embed_tokens(input_ids)
+        residual = None
+        for layer, cache in zip(self.model.layers, caches, strict=True):
+            h, residual = layer(h, residual, cache, md)
+        return self.model.norm(h + residual)
+
+    @torch.inference_mode()
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.lm_head(hidden).float()

@@ -1,0 +1,110 @@
+"""MiniMax Sparse Attention in plain torch (SPEC §2.3-2.5): block scoring, top-k block
+selection per index head, sparse GQA over the selected blocks. Reference and CPU path; CUDA
+tensors dispatch to kernels.ops like attention.py (kernels fall back to the *_torch names).
+"""
+
+from __future__ import annotations
+
+import torch
+from m3agent.engine.native.attention import (
+    Q_CHUNK,
+    gather_pages,
+    kernel_op,
+    masked_gqa,
+    request_rows,
+)
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+
+# Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
+# not part of the contract, only the set is).
+_INIT_SCORE = 2e30
+_LOCAL_SCORE = 3e30
+_SCORE_CLAMP = 1e30
+
+
+def block_scores(iq: torch.Tensor, ik: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """iq [t, H, Di], ik [nb*128, Di] (all of the request's pages), pos [t] ->
+    S [t, H, nb] fp32: max over the block's keys j <= pos of iq . ik[j]; -inf when none."""
+    s = torch.einsum("thd,ld->thl", iq.float(), ik.float())
+    j = torch.arange(ik.shape[0], device=iq.device)
+    s = s.masked_fill((j[None, :] > pos[:, None])[:, None, :], float("-inf"))
+    t, h, n = s.shape
+    return s.view(t, h, n // BLOCK_SIZE, BLOCK_SIZE).amax(-1)
+
+
+def select_from_scores(scores: torch.Tensor, pos: torch.Tensor, topk: int, init_blocks: int,
+                       local_blocks: int) -> torch.Tensor:
+    """scores [t, H, nb] -> [t, H, topk] int32: forced blocks + best others, -1 padded."""
+    t, h, nb = scores.shape
+    nvis = (pos // BLOCK_SIZE + 1)[:, None, None]  # [t, 1, 1]
+    b = torch.arange(nb, device=scores.device)[None, None, :]
+    key = torch.nan_to_num(scores, nan=-_SCORE_CLAMP, posinf=_SCORE_CLAMP,
+                           neginf=-_SCORE_CLAMP).clamp(-_SCORE_CLAMP, _SCORE_CLAMP)
+    key = torch.where(b < init_blocks, torch.full_like(key, _INIT_SCORE), key)
+    key = torch.where(b >= nvis - local_blocks, torch.full_like(key, _LOCAL_SCORE), key)
+    key = torch.where(b < nvis, key, torch.full_like(key, float("-inf")))
+    k = min(topk, nb)
+    idx = torch.topk(key, k, dim=-1).indices  # sorted: the visible blocks come first
+    slot = torch.arange(k, device=scores.device)[None, None, :]
+    idx = torch.where(slot < torch.clamp(nvis, max=topk), idx, torch.full_like(idx, -1))
+    out = torch.full((t, h, topk), -1, dtype=torch.int32, device=scores.device)
+    out[..., :k] = idx.to(torch.int32)
+    return out
+
+
+def index_select_blocks_torch(iq: torch.Tensor, index_cache: torch.Tensor,
+                              md: AttentionMetadata, topk: int, init_blocks: int,
+                              local_blocks: int) -> torch.Tensor:
+    t_all, h, _ = iq.shape
+    out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
+    for r, q0, ql, _cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        ik = gather_pages(index_cache, md.block_tables[r], sl)
+        for c0 in range(0, ql, Q_CHUNK):
+            rows = slice(q0 + c0, q0 + min(ql, c0 + Q_CHUNK))
+            pos = md.positions[rows]
+            scores = block_scores(iq[rows], ik, pos)
+            out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
+    return out
+
+
+def index_select_blocks(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
+                        topk: int, init_blocks: int, local_blocks: int) -> torch.Tensor:
+    """iq [T, H, Di] (normed, roped) -> [T, H, topk] int32 logical block ids per index head
+    (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
+    op = kernel_op("index_select_blocks", iq, index_cache)
+    return (op or index_select_blocks_torch)(iq, index_cache, md, topk, init_blocks,
+                                             local_blocks)
+
+
+def sparse_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, topk_idx: torch.Tensor,
+                           md: AttentionMetadata, scale: float) -> torch.Tensor:
+    out = torch.empty_like(q)
+    hkv = kv_cache.shape[1]
+    for r, q0, ql, _cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        kv = gather_pages(kv_cache, md.block_tables[r], sl)
+        nb = kv.shape[1] // BLOCK_SIZE
+        j = torch.arange(kv.shape[1], device=q.device)
+        for c0 in range(0, ql, Q_CHUNK):
+            rows = slice(q0 + c0, q0 + min(ql, c0 + Q_CHUNK))
+            pos = md.positions[rows]
+            sel = topk_idx[rows].long()  # [t, Hkv, K]
+            nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
+            ok = (sel >= 0) & (sel < nvis) & (sel < nb)  # ids past the visible range: skipped
+            chosen = torch.zeros(sel.shape[0], hkv, nb + 1, dtype=torch.bool, device=q.device)
+            chosen.scatter_(2, torch.where(ok, sel, nb), True)
+            blocks = chosen[..., :nb].repeat_interleave(BLOCK_SIZE, dim=2)  # [t, Hkv, L]
+            causal = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
+            out[rows] = masked_gqa(q[rows], kv, blocks & causal[:, None, :], scale)
+    return out
+
+
+def sparse_attention(q: torch.Tensor, kv_cache: torch.Tensor, topk_idx: torch.Tensor,
+                     md: AttentionMetadata, scale: float) -> torch.Tensor:
+    """q [T, Hq, D]; query head qh of KV group g = qh // (Hq/Hkv) attends to the keys j <= pos
+    of the blocks topk_idx[t, g] (SPEC §2.5). Exact softmax in fp32 -> [T, Hq, D]."""
+    op = kernel_op("sparse_attention", q, kv_cache)
+    return (op or sparse_attention_torch)(q, kv_cache, topk_idx, md, scale)
