@@ -1,0 +1,145 @@
+"""The composition root: settings -> engine + toolset + sandbox + checkpoints -> Session.
+
+One function per engine backend, each importing its backend lazily so that a missing optional
+dependency (torch, vllm) only matters when that backend is asked for. Front ends (headless,
+TUI) and tests build sessions here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent.conversation import Conversation
+from m3agent.agent.session import Session
+from m3agent.app.settings import Settings
+from m3agent.engine.api import EngineUnavailable
+
+DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
+
+
+def _import_backend(module: str, cls: str, engine: str) -> Any:
+    try:
+        mod = importlib.import_module(f"m3agent.engine.backends.{module}")
+    except ImportError as e:
+        raise EngineUnavailable(f"the {engine} engine is unavailable in this install: {e}") from e
+    try:
+        return getattr(mod, cls)
+    except AttributeError as e:
+        raise EngineUnavailable(
+            f"the {engine} engine is unavailable: no {cls} in {mod.__name__}"
+        ) from e
+
+
+def _scripted(settings: Settings, script: Path | None) -> Any:
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    if script is None:
+        raise ValueError("--engine scripted needs --script FILE (a JSON array of strings)")
+    return ScriptedEngine.from_file(script)
+
+
+def _remote(settings: Settings, script: Path | None) -> Any:
+    from m3agent.engine.backends.remote import RemoteEngine
+
+    return RemoteEngine(
+        settings.base_url,
+        settings.model or DEFAULT_REMOTE_MODEL,
+        api_key=settings.api_key,
+        timeout=settings.request_timeout_s,
+        retries=settings.retries,
+    )
+
+
+def _model_dir(settings: Settings, engine: str) -> Path:
+    if not settings.model:
+        raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
+    path = Path(settings.model).expanduser()
+    if not path.is_dir():
+        raise EngineUnavailable(f"model directory {path} does not exist")
+    return path
+
+
+def _native(settings: Settings, script: Path | None) -> Any:
+    model_dir = _model_dir(settings, "native")
+    return _import_backend("native", "NativeEngine", "native")(model_dir)
+
+
+def _vllm(settings: Settings, script: Path | None) -> Any:
+    model_dir = _model_dir(settings, "vllm")
+    return _import_backend("vllm", "VllmEngine", "vllm")(model_dir)
+
+
+ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None], Any]] = {
+    "scripted": _scripted,
+    "remote": _remote,
+    "native": _native,
+    "vllm": _vllm,
+}
+
+
+def build_engine(settings: Settings, *, script: Path | None = None) -> Any:
+    """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had."""
+    try:
+        builder = ENGINE_BUILDERS[settings.engine]
+    except KeyError:
+        raise ValueError(f"unknown engine {settings.engine!r}") from None
+    return builder(settings, script)
+
+
+def build_sandbox(settings: Settings, cwd: Path) -> Any:
+    from m3agent.tools.sandbox.policy import SandboxPolicy
+
+    return SandboxPolicy(workspace=cwd, mode=settings.sandbox)
+
+
+def build_toolset(settings: Settings, cwd: Path) -> Any:
+    from m3agent.tools.toolset import default_toolset
+
+    return default_toolset()
+
+
+def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
+    """snapshot(label) of the workspace, taken before the first mutating call of each turn."""
+    from m3agent.tools.checkpoint import Checkpoints
+
+    return Checkpoints(cwd, settings.checkpoints_dir).snapshot
+
+
+def build_session(
+    settings: Settings,
+    *,
+    cwd: Path | None = None,
+    engine: Any = None,
+    toolset: Any = None,
+    script: Path | None = None,
+    resume: str | None = None,
+    checkpoint: Callable[[str], Any] | None = None,
+) -> Session:
+    """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones."""
+    if cwd is None:
+        # A resumed session goes on where it ran; a new one starts here.
+        cwd = (
+            Path(Conversation.load(settings.sessions_dir, resume).meta.cwd)
+            if resume
+            else Path.cwd()
+        )
+    cwd = Path(cwd).resolve()
+    if not cwd.is_dir():
+        raise ValueError(f"working directory {cwd} does not exist")
+    engine = engine if engine is not None else build_engine(settings, script=script)
+    toolset = toolset if toolset is not None else build_toolset(settings, cwd)
+    sandbox = build_sandbox(settings, cwd)
+    if checkpoint is None:
+        checkpoint = build_checkpoint(settings, cwd)
+    config = settings.agent_config()
+    common = {"sandbox": sandbox, "checkpoint": checkpoint}
+    if resume:
+        return Session.resume(
+            resume, engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common
+        )
+    return Session.create(
+        engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common
+    )

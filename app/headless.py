@@ -1,0 +1,193 @@
+"""Headless front end: renders Session events as text, one JSON object, or stream-json.
+
+- text:        the answer on stdout; progress (tool calls, errors, usage) on stderr;
+- json:        one object at the end: answer, session_id, reason, usage (with cached tokens),
+               turns (engine calls), tool_calls, errors;
+- stream-json: one JSON object per event and line, {"v": 1, "type": ..., ...}
+               (schema in docs/cli.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any, TextIO
+
+from m3agent.agent import events as ev
+from m3agent.agent import ops
+from m3agent.app import exit_codes
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
+
+_LIMIT_REASONS = ("max_turns", "max_tool_calls", "timeout")
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Tally:
+    """What every renderer needs to know at the end."""
+
+    def __init__(self) -> None:
+        self.session_id = ""
+        self.turns = 0
+        self.tool_calls = 0
+        self.errors: list[dict[str, Any]] = []
+        self.complete: ev.TurnComplete | None = None
+
+    def see(self, e: Any) -> None:
+        if isinstance(e, ev.SessionStarted):
+            self.session_id = e.session_id
+        elif isinstance(e, ev.ModelRequestFinished):
+            self.turns += 1
+        elif isinstance(e, ev.ToolCallFinished):
+            self.tool_calls += 1
+        elif isinstance(e, ev.Error):
+            self.errors.append({"kind": e.kind, "message": e.message})
+        elif isinstance(e, ev.TurnComplete):
+            self.complete = e
+
+    def exit_code(self) -> int:
+        c = self.complete
+        if c is None:
+            return exit_codes.INTERNAL_ERROR
+        if c.reason == "done":
+            return exit_codes.OK
+        if c.reason in _LIMIT_REASONS:
+            return exit_codes.TURN_LIMIT
+        if c.reason == "interrupted":
+            return exit_codes.INTERRUPTED
+        if any(err["kind"] == "engine_unavailable" for err in self.errors):
+            return exit_codes.ENGINE_UNAVAILABLE
+        return exit_codes.INTERNAL_ERROR
+
+
+class TextRenderer:
+    def __init__(self, out: TextIO, err: TextIO):
+        self.out, self.err = out, err
+
+    def event(self, e: Any) -> None:
+        w = self.err
+        if isinstance(e, ev.ToolCallStarted):
+            w.write(f"> {e.name} {_short(e.arguments)}\n")
+        elif isinstance(e, ev.ToolCallFinished):
+            mark = "error" if e.is_error else "ok"
+            first = e.output.strip().splitlines()[0] if e.output.strip() else ""
+            w.write(f"  [{mark}] {first[:100]}\n")
+        elif isinstance(e, ev.Error):
+            w.write(f"error: {e.message}\n")
+        elif isinstance(e, ev.ContextEvent) and e.action == "checkpoint":
+            w.write(f"  (checkpoint {e.detail.get('id', '')})\n")
+        w.flush()
+
+    def finish(self, tally: Tally) -> None:
+        c = tally.complete
+        if c is not None and c.answer:
+            self.out.write(c.answer if c.answer.endswith("\n") else c.answer + "\n")
+            self.out.flush()
+        if c is not None:
+            u = c.usage
+            self.err.write(
+                f"[{c.reason}] session {tally.session_id}: {tally.turns} model calls, "
+                f"{tally.tool_calls} tool calls, {u.prompt_tokens} prompt tokens "
+                f"({u.cached_prompt_tokens} cached), {u.generated_tokens} generated\n"
+            )
+            self.err.flush()
+
+
+class JsonRenderer:
+    def __init__(self, out: TextIO):
+        self.out = out
+
+    def event(self, e: Any) -> None:
+        pass
+
+    def finish(self, tally: Tally) -> None:
+        c = tally.complete
+        obj = {
+            "v": ev.EVENT_SCHEMA_VERSION,
+            "session_id": tally.session_id,
+            "reason": c.reason if c else "error",
+            "answer": c.answer if c else "",
+            "usage": asdict(c.usage) if c else None,
+            "last_usage": asdict(c.last_usage) if c and c.last_usage else None,
+            "turns": tally.turns,
+            "tool_calls": tally.tool_calls,
+            "errors": tally.errors,
+            "exit_code": tally.exit_code(),
+        }
+        self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self.out.flush()
+
+
+class StreamJsonRenderer:
+    def __init__(self, out: TextIO):
+        self.out = out
+
+    def event(self, e: Any) -> None:
+        line = {"v": ev.EVENT_SCHEMA_VERSION, **e.to_dict()}
+        self.out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        self.out.flush()
+
+    def finish(self, tally: Tally) -> None:
+        pass
+
+
+def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None) -> Any:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if fmt == "text":
+        return TextRenderer(out, err)
+    if fmt == "json":
+        return JsonRenderer(out)
+    if fmt == "stream-json":
+        return StreamJsonRenderer(out)
+    raise ValueError(f"unknown output format {fmt!r} (use one of {', '.join(OUTPUT_FORMATS)})")
+
+
+def deny_approver(note: str) -> Approver:
+    async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
+        return ops.ApprovalDecision(req.call_id, "deny", note)
+
+    return approve
+
+
+def tty_approver(err: TextIO) -> Approver:
+    """Asks on the terminal: y = once, a = for this session, anything else = deny."""
+
+    async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
+        err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")
+        if req.reason:
+            err.write(f" ({req.reason})")
+        err.write(" [y]es / [a]lways / [N]o: ")
+        err.flush()
+        answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
+        if answer in ("y", "yes"):
+            return ops.ApprovalDecision(req.call_id, "approve")
+        if answer in ("a", "always"):
+            return ops.ApprovalDecision(req.call_id, "approve_session")
+        return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
+
+    return approve
+
+
+async def run_headless(session: Any, turn: ops.UserTurn, renderer: Any, approver: Approver) -> int:
+    """Runs one prompt to its end; returns the exit code."""
+    tally = Tally()
+    session.submit(turn)
+    async for e in session.events():
+        tally.see(e)
+        renderer.event(e)
+        if isinstance(e, ev.ApprovalRequest):
+            session.submit(await approver(e))
+        elif isinstance(e, ev.TurnComplete):
+            session.submit(ops.Shutdown())
+    await session.close()
+    renderer.finish(tally)
+    return tally.exit_code()

@@ -1,0 +1,144 @@
+"""Settings: the only place that reads config files and environment variables.
+
+Precedence, lowest first: built-in defaults < config.toml < environment < command-line flags
+(`Settings.override`). Paths:
+- data home: $M3AGENT_HOME, else platformdirs.user_data_dir("m3agent"); sessions live in
+  <home>/sessions, checkpoints in <home>/checkpoints;
+- config file: $M3AGENT_CONFIG, else <home>/config.toml when $M3AGENT_HOME is set (so a test
+  or a sandboxed run never reads the user's real config), else
+  platformdirs.user_config_dir("m3agent")/config.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from m3agent.agent.config import AgentConfig, ToolRule
+
+ENGINES = ("native", "vllm", "remote", "scripted")
+SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+
+_ENV = {
+    "M3AGENT_ENGINE": "engine",
+    "M3AGENT_MODEL": "model",
+    "M3AGENT_BASE_URL": "base_url",
+    "M3AGENT_API_KEY": "api_key",
+    "M3AGENT_THINKING": "thinking",
+    "M3AGENT_APPROVAL": "approval",
+    "M3AGENT_SANDBOX": "sandbox",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    home: Path
+    config_path: Path
+    engine: str = "native"
+    model: str | None = None  # a model directory (native/vllm) or the served model name
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key: str | None = None
+    request_timeout_s: float = 600.0
+    retries: int = 3
+    thinking: str = "adaptive"
+    approval: str = "on-request"
+    sandbox: str = "workspace-write"
+    max_turns: int = 50
+    max_tool_calls: int = 200
+    max_wall_time_s: float = 3600.0
+    tool_timeout_s: float = 120.0
+    system_prompt: str | None = None
+    rules: tuple[ToolRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r} (use one of {', '.join(ENGINES)})")
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(
+                f"unknown sandbox mode {self.sandbox!r} (use one of {', '.join(SANDBOX_MODES)})"
+            )
+        if self.retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {self.retries}")
+        self.agent_config()  # validates thinking, approval and limits with their own messages
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.home / "sessions"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.home / "checkpoints"
+
+    def override(self, **values: Any) -> Settings:
+        """Command-line flags: None means "not given" and keeps the current value."""
+        given = {k: v for k, v in values.items() if v is not None}
+        return replace(self, **given)
+
+    def agent_config(self) -> AgentConfig:
+        extra = {"system_prompt": self.system_prompt} if self.system_prompt else {}
+        return AgentConfig(
+            max_turns=self.max_turns,
+            max_tool_calls=self.max_tool_calls,
+            max_wall_time_s=self.max_wall_time_s,
+            thinking_default=self.thinking,  # type: ignore[arg-type]
+            approval_policy=self.approval,
+            rules=self.rules,
+            tool_timeout_s=self.tool_timeout_s,
+            **extra,
+        )
+
+
+def _paths(env: Mapping[str, str]) -> tuple[Path, Path]:
+    home_env = env.get("M3AGENT_HOME")
+    home = Path(home_env) if home_env else Path(platformdirs.user_data_dir("m3agent"))
+    if env.get("M3AGENT_CONFIG"):
+        config = Path(env["M3AGENT_CONFIG"])
+    elif home_env:
+        config = home / "config.toml"
+    else:
+        config = Path(platformdirs.user_config_dir("m3agent")) / "config.toml"
+    return home, config
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path}: not valid TOML ({e})") from e
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
+    known = {f.name for f in fields(Settings)} - {"home", "config_path", "rules", "api_key"}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "tools":
+            if not isinstance(value, dict):
+                raise ValueError(f'{path}: [tools] must be a table of tool = "allow|ask|deny"')
+            out["rules"] = tuple(ToolRule(str(k), str(v)) for k, v in value.items())
+        elif key in known:
+            out[key] = value
+        else:
+            raise ValueError(f"{path}: unknown setting {key!r}")
+    return out
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Defaults < config file < environment. Raises ValueError with one clear line."""
+    env = os.environ if env is None else env
+    home, config = _paths(env)
+    values = _from_file(config)
+    for var, key in _ENV.items():
+        if env.get(var):
+            values[key] = env[var]
+    if "api_key" not in values and env.get("OPENAI_API_KEY"):
+        values["api_key"] = env["OPENAI_API_KEY"]
+    try:
+        return Settings(home=home, config_path=config, **values)
+    except TypeError as e:  # a value of the wrong type in the file
+        raise ValueError(f"{config}: {e}") from e
