@@ -85,6 +85,23 @@ class Transcript:
         await self.end_segment()
         await self._mount(DiffView(diff))
 
+    async def history(self, messages: Any) -> None:
+        """A resumed session's earlier messages, shown as they were (reasoning folded)."""
+        for m in messages:
+            if m.role == "user":
+                await self.user(m.content, tuple(p.path for p in m.media))
+            elif m.role == "assistant":
+                if m.reasoning:
+                    await self.reasoning(m.reasoning)
+                if m.content:
+                    await self.content(m.content)
+                for call in m.tool_calls:
+                    await self.tool_started(call.id, call.name, call.arguments)
+            elif m.role == "tool" and m.tool_call_id:
+                is_error = m.content.startswith(("Error", "error"))
+                await self.tool_finished(m.tool_call_id, m.name or "tool", m.content, is_error, {})
+        await self.end_segment()
+
     async def clear(self) -> None:
         await self.end_segment()
         self.cards.clear()

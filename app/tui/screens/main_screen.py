@@ -34,6 +34,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Static
 
+WELCOME = "m3agent · type a task and press Enter · /help lists commands and keys"
+
 
 class MainScreen(Screen):
     CSS_PATH = "main_screen.tcss"
@@ -56,6 +58,7 @@ class MainScreen(Screen):
             sandbox_layers=config.sandbox_layers,
         )
         self.transcript: Transcript | None = None
+        self.completed_turns = 0  # lets tests and scripts wait for "the turn is over"
         self.slash = SlashActions(self)
 
     def compose(self) -> ComposeResult:
@@ -69,6 +72,7 @@ class MainScreen(Screen):
         self.transcript = Transcript(self.query_one(Conversation))
         self.query_one("#completions").display = False
         self.query_one(PromptInput).focus()
+        self.call_later(self.transcript.notice, WELCOME)
 
     # ---- status ---------------------------------------------------------------------------
 
@@ -88,6 +92,8 @@ class MainScreen(Screen):
         if info is not None:
             self.set_status(engine=info.backend, model=info.model,
                             context_max=self.status.context_max or info.max_context_tokens)
+        if getattr(self.session, "resumed", False):
+            await self.transcript.history(getattr(self.session, "messages", ()))
         self.set_status(state="ready")
         self.pump_events(self.session)
         await self._send_queued()
@@ -160,6 +166,7 @@ class MainScreen(Screen):
         elif e.reason not in ("done", "error"):
             await t.notice(f"turn stopped: {e.reason.replace('_', ' ')} reached")
         self.busy = False
+        self.completed_turns += 1
         self.set_status(state="ready")
         await self._send_queued()
 

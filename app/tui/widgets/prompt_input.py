@@ -48,7 +48,7 @@ class PromptInput(TextArea):
             **kwargs,
         )
         self.cwd = cwd
-        self.history: list[str] = []
+        self.prompt_history: list[str] = []
         self._history_pos: int | None = None  # None: editing a fresh draft
         self._draft = ""
 
@@ -67,7 +67,7 @@ class PromptInput(TextArea):
             if self._complete():
                 self._stop(event)
             return
-        if key == "up" and self.cursor_location[0] == 0 and self.history:
+        if key == "up" and self.cursor_location[0] == 0 and self.prompt_history:
             self._stop(event)
             self._walk_history(-1)
             return
@@ -89,8 +89,8 @@ class PromptInput(TextArea):
         text = self.text
         if not text.strip():
             return
-        if not self.history or self.history[-1] != text:
-            self.history.append(text)
+        if not self.prompt_history or self.prompt_history[-1] != text:
+            self.prompt_history.append(text)
         self._history_pos = None
         self._draft = ""
         self.load_text("")
@@ -99,16 +99,16 @@ class PromptInput(TextArea):
     def _walk_history(self, step: int) -> None:
         if self._history_pos is None:
             self._draft = self.text
-            pos = len(self.history)
+            pos = len(self.prompt_history)
         else:
             pos = self._history_pos
-        pos = max(0, min(len(self.history), pos + step))
-        if pos == len(self.history):
+        pos = max(0, min(len(self.prompt_history), pos + step))
+        if pos == len(self.prompt_history):
             self._history_pos = None
             self.load_text(self._draft)
         else:
             self._history_pos = pos
-            self.load_text(self.history[pos])
+            self.load_text(self.prompt_history[pos])
         self.move_cursor(self.document.end)
 
     def _complete(self) -> bool:

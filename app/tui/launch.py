@@ -1,0 +1,94 @@
+"""From command-line flags to a running TUI: settings, the session factory, the services
+behind /sessions, /undo and /context. The only TUI module that knows about app/factory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from m3agent.app import exit_codes
+from m3agent.app.tui.ports import Progress, SessionSummary, TuiConfig
+
+
+def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
+           resume: str | None) -> int:
+    from m3agent.app.settings import load_settings
+
+    try:
+        settings = load_settings().override(**flags)
+        config = tui_config(settings, cwd=cwd, resume=resume)
+    except ValueError as e:
+        print(f"m3agent: {e}", file=sys.stderr)
+        return exit_codes.USAGE_ERROR
+    if script is not None and not script.is_file():
+        print(f"m3agent: script {script} does not exist", file=sys.stderr)
+        return exit_codes.USAGE_ERROR
+
+    from m3agent.app.tui.run import run_tui
+
+    return run_tui(session_factory(settings, config.cwd, script), config)
+
+
+def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiConfig:
+    workspace = Path(cwd).expanduser().resolve() if cwd else Path.cwd().resolve()
+    if not workspace.is_dir():
+        raise ValueError(f"working directory {workspace} does not exist")
+    return TuiConfig(
+        cwd=workspace,
+        engine=settings.engine,
+        model=_model_label(settings.model),
+        thinking=settings.thinking,
+        approval=settings.approval,
+        sandbox=settings.sandbox,
+        resume=resume,
+        state_dir=settings.home,
+        list_sessions=lambda: list_sessions(settings.sessions_dir),
+        undo=lambda: undo_last(workspace, settings.checkpoints_dir),
+    )
+
+
+def session_factory(settings: Any, cwd: Path, script: Path | None):
+    """The factory the app calls in its loading thread (engine weights load here)."""
+
+    def build(resume_id: str | None, progress: Progress) -> Any:
+        from m3agent.app.factory import build_session
+
+        progress(f"loading the {settings.engine} engine…", None)
+        return build_session(settings, cwd=cwd, script=script, resume=resume_id)
+
+    return build
+
+
+def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
+    from m3agent.agent.conversation import list_sessions as _list
+
+    return [
+        SessionSummary(
+            session_id=s.id,
+            title=(s.first_prompt.splitlines() or ["(no prompt)"])[0],
+            turns=s.messages,
+            updated=s.created,
+        )
+        for s in _list(sessions_dir)
+    ]
+
+
+def undo_last(workspace: Path, checkpoints_dir: Path) -> str:
+    """Restores the newest checkpoint of this workspace; ValueError when there is none."""
+    from m3agent.tools.checkpoint import Checkpoints
+
+    checkpoints = Checkpoints(workspace, checkpoints_dir)
+    entries = list(checkpoints.list())
+    if not entries:
+        raise ValueError("no checkpoint to restore yet (one is taken before each edit)")
+    last = entries[-1]
+    checkpoint_id = getattr(last, "id", last)
+    checkpoints.restore(checkpoint_id)
+    return f"restored checkpoint {checkpoint_id}"
+
+
+def _model_label(model: str | None) -> str:
+    if not model:
+        return ""
+    return Path(model).name or model

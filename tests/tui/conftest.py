@@ -1,0 +1,179 @@
+"""Fixtures for the TUI tests: a temporary git repository, M3AGENT_HOME in a temp dir, and
+apps built through `create_app` over a real Session and the real ScriptedEngine (its raw M3
+text goes through the real parsers; the only addition is a record of the requests and an
+optional pause point, so a test can look at the screen mid-answer)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NS = "]<]minimax[>["
+
+
+def edit_call(path: str, old: str, new: str) -> str:
+    """Raw M3 text of one edit_file call, as the model writes it (SPEC 4.2)."""
+    return (
+        f"I will fix it.\n{NS}<tool_call>\n{NS}<invoke name=\"edit_file\">"
+        f"{NS}<path>{path}{NS}</path>{NS}<old>{old}{NS}</old>{NS}<new>{new}{NS}</new>"
+        f"{NS}</invoke>\n{NS}</tool_call>"
+    )
+
+
+class RecordingEngine:
+    """Wraps a ScriptedEngine: every ChatRequest that reaches it is kept in `requests`;
+    with `pause_after=N` the stream stops after N deltas until `resume()`."""
+
+    def __init__(self, inner: Any, pause_after: int | None = None) -> None:
+        self.inner = inner
+        self.requests: list[Any] = []
+        self.pause_after = pause_after
+        self.paused = asyncio.Event()
+        self._go = asyncio.Event()
+        self.aborted: list[str] = []
+
+    def info(self):
+        return self.inner.info()
+
+    def stats(self):
+        return self.inner.stats()
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.append(request_id)
+        await self.inner.abort(request_id)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def resume(self) -> None:
+        self._go.set()
+
+    async def stream(self, request):
+        self.requests.append(request)
+        n = 0
+        async for delta in self.inner.stream(request):
+            if self.pause_after is not None and n == self.pause_after:
+                self.paused.set()
+                await self._go.wait()
+            n += 1
+            yield delta
+
+
+class Harness:
+    def __init__(self, repo: Path, home: Path) -> None:
+        self.repo = repo
+        self.home = home
+        self.engines: list[RecordingEngine] = []
+
+    @property
+    def engine(self) -> RecordingEngine:
+        return self.engines[-1]
+
+    def session_factory(self, script: list[str], *, approval: str = "on-request",
+                        chunk_delay_s: float = 0.0, pause_after: int | None = None,
+                        thinking: str = "adaptive") -> Callable:
+        from m3agent.agent.config import AgentConfig
+        from m3agent.agent.session import Session
+        from m3agent.engine.backends.scripted import ScriptedEngine
+        from m3agent.tools.toolset import default_toolset
+
+        def factory(resume_id: str | None, progress) -> Any:
+            progress("loading scripted engine", 0.5)
+            engine = RecordingEngine(
+                ScriptedEngine(script, chunk_delay_s=chunk_delay_s), pause_after
+            )
+            self.engines.append(engine)
+            config = AgentConfig(approval_policy=approval, thinking_default=thinking)
+            toolset = default_toolset()
+            sessions = self.home / "sessions"
+            if resume_id:
+                return Session.resume(resume_id, engine, toolset, config,
+                                      sessions_dir=sessions, cwd=self.repo)
+            return Session.create(engine, toolset, config, sessions_dir=sessions, cwd=self.repo)
+
+        return factory
+
+    def config(self, **kw: Any):
+        from m3agent.app.tui.ports import TuiConfig
+
+        kw.setdefault("engine", "scripted")
+        kw.setdefault("model", "scripted")
+        kw.setdefault("sandbox_layers", ("landlock", "seccomp"))
+        return TuiConfig(cwd=self.repo, state_dir=self.home, **kw)
+
+    def app(self, script: list[str], *, resume: str | None = None, approval: str = "on-request",
+            chunk_delay_s: float = 0.0, pause_after: int | None = None, **config: Any):
+        from m3agent.app.tui.app import create_app
+
+        factory = self.session_factory(script, approval=approval, chunk_delay_s=chunk_delay_s,
+                                       pause_after=pause_after)
+        return create_app(factory, self.config(resume=resume, approval=approval, **config))
+
+
+@pytest.fixture
+def m3home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("M3AGENT_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (root / "README.md").write_text("# demo\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "init"]):
+        subprocess.run(cmd, cwd=root, check=True, env=env)
+    return root
+
+
+@pytest.fixture
+def harness(repo, m3home) -> Harness:
+    return Harness(repo, m3home)
+
+
+async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    """Lets the app run until predicate() holds; fails with the predicate's name otherwise."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {getattr(predicate, '__name__', predicate)}")
+        await pilot.pause(0.02)
+
+
+@pytest.fixture
+def until():
+    return wait_until
+
+
+class M3Text:
+    """Raw model text builders, handed to tests as a fixture (conftest is not importable
+    under --import-mode=importlib)."""
+
+    NS = NS
+    edit_call = staticmethod(edit_call)
+
+    @staticmethod
+    def read_call(path: str) -> str:
+        return (f"{NS}<tool_call>\n{NS}<invoke name=\"read_file\">{NS}<path>{path}{NS}</path>"
+                f"{NS}</invoke>\n{NS}</tool_call>")
+
+
+@pytest.fixture
+def m3text() -> type[M3Text]:
+    return M3Text
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Textual runs on asyncio; the anyio plugin drives the async tests
