@@ -1,0 +1,54 @@
+"""Running a checkpoint's chat template safely: a sandboxed jinja2 environment set up the way
+Hugging Face's apply_chat_template sets it up (so real templates render as they do there).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jinja2 import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class _TemplateRaised(Exception):
+    pass
+
+
+def _raise_exception(message: str) -> None:
+    raise _TemplateRaised(message)
+
+
+def _tojson(
+    x: Any,
+    ensure_ascii: bool = False,
+    indent: int | None = None,
+    separators: Any = None,
+    sort_keys: bool = False,
+) -> str:
+    # HF's tojson: key order kept and no HTML escaping (jinja's own sorts keys and escapes <>).
+    return json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def compile_template(source: str, origin: str) -> Any:
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+    env.filters["tojson"] = _tojson
+    # No strftime_now: nothing time-dependent may enter a prompt (prefix caching).
+    env.globals["raise_exception"] = _raise_exception
+    try:
+        return env.from_string(source)
+    except TemplateError as e:
+        raise ValueError(f"chat template {origin} does not compile: {e}") from None
+
+
+def render_template(template: Any, origin: str, **context: Any) -> str:
+    try:
+        return template.render(**context)
+    except _TemplateRaised as e:
+        raise ValueError(f"chat template {origin} refused the conversation: {e}") from None
+    except TemplateError as e:
+        raise ValueError(f"chat template {origin} failed to render: {e}") from None

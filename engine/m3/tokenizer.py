@@ -1,0 +1,173 @@
+"""M3's tokenizer: a thin wrapper over a Hugging Face `tokenizers.Tokenizer`.
+
+`M3Tokenizer.from_model_dir` loads a checkpoint's tokenizer.json (+ tokenizer_config.json);
+`M3Tokenizer.default()` loads the small bundled byte-level BPE with M3's added tokens
+(built by `python -m m3agent.engine.m3.build_tokenizer`). `IncrementalDetokenizer` turns a
+stream of token ids into stable text pieces for the native engine.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from m3agent.engine.m3 import tokens as T
+from tokenizers import Tokenizer
+
+_DATA = Path(__file__).parent / "data"
+
+
+def default_tokenizer_path() -> Path:
+    return _DATA / "tokenizer.json"
+
+
+def _token_text(v: Any) -> str | None:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, dict) and isinstance(v.get("content"), str):
+        return v["content"]
+    return None
+
+
+class M3Tokenizer:
+    def __init__(self, tokenizer: Tokenizer, config: dict[str, Any] | None = None):
+        self._tok = tokenizer
+        self.config = dict(config or {})
+        self.vocab_size: int = tokenizer.get_vocab_size(with_added_tokens=True)
+        eos = _token_text(self.config.get("eos_token")) or T.EOS
+        eos_id = tokenizer.token_to_id(eos)
+        if eos_id is None:
+            raise ValueError(f"the tokenizer has no end-of-turn token {eos!r}")
+        self.eos_token_id: int = eos_id
+        self.bos_token_id = tokenizer.token_to_id(T.BOS)
+        self.role_token_id = tokenizer.token_to_id(T.ROLE)
+        self.image_token_id = tokenizer.token_to_id(T.IMAGE)
+        self.video_token_id = tokenizer.token_to_id(T.VIDEO)
+        self.image_start_token_id = tokenizer.token_to_id(T.IMAGE_START)
+        self.image_end_token_id = tokenizer.token_to_id(T.IMAGE_END)
+        self.ns_token_id = tokenizer.token_to_id(T.NS)
+        self.think_start_token_id = tokenizer.token_to_id(T.THINK_START)
+        self.think_end_token_id = tokenizer.token_to_id(T.THINK_END)
+        added = tokenizer.get_added_tokens_decoder()
+        self.special_token_ids: frozenset[int] = frozenset(i for i, t in added.items() if t.special)
+        self.added_tokens: dict[str, int] = {t.content: i for i, t in added.items()}
+        # If a checkpoint flags the think markers special, decoding must keep special tokens
+        # or the reasoning parser never sees them (SPEC §4.6).
+        self.think_markers_special = any(
+            i in self.special_token_ids
+            for i in (self.think_start_token_id, self.think_end_token_id)
+            if i is not None
+        )
+
+    # ---- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def from_file(cls, tokenizer_json: str | Path, config: dict[str, Any] | None = None):
+        p = Path(tokenizer_json)
+        if not p.is_file():
+            raise ValueError(f"tokenizer file not found: {p}")
+        try:
+            tok = Tokenizer.from_file(str(p))
+        except Exception as e:  # tokenizers raises a bare Exception on malformed files
+            raise ValueError(f"cannot load tokenizer {p}: {str(e).splitlines()[0]}") from None
+        return cls(tok, config)
+
+    @classmethod
+    def from_model_dir(cls, path: str | Path) -> M3Tokenizer:
+        d = Path(path)
+        if not (d / "tokenizer.json").is_file():
+            raise ValueError(f"no tokenizer.json in {d}")
+        config: dict[str, Any] = {}
+        cfg = d / "tokenizer_config.json"
+        if cfg.is_file():
+            try:
+                config = json.loads(cfg.read_text(encoding="utf-8"))
+            except ValueError as e:
+                raise ValueError(f"{cfg} is not valid JSON: {e}") from None
+            if not isinstance(config, dict):
+                raise ValueError(f"{cfg} must hold a JSON object")
+        return cls.from_file(d / "tokenizer.json", config)
+
+    @classmethod
+    def default(cls) -> M3Tokenizer:
+        return cls.from_file(default_tokenizer_path(), {"eos_token": T.EOS, "bos_token": T.BOS})
+
+    # ---- use ----------------------------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`; marker strings in it become their added tokens; no BOS added."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._tok.id_to_token(token_id)
+
+    @property
+    def hf_tokenizer(self) -> Tokenizer:
+        return self._tok
+
+
+def write_tokenizer_files(model_dir: str | Path) -> Path:
+    """Copy the bundled tokenizer into a checkpoint directory, with a tokenizer_config.json.
+
+    For `m3agent model init-tiny`; returns the tokenizer.json written there.
+    """
+    from m3agent.engine.m3.build_tokenizer import tokenizer_config
+
+    d = Path(model_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    target = d / "tokenizer.json"
+    shutil.copyfile(default_tokenizer_path(), target)
+    cfg = tokenizer_config(Tokenizer.from_file(str(target)))
+    (d / "tokenizer_config.json").write_text(
+        json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return target
+
+
+class IncrementalDetokenizer:
+    """Token ids in, newly stable text out.
+
+    Decodes a short window of recent ids and releases only text that cannot change any more:
+    a trailing U+FFFD (an incomplete UTF-8 sequence split across byte tokens) is held until the
+    next token completes it; `flush()` releases whatever is left at the end.
+    """
+
+    def __init__(self, tokenizer: M3Tokenizer, *, skip_special_tokens: bool = False):
+        self._tok = tokenizer
+        self._skip = skip_special_tokens
+        self._ids: list[int] = []
+        self._prefix = 0  # window start: ids already released, kept as decoding context
+        self._read = 0  # ids before this are released
+
+    def _decode(self, start: int, end: int | None = None) -> str:
+        return self._tok.decode(self._ids[start:end], skip_special_tokens=self._skip)
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(int(token_id))
+        prefix_text = self._decode(self._prefix, self._read)
+        new_text = self._decode(self._prefix)
+        if len(new_text) <= len(prefix_text) or new_text.endswith("\ufffd"):
+            return ""
+        self._prefix, self._read = self._read, len(self._ids)
+        return new_text[len(prefix_text) :]
+
+    def flush(self) -> str:
+        if self._read >= len(self._ids):
+            return ""
+        prefix_text = self._decode(self._prefix, self._read)
+        new_text = self._decode(self._prefix)
+        self._prefix = self._read = len(self._ids)
+        return new_text[len(prefix_text) :]
+
+    @property
+    def token_ids(self) -> list[int]:
+        return list(self._ids)
