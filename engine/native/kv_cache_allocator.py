@@ -28,7 +28,9 @@ def allocate_caches(
     # Zeros, not empty: a masked-out slot still meets V with weight 0, and 0 * NaN is NaN.
     caches = []
     for s in specs:
-        kv = torch.zeros(num_blocks, s.num_kv_heads, BLOCK_SIZE, 2 * s.head_dim, dtype=dtype, device=device)
+        kv = torch.zeros(
+            num_blocks, s.num_kv_heads, BLOCK_SIZE, 2 * s.head_dim, dtype=dtype, device=device
+        )
         index = (
             torch.zeros(num_blocks, BLOCK_SIZE, s.index_dim, dtype=dtype, device=device)
             if s.index_dim > 0

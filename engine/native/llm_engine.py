@@ -42,7 +42,10 @@ class _TextState:
 
 class LLMEngine:
     def __init__(
-        self, model: NativeModel, tokenizer: TokenizerLike | None = None, config: EngineConfig | None = None
+        self,
+        model: NativeModel,
+        tokenizer: TokenizerLike | None = None,
+        config: EngineConfig | None = None,
     ) -> None:
         self.config = config = config or EngineConfig()
         self.model = model
@@ -57,7 +60,9 @@ class LLMEngine:
         if self.max_model_len < 2:
             raise ValueError(f"the KV cache of {self.num_blocks} blocks holds no request")
         caches = allocate_caches(specs, self.num_blocks, model.info.dtype, self.device)
-        self.kv_cache_manager = KVCacheManager(self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching)
+        self.kv_cache_manager = KVCacheManager(
+            self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching
+        )
         self.scheduler = Scheduler(
             SchedulerConfig(
                 max_num_batched_tokens=config.max_num_batched_tokens,
@@ -105,7 +110,9 @@ class LLMEngine:
         vocab = self.model.info.vocab_size
         bad = next((t for t in prompt_token_ids if not 0 <= t < vocab), None)
         if bad is not None:
-            raise EngineRequestError(f"prompt token id {bad} is outside the vocabulary (0..{vocab - 1})")
+            raise EngineRequestError(
+                f"prompt token id {bad} is outside the vocabulary (0..{vocab - 1})"
+            )
         if params.stop and self.tokenizer is None:
             raise EngineRequestError("stop strings need a tokenizer; this engine has none")
         if request_id in self.scheduler.requests:
@@ -117,7 +124,9 @@ class LLMEngine:
             eos_token_ids=() if params.ignore_eos else tuple(self.model.info.eos_token_ids),
         )
         detok = (
-            IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids) if self.tokenizer else None
+            IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids)
+            if self.tokenizer
+            else None
         )
         self.scheduler.add_request(request)
         self.runner.add_request(request_id, params)
@@ -227,7 +236,9 @@ class LLMEngine:
                 continue
             state = self._text.pop(rid)
             self.runner.remove_request(rid)
-            outs.append(self._output(request, (), "", True, "error", text=state.text, error=message))
+            outs.append(
+                self._output(request, (), "", True, "error", text=state.text, error=message)
+            )
         return outs
 
     # ---- convenience --------------------------------------------------------------------

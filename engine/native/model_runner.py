@@ -89,7 +89,9 @@ class ModelRunner:
             return ModelRunnerOutput({}, {} if self.keep_logits else None)
         md = build_attention_metadata(out, self.device)
         input_ids = torch.tensor(
-            [t for row in out.scheduled for t in row.token_ids], dtype=torch.int64, device=self.device
+            [t for row in out.scheduled for t in row.token_ids],
+            dtype=torch.int64,
+            device=self.device,
         )
         hidden = self.model.forward(input_ids, self.caches, md)
         sampling_rows = [i for i, row in enumerate(out.scheduled) if row.samples]

@@ -25,7 +25,9 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens < 1:
-            raise ValueError(f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}")
+            raise ValueError(
+                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
+            )
         if self.max_num_seqs < 1:
             raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
         if self.max_model_len < 2:
@@ -157,9 +159,7 @@ class Scheduler:
             new_req_ids=tuple(new_ids),
         )
 
-    def update_from_output(
-        self, output: SchedulerOutput, sampled: dict[str, int]
-    ) -> list[Request]:
+    def update_from_output(self, output: SchedulerOutput, sampled: dict[str, int]) -> list[Request]:
         """Advances computed counts, appends sampled tokens, indexes newly full blocks.
 
         Returns the requests that received a token; stop checks are the engine's job.

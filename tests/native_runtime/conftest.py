@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from m3agent.engine.native.model_api import LayerCache, LayerCacheSpec, ModelInfo
 
@@ -62,9 +61,14 @@ class TinyPagedModel:
         self.tokens_computed = 0
 
     def cache_specs(self) -> list[LayerCacheSpec]:
-        return [LayerCacheSpec(self.hkv, self.d, self.di if p["ik"] is not None else 0) for p in self.layers]
+        return [
+            LayerCacheSpec(self.hkv, self.d, self.di if p["ik"] is not None else 0)
+            for p in self.layers
+        ]
 
-    def forward(self, input_ids: torch.Tensor, caches: list[LayerCache], md: AttentionMetadata) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, caches: list[LayerCache], md: AttentionMetadata
+    ) -> torch.Tensor:
         self.forward_calls += 1
         self.tokens_computed += int(input_ids.shape[0])
         x = self.embed[input_ids]
@@ -91,7 +95,9 @@ class TinyPagedModel:
             iq = x @ p["iq"].T
         out = torch.empty(t, self.h, self.d)
         q_start = 0
-        for r, (ql, sl, cl) in enumerate(zip(md.query_lens_cpu, md.seq_lens_cpu, md.context_lens_cpu, strict=True)):
+        for r, (ql, sl, cl) in enumerate(
+            zip(md.query_lens_cpu, md.seq_lens_cpu, md.context_lens_cpu, strict=True)
+        ):
             pages = md.block_tables[r, : -(-sl // BLOCK_SIZE)].long()
             kv = cache.kv[pages].permute(0, 2, 1, 3).reshape(-1, self.hkv, 2 * self.d)[:sl]
             ks = kv[..., : self.d].repeat_interleave(self.h // self.hkv, dim=1)

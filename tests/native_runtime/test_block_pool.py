@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from m3agent.engine.native.block_hash import hash_block_tokens
 from m3agent.engine.native.block_pool import BlockPool
 from m3agent.engine.native.kv_cache_manager import KVCacheManager
