@@ -189,3 +189,68 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
                          f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}")
     _load_safetensors(model, files, dtype)
     return model.eval()
+
+
+def _safetensors_header(f: Path) -> dict[str, Any]:
+    import struct
+
+    try:
+        with f.open("rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            if n > 100_000_000:
+                raise ValueError("header length is implausible")
+            header = json.loads(fh.read(n))
+    except (OSError, struct.error, json.JSONDecodeError, ValueError) as e:
+        raise ValueError(f"corrupt safetensors file {f}: {e}") from None
+    header.pop("__metadata__", None)
+    return header
+
+
+def checkpoint_info(path: str | Path) -> dict[str, Any]:
+    """What `m3agent model info` prints; reads headers only, never the weights."""
+    from collections import Counter
+    from math import prod
+
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"model path {p} does not exist")
+    if p.suffix == ".gguf" or (p.is_dir() and not (p / "config.json").exists()):
+        from gguf import GGUFReader
+        from m3agent.engine.native.gguf_loader import find_gguf
+
+        g = find_gguf(p)
+        r = GGUFReader(str(g))
+        arch = r.fields["general.architecture"].contents()
+        types = Counter(t.tensor_type.name for t in r.tensors)
+        return {"path": str(g), "format": "gguf", "architecture": arch,
+                "layers": r.fields[f"{arch}.block_count"].contents(),
+                "hidden_size": r.fields[f"{arch}.embedding_length"].contents(),
+                "params": int(sum(int(t.n_elements) for t in r.tensors)),
+                "dtype": dict(types)}
+    cfg = _read_json(p / "config.json")
+    params, dtypes, skipped = 0, Counter(), 0
+    for f in safetensors_files(p):
+        for name, meta in _safetensors_header(f).items():
+            if name.endswith(("weight_scale_inv", "weight_scale")):
+                continue
+            if _checkpoint_to_param(name) is None:
+                skipped += 1
+                continue
+            params += prod(meta["shape"])
+            dtypes[meta["dtype"]] += 1
+    info: dict[str, Any] = {"path": str(p), "format": "safetensors", "params": params,
+                            "dtype": dict(dtypes), "skipped_tensors": skipped}
+    if _is_m3(cfg):
+        c = parse_config(cfg).text_config
+        info.update(
+            architecture="minimax_m3", layers=c.num_hidden_layers, hidden_size=c.hidden_size,
+            heads=f"{c.num_attention_heads}q/{c.num_key_value_heads}kv x {c.head_dim}",
+            msa_layers=sum(c.is_sparse_layer(i) for i in range(c.num_hidden_layers)),
+            moe_layers=sum(c.is_moe_layer(i) for i in range(c.num_hidden_layers)),
+            experts=f"{c.num_local_experts} (top {c.num_experts_per_tok})",
+            max_positions=c.max_model_len, vocab_size=c.vocab_size,
+            quantization=(cfg.get("quantization_config") or {}).get("quant_method"))
+    else:
+        info.update(architecture=cfg.get("model_type"), layers=cfg.get("num_hidden_layers"),
+                    hidden_size=cfg.get("hidden_size"), vocab_size=cfg.get("vocab_size"))
+    return info

@@ -1,0 +1,64 @@
+"""`m3agent model init-tiny PATH` and `m3agent model info PATH`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from m3agent.app import exit_codes
+
+
+def register(app: typer.Typer) -> None:
+    model_app = typer.Typer(help="Create and inspect native model checkpoints.",
+                            no_args_is_help=True)
+    app.add_typer(model_app, name="model")
+
+    @model_app.command("init-tiny")
+    def init_tiny(
+        path: Path = typer.Argument(..., help="Directory to write the checkpoint into."),
+        layers: int = typer.Option(4, "--layers", help="Decoder layers."),
+        hidden: int = typer.Option(256, "--hidden", help="Residual width."),
+        heads: int = typer.Option(4, "--heads", help="Query heads (head_dim is 128)."),
+        kv_heads: int = typer.Option(2, "--kv-heads", help="KV heads (= index heads)."),
+        experts: int = typer.Option(4, "--experts", help="Routed experts per MoE layer."),
+        vocab: int = typer.Option(512, "--vocab", help="Vocabulary size (>= 266)."),
+        seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
+        dense_layers: int = typer.Option(
+            1, "--dense-layers", help="Leading layers with dense attention and dense MLP."),
+        topk_blocks: int = typer.Option(16, "--topk-blocks", help="MSA blocks per query."),
+        fp8: bool = typer.Option(False, "--fp8", help="Store projections as FP8 e4m3."),
+    ) -> None:
+        """Write a random MiniMax M3 checkpoint in HF layout (config, safetensors, tokenizer)."""
+        from m3agent.engine.native.tiny import TinySpec
+        from m3agent.engine.native.tiny import init_tiny as write
+
+        try:
+            spec = TinySpec(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                            experts=experts, vocab=vocab, seed=seed, dense_layers=dense_layers,
+                            fp8=fp8, topk_blocks=topk_blocks)
+            out = write(path, spec)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+        typer.echo(f"wrote a tiny M3 checkpoint to {out}")
+
+    @model_app.command("info")
+    def info(path: Path = typer.Argument(..., help="Checkpoint directory or .gguf file."),
+             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+        """Architecture, layers, parameter count and dtypes of a checkpoint."""
+        import json
+
+        from m3agent.engine.native.loader import checkpoint_info
+
+        try:
+            d = checkpoint_info(path)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+        if as_json:
+            typer.echo(json.dumps(d))
+            return
+        for k, v in d.items():
+            if k == "params":
+                v = f"{v:,} ({v / 1e9:.3f} B)"
+            typer.echo(f"{k:>16}: {v}")
