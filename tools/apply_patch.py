@@ -1,0 +1,163 @@
+"""apply_patch: a Codex-style patch envelope or a unified diff; all hunks apply or none."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.fsutil import atomic_write
+from m3agent.tools.patch_parse import FileOp, Hunk, PatchError, parse
+from m3agent.tools.paths import PathDenied, check_write, display
+from pydantic import BaseModel, Field
+
+
+class ApplyPatchArgs(BaseModel):
+    patch: str = Field(
+        description="'*** Begin Patch' ... '*** End Patch' (with *** Add File / *** Update File / "
+        "*** Delete File sections and @@ hunks) or a unified diff."
+    )
+
+
+def _find(lines: list[str], block: list[str], start: int, hint: int | None) -> int:
+    """Index where `block` occurs at or after `start` (nearest to hint); -1 if nowhere."""
+    if not block:
+        return len(lines) if hint is None else min(max(hint, start), len(lines))
+    for norm in (lambda s: s, lambda s: s.rstrip(), lambda s: s.strip()):
+        want = [norm(x) for x in block]
+        hits = [
+            i for i in range(start, len(lines) - len(block) + 1)
+            if [norm(x) for x in lines[i : i + len(block)]] == want
+        ]
+        if hits:
+            return min(hits, key=lambda i: abs(i - hint)) if hint is not None else hits[0]
+    return -1
+
+
+def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
+    trailing_nl = text.endswith("\n") or not text
+    lines = text.split("\n")
+    if trailing_nl and lines and lines[-1] == "":
+        lines.pop()
+    pos = 0
+    for n, h in enumerate(hunks, start=1):
+        if h.anchor is not None:
+            a = _find(lines, [h.anchor], pos, None)
+            if a < 0:
+                raise PatchError(f"{path}: hunk {n}: anchor line {h.anchor!r} not found")
+            pos = a + 1 if h.old[:1] != [h.anchor] else a
+        if h.at_eof:
+            at = len(lines) - len(h.old)
+            if lines[at:] != h.old and [x.rstrip() for x in lines[at:]] != [x.rstrip() for x in h.old]:
+                at = -1
+        else:
+            at = _find(lines, h.old, pos, h.hint)
+        if at < 0:
+            shown = "\n".join(h.old[:6])
+            raise PatchError(f"{path}: hunk {n} does not apply; these lines were not found:\n{shown}")
+        lines[at : at + len(h.old)] = h.new
+        pos = at + len(h.new)
+    return "\n".join(lines) + ("\n" if lines and trailing_nl else "")
+
+
+class ApplyPatch(Tool):
+    name = "apply_patch"
+    description = (
+        "Apply a patch to one or more files, atomically: every hunk applies or nothing changes. "
+        "Accepts the '*** Begin Patch' envelope or a unified diff."
+    )
+    Args = ApplyPatchArgs
+    mutates = True
+
+    def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
+        try:
+            ops = parse(args.patch)
+            plan = self._plan(ops, ctx)
+        except (PatchError, PathDenied) as e:
+            return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
+        self._commit(plan)
+        diffs, summary = [], []
+        for src, dst, old, new in plan:
+            target = dst or src
+            name = display(target, ctx)
+            diffs.append("".join(difflib.unified_diff(
+                (old or "").splitlines(True), (new or "").splitlines(True),
+                f"a/{display(src, ctx)}" if old is not None else "/dev/null",
+                f"b/{name}" if new is not None else "/dev/null",
+            )))
+            verb = "added" if old is None else "deleted" if new is None else "updated"
+            if dst and dst != src and new is not None:
+                verb = f"moved from {display(src, ctx)} and updated"
+            summary.append(f"{verb} {name}")
+        diff = "".join(diffs)
+        changed = sorted({str(p) for src, dst, _, _ in plan for p in (src, dst) if p})
+        return ToolResult("\n".join(summary) + "\n" + diff,
+                          metadata={"diff": diff, "paths_changed": changed})
+
+    def _plan(self, ops: list[FileOp], ctx: ToolContext):
+        """(source, destination, old text or None, new text or None) per file, all checked."""
+        plan: list[tuple[Path, Path | None, str | None, str | None]] = []
+        seen: dict[Path, str | None] = {}
+
+        def current(p: Path, raw: str) -> str:
+            if p in seen:
+                if seen[p] is None:
+                    raise PatchError(f"{raw}: deleted earlier in this patch")
+                return seen[p]
+            if not p.is_file():
+                raise PatchError(f"{raw}: no such file")
+            try:
+                return p.read_bytes().decode("utf-8")
+            except UnicodeDecodeError:
+                raise PatchError(f"{raw}: not valid UTF-8 text") from None
+
+        for op in ops:
+            src = check_write(op.path, ctx)
+            if op.kind == "add":
+                if src.exists() and src not in seen:
+                    raise PatchError(f"{op.path}: already exists (use *** Update File)")
+                new = "\n".join(op.content) + ("\n" if op.content else "")
+                plan.append((src, None, None, new))
+                seen[src] = new
+            elif op.kind == "delete":
+                old = current(src, op.path)
+                plan.append((src, None, old, None))
+                seen[src] = None
+            else:
+                old = current(src, op.path)
+                new = _apply_hunks(op.path, old, op.hunks)
+                dst = check_write(op.move_to, ctx) if op.move_to else None
+                if dst is not None and dst != src and (dst.exists() or dst in seen):
+                    raise PatchError(f"{op.move_to}: move target already exists")
+                plan.append((src, dst, old, new))
+                if dst is not None and dst != src:
+                    seen[src] = None
+                    seen[dst] = new
+                else:
+                    seen[src] = new
+        return plan
+
+    def _commit(self, plan) -> None:
+        """Write every change; if one write fails, put back what was already written."""
+        done: list[tuple[Path, str | None]] = []  # (path, content before) for rollback
+        try:
+            for src, dst, old, new in plan:
+                target = dst or src
+                before = target.read_bytes().decode("utf-8") if target.exists() else None
+                if new is None:
+                    done.append((src, old))
+                    src.unlink()
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                done.append((target, before))
+                atomic_write(target, new.encode("utf-8"))
+                if dst is not None and dst != src:
+                    done.append((src, old))
+                    src.unlink()
+        except OSError:
+            for path, before in reversed(done):
+                if before is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    atomic_write(path, before.encode("utf-8"))
+            raise

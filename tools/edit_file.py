@@ -1,0 +1,75 @@
+"""edit_file: replace one exact, unique occurrence of a string; returns a unified diff."""
+
+from __future__ import annotations
+
+import difflib
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.fsutil import atomic_write, looks_binary
+from m3agent.tools.paths import PathDenied, check_write, display
+from pydantic import BaseModel, Field
+
+
+class EditFileArgs(BaseModel):
+    path: str = Field(description="File to edit.")
+    old_string: str = Field(description="Exact text to replace; must occur exactly once.")
+    new_string: str = Field(description="Replacement text.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
+
+
+class EditFile(Tool):
+    name = "edit_file"
+    description = (
+        "Replace an exact string in a file. old_string must match exactly once (include "
+        "surrounding lines to make it unique) unless replace_all is true. Returns a diff."
+    )
+    Args = EditFileArgs
+    mutates = True
+
+    def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolResult:
+        try:
+            path = check_write(args.path, ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        shown = display(path, ctx)
+        if not path.is_file():
+            return ToolResult(f"{shown}: no such file; use write_file to create it", is_error=True)
+        data = path.read_bytes()
+        if looks_binary(data[:8192]):
+            return ToolResult(f"{shown}: binary file; edit_file only edits text", is_error=True)
+        try:
+            old = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return ToolResult(
+                f"{shown}: not valid UTF-8 (byte {e.start}); not edited, to avoid corrupting it",
+                is_error=True,
+            )
+        if not args.old_string:
+            return ToolResult("old_string is empty; give the exact text to replace", is_error=True)
+        if args.old_string == args.new_string:
+            return ToolResult("old_string and new_string are identical; nothing to do", is_error=True)
+        count = old.count(args.old_string)
+        if count == 0:
+            return ToolResult(
+                f"{shown}: old_string not found; read the file and copy the text exactly "
+                "(whitespace and indentation included)",
+                is_error=True,
+            )
+        if count > 1 and not args.replace_all:
+            return ToolResult(
+                f"{shown}: old_string occurs {count} times; add surrounding lines to make it "
+                "unique, or set replace_all",
+                is_error=True,
+            )
+        new = old.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
+        atomic_write(path, new.encode("utf-8"))
+        diff = "".join(
+            difflib.unified_diff(
+                old.splitlines(keepends=True), new.splitlines(keepends=True),
+                f"a/{shown}", f"b/{shown}",
+            )
+        )
+        return ToolResult(
+            f"edited {shown} ({count if args.replace_all else 1} replacement(s))\n{diff}",
+            metadata={"diff": diff, "paths_changed": [str(path)]},
+        )

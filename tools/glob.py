@@ -1,0 +1,47 @@
+"""glob: files matching a pattern, ignore files respected, results capped."""
+
+from __future__ import annotations
+
+import re
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.ignore import _glob_to_regex, walk
+from m3agent.tools.paths import PathDenied, check_read, display
+from pydantic import BaseModel, Field
+
+MAX_RESULTS = 500
+
+
+class GlobArgs(BaseModel):
+    pattern: str = Field(description="Glob such as '**/*.py' or 'src/*.ts' (relative to path).")
+    path: str = Field(".", description="Directory to search in.")
+    include_ignored: bool = Field(False, description="Also match files excluded by .gitignore.")
+
+
+class Glob(Tool):
+    name = "glob"
+    description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
+    Args = GlobArgs
+
+    def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
+        try:
+            root = check_read(args.path, ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        if not root.is_dir():
+            return ToolResult(f"{display(root, ctx)}: no such directory", is_error=True)
+        regex = re.compile("^" + _glob_to_regex(args.pattern.lstrip("./") or "*") + "$")
+        hits: list[str] = []
+        truncated = False
+        for rel, is_dir in walk(root, respect_ignore=not args.include_ignored):
+            if ctx.cancel.is_set():
+                break
+            if not is_dir and regex.match(rel):
+                if len(hits) >= MAX_RESULTS:
+                    truncated = True
+                    break
+                hits.append(display(root / rel, ctx))
+        out = "\n".join(hits) if hits else "(no matches)"
+        if truncated:
+            out += f"\n[truncated at {MAX_RESULTS} results; narrow the pattern]"
+        return ToolResult(out, metadata={"truncated": truncated})

@@ -1,0 +1,105 @@
+"""grep: regex search over files; ripgrep when installed, a Python walk otherwise."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.fsutil import looks_binary
+from m3agent.tools.ignore import _glob_to_regex, walk
+from m3agent.tools.paths import PathDenied, check_read, display
+from pydantic import BaseModel, Field
+
+MAX_MATCHES = 200
+MAX_LINE = 400
+MAX_FILE_BYTES = 5_000_000  # the Python fallback skips larger files, as rg's defaults would not
+
+
+class GrepArgs(BaseModel):
+    pattern: str = Field(description="Regular expression (Rust/Python syntax).")
+    path: str = Field(".", description="File or directory to search.")
+    glob: str | None = Field(None, description="Only search files matching this glob, e.g. '*.py'.")
+    ignore_case: bool = Field(False, description="Case-insensitive match.")
+    max_matches: int = Field(MAX_MATCHES, ge=1, le=2000)
+
+
+class Grep(Tool):
+    name = "grep"
+    description = (
+        "Search file contents with a regular expression. Returns 'path:line:text' rows; "
+        "respects .gitignore; results are capped."
+    )
+    Args = GrepArgs
+
+    def __init__(self, use_ripgrep: bool = True) -> None:
+        self._rg = shutil.which("rg") if use_ripgrep else None
+
+    def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
+        try:
+            root = check_read(args.path, ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        if not root.exists():
+            return ToolResult(f"{display(root, ctx)}: no such file or directory", is_error=True)
+        try:
+            regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+        except re.error as e:
+            return ToolResult(f"invalid regular expression {args.pattern!r}: {e}", is_error=True)
+        if self._rg:
+            rows = self._ripgrep(args, root, ctx)
+        else:
+            rows = self._python(args, regex, root, ctx)
+        truncated = len(rows) > args.max_matches
+        rows = rows[: args.max_matches]
+        out = "\n".join(rows) if rows else "(no matches)"
+        if truncated:
+            out += f"\n[truncated at {args.max_matches} matches; narrow the pattern or path]"
+        return ToolResult(out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"})
+
+    def _ripgrep(self, args: GrepArgs, root: Path, ctx: ToolContext) -> list[str]:
+        cmd = [self._rg, "--line-number", "--no-heading", "--color", "never", "--max-columns", str(MAX_LINE)]
+        if args.ignore_case:
+            cmd.append("-i")
+        if args.glob:
+            cmd += ["--glob", args.glob]
+        cmd += ["-e", args.pattern, "--", str(root)]
+        proc = subprocess.run(cmd, capture_output=True, timeout=60, cwd=ctx.cwd)
+        rows = []
+        for line in proc.stdout.decode("utf-8", "replace").splitlines()[: args.max_matches + 1]:
+            file, _, rest = line.partition(":")
+            rows.append(f"{display(Path(file), ctx)}:{rest}" if Path(file).is_absolute() else line)
+        return sorted(rows, key=_row_key)
+
+    def _python(self, args: GrepArgs, regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[str]:
+        name_re = re.compile("^(?:.*/)?" + _glob_to_regex(args.glob) + "$") if args.glob else None
+        files = [root] if root.is_file() else (root / rel for rel, d in walk(root) if not d)
+        rows: list[str] = []
+        for f in files:
+            if ctx.cancel.is_set() or len(rows) > args.max_matches:
+                break
+            rel = display(f, ctx)
+            if name_re and not name_re.match(rel):
+                continue
+            try:
+                if f.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                data = f.read_bytes()
+            except OSError:
+                continue
+            if looks_binary(data[:8192]):
+                continue
+            for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+                if regex.search(line):
+                    rows.append(f"{rel}:{n}:{line[:MAX_LINE]}")
+                    if len(rows) > args.max_matches:
+                        break
+        return rows
+
+
+def _row_key(row: str) -> tuple[str, int]:
+    file, _, rest = row.partition(":")
+    num = rest.partition(":")[0]
+    return (file, int(num) if num.isdigit() else 0)

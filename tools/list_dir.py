@@ -1,0 +1,40 @@
+"""list_dir: the entries of one directory (directories end in `/`)."""
+
+from __future__ import annotations
+
+import os
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.paths import PathDenied, check_read, display
+from pydantic import BaseModel, Field
+
+MAX_ENTRIES = 1000
+
+
+class ListDirArgs(BaseModel):
+    path: str = Field(".", description="Directory, relative to the workspace or absolute.")
+
+
+class ListDir(Tool):
+    name = "list_dir"
+    description = "List the entries of a directory; subdirectories end with '/'."
+    Args = ListDirArgs
+
+    def run(self, args: ListDirArgs, ctx: ToolContext) -> ToolResult:
+        try:
+            path = check_read(args.path, ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        shown = display(path, ctx)
+        if not path.exists():
+            return ToolResult(f"{shown}: no such directory", is_error=True)
+        if not path.is_dir():
+            return ToolResult(f"{shown}: not a directory; use read_file", is_error=True)
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except PermissionError:
+            return ToolResult(f"{shown}: permission denied", is_error=True)
+        rows = [e.name + ("/" if e.is_dir() else "") for e in entries[:MAX_ENTRIES]]
+        if len(entries) > MAX_ENTRIES:
+            rows.append(f"[truncated: {len(entries) - MAX_ENTRIES} more entries]")
+        return ToolResult("\n".join(rows) if rows else "(empty directory)")

@@ -1,0 +1,85 @@
+"""The one path guard every file tool goes through.
+
+Symlinks and `..` are resolved (os.path.realpath) before any check, so a link inside the
+workspace that points outside is judged by where it lands.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from m3agent.tools.base import ToolContext
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+
+
+class PathDenied(Exception):
+    """A path the policy does not allow; the message is shown to the model as is."""
+
+
+def policy_of(ctx: ToolContext) -> SandboxPolicy:
+    """The context's policy, or the default (workspace-write on ctx.cwd) when none is set."""
+    sb = ctx.sandbox
+    if sb is None:
+        return SandboxPolicy(workspace=ctx.cwd)
+    if isinstance(sb, SandboxPolicy):
+        return sb
+    return sb.policy
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
+    if any(_within(path, s) for s in policy.secret_locations()):
+        return True
+    # .env files outside the workspace (the workspace's own .env is the user's project).
+    name = path.name
+    if (name == ".env" or name.startswith(".env.")) and not _within(path, policy.workspace):
+        return True
+    return False
+
+
+def resolve(raw: str, ctx: ToolContext) -> Path:
+    """Absolute, symlink-free path for `raw` (relative paths against ctx.cwd)."""
+    if not raw or "\x00" in raw:
+        raise PathDenied(f"invalid path {raw!r}")
+    p = Path(os.path.expanduser(raw)) if raw.startswith("~") else Path(raw)
+    if not p.is_absolute():
+        p = Path(ctx.cwd) / p
+    return Path(os.path.realpath(p))
+
+
+def check_read(raw: str, ctx: ToolContext) -> Path:
+    path = resolve(raw, ctx)
+    if _is_secret(path, policy_of(ctx)):
+        raise PathDenied(f"{raw}: reading secret locations is not allowed by the sandbox policy")
+    return path
+
+
+def check_write(raw: str, ctx: ToolContext) -> Path:
+    policy = policy_of(ctx)
+    path = resolve(raw, ctx)
+    if _is_secret(path, policy):
+        raise PathDenied(f"{raw}: secret locations are not writable")
+    if policy.mode is SandboxMode.READ_ONLY:
+        raise PathDenied(f"{raw}: the sandbox is read-only; no file may be changed")
+    if policy.mode is SandboxMode.FULL_ACCESS:
+        return path
+    roots = policy.writable_roots()
+    if not any(_within(path, r) for r in roots):
+        shown = ", ".join(str(r) for r in roots)
+        raise PathDenied(f"{raw}: outside the writable roots ({shown}); resolved to {path}")
+    for prot in policy.protected_paths():
+        if _within(path, prot):
+            raise PathDenied(f"{raw}: {prot.name} is protected and stays read-only")
+    return path
+
+
+def display(path: Path, ctx: ToolContext) -> str:
+    """A path as the model should see it: relative to the workspace when inside it."""
+    try:
+        return str(path.relative_to(Path(ctx.cwd).resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,84 @@
+"""read_file: text with line numbers, line ranges, binary and size guards."""
+
+from __future__ import annotations
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.fsutil import looks_binary
+from m3agent.tools.paths import PathDenied, check_read, display
+from pydantic import BaseModel, Field
+
+MAX_WHOLE_BYTES = 2_000_000  # larger files must be read by line range
+MAX_OUTPUT_CHARS = 100_000
+
+
+class ReadFileArgs(BaseModel):
+    path: str = Field(description="File path, relative to the workspace or absolute.")
+    offset: int = Field(1, ge=1, description="First line to read (1-based).")
+    limit: int = Field(2000, ge=1, le=20000, description="Maximum number of lines to read.")
+
+
+class ReadFile(Tool):
+    name = "read_file"
+    description = (
+        "Read a text file. Returns lines prefixed with their 1-based line numbers. "
+        "Use offset/limit to read part of a large file."
+    )
+    Args = ReadFileArgs
+
+    def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
+        try:
+            path = check_read(args.path, ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        shown = display(path, ctx)
+        if not path.exists():
+            return ToolResult(f"{shown}: no such file", is_error=True)
+        if path.is_dir():
+            return ToolResult(f"{shown}: is a directory; use list_dir", is_error=True)
+        size = path.stat().st_size
+        ranged = args.offset != 1 or "limit" in args.model_fields_set
+        if size > MAX_WHOLE_BYTES and not ranged:
+            return ToolResult(
+                f"{shown}: file is {size / 1e6:.1f} MB, too large to read whole; "
+                "pass offset and limit to read a line range, or use grep",
+                is_error=True,
+            )
+        with open(path, "rb") as f:
+            if looks_binary(f.read(8192)):
+                return ToolResult(f"{shown}: binary file ({size} bytes); not shown", is_error=True)
+            f.seek(0)
+            lines: list[str] = []
+            chars = 0
+            bad_utf8 = False
+            truncated = False
+            last = args.offset + args.limit - 1
+            n = 0
+            for n, raw in enumerate(f, start=1):
+                if n < args.offset:
+                    continue
+                if n > last:
+                    truncated = True
+                    break
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad_utf8 = True
+                    text = raw.decode("utf-8", errors="replace")
+                text = text.rstrip("\r\n")
+                row = f"{n:6}\t{text}"
+                chars += len(row) + 1
+                if chars > MAX_OUTPUT_CHARS:
+                    truncated = True
+                    break
+                lines.append(row)
+        out = "\n".join(lines)
+        if not lines and n < args.offset and size:
+            return ToolResult(f"{shown}: has only {n} lines; offset {args.offset} is past the end", is_error=True)
+        notes = []
+        if bad_utf8:
+            notes.append("[note: the file is not valid UTF-8; undecodable bytes are shown as U+FFFD]")
+        if truncated:
+            notes.append(f"[truncated: more lines follow line {args.offset + len(lines) - 1}; read on with offset]")
+        if notes:
+            out = out + "\n" + "\n".join(notes)
+        return ToolResult(out if out else "(empty file)", metadata={"truncated": truncated})

@@ -1,0 +1,59 @@
+"""The bubblewrap command line for a policy: read-only `/`, writable roots bound back in."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
+
+
+def probe() -> tuple[bool, str]:
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False, "bwrap is not installed (apt-get install bubblewrap)"
+    try:
+        proc = subprocess.run(
+            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+             "--unshare-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "true"],
+            capture_output=True, timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return False, f"bwrap failed to start: {e}"
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        return False, f"bwrap is blocked here: {why[-1] if why else 'exit ' + str(proc.returncode)}"
+    return True, f"{exe}: read-only /, workspace bound read-write, new pid/net namespaces"
+
+
+def _under(p: Path, root: Path) -> bool:
+    return p == root or root in p.parents
+
+
+def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
+    exe = shutil.which("bwrap") or "bwrap"
+    tmp = Path("/tmp")
+    a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    # Paths under /tmp vanish behind the tmpfs; bring back the ones the command needs to see.
+    home = policy.home_dir()
+    if _under(home, tmp) and home.is_dir():
+        a += ["--ro-bind", str(home), str(home)]
+    if _under(policy.workspace, tmp) and policy.mode is SandboxMode.READ_ONLY:
+        a += ["--ro-bind", str(policy.workspace), str(policy.workspace)]
+    for root in policy.writable_roots():
+        a += ["--bind", str(root), str(root)]
+    for prot in policy.protected_paths():
+        if prot.exists():
+            a += ["--ro-bind", str(prot), str(prot)]
+    for secret in hidden_paths(policy):
+        if secret.is_dir():
+            a += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
+        else:
+            a += ["--ro-bind", "/dev/null", str(secret)]
+    a += ["--bind", str(run_dir), str(run_dir)]
+    a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+    if not policy.network:
+        a.append("--unshare-net")
+    a += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--chdir", str(cwd), "--"]
+    return a

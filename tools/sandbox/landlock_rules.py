@@ -1,0 +1,32 @@
+"""Landlock rules for a policy: read all but secrets, write the writable roots but not `.git`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from m3agent.tools.sandbox import landlock as ll
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
+
+# Devices every program expects to open for writing.
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts",
+            "/dev/random", "/dev/urandom")
+
+
+def apply_policy(policy: SandboxPolicy, run_dir: Path) -> None:
+    abi = ll.abi_version()
+    if not abi:
+        raise OSError("Landlock is not available")
+    rs = ll.Ruleset(abi, restrict_net=not policy.network)
+    read = ll.read_rights(abi)
+    write_all = rs.fs
+    rs.grant_except(Path("/"), read, list(hidden_paths(policy)), dir_rights=ll.READ_DIR)
+    if policy.mode is not SandboxMode.READ_ONLY:
+        protected = [p for p in policy.protected_paths() if p.exists()]
+        for root in policy.writable_roots():
+            # With a protected child present, the root itself gets no write right (a right on
+            # a directory covers everything beneath it); its other children get full rights.
+            rs.grant_except(root, write_all, protected, dir_rights=read)
+    for dev in _DEVICES:
+        rs.allow(Path(dev), ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE)
+    rs.allow(run_dir, write_all)
+    rs.restrict_self()

@@ -1,0 +1,166 @@
+"""Sandbox policy as plain data: what a command (and a file tool) may touch.
+
+The policy is serialised to JSON for the launcher process, so every field is a plain value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+
+
+class SandboxMode(StrEnum):
+    READ_ONLY = "read-only"
+    WORKSPACE_WRITE = "workspace-write"
+    FULL_ACCESS = "full-access"
+
+
+LAYERS = ("bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill")
+
+# Locations that hold credentials; "~" is the policy's home. They stay unreadable even in
+# full-access mode for the file tools, and for commands wherever a layer can enforce it.
+DEFAULT_SECRETS = (
+    "~/.ssh",
+    "~/.aws",
+    "~/.config/gh",
+    "~/.gnupg",
+    "~/.netrc",
+    "~/.docker/config.json",
+    "~/.kube",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.git-credentials",
+    "~/.npmrc",
+    "~/.pypirc",
+)
+DEFAULT_PROTECTED = (".git", ".m3agent")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    cpu_s: int = 300
+    address_space_mb: int = 8192
+    file_size_mb: int = 1024
+    nproc: int = 512
+    output_bytes: int = 200_000  # kept of each of stdout / stderr; the rest is cut with a note
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_s", "address_space_mb", "file_size_mb", "nproc", "output_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"sandbox limit {name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    workspace: Path
+    mode: SandboxMode = SandboxMode.WORKSPACE_WRITE
+    network: bool = False
+    extra_writable: tuple[Path, ...] = ()
+    protected_names: tuple[str, ...] = DEFAULT_PROTECTED
+    secret_paths: tuple[str, ...] = DEFAULT_SECRETS
+    home: Path | None = None  # None: $HOME when the policy is used
+    limits: Limits = field(default_factory=Limits)
+    # Run commands even when no layer can be applied (the CLI's --dangerously-no-sandbox).
+    dangerously_no_sandbox: bool = False
+    # Layers to treat as unavailable (a user opting out, or a test simulating a machine).
+    disabled_layers: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mode, SandboxMode):
+            try:
+                object.__setattr__(self, "mode", SandboxMode(self.mode))
+            except ValueError:
+                modes = ", ".join(m.value for m in SandboxMode)
+                raise ValueError(f"unknown sandbox mode {self.mode!r} (use one of {modes})") from None
+        unknown = set(self.disabled_layers) - set(LAYERS)
+        if unknown:
+            raise ValueError(f"unknown sandbox layer(s) {sorted(unknown)} (known: {', '.join(LAYERS)})")
+        object.__setattr__(self, "workspace", Path(self.workspace).resolve())
+        object.__setattr__(
+            self, "extra_writable", tuple(Path(p).resolve() for p in self.extra_writable)
+        )
+        object.__setattr__(self, "disabled_layers", frozenset(self.disabled_layers))
+
+    # -- derived views -------------------------------------------------------------------
+    def home_dir(self) -> Path:
+        return Path(self.home or os.environ.get("HOME") or Path.home()).resolve()
+
+    def writable_roots(self) -> tuple[Path, ...]:
+        if self.mode is SandboxMode.READ_ONLY:
+            return ()
+        return (self.workspace, *self.extra_writable)
+
+    def protected_paths(self) -> tuple[Path, ...]:
+        """Subpaths of the writable roots that stay read-only."""
+        return tuple(root / name for root in self.writable_roots() for name in self.protected_names)
+
+    def secret_locations(self) -> tuple[Path, ...]:
+        home = str(self.home_dir())
+        out = []
+        for s in self.secret_paths:
+            p = Path(home + s[1:]) if s.startswith("~") else Path(s)
+            out.append(Path(os.path.realpath(p)))
+        return tuple(out)
+
+    def with_(self, **changes) -> SandboxPolicy:
+        return replace(self, **changes)
+
+    # -- JSON for the launcher -----------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "workspace": str(self.workspace),
+                "mode": self.mode.value,
+                "network": self.network,
+                "extra_writable": [str(p) for p in self.extra_writable],
+                "protected_names": list(self.protected_names),
+                "secret_paths": list(self.secret_paths),
+                "home": str(self.home) if self.home else None,
+                "limits": {k: getattr(self.limits, k) for k in Limits.__slots__},
+                "dangerously_no_sandbox": self.dangerously_no_sandbox,
+                "disabled_layers": sorted(self.disabled_layers),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> SandboxPolicy:
+        d = json.loads(text)
+        return cls(
+            workspace=Path(d["workspace"]),
+            mode=SandboxMode(d["mode"]),
+            network=bool(d["network"]),
+            extra_writable=tuple(Path(p) for p in d["extra_writable"]),
+            protected_names=tuple(d["protected_names"]),
+            secret_paths=tuple(d["secret_paths"]),
+            home=Path(d["home"]) if d.get("home") else None,
+            limits=Limits(**d["limits"]),
+            dangerously_no_sandbox=bool(d["dangerously_no_sandbox"]),
+            disabled_layers=frozenset(d["disabled_layers"]),
+        )
+
+
+def env_files_outside(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """`.env` files in the workspace's ancestors and in home: secrets a layer can hide.
+
+    (.env files elsewhere are refused by the file tools' path guard; a shell command can
+    only be kept from files a layer knows by path.)
+    """
+    dirs = {policy.home_dir(), *policy.workspace.parents}
+    out = []
+    for d in sorted(dirs):
+        try:
+            for p in d.iterdir():
+                if (p.name == ".env" or p.name.startswith(".env.")) and p.is_file():
+                    out.append(p.resolve())
+        except OSError:
+            continue
+    return tuple(out)
+
+
+def hidden_paths(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """Existing secret locations that commands must not read."""
+    found = [p for p in policy.secret_locations() if os.path.lexists(p)]
+    return tuple(dict.fromkeys([*found, *env_files_outside(policy)]))

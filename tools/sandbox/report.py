@@ -1,0 +1,105 @@
+"""Probe which layers work on this machine and say why the others do not."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from m3agent.tools.sandbox import bwrap, landlock, seccomp
+from m3agent.tools.sandbox.cgroup import Cgroup
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+
+PROTECTIVE = ("bwrap", "landlock", "seccomp")  # layers that confine what a command can reach
+
+
+@dataclass(frozen=True, slots=True)
+class LayerStatus:
+    name: str
+    available: bool  # the machine supports it
+    active: bool  # it will be applied under this policy
+    detail: str  # what it does, or why it is not active
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxReport:
+    mode: str
+    network: bool
+    layers: tuple[LayerStatus, ...]
+
+    def layer(self, name: str) -> LayerStatus:
+        return next(layer for layer in self.layers if layer.name == name)
+
+    def is_active(self, name: str) -> bool:
+        return self.layer(name).active
+
+    @property
+    def protective(self) -> bool:
+        return any(self.is_active(n) for n in PROTECTIVE)
+
+    def to_dict(self) -> dict:
+        return {
+            "mode": self.mode,
+            "network": self.network,
+            "protected": self.protective,
+            "layers": [
+                {"name": s.name, "available": s.available, "active": s.active, "detail": s.detail}
+                for s in self.layers
+            ],
+        }
+
+
+def probe(policy: SandboxPolicy) -> SandboxReport:
+    full = policy.mode is SandboxMode.FULL_ACCESS
+    out: list[LayerStatus] = []
+
+    def add(name: str, available: bool, detail: str, applies: bool = True, why_not: str = "") -> None:
+        if name in policy.disabled_layers:
+            out.append(LayerStatus(name, available, False, f"disabled by the policy ({detail})"))
+        elif available and not applies:
+            out.append(LayerStatus(name, True, False, why_not))
+        else:
+            out.append(LayerStatus(name, available, available, detail))
+
+    ok, detail = bwrap.probe() if "bwrap" not in policy.disabled_layers else (False, "not probed")
+    add("bwrap", ok, detail, not full, "not used in full-access mode")
+
+    abi = landlock.abi_version()
+    if abi:
+        net = "TCP rules" if abi >= 4 else "no TCP rules before ABI 4"
+        scope = ", signal/abstract-socket scoping" if abi >= 6 else ""
+        ll = f"ABI {abi}: file-system rules, {net}{scope}"
+    else:
+        ll = "the kernel has no Landlock (needs Linux >= 5.13 with lsm=landlock)"
+    add("landlock", bool(abi), ll, not full, "not used in full-access mode")
+
+    why = seccomp.supported()
+    sc = "denies ptrace, io_uring, bpf" + ("" if policy.network else ", inet/inet6 sockets")
+    add("seccomp", why is None, sc if why is None else why)
+
+    rl = "CPU time, address space, file size, process count"
+    if os.geteuid() == 0:
+        rl += " (RLIMIT_NPROC is not enforced for root: the cgroup layer limits processes)"
+    add("rlimits", True, rl)
+
+    try:
+        cg = Cgroup.create(policy.limits.nproc)
+        cg.remove()
+        add("cgroup", True, f"pids.max and whole-group kill under {cg.path.parent}")
+    except OSError as e:
+        add("cgroup", False, f"no writable cgroup with the pids controller ({e.strerror or e})")
+
+    add("tree_kill", os.name == "posix", "a subreaper launcher kills every descendant, "
+        "setsid children included", True)
+    add("env_scrub", True, "API keys and tokens removed from the environment")
+    return SandboxReport(policy.mode.value, policy.network, tuple(out))
+
+
+def format_report(report: SandboxReport) -> str:
+    rows = [f"sandbox mode: {report.mode}   network: {'on' if report.network else 'off'}"]
+    for s in report.layers:
+        mark = "active  " if s.active else ("off     " if s.available else "missing ")
+        rows.append(f"  {mark}{s.name:<10} {s.detail}")
+    if not report.protective:
+        rows.append("  WARNING: no confining layer is active; the shell tool will refuse to run "
+                    "commands unless --dangerously-no-sandbox is given")
+    return "\n".join(rows)

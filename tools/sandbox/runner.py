@@ -1,0 +1,173 @@
+"""Sandbox.run: one command under the policy's layers, output to files, whole-tree kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from m3agent.tools.sandbox import bwrap
+from m3agent.tools.sandbox.cgroup import Cgroup
+from m3agent.tools.sandbox.envscrub import scrub
+from m3agent.tools.sandbox.modes_guard import ModeGuard
+from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.report import SandboxReport, probe
+
+
+class SandboxUnavailable(Exception):
+    """No confining layer works here and the policy does not allow running unprotected."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    cancelled: bool
+    truncated: bool
+    stdout_bytes: int
+    stderr_bytes: int
+    duration_s: float
+    killed_by: str  # how leftover processes were ended: "pid-namespace", "cgroup", "subreaper"
+    layers: tuple[str, ...]  # the layers this command ran under
+    scrubbed_env: tuple[str, ...]
+    restored_modes: tuple[str, ...] = ()  # protected files whose mode bits were put back
+
+
+def _read_capped(path: Path, cap: int) -> tuple[str, int, bool]:
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size <= cap:
+            return f.read().decode("utf-8", "replace"), size, False
+        head = f.read(cap // 2)
+        f.seek(size - cap // 2)
+        tail = f.read()
+    note = f"\n[... {size - len(head) - len(tail)} bytes of output cut; {size} bytes in all ...]\n"
+    return head.decode("utf-8", "replace") + note + tail.decode("utf-8", "replace"), size, True
+
+
+class Sandbox:
+    """A policy plus the probed report; `run` executes one command under it."""
+
+    def __init__(self, policy: SandboxPolicy, report: SandboxReport | None = None) -> None:
+        self.policy = policy
+        self.report = report or probe(policy)
+
+    def active_layers(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.report.layers if s.active)
+
+    def run(
+        self,
+        command: list[str] | str,
+        cwd: Path | None = None,
+        timeout_s: float = 120.0,
+        cancel: threading.Event | None = None,
+        env: dict[str, str] | None = None,
+    ) -> RunResult:
+        if not self.report.protective and not self.policy.dangerously_no_sandbox:
+            from m3agent.tools.sandbox.report import PROTECTIVE
+
+            why = "; ".join(self.report.layer(n).detail for n in PROTECTIVE)
+            raise SandboxUnavailable(
+                f"no sandbox layer is available ({why}); refusing to run the command "
+                "(pass --dangerously-no-sandbox to run it unprotected)"
+            )
+        argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
+        cwd = Path(cwd or self.policy.workspace).resolve()
+        layers = self.active_layers()
+        run_dir = Path(tempfile.mkdtemp(prefix="m3agent-run-"))
+        tmp = run_dir / "tmp"
+        tmp.mkdir()
+        out_path, err_path = run_dir / "stdout", run_dir / "stderr"
+        base_env = dict(os.environ if env is None else env)
+        clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
+        clean_env["TMPDIR"] = str(tmp)
+        clean_env.pop("PYTHONSTARTUP", None)
+        spec = {
+            "policy": self.policy.to_json(),
+            "landlock": "landlock" in layers,
+            "seccomp": "seccomp" in layers,
+            "rlimits": "rlimits" in layers,
+            "run_dir": str(run_dir),
+        }
+        # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
+        launcher = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
+                    json.dumps(spec), "--", *argv]
+        full = launcher
+        if "bwrap" in layers:
+            full = bwrap.argv(self.policy, run_dir, cwd) + launcher
+        cgroup = None
+        if "cgroup" in layers:
+            try:
+                cgroup = Cgroup.create(self.policy.limits.nproc)
+            except OSError:
+                cgroup = None
+        if cgroup is not None:
+            # Join the group before anything else starts, from a shell that then execs.
+            procs = cgroup.path / "cgroup.procs"
+            full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
+        guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
+        started = time.monotonic()
+        timed_out = cancelled = False
+        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+            proc = subprocess.Popen(
+                full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
+                stdout=out_f, stderr=err_f, start_new_session=True, close_fds=True,
+            )
+            deadline = started + timeout_s
+            while proc.poll() is None:
+                if cancel is not None and cancel.is_set():
+                    cancelled = True
+                    break
+                if time.monotonic() >= deadline:
+                    timed_out = True
+                    break
+                try:
+                    proc.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+            if proc.poll() is None:
+                _stop(proc)
+        killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
+        if cgroup is not None:
+            cgroup.remove()
+            killed_by = "cgroup"
+        restored = guard.restore() if guard else []
+        duration = time.monotonic() - started
+        cap = self.policy.limits.output_bytes
+        stdout, n_out, t1 = _read_capped(out_path, cap)
+        stderr, n_err, t2 = _read_capped(err_path, cap)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        code = proc.returncode if proc.returncode is not None else -1
+        if code < 0:
+            code = 128 - code
+        return RunResult(code, stdout, stderr, timed_out, cancelled, t1 or t2, n_out, n_err,
+                         duration, killed_by, layers, tuple(removed), tuple(restored))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the launcher (it kills its tree), then SIGKILL the whole process group."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=2)
+    except (subprocess.TimeoutExpired, ProcessLookupError):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+

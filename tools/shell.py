@@ -1,0 +1,76 @@
+"""shell: run a command through the sandbox (output to files, timeout, whole-tree kill)."""
+
+from __future__ import annotations
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.paths import PathDenied, resolve
+from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.runner import Sandbox, SandboxUnavailable
+from pydantic import BaseModel, Field
+
+MAX_TIMEOUT_S = 1800.0
+
+
+class ShellArgs(BaseModel):
+    command: str = Field(description="A bash command line, run in the workspace (or workdir).")
+    timeout_s: float | None = Field(
+        None, gt=0, le=MAX_TIMEOUT_S, description="Seconds before the command is killed."
+    )
+    workdir: str | None = Field(None, description="Directory to run in (default: the workspace).")
+
+
+def sandbox_of(ctx: ToolContext) -> Sandbox:
+    sb = ctx.sandbox
+    if isinstance(sb, Sandbox):
+        return sb
+    policy = sb if isinstance(sb, SandboxPolicy) else SandboxPolicy(workspace=ctx.cwd)
+    sandbox = Sandbox(policy)
+    ctx.sandbox = sandbox  # probe once per context, not once per command
+    return sandbox
+
+
+class Shell(Tool):
+    name = "shell"
+    description = (
+        "Run a bash command in the workspace under the sandbox. Returns exit code, stdout and "
+        "stderr (long output is cut in the middle). Background processes are killed when the "
+        "command ends. Network access is off unless the user enabled it."
+    )
+    Args = ShellArgs
+    mutates = True
+
+    def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
+        sandbox = sandbox_of(ctx)
+        cwd = ctx.cwd
+        if args.workdir:
+            try:
+                cwd = resolve(args.workdir, ctx)
+            except PathDenied as e:
+                return ToolResult(str(e), is_error=True)
+            if not cwd.is_dir():
+                return ToolResult(f"workdir {args.workdir}: no such directory", is_error=True)
+        timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
+        try:
+            r = sandbox.run(args.command, cwd=cwd, timeout_s=timeout, cancel=ctx.cancel, env=ctx.env)
+        except SandboxUnavailable as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "no_sandbox"})
+        parts = [f"exit code: {r.exit_code}"]
+        if r.timed_out:
+            parts.append(f"[timed out after {timeout:g}s; the command and its children were killed]")
+        if r.cancelled:
+            parts.append("[interrupted; the command and its children were killed]")
+        if r.stdout:
+            parts.append("stdout:\n" + r.stdout.rstrip("\n"))
+        if r.stderr:
+            parts.append("stderr:\n" + r.stderr.rstrip("\n"))
+        if r.restored_modes:
+            parts.append(f"[sandbox: restored the permissions of {len(r.restored_modes)} protected file(s)]")
+        return ToolResult(
+            "\n".join(parts),
+            is_error=r.exit_code != 0 or r.timed_out or r.cancelled,
+            metadata={
+                "exit_code": r.exit_code, "timed_out": r.timed_out, "truncated": r.truncated,
+                "stdout_bytes": r.stdout_bytes, "stderr_bytes": r.stderr_bytes,
+                "layers": list(r.layers), "duration_s": round(r.duration_s, 3),
+            },
+        )

@@ -1,0 +1,96 @@
+"""Toolset: the registry, the schema export (stable order) and a dispatch that never raises."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from m3agent.tools.base import Tool, ToolContext, ToolResult
+from pydantic import ValidationError
+
+
+def _validation_message(name: str, err: ValidationError) -> str:
+    rows = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(arguments)"
+        if e["type"] == "missing":
+            rows.append(f"missing required argument '{loc}'")
+        elif e["type"] == "extra_forbidden":
+            rows.append(f"unknown argument '{loc}'")
+        else:
+            rows.append(f"argument '{loc}': {e['msg']} (got {json.dumps(e.get('input'), default=str)[:80]})")
+    return f"invalid arguments for {name}: " + "; ".join(rows)
+
+
+class Toolset:
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            if t.name in self._tools:
+                raise ValueError(f"two tools are named {t.name!r}")
+            self._tools[t.name] = t
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """OpenAI tool objects, in registration order (stable, so prompts stay cacheable)."""
+        return [type(t).schema() for t in self._tools.values()]
+
+    def get(self, name: str) -> type[Tool]:
+        try:
+            return type(self._tools[name])
+        except KeyError:
+            raise KeyError(f"unknown tool {name!r}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._tools
+
+    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools)
+            return ToolResult(f"unknown tool {name!r}; available tools: {known}", is_error=True)
+        if isinstance(arguments, str):  # some servers hand over the JSON text
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as e:
+                return ToolResult(f"arguments for {name} are not valid JSON: {e}", is_error=True)
+        if not isinstance(arguments, dict):
+            return ToolResult(
+                f"arguments for {name} must be an object, got {type(arguments).__name__}",
+                is_error=True,
+            )
+        try:
+            args = tool.Args.model_validate(arguments)
+        except ValidationError as e:
+            return ToolResult(_validation_message(name, e), is_error=True)
+        try:
+            return tool.run(args, ctx)
+        except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
+            return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
+
+
+def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = True) -> Toolset:
+    """The standard tools in a fixed order; `include` keeps a subset (same order)."""
+    from m3agent.tools.apply_patch import ApplyPatch
+    from m3agent.tools.edit_file import EditFile
+    from m3agent.tools.glob import Glob
+    from m3agent.tools.grep import Grep
+    from m3agent.tools.list_dir import ListDir
+    from m3agent.tools.read_file import ReadFile
+    from m3agent.tools.shell import Shell
+    from m3agent.tools.write_file import WriteFile
+
+    tools: list[Tool] = [
+        ReadFile(), ListDir(), Glob(), Grep(use_ripgrep=use_ripgrep), WriteFile(), EditFile(),
+        ApplyPatch(), Shell(),
+    ]
+    if include is not None:
+        wanted = set(include)
+        unknown = wanted - {t.name for t in tools}
+        if unknown:
+            raise ValueError(f"unknown tool name(s): {', '.join(sorted(unknown))}")
+        tools = [t for t in tools if t.name in wanted]
+    return Toolset(tools)
