@@ -42,7 +42,8 @@ def _sandbox_would_block(sandbox: Any, tool_name: str, arguments: dict[str, Any]
             return bool(probe(tool_name, arguments))
         except Exception:  # a probe failure must not stop the turn; asking is the safe side
             return True
-    mode = getattr(sandbox, "mode", None)
+    policy = getattr(sandbox, "policy", sandbox)  # a Sandbox runner or a bare policy
+    mode = getattr(policy, "mode", None)
     mode = getattr(mode, "value", mode)
     return bool(mutates and mode == "read-only")
 

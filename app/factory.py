@@ -91,8 +91,10 @@ def build_engine(settings: Settings, *, script: Path | None = None) -> Any:
 
 def build_sandbox(settings: Settings, cwd: Path) -> Any:
     from m3agent.tools.sandbox.policy import SandboxPolicy
+    from m3agent.tools.sandbox.runner import Sandbox
 
-    return SandboxPolicy(workspace=cwd, mode=settings.sandbox)
+    # One Sandbox per session: its layers are probed once, not per command.
+    return Sandbox(SandboxPolicy(workspace=cwd, mode=settings.sandbox))
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Any:

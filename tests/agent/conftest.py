@@ -1,0 +1,93 @@
+"""Shared fixtures for the agent tests: a temporary git repo, an isolated data home, and
+helpers that write real M3 model output (reasoning + tool-call markup) for the ScriptedEngine."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from m3agent.agent import events as ev
+from m3agent.agent.config import AgentConfig
+from m3agent.agent.session import Session
+from m3agent.engine.backends.scripted import ScriptedEngine
+from m3agent.tools.toolset import default_toolset
+
+NS = "]<]minimax[>["
+
+
+def invoke(name: str, **params: str) -> str:
+    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in params.items())
+    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
+
+
+def calls(*invokes: str, before: str = "", reasoning: str | None = "") -> str:
+    """Raw model text for an "enabled"-mode turn (the prompt already opened <mm:think>)."""
+    head = f"{reasoning}</mm:think>" if reasoning is not None else ""
+    return f"{head}{before}{NS}<tool_call>\n{''.join(invokes)}{NS}</tool_call>"
+
+
+def answer(text: str, reasoning: str | None = "") -> str:
+    head = f"{reasoning}</mm:think>" if reasoning is not None else ""
+    return head + text
+
+
+def make_session(home: Path, cwd: Path, script: list[str], **cfg) -> Session:
+    engine = ScriptedEngine(script, chunk_delay_s=cfg.pop("chunk_delay_s", 0.0))
+    config = AgentConfig(**{"thinking_default": "enabled", "approval_policy": "never", **cfg})
+    return Session.create(
+        engine, default_toolset(), config, sessions_dir=home / "sessions", cwd=cwd
+    )
+
+
+async def drive(session: Session, text: str, on_event=None, **turn) -> tuple[list, ev.TurnComplete]:
+    """Submits one prompt and collects events until its TurnComplete."""
+    from m3agent.agent.ops import UserTurn
+
+    seen = []
+    session.submit(UserTurn(text, **turn))
+    async for e in session.events():
+        seen.append(e)
+        if on_event is not None:
+            await on_event(session, e)
+        if isinstance(e, ev.TurnComplete):
+            return seen, e
+    raise AssertionError("session ended before TurnComplete")
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    h = tmp_path / "home"
+    monkeypatch.setenv("M3AGENT_HOME", str(h))
+    return h
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    r = tmp_path / "repo"
+    r.mkdir()
+    (r / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(r)], check=True)
+    subprocess.run([*git, "-C", str(r), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(r), "commit", "-qm", "init"], check=True)
+    return r
+
+
+@pytest.fixture
+def m3():
+    return SimpleNamespace(
+        NS=NS,
+        invoke=invoke,
+        calls=calls,
+        answer=answer,
+        make_session=make_session,
+        drive=drive,
+        run=run,
+    )
