@@ -1,0 +1,165 @@
+"""Checkpoints: snapshots of the workspace in a shadow git directory, and restore.
+
+The shadow repository lives in the state dir (GIT_DIR there, GIT_WORK_TREE = workspace) with
+its own index, so the user's `.git`, index and branches are never read or written. Files the
+workspace's .gitignore excludes are not snapshotted (and so not restored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REF = "refs/m3agent/checkpoints"
+SAVED_REF = "refs/m3agent/before-restore"  # the tree as it was before the last restore
+
+
+class CheckpointError(Exception):
+    """A snapshot or restore failed; the message names the git step and its error."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    id: str
+    label: str
+    created: int  # unix seconds
+
+
+def state_dir_for(workspace: Path, checkpoints_root: Path) -> Path:
+    """`<checkpoints_root>/<hash of the resolved workspace path>`."""
+    digest = hashlib.sha256(str(Path(workspace).resolve()).encode()).hexdigest()[:16]
+    return Path(checkpoints_root) / digest
+
+
+class Checkpoints:
+    def __init__(self, workspace: Path, state_dir: Path) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.state_dir = Path(state_dir)
+        self.git_dir = self.state_dir / "shadow.git"
+
+    # -- git plumbing --------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(
+            GIT_DIR=str(self.git_dir),
+            GIT_WORK_TREE=str(self.workspace),
+            GIT_INDEX_FILE=str(self.state_dir / "index"),
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_CONFIG_GLOBAL=os.devnull,
+            GIT_AUTHOR_NAME="m3agent", GIT_AUTHOR_EMAIL="m3agent@localhost",
+            GIT_COMMITTER_NAME="m3agent", GIT_COMMITTER_EMAIL="m3agent@localhost",
+            GIT_TERMINAL_PROMPT="0",
+        )
+        return env
+
+    def _git(self, *args: str, input: bytes | None = None, bare: bool = False) -> str:
+        cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.autocrlf=false",
+               "-c", "core.safecrlf=false", "-c", "core.fsmonitor=false", *args]
+        try:
+            env = self._env()
+            if bare:
+                del env["GIT_WORK_TREE"], env["GIT_DIR"]
+            proc = subprocess.run(cmd, cwd=self.workspace, env=env, input=input,
+                                  capture_output=True, timeout=300)
+        except FileNotFoundError:
+            raise CheckpointError("git is not installed; checkpoints need git") from None
+        except subprocess.TimeoutExpired:
+            raise CheckpointError(f"git {args[0]} took longer than 300 s") from None
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise CheckpointError(f"git {args[0]} failed: {err[-1] if err else proc.returncode}")
+        return proc.stdout.decode("utf-8", "replace")
+
+    def _ensure(self) -> None:
+        if not self.workspace.is_dir():
+            raise CheckpointError(f"workspace {self.workspace} is not a directory")
+        if (self.git_dir / "HEAD").exists():
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._git("init", "-q", "--bare", str(self.git_dir), bare=True)
+        self._git("config", "core.bare", "false")
+        # The workspace's own state folder and nested VCS dirs are not ours to snapshot.
+        info = self.git_dir / "info"
+        info.mkdir(exist_ok=True)
+        (info / "exclude").write_text(".m3agent/\n")
+        (self.state_dir / "workspace").write_text(str(self.workspace) + "\n")
+
+    def _head(self, ref: str = REF) -> str | None:
+        try:
+            return self._git("rev-parse", "-q", "--verify", ref).strip() or None
+        except CheckpointError:
+            return None
+
+    # -- public API ----------------------------------------------------------------------
+    def snapshot(self, label: str, ref: str = REF) -> str:
+        """Record the workspace as it is now; returns the checkpoint id (a commit hash)."""
+        self._ensure()
+        self._git("add", "-A", "--", ".")
+        tree = self._git("write-tree").strip()
+        parent = self._head(ref)
+        args = ["commit-tree", tree, "-m", label or "checkpoint"]
+        if parent:
+            args += ["-p", parent]
+        commit = self._git(*args).strip()
+        self._git("update-ref", ref, commit)
+        return commit
+
+    def list(self) -> list[Checkpoint]:
+        """Newest first."""
+        if not (self.git_dir / "HEAD").exists() or self._head() is None:
+            return []
+        out = self._git("log", "--format=%H%x00%ct%x00%s", REF)
+        rows = []
+        for line in out.splitlines():
+            cid, ts, label = line.split("\x00", 2)
+            rows.append(Checkpoint(cid, label, int(ts)))
+        return rows
+
+    def restore(self, checkpoint_id: str) -> list[str]:
+        """Make the workspace match the checkpoint; returns the paths that were removed.
+
+        Files changed since are rewritten, files deleted since come back, files created since
+        (and not ignored) are removed. The checkpoint and every newer one leave the list (so a
+        second undo steps further back); the tree as it was before is kept under SAVED_REF.
+        """
+        self._ensure()
+        try:
+            target = self._git("rev-parse", "--verify", f"{checkpoint_id}^{{commit}}").strip()
+        except CheckpointError:
+            raise CheckpointError(f"no checkpoint {checkpoint_id!r} for {self.workspace}") from None
+        if target not in {c.id for c in self.list()}:
+            raise CheckpointError(f"no checkpoint {checkpoint_id!r} for {self.workspace}")
+        self.snapshot(f"before restore to {target[:12]}", ref=SAVED_REF)
+        self._git("read-tree", target)
+        removed = []
+        extra = self._git("ls-files", "-z", "--others", "--exclude-standard")
+        for rel in filter(None, extra.split("\x00")):
+            p = self.workspace / rel
+            try:
+                p.unlink()
+                removed.append(rel)
+            except OSError:
+                continue
+        self._git("checkout-index", "-a", "-f")
+        self._prune_empty_dirs(removed)
+        parent = self._git("log", "-1", "--format=%P", target).split()
+        if parent:
+            self._git("update-ref", REF, parent[0])
+        else:
+            self._git("update-ref", "-d", REF)
+        return removed
+
+    def _prune_empty_dirs(self, removed: list[str]) -> None:
+        dirs = sorted({str(Path(r).parent) for r in removed if Path(r).parent != Path(".")},
+                      key=lambda d: -d.count("/"))
+        for d in dirs:
+            p = self.workspace / d
+            while p != self.workspace:
+                try:
+                    p.rmdir()
+                except OSError:
+                    break
+                p = p.parent
