@@ -15,6 +15,7 @@ from m3agent.engine.api import MediaPart
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"})
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".webm", ".mkv", ".avi"})
 _AT_PATH = re.compile(r"(?:(?<=\s)|^)@([^\s@]+)")
+_TRAILING = "?!.,;:)]}'\""
 _SKIP_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__"})
 
 
@@ -44,10 +45,14 @@ def media_in_prompt(text: str, cwd: Path) -> tuple[MediaPart, ...]:
     """The images and videos named as `@path` in the text that exist on disk."""
     parts = []
     for m in _AT_PATH.finditer(text):
-        try:
-            parts.append(media_part(m.group(1), cwd))
-        except ValueError:
-            continue  # an @mention of a source file, or a typo: left to the model
+        raw = m.group(1)
+        # "look at @shot.png?" - the sentence's punctuation is not part of the path.
+        for candidate in dict.fromkeys((raw, raw.rstrip(_TRAILING))):
+            try:
+                parts.append(media_part(candidate, cwd))
+                break
+            except ValueError:
+                continue  # an @mention of a source file, or a typo: left to the model
     return tuple(parts)
 
 

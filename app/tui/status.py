@@ -40,24 +40,22 @@ class StatusState:
         )
 
     def render(self) -> str:
-        parts = [f"{self.engine or '?'}:{self.model or '?'}"]
+        model = "" if self.model in ("", self.engine) else f" {self.model}"
+        parts = [f"{self.engine or '?'}{model}"]
         if self.state != "ready":
             parts.append(self.state)
-        if self.context_used is None:
-            ctx = "ctx -"
-        else:
-            ctx = f"ctx {_k(self.context_used)}"
+        ctx = "ctx -" if self.context_used is None else f"ctx {_k(self.context_used)}"
         if self.context_max:
             ctx += f"/{_k(self.context_max)}"
         parts.append(ctx)
         if self.cached_tokens is not None and self.cache_hit_pct is not None:
-            parts.append(f"cached {_k(self.cached_tokens)} ({self.cache_hit_pct:.0f}%)")
+            parts.append(f"cached {_k(self.cached_tokens)} {self.cache_hit_pct:.0f}%")
         else:
             parts.append("cached -")
         parts.append(f"{self.tokens_per_s:.1f} tok/s" if self.tokens_per_s else "- tok/s")
-        parts.append(f"think:{self.thinking}")
-        layers = ",".join(self.sandbox_layers) if self.sandbox_layers else "none"
-        parts.append(f"sandbox:{self.sandbox or '?'}[{layers}]")
+        parts.append(f"think {self.thinking}")
+        layers = "+".join(self.sandbox_layers) if self.sandbox_layers else "no layers"
+        parts.append(f"{self.sandbox or 'sandbox ?'} ({layers})")
         return " │ ".join(parts)
 
 

@@ -9,10 +9,12 @@ import asyncio
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from m3agent.engine.api import UsageDelta
 
 NS = "]<]minimax[>["
 
@@ -21,7 +23,8 @@ def edit_call(path: str, old: str, new: str) -> str:
     """Raw M3 text of one edit_file call, as the model writes it (SPEC 4.2)."""
     return (
         f"I will fix it.\n{NS}<tool_call>\n{NS}<invoke name=\"edit_file\">"
-        f"{NS}<path>{path}{NS}</path>{NS}<old>{old}{NS}</old>{NS}<new>{new}{NS}</new>"
+        f"{NS}<path>{path}{NS}</path>{NS}<old_string>{old}{NS}</old_string>"
+        f"{NS}<new_string>{new}{NS}</new_string>"
         f"{NS}</invoke>\n{NS}</tool_call>"
     )
 
@@ -30,8 +33,11 @@ class RecordingEngine:
     """Wraps a ScriptedEngine: every ChatRequest that reaches it is kept in `requests`;
     with `pause_after=N` the stream stops after N deltas until `resume()`."""
 
-    def __init__(self, inner: Any, pause_after: int | None = None) -> None:
+    def __init__(self, inner: Any, pause_after: int | None = None,
+                 fixed_timing: bool = False) -> None:
         self.inner = inner
+        # Snapshots must not depend on the clock: report fixed timings instead of measured ones.
+        self.fixed_timing = fixed_timing
         self.requests: list[Any] = []
         self.pause_after = pause_after
         self.paused = asyncio.Event()
@@ -62,6 +68,9 @@ class RecordingEngine:
                 self.paused.set()
                 await self._go.wait()
             n += 1
+            if self.fixed_timing and isinstance(delta, UsageDelta):
+                usage = replace(delta.usage, time_to_first_token_s=0.25, total_time_s=1.25)
+                delta = replace(delta, usage=usage)
             yield delta
 
 
@@ -77,20 +86,25 @@ class Harness:
 
     def session_factory(self, script: list[str], *, approval: str = "on-request",
                         chunk_delay_s: float = 0.0, pause_after: int | None = None,
-                        thinking: str = "adaptive") -> Callable:
+                        thinking: str = "adaptive", fixed_timing: bool = False) -> Callable:
         from m3agent.agent.config import AgentConfig
         from m3agent.agent.session import Session
         from m3agent.engine.backends.scripted import ScriptedEngine
-        from m3agent.tools.toolset import default_toolset
+        from m3agent.tools.edit_file import EditFile
+        from m3agent.tools.read_file import ReadFile
+        from m3agent.tools.toolset import Toolset
 
         def factory(resume_id: str | None, progress) -> Any:
             progress("loading scripted engine", 0.5)
             engine = RecordingEngine(
-                ScriptedEngine(script, chunk_delay_s=chunk_delay_s), pause_after
+                ScriptedEngine(script, chunk_delay_s=chunk_delay_s), pause_after, fixed_timing
             )
             self.engines.append(engine)
-            config = AgentConfig(approval_policy=approval, thinking_default=thinking)
-            toolset = default_toolset()
+            # A fixed system prompt and two tools: the prompt's token count (on screen in the
+            # status bar) then does not move when other tools or the default prompt change.
+            config = AgentConfig(approval_policy=approval, thinking_default=thinking,
+                                 system_prompt="You are m3agent under test.")
+            toolset = Toolset([ReadFile(), EditFile()])
             sessions = self.home / "sessions"
             if resume_id:
                 return Session.resume(resume_id, engine, toolset, config,
@@ -108,11 +122,12 @@ class Harness:
         return TuiConfig(cwd=self.repo, state_dir=self.home, **kw)
 
     def app(self, script: list[str], *, resume: str | None = None, approval: str = "on-request",
-            chunk_delay_s: float = 0.0, pause_after: int | None = None, **config: Any):
+            chunk_delay_s: float = 0.0, pause_after: int | None = None,
+            fixed_timing: bool = False, **config: Any):
         from m3agent.app.tui.app import create_app
 
         factory = self.session_factory(script, approval=approval, chunk_delay_s=chunk_delay_s,
-                                       pause_after=pause_after)
+                                       pause_after=pause_after, fixed_timing=fixed_timing)
         return create_app(factory, self.config(resume=resume, approval=approval, **config))
 
 

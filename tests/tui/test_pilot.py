@@ -54,7 +54,7 @@ async def test_prompt_streams_markdown_answer_and_folds_reasoning(harness, until
         assert req.messages[-1].role == "user" and req.messages[-1].content == "hi"
         # The status bar shows the request's real token figures.
         assert main.status.context_used and main.status.context_used > 0
-        assert "think:adaptive" in main.status.render()
+        assert "think adaptive" in main.status.render()
 
 
 async def test_approve_edit_applies_it_and_shows_the_diff(harness, until, m3text):
@@ -117,7 +117,7 @@ async def test_thinking_toggle_changes_the_next_request(harness, until):
         await send(pilot, "first")
         await turn_done(pilot, until, 1)
         await pilot.press("ctrl+t")  # adaptive -> enabled, for the next turn
-        assert "think:enabled" in main.status.render()
+        assert "think enabled" in main.status.render()
         assert len(harness.engine.requests) == 1  # nothing re-sent by the toggle
         await send(pilot, "second")
         await turn_done(pilot, until, 2)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from m3agent.agent.events import ApprovalRequest
 from m3agent.agent.ops import ApprovalDecision
+from m3agent.app.tui.preview import preview_diff
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.tool_card import format_arguments
 from textual.app import ComposeResult
@@ -22,9 +25,12 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         Binding("escape", "deny_now", "deny", show=False),
     ]
 
-    def __init__(self, request: ApprovalRequest) -> None:
+    def __init__(self, request: ApprovalRequest, cwd: Path | None = None) -> None:
         super().__init__()
         self.request = request
+        self.diff = request.diff
+        if self.diff is None and cwd is not None:
+            self.diff = preview_diff(request.name, request.arguments, cwd)
 
     def compose(self) -> ComposeResult:
         req = self.request
@@ -34,8 +40,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                 yield Static(req.reason, markup=False, id="approval-reason")
             with VerticalScroll(id="approval-body"):
                 yield Static(format_arguments(req.arguments), markup=False, id="approval-args")
-                if req.diff:
-                    yield DiffView(req.diff, id="approval-diff")
+                if self.diff:
+                    yield DiffView(self.diff, id="approval-diff")
             yield Input(placeholder="note to the model (why not, what instead)", id="deny-note")
             with Horizontal(id="approval-buttons"):
                 yield Button("[y] Approve once", id="approve", variant="success")

@@ -131,7 +131,7 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ApprovalRequest):
             card = await t.tool_started(e.call_id, e.name, e.arguments)
             card.set_status("approval")
-            self.app.push_screen(ApprovalScreen(e), self._approval_callback(e))
+            self.app.push_screen(ApprovalScreen(e, self.config.cwd), self._approval_callback(e))
         elif isinstance(e, ev.ToolCallFinished):
             await t.tool_finished(e.call_id, e.name, e.output, e.is_error, e.metadata)
         elif isinstance(e, ev.ModelRequestFinished):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from m3agent.app.tui.status import StatusState
+from rich.text import Text
 from textual.widgets import Static
 
 
@@ -18,9 +19,14 @@ class StatusBar(Static):
     """
 
     def __init__(self, state: StatusState, **kwargs) -> None:
-        super().__init__(state.render(), markup=False, **kwargs)
+        super().__init__(_line(state), **kwargs)
         self.state = state
 
     def show(self, state: StatusState) -> None:
         self.state = state
-        self.update(state.render())
+        self.update(_line(state))
+
+
+def _line(state: StatusState) -> Text:
+    # One line, cut with an ellipsis on narrow terminals rather than wrapped out of sight.
+    return Text(state.render(), no_wrap=True, overflow="ellipsis")
