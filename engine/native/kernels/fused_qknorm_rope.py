@@ -1,0 +1,139 @@
+"""Fused per-head Gemma QK-norm + partial NeoX RoPE + paged insert (SPEC 1.4, 2.2 step 2).
+
+One program per (token, head vector): the q heads and index-q heads are normed and rotated in
+place; the k heads and the one index-key head are normed, rotated and written straight into the
+paged caches (v copied beside k), so the normed keys never make a round trip through memory.
+cos_sin_cache is vLLM's layout: [max_position, rotary_dim], cos in the first half, sin in the
+second.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE
+from m3agent.engine.native.kernels.insert import reference_insert_index, reference_insert_kv
+
+
+@triton.jit
+def _norm_rope(x_ptr, w_ptr, cs_ptr, stride_cs, pos, eps, D: tl.constexpr, ROT: tl.constexpr):
+    half: tl.constexpr = ROT // 2
+    d = tl.arange(0, D)
+    in_rot = d < ROT
+    partner = tl.where(d < half, d + half, tl.where(in_rot, d - half, d))
+    sign = tl.where(d < half, -1.0, 1.0)
+    x = tl.load(x_ptr + d).to(tl.float32)
+    xp = tl.load(x_ptr + partner).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / D + eps)
+    w = tl.load(w_ptr + d).to(tl.float32)
+    wp = tl.load(w_ptr + partner).to(tl.float32)
+    xn = x * rstd * (1.0 + w)
+    xpn = xp * rstd * (1.0 + wp)
+    cidx = d % half
+    cos = tl.load(cs_ptr + pos * stride_cs + cidx, mask=in_rot, other=1.0).to(tl.float32)
+    sin = tl.load(cs_ptr + pos * stride_cs + half + cidx, mask=in_rot, other=0.0).to(tl.float32)
+    return xn * cos + sign * xpn * sin
+
+
+@triton.jit
+def _fused_kernel(
+    q_ptr, k_ptr, v_ptr, iq_ptr, ik_ptr,
+    qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, cs_ptr, pos_ptr, slot_ptr, kv_ptr, idx_ptr,
+    sq_t, sq_h, sk_t, sk_h, sv_t, sv_h, siq_t, siq_h, sik_t, stride_cs,
+    skv_page, skv_h, skv_off, sidx_page, sidx_off, eps,
+    HQ: tl.constexpr, HKV: tl.constexpr, HI: tl.constexpr,
+    D: tl.constexpr, DI: tl.constexpr, ROT: tl.constexpr, BLK: tl.constexpr,
+    KV_FP8: tl.constexpr, IDX_FP8: tl.constexpr,
+):
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    pos = tl.load(pos_ptr + t).to(tl.int64)
+    slot = tl.load(slot_ptr + t).to(tl.int64)
+    page = slot // BLK
+    off = slot % BLK
+    d = tl.arange(0, D)
+    di = tl.arange(0, DI)
+    if h < HQ:
+        y = _norm_rope(q_ptr + t * sq_t + h * sq_h, qw_ptr, cs_ptr, stride_cs, pos, eps, D, ROT)
+        tl.store(q_ptr + t * sq_t + h * sq_h + d, y.to(q_ptr.dtype.element_ty))
+    elif h < HQ + HKV:
+        g = h - HQ
+        y = _norm_rope(k_ptr + t * sk_t + g * sk_h, kw_ptr, cs_ptr, stride_cs, pos, eps, D, ROT)
+        v = tl.load(v_ptr + t * sv_t + g * sv_h + d).to(tl.float32)
+        if KV_FP8:
+            y = tl.clamp(y, -448.0, 448.0)
+            v = tl.clamp(v, -448.0, 448.0)
+        if slot >= 0:
+            base = kv_ptr + page * skv_page + g * skv_h + off * skv_off
+            tl.store(base + d, y.to(kv_ptr.dtype.element_ty))
+            tl.store(base + D + d, v.to(kv_ptr.dtype.element_ty))
+    elif h < HQ + HKV + HI:
+        j = h - HQ - HKV
+        y = _norm_rope(iq_ptr + t * siq_t + j * siq_h, iqw_ptr, cs_ptr, stride_cs, pos, eps, DI, ROT)
+        tl.store(iq_ptr + t * siq_t + j * siq_h + di, y.to(iq_ptr.dtype.element_ty))
+    else:
+        y = _norm_rope(ik_ptr + t * sik_t, ikw_ptr, cs_ptr, stride_cs, pos, eps, DI, ROT)
+        if IDX_FP8:
+            y = tl.clamp(y, -448.0, 448.0)
+        if slot >= 0:
+            tl.store(idx_ptr + page * sidx_page + off * sidx_off + di, y.to(idx_ptr.dtype.element_ty))
+
+
+def fused_qknorm_rope_insert(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    iq: torch.Tensor | None, ik: torch.Tensor | None,
+    q_norm_w: torch.Tensor, k_norm_w: torch.Tensor,
+    iq_norm_w: torch.Tensor | None, ik_norm_w: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor, positions: torch.Tensor, eps: float,
+    kv_cache: torch.Tensor, index_cache: torch.Tensor | None, slot_mapping: torch.Tensor,
+) -> None:
+    """q [T,Hq,D], k/v [T,Hkv,D], iq [T,Hi,Di], ik [T,Di]: q and iq are rewritten in place."""
+    t, hq, d = q.shape
+    if t == 0:
+        return
+    hkv = k.shape[1]
+    has_idx = iq is not None and ik is not None and index_cache is not None
+    hi = iq.shape[1] if has_idx else 0
+    di = iq.shape[2] if has_idx else d
+    iq_, ik_ = (iq, ik) if has_idx else (q, q[:, 0])
+    iqw, ikw = (iq_norm_w, ik_norm_w) if has_idx else (q_norm_w, q_norm_w)
+    idx = index_cache if has_idx else kv_cache
+    sidx_page, sidx_off = (idx.stride(0), idx.stride(1)) if has_idx else (0, 0)
+    n_prog = hq + hkv + (hi + 1 if has_idx else 0)
+    _fused_kernel[(t, n_prog)](
+        q, k, v, iq_, ik_, q_norm_w, k_norm_w, iqw, ikw, cos_sin_cache, positions, slot_mapping,
+        kv_cache, idx,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        iq_.stride(0), iq_.stride(1), ik_.stride(0), cos_sin_cache.stride(0),
+        kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2), sidx_page, sidx_off, eps,
+        HQ=hq, HKV=hkv, HI=hi, D=d, DI=di, ROT=cos_sin_cache.shape[1], BLK=BLOCK_SIZE,
+        KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
+        IDX_FP8=idx.dtype == torch.float8_e4m3fn,
+    )
+
+
+def _ref_norm_rope(x, w, cos_sin_cache, positions, eps):
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w.float())
+    rot = cos_sin_cache.shape[1]
+    half = rot // 2
+    cs = cos_sin_cache[positions.long()].float()
+    cos, sin = cs[:, None, :half], cs[:, None, half:]
+    x1, x2 = y[..., :half].clone(), y[..., half:rot].clone()
+    y[..., :half] = x1 * cos - x2 * sin
+    y[..., half:rot] = x2 * cos + x1 * sin
+    return y
+
+
+def reference(q, k, v, iq, ik, q_norm_w, k_norm_w, iq_norm_w, ik_norm_w, cos_sin_cache, positions,
+              eps, kv_cache, index_cache, slot_mapping) -> None:
+    """Plain torch, fp32 maths: Gemma RMSNorm ((1 + w) weights), then NeoX RoPE on the first
+    rotary_dim channels; same in-place contract as the kernel."""
+    q.copy_(_ref_norm_rope(q, q_norm_w, cos_sin_cache, positions, eps).to(q.dtype))
+    kn = _ref_norm_rope(k, k_norm_w, cos_sin_cache, positions, eps)
+    reference_insert_kv(kn, v.float(), kv_cache, slot_mapping)
+    if iq is not None and ik is not None and index_cache is not None:
+        iq.copy_(_ref_norm_rope(iq, iq_norm_w, cos_sin_cache, positions, eps).to(iq.dtype))
+        ikn = _ref_norm_rope(ik[:, None], ik_norm_w, cos_sin_cache, positions, eps)[:, 0]
+        reference_insert_index(ikn, index_cache, slot_mapping)

@@ -1,0 +1,167 @@
+"""MSA indexer: block scoring (SPEC 2.3) + top-k selection (SPEC 2.4), decode and prefill.
+
+Rows are (token, index head) pairs; every head scores against the ONE shared index-key head,
+so a tile of BLOCK_T tokens x H heads is a [BLOCK_T*H, Di] x [Di, 128] product per block.
+Tiles never straddle requests (each request has its own block table). The grid's second axis
+splits the blocks (split-K over the context), so batch-1 decode at 1M still fills the GPU.
+Each program keeps the max of every block of its split in registers and stores them at once;
+forced blocks (init / local) are written as 1e30 / 1e29 and invisible blocks as -inf, so the
+selection is one top-k over [T*H, num_blocks] fp32 scores, a few hundred KB at decode.
+FP8 (e4m3) index caches: the index queries are quantised to e4m3 too (as vLLM's fused op does)
+and the product runs on fp8 tensor cores with fp32 accumulation.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from m3agent.engine.native.kernels.common import gather_request_index, next_pow2
+
+NEG_INF = float("-inf")
+
+
+@triton.jit
+def _index_score_kernel(
+    iq_ptr, ik_ptr, score_ptr, pos_ptr, bt_ptr,
+    tile_req_ptr, tile_tok_ptr, tile_end_ptr,
+    stride_iq_t, stride_iq_h, stride_ik_page, stride_ik_off, stride_s_row, stride_bt,
+    num_blocks, init_blocks, local_blocks,
+    H: tl.constexpr, DI: tl.constexpr, BLOCK_T: tl.constexpr, BPS: tl.constexpr,
+    BLK: tl.constexpr,
+):
+    tile = tl.program_id(0)
+    split = tl.program_id(1)
+    req = tl.load(tile_req_ptr + tile).to(tl.int64)
+    t0 = tl.load(tile_tok_ptr + tile)
+    t_end = tl.load(tile_end_ptr + tile)
+    BLOCK_M: tl.constexpr = BLOCK_T * H
+    rows = tl.arange(0, BLOCK_M)
+    tok = t0 + rows // H
+    head = rows % H
+    row_ok = tok < t_end
+    pos = tl.load(pos_ptr + tok, mask=row_ok, other=0).to(tl.int32)
+    nvis = pos // BLK + 1
+    nvis_max = tl.max(tl.where(row_ok, nvis, 0), axis=0)
+    d = tl.arange(0, DI)
+    q = tl.load(iq_ptr + tok[:, None].to(tl.int64) * stride_iq_t + head[:, None] * stride_iq_h + d[None, :],
+                mask=row_ok[:, None], other=0.0)
+    offs = tl.arange(0, BLK)
+    cols = tl.arange(0, BPS)
+    b0 = split * BPS
+    acc = tl.full((BLOCK_M, BPS), float("-inf"), tl.float32)
+    b_hi = tl.minimum(b0 + BPS, nvis_max)
+    for b in range(b0, b_hi):
+        page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
+        k = tl.load(ik_ptr + page * stride_ik_page + offs[:, None] * stride_ik_off + d[None, :])
+        s = tl.dot(q, tl.trans(k))
+        kpos = b * BLK + offs
+        s = tl.where(kpos[None, :] <= pos[:, None], s, float("-inf"))
+        m = tl.max(s, axis=1)
+        acc = tl.where(cols[None, :] == (b - b0), m[:, None], acc)
+    blk = b0 + cols
+    vis = blk[None, :] < nvis[:, None]
+    acc = tl.where(vis, acc, float("-inf"))
+    acc = tl.where(vis & (blk[None, :] >= nvis[:, None] - local_blocks), 1e29, acc)
+    acc = tl.where(vis & (blk[None, :] < init_blocks), 1e30, acc)
+    out = score_ptr + (tok[:, None].to(tl.int64) * H + head[:, None]) * stride_s_row + blk[None, :]
+    tl.store(out, acc, mask=row_ok[:, None] & (blk[None, :] < num_blocks))
+
+
+def _tiles(md: AttentionMetadata, block_t: int, device: torch.device):
+    reqs, starts, ends = [], [], []
+    start = 0
+    for r, qlen in enumerate(md.query_lens_cpu):
+        for t0 in range(start, start + qlen, block_t):
+            reqs.append(r)
+            starts.append(t0)
+            ends.append(start + qlen)
+        start += qlen
+    mk = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)  # noqa: E731
+    return mk(reqs), mk(starts), mk(ends)
+
+
+def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
+                 init_blocks: int = 0, local_blocks: int = 1, block_t: int | None = None,
+                 bps: int | None = None) -> torch.Tensor:
+    """[T, H, num_blocks] fp32 block scores with the forced blocks and -inf masking applied."""
+    t, h, di = iq.shape
+    nb = md.block_tables.shape[1]
+    scores = torch.empty((t, h, nb), dtype=torch.float32, device=iq.device)
+    if t == 0:
+        return scores
+    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
+        iq = iq.float().clamp(-448.0, 448.0).to(index_cache.dtype)
+    max_q = max(md.query_lens_cpu)
+    if block_t is None:
+        # decode: all of a request's rows in one tile (>= 16 rows for the tensor cores);
+        # prefill: 128-row tiles, so each index-key block feeds a 128x128x128 product.
+        block_t = max(next_pow2(max_q), max(1, 16 // h)) if max_q <= 8 else max(1, 128 // h)
+    if bps is None:
+        bps = 16 if max_q <= 8 else 64
+    tile_req, tile_tok, tile_end = _tiles(md, block_t, iq.device)
+    grid = (tile_req.shape[0], triton.cdiv(nb, bps))
+    _index_score_kernel[grid](
+        iq, index_cache, scores, md.positions, md.block_tables, tile_req, tile_tok, tile_end,
+        iq.stride(0), iq.stride(1), index_cache.stride(0), index_cache.stride(1), nb,
+        md.block_tables.stride(0), nb, init_blocks, local_blocks,
+        H=h, DI=di, BLOCK_T=block_t, BPS=bps, BLK=BLOCK_SIZE,
+        num_warps=4 if block_t * h <= 64 else 8,
+    )
+    return scores
+
+
+def select_from_scores(scores: torch.Tensor, topk: int) -> torch.Tensor:
+    """Top-k over the block axis: logical block ids, -1 for slots past the visible blocks."""
+    t, h, nb = scores.shape
+    k = min(topk, nb)
+    vals, idx = torch.topk(scores, k, dim=-1)
+    idx = torch.where(vals == NEG_INF, -1, idx).to(torch.int32)
+    if k < topk:
+        pad = torch.full((t, h, topk - k), -1, dtype=torch.int32, device=scores.device)
+        idx = torch.cat([idx, pad], dim=-1)
+    return idx
+
+
+def index_select_blocks(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
+                        topk: int, init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
+    """iq [T, H, Di] -> [T, H, topk] int32 logical block ids (forced first, -1 padded)."""
+    if init_blocks + local_blocks > topk:
+        raise ValueError(f"init_blocks + local_blocks ({init_blocks}+{local_blocks}) exceeds topk {topk}")
+    return select_from_scores(index_scores(iq, index_cache, md, init_blocks, local_blocks), topk)
+
+
+def reference_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
+                     init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
+    """fp32 scores straight from SPEC 2.3 (fp8 inputs: the same e4m3 values, upcast)."""
+    t, h, _ = iq.shape
+    nb = md.block_tables.shape[1]
+    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
+        iq = iq.float().clamp(-448.0, 448.0).to(index_cache.dtype)
+    out = torch.full((t, h, nb), NEG_INF, dtype=torch.float32, device=iq.device)
+    start = 0
+    for r, qlen in enumerate(md.query_lens_cpu):
+        seq = md.seq_lens_cpu[r]
+        ik = gather_request_index(index_cache, md.block_tables[r], seq)  # [L, Di]
+        pos = md.positions[start:start + qlen].long()
+        s = torch.einsum("thd,ld->thl", iq[start:start + qlen].float(), ik)
+        j = torch.arange(seq, device=iq.device)
+        s = s.masked_fill(j[None, None, :] > pos[:, None, None], NEG_INF)
+        nblk = (seq + BLOCK_SIZE - 1) // BLOCK_SIZE
+        s = torch.nn.functional.pad(s, (0, nblk * BLOCK_SIZE - seq), value=NEG_INF)
+        s = s.view(qlen, h, nblk, BLOCK_SIZE).amax(-1)
+        b = torch.arange(nblk, device=iq.device)
+        n = (pos // BLOCK_SIZE + 1)[:, None, None]
+        vis = b[None, None, :] < n
+        s = torch.where(vis, s, NEG_INF)
+        s = torch.where(vis & (b >= n - local_blocks), 1e29, s)
+        s = torch.where(vis & (b < init_blocks), 1e30, s)
+        out[start:start + qlen, :, :nblk] = s
+        start += qlen
+    return out
+
+
+def reference(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata, topk: int,
+              init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
+    return select_from_scores(reference_scores(iq, index_cache, md, init_blocks, local_blocks), topk)

@@ -1,0 +1,276 @@
+"""Sparse GQA attention over the selected blocks (SPEC 2.5), decode and prefill.
+
+Both paths write one partial output (query dtype) + log2-LSE (fp32) per (token, KV head,
+partial) and a merge kernel combines them (SPEC 2.7's split-K merge):
+- decode (query length 1..8): one program per (token, KV head, chunk of the selection), the
+  16 query heads of the group as the rows, online softmax over the chunk's blocks;
+- prefill: KV-block-outer. The (token, KV head, slot) -> block lists are inverted into
+  per-(KV head, request, block) lists of tokens; one program loads one 128-token K/V page once
+  and attends the gathered queries (TT tokens x G heads = 64 or 128 rows) to it, so the
+  tensor cores see full tiles instead of 16-row slivers.
+FP8 (e4m3) K/V pages are widened to bf16 on load.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from m3agent.engine.native.kernels.common import (
+    LOG2E,
+    gather_request_kv,
+    next_pow2,
+    token_to_request,
+)
+
+
+@triton.jit
+def _decode_kernel(
+    q_ptr, kv_ptr, topk_ptr, pos_ptr, req_ptr, bt_ptr, po_ptr, plse_ptr,
+    sq_t, sq_h, skv_page, skv_h, skv_off, stk_t, stk_h, stride_bt,
+    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
+    qk_scale,
+    G: tl.constexpr, D: tl.constexpr, E: tl.constexpr, BLK: tl.constexpr,
+):
+    t = tl.program_id(0)
+    g = tl.program_id(1)
+    c = tl.program_id(2)
+    req = tl.load(req_ptr + t).to(tl.int64)
+    pos = tl.load(pos_ptr + t).to(tl.int32)
+    nvis = pos // BLK + 1
+    rows = tl.arange(0, G)
+    d = tl.arange(0, D)
+    offs = tl.arange(0, BLK)
+    q = tl.load(q_ptr + t * sq_t + (g * G + rows)[:, None] * sq_h + d[None, :])
+    m_i = tl.full((G,), float("-inf"), tl.float32)
+    l_i = tl.zeros((G,), tl.float32)
+    acc = tl.zeros((G, D), tl.float32)
+    for i in range(c * E, c * E + E):
+        blk = tl.load(topk_ptr + t * stk_t + g * stk_h + i)
+        if (blk >= 0) & (blk < nvis):
+            page = tl.load(bt_ptr + req * stride_bt + blk).to(tl.int64)
+            base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
+            k = tl.load(base).to(q.dtype)
+            v = tl.load(base + D).to(q.dtype)
+            s = tl.dot(q, tl.trans(k)) * qk_scale
+            s = tl.where((blk * BLK + offs)[None, :] <= pos, s, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, axis=1))
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+            m_i = m_new
+    has = l_i > 0
+    o = tl.where(has[:, None], acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
+    lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+    tl.store(po_ptr + t * sp_t + g * sp_g + c * sp_c + rows[:, None] * sp_h + d[None, :],
+             o.to(po_ptr.dtype.element_ty))
+    tl.store(plse_ptr + t * sl_t + g * sl_g + c * sl_c + rows, lse)
+
+
+@triton.jit
+def _prefill_kernel(
+    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
+    w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr, ent_slot_ptr,
+    sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
+    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
+    qk_scale,
+    G: tl.constexpr, D: tl.constexpr, TT: tl.constexpr, BLK: tl.constexpr,
+):
+    w = tl.program_id(0)
+    g = tl.load(w_g_ptr + w).to(tl.int64)
+    req = tl.load(w_req_ptr + w).to(tl.int64)
+    blk = tl.load(w_blk_ptr + w)
+    start = tl.load(w_start_ptr + w)
+    cnt = tl.load(w_cnt_ptr + w)
+    M: tl.constexpr = TT * G
+    rows = tl.arange(0, M)
+    e = rows // G
+    hh = rows % G
+    ok = e < cnt
+    tok = tl.load(ent_tok_ptr + start + e, mask=ok, other=0).to(tl.int64)
+    slot = tl.load(ent_slot_ptr + start + e, mask=ok, other=0).to(tl.int64)
+    pos = tl.load(pos_ptr + tok, mask=ok, other=0).to(tl.int32)
+    d = tl.arange(0, D)
+    offs = tl.arange(0, BLK)
+    q = tl.load(q_ptr + tok[:, None] * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
+                mask=ok[:, None], other=0.0)
+    page = tl.load(bt_ptr + req * stride_bt + blk).to(tl.int64)
+    base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
+    k = tl.load(base).to(q.dtype)
+    v = tl.load(base + D).to(q.dtype)
+    s = tl.dot(q, tl.trans(k)) * qk_scale
+    s = tl.where((blk * BLK + offs)[None, :] <= pos[:, None], s, float("-inf"))
+    m = tl.max(s, axis=1)
+    m = tl.where(m == float("-inf"), 0.0, m)
+    p = tl.exp2(s - m[:, None])
+    l_i = tl.sum(p, axis=1)
+    o = tl.dot(p.to(v.dtype), v)
+    has = l_i > 0
+    o = o / tl.where(has, l_i, 1.0)[:, None]
+    lse = tl.where(has, m + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+    tl.store(po_ptr + tok[:, None] * sp_t + g * sp_g + slot[:, None] * sp_c + hh[:, None] * sp_h + d[None, :],
+             o.to(po_ptr.dtype.element_ty), mask=ok[:, None])
+    tl.store(plse_ptr + tok * sl_t + g * sl_g + slot * sl_c + hh, lse, mask=ok)
+
+
+@triton.jit
+def _merge_kernel(po_ptr, plse_ptr, out_ptr, sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, so_t, so_h,
+                  G: tl.constexpr, D: tl.constexpr, C: tl.constexpr):
+    t = tl.program_id(0)
+    h = tl.program_id(1)
+    g = h // G
+    hh = h % G
+    c = tl.arange(0, C)
+    d = tl.arange(0, D)
+    lse = tl.load(plse_ptr + t * sl_t + g * sl_g + c * sl_c + hh)
+    live = lse > float("-inf")
+    mx = tl.max(tl.where(live, lse, -1e30), axis=0)
+    w = tl.where(live, tl.exp2(lse - mx), 0.0)
+    o = tl.load(po_ptr + t * sp_t + g * sp_g + c[:, None] * sp_c + hh * sp_h + d[None, :],
+                mask=live[:, None], other=0.0).to(tl.float32)
+    tot = tl.sum(w, axis=0)
+    res = tl.sum(w[:, None] * o, axis=0) / tl.where(tot > 0, tot, 1.0)
+    tl.store(out_ptr + t * so_t + h * so_h + d, res.to(out_ptr.dtype.element_ty))
+
+
+def _merge(po: torch.Tensor, plse: torch.Tensor, out: torch.Tensor, g_size: int) -> torch.Tensor:
+    t, hq, d = out.shape
+    _merge_kernel[(t, hq)](po, plse, out, *po.stride()[:4], *plse.stride()[:3], out.stride(0),
+                           out.stride(1), G=g_size, D=d, C=po.shape[2])
+    return out
+
+
+def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
+    """Partials per (token, KV head): enough programs to fill 132 SMs a few times over."""
+    c = 1
+    while c * 2 <= min(topk, max(1, 1024 // max(1, num_tokens * hkv))) and topk % (c * 2) == 0:
+        c *= 2
+    return c
+
+
+def sparse_attention_decode(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
+                            req_idx: torch.Tensor | None = None) -> torch.Tensor:
+    t, hq, d = q.shape
+    hkv, k = topk_idx.shape[1], topk_idx.shape[2]
+    g_size = hq // hkv
+    c = decode_chunks(t, hkv, k)
+    po = torch.empty((t, hkv, c, g_size, d), dtype=q.dtype, device=q.device)
+    plse = torch.empty((t, hkv, c, g_size), dtype=torch.float32, device=q.device)
+    req = token_to_request(md, q.device) if req_idx is None else req_idx
+    _decode_kernel[(t, hkv, c)](
+        q, kv_cache, topk_idx, md.positions, req, md.block_tables, po, plse,
+        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
+        topk_idx.stride(0), topk_idx.stride(1), md.block_tables.stride(0),
+        *po.stride()[:4], *plse.stride()[:3], scale * LOG2E,
+        G=g_size, D=d, E=k // c, BLK=BLOCK_SIZE, num_warps=4,
+    )
+    return _merge(po, plse, torch.empty_like(q), g_size)
+
+
+def build_block_work(topk_idx: torch.Tensor, md: AttentionMetadata, tokens_per_tile: int,
+                     req_idx: torch.Tensor):
+    """Invert token->block selections into per-(KV head, request, block) token lists, cut into
+    tiles of tokens_per_tile tokens. Returns the work arrays and the sorted entries."""
+    t, hkv, k = topk_idx.shape
+    dev = topk_idx.device
+    nbmax = md.block_tables.shape[1]
+    nreq = md.num_reqs
+    blk = topk_idx.long()
+    nvis = (md.positions.long() // BLOCK_SIZE + 1)[:, None, None]
+    valid = (blk >= 0) & (blk < nvis)
+    g = torch.arange(hkv, device=dev)[None, :, None]
+    key = (g * nreq + req_idx.long()[:, None, None]) * nbmax + blk
+    key = torch.where(valid, key, torch.iinfo(torch.int64).max).flatten()
+    skey, order = torch.sort(key, stable=True)
+    n = int(valid.sum())
+    skey, order = skey[:n], order[:n]
+    ent_tok = (order // (hkv * k)).to(torch.int32)
+    ent_slot = (order % k).to(torch.int32)
+    first = torch.ones(n, dtype=torch.bool, device=dev)
+    first[1:] = skey[1:] != skey[:-1]
+    gid = torch.cumsum(first, 0) - 1
+    gstart = torch.nonzero(first).flatten()
+    gend = torch.cat([gstart[1:], torch.tensor([n], device=dev)])
+    idx_in = torch.arange(n, device=dev) - gstart[gid]
+    w_start = torch.nonzero(idx_in % tokens_per_tile == 0).flatten()
+    w_cnt = torch.minimum(gend[gid[w_start]] - w_start, torch.tensor(tokens_per_tile, device=dev))
+    wkey = skey[w_start]
+    w_blk = wkey % nbmax
+    w_req = (wkey // nbmax) % nreq
+    w_g = wkey // (nbmax * nreq)
+    i32 = lambda x: x.to(torch.int32).contiguous()  # noqa: E731
+    return (i32(w_g), i32(w_req), i32(w_blk), i32(w_start), i32(w_cnt)), (ent_tok, ent_slot)
+
+
+def sparse_attention_prefill(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
+                             tokens_per_tile: int | None = None,
+                             req_idx: torch.Tensor | None = None) -> torch.Tensor:
+    t, hq, d = q.shape
+    hkv, k = topk_idx.shape[1], topk_idx.shape[2]
+    g_size = hq // hkv
+    tt = tokens_per_tile or max(1, 128 // g_size)
+    req = token_to_request(md, q.device) if req_idx is None else req_idx
+    work, (ent_tok, ent_slot) = build_block_work(topk_idx, md, tt, req)
+    cp = next_pow2(k)
+    po = torch.empty((t, hkv, cp, g_size, d), dtype=q.dtype, device=q.device)
+    plse = torch.full((t, hkv, cp, g_size), float("-inf"), dtype=torch.float32, device=q.device)
+    nwork = work[0].shape[0]
+    if nwork:
+        _prefill_kernel[(nwork,)](
+            q, kv_cache, md.positions, md.block_tables, po, plse, *work, ent_tok, ent_slot,
+            q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
+            md.block_tables.stride(0), *po.stride()[:4], *plse.stride()[:3], scale * LOG2E,
+            G=g_size, D=d, TT=tt, BLK=BLOCK_SIZE, num_warps=8 if tt * g_size >= 128 else 4,
+        )
+    return _merge(po, plse, torch.empty_like(q), g_size)
+
+
+def sparse_attention(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> torch.Tensor:
+    """q [T, Hq, D], topk_idx [T, Hkv, K] logical block ids -> [T, Hq, D]. Decode rows (the
+    first num_decodes requests) take the split-K path, the rest the block-outer path."""
+    nd = md.num_decodes * md.decode_query_len if md.num_decodes else 0
+    if nd == 0 or nd == q.shape[0]:
+        fn = sparse_attention_decode if nd else sparse_attention_prefill
+        return fn(q, kv_cache, topk_idx, md, scale)
+    req = token_to_request(md, q.device)
+    out = torch.empty_like(q)
+    out[:nd] = sparse_attention_decode(q[:nd], kv_cache, topk_idx[:nd], md, scale, req[:nd])
+    out[nd:] = _prefill_tail(q, kv_cache, topk_idx, md, scale, req, nd)
+    return out
+
+
+def _prefill_tail(q, kv_cache, topk_idx, md, scale, req, nd):
+    # The block-outer path indexes tokens absolutely; run it on all rows with the decode
+    # rows' selections blanked, and keep the prefill rows.
+    sel = topk_idx.clone()
+    sel[:nd] = -1
+    return sparse_attention_prefill(q, kv_cache, sel, md, scale, req_idx=req)[nd:]
+
+
+def reference(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> torch.Tensor:
+    """fp32 maths straight from SPEC 2.5 / 2.8: every query head of group g attends to the keys
+    of the blocks index head g selected, causally (j <= pos)."""
+    t, hq, d = q.shape
+    hkv = topk_idx.shape[1]
+    g_size = hq // hkv
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    start = 0
+    for r, qlen in enumerate(md.query_lens_cpu):
+        seq = md.seq_lens_cpu[r]
+        kk, vv = gather_request_kv(kv_cache, md.block_tables[r], seq)  # [L, Hkv, D]
+        nblk = (seq + BLOCK_SIZE - 1) // BLOCK_SIZE
+        sel = topk_idx[start:start + qlen].long()  # [qlen, Hkv, K]
+        chosen = torch.zeros((qlen, hkv, nblk + 1), dtype=torch.bool, device=q.device)
+        chosen.scatter_(2, torch.where((sel >= 0) & (sel < nblk), sel, nblk), True)
+        keymask = chosen[:, :, :nblk].repeat_interleave(BLOCK_SIZE, dim=2)[:, :, :seq]
+        pos = md.positions[start:start + qlen].long()
+        keymask &= (torch.arange(seq, device=q.device)[None, :] <= pos[:, None])[:, None, :]
+        qq = q[start:start + qlen].float().view(qlen, hkv, g_size, d)
+        s = torch.einsum("tgzd,lgd->tgzl", qq, kk) * scale
+        s = s.masked_fill(~keymask[:, :, None, :], float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        out[start:start + qlen] = torch.einsum("tgzl,lgd->tgzd", p, vv).reshape(qlen, hq, d)
+        start += qlen
+    return out

@@ -1,0 +1,143 @@
+"""Kernel-vs-reference cases, shared by the CPU interpreter test (run as a script in a
+subprocess with TRITON_INTERPRET=1, tiny shapes) and the GPU tests (imported, real shapes).
+
+Each case builds fresh random data, runs the Triton path and the plain-torch reference, and
+raises AssertionError with the measured figures when the PROTOCOL's gate fails.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+from m3agent.engine.native.kernels import (
+    dense_attention,
+    fused_qknorm_rope,
+    index_select,
+    insert,
+    sparse_attention,
+)
+from m3agent.engine.native.kernels.checks import check_selection, rel_error
+from m3agent.engine.native.kernels.testing import make_batch
+
+# Triton 3.9's CPU interpreter computes bf16 tl.dot wrongly (errors ~1e10 on a 16x16 product,
+# fp16 and fp32 exact), so the interpreter cases run in fp16 and the GPU cases in bf16.
+ACT = {"cpu": torch.float16, "cuda": torch.bfloat16}
+
+
+def _gate(out, ref, rel_max=5e-3, cos_min=0.9999, what=""):
+    rel, cos = rel_error(out, ref)
+    assert rel <= rel_max and cos >= cos_min, f"{what}: rel {rel:.2e} cos {cos:.6f}"
+    return rel, cos
+
+
+def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
+    act = ACT[str(device).split(':')[0]]
+    kv_dtype = kv_dtype or act
+    b = make_batch([300, 90], [200, 90], hkv=hkv, head_dim=d, index_dim=d, kv_dtype=kv_dtype,
+                   index_dtype=kv_dtype, device=device, seed=1)
+    t = b.md.num_tokens
+    k = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(':')[0]])
+    v = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(':')[0]])
+    ik = torch.randn(t, d, device=device).to(ACT[str(device).split(':')[0]])
+    slots = b.md.slot_mapping.clone()
+    slots[3] = -1  # padding row: must be skipped
+    kv_ref, idx_ref = b.kv_cache.clone(), b.index_cache.clone()
+    insert.insert_kv(k, v, b.kv_cache, slots)
+    insert.insert_index(ik, b.index_cache, slots)
+    insert.reference_insert_kv(k, v, kv_ref, slots)
+    insert.reference_insert_index(ik, idx_ref, slots)
+    assert torch.equal(b.kv_cache.view(torch.uint8), kv_ref.view(torch.uint8)), "kv insert differs"
+    assert torch.equal(b.index_cache.view(torch.uint8), idx_ref.view(torch.uint8)), "index insert differs"
+
+
+def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
+    act = ACT[str(device).split(':')[0]]
+    kv_dtype = kv_dtype or act
+    b = make_batch([260, 40], [130, 40], hkv=hkv, head_dim=d, index_dim=d, kv_dtype=kv_dtype,
+                   index_dtype=kv_dtype, device=device, seed=2)
+    t = b.md.num_tokens
+    r = lambda *s: torch.randn(*s, device=device).to(ACT[str(device).split(':')[0]])  # noqa: E731
+    q, k, v, iq, ik = r(t, hq, d), r(t, hkv, d), r(t, hkv, d), r(t, hi, d), r(t, d)
+    ws = [r(d) * 0.1 for _ in range(4)]
+    pos = torch.arange(1024, dtype=torch.float32, device=device)
+    inv = 10000.0 ** (-torch.arange(0, rot, 2, device=device).float() / rot)
+    ang = pos[:, None] * inv[None]
+    cs = torch.cat([ang.cos(), ang.sin()], -1).to(ACT[str(device).split(':')[0]])
+    args = dict(cos_sin_cache=cs, positions=b.md.positions, eps=1e-6, slot_mapping=b.md.slot_mapping)
+    q2, iq2, kv2, idx2 = q.clone(), iq.clone(), b.kv_cache.clone(), b.index_cache.clone()
+    fused_qknorm_rope.fused_qknorm_rope_insert(q, k, v, iq, ik, *ws, kv_cache=b.kv_cache,
+                                               index_cache=b.index_cache, **args)
+    fused_qknorm_rope.reference(q2, k, v, iq2, ik, *ws, kv_cache=kv2, index_cache=idx2, **args)
+    tol = 0.07 if kv_dtype == torch.float8_e4m3fn else 0.02
+    _gate(q.float(), q2.float(), 0.01, 0.9999, "q")
+    _gate(iq.float(), iq2.float(), 0.01, 0.9999, "iq")
+    _gate(b.kv_cache.float(), kv2.float(), tol, 0.999, "kv cache")
+    _gate(b.index_cache.float(), idx2.float(), tol, 0.999, "index cache")
+
+
+def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
+                query_lens=(200, 1, 300), h=2, di=64, topk=4, init=0, local=1, num_decodes=0):
+    act = ACT[str(device).split(':')[0]]
+    index_dtype = index_dtype or act
+    b = make_batch(list(seq_lens), list(query_lens), hkv=h, head_dim=di, index_dim=di,
+                   index_dtype=index_dtype, device=device, seed=3, num_decodes=num_decodes,
+                   decode_query_len=query_lens[0])
+    t = b.md.num_tokens
+    iq = torch.randn(t, h, di, device=device).to(ACT[str(device).split(':')[0]])
+    sel = index_select.index_select_blocks(iq, b.index_cache, b.md, topk, init, local)
+    ref_scores = index_select.reference_scores(iq, b.index_cache, b.md, init, local)
+    ref_sel = index_select.select_from_scores(ref_scores, topk)
+    chk = check_selection(sel, ref_sel, ref_scores, b.md.positions)
+    assert chk.ok, f"selection: {chk}"
+    return chk
+
+
+def case_sparse(device="cpu", kv_dtype=None, seq_lens=(1500, 700, 300),
+                query_lens=(200, 5, 300), hq=8, hkv=2, d=64, topk=4, num_decodes=0,
+                decode_query_len=1, rel_max=5e-3):
+    act = ACT[str(device).split(':')[0]]
+    kv_dtype = kv_dtype or act
+    b = make_batch(list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, index_dim=d,
+                   kv_dtype=kv_dtype, device=device, seed=4, num_decodes=num_decodes,
+                   decode_query_len=decode_query_len)
+    t = b.md.num_tokens
+    q = torch.randn(t, hq, d, device=device).to(ACT[str(device).split(':')[0]])
+    iq = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(':')[0]])
+    sel = index_select.reference(iq, b.index_cache, b.md, topk)
+    scale = d ** -0.5
+    out = sparse_attention.sparse_attention(q, b.kv_cache, sel, b.md, scale)
+    ref = sparse_attention.reference(q, b.kv_cache, sel, b.md, scale)
+    return _gate(out.float(), ref, rel_max, 0.9999, "sparse attention")
+
+
+def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv=2, d=64):
+    act = ACT[str(device).split(':')[0]]
+    b = make_batch(list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, device=device, seed=5,
+                   kv_dtype=act)
+    q = torch.randn(b.md.num_tokens, hq, d, device=device).to(ACT[str(device).split(':')[0]])
+    out = dense_attention.dense_attention(q, b.kv_cache, b.md, d ** -0.5)
+    ref = dense_attention.reference(q, b.kv_cache, b.md, d ** -0.5)
+    return _gate(out.float(), ref, 1e-2, 0.9999, "dense attention")
+
+
+CPU_CASES = {
+    "insert": lambda: case_insert(),
+    "fused": lambda: case_fused(),
+    "select_prefill": lambda: case_select(),
+    "select_decode_q1": lambda: case_select(seq_lens=(900, 129, 1500, 40), query_lens=(1, 1, 1, 1),
+                                            num_decodes=4),
+    "select_decode_q3_init": lambda: case_select(seq_lens=(900, 1500), query_lens=(3, 3), init=1,
+                                                 local=2, num_decodes=2),
+    "sparse_prefill": lambda: case_sparse(),
+    "sparse_decode_q1": lambda: case_sparse(seq_lens=(900, 129, 1500, 40), query_lens=(1, 1, 1, 1),
+                                            num_decodes=4),
+    "sparse_mixed": lambda: case_sparse(seq_lens=(900, 1500, 700), query_lens=(2, 2, 130),
+                                        num_decodes=2, decode_query_len=2),
+    "dense": lambda: case_dense(),
+}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:]:
+        res = CPU_CASES[name]()
+        print(name, "ok", res if res is not None else "")
