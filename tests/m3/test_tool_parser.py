@@ -1,0 +1,285 @@
+"""SPEC §4.2–4.5 tool-call examples and the Addendum's tool-parser pitfalls."""
+
+from __future__ import annotations
+
+import pytest
+from m3agent.engine.api import ContentDelta, ToolCallDelta
+from m3agent.engine.m3.output_parser import M3OutputParser, parse_output
+from m3agent.engine.m3.tokens import NS
+from m3agent.engine.m3.xml_args import MAX_DEPTH
+
+EX1 = (
+    "Let me list the files.\n"
+    f"{NS}<tool_call>\n"
+    f'{NS}<invoke name="run_shell">{NS}<command>ls -la src{NS}</command>{NS}<timeout>30{NS}</timeout>'
+    f"{NS}<background>false{NS}</background>{NS}</invoke>\n"
+    f"{NS}</tool_call>\n"
+)
+EX2 = (
+    f"{NS}<tool_call>\n"
+    f'{NS}<invoke name="edit_file">{NS}<path>a.py{NS}</path>\n'
+    f"{NS}<edits>{NS}<item>{NS}<old>x = 1{NS}</old>{NS}<new>x = 2{NS}</new>{NS}</item>{NS}</edits>"
+    f"{NS}</invoke>\n"
+    f'{NS}<invoke name="read_file">{NS}<path>b.py{NS}</path>\n'
+    f"{NS}<lines>{NS}<item>10{NS}</item>{NS}<item>20{NS}</item>{NS}</lines>\n"
+    f'{NS}<opts>{{"follow": true}}{NS}</opts>{NS}</invoke>\n'
+    f"{NS}</tool_call>trailing text is dropped"
+)
+EX3 = (
+    f"{NS}<tool_call>\n"
+    f"{NS}<invoke name='unknown_tool'>{NS}<tag>a{NS}</tag>{NS}<tag>b{NS}</tag>{NS}<n>7{NS}</n>"
+    f"{NS}<cfg>{NS}<k>v{NS}</k>stray{NS}</cfg>{NS}</invoke>\n"
+    f"{NS}</tool_call>"
+)
+TRUNC = (
+    f'ok{NS}<tool_call>\n{NS}<invoke name="read_file">{NS}<path>c.py{NS}</path>'
+    f"{NS}<lines>{NS}<item>5"
+)
+SPACED = (
+    f'{NS}<tool_call>{NS}<invoke name="read_file">{NS}<path> spaced {NS}</path>'
+    f"{NS}<lines>{NS}</lines>{NS}</invoke>{NS}</tool_call>"
+)
+ALL_EXAMPLES = [EX1, EX2, EX3, TRUNC, SPACED]
+
+
+def calls(out):
+    return [(c.name, c.arguments) for c in out.tool_calls]
+
+
+def test_example1_content_and_typed_call(spec_tools):
+    out = parse_output(EX1, spec_tools, "adaptive")
+    assert out.reasoning is None
+    assert out.content == "Let me list the files.\n"
+    assert calls(out) == [
+        ("run_shell", {"command": "ls -la src", "timeout": 30, "background": False})
+    ]
+    # typed values really are int / bool, not their string forms
+    args = out.tool_calls[0].arguments
+    assert type(args["timeout"]) is int and args["background"] is False
+
+
+def test_example1_streaming_deltas(spec_tools, m3h):
+    deltas, _ = m3h.feed_chunks(EX1, spec_tools, "adaptive", [7])
+    kinds = [type(d).__name__ for d in deltas]
+    assert kinds[-1] == "ToolCallDelta" and kinds.count("ToolCallDelta") == 1
+    assert all(isinstance(d, ContentDelta) for d in deltas[:-1])
+    assert "".join(d.text for d in deltas[:-1]) == "Let me list the files.\n"
+
+
+def test_example2_parallel_calls_nested(spec_tools):
+    out = parse_output(EX2, spec_tools, "adaptive")
+    assert out.content is None
+    assert calls(out) == [
+        ("edit_file", {"path": "a.py", "edits": [{"old": "x = 1", "new": "x = 2"}]}),
+        ("read_file", {"path": "b.py", "lines": [10, 20], "opts": {"follow": True}}),
+    ]
+
+
+def test_example3_unknown_tool_repeated_names_mixed_text(spec_tools):
+    out = parse_output(EX3, spec_tools, "adaptive")
+    assert calls(out) == [
+        ("unknown_tool", {"tag": ["a", "b"], "n": "7", "cfg": {"k": "v", "$text": "stray"}})
+    ]
+
+
+def test_truncation_keeps_finished_params(spec_tools):
+    out = parse_output(TRUNC, spec_tools, "adaptive")
+    assert out.content == "ok"
+    assert calls(out) == [("read_file", {"path": "c.py"})]
+
+
+def test_values_not_stripped_and_empty_array(spec_tools):
+    out = parse_output(SPACED, spec_tools, "adaptive")
+    assert calls(out) == [("read_file", {"path": " spaced ", "lines": []})]
+
+
+@pytest.mark.parametrize("header", ['name="run_shell"', "name='run_shell'", "name=run_shell"])
+def test_invoke_name_quoting(spec_tools, header):
+    text = f"{NS}<tool_call>{NS}<invoke {header}>{NS}<timeout>5{NS}</timeout>{NS}</invoke>"
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [("run_shell", {"timeout": 5})]
+
+
+@pytest.mark.parametrize("header", ['name="a" x="y"', 'name="a', "name=", 'nam="a"', "", 'name=""'])
+def test_malformed_invoke_header_is_skipped(spec_tools, header):
+    text = (
+        f"{NS}<tool_call>{NS}<invoke {header}>{NS}<p>1{NS}</p>{NS}</invoke>\n"
+        f'{NS}<invoke name="b">{NS}<q>2{NS}</q>{NS}</invoke>{NS}</tool_call>'
+    )
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [("b", {"q": "2"})]
+
+
+def test_not_an_invoke_tag(spec_tools):
+    text = f'{NS}<tool_call>{NS}<invoked name="a">{NS}</invoked>{NS}</tool_call>'
+    assert calls(parse_output(text, spec_tools, "adaptive")) == []
+
+
+def test_strict_integers(spec_tools):
+    tools = [
+        _tool("f", {"n": {"type": "integer"}, "m": {"type": "integer"}, "k": {"type": "integer"}})
+    ]
+    text = _invoke("f", f"{NS}<n>1_000{NS}</n>{NS}<m> -42 {NS}</m>{NS}<k>4.0{NS}</k>")
+    assert calls(parse_output(text, tools, "adaptive")) == [
+        ("f", {"n": "1_000", "m": -42, "k": "4.0"})
+    ]
+
+
+def test_each_invoke_typed_by_its_own_schema():
+    tools = [_tool("a", {"x": {"type": "integer"}}), _tool("b", {"x": {"type": "string"}})]
+    text = (
+        f'{NS}<tool_call>{NS}<invoke name="a">{NS}<x>5{NS}</x>{NS}</invoke>'
+        f'{NS}<invoke name="b">{NS}<x>5{NS}</x>{NS}</invoke>{NS}</tool_call>'
+    )
+    assert calls(parse_output(text, tools, "adaptive")) == [("a", {"x": 5}), ("b", {"x": "5"})]
+
+
+@pytest.mark.parametrize(
+    ("schema", "text", "expected"),
+    [
+        ({"type": ["null", "integer"]}, "null", None),
+        ({"type": ["null", "integer"]}, "7", 7),
+        ({"type": "number"}, "2.5", 2.5),
+        ({"type": "number"}, "3.0", 3),
+        ({"type": "number"}, "1e999", "1e999"),  # non-finite rejected
+        ({"type": "number"}, "nan", "nan"),
+        ({"type": "boolean"}, "TRUE", True),
+        ({"type": "boolean"}, "0", False),
+        ({"type": "boolean"}, "yes", "yes"),
+        ({"type": "object"}, '{"a": [1]}', {"a": [1]}),
+        ({"type": "object"}, "[1]", "[1]"),
+        ({"type": "array"}, "[1, 2]", [1, 2]),
+        ({"type": "array"}, "  ", []),
+        ({"type": "object"}, "\n", {}),
+        ({"type": ["array", "string"]}, "", ""),
+        ({"enum": [1, 2, 3]}, "2", 2),
+        ({"enum": ["a", "b"]}, "2", "2"),
+        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, "12", 12),
+        ({"oneOf": [{"type": "boolean"}, {"type": "string"}]}, "false", False),
+        ({"type": ["integer", "boolean"]}, "1", 1),  # integer outranks boolean
+        ({"type": "string"}, "  7 ", "  7 "),
+        ({"description": "no type"}, "7", "7"),
+    ],
+)
+def test_coercion_rules(schema, text, expected):
+    tools = [_tool("f", {"v": schema})]
+    got = calls(parse_output(_invoke("f", f"{NS}<v>{text}{NS}</v>"), tools, "adaptive"))
+    assert got == [("f", {"v": expected})]
+    assert type(got[0][1]["v"]) is type(expected)
+
+
+def test_additional_properties_schema_types_unknown_keys():
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "f",
+                "parameters": {"type": "object", "additionalProperties": {"type": "integer"}},
+            },
+        }
+    ]
+    text = _invoke("f", f"{NS}<anything>9{NS}</anything>")
+    assert calls(parse_output(text, tools, "adaptive")) == [("f", {"anything": 9})]
+
+
+def test_raw_markup_in_values_is_not_decoded(spec_tools):
+    body = "<div>a &amp; b</div> if x > 1 and y < 2: </command>"
+    text = _invoke("run_shell", f"{NS}<command>{body}{NS}</command>")
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [("run_shell", {"command": body})]
+
+
+def test_malformed_element_keeps_earlier_params_and_ends_at_invoke_end(spec_tools):
+    text = (
+        f'{NS}<tool_call>{NS}<invoke name="run_shell">{NS}<command>ls{NS}</command>'
+        f"{NS}<timeout>3{NS}</wrong>{NS}<background>true{NS}</background>{NS}</invoke>"
+        f'{NS}<invoke name="read_file">{NS}<path>x{NS}</path>{NS}</invoke>{NS}</tool_call>'
+    )
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [
+        ("run_shell", {"command": "ls"}),
+        ("read_file", {"path": "x"}),
+    ]
+
+
+def test_nesting_depth_limit():
+    def nest(depth):
+        inner = "v"
+        for _ in range(depth):
+            inner = f"{NS}<a>{inner}{NS}</a>"
+        return _invoke("f", f"{NS}<ok>1{NS}</ok>{inner}")
+
+    deep = calls(parse_output(nest(MAX_DEPTH), [], "adaptive"))[0][1]
+    assert "a" in deep
+    too_deep = calls(parse_output(nest(MAX_DEPTH + 1), [], "adaptive"))
+    assert too_deep == [("f", {"ok": "1"})]
+
+
+def test_whitespace_only_content_dropped_with_calls_kept_without(spec_tools):
+    text = "\n  \n" + _invoke("run_shell", f"{NS}<command>x{NS}</command>")
+    out = parse_output(text, spec_tools, "adaptive")
+    assert out.content is None and len(out.tool_calls) == 1
+    assert parse_output("\n  \n", spec_tools, "adaptive").content == "\n  \n"
+
+
+def test_content_not_stripped(spec_tools):
+    text = "  Sure.  \n" + _invoke("run_shell", "")
+    out = parse_output(text, spec_tools, "adaptive")
+    assert out.content == "  Sure.  \n"
+    assert calls(out) == [("run_shell", {})]
+
+
+def test_stray_invoke_after_block_still_calls_text_dropped(spec_tools):
+    text = (
+        _invoke("run_shell", f"{NS}<command>a{NS}</command>")
+        + f'{NS}</tool_call> bye {NS}<invoke name="run_shell">{NS}<command>b{NS}</command>{NS}</invoke> tail'
+    )
+    out = parse_output(text, spec_tools, "adaptive")
+    assert out.content is None
+    assert [c.arguments["command"] for c in out.tool_calls] == ["a", "b"]
+
+
+def test_invoke_without_tool_call_block_is_content(spec_tools):
+    text = f'see {NS}<invoke name="run_shell">{NS}</invoke>'
+    out = parse_output(text, spec_tools, "adaptive")
+    assert out.content == text and out.tool_calls == []
+
+
+def test_partial_markers_at_end_are_flushed_as_content(spec_tools):
+    for tail in ["<", "]<]mini", NS, NS + "<tool_ca", "</mm:th"]:
+        out = parse_output("answer " + tail, spec_tools, "disabled")
+        assert out.content == "answer " + tail
+
+
+def test_tool_call_ids_and_indices(spec_tools):
+    p = M3OutputParser(spec_tools, "adaptive", id_seed=3)
+    deltas = [d for d in p.feed(EX2) + p.finish() if isinstance(d, ToolCallDelta)]
+    assert [d.index for d in deltas] == [0, 1]
+    ids = [d.call.id for d in deltas]
+    assert len(set(ids)) == 2
+    assert all(i.startswith("call_") and len(i) == 13 and int(i[5:], 16) >= 0 for i in ids)
+    again = M3OutputParser(spec_tools, "adaptive", id_seed=3)
+    assert [d.call.id for d in again.feed(EX2) if isinstance(d, ToolCallDelta)] == ids
+    other = M3OutputParser(spec_tools, "adaptive")
+    assert [d.call.id for d in other.feed(EX2) if isinstance(d, ToolCallDelta)] != ids
+
+
+def test_feed_after_finish_is_an_error(spec_tools):
+    p = M3OutputParser(spec_tools, "adaptive")
+    p.finish()
+    with pytest.raises(ValueError, match="new M3OutputParser"):
+        p.feed("x")
+
+
+def test_bad_tools_and_mode_raise_value_error():
+    with pytest.raises(ValueError, match="function name"):
+        M3OutputParser([{"type": "function"}], "adaptive")
+    with pytest.raises(ValueError, match="thinking mode"):
+        M3OutputParser([], "sometimes")
+
+
+def _tool(name, props):
+    return {
+        "type": "function",
+        "function": {"name": name, "parameters": {"type": "object", "properties": props}},
+    }
+
+
+def _invoke(name, body):
+    return f'{NS}<tool_call>\n{NS}<invoke name="{name}">{body}{NS}</invoke>\n{NS}</tool_call>'
