@@ -48,6 +48,12 @@ class KVCacheManager:
         return self.num_usable_blocks * self.block_size
 
     def _update_hashes(self, request: Request) -> None:
+        if request.mm_inputs is not None:  # same placeholder ids, different pictures
+            from m3agent.engine.native.mm_inputs import extend_block_hashes_mm
+
+            extend_block_hashes_mm(request.block_hashes, request.all_token_ids,
+                                   self.block_size, self.hash_fn, request.mm_inputs)
+            return
         extend_block_hashes(
             request.block_hashes, request.all_token_ids, self.block_size, self.hash_fn
         )

@@ -46,6 +46,7 @@ class LLMEngine:
         model: NativeModel,
         tokenizer: TokenizerLike | None = None,
         config: EngineConfig | None = None,
+        vision_tower: torch.nn.Module | None = None,  # vision.M3VisionTower of a VL checkpoint
     ) -> None:
         self.config = config = config or EngineConfig()
         self.model = model
@@ -72,7 +73,14 @@ class LLMEngine:
             ),
             self.kv_cache_manager,
         )
-        self.runner = ModelRunner(model, caches, self.device, keep_logits=config.keep_logits)
+        vision = None
+        if vision_tower is not None:
+            from m3agent.engine.native.mm_inputs import VisionEmbedder
+
+            vision = VisionEmbedder(vision_tower, self.device)
+        self.runner = ModelRunner(
+            model, caches, self.device, keep_logits=config.keep_logits, vision=vision
+        )
         self._text: dict[str, _TextState] = {}
         self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits
         self.num_steps = 0
@@ -100,8 +108,11 @@ class LLMEngine:
         request_id: str,
         prompt_token_ids: Sequence[int],
         params: TokenSamplingParams | None = None,
+        mm_inputs=None,  # mm_inputs.MultiModalInputs for a prompt with images/videos
     ) -> None:
         """Queues a request; raises PromptTooLong / EngineRequestError and changes nothing."""
+        if mm_inputs is not None and self.runner.vision is None:
+            raise EngineRequestError("this model has no vision tower: images/videos unsupported")
         params = params or TokenSamplingParams()
         if not prompt_token_ids:
             raise EngineRequestError(f"request {request_id!r} has an empty prompt")
@@ -122,6 +133,7 @@ class LLMEngine:
             prompt_token_ids=list(prompt_token_ids),
             sampling_params=params,
             eos_token_ids=() if params.ignore_eos else tuple(self.model.info.eos_token_ids),
+            mm_inputs=mm_inputs,
         )
         detok = (
             IncrementalDetokenizer(self.tokenizer, request.prompt_token_ids)
@@ -129,7 +141,7 @@ class LLMEngine:
             else None
         )
         self.scheduler.add_request(request)
-        self.runner.add_request(request_id, params)
+        self.runner.add_request(request_id, params, mm_inputs)
         self._text[request_id] = _TextState(detok, StopStringFilter(params.stop))
 
     def abort(self, request_id: str) -> RequestOutput | None:

@@ -138,11 +138,12 @@ class M3ForCausalLM(nn.Module):
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, caches: list[LayerCache],
-                md: AttentionMetadata) -> torch.Tensor:
+                md: AttentionMetadata, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+        # inputs_embeds: the token embeddings with image/video rows merged in (vision.py)
         if len(caches) != len(self.model.layers):
             raise ValueError(f"got {len(caches)} layer caches for "
                              f"{len(self.model.layers)} layers")
-        h = self.model.embed_tokens(input_ids)
+        h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         residual = None
         for layer, cache in zip(self.model.layers, caches, strict=True):
             h, residual = layer(h, residual, cache, md)

@@ -64,8 +64,10 @@ class ModelRunner:
         caches: list[LayerCache],
         device: torch.device,
         keep_logits: bool = False,
+        vision=None,  # mm_inputs.VisionEmbedder: merges image/video rows into the embeddings
     ) -> None:
         self.model = model
+        self.vision = vision
         self.caches = caches
         self.device = device
         self.keep_logits = keep_logits
@@ -73,7 +75,9 @@ class ModelRunner:
         self._params: dict[str, TokenSamplingParams] = {}
         self._generators: dict[str, torch.Generator | None] = {}
 
-    def add_request(self, request_id: str, params: TokenSamplingParams) -> None:
+    def add_request(self, request_id: str, params: TokenSamplingParams, mm_inputs=None) -> None:
+        if mm_inputs is not None:
+            self.vision.add_request(request_id, mm_inputs)
         self._params[request_id] = params
         self._generators[request_id] = (
             seeded_generator(params.seed, self.device) if params.seed is not None else None
@@ -82,6 +86,8 @@ class ModelRunner:
     def remove_request(self, request_id: str) -> None:
         self._params.pop(request_id, None)
         self._generators.pop(request_id, None)
+        if self.vision is not None:
+            self.vision.remove_request(request_id)
 
     @torch.inference_mode()
     def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
@@ -93,7 +99,11 @@ class ModelRunner:
             dtype=torch.int64,
             device=self.device,
         )
-        hidden = self.model.forward(input_ids, self.caches, md)
+        if self.vision is not None and self.vision.needs(out):
+            embeds = self.vision.merge(out, self.model.model.embed_tokens(input_ids))
+            hidden = self.model.forward(input_ids, self.caches, md, inputs_embeds=embeds)
+        else:
+            hidden = self.model.forward(input_ids, self.caches, md)
         sampling_rows = [i for i, row in enumerate(out.scheduled) if row.samples]
         if not sampling_rows:
             return ModelRunnerOutput({}, {} if self.keep_logits else None)

@@ -55,6 +55,8 @@ class Request:
     # Chained hashes of this request's full 128-token blocks, grown as tokens arrive.
     block_hashes: list[bytes] = field(default_factory=list)
     stop_reason: int | str | None = None
+    # images/videos (mm_inputs.MultiModalInputs): salts block hashes, feeds the vision tower
+    mm_inputs: object | None = None
     timings: RequestTimings = field(default_factory=lambda: RequestTimings(time.monotonic()))
 
     def __post_init__(self) -> None:
