@@ -1,0 +1,262 @@
+"""NativeEngine: the Engine protocol over our own LLMEngine.
+
+One background thread owns the LLMEngine and runs its step loop; requests and aborts reach it
+through a thread-safe command queue, and each request's outputs travel back to the caller's
+event loop through an asyncio.Queue. The chat layer (prompt rendering, M3 output parsing) runs
+on the caller's side, so the engine thread does nothing but tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from m3agent.engine.api import (
+    ChatDelta,
+    ChatRequest,
+    EngineError,
+    EngineInfo,
+    EngineRequestError,
+    EngineStats,
+    EngineUnavailable,
+    ToolCallDelta,
+    Usage,
+    UsageDelta,
+)
+from m3agent.engine.native.engine_config import EngineConfig
+from m3agent.engine.native.llm_engine import LLMEngine
+from m3agent.engine.native.outputs import RequestOutput
+from m3agent.engine.native.sampling_params import TokenSamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class _Add:
+    request_id: str
+    prompt_token_ids: list[int]
+    params: TokenSamplingParams
+    loop: asyncio.AbstractEventLoop
+    sink: asyncio.Queue
+
+
+@dataclass(frozen=True, slots=True)
+class _Abort:
+    request_id: str
+
+
+_STOP = object()
+
+
+class NativeEngine:
+    def __init__(
+        self,
+        engine: LLMEngine,
+        tokenizer: Any,
+        model_name: str = "native",
+        template: Any = None,
+        extra_stop_token_ids: tuple[int, ...] = (),
+    ) -> None:
+        self._engine = engine
+        self._tokenizer = tokenizer
+        self._model_name = model_name
+        self._template = template
+        self._extra_stops = extra_stop_token_ids
+        self._commands: queue.SimpleQueue = queue.SimpleQueue()
+        self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._stats = EngineStats()
+        self._stats_lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="m3agent-native-engine", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_model_dir(
+        cls,
+        path: str | Path,
+        device: str = "cpu",
+        dtype: str = "float32",
+        config: EngineConfig | None = None,
+    ) -> NativeEngine:
+        """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line."""
+        import torch
+        from m3agent.engine.m3.chat_template import ChatTemplate
+        from m3agent.engine.m3.tokenizer import M3Tokenizer
+        from m3agent.engine.m3.tokens import EOS
+        from m3agent.engine.native.loader import load_model
+
+        torch_dtype = getattr(torch, dtype, None)
+        if not isinstance(torch_dtype, torch.dtype):
+            raise EngineUnavailable(f"unknown dtype {dtype!r} (try float32, bfloat16, float16)")
+        config = replace(config or EngineConfig(), device=device)
+        try:
+            model = load_model(
+                path, device=device, dtype=torch_dtype, max_model_len=config.max_model_len
+            )
+            tokenizer = M3Tokenizer.from_model_dir(path)
+            template = ChatTemplate.from_model_dir(path)
+            engine = LLMEngine(model, tokenizer, config)
+        except (ValueError, OSError, RuntimeError) as e:
+            raise EngineUnavailable(f"cannot load the native model from {path}: {e}") from e
+        eos = tokenizer.token_to_id(EOS)
+        return cls(engine, tokenizer, Path(path).name, template, (eos,) if eos is not None else ())
+
+    # ---- Engine protocol ----------------------------------------------------------------
+
+    def info(self) -> EngineInfo:
+        return EngineInfo("native", self._model_name, self._engine.max_model_len)
+
+    def stats(self) -> EngineStats:
+        with self._stats_lock:
+            return self._stats
+
+    async def abort(self, request_id: str) -> None:
+        self._commands.put(_Abort(request_id))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._commands.put(_STOP)
+        await asyncio.to_thread(self._thread.join)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        from m3agent.engine.m3.chat_template import render_prompt
+        from m3agent.engine.m3.output_parser import M3OutputParser
+
+        if self._closed:
+            raise EngineUnavailable("the native engine is closed")
+        prompt = render_prompt(
+            list(request.messages),
+            list(request.tools),
+            request.thinking_mode,
+            template=self._template,
+        )
+        ids = list(self._tokenizer.encode(prompt))
+        s = request.sampling
+        try:
+            params = TokenSamplingParams(
+                max_tokens=s.max_tokens,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                top_k=s.top_k,
+                seed=s.seed,
+                stop=tuple(s.stop),
+                stop_token_ids=self._extra_stops,
+            )
+        except ValueError as e:
+            raise EngineRequestError(f"bad sampling parameters: {e}") from None
+        sink: asyncio.Queue = asyncio.Queue()
+        self._commands.put(_Add(request.request_id, ids, params, asyncio.get_running_loop(), sink))
+        parser = M3OutputParser(list(request.tools), request.thinking_mode)
+        finished = False
+        saw_call = False
+        try:
+            while True:
+                item = await sink.get()
+                if isinstance(item, Exception):
+                    finished = True
+                    raise item
+                out: RequestOutput = item
+                deltas = parser.feed(out.new_text)
+                if out.finished:
+                    finished = True
+                    deltas += parser.finish()
+                for d in deltas:
+                    saw_call = saw_call or isinstance(d, ToolCallDelta)
+                    yield d
+                if out.finished:
+                    if out.finish_reason == "error":
+                        raise EngineError(out.error or "the native engine failed")
+                    yield self._usage_delta(out, saw_call)
+                    return
+        finally:
+            if not finished:  # the consumer stopped early (cancelled, interrupted): free the pages
+                self._commands.put(_Abort(request.request_id))
+
+    def _usage_delta(self, out: RequestOutput, saw_call: bool) -> UsageDelta:
+        m = out.metrics
+        usage = Usage(
+            prompt_tokens=out.num_prompt_tokens,
+            cached_prompt_tokens=out.num_cached_tokens,
+            generated_tokens=out.num_generated_tokens,
+            time_to_first_token_s=m.time_to_first_token_s,
+            total_time_s=m.total_time_s,
+        )
+        reason = out.finish_reason
+        finish = "abort" if reason == "abort" else "length" if reason == "length" else "stop"
+        if saw_call and finish == "stop":
+            finish = "tool_calls"
+        return UsageDelta(usage, finish, raw_text=out.text)  # type: ignore[arg-type]
+
+    # ---- the engine thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            block = not self._engine.has_unfinished_requests()
+            try:
+                while True:
+                    cmd = self._commands.get(block=block)
+                    block = False
+                    if cmd is _STOP:
+                        self._shutdown()
+                        return
+                    self._handle(cmd)
+            except queue.Empty:
+                pass
+            if not self._engine.has_unfinished_requests():
+                continue
+            try:
+                outputs = self._engine.step()
+            except Exception as e:  # a runtime bug: fail what is running, keep the thread
+                self._fail_all(EngineError(f"the native engine failed: {type(e).__name__}: {e}"))
+                continue
+            for out in outputs:
+                self._deliver(out)
+
+    def _handle(self, cmd: _Add | _Abort) -> None:
+        if isinstance(cmd, _Abort):
+            out = self._engine.abort(cmd.request_id)
+            if out is not None:
+                self._deliver(out)
+            return
+        try:
+            self._engine.add_request(cmd.request_id, cmd.prompt_token_ids, cmd.params)
+        except (EngineError, ValueError) as e:
+            err = e if isinstance(e, EngineError) else EngineRequestError(str(e))
+            _put(cmd.loop, cmd.sink, err)
+            return
+        self._sinks[cmd.request_id] = (cmd.loop, cmd.sink)
+
+    def _deliver(self, out: RequestOutput) -> None:
+        target = self._sinks.get(out.request_id)
+        if out.finished:
+            self._sinks.pop(out.request_id, None)
+            with self._stats_lock:
+                s = self._stats
+                self._stats = EngineStats(
+                    requests=s.requests + 1,
+                    prompt_tokens=s.prompt_tokens + out.num_prompt_tokens,
+                    cached_prompt_tokens=s.cached_prompt_tokens + out.num_cached_tokens,
+                    generated_tokens=s.generated_tokens + out.num_generated_tokens,
+                )
+        if target is not None:
+            _put(*target, out)
+
+    def _fail_all(self, error: EngineError) -> None:
+        for request_id in list(self._sinks):
+            self._engine.abort(request_id)
+            _put(*self._sinks.pop(request_id), error)
+
+    def _shutdown(self) -> None:
+        self._fail_all(EngineUnavailable("the native engine was closed"))
+
+
+def _put(loop: asyncio.AbstractEventLoop, sink: asyncio.Queue, item: object) -> None:
+    try:
+        loop.call_soon_threadsafe(sink.put_nowait, item)
+    except RuntimeError:  # the caller's loop is gone; nobody is listening any more
+        pass
