@@ -234,7 +234,7 @@ def parse_text_config(
     for k in ("sparse_attention_freq", "sparse_disable_index_value"):
         if k in sp:
             sp[k] = _as_tuple(sp[k])
-    n = int(d.get("num_hidden_layers", M3TextConfig.num_hidden_layers))
+    n = int(d.get("num_hidden_layers", 60))
     if "sparse_attention_freq" not in sp and n != 60:
         # The 60-layer default cannot describe another depth: first 3 dense, rest sparse.
         sp["sparse_attention_freq"] = tuple(0 if i < 3 else 1 for i in range(n))
@@ -247,7 +247,7 @@ def parse_text_config(
         if eos is None
         else (tuple(int(x) for x in eos) if isinstance(eos, list) else (int(eos),))
     )
-    mpe = int(d.get("max_position_embeddings", M3TextConfig.max_position_embeddings))
+    mpe = int(d.get("max_position_embeddings", 524288))
     kw["rope_scaling"] = parse_rope_scaling(
         rope_scaling_override if rope_scaling_override is not None else d.get("rope_scaling"), mpe
     )
@@ -266,7 +266,7 @@ def parse_config(
         return M3Config(
             text_config=text,
             model_type=d.get("model_type", "minimax_m3_vl"),
-            architectures=tuple(d.get("architectures") or M3Config.architectures),
+            architectures=tuple(d.get("architectures") or ("MiniMaxM3SparseForConditionalGeneration",)),
             vision_config=d.get("vision_config"),
             projector_hidden_size=d.get("projector_hidden_size"),
             quantization_config=d.get("quantization_config"),
