@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+from m3agent.app.tui.widgets.answer_view import AnswerView
 from m3agent.app.tui.widgets.prompt_input import PromptInput
 from m3agent.app.tui.widgets.reasoning_view import ReasoningView
 
@@ -35,7 +36,9 @@ def _prompt_then(text: str, until_fn, settle: float = 0.3):
         prompt.load_text(text)
         await pilot.press("enter")
         await _wait(pilot, lambda: until_fn(pilot))
-        await pilot.pause(settle)  # let the Markdown stream flush
+        # The Markdown stream renders in the background: wait until it has caught up.
+        await _wait(pilot, lambda: all(a.source == a.text for a in main.query(AnswerView)))
+        await pilot.pause(settle)
 
     return run_before
 
@@ -49,7 +52,7 @@ def test_main_screen_mid_answer(harness, snap_compare):
 
 def test_approval_modal(harness, snap_compare, m3text):
     app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."],
-                      approval="untrusted")
+                      approval="untrusted", fixed_timing=True)
     modal = lambda pilot: isinstance(pilot.app.screen, ApprovalScreen)  # noqa: E731
     assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("fix add", modal))
 
