@@ -18,7 +18,7 @@ def load_media(
     check_file(part.path, limits.max_file_bytes)
     sniffed = sniff_kind(part.path)
     if sniffed is not None and sniffed != part.kind:
-        raise MediaError(part.path, f"attached as {part.kind} but the file is a {sniffed}")
+        raise MediaError(part.path, f"attached as {part.kind} but the file is a {sniffed} file")
     if part.kind == "image":
         return load_image(part.path, cfg, limits)
     return load_video(part.path, cfg, limits)
