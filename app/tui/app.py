@@ -56,16 +56,23 @@ class M3App(App):
         except Exception as e:  # the factory names the cause in one line (EngineUnavailable…)
             screen.post_message(SessionFailed(_one_line(e)))
             return
-        self.call_from_thread(self._session_built, session)
+        layers = None
+        if self.config.probe_sandbox is not None and not inspect.isawaitable(session):
+            progress("probing the sandbox…", None)
+            try:
+                layers = tuple(self.config.probe_sandbox(session))
+            except Exception:  # the probe is informational; the shell checks again itself
+                layers = None
+        self.call_from_thread(self._session_built, session, layers)
 
-    async def _session_built(self, session: Any) -> None:
+    async def _session_built(self, session: Any, layers: tuple[str, ...] | None) -> None:
         if inspect.isawaitable(session):
             try:
                 session = await session
             except Exception as e:
                 self.main.post_message(SessionFailed(_one_line(e)))
                 return
-        self.main.post_message(SessionReady(session))
+        self.main.post_message(SessionReady(session, layers))
 
     async def switch_session(self, session_id: str) -> None:
         """/sessions picked one: close the current session and load the chosen one."""

@@ -44,7 +44,7 @@ def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiCon
         resume=resume,
         state_dir=settings.home,
         list_sessions=lambda: list_sessions(settings.sessions_dir),
-        undo=lambda: undo_last(workspace, settings.checkpoints_dir),
+        probe_sandbox=sandbox_layers,
     )
 
 
@@ -74,18 +74,14 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
     ]
 
 
-def undo_last(workspace: Path, checkpoints_dir: Path) -> str:
-    """Restores the newest checkpoint of this workspace; ValueError when there is none."""
-    from m3agent.tools.checkpoint import Checkpoints
+def sandbox_layers(session: Any) -> tuple[str, ...]:
+    """The protective layers active for the session's sandbox policy (probed, not assumed)."""
+    from m3agent.tools.sandbox.report import probe
 
-    checkpoints = Checkpoints(workspace, checkpoints_dir)
-    entries = list(checkpoints.list())
-    if not entries:
-        raise ValueError("no checkpoint to restore yet (one is taken before each edit)")
-    last = entries[-1]
-    checkpoint_id = getattr(last, "id", last)
-    checkpoints.restore(checkpoint_id)
-    return f"restored checkpoint {checkpoint_id}"
+    policy = getattr(session, "sandbox", None)
+    if policy is None:
+        return ()
+    return tuple(layer.name for layer in probe(policy).layers if layer.active)
 
 
 def _model_label(model: str | None) -> str:

@@ -23,9 +23,10 @@ class EngineProgress(Message):
 
 
 class SessionReady(Message):
-    def __init__(self, session: Any) -> None:
+    def __init__(self, session: Any, sandbox_layers: tuple[str, ...] | None = None) -> None:
         super().__init__()
         self.session = session
+        self.sandbox_layers = sandbox_layers  # None: not probed, keep what the config said
 
 
 class SessionFailed(Message):

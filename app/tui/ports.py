@@ -59,7 +59,9 @@ class TuiConfig:
     # Optional services; a missing one makes its slash command say "not available".
     list_sessions: Callable[[], list[SessionSummary]] | None = None
     context_report: Callable[[], str] | None = None
-    undo: Callable[[], str] | None = None
+    undo: Callable[[], str] | None = None  # default: the session's own checkpoints
+    # Called in the loading thread with the new session: the sandbox layers really active.
+    probe_sandbox: Callable[[Any], tuple[str, ...]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

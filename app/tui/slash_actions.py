@@ -48,14 +48,12 @@ class SlashActions:
         await self.screen.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
 
     async def do_undo(self, arg: str) -> None:
-        undo = self.screen.config.undo or getattr(self.screen.session, "undo", None)
+        undo = self.screen.config.undo or _checkpoint_undo(self.screen.session)
         if undo is None:
             await self.screen.transcript.error("undo is not available in this session", "usage")
             return
         try:
             result = await asyncio.to_thread(undo)
-            if inspect.isawaitable(result):
-                result = await result
         except Exception as e:  # nothing to undo, or a restore failed: say which
             await self.screen.transcript.error(f"undo failed: {e}", "usage")
             return
@@ -122,6 +120,24 @@ class SlashActions:
 
     async def do_quit(self, arg: str) -> None:
         await self.screen.app.shutdown()
+
+
+def _checkpoint_undo(session: Any):
+    """The session snapshots through a bound `Checkpoints.snapshot`; undo restores the newest
+    checkpoint of that same store (taken before the last turn's first change)."""
+    store = getattr(getattr(session, "checkpoint", None), "__self__", None)
+    if store is None or not hasattr(store, "restore") or not hasattr(store, "list"):
+        return None
+
+    def undo() -> str:
+        entries = store.list()  # newest first
+        if not entries:
+            raise ValueError("no checkpoint yet (one is taken before the first edit of a turn)")
+        removed = store.restore(entries[0].id)
+        extra = f"; removed {len(removed)} new file(s)" if removed else ""
+        return f"restored the files as they were before: {entries[0].label}{extra}"
+
+    return undo
 
 
 async def shutdown_session(session: Any) -> None:

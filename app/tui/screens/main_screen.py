@@ -92,6 +92,8 @@ class MainScreen(Screen):
         if info is not None:
             self.set_status(engine=info.backend, model=info.model,
                             context_max=self.status.context_max or info.max_context_tokens)
+        if message.sandbox_layers is not None:
+            self.set_status(sandbox_layers=message.sandbox_layers)
         if getattr(self.session, "resumed", False):
             await self.transcript.history(getattr(self.session, "messages", ()))
         self.set_status(state="ready")
