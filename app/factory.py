@@ -103,10 +103,14 @@ def build_toolset(settings: Settings, cwd: Path) -> Any:
     return default_toolset()
 
 
-def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
+def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any] | None:
     """snapshot(label) of the workspace, taken before the first mutating call of each turn."""
-    from m3agent.tools.checkpoint import Checkpoints
-
+    try:
+        from m3agent.tools.checkpoint import Checkpoints
+    except ModuleNotFoundError as e:
+        if e.name != "m3agent.tools.checkpoint":
+            raise
+        return None  # TODO(checkpoints): remove once tools/checkpoint.py lands
     return Checkpoints(cwd, settings.checkpoints_dir).snapshot
 
 
@@ -121,13 +125,11 @@ def build_session(
     checkpoint: Callable[[str], Any] | None = None,
 ) -> Session:
     """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones."""
+    # A bad session id is a usage error to report before any engine is loaded.
+    meta = Conversation.load(settings.sessions_dir, resume).meta if resume else None
     if cwd is None:
         # A resumed session goes on where it ran; a new one starts here.
-        cwd = (
-            Path(Conversation.load(settings.sessions_dir, resume).meta.cwd)
-            if resume
-            else Path.cwd()
-        )
+        cwd = Path(meta.cwd) if meta is not None else Path.cwd()
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
         raise ValueError(f"working directory {cwd} does not exist")

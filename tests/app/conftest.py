@@ -1,0 +1,105 @@
+"""Fixtures for the CLI tests: a temp git repo, an isolated M3AGENT_HOME, and a runner that
+starts `m3agent` as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+NS = "]<]minimax[>["
+
+
+def invoke(name: str, **params: str) -> str:
+    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in params.items())
+    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
+
+
+def calls(*invokes: str, before: str = "", reasoning: str = "") -> str:
+    return f"{reasoning}</mm:think>{before}{NS}<tool_call>\n{''.join(invokes)}{NS}</tool_call>"
+
+
+def answer(text: str, reasoning: str = "") -> str:
+    return f"{reasoning}</mm:think>{text}"
+
+
+class Cli:
+    def __init__(self, home: Path, tmp: Path):
+        self.home = home
+        self.tmp = tmp
+        self._n = 0
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["M3AGENT_HOME"] = str(self.home)
+        env.pop("M3AGENT_CONFIG", None)
+        return env
+
+    def script(self, *replies: str) -> Path:
+        self._n += 1
+        p = self.tmp / f"script{self._n}.json"
+        p.write_text(json.dumps(list(replies)))
+        return p
+
+    def run(self, *args: str, timeout: float = 120, stdin: str | None = None, cwd=None):
+        cmd = [sys.executable, "-m", "m3agent.app.cli", *args]
+        return subprocess.run(
+            cmd,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=stdin if stdin is not None else "",
+            cwd=cwd,
+        )
+
+    def popen(self, *args: str, cwd=None) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "m3agent.app.cli", *args]
+        return subprocess.Popen(
+            cmd,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+        )
+
+
+def events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    h = tmp_path / "home"
+    monkeypatch.setenv("M3AGENT_HOME", str(h))
+    monkeypatch.delenv("M3AGENT_CONFIG", raising=False)
+    return h
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    r = tmp_path / "repo"
+    r.mkdir()
+    (r / "greet.py").write_text('def greet():\n    return "helo"\n')
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(r)], check=True)
+    subprocess.run([*git, "-C", str(r), "add", "."], check=True)
+    subprocess.run([*git, "-C", str(r), "commit", "-qm", "init"], check=True)
+    return r
+
+
+@pytest.fixture
+def cli(home, tmp_path) -> Cli:
+    return Cli(home, tmp_path)
+
+
+@pytest.fixture
+def m3():
+    return SimpleNamespace(NS=NS, invoke=invoke, calls=calls, answer=answer, events=events)
