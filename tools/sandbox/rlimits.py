@@ -20,4 +20,8 @@ def apply(limits: Limits) -> None:
         _, hard = resource.getrlimit(which)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
-        resource.setrlimit(which, (value, value))
+        # CPU: the soft limit sends SIGXCPU (a clear cause), the hard one 2 s later SIGKILL.
+        new_hard = value + 2 if which == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            new_hard = min(new_hard, hard)
+        resource.setrlimit(which, (value, new_hard))

@@ -1,0 +1,166 @@
+"""Escape attempts, run *inside* the sandbox: `python escape_actions.py ACTION ARG...`.
+
+Each prints one JSON line: {"ok": bool, "errno": "EACCES" | ..., "detail": ...}. The tests
+map the errno to the layer that must have refused it (EPERM: seccomp or Landlock scoping,
+EACCES/EXDEV: Landlock, EROFS/ENOENT/EBUSY: bubblewrap's mounts, EAGAIN: process limit...).
+"""
+
+import ctypes
+import errno
+import json
+import os
+import socket
+import sys
+import time
+
+
+def result(ok, err=None, **detail):
+    print(json.dumps({"ok": ok, "errno": errno.errorcode.get(err, str(err)) if err else None, **detail}))
+    sys.stdout.flush()
+
+
+def attempt(fn):
+    try:
+        out = fn()
+        result(True, data=out if isinstance(out, (str, int)) else None)
+    except OSError as e:
+        result(False, e.errno, detail=str(e))
+    except MemoryError:
+        result(False, "MemoryError")
+
+
+def write(path):
+    with open(path, "a") as f:
+        f.write("escaped\n")
+    return "written"
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def tcp(host, port):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect((host, int(port)))
+    s.sendall(b"escaped")
+    return "connected"
+
+
+def udp(host, port, payload=b"escaped"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(payload, (host, int(port)))
+    return "sent"
+
+
+def dns(host, port):
+    # A real DNS query for example.com (type A) to the resolver the test runs.
+    q = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01"
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    s.sendto(q, (host, int(port)))
+    return s.recv(512).hex()
+
+
+def listen():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return "listening"
+
+
+def unix_abstract(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect("\0" + name)
+    s.sendall(b"escaped")
+    return "connected"
+
+
+def fork_bomb(n):
+    made = 0
+    try:
+        for _ in range(int(n)):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            made += 1
+    except OSError as e:
+        result(False, e.errno, made=made)
+        return
+    result(True, made=made)
+
+
+def memory_hog(mb):
+    blob = bytearray(int(mb) * 1024 * 1024)
+    return len(blob)
+
+
+def disk_fill(path, mb):
+    chunk = b"\0" * (1024 * 1024)
+    with open(path, "wb") as f:
+        for _ in range(int(mb)):
+            f.write(chunk)
+            f.flush()
+    return "filled"
+
+
+def cpu_hog():
+    while True:
+        pass
+
+
+def ptrace(pid):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, int(pid), None, None) != 0:  # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), "ptrace")
+    return "attached"
+
+
+def signal_outside(pid):
+    os.kill(int(pid), 15)
+    return "killed"
+
+
+def link_outside(src, dst):
+    os.link(src, dst)
+    with open(dst, "a") as f:
+        f.write("escaped\n")
+    return "linked"
+
+
+def rename(src, dst):
+    os.rename(src, dst)
+    return "renamed"
+
+
+def chmod(path):
+    os.chmod(path, 0o777)
+    return "chmodded"
+
+
+def unlink(path):
+    os.unlink(path)
+    return "deleted"
+
+
+def env_secrets(*names):
+    return json.dumps({n: os.environ.get(n) for n in names})
+
+
+ACTIONS = {
+    "write": write, "read": read, "tcp": tcp, "udp": udp, "dns": dns, "listen": listen,
+    "unix_abstract": unix_abstract, "memory_hog": memory_hog, "disk_fill": disk_fill,
+    "cpu_hog": cpu_hog, "ptrace": ptrace, "signal": signal_outside, "link": link_outside,
+    "rename": rename, "chmod": chmod, "unlink": unlink, "env": env_secrets,
+}
+
+if __name__ == "__main__":
+    name, args = sys.argv[1], sys.argv[2:]
+    if name == "fork_bomb":
+        fork_bomb(*args)
+    else:
+        attempt(lambda: ACTIONS[name](*args))

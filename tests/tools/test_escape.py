@@ -1,0 +1,157 @@
+"""The escape battery (issue 3): each attempt under workspace-write, with and without
+bubblewrap, must be stopped, and the test asserts *which* layer stopped it.
+
+Layers are told apart by what the attempt sees: bubblewrap's read-only mounts answer EROFS,
+its masks make secrets empty or absent and its namespaces hide peers; Landlock answers
+EACCES (EXDEV for links, EPERM for its signal/socket scoping); seccomp answers EPERM; limits
+answer EAGAIN/EFBIG/MemoryError/SIGXCPU. Each test also checks the outside effect (file
+unchanged, server received nothing, process alive).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+
+def _support():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = "m3agent_tools_test_support"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("support.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+_s = _support()
+CONFIGS, SECRET, action_argv, make_sandbox = _s.CONFIGS, _s.SECRET, _s.action_argv, _s.make_sandbox
+
+
+@dataclass(frozen=True)
+class Attempt:
+    id: str
+    argv: Callable[[Any, dict, Any], list[str]]  # (world, servers, victim) -> argv
+    expect: dict[str, tuple[str, str]]  # config -> (layer, errno | "masked" | "private")
+    after: Callable[[Any, dict, Any], None] = lambda w, s, v: None
+
+
+def _unchanged(w, s, v):
+    assert (w.outside / "victim.txt").read_text() == "original\n"
+    assert not (w.outside / "new.txt").exists()
+
+
+def _git_intact(w, s, v):
+    cfg = (w.ws / ".git" / "config").read_text()
+    assert "escaped" not in cfg
+    assert (w.ws / ".git" / "HEAD").exists()
+    assert not (w.ws / ".git" / "hooks" / "pre-commit").exists()
+    assert stat.S_IMODE((w.ws / ".git" / "config").stat().st_mode) == 0o644
+
+
+def _nothing_received(kind):
+    def check(w, s, v):
+        time.sleep(0.2)
+        assert s[kind][1].got == [], f"the {kind} server received {s[kind][1].got}"
+    return check
+
+
+def _victim_alive(w, s, v):
+    assert v.poll() is None, "the outside process was killed"
+
+
+FS = {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}
+# Landlock runs inside bubblewrap too, and some calls reach its hooks before a mount check.
+LANDLOCK = {"bwrap": ("landlock", "EACCES"), "no-bwrap": ("landlock", "EACCES")}
+SECCOMP = {"bwrap": ("seccomp", "EPERM"), "no-bwrap": ("seccomp", "EPERM")}
+
+ATTEMPTS = [
+    Attempt("write-absolute-path", lambda w, s, v: action_argv("write", w.outside / "new.txt"), FS, _unchanged),
+    Attempt("write-existing-outside", lambda w, s, v: action_argv("write", w.outside / "victim.txt"), FS, _unchanged),
+    Attempt("write-dotdot", lambda w, s, v: action_argv(
+        "write", os.path.relpath(w.outside / "new.txt", w.ws / "src").join(["src/", ""])), FS, _unchanged),
+    Attempt("write-through-symlink", lambda w, s, v: action_argv("write", w.ws / "src" / "link" / "new.txt"), FS, _unchanged),
+    Attempt("hard-link-outside-file", lambda w, s, v: action_argv("link", w.outside / "victim.txt", w.ws / "src" / "hl"),
+            {"bwrap": ("bwrap", "EXDEV"), "no-bwrap": ("landlock", "EXDEV")}, _unchanged),
+    Attempt("write-via-proc-self-root", lambda w, s, v: action_argv("write", f"/proc/self/root{w.outside}/new.txt"), FS, _unchanged),
+    Attempt("write-dev-shm", lambda w, s, v: action_argv("write", f"/dev/shm/m3-escape-{w.ws.parent.name}"),
+            LANDLOCK,
+            lambda w, s, v: _assert_absent(f"/dev/shm/m3-escape-{w.ws.parent.name}")),
+    Attempt("write-etc", lambda w, s, v: action_argv("write", "/etc/m3agent-escape"), FS,
+            lambda w, s, v: _assert_absent("/etc/m3agent-escape")),
+    Attempt("change-git-config", lambda w, s, v: action_argv("write", w.ws / ".git" / "config"), FS, _git_intact),
+    Attempt("create-git-hook", lambda w, s, v: action_argv("write", w.ws / ".git" / "hooks" / "pre-commit"), FS, _git_intact),
+    Attempt("delete-git-head", lambda w, s, v: action_argv("unlink", w.ws / ".git" / "HEAD"), FS, _git_intact),
+    Attempt("rename-git-dir", lambda w, s, v: action_argv("rename", w.ws / ".git", w.ws / "moved"),
+            LANDLOCK, _git_intact),
+    Attempt("chmod-protected-file", lambda w, s, v: action_argv("chmod", w.ws / ".git" / "config"),
+            {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("mode_restore", "restored")}, _git_intact),
+    Attempt("read-ssh-key", lambda w, s, v: action_argv("read", w.home / ".ssh" / "id_rsa"),
+            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
+    Attempt("read-aws-credentials", lambda w, s, v: action_argv("read", w.home / ".aws" / "credentials"),
+            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
+    Attempt("read-netrc", lambda w, s, v: action_argv("read", w.home / ".netrc"),
+            LANDLOCK),
+    Attempt("read-env-outside-workspace", lambda w, s, v: action_argv("read", w.ws.parent / ".env"),
+            LANDLOCK),
+    Attempt("read-ssh-key-via-proc-root", lambda w, s, v: action_argv("read", f"/proc/self/root{w.home}/.ssh/id_rsa"),
+            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
+    Attempt("tcp-connect-localhost", lambda w, s, v: action_argv("tcp", "127.0.0.1", s["tcp"][0]), SECCOMP, _nothing_received("tcp")),
+    Attempt("tcp6-connect-localhost", lambda w, s, v: action_argv("tcp", "::1", s["tcp6"][0]), SECCOMP, _nothing_received("tcp6")),
+    Attempt("udp-send-localhost", lambda w, s, v: action_argv("udp", "127.0.0.1", s["udp"][0]), SECCOMP, _nothing_received("udp")),
+    Attempt("dns-query", lambda w, s, v: action_argv("dns", "127.0.0.1", s["dns"][0]), SECCOMP, _nothing_received("dns")),
+    Attempt("tcp-listen", lambda w, s, v: action_argv("listen"), SECCOMP),
+    Attempt("abstract-unix-socket", lambda w, s, v: action_argv("unix_abstract", s["unix"][0]),
+            {"bwrap": ("bwrap", "ECONNREFUSED"), "no-bwrap": ("landlock", "EPERM")}, _nothing_received("unix")),
+    Attempt("ptrace-other-process", lambda w, s, v: action_argv("ptrace", v.pid), SECCOMP, _victim_alive),
+    Attempt("signal-other-process", lambda w, s, v: action_argv("signal", v.pid),
+            {"bwrap": ("bwrap", "ESRCH"), "no-bwrap": ("landlock", "EPERM")}, _victim_alive),
+]
+
+
+def _assert_absent(path):
+    assert not os.path.exists(path), f"{path} was created outside the sandbox"
+
+
+@pytest.fixture
+def symlink_out(world):
+    os.symlink(world.outside, world.ws / "src" / "link")
+    return world
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("attempt", ATTEMPTS, ids=lambda a: a.id)
+def test_escape_blocked(attempt, config, symlink_out, servers, victim_process):
+    world = symlink_out
+    if attempt.id.startswith("tcp6") and "tcp6" not in servers:
+        pytest.skip("no IPv6 loopback on this machine")
+    sb = make_sandbox(config, world)
+    r = sb.run(attempt.argv(world, servers, victim_process), timeout_s=30)
+    assert not r.timed_out, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"no result from the attempt; stderr: {r.stderr}"
+    got = json.loads(lines[-1])
+    layer, signature = attempt.expect[config]
+    assert layer in r.layers or layer == "mode_restore", f"{layer} not active: {r.layers}"
+    if signature == "masked":
+        assert got["ok"] and SECRET not in (got.get("data") or ""), got
+    elif signature == "private":
+        assert got["ok"], got  # written into bubblewrap's private /dev, gone with it
+    elif signature == "restored":
+        assert got["ok"], got  # Landlock does not cover chmod: the runner put the mode back
+        assert r.restored_modes, "the protected file's mode was not restored"
+    else:
+        assert not got["ok"], f"escape succeeded: {got}"
+        assert got["errno"] == signature, f"expected {signature} from {layer}, got {got}"
+    attempt.after(world, servers, victim_process)

@@ -1,0 +1,125 @@
+"""The resource and process part of the escape battery, with and without bubblewrap:
+fork bomb, memory hog, disk filling, CPU hog, a setsid child that outlives the timeout, a
+background process left behind, and API keys in the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+
+def _support():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = "m3agent_tools_test_support"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("support.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+_s = _support()
+CONFIGS, action_argv, make_sandbox = _s.CONFIGS, _s.action_argv, _s.make_sandbox
+
+
+def _result(r):
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"no result; exit {r.exit_code}; stderr: {r.stderr[-2000:]}"
+    return json.loads(lines[-1])
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_fork_bomb_is_capped(config, world):
+    sb = make_sandbox(config, world, nproc=64)
+    r = sb.run(action_argv("fork_bomb", 2000), timeout_s=60)
+    got = _result(r)
+    # root is exempt from RLIMIT_NPROC, so there the cgroup's pids.max must do it
+    layer = "cgroup" if "cgroup" in r.layers else "rlimits"
+    if layer == "rlimits" and os.geteuid() == 0:
+        pytest.fail("running as root without a pids cgroup: nothing limits the process count")
+    assert not got["ok"] and got["errno"] == "EAGAIN", got
+    assert got["made"] < 100, f"{got['made']} processes were created ({layer} should cap at 64)"
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_memory_hog_is_refused(config, world):
+    sb = make_sandbox(config, world, as_mb=512)
+    r = sb.run(action_argv("memory_hog", 1024), timeout_s=60)
+    got = _result(r)
+    assert "rlimits" in r.layers
+    assert not got["ok"] and got["errno"] == "MemoryError", got
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_disk_fill_is_stopped(config, world):
+    sb = make_sandbox(config, world, fsize_mb=8)
+    r = sb.run(action_argv("disk_fill", world.ws / "src" / "big.bin", 64), timeout_s=60)
+    got = _result(r)
+    assert not got["ok"] and got["errno"] == "EFBIG", got  # RLIMIT_FSIZE
+    assert (world.ws / "src" / "big.bin").stat().st_size <= 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_cpu_hog_is_killed_by_rlimit(config, world):
+    sb = make_sandbox(config, world, cpu_s=1)
+    t0 = time.monotonic()
+    r = sb.run(action_argv("cpu_hog"), timeout_s=30)
+    assert not r.timed_out, "RLIMIT_CPU should end it long before the timeout"
+    assert r.exit_code == 128 + signal.SIGXCPU, (r.exit_code, r.stderr)
+    assert time.monotonic() - t0 < 15
+
+
+def _heartbeat_stopped(marker, seconds=1.0):
+    if marker.exists():
+        marker.unlink()
+    time.sleep(seconds)
+    return not marker.exists()
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_setsid_child_does_not_outlive_timeout(config, world):
+    sb = make_sandbox(config, world)
+    marker = world.ws / "src" / "alive"
+    cmd = (
+        f"setsid sh -c 'while true; do touch {marker}; sleep 0.1; done' </dev/null >/dev/null 2>&1 & "
+        "sleep 30"
+    )
+    r = sb.run(cmd, timeout_s=1.5)
+    assert r.timed_out
+    assert marker.exists(), "the setsid child never ran"
+    assert _heartbeat_stopped(marker), "the setsid child survived the timeout"
+    expected = "pid-namespace" if config == "bwrap" else ("cgroup" if "cgroup" in r.layers else "subreaper")
+    if config == "bwrap" and "cgroup" in r.layers:
+        expected = "cgroup"  # the cgroup kill runs last and is what the runner reports
+    assert r.killed_by == expected
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_background_process_is_killed_when_command_ends(config, world):
+    sb = make_sandbox(config, world)
+    marker = world.ws / "src" / "bg"
+    cmd = f"(setsid sh -c 'while true; do touch {marker}; sleep 0.1; done' &) ; sleep 0.5; echo done"
+    r = sb.run(cmd, timeout_s=20)
+    assert not r.timed_out and r.stdout.strip() == "done"
+    assert r.duration_s < 10, "a background process holding stdout must not hang the tool"
+    assert _heartbeat_stopped(marker), "a double-forked setsid process outlived the command"
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_api_keys_are_scrubbed(config, world):
+    sb = make_sandbox(config, world)
+    env = dict(os.environ, OPENAI_API_KEY="sk-leak", GITHUB_TOKEN="ghp_leak",
+               AWS_SECRET_ACCESS_KEY="aws-leak", MY_SERVICE_PASSWORD="pw", HARMLESS="kept")
+    names = ["OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_PASSWORD", "HARMLESS"]
+    r = sb.run(action_argv("env", *names), env=env, timeout_s=20)
+    seen = json.loads(_result(r)["data"])
+    assert seen == {**dict.fromkeys(names[:-1]), "HARMLESS": "kept"}
+    assert "env_scrub" in r.layers and set(names[:-1]) <= set(r.scrubbed_env)
