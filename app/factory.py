@@ -103,15 +103,12 @@ def build_toolset(settings: Settings, cwd: Path) -> Any:
     return default_toolset()
 
 
-def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any] | None:
-    """snapshot(label) of the workspace, taken before the first mutating call of each turn."""
-    try:
-        from m3agent.tools.checkpoint import Checkpoints
-    except ModuleNotFoundError as e:
-        if e.name != "m3agent.tools.checkpoint":
-            raise
-        return None  # TODO(checkpoints): remove once tools/checkpoint.py lands
-    return Checkpoints(cwd, settings.checkpoints_dir).snapshot
+def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
+    """snapshot(label) of the workspace, taken before the first mutating call of each turn.
+    The store is the one `m3agent undo` and the TUI's /undo read (same state dir)."""
+    from m3agent.tools.checkpoint import Checkpoints, state_dir_for
+
+    return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir)).snapshot
 
 
 def build_session(

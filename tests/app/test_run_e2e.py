@@ -283,3 +283,34 @@ def test_subprocess_import_is_light(cli):
     )
     assert r.returncode == 0
     assert "torch" not in r.stderr and "httpx" not in r.stderr
+
+
+def test_checkpoint_before_the_first_edit_and_undo(cli, repo, m3):
+    original = (repo / "greet.py").read_text()
+    script = cli.script(
+        m3.calls(
+            m3.invoke("edit_file", path="greet.py", old_string='"helo"', new_string='"hi"'),
+            m3.invoke("write_file", path="new.txt", content="x"),
+        ),
+        m3.answer("done"),
+    )
+    r = cli.run(
+        "run",
+        "edit",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(repo),
+        "--output-format",
+        "stream-json",
+    )
+    assert r.returncode == 0, r.stderr
+    cps = [e for e in m3.events(r.stdout) if e["type"] == "context" and e["action"] == "checkpoint"]
+    assert len(cps) == 1  # once per turn, before the first mutating call
+    assert (repo / "greet.py").read_text() != original and (repo / "new.txt").exists()
+    u = cli.run("undo", "--cwd", str(repo))
+    assert u.returncode == 0, u.stderr
+    assert (repo / "greet.py").read_text() == original
+    assert not (repo / "new.txt").exists()
