@@ -39,6 +39,11 @@ class M3OutputParser:
         """True once a think block was opened (then reasoning is "" rather than None)."""
         return self._reasoning.reasoning_seen
 
+    @property
+    def num_tool_calls(self) -> int:
+        """Calls emitted so far (a finish reason of "tool_calls" when > 0)."""
+        return self._tools.num_calls
+
     def feed(self, text: str) -> list[ChatDelta]:
         if self._finished:
             raise ValueError("feed() after finish(): use a new M3OutputParser per generation")

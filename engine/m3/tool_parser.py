@@ -21,7 +21,13 @@ from enum import Enum
 from typing import Any
 
 from m3agent.engine.api import ContentDelta, ToolCall, ToolCallDelta
-from m3agent.engine.m3.tokens import INVOKE_END, INVOKE_START, TOOL_CALL_START, held_suffix_len
+from m3agent.engine.m3.tokens import (
+    INVOKE_END,
+    INVOKE_START,
+    NS,
+    TOOL_CALL_START,
+    held_suffix_len,
+)
 from m3agent.engine.m3.xml_args import (
     Element,
     Status,
@@ -31,6 +37,9 @@ from m3agent.engine.m3.xml_args import (
 
 # `name="x"`, `name='x'` or `name=x`, and nothing else (`name="a" x="y"` is malformed).
 _HEADER_RE = re.compile(r"""\s+name\s*=\s*(?:"([^"]+)"|'([^']+)'|([^\s"'=]+))\s*""")
+
+
+_OPEN = NS + "<"
 
 
 class CallIds:
@@ -84,7 +93,10 @@ class ToolCallParser:
         self._content_started = False
         self._name = ""
         self._params: list[Element] = []
-        self._search_from = 0
+        # BODY: new text collects in _parts and is parsed only when it could end a tag
+        self._parts: list[str] = []
+        self._tail = ""
+        self._needs_gt = False
         self.num_calls = 0
 
     @property
@@ -94,14 +106,21 @@ class ToolCallParser:
     def feed(self, text: str) -> list[Delta]:
         if not text:
             return []
+        if self._state is _State.BODY:
+            probe = self._tail + text
+            self._tail = probe[1 - len(_OPEN) :]
+            self._parts.append(text)
+            if (">" in text) if self._needs_gt else (_OPEN in probe):
+                return self._drain(final=False)
+            return []
         self._buf += text
-        return self._drain(final=False, new_has_gt=">" in text)
+        return self._drain(final=False)
 
     def finish(self) -> list[Delta]:
-        out = self._drain(final=True, new_has_gt=True)
+        out = self._drain(final=True)
         if self._state in (_State.BODY, _State.SKIP):
             if self._state is _State.BODY:
-                self._params = parse_invoke_body(self._buf).params
+                self._params = parse_invoke_body(self._body()).params
             out.append(self._emit_call())
         self._buf = ""
         self._state = _State.BETWEEN if self._state is not _State.CONTENT else _State.CONTENT
@@ -122,6 +141,12 @@ class ToolCallParser:
             s, self._ws_hold, self._content_started = self._ws_hold + s, "", True
         out.append(ContentDelta(s))
 
+    def _body(self) -> str:
+        if self._parts:
+            self._buf += "".join(self._parts)
+            self._parts = []
+        return self._buf
+
     def _emit_call(self) -> ToolCallDelta:
         args = convert_arguments(self._params, self._schemas.get(self._name))
         delta = ToolCallDelta(self.num_calls, ToolCall(self._ids.next(), self._name, args))
@@ -130,7 +155,7 @@ class ToolCallParser:
         self._params = []
         return delta
 
-    def _drain(self, final: bool, new_has_gt: bool) -> list[Delta]:
+    def _drain(self, final: bool) -> list[Delta]:
         out: list[Delta] = []
         while True:
             st = self._state
@@ -169,27 +194,26 @@ class ToolCallParser:
                     self._state = _State.BETWEEN
                     continue
                 self._name = m.group(1) or m.group(2) or m.group(3)
-                self._state, new_has_gt = _State.BODY, True
+                self._state, self._parts = _State.BODY, []
+                self._tail = self._buf[1 - len(_OPEN) :]
                 continue
             if st is _State.BODY:
-                if not new_has_gt:  # a tag can only complete or break at a '>'
-                    return out
-                res = parse_invoke_body(self._buf)
+                res = parse_invoke_body(self._body())
                 if res.status is Status.INCOMPLETE:
+                    self._needs_gt = res.needs_gt
                     return out
                 self._params = res.params
+                self._buf = self._buf[res.end :]
                 if res.status is Status.COMPLETE:
-                    self._buf = self._buf[res.end :]
                     out.append(self._emit_call())
                     self._state = _State.BETWEEN
-                    continue
-                self._buf, self._search_from = self._buf[res.end :], 0
-                self._state = _State.SKIP
+                else:
+                    self._state = _State.SKIP
                 continue
             # SKIP: the call's arguments are fixed; it ends at the next NS</invoke>.
-            i = self._buf.find(INVOKE_END, self._search_from)
+            i = self._buf.find(INVOKE_END)
             if i < 0:
-                self._search_from = max(0, len(self._buf) - len(INVOKE_END) + 1)
+                self._buf = self._buf[1 - len(INVOKE_END) :]
                 return out
             self._buf = self._buf[i + len(INVOKE_END) :]
             out.append(self._emit_call())

@@ -39,6 +39,10 @@ class BodyParse:
     params: list[Element]  # finished top-level parameters, in order
     status: Status
     end: int  # COMPLETE: just past NS</invoke>; MALFORMED: where the bad tag starts
+    # INCOMPLETE only: True when it stopped inside a tag waiting for '>', False when it ran
+    # out of text looking for the next `NS<`. A streaming caller re-parses only when new text
+    # could change that (a '>' resp. a new `NS<`), which keeps long values linear.
+    needs_gt: bool = False
 
 
 def _valid_name(name: str) -> bool:
@@ -48,6 +52,7 @@ def _valid_name(name: str) -> bool:
 def _parse_level(
     text: str, pos: int, closer: str, depth: int
 ) -> tuple[list[Element], str, Status, int]:
+    """Children, mixed text, status, end; INCOMPLETE's end is -1 inside a tag (needs '>')."""
     children: list[Element] = []
     texts: list[str] = []
     while True:
@@ -59,7 +64,7 @@ def _parse_level(
         j = i + len(_OPEN)
         gt = text.find(">", j)
         if gt < 0:
-            return children, "".join(texts), Status.INCOMPLETE, len(text)
+            return children, "".join(texts), Status.INCOMPLETE, -1
         tag = text[j:gt]
         if tag.startswith("/"):
             if tag[1:] == closer:
@@ -77,6 +82,8 @@ def _parse_level(
 def parse_invoke_body(body: str) -> BodyParse:
     """Parse the text after `<invoke name=...>` up to and including `NS</invoke>`."""
     params, _, status, end = _parse_level(body, 0, "invoke", 0)
+    if status is Status.INCOMPLETE:
+        return BodyParse(params, status, len(body), needs_gt=end < 0)
     return BodyParse(params, status, end)
 
 
