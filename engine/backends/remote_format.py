@@ -5,29 +5,21 @@ Kept apart from the HTTP client so both can be read (and tested) on their own.
 
 from __future__ import annotations
 
-import base64
 import json
-import mimetypes
-from pathlib import Path
 from typing import Any
 
 from m3agent.engine.api import ChatRequest, EngineRequestError, MediaPart, Message
 
 
 def _media_part(part: MediaPart) -> dict[str, Any]:
-    """An image or video as an OpenAI content part with a data URL (the server decodes it)."""
-    path = Path(part.path)
+    """An image or video as an OpenAI content part with a data URL, prepared by the media
+    layer the way the server's own M3 preprocessing expects (see m3/media/openai_parts.py)."""
+    from m3agent.engine.m3.media.openai_parts import to_openai_part
+
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise EngineRequestError(f"cannot read {part.kind} {path}: {e.strerror or e}") from e
-    mime = mimetypes.guess_type(path.name)[0] or (
-        "image/png" if part.kind == "image" else "video/mp4"
-    )
-    url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-    if part.kind == "image":
-        return {"type": "image_url", "image_url": {"url": url}}
-    return {"type": "video_url", "video_url": {"url": url}}
+        return to_openai_part(part)
+    except OSError as e:  # MediaError (an EngineRequestError) passes through as it is
+        raise EngineRequestError(f"cannot read {part.kind} {part.path}: {e.strerror or e}") from e
 
 
 def _user_content(m: Message) -> Any:

@@ -311,3 +311,29 @@ def test_abort_closes_the_stream(server, wire):
 def test_bad_base_url():
     with pytest.raises(ValueError, match="not an http"):
         RemoteEngine("ftp://x", "m3")
+
+
+def test_image_goes_as_a_data_url_content_part(server, wire, tmp_path):
+    from m3agent.engine.api import MediaPart
+    from PIL import Image
+
+    img = tmp_path / "red.png"
+    Image.new("RGB", (64, 48), (255, 0, 0)).save(img)
+    server.replies.append(
+        wire.Reply(chunks=wire.sse(wire.chunk({"content": "red"}), wire.chunk({}, finish="stop")))
+    )
+    msgs = (Message("user", "colour?", media=(MediaPart("image", str(img)),)),)
+    deltas = run(collect(RemoteEngine(server.url, "m3", retries=0), request(messages=msgs)))
+    assert text_of(deltas, ContentDelta) == "red"
+    content = server.requests[0]["messages"][0]["content"]
+    assert content[0]["type"] == "image_url"
+    assert content[0]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert content[1] == {"type": "text", "text": "colour?"}
+
+
+def test_missing_image_is_a_request_error(tmp_path):
+    from m3agent.engine.api import MediaPart
+
+    msgs = (Message("user", "x", media=(MediaPart("image", str(tmp_path / "no.png")),)),)
+    with pytest.raises(EngineRequestError, match="no.png"):
+        run(collect(RemoteEngine("http://127.0.0.1:9/v1", "m3", retries=0), request(messages=msgs)))
