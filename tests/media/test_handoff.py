@@ -1,0 +1,98 @@
+"""Prompt expansion, and the hand-off to vLLM (pixels + metadata) and remote (data URLs)."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pytest
+from m3agent.engine.api import MediaPart
+from m3agent.engine.m3.media import (
+    IMAGE_TOKEN,
+    VIDEO_TOKEN,
+    VISION_END,
+    VISION_START,
+    VisionTokenIds,
+    expand_prompt_ids,
+    expand_prompt_text,
+    load_image,
+    load_media,
+    load_video,
+)
+from m3agent.engine.m3.media.openai_parts import to_openai_part
+from m3agent.engine.m3.media.resize import smart_resize
+from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
+from PIL import Image
+
+
+@pytest.fixture
+def image(tmp_path):
+    p = tmp_path / "i.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (100, 130, 3), np.uint8)).save(p)
+    return load_image(p)
+
+
+def test_text_expansion(image, make_video):
+    video = load_video(make_video(fps=10, frames=25, width=56, height=56))  # 0,10,20,24
+    text = expand_prompt_text(f"a {VIDEO_TOKEN} b {IMAGE_TOKEN} c", [image, video])
+    groups = (
+        f"]<]0.0 seconds[>[{VISION_START}{VIDEO_TOKEN * 4}{VISION_END}"
+        f"]<]2.0 seconds[>[{VISION_START}{VIDEO_TOKEN * 4}{VISION_END}"
+    )
+    want = f"a {groups} b {VISION_START}{IMAGE_TOKEN * image.num_tokens}{VISION_END} c"
+    assert text == want
+    with pytest.raises(ValueError, match="1 image and 0 video placeholders"):
+        expand_prompt_text(f"x {IMAGE_TOKEN}", [image, video])
+
+
+def test_id_expansion(image, make_video):
+    ids = VisionTokenIds()
+    video = load_video(make_video(fps=10, frames=15, width=56, height=56))  # 0,10,14: 2 groups
+    enc = lambda s: [len(s)]  # noqa: E731  a stand-in tokenizer: one id per timestamp text
+    out = expand_prompt_ids([1, ids.image, 2, ids.video, 3], [image, video], ids, enc)
+    n = image.num_tokens
+    assert out[:2] == [1, ids.start] and out[2 : 2 + n] == [ids.image] * n
+    assert out[2 + n : 5 + n] == [ids.end, 2, len("]<]0.0 seconds[>[")]
+    assert out.count(ids.video) == video.num_tokens == 8
+    assert out.count(ids.start) == 3 and out[-1] == 3
+    with pytest.raises(ValueError, match="more media placeholders"):
+        expand_prompt_ids([ids.image, ids.image], [image], ids, enc)
+
+
+def test_vllm_data_is_resized_pixels_with_metadata(image, make_video):
+    video = load_video(make_video(fps=10, frames=25, width=64, height=48))
+    data = to_vllm_multimodal_data([image, video])
+    img = data["image"]
+    assert img.size == (image.resized_hw[1], image.resized_hw[0])
+    # M3's resize leaves the handed-over size alone, so vLLM counts the same tokens
+    assert smart_resize(img.height, img.width) == image.resized_hw
+    frames, meta = data["video"]
+    assert frames.shape == (4, 56, 56, 3) and frames.dtype == np.uint8
+    assert meta["frames_indices"] == [0, 10, 20, 24] and meta["fps"] == 10.0
+    assert meta["do_sample_frames"] is False
+
+
+def test_openai_parts(tmp_path, make_video):
+    p = tmp_path / "i.jpg"
+    Image.new("RGB", (300, 200), (1, 2, 3)).save(p)
+    part = to_openai_part(MediaPart("image", str(p)))
+    assert part["type"] == "image_url"
+    url = part["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    png = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert png.size == (308, 196) and smart_resize(200, 300) == (196, 308)
+    vid = make_video(codec="libvpx-vp9", fps=10, frames=10)
+    vpart = to_openai_part(MediaPart("video", str(vid)))
+    assert vpart["type"] == "video_url"
+    assert vpart["video_url"]["url"].startswith("data:video/webm;base64,")
+    assert base64.b64decode(vpart["video_url"]["url"].split(",", 1)[1]) == vid.read_bytes()
+
+
+def test_load_media_checks_kind_against_bytes(tmp_path, make_video):
+    vid = make_video(fps=10, frames=10)
+    from m3agent.engine.m3.media import MediaError
+
+    with pytest.raises(MediaError, match="attached as image but the file is a video"):
+        load_media(MediaPart("image", str(vid)))
+    assert load_media(MediaPart("video", str(vid))).kind == "video"
