@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from m3agent.agent import events as ev
 from m3agent.agent import tool_step
+from m3agent.agent.attachments import AttachmentError, validate_attachments
 from m3agent.agent.ops import UserTurn
 from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine import api
@@ -103,7 +104,13 @@ async def run_turn(
     started = time.monotonic()
     usage = _Usage()
     answer = ""
-    conv.append(api.Message(role="user", content=op.text, media=op.media))
+    try:
+        media = validate_attachments(op.media, cwd=deps.cwd) if op.media else ()
+    except AttachmentError as e:
+        # Refused before anything is logged or sent: the session goes on without this turn.
+        await deps.emit(ev.Error(message=str(e), kind="usage"))
+        return ev.TurnComplete(turn=turn, reason="error", answer="", usage=api.Usage())
+    conv.append(api.Message(role="user", content=op.text, media=media))
     await deps.emit(ev.TurnStarted(turn=turn, thinking_mode=thinking_mode))
     tools = tuple(deps.toolset.schemas()) if deps.toolset is not None else ()
     tool_calls_done = 0

@@ -79,6 +79,7 @@ def execute(
     import signal
     import sys
 
+    from m3agent.agent.attachments import AttachmentError, validate_attachments
     from m3agent.agent.conversation import SessionLogError
     from m3agent.agent.ops import Interrupt, UserTurn
     from m3agent.app import exit_codes
@@ -95,12 +96,12 @@ def execute(
         prompt = sys.stdin.read()
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
-    media = []
-    for kind, paths in (("image", images), ("video", videos)):
-        for p in paths:
-            if not p.is_file():
-                return fail(exit_codes.USAGE_ERROR, f"{kind} {p} does not exist")
-            media.append(MediaPart(kind, str(p.resolve())))  # type: ignore[arg-type]
+    parts = [MediaPart("image", str(p)) for p in images]
+    parts += [MediaPart("video", str(p)) for p in videos]
+    try:
+        media = validate_attachments(parts) if parts else ()
+    except AttachmentError as e:
+        return fail(exit_codes.USAGE_ERROR, str(e))
     try:
         settings = load_settings().override(**flags)
         renderer = make_renderer(output_format)

@@ -137,3 +137,29 @@ def test_log_holds_every_message_and_event(home, repo, m3):
     assert ("event", "content_delta") not in kinds  # deltas live in the assistant message
     loaded = Conversation.load(home / "sessions", s.id)
     assert loaded.messages == s.messages
+
+
+def test_bad_attachment_refuses_the_turn_and_the_session_goes_on(home, repo, m3, tmp_path):
+    from PIL import Image
+
+    from m3agent.engine.api import MediaPart
+
+    img = tmp_path / "pic.png"
+    Image.new("RGB", (32, 32), (0, 0, 255)).save(img)
+
+    async def go():
+        s = m3.make_session(home, repo, [m3.answer("blue")])
+        bad = (MediaPart("image", str(tmp_path / "missing.png")),)
+        seen, done = await m3.drive(s, "colour?", media=bad)
+        _, ok = await m3.drive(s, "colour?", media=(MediaPart("image", str(img)),))
+        await s.close()
+        return s, seen, done, ok
+
+    s, seen, done, ok = m3.run(go())
+    assert done.reason == "error"
+    err = [e for e in seen if isinstance(e, ev.Error)][0]
+    assert err.kind == "usage" and "missing.png" in err.message
+    assert ok.reason == "done" and ok.answer == "blue"
+    users = [m for m in s.messages if m.role == "user"]
+    assert len(users) == 1 and users[0].media[0].path == str(img)
+    assert "]<]image[>[" in s.engine.prompts[0]  # the renderer placed the image token

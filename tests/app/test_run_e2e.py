@@ -314,3 +314,20 @@ def test_checkpoint_before_the_first_edit_and_undo(cli, repo, m3):
     assert u.returncode == 0, u.stderr
     assert (repo / "greet.py").read_text() == original
     assert not (repo / "new.txt").exists()
+
+
+def test_missing_image_is_a_usage_error(cli, repo):
+    r = cli.run(
+        "run",
+        "look",
+        "--engine",
+        "scripted",
+        "--script",
+        "x.json",
+        "--cwd",
+        str(repo),
+        "--image",
+        "nope.png",
+    )
+    assert r.returncode == exit_codes.USAGE_ERROR
+    assert "nope.png" in r.stderr
