@@ -200,6 +200,7 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
     ) -> str:
         check_thinking_mode(thinking_mode)
+        tools = tools or ()
         if self._template is None:
             return _render_builtin(messages, tools, thinking_mode, add_generation_prompt)
         from m3agent.engine.m3.jinja_env import render_template

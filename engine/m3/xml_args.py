@@ -3,7 +3,8 @@
 Grammar (SPEC §4.2–4.3): only `NS<name>` opens an element and only `NS</name>` closes it; a
 leaf's value is the raw text between its tags (not stripped, not entity-decoded); children
 make an object, or a list when the schema says array; repeated names at one level collect into
-a list; non-whitespace text mixed with children goes under "$text". Parsing stops at the first
+a list; non-whitespace text mixed with children goes under "$text" (stripped: it sits
+between tags, where whitespace is layout). Parsing stops at the first
 malformed or unterminated element and keeps the finished top-level parameters before it.
 """
 

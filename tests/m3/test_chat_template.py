@@ -212,3 +212,9 @@ def test_template_errors_are_one_line_value_errors(tmp_path, source, match):
     with pytest.raises(ValueError, match=match) as exc:
         ChatTemplate.from_model_dir(tmp_path).render([Message("user", "x")], [], "adaptive")
     assert "\n" not in str(exc.value)
+
+
+def test_tools_none_is_no_tools():
+    assert render_prompt([Message("user", "x")], None, "adaptive") == render_prompt(
+        [Message("user", "x")], [], "adaptive"
+    )

@@ -283,3 +283,32 @@ def _tool(name, props):
 
 def _invoke(name, body):
     return f'{NS}<tool_call>\n{NS}<invoke name="{name}">{body}{NS}</invoke>\n{NS}</tool_call>'
+
+
+def test_num_tool_calls_and_streamed_call_timing(spec_tools):
+    p = M3OutputParser(spec_tools, "adaptive", id_seed=1)
+    head, tail = EX2.split(f"{NS}</invoke>", 1)
+    assert not any(isinstance(d, ToolCallDelta) for d in p.feed(head))
+    assert p.num_tool_calls == 0
+    # the call arrives whole exactly when its NS</invoke> does
+    got = [d for d in p.feed(f"{NS}</invoke>") if isinstance(d, ToolCallDelta)]
+    assert [d.call.name for d in got] == ["edit_file"] and p.num_tool_calls == 1
+    p.feed(tail)
+    p.finish()
+    assert p.num_tool_calls == 2
+
+
+def test_long_value_streams_in_linear_time(spec_tools):
+    import time
+
+    value = "x = a > b and c < d\n" * 5000  # 100 kB with many '>' and '<'
+    text = _invoke("run_shell", f"{NS}<command>{value}{NS}</command>")
+    p = M3OutputParser(spec_tools, "adaptive")
+    t0 = time.perf_counter()
+    deltas = []
+    for i in range(0, len(text), 4):
+        deltas += p.feed(text[i : i + 4])
+    deltas += p.finish()
+    elapsed = time.perf_counter() - t0
+    assert [d.call.arguments["command"] for d in deltas if isinstance(d, ToolCallDelta)] == [value]
+    assert elapsed < 5.0, f"{elapsed:.2f}s for 100 kB: quadratic re-parsing?"
