@@ -55,8 +55,18 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
         if at < 0:
             shown = "\n".join(h.old[:6])
             raise PatchError(f"{path}: hunk {n} does not apply; these lines were not found:\n{shown}")
-        lines[at : at + len(h.old)] = h.new
-        pos = at + len(h.new)
+        # Context lines keep the file's own text (the match may have ignored whitespace).
+        replacement, k = [], at
+        for tag, text in h.ops:
+            if tag == " ":
+                replacement.append(lines[k])
+                k += 1
+            elif tag == "-":
+                k += 1
+            else:
+                replacement.append(text)
+        lines[at : at + len(h.old)] = replacement
+        pos = at + len(replacement)
     return "\n".join(lines) + ("\n" if lines and trailing_nl else "")
 
 

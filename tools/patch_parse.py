@@ -17,6 +17,7 @@ class Hunk:
     anchor: str | None = None  # Codex `@@ text`: a line to find first
     hint: int | None = None  # unified diff: 0-based old start line
     at_eof: bool = False
+    ops: list[tuple[str, str]] = field(default_factory=list)  # (" " | "-" | "+", text)
 
 
 @dataclass(slots=True)
@@ -94,11 +95,14 @@ def _parse_envelope(lines: list[str]) -> list[FileOp]:
 def _hunk_line(hunk: Hunk, ln: str, i: int) -> None:
     if ln.startswith("+"):
         hunk.new.append(ln[1:])
+        hunk.ops.append(("+", ln[1:]))
     elif ln.startswith("-"):
         hunk.old.append(ln[1:])
+        hunk.ops.append(("-", ln[1:]))
     elif ln.startswith(" ") or ln == "":
         hunk.old.append(ln[1:])
         hunk.new.append(ln[1:])
+        hunk.ops.append((" ", ln[1:]))
     elif ln.startswith("\\"):
         pass  # "\ No newline at end of file"
     else:

@@ -149,7 +149,8 @@ def main(argv: list[str]) -> int:
             signal.signal(s, signal.SIG_IGN)
         _kill_tree(me)
         return 128 + stop.signum
-    _kill_tree(me)  # background processes do not outlive the command
+    if spec.get("tree_kill", True):
+        _kill_tree(me)  # background processes do not outlive the command
     if status is None:
         return 1
     if os.WIFSIGNALED(status):

@@ -1,0 +1,119 @@
+"""Controls for the battery: with every layer off, the same attempts succeed. This is what
+shows the battery's checks can fail, i.e. that the layers (not the test setup) stop them.
+Also: the shell refuses to run unprotected unless the policy says dangerously_no_sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from m3agent.tools.base import ToolContext
+from m3agent.tools.sandbox.policy import LAYERS, SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.runner import Sandbox
+from m3agent.tools.shell import Shell, ShellArgs
+
+
+def _support():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    name = "m3agent_tools_test_support"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("support.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+_s = _support()
+SECRET, action_argv = _s.SECRET, _s.action_argv
+
+NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub"})
+
+
+def _unprotected(world) -> Sandbox:
+    return Sandbox(
+        SandboxPolicy(
+            workspace=world.ws,
+            home=world.home,
+            network=True,
+            mode=SandboxMode.FULL_ACCESS,
+            dangerously_no_sandbox=True,
+            disabled_layers=NO_CONFINEMENT,
+        )
+    )
+
+
+def _run(sb, argv):
+    r = sb.run(argv, timeout_s=30)
+    return json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
+
+
+def test_control_write_outside_succeeds_unprotected(world):
+    assert _run(_unprotected(world), action_argv("write", world.outside / "victim.txt"))["ok"]
+    assert "escaped" in (world.outside / "victim.txt").read_text()
+
+
+def test_control_git_config_writable_unprotected(world):
+    assert _run(_unprotected(world), action_argv("write", world.ws / ".git" / "config"))["ok"]
+
+
+def test_control_secret_readable_unprotected(world):
+    got = _run(_unprotected(world), action_argv("read", world.home / ".ssh" / "id_rsa"))
+    assert got["ok"] and got["data"] == SECRET
+
+
+def test_control_network_reachable_unprotected(world, servers):
+    got = _run(_unprotected(world), action_argv("tcp", "127.0.0.1", servers["tcp"][0]))
+    assert got["ok"]
+    got = _run(_unprotected(world), action_argv("dns", "127.0.0.1", servers["dns"][0]))
+    assert got["ok"] and servers["dns"][1].got
+
+
+def test_control_signal_reaches_outside_unprotected(world, victim_process):
+    assert _run(_unprotected(world), action_argv("signal", victim_process.pid))["ok"]
+    assert victim_process.wait(timeout=5) != 0
+
+
+def test_control_fork_loop_uncapped_unprotected(world):
+    got = _run(_unprotected(world), action_argv("fork_bomb", 150))
+    assert got["ok"] and got["made"] == 150
+
+
+def test_shell_refuses_without_any_confining_layer(world):
+    policy = SandboxPolicy(workspace=world.ws, disabled_layers=frozenset(LAYERS))
+    ctx = ToolContext(cwd=world.ws, sandbox=Sandbox(policy))
+    marker = world.ws / "ran"
+    res = Shell().run(ShellArgs(command=f"touch {marker}"), ctx)
+    assert res.is_error and "--dangerously-no-sandbox" in res.output
+    assert res.metadata["blocked_by"] == "no_sandbox"
+    assert not marker.exists()
+
+
+def test_shell_runs_unprotected_when_explicitly_allowed(world):
+    policy = SandboxPolicy(
+        workspace=world.ws, disabled_layers=frozenset(LAYERS), dangerously_no_sandbox=True
+    )
+    ctx = ToolContext(cwd=world.ws, sandbox=Sandbox(policy))
+    res = Shell().run(ShellArgs(command="echo unprotected"), ctx)
+    assert not res.is_error and "unprotected" in res.output
+
+
+def test_policy_rejects_unknown_mode_and_layer(world):
+    with pytest.raises(ValueError, match="unknown sandbox mode"):
+        SandboxPolicy(workspace=world.ws, mode="yolo")
+    with pytest.raises(ValueError, match="unknown sandbox layer"):
+        SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"apparmor"}))
+
+
+def test_policy_json_round_trip(world):
+    p = SandboxPolicy(
+        workspace=world.ws,
+        network=True,
+        extra_writable=(world.outside,),
+        disabled_layers=frozenset({"bwrap"}),
+        home=world.home,
+    )
+    assert SandboxPolicy.from_json(p.to_json()) == p
