@@ -125,19 +125,38 @@ CPU_CASES = {
     "insert": lambda: case_insert(),
     "fused": lambda: case_fused(),
     "select_prefill": lambda: case_select(),
-    "select_decode_q1": lambda: case_select(seq_lens=(900, 129, 1500, 40), query_lens=(1, 1, 1, 1),
-                                            num_decodes=4),
-    "select_decode_q3_init": lambda: case_select(seq_lens=(900, 1500), query_lens=(3, 3), init=1,
-                                                 local=2, num_decodes=2),
-    "sparse_prefill": lambda: case_sparse(),
-    "sparse_decode_q1": lambda: case_sparse(seq_lens=(900, 129, 1500, 40), query_lens=(1, 1, 1, 1),
-                                            num_decodes=4),
-    "sparse_mixed": lambda: case_sparse(seq_lens=(900, 1500, 700), query_lens=(2, 2, 130),
-                                        num_decodes=2, decode_query_len=2),
+    "select_decode_q1": lambda: case_select(
+        seq_lens=(900, 129, 1500, 40), query_lens=(1, 1, 1, 1), num_decodes=4
+    ),
+    "select_decode_q3_init": lambda: case_select(
+        seq_lens=(900, 1500), query_lens=(3, 3), init=1, local=2, num_decodes=2
+    ),
+    "sparse_prefill": lambda: case_sparse(seq_lens=(700, 300), query_lens=(150, 300)),
+    "sparse_decode_q1": lambda: case_sparse(
+        seq_lens=(900, 129, 1500, 40), query_lens=(1, 1, 1, 1), num_decodes=4
+    ),
+    "sparse_mixed": lambda: case_sparse(
+        seq_lens=(900, 1500, 600), query_lens=(2, 2, 70), num_decodes=2, decode_query_len=2
+    ),
     "dense": lambda: case_dense(),
+    # fp8 e4m3 caches: loads and products only (the interpreter's fp32->fp8 rounding is wrong,
+    # so fp8 *inserts* are checked on the GPU).
+    "select_fp8": lambda: case_select(
+        index_dtype=torch.float8_e4m3fn, seq_lens=(900, 129), query_lens=(2, 2), num_decodes=2
+    ),
+    "sparse_fp8": lambda: case_sparse(
+        kv_dtype=torch.float8_e4m3fn, seq_lens=(900, 129), query_lens=(1, 1), num_decodes=2
+    ),
 }
 
 if __name__ == "__main__":
+    failed = 0
     for name in sys.argv[1:]:
-        res = CPU_CASES[name]()
-        print(name, "ok", res if res is not None else "")
+        try:
+            res = CPU_CASES[name]()
+        except Exception as exc:  # report every case, then fail
+            failed += 1
+            print(name, "FAIL", f"{type(exc).__name__}: {exc}", flush=True)
+        else:
+            print(name, "ok", res if res is not None else "", flush=True)
+    sys.exit(1 if failed else 0)

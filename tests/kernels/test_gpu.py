@@ -1,0 +1,69 @@
+"""The kernels against their references on a CUDA GPU at M3's shapes (64 q heads, 4 KV heads,
+head_dim 128, 4 index heads, top-k 16), bf16 and fp8 e4m3 caches, decode (query length 1
+and 8) and chunked prefill with cached context and shuffled pages."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+F8 = torch.float8_e4m3fn
+M3 = dict(hq=64, hkv=4, d=128, topk=16)
+
+
+@pytest.fixture(scope="module")
+def kc():
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    pytest.importorskip("triton")
+    spec = importlib.util.spec_from_file_location("kernel_cases", Path(__file__).with_name("kernel_cases.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("kv_dtype", [None, F8])
+def test_insert(kc, kv_dtype):
+    kc.case_insert(device="cuda", kv_dtype=kv_dtype, hkv=4, d=128)
+
+
+@pytest.mark.parametrize("kv_dtype", [None, F8])
+def test_fused_qknorm_rope_insert(kc, kv_dtype):
+    kc.case_fused(device="cuda", kv_dtype=kv_dtype, hq=64, hkv=4, hi=4, d=128, rot=64)
+
+
+SELECT = {
+    "decode_q1": dict(seq_lens=(70_000, 3000, 129, 40_000), query_lens=(1, 1, 1, 1), num_decodes=4),
+    "decode_q8": dict(seq_lens=(70_000, 3000, 40_000), query_lens=(8, 8, 8), num_decodes=3),
+    "prefill": dict(seq_lens=(20_000, 1500), query_lens=(1024, 700)),
+}
+
+
+@pytest.mark.parametrize("index_dtype", [None, F8])
+@pytest.mark.parametrize("shape", list(SELECT))
+def test_index_select(kc, shape, index_dtype):
+    kc.case_select(device="cuda", index_dtype=index_dtype, h=4, di=128, topk=16, **SELECT[shape])
+
+
+SPARSE = {
+    "decode_q1": dict(seq_lens=(70_000, 3000, 129, 40_000), query_lens=(1, 1, 1, 1), num_decodes=4),
+    "decode_q8": dict(seq_lens=(70_000, 3000, 40_000), query_lens=(8, 8, 8), num_decodes=3,
+                      decode_query_len=8),
+    "prefill": dict(seq_lens=(20_000, 1500), query_lens=(1024, 700)),
+    "mixed": dict(seq_lens=(9000, 5000, 6000), query_lens=(1, 1, 500), num_decodes=2),
+}
+
+
+@pytest.mark.parametrize("kv_dtype", [None, F8])
+@pytest.mark.parametrize("shape", list(SPARSE))
+def test_sparse_attention(kc, shape, kv_dtype):
+    kc.case_sparse(device="cuda", kv_dtype=kv_dtype, **M3, **SPARSE[shape])
+
+
+def test_dense_attention(kc):
+    kc.case_dense(device="cuda", seq_lens=(5000, 300), query_lens=(700, 1), hq=64, hkv=4, d=128)
