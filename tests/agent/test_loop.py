@@ -140,9 +140,8 @@ def test_log_holds_every_message_and_event(home, repo, m3):
 
 
 def test_bad_attachment_refuses_the_turn_and_the_session_goes_on(home, repo, m3, tmp_path):
-    from PIL import Image
-
     from m3agent.engine.api import MediaPart
+    from PIL import Image
 
     img = tmp_path / "pic.png"
     Image.new("RGB", (32, 32), (0, 0, 255)).save(img)

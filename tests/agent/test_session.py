@@ -271,3 +271,36 @@ def test_turns_queue_one_at_a_time(home, repo, m3):
         ("turn_complete", 2),
     ]
     assert [m.content for m in s.messages if m.role == "user"] == ["one", "two"]
+
+
+def test_wall_time_limit_stops_a_slow_generation(home, repo, m3):
+    async def go():
+        s = m3.make_session(
+            home, repo, [m3.answer("slow " * 300)], chunk_delay_s=0.01, max_wall_time_s=0.3
+        )
+        t0 = time.monotonic()
+        _, done = await m3.drive(s, "talk")
+        elapsed = time.monotonic() - t0
+        await s.close()
+        return done, elapsed
+
+    done, elapsed = m3.run(go())
+    assert done.reason == "timeout" and elapsed < 2.0
+
+
+def test_answering_through_the_events_future(home, repo, m3):
+    script = [m3.calls(m3.invoke("write_file", path="f.txt", content="hi")), m3.answer("ok")]
+
+    async def go():
+        s = m3.make_session(home, repo, script, approval_policy="untrusted")
+
+        async def on(sess, e):
+            if isinstance(e, ev.ApprovalRequest):
+                e.future.set_result(ApprovalDecision(e.call_id, "approve"))
+
+        _, done = await m3.drive(s, "write", on_event=on)
+        await s.close()
+        return done
+
+    assert m3.run(go()).reason == "done"
+    assert (repo / "f.txt").read_text() == "hi"
