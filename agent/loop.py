@@ -180,6 +180,7 @@ async def run_turn(
         if task is not None:
             task.uncancel()
         reason = control.stop_reason or "interrupted"
+        in_tool = gen is None and bool(pending)  # else the generation itself was cut
         if gen is not None and (gen.content or gen.reasoning or gen.calls):
             # Keep what was already shown to the user; a cut generation has no tool calls run.
             partial = gen.message(thinking_mode)
@@ -187,9 +188,8 @@ async def run_turn(
             conv.append(partial)
             answer = partial.content
         note = "the turn timed out" if reason == "timeout" else "interrupted by the user"
-        first = True
-        for c in pending:
-            res = tool_step.cancelled_result() if first else tool_step.not_run(note)
-            first = False
+        for i, c in enumerate(pending):
+            # Only the call that was running was interrupted; the others never started.
+            res = tool_step.cancelled_result() if in_tool and i == 0 else tool_step.not_run(note)
             await tool_step.record_result(deps, c, res)
         return done(reason)
