@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from m3agent.engine.api import Message, ToolCall
 from m3agent.engine.m3.tokens import (
@@ -86,20 +87,56 @@ def render_tool_calls(calls: Sequence[ToolCall]) -> str:
     return f"{TOOL_CALL_START}\n{invokes}{TOOL_CALL_END}"
 
 
-def _assistant_body(m: Message, mode: str) -> str:
+@dataclass(frozen=True, slots=True)
+class PromptPart:
+    """A run of prompt text. "template": the renderer's own markup, marker strings in it are
+    tokens. "text": content from outside (messages, tool results, schemas, model output):
+    `M3Tokenizer.encode_parts` keeps special-token strings in it as plain text, so a file that
+    contains `[e~[` cannot end a turn early."""
+
+    text: str
+    kind: Literal["template", "text"]
+
+
+class _Parts:
+    def __init__(self) -> None:
+        self.parts: list[PromptPart] = []
+
+    def add(self, kind: Literal["template", "text"], s: str, *, keep_empty: bool = False) -> None:
+        # Adjacent runs of one kind merge; an empty "text" run is kept where asked (the
+        # assistant slot) so the template run before it ends exactly where the generation
+        # prompt of the previous turn ended: then encode_parts keeps the prefix token for token.
+        if not s and not keep_empty:
+            return
+        last = self.parts[-1] if self.parts else None
+        if last is not None and last.kind == kind and (s or kind == "template"):
+            self.parts[-1] = PromptPart(last.text + s, kind)
+        else:
+            self.parts.append(PromptPart(s, kind))
+
+    def t(self, s: str) -> None:
+        self.add("template", s)
+
+    def x(self, s: str, *, keep_empty: bool = False) -> None:
+        self.add("text", s, keep_empty=keep_empty)
+
+
+def _assistant(out: _Parts, m: Message, mode: str) -> None:
     if m.raw_text is not None:
-        return generation_prefix(m.thinking_mode or mode) + m.raw_text
+        out.t(generation_prefix(m.thinking_mode or mode))
+        out.x(m.raw_text, keep_empty=True)
+        return
     own = m.thinking_mode or mode
     if own == "enabled" or m.reasoning:
-        head = f"{THINK_START}{m.reasoning or ''}{THINK_END}"
+        out.t(THINK_START)
+        out.x(m.reasoning or "", keep_empty=True)
+        out.t(THINK_END)
     elif own == "disabled":
-        head = THINK_END
-    else:
-        head = ""
+        out.t(THINK_END)
     body = m.content
     if m.tool_calls:
         body += ("\n" if body else "") + render_tool_calls(m.tool_calls)
-    return head + body
+    out.x(body, keep_empty=True)
 
 
 def _render_builtin(
@@ -107,7 +144,7 @@ def _render_builtin(
     tools: Sequence[dict[str, Any]],
     thinking_mode: str,
     add_generation_prompt: bool,
-) -> str:
+) -> list[PromptPart]:
     n_sys = 0
     while n_sys < len(messages) and messages[n_sys].role == "system":
         n_sys += 1
@@ -115,48 +152,38 @@ def _render_builtin(
     if tools:
         lines = "\n".join(f"<tool>{tool_json(t)}</tool>" for t in tools)
         developer += f"\n\n{TOOLS_PREAMBLE}<tools>\n{lines}\n</tools>\n\n{TOOLS_FORMAT}"
-    out = [f"{BOS}{ROLE}system\n{IDENTITY}\n{THINKING_INSTRUCTIONS[thinking_mode]}{EOS}\n"]
-    out.append(f"{ROLE}developer\n{developer}{EOS}\n")
+    out = _Parts()
+    out.t(f"{BOS}{ROLE}system\n{IDENTITY}\n{THINKING_INSTRUCTIONS[thinking_mode]}{EOS}\n")
+    out.t(f"{ROLE}developer\n")
+    out.x(developer)
+    out.t(f"{EOS}\n")
     rest = messages[n_sys:]
     for i, m in enumerate(rest):
         if m.role == "user":
-            media = "".join(IMAGE if p.kind == "image" else VIDEO for p in m.media)
-            out.append(f"{ROLE}user\n{media}{m.content}{EOS}\n")
+            out.t(f"{ROLE}user\n" + "".join(IMAGE if p.kind == "image" else VIDEO for p in m.media))
+            out.x(m.content)
+            out.t(f"{EOS}\n")
         elif m.role == "system":  # a later system message: its own block, earlier ones untouched
-            out.append(f"{ROLE}system\n{m.content}{EOS}\n")
+            out.t(f"{ROLE}system\n")
+            out.x(m.content)
+            out.t(f"{EOS}\n")
         elif m.role == "assistant":
-            out.append(f"{ROLE}ai\n{_assistant_body(m, thinking_mode)}{EOS}\n")
+            out.t(f"{ROLE}ai\n")
+            _assistant(out, m, thinking_mode)
+            out.t(f"{EOS}\n")
         elif m.role == "tool":
             if i == 0 or rest[i - 1].role != "tool":
-                out.append(f"{ROLE}tool")
-            out.append(f"\n<response>{m.content}</response>")
+                out.t(f"{ROLE}tool")
+            out.t("\n<response>")
+            out.x(m.content)
+            out.t("</response>")
             if i + 1 == len(rest) or rest[i + 1].role != "tool":
-                out.append(f"{EOS}\n")
+                out.t(f"{EOS}\n")
         else:
             raise ValueError(f"unknown message role {m.role!r}")
     if add_generation_prompt:
-        out.append(f"{ROLE}ai\n{generation_prefix(thinking_mode)}")
-    return "".join(out)
-
-
-def message_to_openai(m: Message) -> dict[str, Any]:
-    """A Message as the OpenAI-style dict that HF chat templates expect."""
-    d: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.media:
-        parts: list[dict[str, Any]] = [{"type": p.kind, p.kind: p.path} for p in m.media]
-        d["content"] = parts + ([{"type": "text", "text": m.content}] if m.content else [])
-    if m.reasoning is not None:
-        d["reasoning_content"] = m.reasoning
-    if m.tool_calls:
-        d["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in m.tool_calls
-        ]
-    if m.tool_call_id is not None:
-        d["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        d["name"] = m.name
-    return d
+        out.t(f"{ROLE}ai\n{generation_prefix(thinking_mode)}")
+    return out.parts
 
 
 class ChatTemplate:
@@ -199,13 +226,27 @@ class ChatTemplate:
         *,
         add_generation_prompt: bool = True,
     ) -> str:
+        parts = self.render_parts(
+            messages, tools, thinking_mode, add_generation_prompt=add_generation_prompt
+        )
+        return "".join(p.text for p in parts)
+
+    def render_parts(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]],
+        thinking_mode: str,
+        *,
+        add_generation_prompt: bool = True,
+    ) -> list[PromptPart]:
+        """The prompt as template/text runs (a checkpoint template gives one template run)."""
         check_thinking_mode(thinking_mode)
         tools = tools or ()
         if self._template is None:
             return _render_builtin(messages, tools, thinking_mode, add_generation_prompt)
-        from m3agent.engine.m3.jinja_env import render_template
+        from m3agent.engine.m3.jinja_env import message_to_openai, render_template
 
-        return render_template(
+        text = render_template(
             self._template,
             self.origin,
             messages=[message_to_openai(m) for m in messages],
@@ -215,6 +256,7 @@ class ChatTemplate:
             bos_token=BOS,
             eos_token=EOS,
         )
+        return [PromptPart(text, "template")]
 
 
 def render_prompt(
@@ -227,5 +269,19 @@ def render_prompt(
 ) -> str:
     """The prompt text for `messages` (the built-in M3 renderer unless `template` is given)."""
     return (template or ChatTemplate()).render(
+        messages, tools, thinking_mode, add_generation_prompt=add_generation_prompt
+    )
+
+
+def render_prompt_parts(
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]],
+    thinking_mode: str,
+    *,
+    add_generation_prompt: bool = True,
+    template: ChatTemplate | None = None,
+) -> list[PromptPart]:
+    """`render_prompt` as runs, for `M3Tokenizer.encode_parts` (joined, they are its text)."""
+    return (template or ChatTemplate()).render_parts(
         messages, tools, thinking_mode, add_generation_prompt=add_generation_prompt
     )

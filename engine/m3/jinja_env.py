@@ -9,6 +9,7 @@ from typing import Any
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from m3agent.engine.api import Message
 
 
 class _TemplateRaised(Exception):
@@ -52,3 +53,23 @@ def render_template(template: Any, origin: str, **context: Any) -> str:
         raise ValueError(f"chat template {origin} refused the conversation: {e}") from None
     except TemplateError as e:
         raise ValueError(f"chat template {origin} failed to render: {e}") from None
+
+
+def message_to_openai(m: Message) -> dict[str, Any]:
+    """A Message as the OpenAI-style dict that HF chat templates expect."""
+    d: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.media:
+        parts: list[dict[str, Any]] = [{"type": p.kind, p.kind: p.path} for p in m.media]
+        d["content"] = parts + ([{"type": "text", "text": m.content}] if m.content else [])
+    if m.reasoning is not None:
+        d["reasoning_content"] = m.reasoning
+    if m.tool_calls:
+        d["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    if m.tool_call_id is not None:
+        d["tool_call_id"] = m.tool_call_id
+    if m.name is not None:
+        d["name"] = m.name
+    return d

@@ -35,6 +35,7 @@ def _token_text(v: Any) -> str | None:
 class M3Tokenizer:
     def __init__(self, tokenizer: Tokenizer, config: dict[str, Any] | None = None):
         self._tok = tokenizer
+        self._plain: Tokenizer | None = None  # a copy that splits special tokens (encode_text)
         self.config = dict(config or {})
         self.vocab_size: int = tokenizer.get_vocab_size(with_added_tokens=True)
         eos = _token_text(self.config.get("eos_token")) or T.EOS
@@ -100,6 +101,25 @@ class M3Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`; marker strings in it become their added tokens; no BOS added."""
         return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of outside text: special-token strings in it stay plain text (bytes)."""
+        if self._plain is None:
+            self._plain = Tokenizer.from_str(self._tok.to_str())
+            self._plain.encode_special_tokens = True
+        return self._plain.encode(text, add_special_tokens=False).ids
+
+    def encode_parts(self, parts: Sequence[Any]) -> list[int]:
+        """Ids of a prompt given as runs (`chat_template.PromptPart`: .text, .kind).
+
+        "template" runs are encoded with their markers as tokens, "text" runs with
+        `encode_text`. Each run is encoded on its own, so a prompt that extends an earlier
+        one run for run extends its ids too, whatever BPE would merge across run ends.
+        """
+        ids: list[int] = []
+        for p in parts:
+            ids += self.encode(p.text) if p.kind == "template" else self.encode_text(p.text)
+        return ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
