@@ -94,7 +94,7 @@ ATTEMPTS = [
     Attempt("create-git-hook", lambda w, s, v: action_argv("write", w.ws / ".git" / "hooks" / "pre-commit"), FS, _git_intact),
     Attempt("delete-git-head", lambda w, s, v: action_argv("unlink", w.ws / ".git" / "HEAD"), FS, _git_intact),
     Attempt("rename-git-dir", lambda w, s, v: action_argv("rename", w.ws / ".git", w.ws / "moved"),
-            LANDLOCK, _git_intact),
+            {"bwrap": ("bwrap", "EBUSY"), "no-bwrap": ("landlock", "EACCES")}, _git_intact),
     Attempt("chmod-protected-file", lambda w, s, v: action_argv("chmod", w.ws / ".git" / "config"),
             {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("mode_restore", "restored")}, _git_intact),
     Attempt("read-ssh-key", lambda w, s, v: action_argv("read", w.home / ".ssh" / "id_rsa"),

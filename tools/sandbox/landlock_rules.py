@@ -12,7 +12,10 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/de
             "/dev/random", "/dev/urandom")
 
 
-def apply_policy(policy: SandboxPolicy, run_dir: Path) -> None:
+def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> None:
+    """`mounts_protect`: bubblewrap already binds the protected paths read-only, so the
+    writable roots can be granted whole (else creating or deleting entries directly in a
+    root is refused, the price of keeping `.git` read-only with Landlock alone)."""
     abi = ll.abi_version()
     if not abi:
         raise OSError("Landlock is not available")
@@ -21,7 +24,7 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path) -> None:
     write_all = rs.fs
     rs.grant_except(Path("/"), read, list(hidden_paths(policy)), dir_rights=ll.READ_DIR)
     if policy.mode is not SandboxMode.READ_ONLY:
-        protected = [p for p in policy.protected_paths() if p.exists()]
+        protected = [] if mounts_protect else [p for p in policy.protected_paths() if p.exists()]
         for root in policy.writable_roots():
             # With a protected child present, the root itself gets no write right (a right on
             # a directory covers everything beneath it); its other children get full rights.

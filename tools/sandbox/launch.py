@@ -99,7 +99,7 @@ def _confine(spec: dict) -> None:
     if spec["landlock"]:
         from m3agent.tools.sandbox.landlock_rules import apply_policy
 
-        apply_policy(policy, Path(spec["run_dir"]))
+        apply_policy(policy, Path(spec["run_dir"]), mounts_protect=spec.get("bwrap", False))
     if spec["seccomp"]:
         from m3agent.tools.sandbox import seccomp
 

@@ -108,6 +108,7 @@ class Sandbox:
             "seccomp": "seccomp" in layers,
             "rlimits": "rlimits" in layers,
             "tree_kill": "tree_kill" in layers,
+            "bwrap": "bwrap" in layers,
             "run_dir": str(run_dir),
         }
         # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
