@@ -14,6 +14,8 @@ from typing import Any
 _PRIORITY = ("null", "integer", "number", "boolean", "object", "array", "string")
 _INT_RE = re.compile(r"[+-]?\d+")
 _NUM_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# Python refuses int() of longer strings (sys.get_int_max_str_digits); such text stays a string.
+_MAX_INT_DIGITS = 4000
 _JSON_TYPE = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string"}
 
 
@@ -64,20 +66,20 @@ def coerce_leaf(text: str, schema: Any) -> Any:
             continue
         if t == "null" and s == "null":
             return None
-        if t == "integer" and _INT_RE.fullmatch(s):
+        if t == "integer" and _INT_RE.fullmatch(s) and len(s) <= _MAX_INT_DIGITS:
             return int(s)
         if t == "number" and _NUM_RE.fullmatch(s):
             f = float(s)
             if math.isfinite(f):
                 if _INT_RE.fullmatch(s):
-                    return int(s)
+                    return int(s) if len(s) <= _MAX_INT_DIGITS else f
                 return int(f) if f.is_integer() else f
         if t == "boolean" and s.lower() in ("true", "false", "1", "0"):
             return s.lower() in ("true", "1")
         if t in ("object", "array") and s[:1] in "{[":
             try:
                 v = json.loads(s)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: absurdly deep JSON text
                 continue
             if isinstance(v, dict if t == "object" else list):
                 return v

@@ -62,7 +62,7 @@ def test_examples_any_chunking(m3h, idx, mode, sizes):
 
 @settings(max_examples=400, deadline=None)
 @given(
-    parts=st.lists(st.sampled_from(FRAGMENTS), max_size=40),
+    parts=st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=4)), max_size=40),
     mode=st.sampled_from(MODES),
     sizes=sizes_st,
 )

@@ -312,3 +312,15 @@ def test_long_value_streams_in_linear_time(spec_tools):
     elapsed = time.perf_counter() - t0
     assert [d.call.arguments["command"] for d in deltas if isinstance(d, ToolCallDelta)] == [value]
     assert elapsed < 5.0, f"{elapsed:.2f}s for 100 kB: quadratic re-parsing?"
+
+
+def test_pathological_values_stay_strings_instead_of_crashing():
+    tools = [
+        _tool("f", {"n": {"type": "integer"}, "x": {"type": "number"}, "o": {"type": "array"}})
+    ]
+    huge = "1" * 5000  # longer than Python's int() digit limit
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads hits the recursion limit
+    text = _invoke("f", f"{NS}<n>{huge}{NS}</n>{NS}<x>{huge}{NS}</x>{NS}<o>{deep}{NS}</o>")
+    assert calls(parse_output(text, tools, "adaptive")) == [
+        ("f", {"n": huge, "x": huge, "o": deep})
+    ]
