@@ -19,11 +19,11 @@ def next_pow2(n: int) -> int:
 
 
 def token_to_request(md: AttentionMetadata, device: torch.device) -> torch.Tensor:
-    """[T] int32: the request each flattened token belongs to (built from the host lengths,
-    so it never syncs and its size is fixed for a given batch shape)."""
-    lens = torch.tensor(md.query_lens_cpu, dtype=torch.int64)
-    req = torch.repeat_interleave(torch.arange(len(md.query_lens_cpu), dtype=torch.int32), lens)
-    return req.to(device, non_blocking=True)
+    """[T] int32: the request each flattened token belongs to. Device ops only (no host->device
+    copy), so it can be captured in a CUDA graph."""
+    t = torch.arange(md.num_tokens, device=device, dtype=torch.int32)
+    ends = md.query_start_loc[1:].to(device=device, dtype=torch.int32)
+    return torch.searchsorted(ends, t, right=True).to(torch.int32)
 
 
 def gather_request_kv(

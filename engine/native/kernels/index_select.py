@@ -70,6 +70,10 @@ def _index_score_kernel(
 
 
 def _tiles(md: AttentionMetadata, block_t: int, device: torch.device):
+    if max(md.query_lens_cpu) <= block_t:
+        # one tile per request (decode): built on the device, so CUDA graphs can capture it
+        qsl = md.query_start_loc.to(device=device, dtype=torch.int32)
+        return torch.arange(md.num_reqs, device=device, dtype=torch.int32), qsl[:-1], qsl[1:]
     reqs, starts, ends = [], [], []
     start = 0
     for r, qlen in enumerate(md.query_lens_cpu):

@@ -204,15 +204,20 @@ def build_block_work(topk_idx: torch.Tensor, md: AttentionMetadata, tokens_per_t
     return (i32(w_g), i32(w_req), i32(w_blk), i32(w_start), i32(w_cnt)), (ent_tok, ent_slot)
 
 
-def sparse_attention_prefill(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
-                             tokens_per_tile: int | None = None,
-                             req_idx: torch.Tensor | None = None) -> torch.Tensor:
+def prefill_plan(topk_idx: torch.Tensor, md: AttentionMetadata, g_size: int,
+                 tokens_per_tile: int | None = None, req_idx: torch.Tensor | None = None):
+    """The block-outer work list (host-synchronising: its length sizes the grid)."""
+    tt = tokens_per_tile or max(1, 128 // g_size)
+    req = token_to_request(md, topk_idx.device) if req_idx is None else req_idx
+    return tt, build_block_work(topk_idx, md, tt, req)
+
+
+def sparse_attention_prefill_planned(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
+                                     plan) -> torch.Tensor:
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
     g_size = hq // hkv
-    tt = tokens_per_tile or max(1, 128 // g_size)
-    req = token_to_request(md, q.device) if req_idx is None else req_idx
-    work, (ent_tok, ent_slot) = build_block_work(topk_idx, md, tt, req)
+    tt, (work, (ent_tok, ent_slot)) = plan
     cp = next_pow2(k)
     po = torch.empty((t, hkv, cp, g_size, d), dtype=q.dtype, device=q.device)
     plse = torch.full((t, hkv, cp, g_size), float("-inf"), dtype=torch.float32, device=q.device)
@@ -225,6 +230,14 @@ def sparse_attention_prefill(q, kv_cache, topk_idx, md: AttentionMetadata, scale
             G=g_size, D=d, TT=tt, BLK=BLOCK_SIZE, num_warps=8 if tt * g_size >= 128 else 4,
         )
     return _merge(po, plse, torch.empty_like(q), g_size)
+
+
+def sparse_attention_prefill(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
+                             tokens_per_tile: int | None = None,
+                             req_idx: torch.Tensor | None = None) -> torch.Tensor:
+    g_size = q.shape[1] // topk_idx.shape[1]
+    plan = prefill_plan(topk_idx, md, g_size, tokens_per_tile, req_idx)
+    return sparse_attention_prefill_planned(q, kv_cache, topk_idx, md, scale, plan)
 
 
 def sparse_attention(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> torch.Tensor:

@@ -1,0 +1,60 @@
+"""PROTOCOL row sparse_decode_attn: split-K sparse decode attention over the 16 selected
+blocks, batch 1/8/64, query length 1/8, bf16 and fp8 KV; us and % of the read roofline on the
+gathered bytes (K and V of every selected page, per token and KV head)."""
+# ruff: noqa: B023  (closures are called at once, inside the loop that binds them)
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from common import emit, main_guard, paged_md, rand_cache, random_selection, time_graph  # noqa: E402
+from m3agent.engine.native.kernels import sparse_attention as sa  # noqa: E402
+from m3agent.engine.native.kernels.checks import rel_error  # noqa: E402
+
+HQ, HKV, D, TOPK = 64, 4, 128, 16
+PAGE_BYTES_BF16 = HKV * 128 * 2 * D * 2
+CTX = 1_048_576
+
+
+def gate(dtype) -> dict:
+    md = paged_md([70_000, 3000, 40_000], [8, 8, 8], num_decodes=3, decode_query_len=8, seed=3)
+    kv = rand_cache((int(md.block_tables.max()) + 2, HKV, 128, 2 * D), dtype)
+    q = torch.randn(md.num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
+    sel = random_selection(md, HKV, TOPK)
+    out = sa.sparse_attention(q, kv, sel, md, D ** -0.5)
+    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D ** -0.5))
+    if rel > 5e-3 or cos < 0.9999:
+        raise SystemExit(f"sparse_decode_attn gate failed ({dtype}): rel {rel} cos {cos}")
+    return {"gate_rel": rel, "gate_cos": cos}
+
+
+def run(rows: list, ceil: dict, batches=(1, 8, 64), qlens=(1, 8)) -> None:
+    for dtype in (torch.bfloat16, torch.float8_e4m3fn):
+        g = gate(dtype)
+        pool = int(8e9 // (PAGE_BYTES_BF16 * dtype.itemsize // 2))  # ~8 GB of pages
+        kv = rand_cache((pool, HKV, 128, 2 * D), dtype)
+        for b in batches:
+            for q in qlens:
+                nl = 8
+                mds = [paged_md([CTX] * b, [q] * b, num_decodes=b, decode_query_len=q,
+                                pool_pages=pool, seed=i) for i in range(nl)]
+                sels = [random_selection(m, HKV, TOPK, seed=i) for i, m in enumerate(mds)]
+                qs = torch.randn(mds[0].num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
+                r = time_graph(lambda i: sa.sparse_attention(qs, kv, sels[i], mds[i], D ** -0.5), nl)
+                t = mds[0].num_tokens
+                nbytes = t * HKV * TOPK * 128 * 2 * D * dtype.itemsize + 2 * qs.numel() * 2
+                bw = nbytes / (r["median_us"] * 1e-6) / 1e12
+                emit({"name": "sparse_decode_attn", "batch": b, "qlen": q,
+                      "kv_dtype": str(dtype).split(".")[-1], "us": r["median_us"],
+                      "p10_us": r["p10_us"], "p90_us": r["p90_us"], "gathered_bytes": nbytes,
+                      "TBps": bw, "pct_read_roofline": bw / ceil["read_TBps"],
+                      "partials": sa.decode_chunks(t, HKV, TOPK),
+                      "compile_s": r["compile_s"], **g}, rows)
+
+
+if __name__ == "__main__":
+    main_guard(run)
