@@ -64,7 +64,14 @@ def _model_dir(settings: Settings, engine: str) -> Path:
 
 def _native(settings: Settings, script: Path | None) -> Any:
     model_dir = _model_dir(settings, "native")
-    return _import_backend("native", "NativeEngine", "native")(model_dir)
+    engine_cls = _import_backend("native", "NativeEngine", "native")
+    device = settings.device
+    if device is None:
+        import torch  # present whenever the native backend imported
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype)
 
 
 def _vllm(settings: Settings, script: Path | None) -> Any:

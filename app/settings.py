@@ -20,6 +20,7 @@ from typing import Any
 
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
+from m3agent.engine.api import SamplingParams
 
 ENGINES = ("native", "vllm", "remote", "scripted")
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
@@ -53,6 +54,9 @@ class Settings:
     max_wall_time_s: float = 3600.0
     tool_timeout_s: float = 120.0
     system_prompt: str | None = None
+    max_tokens: int = 8192  # per model call
+    device: str | None = None  # native: "cuda", "cpu" (default: cuda when available)
+    dtype: str | None = None  # native: "bfloat16", "float32" (default: bf16 on cuda, else fp32)
     rules: tuple[ToolRule, ...] = ()
 
     def __post_init__(self) -> None:
@@ -62,6 +66,8 @@ class Settings:
             raise ValueError(
                 f"unknown sandbox mode {self.sandbox!r} (use one of {', '.join(SANDBOX_MODES)})"
             )
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
         if self.retries < 0:
             raise ValueError(f"retries must be 0 or more, got {self.retries}")
         self.agent_config()  # validates thinking, approval and limits with their own messages
@@ -89,6 +95,7 @@ class Settings:
             approval_policy=self.approval,
             rules=self.rules,
             tool_timeout_s=self.tool_timeout_s,
+            sampling=SamplingParams(max_tokens=self.max_tokens),
             **extra,
         )
 

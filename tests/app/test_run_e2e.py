@@ -331,3 +331,42 @@ def test_missing_image_is_a_usage_error(cli, repo):
     )
     assert r.returncode == exit_codes.USAGE_ERROR
     assert "nope.png" in r.stderr
+
+
+@pytest.mark.slow
+def test_run_native_engine_on_a_tiny_random_checkpoint(cli, repo, home, tmp_path):
+    """The factory's native wiring: a random tiny M3 answers gibberish, but end to end."""
+    model = tmp_path / "tiny"
+    made = cli.run(
+        "model", "init-tiny", str(model), "--layers", "2", "--hidden", "128", "--experts", "2"
+    )
+    assert made.returncode == 0, made.stderr
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('max_tokens = 8\ndevice = "cpu"\n')
+    r = cli.run(
+        "run",
+        "hi",
+        "--engine",
+        "native",
+        "--model",
+        str(model),
+        "--cwd",
+        str(repo),
+        "--output-format",
+        "json",
+        "--max-turns",
+        "1",
+        timeout=300,
+    )
+    assert r.returncode in (exit_codes.OK, exit_codes.TURN_LIMIT), r.stderr
+    out = json.loads(r.stdout)
+    assert out["turns"] == 1 and out["usage"]["prompt_tokens"] > 0
+    assert 0 < out["usage"]["generated_tokens"] <= 8
+
+
+def test_native_engine_with_a_missing_model_dir_exits_3(cli, repo, tmp_path):
+    r = cli.run(
+        "run", "hi", "--engine", "native", "--model", str(tmp_path / "nope"), "--cwd", str(repo)
+    )
+    assert r.returncode == exit_codes.ENGINE_UNAVAILABLE
+    assert "does not exist" in r.stderr
