@@ -6,7 +6,7 @@ import re
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.ignore import _glob_to_regex, walk
-from m3agent.tools.paths import PathDenied, check_read, display
+from m3agent.tools.paths import PathDenied, check_read, display, is_secret
 from pydantic import BaseModel, Field
 
 MAX_RESULTS = 500
@@ -36,7 +36,7 @@ class Glob(Tool):
         for rel, is_dir in walk(root, respect_ignore=not args.include_ignored):
             if ctx.cancel.is_set():
                 break
-            if not is_dir and regex.match(rel):
+            if not is_dir and regex.match(rel) and not is_secret(root / rel, ctx):
                 if len(hits) >= MAX_RESULTS:
                     truncated = True
                     break

@@ -10,7 +10,7 @@ from pathlib import Path
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.fsutil import looks_binary
 from m3agent.tools.ignore import _glob_to_regex, walk
-from m3agent.tools.paths import PathDenied, check_read, display
+from m3agent.tools.paths import PathDenied, check_read, display, is_secret
 from pydantic import BaseModel, Field
 
 MAX_MATCHES = 200
@@ -60,17 +60,27 @@ class Grep(Tool):
         return ToolResult(out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"})
 
     def _ripgrep(self, args: GrepArgs, root: Path, ctx: ToolContext) -> list[str]:
-        cmd = [self._rg, "--line-number", "--no-heading", "--color", "never", "--max-columns", str(MAX_LINE)]
+        cmd = [self._rg, "--line-number", "--no-heading", "--color", "never", "--max-columns", str(MAX_LINE),
+               "--sort", "path", "--no-require-git", "--hidden", "--glob", "!.git", "--glob", "!.m3agent"]
+        # sorted, so a capped result is always the same subset; hidden files searched like
+        # the Python walk does
         if args.ignore_case:
             cmd.append("-i")
         if args.glob:
             cmd += ["--glob", args.glob]
         cmd += ["-e", args.pattern, "--", str(root)]
-        proc = subprocess.run(cmd, capture_output=True, timeout=60, cwd=ctx.cwd)
-        rows = []
-        for line in proc.stdout.decode("utf-8", "replace").splitlines()[: args.max_matches + 1]:
-            file, _, rest = line.partition(":")
-            rows.append(f"{display(Path(file), ctx)}:{rest}" if Path(file).is_absolute() else line)
+        rows: list[str] = []
+        # Read rows as they come and stop rg at the cap, so a huge result never piles up.
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ctx.cwd) as proc:
+            for raw in proc.stdout or ():
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                file, _, rest = line.partition(":")
+                if is_secret(Path(file), ctx):
+                    continue
+                rows.append(f"{display(Path(file), ctx)}:{rest}")
+                if len(rows) > args.max_matches or ctx.cancel.is_set():
+                    proc.kill()
+                    break
         return sorted(rows, key=_row_key)
 
     def _python(self, args: GrepArgs, regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[str]:
@@ -81,7 +91,7 @@ class Grep(Tool):
             if ctx.cancel.is_set() or len(rows) > args.max_matches:
                 break
             rel = display(f, ctx)
-            if name_re and not name_re.match(rel):
+            if (name_re and not name_re.match(rel)) or is_secret(f, ctx):
                 continue
             try:
                 if f.stat().st_size > MAX_FILE_BYTES:

@@ -41,6 +41,11 @@ def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
     return False
 
 
+def is_secret(path: Path, ctx: ToolContext) -> bool:
+    """For filtering search results: a resolved path the policy keeps unreadable."""
+    return _is_secret(Path(os.path.realpath(path)), policy_of(ctx))
+
+
 def resolve(raw: str, ctx: ToolContext) -> Path:
     """Absolute, symlink-free path for `raw` (relative paths against ctx.cwd)."""
     if not raw or "\x00" in raw:

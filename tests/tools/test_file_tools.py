@@ -171,3 +171,29 @@ def test_read_only_mode_blocks_writes(ws):
     ctx = ToolContext(cwd=ws, sandbox=SandboxPolicy(workspace=ws, mode="read-only"))
     r = default_toolset().dispatch("write_file", {"path": "x.txt", "content": "x"}, ctx)
     assert r.is_error and "read-only" in r.output and not (ws / "x.txt").exists()
+
+
+@pytest.mark.parametrize("use_rg", [True, False], ids=["ripgrep", "python"])
+def test_grep_engines_agree_and_hide_secrets(ws, tmp_path, monkeypatch, use_rg):
+    import shutil
+
+    if use_rg and not shutil.which("rg"):
+        pytest.skip("ripgrep is not installed here (the Python fallback is tested)")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("needle-secret\n")
+    (home / "notes.txt").write_text("needle-public\n")
+    monkeypatch.setenv("HOME", str(home))
+    (ws / ".gitignore").write_text("gen/\n")
+    (ws / "gen").mkdir()
+    (ws / "gen" / "x.py").write_text("needle\n")
+    (ws / "src" / "b.py").write_text("a\nneedle here\n")
+    ts = default_toolset(use_ripgrep=use_rg)
+    ctx = ToolContext(cwd=ws)
+    r = ts.dispatch("grep", {"pattern": "needle", "glob": "*.py"}, ctx)
+    assert r.metadata["engine"] == ("rg" if use_rg else "python")
+    assert r.output.splitlines() == ["src/b.py:2:needle here"]
+    r = ts.dispatch("grep", {"pattern": "needle", "path": str(home)}, ctx)
+    assert "needle-public" in r.output and "needle-secret" not in r.output
+    r = ts.dispatch("glob", {"pattern": "**/*", "path": str(home)}, ctx)
+    assert "id_rsa" not in r.output and "notes.txt" in r.output
