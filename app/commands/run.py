@@ -129,8 +129,14 @@ def execute(
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            # The first Ctrl-C stops the turn cleanly; a second one is the default (abort).
+            session.submit(Interrupt())
+            loop.remove_signal_handler(signal.SIGINT)
+
         try:
-            loop.add_signal_handler(signal.SIGINT, lambda: session.submit(Interrupt()))
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
         try:
@@ -139,4 +145,8 @@ def execute(
             loop.remove_signal_handler(signal.SIGINT)
             await session.engine.close()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return exit_codes.INTERRUPTED
