@@ -54,6 +54,7 @@ class Session:
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
         self._runner: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._turn_task: asyncio.Task | None = None
         self._control: TurnControl | None = None
         self._closed = False
@@ -118,7 +119,16 @@ class Session:
     # ---- protocol ---------------------------------------------------------------------------
 
     def submit(self, op: ops.Op) -> None:
-        """Accepts an op; needs a running event loop (the one events() is consumed on)."""
+        """Accepts an op. Call it on the event loop events() runs on, or from any other thread
+        once the session runs (it is then handed to that loop)."""
+        if self._loop is not None:
+            try:
+                here = asyncio.get_running_loop()
+            except RuntimeError:
+                here = None
+            if here is not self._loop:
+                self._loop.call_soon_threadsafe(self.submit, op)
+                return
         if self._closed:
             return
         self._ensure_runner()
@@ -184,7 +194,8 @@ class Session:
                         resumed=self.resumed,
                     )
                 )
-            self._runner = asyncio.get_running_loop().create_task(self._run())
+            self._loop = asyncio.get_running_loop()
+            self._runner = self._loop.create_task(self._run())
 
     def _put(self, event: Any) -> None:
         if not isinstance(event, _UNLOGGED):

@@ -304,3 +304,20 @@ def test_answering_through_the_events_future(home, repo, m3):
 
     assert m3.run(go()).reason == "done"
     assert (repo / "f.txt").read_text() == "hi"
+
+
+def test_interrupt_submitted_from_another_thread(home, repo, m3):
+    import threading
+
+    async def go():
+        s = m3.make_session(home, repo, [m3.answer("word " * 400)], chunk_delay_s=0.01)
+
+        async def on(sess, e):
+            if isinstance(e, ev.TurnStarted):
+                threading.Timer(0.2, sess.submit, args=(Interrupt(),)).start()
+
+        _, done = await m3.drive(s, "talk", on_event=on)
+        await s.close()
+        return done
+
+    assert m3.run(go()).reason == "interrupted"
