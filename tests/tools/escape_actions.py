@@ -23,6 +23,8 @@ def attempt(fn):
     try:
         out = fn()
         result(True, data=out if isinstance(out, (str, int)) else None)
+    except TimeoutError as e:  # socket timeouts carry no errno
+        result(False, errno.ETIMEDOUT, detail=str(e))
     except OSError as e:
         result(False, e.errno, detail=str(e))
     except MemoryError:

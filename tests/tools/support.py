@@ -154,14 +154,15 @@ CONFIGS = ("bwrap", "no-bwrap")
 
 
 def make_sandbox(config: str, world: World, **limits) -> Sandbox:
-    disabled = frozenset() if config == "bwrap" else frozenset({"bwrap"})
+    disabled = {"bwrap": frozenset(), "no-bwrap": frozenset({"bwrap"}),
+                "bwrap-only": frozenset({"landlock", "seccomp"})}[config]
     policy = SandboxPolicy(
         workspace=world.ws, home=world.home, disabled_layers=disabled,
         limits=Limits(cpu_s=limits.get("cpu_s", 20), address_space_mb=limits.get("as_mb", 1024),
                       file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64)),
     )
     report = probe(policy)
-    if config == "bwrap" and not report.is_active("bwrap"):
+    if config in ("bwrap", "bwrap-only") and not report.is_active("bwrap"):
         pytest.skip(f"bubblewrap unavailable on this machine: {report.layer('bwrap').detail}")
     if config == "no-bwrap" and not report.is_active("landlock"):
         pytest.skip(f"Landlock unavailable on this machine: {report.layer('landlock').detail}")

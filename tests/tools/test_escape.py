@@ -15,7 +15,7 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -124,13 +124,32 @@ def _assert_absent(path):
     assert not os.path.exists(path), f"{path} was created outside the sandbox"
 
 
+# bubblewrap alone (Landlock and seccomp off): the second line of defence holds by itself.
+# "contained": the call succeeds but only inside bubblewrap's private namespace or mount,
+# and the outside check (file absent, server silent) proves nothing escaped.
+BWRAP_ONLY = {
+    "write-absolute-path": "EROFS", "write-existing-outside": "EROFS", "write-dotdot": "EROFS",
+    "write-through-symlink": "EROFS", "hard-link-outside-file": "EXDEV",
+    "write-via-proc-self-root": "EROFS", "write-dev-shm": "private", "write-etc": "EROFS",
+    "change-git-config": "EROFS", "create-git-hook": "EROFS", "delete-git-head": "EROFS",
+    "rename-git-dir": "EBUSY", "chmod-protected-file": "EROFS", "read-ssh-key": "ENOENT",
+    "read-aws-credentials": "ENOENT", "read-netrc": "masked", "read-env-outside-workspace": "masked",
+    "read-ssh-key-via-proc-root": "ENOENT", "tcp-connect-localhost": "ECONNREFUSED",
+    "tcp6-connect-localhost": "ECONNREFUSED", "udp-send-localhost": "contained",
+    "dns-query": "ETIMEDOUT", "tcp-listen": "contained", "abstract-unix-socket": "ECONNREFUSED",
+    "ptrace-other-process": "ESRCH", "signal-other-process": "ESRCH",
+}
+ATTEMPTS = [replace(a, expect={**a.expect, "bwrap-only": ("bwrap", BWRAP_ONLY[a.id])})
+            for a in ATTEMPTS]
+
+
 @pytest.fixture
 def symlink_out(world):
     os.symlink(world.outside, world.ws / "src" / "link")
     return world
 
 
-@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("config", (*CONFIGS, "bwrap-only"))
 @pytest.mark.parametrize("attempt", ATTEMPTS, ids=lambda a: a.id)
 def test_escape_blocked(attempt, config, symlink_out, servers, victim_process):
     world = symlink_out
@@ -146,8 +165,8 @@ def test_escape_blocked(attempt, config, symlink_out, servers, victim_process):
     assert layer in r.layers or layer == "mode_restore", f"{layer} not active: {r.layers}"
     if signature == "masked":
         assert got["ok"] and SECRET not in (got.get("data") or ""), got
-    elif signature == "private":
-        assert got["ok"], got  # written into bubblewrap's private /dev, gone with it
+    elif signature in ("private", "contained"):
+        assert got["ok"], got  # only inside bubblewrap's private /dev or network namespace
     elif signature == "restored":
         assert got["ok"], got  # Landlock does not cover chmod: the runner put the mode back
         assert r.restored_modes, "the protected file's mode was not restored"

@@ -46,11 +46,13 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     for prot in policy.protected_paths():
         if prot.exists():
             a += ["--ro-bind", str(prot), str(prot)]
+    empty = run_dir / "empty"  # an empty regular file to mask secret files with
+    empty.touch()
     for secret in hidden_paths(policy):
         if secret.is_dir():
             a += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
         else:
-            a += ["--ro-bind", "/dev/null", str(secret)]
+            a += ["--ro-bind", str(empty), str(secret)]
     a += ["--bind", str(run_dir), str(run_dir)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
