@@ -51,90 +51,72 @@ const let var function async export default interface type string number boolean
 git status diff log add commit push pull checkout grep sed awk cat ls cd mkdir rm cp mv echo
 pytest pip python npm cargo make cmake docker curl""".split()
 
-_PUNCT = [
-    "(",
-    ")",
-    "[",
-    "]",
-    "{",
-    "}",
-    ":",
-    ";",
-    ",",
-    ".",
-    "=",
-    "==",
-    "!=",
-    "->",
-    "+=",
-    "-",
-    "+",
-    "*",
-    "/",
-    "%",
-    "<",
-    ">",
-    "<=",
-    ">=",
-    "'",
-    '"',
-    "#",
-    "@",
-    "_",
-    "&",
-    "|",
-    "`",
-]
+_PUNCT = "( ) [ ] { } : ; , . = == != -> += - + * / % < > <= >= ' \" # @ _ & | ` ...".split()
 
-_MARKUP = [
-    "<tool_call>",
-    "</tool_call>",
-    '<invoke name="',
-    "</invoke>",
-    "<item>",
-    "</item>",
-    "<response>",
-    "</response>",
-    "<tool>",
-    "</tool>",
-    "<tools>",
-    "</tools>",
-    "<command>",
-    "</command>",
-    "<path>",
-    "</path>",
-    "<content>",
-    "</content>",
-]
+_MARKUP = """<tool_call> </tool_call> <invoke name=" </invoke> <item> </item> <response> </response>
+<tool> </tool> <tools> </tools> <command> </command> <path> </path> <content> </content>
+<div> </div> <span> </span> <p> </p> <!-- --> ``` ```python ```bash""".split()
+
+_SYLLABLES = """ab ac ad al am an ap ar as at be bi bo ca ce ch co con cu da de di do du el em en
+er es ex fa fe fi fo ga ge gi go ha he hi ho id il im in io ir is it ka la le li lo lu ma me mi
+mo mu na ne ni no nu ob on op or ot pa pe pi po pre pro qu ra re ri ro ru sa se sh si so st su
+ta te th ti to tr tu ul um un ur us va ve vi vo wa we wi wo ya yo za""".split()
+_SUFFIXES = ["", "", "s", "ed", "ing", "er", "ion", "ly", "able", "ment", "ness", "ize"]
 
 
-def corpus(lines: int = 6000, seed: int = SEED) -> Iterator[str]:
+def _identifier(rng: random.Random) -> str:
+    """A made-up name in one of the casings code uses (so BPE learns sub-word pieces)."""
+    words = [
+        "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) + rng.choice(_SUFFIXES)
+        for _ in range(rng.randint(1, 3))
+    ]
+    style = rng.randrange(4)
+    if style == 0:
+        return "_".join(words)
+    if style == 1:
+        return words[0] + "".join(w.capitalize() for w in words[1:])
+    if style == 2:
+        return "".join(w.capitalize() for w in words)
+    return "-".join(words)
+
+
+def corpus(lines: int = 40000, seed: int = SEED) -> Iterator[str]:
     """Deterministic pseudo-text: English-like sentences, code lines, JSON, markup, numbers."""
     rng = random.Random(seed)
+    vocab = _WORDS + [w + sfx for w in _WORDS[:200] for sfx in ("s", "ed", "ing")]
     for n in range(lines):
-        kind = n % 5
+        kind = n % 6
         if kind == 0:
-            words = [rng.choice(_WORDS) for _ in range(rng.randint(4, 14))]
+            words = [rng.choice(vocab) for _ in range(rng.randint(4, 14))]
             yield " ".join(words).capitalize() + rng.choice([".", ".", "?", "!", ":"]) + "\n"
         elif kind == 1:
             indent = " " * (4 * rng.randint(0, 3))
-            parts = [rng.choice(_CODE) for _ in range(rng.randint(2, 7))]
-            glue = [rng.choice([" ", "(", ".", ", ", " = ", ")", ": "]) for _ in parts]
+            parts = [
+                rng.choice(_CODE) if rng.random() < 0.6 else _identifier(rng)
+                for _ in range(rng.randint(2, 7))
+            ]
+            glue = [
+                rng.choice([" ", "(", ".", ", ", " = ", ")", ": ", "[", "]", " + "]) for _ in parts
+            ]
             yield indent + "".join(p + g for p, g in zip(parts, glue, strict=True)) + "\n"
         elif kind == 2:
             obj = {
-                rng.choice(_CODE): rng.choice(
-                    [rng.randint(0, 9999), rng.choice(_WORDS), True, None, [rng.randint(0, 99)]]
+                rng.choice(_CODE) if rng.random() < 0.5 else _identifier(rng): rng.choice(
+                    [rng.randint(0, 9999), rng.choice(vocab), True, None, [rng.randint(0, 99)]]
                 )
                 for _ in range(rng.randint(1, 4))
             }
             yield json.dumps(obj) + "\n"
         elif kind == 3:
             tag = rng.choice(_MARKUP)
-            yield f"{tag}{rng.choice(_WORDS)} {rng.choice(_CODE)}{rng.choice(_PUNCT)}\n"
+            yield f"{tag}{rng.choice(vocab)} {_identifier(rng)}{rng.choice(_PUNCT)}\n"
+        elif kind == 4:
+            path = "/".join(_identifier(rng) for _ in range(rng.randint(1, 3)))
+            ext = rng.choice([".py", ".md", ".json", ".ts", ".rs", ".txt", ".toml", ".sh"])
+            yield f"{rng.choice(_CODE)} {path}{ext}:{rng.randint(1, 999)}: {rng.choice(vocab)}\n"
         else:
             nums = " ".join(str(rng.randint(0, 10 ** rng.randint(1, 6))) for _ in range(4))
-            yield f"{nums} {rng.choice(_PUNCT)}{rng.choice(_PUNCT)} {rng.choice(_WORDS)}\n"
+            yield f"{nums} {rng.choice(_PUNCT)}{rng.choice(_PUNCT)} {rng.choice(vocab)}\n"
 
 
 def train_tokenizer(vocab_size: int = VOCAB_SIZE) -> Tokenizer:
