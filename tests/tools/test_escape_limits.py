@@ -123,3 +123,25 @@ def test_api_keys_are_scrubbed(config, world):
     seen = json.loads(_result(r)["data"])
     assert seen == {**dict.fromkeys(names[:-1]), "HARMLESS": "kept"}
     assert "env_scrub" in r.layers and set(names[:-1]) <= set(r.scrubbed_env)
+
+
+def test_fork_bomb_without_cgroup_or_bwrap(world):
+    """The weakest configuration: no bubblewrap, no cgroup. RLIMIT_NPROC caps a normal user;
+    root is exempt from it, so there the launcher's process-count watchdog kills the tree."""
+    from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
+    from m3agent.tools.sandbox.runner import Sandbox
+
+    policy = SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"bwrap", "cgroup"}),
+                           limits=Limits(nproc=64))
+    sb = Sandbox(policy)
+    if not sb.report.protective:
+        pytest.skip("no confining layer on this machine")
+    t0 = time.monotonic()
+    r = sb.run(action_argv("fork_bomb", 2000), timeout_s=60)
+    assert time.monotonic() - t0 < 30
+    if os.geteuid() == 0:
+        assert "more than 64 processes; all were killed" in r.stderr, (r.stdout, r.stderr)
+        assert r.exit_code == 137
+    else:
+        got = _result(r)
+        assert not got["ok"] and got["errno"] == "EAGAIN" and got["made"] < 100, got

@@ -136,14 +136,22 @@ def main(argv: list[str]) -> int:
             os._exit(127)
     me = os.getpid()
     status = None
+    watch = int(spec.get("nproc_watch") or 0)
     try:
         while status is None:
             try:
-                pid, st = os.waitpid(-1, 0)
+                pid, st = os.waitpid(-1, os.WNOHANG if watch else 0)
             except ChildProcessError:
                 break
             if pid == child:
                 status = st
+            elif watch and pid == 0:
+                time.sleep(0.02)
+                if len(_descendants(me)) > watch:
+                    _kill_tree(me)
+                    os.write(2, f"m3agent sandbox: more than {watch} processes; all were "
+                                "killed\n".encode())
+                    return 128 + signal.SIGKILL
     except _Stop as stop:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)

@@ -88,8 +88,10 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     except OSError as e:
         add("cgroup", False, f"no writable cgroup with the pids controller ({e.strerror or e})")
 
-    add("tree_kill", os.name == "posix", "a subreaper launcher kills every descendant, "
-        "setsid children included", True)
+    tk = "a subreaper launcher kills every descendant, setsid children included"
+    if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
+        tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
+    add("tree_kill", os.name == "posix", tk)
     add("env_scrub", True, "API keys and tokens removed from the environment")
     return SandboxReport(policy.mode.value, policy.network, tuple(out))
 

@@ -109,6 +109,9 @@ class Sandbox:
             "rlimits": "rlimits" in layers,
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
+            # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
+            "nproc_watch": self.policy.limits.nproc
+            if os.geteuid() == 0 and "cgroup" not in layers and "tree_kill" in layers else 0,
             "run_dir": str(run_dir),
         }
         # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
