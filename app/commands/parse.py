@@ -56,7 +56,10 @@ def register(app: typer.Typer) -> None:
                 tool_schemas(tool_list)
             except ValueError as e:
                 fail(f"--tools file {tools}: {e}")
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as e:
+            fail(f"stdin is not UTF-8 text (byte {e.start}: {e.reason})")
         parser = M3OutputParser(tool_list, thinking_mode)
         deltas = []
         step = chunk_size or max(len(text), 1)

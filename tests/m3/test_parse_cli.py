@@ -73,3 +73,19 @@ def test_bad_tools_file_exit_2(tmp_path, content, message):
 def test_bad_mode_exit_2():
     r = run(["--thinking-mode", "sometimes"], "x")
     assert r.returncode == 2 and "--thinking-mode" in r.stderr
+
+
+def test_non_utf8_stdin_exit_2():
+    r = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "parse"],
+        input=b"ok \xff\xfe",
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and b"not UTF-8" in r.stderr
+
+
+def test_unicode_round_trip():
+    r = run(["--chunk-size", "1"], "héllo 世界 🎉")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["content"] == "héllo 世界 🎉"
