@@ -114,7 +114,7 @@ class RemoteEngine:
                     ) from e
             except httpx.TimeoutException as e:
                 raise EngineError(
-                    f"the server {self.origin} sent nothing for {self._timeout.read:.0f}s"
+                    f"the server {self.origin} sent nothing for {self._timeout.read:g}s"
                 ) from e
             aborted = request.request_id in self._aborted
             if not aborted and not decoder.done and decoder.finish_reason is None:

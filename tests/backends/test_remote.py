@@ -337,3 +337,13 @@ def test_missing_image_is_a_request_error(tmp_path):
     msgs = (Message("user", "x", media=(MediaPart("image", str(tmp_path / "no.png")),)),)
     with pytest.raises(EngineRequestError, match="no.png"):
         run(collect(RemoteEngine("http://127.0.0.1:9/v1", "m3", retries=0), request(messages=msgs)))
+
+
+def test_a_silent_server_times_out_with_a_clear_error(server, wire):
+    chunks = wire.sse(
+        wire.chunk({"content": "a"}), wire.chunk({"content": "b"}), wire.chunk({}, finish="stop")
+    )
+    server.replies.append(wire.Reply(chunks=chunks, delay_s=1.5))
+    engine = RemoteEngine(server.url, "m3", retries=0, timeout=0.5)
+    with pytest.raises(EngineError, match=r"sent nothing for 0.5s"):
+        run(collect(engine, request()))
