@@ -133,6 +133,10 @@ class Session:
             return
         self._ensure_runner()
         if isinstance(op, ops.UserTurn):
+            if op.thinking_mode is not None and op.thinking_mode not in THINKING_MODES:
+                msg = f"unknown thinking mode {op.thinking_mode!r}"
+                self._put(ev.Error(message=msg, kind="usage"))
+                return
             self._turns.put_nowait(op)
         elif isinstance(op, ops.Interrupt):
             self._stop_turn("interrupted")
