@@ -75,13 +75,15 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
 
 
 def sandbox_layers(session: Any) -> tuple[str, ...]:
-    """The protective layers active for the session's sandbox policy (probed, not assumed)."""
-    from m3agent.tools.sandbox.report import probe
-
-    policy = getattr(session, "sandbox", None)
-    if policy is None:
+    """The layers really active for the session's sandbox (probed at its construction)."""
+    sandbox = getattr(session, "sandbox", None)
+    if sandbox is None:
         return ()
-    return tuple(layer.name for layer in probe(policy).layers if layer.active)
+    if hasattr(sandbox, "active_layers"):
+        return tuple(sandbox.active_layers())
+    from m3agent.tools.sandbox.report import probe  # a bare policy: probe it here
+
+    return tuple(layer.name for layer in probe(sandbox).layers if layer.active)
 
 
 def _model_label(model: str | None) -> str:

@@ -54,7 +54,9 @@ class StatusState:
             parts.append("cached -")
         parts.append(f"{self.tokens_per_s:.1f} tok/s" if self.tokens_per_s else "- tok/s")
         parts.append(f"think {self.thinking}")
-        layers = "+".join(self.sandbox_layers) if self.sandbox_layers else "no layers"
+        shown = self.sandbox_layers[:3]  # the confining layers come first in the report
+        more = len(self.sandbox_layers) - len(shown)
+        layers = "+".join(shown) + (f" +{more}" if more > 0 else "") if shown else "no layers"
         parts.append(f"{self.sandbox or 'sandbox ?'} ({layers})")
         return " │ ".join(parts)
 

@@ -3,17 +3,19 @@ agent decided arrives in the events; nothing here decides anything."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from m3agent.app.tui.widgets.answer_view import AnswerView
 from m3agent.app.tui.widgets.conversation import Conversation
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.notice_view import NoticeView
-from m3agent.app.tui.widgets.reasoning_view import ReasoningView
 from m3agent.app.tui.widgets.tool_card import ToolCard
 from m3agent.app.tui.widgets.user_message import UserMessage
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from m3agent.app.tui.widgets.answer_view import AnswerView
+    from m3agent.app.tui.widgets.reasoning_view import ReasoningView
 
 
 class Transcript:
@@ -35,6 +37,9 @@ class Transcript:
         if self._answer is not None:  # reasoning after an answer: a new segment
             await self.end_segment()
         if self._reasoning is None:
+            # Imported on first use: Collapsible and Markdown would slow the first paint.
+            from m3agent.app.tui.widgets.reasoning_view import ReasoningView
+
             self._reasoning = await self._mount(ReasoningView())  # type: ignore[assignment]
         self._reasoning.append(text)
 
@@ -44,6 +49,8 @@ class Transcript:
         if self._answer is None:
             if not text.strip():
                 return  # whitespace between reasoning and answer: nothing to show yet
+            from m3agent.app.tui.widgets.answer_view import AnswerView
+
             self._answer = await self._mount(AnswerView())  # type: ignore[assignment]
         await self._answer.write(text)
 

@@ -10,6 +10,7 @@ from typing import Any
 from m3agent.agent import events as ev
 from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
 from m3agent.app.tui.attachments import media_in_prompt
+from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.messages import (
     EngineProgress,
     EventStreamEnded,
@@ -18,7 +19,6 @@ from m3agent.app.tui.messages import (
     SessionReady,
 )
 from m3agent.app.tui.ports import TuiConfig
-from m3agent.app.tui.screens.approval_screen import ApprovalScreen
 from m3agent.app.tui.slash import SlashError, next_thinking, parse_slash
 from m3agent.app.tui.slash_actions import SlashActions
 from m3agent.app.tui.status import StatusState
@@ -133,6 +133,8 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ApprovalRequest):
             card = await t.tool_started(e.call_id, e.name, e.arguments)
             card.set_status("approval")
+            from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+
             self.app.push_screen(ApprovalScreen(e, self.config.cwd), self._approval_callback(e))
         elif isinstance(e, ev.ToolCallFinished):
             await t.tool_finished(e.call_id, e.name, e.output, e.is_error, e.metadata)
@@ -149,8 +151,7 @@ class MainScreen(Screen):
             if e.fatal:
                 self.set_status(state="failed")
         elif isinstance(e, ev.ContextEvent):
-            detail = ", ".join(f"{k}={v}" for k, v in e.detail.items())
-            await t.notice(f"context {e.action}" + (f": {detail}" if detail else ""))
+            await t.notice(describe_context_event(e.action, e.detail))
         elif isinstance(e, ev.SessionStarted):
             self.set_status(engine=e.engine, model=e.model)
             if e.resumed:
