@@ -26,9 +26,24 @@ def tool_class(toolset: Any, name: str) -> Any:
         return None
 
 
+def _preview(cls: Any, call: ToolCall, ctx: ToolContext) -> str | None:
+    """The change a call would make (a unified diff), when its tool offers a `preview`
+    classmethod taking (arguments, ctx); shown with the approval request. Best effort."""
+    preview = getattr(cls, "preview", None)
+    if not callable(preview):
+        return None
+    try:
+        diff = preview(call.arguments, ctx)
+    except Exception:  # a preview is a courtesy; the approval must still be asked
+        return None
+    return diff if isinstance(diff, str) and diff else None
+
+
 async def ask_approval(
-    deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str
+    deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str, cls: Any = None
 ) -> ApprovalDecision:
+    ctx = ToolContext(cwd=deps.cwd, sandbox=deps.sandbox, env=deps.tool_env)
+    diff = await asyncio.to_thread(_preview, cls, call, ctx) if cls is not None else None
     fut: asyncio.Future = asyncio.get_running_loop().create_future()
     control.approvals[call.id] = fut
     try:
@@ -37,6 +52,7 @@ async def ask_approval(
                 call_id=call.id,
                 name=call.name,
                 arguments=call.arguments,
+                diff=diff,
                 reason=reason,
                 _future=fut,
             )
@@ -114,7 +130,7 @@ async def run_call(
         if check.verdict == "deny":
             return ToolResult(f"not run: {check.reason}", is_error=True, metadata={"denied": True})
         if check.verdict == "ask":
-            decision = await ask_approval(deps, control, call, check.reason)
+            decision = await ask_approval(deps, control, call, check.reason, cls)
             if decision.decision == "deny":
                 note = f": {decision.note}" if decision.note else ""
                 return ToolResult(

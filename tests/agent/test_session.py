@@ -321,3 +321,51 @@ def test_interrupt_submitted_from_another_thread(home, repo, m3):
         return done
 
     assert m3.run(go()).reason == "interrupted"
+
+
+def test_approval_request_carries_the_tools_preview(home, repo, m3):
+    from m3agent.tools.base import Tool, ToolResult
+    from m3agent.tools.toolset import Toolset
+    from pydantic import BaseModel
+
+    class NoteArgs(BaseModel):
+        text: str
+
+    class Note(Tool):
+        name = "note"
+        description = "append a line to NOTES"
+        Args = NoteArgs
+        mutates = True
+
+        @classmethod
+        def preview(cls, arguments, ctx):
+            return f"+++ b/NOTES\n+{arguments['text']}\n"
+
+        def run(self, args, ctx):
+            with open(ctx.cwd / "NOTES", "a") as f:
+                f.write(args.text + "\n")
+            return ToolResult("noted")
+
+    script = [m3.calls(m3.invoke("note", text="remember")), m3.answer("ok")]
+    asked = []
+
+    async def go():
+        s = Session.create(
+            ScriptedEngine(script),
+            Toolset([Note()]),
+            AgentConfig(thinking_default="enabled", approval_policy="untrusted"),
+            sessions_dir=home / "sessions",
+            cwd=repo,
+        )
+
+        async def on(sess, e):
+            if isinstance(e, ev.ApprovalRequest):
+                asked.append(e)
+                sess.submit(ApprovalDecision(e.call_id, "approve_session"))
+
+        await m3.drive(s, "note it", on_event=on)
+        await s.close()
+
+    m3.run(go())
+    assert [a.diff for a in asked] == ["+++ b/NOTES\n+remember\n"]
+    assert (repo / "NOTES").read_text() == "remember\n"
