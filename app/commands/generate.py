@@ -1,0 +1,253 @@
+"""`m3agent generate`: token-level generation from a JSONL file of requests on one engine.
+
+Each input line: {"id", "prompt" | "prompt_token_ids", "max_tokens", "temperature", "top_p",
+"top_k", "seed", "stop", "stop_token_ids", "ignore_eos"}. Each output line (stdout, one per
+request, as it finishes): the generated token ids and text, prompt / cached / generated token
+counts and timings. A bad input line stops everything before the model loads (exit 2); a
+request the engine rejects (e.g. a prompt that is too long) gets an "error" line, the others
+still run, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from m3agent.app import exit_codes
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class RequestLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | int
+    prompt: str | None = None
+    prompt_token_ids: list[int] | None = None
+    max_tokens: int = Field(64, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=-1)
+    seed: int | None = None
+    stop: list[str] = []
+    stop_token_ids: list[int] = []
+    ignore_eos: bool = False
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> RequestLine:
+        if (self.prompt is None) == (self.prompt_token_ids is None):
+            raise ValueError("give exactly one of prompt and prompt_token_ids")
+        if self.prompt_token_ids is not None and not self.prompt_token_ids:
+            raise ValueError("prompt_token_ids is empty")
+        if self.prompt is not None and not self.prompt:
+            raise ValueError("prompt is empty")
+        if any(not s for s in self.stop):
+            raise ValueError("stop strings must not be empty")
+        return self
+
+
+def parse_request_lines(path: Path) -> list[RequestLine]:
+    """Every line validated before anything loads; the first bad one is named in the error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    out: list[RequestLine] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} line {n}: not JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path} line {n}: expected a JSON object")
+        try:
+            line = RequestLine.model_validate(obj)
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{path} line {n}: {where + ': ' if where else ''}{msg}") from None
+        if str(line.id) in seen:
+            raise ValueError(f"{path} line {n}: duplicate id {line.id!r}")
+        seen.add(str(line.id))
+        out.append(line)
+    if not out:
+        raise ValueError(f"{path} holds no requests")
+    return out
+
+
+def run_requests(
+    lines: list[RequestLine],
+    model: Path,
+    device: str,
+    dtype: str,
+    concurrent: bool,
+    engine_kwargs: dict[str, Any],
+    emit: Callable[[dict[str, Any]], None],
+    warn: Callable[[str], None],
+) -> int:
+    import torch
+    from m3agent.engine.api import EngineError
+    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.llm_engine import LLMEngine
+    from m3agent.engine.native.loader import load_model
+    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.tokenizer_loader import load_tokenizer
+
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        warn(f"error: unknown --dtype {dtype!r} (try float32, bfloat16, float16)")
+        return exit_codes.USAGE_ERROR
+    needs_text = any(x.prompt is not None or x.stop for x in lines)
+    try:
+        config = EngineConfig(device=device, **engine_kwargs)
+        loaded = load_model(
+            model, device=device, dtype=torch_dtype, max_model_len=config.max_model_len
+        )
+        tokenizer = None
+        try:
+            tokenizer = load_tokenizer(model)
+        except ValueError:
+            if needs_text:
+                raise
+        llm = LLMEngine(loaded, tokenizer, config)
+    except (ValueError, OSError, RuntimeError) as e:
+        warn(f"error: cannot load the native model from {model}: {str(e).splitlines()[0]}")
+        return exit_codes.ENGINE_UNAVAILABLE
+
+    started = time.monotonic()
+    code = exit_codes.OK
+    total_generated = 0
+    pending: dict[str, RequestLine] = {}
+
+    def submit(line: RequestLine) -> bool:
+        nonlocal code
+        ids = line.prompt_token_ids or tokenizer.encode(line.prompt)  # type: ignore[union-attr]
+        try:
+            params = TokenSamplingParams(
+                max_tokens=line.max_tokens,
+                temperature=line.temperature,
+                top_p=line.top_p,
+                top_k=line.top_k,
+                seed=line.seed,
+                stop=tuple(line.stop),
+                stop_token_ids=tuple(line.stop_token_ids),
+                ignore_eos=line.ignore_eos,
+            )
+            llm.add_request(str(line.id), ids, params)
+        except (EngineError, ValueError) as e:
+            emit({"id": line.id, "error": str(e)})
+            code = exit_codes.INTERNAL_ERROR
+            return False
+        pending[str(line.id)] = line
+        return True
+
+    def drain() -> None:
+        nonlocal code, total_generated
+        while llm.has_unfinished_requests():
+            for out in llm.step():
+                if not out.finished:
+                    continue
+                line = pending.pop(out.request_id)
+                total_generated += out.num_generated_tokens
+                if out.error:
+                    code = exit_codes.INTERNAL_ERROR
+                emit(_result(line, out))
+
+    if concurrent:
+        for line in lines:
+            submit(line)
+        drain()
+    else:
+        for line in lines:
+            if submit(line):
+                drain()
+    wall = time.monotonic() - started
+    warn(
+        f"{len(lines)} requests, {total_generated} tokens generated in {wall:.2f}s "
+        f"({total_generated / wall if wall > 0 else 0.0:.1f} tok/s), {llm.num_steps} steps"
+    )
+    return code
+
+
+def _result(line: RequestLine, out: Any) -> dict[str, Any]:
+    m = out.metrics
+    ttft = m.time_to_first_token_s
+    total = m.total_time_s
+    decode_s = (m.finished_time - m.first_token_time) if m.first_token_time else None
+    result: dict[str, Any] = {
+        "id": line.id,
+        "token_ids": list(out.token_ids),
+        "text": out.text,
+        "finish_reason": out.finish_reason,
+        "stop_reason": out.stop_reason,
+        "prompt_tokens": out.num_prompt_tokens,
+        "cached_tokens": out.num_cached_tokens,
+        "generated_tokens": out.num_generated_tokens,
+        "ttft_s": round(ttft, 6) if ttft is not None else None,
+        "total_s": round(total, 6) if total is not None else None,
+        "decode_tokens_per_s": (
+            round((out.num_generated_tokens - 1) / decode_s, 3) if decode_s else None
+        ),
+    }
+    if out.error:
+        result["error"] = out.error
+    return result
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("generate")
+    def generate(
+        model: Path = typer.Option(..., "--model", help="Checkpoint directory or .gguf file."),
+        requests: Path = typer.Option(..., "--requests", help="JSONL file, one request a line."),
+        engine: str = typer.Option("native", "--engine", help="Only 'native' is supported."),
+        concurrent: bool = typer.Option(False, "--concurrent", help="Submit all requests at once."),
+        device: str = typer.Option("cpu", "--device", help="cpu or cuda[:N]."),
+        dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16."),
+        max_num_batched_tokens: int = typer.Option(2048, "--max-num-batched-tokens"),
+        max_num_seqs: int = typer.Option(64, "--max-num-seqs"),
+        max_model_len: int | None = typer.Option(None, "--max-model-len"),
+        num_gpu_blocks: int | None = typer.Option(
+            None, "--num-gpu-blocks", help="KV pages (128 tokens each), overriding the budget."
+        ),
+        no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching"),
+    ) -> None:
+        """Generate from token-level requests with the native engine; one JSON line each."""
+        if engine != "native":
+            _fail(f"--engine {engine!r} is not supported by generate (use native)")
+        if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+            _fail(f"--device must be cpu or cuda[:N], not {device!r}")
+        try:
+            lines = parse_request_lines(requests)
+        except ValueError as e:
+            _fail(str(e))
+        code = run_requests(
+            lines,
+            model=model,
+            device=device,
+            dtype=dtype,
+            concurrent=concurrent,
+            engine_kwargs={
+                "max_num_batched_tokens": max_num_batched_tokens,
+                "max_num_seqs": max_num_seqs,
+                "max_model_len": max_model_len,
+                "num_gpu_blocks": num_gpu_blocks,
+                "enable_prefix_caching": not no_prefix_caching,
+            },
+            emit=lambda obj: typer.echo(json.dumps(obj, ensure_ascii=False)),
+            warn=lambda msg: typer.echo(msg, err=True),
+        )
+        raise typer.Exit(code)
+
+
+def _fail(message: str, code: int = exit_codes.USAGE_ERROR) -> Any:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
