@@ -93,8 +93,22 @@ class Sandbox:
             )
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         cwd = Path(cwd or self.policy.workspace).resolve()
-        layers = self.active_layers()
+        layers = list(self.active_layers())
         run_dir = Path(tempfile.mkdtemp(prefix="m3agent-run-"))
+        cgroup = None
+        try:
+            if "cgroup" in layers:
+                try:
+                    cgroup = Cgroup.create(self.policy.limits.nproc)
+                except OSError:  # probed fine but failed now: fall back, and say so
+                    layers.remove("cgroup")
+            return self._run_in(argv, cwd, timeout_s, cancel, env, tuple(layers), run_dir, cgroup)
+        finally:
+            if cgroup is not None:
+                cgroup.remove()
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
         tmp = run_dir / "tmp"
         tmp.mkdir()
         out_path, err_path = run_dir / "stdout", run_dir / "stderr"
@@ -111,21 +125,14 @@ class Sandbox:
             "bwrap": "bwrap" in layers,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
-            if os.geteuid() == 0 and "cgroup" not in layers and "tree_kill" in layers else 0,
+            if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
             "run_dir": str(run_dir),
         }
         # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
-        launcher = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
-                    json.dumps(spec), "--", *argv]
-        full = launcher
+        full = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
+                json.dumps(spec), "--", *argv]
         if "bwrap" in layers:
-            full = bwrap.argv(self.policy, run_dir, cwd) + launcher
-        cgroup = None
-        if "cgroup" in layers:
-            try:
-                cgroup = Cgroup.create(self.policy.limits.nproc)
-            except OSError:
-                cgroup = None
+            full = bwrap.argv(self.policy, run_dir, cwd) + full
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
             procs = cgroup.path / "cgroup.procs"
@@ -154,14 +161,13 @@ class Sandbox:
                 _stop(proc)
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
-            cgroup.remove()
+            cgroup.kill_all()
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
         duration = time.monotonic() - started
         cap = self.policy.limits.output_bytes
         stdout, n_out, t1 = _read_capped(out_path, cap)
         stderr, n_err, t2 = _read_capped(err_path, cap)
-        shutil.rmtree(run_dir, ignore_errors=True)
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
             code = 128 - code
