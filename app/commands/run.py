@@ -150,3 +150,9 @@ def execute(
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return exit_codes.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`| head`); the session log still has everything.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return exit_codes.INTERNAL_ERROR
