@@ -40,11 +40,12 @@ def _result(r):
 def test_fork_bomb_is_capped(config, world):
     sb = make_sandbox(config, world, nproc=64)
     r = sb.run(action_argv("fork_bomb", 2000), timeout_s=60)
+    if "cgroup" not in r.layers and os.geteuid() == 0:
+        # root is exempt from RLIMIT_NPROC; without a pids cgroup the launcher's watchdog acts
+        assert "more than 64 processes; all were killed" in r.stderr, r.stderr
+        return
     got = _result(r)
-    # root is exempt from RLIMIT_NPROC, so there the cgroup's pids.max must do it
     layer = "cgroup" if "cgroup" in r.layers else "rlimits"
-    if layer == "rlimits" and os.geteuid() == 0:
-        pytest.fail("running as root without a pids cgroup: nothing limits the process count")
     assert not got["ok"] and got["errno"] == "EAGAIN", got
     assert got["made"] < 100, f"{got['made']} processes were created ({layer} should cap at 64)"
 
