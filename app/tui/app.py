@@ -87,7 +87,7 @@ class M3App(App):
 
     async def shutdown(self) -> None:
         try:
-            await shutdown_session(self.main.session)
+            await shutdown_session(self.main.session, close_engine=True)
         finally:
             self.exit()
 

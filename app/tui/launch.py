@@ -49,13 +49,18 @@ def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiCon
 
 
 def session_factory(settings: Any, cwd: Path, script: Path | None):
-    """The factory the app calls in its loading thread (engine weights load here)."""
+    """The factory the app calls in its loading thread. The engine (weights, GPU memory) is
+    built once; resuming another session from /sessions reuses it."""
+    engines: list[Any] = []
 
     def build(resume_id: str | None, progress: Progress) -> Any:
-        from m3agent.app.factory import build_session
+        from m3agent.app.factory import build_engine, build_session
 
-        progress(f"loading the {settings.engine} engine…", None)
-        return build_session(settings, cwd=cwd, script=script, resume=resume_id)
+        if not engines:
+            progress(f"loading the {settings.engine} engine…", None)
+            engines.append(build_engine(settings, script=script))
+        progress("opening the session…", None)
+        return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id)
 
     return build
 

@@ -11,10 +11,10 @@ from m3agent.app.tui.crash import write_crash_log
 from m3agent.app.tui.ports import SessionFactory, TuiConfig
 
 
-def run_tui(session_factory: SessionFactory, config: TuiConfig) -> int:
+def run_tui(session_factory: SessionFactory, config: TuiConfig, *, headless: bool = False) -> int:
     app = create_app(session_factory, config)
     try:
-        app.run()
+        app.run(headless=headless)
     except Exception as e:  # outside Textual's own handler (driver start-up, teardown)
         path = _safe_log(e, _log_dir(config))
         _report(e, path)

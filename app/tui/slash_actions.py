@@ -140,9 +140,20 @@ def _checkpoint_undo(session: Any):
     return undo
 
 
-async def shutdown_session(session: Any) -> None:
+async def shutdown_session(session: Any, *, close_engine: bool = False) -> None:
+    """Ends the session (its log is flushed and closed); the engine too when leaving."""
     if session is None:
         return
-    result = session.submit(Shutdown())
-    if inspect.isawaitable(result):
-        await result
+    close = getattr(session, "close", None)
+    try:
+        if close is not None:
+            await asyncio.wait_for(close(), timeout=10)
+        else:
+            result = session.submit(Shutdown())
+            if inspect.isawaitable(result):
+                await result
+        engine = getattr(session, "engine", None)
+        if close_engine and engine is not None:
+            await asyncio.wait_for(engine.close(), timeout=10)
+    except TimeoutError:
+        pass  # a wedged engine must not keep the terminal hostage on exit

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from m3agent.engine.api import UsageDelta
+from m3agent.engine.api import Usage, UsageDelta
 
 NS = "]<]minimax[>["
 
@@ -34,10 +34,11 @@ class RecordingEngine:
     with `pause_after=N` the stream stops after N deltas until `resume()`."""
 
     def __init__(self, inner: Any, pause_after: int | None = None,
-                 fixed_timing: bool = False) -> None:
+                 fixed_usage: bool = False) -> None:
         self.inner = inner
-        # Snapshots must not depend on the clock: report fixed timings instead of measured ones.
-        self.fixed_timing = fixed_timing
+        # Snapshots must depend neither on the clock nor on the tokenizer and chat template
+        # (owned elsewhere, and changing): report fixed usage figures instead of measured ones.
+        self.fixed_usage = fixed_usage
         self.requests: list[Any] = []
         self.pause_after = pause_after
         self.paused = asyncio.Event()
@@ -68,8 +69,10 @@ class RecordingEngine:
                 self.paused.set()
                 await self._go.wait()
             n += 1
-            if self.fixed_timing and isinstance(delta, UsageDelta):
-                usage = replace(delta.usage, time_to_first_token_s=0.25, total_time_s=1.25)
+            if self.fixed_usage and isinstance(delta, UsageDelta):
+                usage = Usage(prompt_tokens=1200 * len(self.requests), cached_prompt_tokens=
+                              1024 * (len(self.requests) - 1), generated_tokens=100,
+                              time_to_first_token_s=0.25, total_time_s=1.25)
                 delta = replace(delta, usage=usage)
             yield delta
 
@@ -86,7 +89,7 @@ class Harness:
 
     def session_factory(self, script: list[str], *, approval: str = "on-request",
                         chunk_delay_s: float = 0.0, pause_after: int | None = None,
-                        thinking: str = "adaptive", fixed_timing: bool = False) -> Callable:
+                        thinking: str = "adaptive", fixed_usage: bool = False) -> Callable:
         from m3agent.agent.config import AgentConfig
         from m3agent.agent.session import Session
         from m3agent.engine.backends.scripted import ScriptedEngine
@@ -97,7 +100,7 @@ class Harness:
         def factory(resume_id: str | None, progress) -> Any:
             progress("loading scripted engine", 0.5)
             engine = RecordingEngine(
-                ScriptedEngine(script, chunk_delay_s=chunk_delay_s), pause_after, fixed_timing
+                ScriptedEngine(script, chunk_delay_s=chunk_delay_s), pause_after, fixed_usage
             )
             self.engines.append(engine)
             # A fixed system prompt and two tools: the prompt's token count (on screen in the
@@ -123,11 +126,11 @@ class Harness:
 
     def app(self, script: list[str], *, resume: str | None = None, approval: str = "on-request",
             chunk_delay_s: float = 0.0, pause_after: int | None = None,
-            fixed_timing: bool = False, **config: Any):
+            fixed_usage: bool = False, **config: Any):
         from m3agent.app.tui.app import create_app
 
         factory = self.session_factory(script, approval=approval, chunk_delay_s=chunk_delay_s,
-                                       pause_after=pause_after, fixed_timing=fixed_timing)
+                                       pause_after=pause_after, fixed_usage=fixed_usage)
         return create_app(factory, self.config(resume=resume, approval=approval, **config))
 
 

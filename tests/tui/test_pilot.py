@@ -227,3 +227,37 @@ async def test_tool_markup_only_answer_creates_a_card_per_call(harness, until, m
         card = main.query_one(ToolCard)
         assert card.tool_name == "read_file" and card.status == "ok"
         assert "return a - b" in "\n".join(str(s.render()) for s in card.query("Static"))
+
+
+async def test_sessions_browser_resumes_the_chosen_session(harness, until):
+    from m3agent.app.tui.launch import list_sessions
+    from m3agent.app.tui.screens.sessions_screen import SessionsScreen
+
+    app = harness.app(["First answer."])
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "remember this")
+        await turn_done(pilot, until)
+        old_id = main.session.id
+    app2 = harness.app(["Second answer."],
+                       list_sessions=lambda: list_sessions(harness.home / "sessions"))
+    async with app2.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        new_id = main.session.id
+        await send(pilot, "/sessions")
+        await until(pilot, lambda: isinstance(app2.screen, SessionsScreen))
+        listed = [s.session_id for s in app2.screen.sessions]
+        assert old_id in listed
+        option_list = app2.screen.query_one("#sessions-list")
+        option_list.focus()
+        option_list.highlighted = listed.index(old_id)
+        await pilot.press("enter")
+        await until(pilot, lambda: main.session is not None and main.session.id == old_id
+                    and main.status.state == "ready")
+        await pilot.pause(0.1)
+        assert new_id != old_id
+        assert [str(u.render()) for u in main.query(UserMessage)] == ["remember this"]
+        await send(pilot, "and now?")
+        await turn_done(pilot, until)
+        contents = [m.content for m in harness.engine.requests[0].messages if m.role == "user"]
+        assert contents == ["remember this", "and now?"]

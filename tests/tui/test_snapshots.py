@@ -1,5 +1,5 @@
 """Snapshot tests (pytest-textual-snapshot). Deterministic: fixed terminal size, the engine
-paused at a fixed delta or reporting fixed timings, no clocks or ids on screen.
+paused at a fixed delta or reporting fixed usage figures, no clocks or ids on screen.
 Update with `pytest tests/tui/test_snapshots.py --snapshot-update` and review the SVGs."""
 
 from __future__ import annotations
@@ -52,19 +52,19 @@ def test_main_screen_mid_answer(harness, snap_compare):
 
 def test_approval_modal(harness, snap_compare, m3text):
     app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."],
-                      approval="untrusted", fixed_timing=True)
+                      approval="untrusted", fixed_usage=True)
     modal = lambda pilot: isinstance(pilot.app.screen, ApprovalScreen)  # noqa: E731
     assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("fix add", modal))
 
 
 def test_reasoning_collapsed_after_the_answer(harness, snap_compare):
-    app = harness.app([THINK_ANSWER], fixed_timing=True)
+    app = harness.app([THINK_ANSWER], fixed_usage=True)
     done = lambda pilot: pilot.app.main.completed_turns >= 1  # noqa: E731
     assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("why is add wrong?", done))
 
 
 def test_reasoning_expanded_on_click(harness, snap_compare):
-    app = harness.app([THINK_ANSWER], fixed_timing=True)
+    app = harness.app([THINK_ANSWER], fixed_usage=True)
     done = lambda pilot: pilot.app.main.completed_turns >= 1  # noqa: E731
     first = _prompt_then("why is add wrong?", done)
 
