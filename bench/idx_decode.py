@@ -26,13 +26,31 @@ def gate(dtype) -> dict:
     iq = torch.randn(md.num_tokens, H, DI, device="cuda", dtype=torch.bfloat16)
     sel = index_select.index_select_blocks(iq, cache, md, TOPK)
     rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(sel, index_select.select_from_scores(rs, TOPK), rs, md.positions)
+    chk = check_selection(sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions)
     if not chk.ok:
         raise SystemExit(f"idx_decode correctness gate failed ({dtype}): {chk}")
     return {"gate_rows": chk.rows, "gate_ok": True}
 
 
+def sweep(rows: list, ceil: dict) -> None:
+    """Blocks per program and pipeline depth of the scoring kernel at batch 1."""
+    for ctx in (32_768, 1_048_576):
+        md = paged_md([ctx], [1], num_decodes=1)
+        pages = int(md.block_tables.max()) + 1
+        nl = 2 if ctx > 500_000 else 8
+        caches = [rand_cache((pages, 128, DI), torch.bfloat16) for _ in range(nl)]
+        iq = torch.randn(1, H, DI, device="cuda", dtype=torch.bfloat16)
+        nbytes = pages * 128 * DI * 2
+        for bps in (2, 4, 8, 16, 32):
+            for ns in (2, 3, 4):
+                r = time_graph(lambda i: index_select.index_scores(iq, caches[i], md, bps=bps, num_stages=ns), nl)
+                emit({"name": "idx_decode_sweep", "ctx": ctx, "bps": bps, "num_stages": ns,
+                      "score_us": r["median_us"],
+                      "pct_read_roofline": nbytes / (r["median_us"] * 1e-6) / 1e12 / ceil["read_TBps"]}, rows)
+
+
 def run(rows: list, ceil: dict, ctxs=CTXS, batches=BATCHES, qlens=QLENS) -> None:
+    sweep(rows, ceil)
     for dtype in (torch.bfloat16, torch.float8_e4m3fn):
         g = gate(dtype)
         esz = dtype.itemsize

@@ -23,13 +23,33 @@ def gate(dtype) -> dict:
     iq = torch.randn(md.num_tokens, H, DI, device="cuda").to(dtype)
     sel = index_select.index_select_blocks(iq, cache, md, TOPK)
     rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(sel, index_select.select_from_scores(rs, TOPK), rs, md.positions)
+    chk = check_selection(sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions)
     if not chk.ok:
         raise SystemExit(f"idx_prefill gate failed ({dtype}): {chk}")
     return {"gate_rows": chk.rows, "gate_ok": True}
 
 
+def sweep(rows: list, ceil: dict, chunk: int = 4096, ctx: int = 1_048_576) -> None:
+    md = paged_md([ctx], [chunk])
+    cache = rand_cache((int(md.block_tables.max()) + 1, 128, DI), torch.bfloat16)
+    iq = torch.randn(chunk, H, DI, device="cuda", dtype=torch.bfloat16)
+    flops = 2.0 * H * DI * float((md.positions.double() + 1).sum())
+    for block_t in (16, 32, 64):
+        for ns in (2, 3, 4):
+            try:
+                r = time_eager(lambda i: index_select.index_scores(iq, cache, md, block_t=block_t,
+                                                                   num_stages=ns), 1, 3)
+            except Exception as exc:  # noqa: BLE001  (e.g. out of shared memory)
+                emit({"name": "idx_prefill_sweep", "block_t": block_t, "num_stages": ns,
+                      "error": str(exc).splitlines()[0][:160]}, rows)
+                continue
+            emit({"name": "idx_prefill_sweep", "chunk": chunk, "ctx": ctx, "block_t": block_t,
+                  "num_stages": ns, "score_us": r["median_us"],
+                  "score_TFLOPs": flops / (r["median_us"] * 1e-6) / 1e12}, rows)
+
+
 def run(rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576)) -> None:
+    sweep(rows, ceil)
     for dtype in (torch.bfloat16, torch.float8_e4m3fn):
         g = gate(dtype)
         for ctx in ctxs:

@@ -39,9 +39,44 @@ def gate() -> dict:
     return {"gate_rel": rel, "gate_cos": cos}
 
 
+VARIANTS = [  # (tokens per tile, programs per SM (0: one per tile), num_warps, num_stages)
+    (8, 0, 8, 2), (4, 0, 4, 2), (8, 1, 8, 2), (8, 2, 8, 2), (8, 2, 8, 3), (4, 2, 4, 3),
+    (4, 4, 4, 3), (4, 4, 4, 4), (2, 4, 4, 3), (16, 1, 8, 2),
+]
+
+
+def sweep(rows: list, chunk: int = 4096, ctx: int = 1_048_576) -> None:
+    md = paged_md([ctx], [chunk])
+    pages = int(md.block_tables.max()) + 1
+    kv = rand_cache((pages, HKV, 128, 2 * D), torch.bfloat16)
+    q = torch.randn(chunk, HQ, D, device="cuda", dtype=torch.bfloat16)
+    sel = random_selection(md, HKV, TOPK)
+    flops = selected_flops(sel, md)
+    ref = None
+    for tt, per_sm, nw, ns in VARIANTS:
+        plan = sa.prefill_plan(sel, md, HQ // HKV, tt)
+        try:
+            f = lambda i: sa.sparse_attention_prefill_planned(q, kv, sel, md, D ** -0.5, plan,  # noqa: E731
+                                                              persistent=per_sm, num_warps=nw,
+                                                              num_stages=ns)
+            out = f(0)
+            ref = out if ref is None else ref
+            err = float((out.float() - ref.float()).norm() / ref.float().norm())
+            r = time_eager(f, 1, 5)
+        except Exception as exc:  # noqa: BLE001
+            emit({"name": "sparse_prefill_sweep", "variant": [tt, per_sm, nw, ns],
+                  "error": str(exc).splitlines()[0][:160]}, rows)
+            continue
+        emit({"name": "sparse_prefill_sweep", "chunk": chunk, "ctx": ctx,
+              "variant": {"tokens_per_tile": tt, "per_sm": per_sm, "num_warps": nw, "num_stages": ns},
+              "us": r["median_us"], "TFLOPs_selected": flops / (r["median_us"] * 1e-6) / 1e12,
+              "rel_diff_vs_first_variant": err}, rows)
+
+
 def run(rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576),
         tiles=(4, 8)) -> None:
     g = gate()
+    sweep(rows)
     for ctx in ctxs:
         md0 = paged_md([ctx], [max(chunks)])
         pages = int(md0.block_tables.max()) + 1

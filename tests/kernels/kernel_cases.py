@@ -87,10 +87,23 @@ def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
     iq = torch.randn(t, h, di, device=device).to(ACT[str(device).split(':')[0]])
     sel = index_select.index_select_blocks(iq, b.index_cache, b.md, topk, init, local)
     ref_scores = index_select.reference_scores(iq, b.index_cache, b.md, init, local)
-    ref_sel = index_select.select_from_scores(ref_scores, topk)
+    ref_sel = index_select.reference_select_from_scores(ref_scores, topk)
     chk = check_selection(sel, ref_sel, ref_scores, b.md.positions)
     assert chk.ok, f"selection: {chk}"
     return chk
+
+
+def case_topk(device="cpu", rows=37, nb=300, topk=16):
+    from m3agent.engine.native.kernels.topk import topk_blocks
+    s = torch.randn(rows, nb, device=device)
+    s[:5, 10:] = float("-inf")  # rows with fewer than topk finite scores
+    s[5, :] = float("-inf")
+    s[7, 3] = 1e29
+    got = topk_blocks(s, topk)
+    want = index_select.reference_select_from_scores(s[None], topk)[0]
+    for r in range(rows):
+        g, w = got[r].tolist(), want[r].tolist()
+        assert sorted(g) == sorted(w), f"row {r}: {g} vs {w}"
 
 
 def case_sparse(device="cpu", kv_dtype=None, seq_lens=(1500, 700, 300),
@@ -139,6 +152,8 @@ CPU_CASES = {
         seq_lens=(900, 1500, 600), query_lens=(2, 2, 70), num_decodes=2, decode_query_len=2
     ),
     "dense": lambda: case_dense(),
+    "dense_split": lambda: case_dense(seq_lens=(3000, 2100), query_lens=(1, 1)),
+    "topk": lambda: case_topk(),
     # fp8 e4m3 caches: loads and products only (the interpreter's fp32->fp8 rounding is wrong,
     # so fp8 *inserts* are checked on the GPU).
     "select_fp8": lambda: case_select(

@@ -67,3 +67,30 @@ def test_sparse_attention(kc, shape, kv_dtype):
 
 def test_dense_attention(kc):
     kc.case_dense(device="cuda", seq_lens=(5000, 300), query_lens=(700, 1), hq=64, hkv=4, d=128)
+
+
+@pytest.mark.parametrize("nb", [300, 8192, 8209])
+def test_topk_rows(kc, nb):
+    kc.case_topk(device="cuda", rows=64, nb=nb)
+
+
+def test_dense_attention_split_decode(kc):
+    kc.case_dense(device="cuda", seq_lens=(200_000, 3000), query_lens=(1, 1), hq=64, hkv=4, d=128)
+
+
+@pytest.mark.parametrize("persistent", [0, 2])
+def test_sparse_prefill_variants(kc, persistent):
+    import torch as t
+    from m3agent.engine.native.kernels import index_select
+    from m3agent.engine.native.kernels import sparse_attention as sa
+    from m3agent.engine.native.kernels.testing import make_batch
+    b = make_batch([20_000, 1500], [1024, 700], device="cuda", seed=21)
+    q = t.randn(b.md.num_tokens, 64, 128, device="cuda", dtype=t.bfloat16)
+    iq = t.randn(b.md.num_tokens, 4, 128, device="cuda", dtype=t.bfloat16)
+    sel = index_select.index_select_blocks(iq, b.index_cache, b.md, 16)
+    ref = sa.reference(q, b.kv_cache, sel, b.md, 128 ** -0.5)
+    for tt in (4, 8):
+        plan = sa.prefill_plan(sel, b.md, 16, tt)
+        out = sa.sparse_attention_prefill_planned(q, b.kv_cache, sel, b.md, 128 ** -0.5, plan,
+                                                  persistent=persistent, num_stages=3)
+        kc._gate(out.float(), ref, 5e-3, 0.9999, f"tt={tt} persistent={persistent}")

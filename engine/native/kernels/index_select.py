@@ -18,8 +18,19 @@ import triton
 import triton.language as tl
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from m3agent.engine.native.kernels.common import gather_request_index, next_pow2
+from m3agent.engine.native.kernels.topk import topk_blocks
 
 NEG_INF = float("-inf")
+
+
+@triton.jit
+def _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks, stride_s_row,
+                 H: tl.constexpr):
+    vis = b < nvis
+    m = tl.where(vis, m, float("-inf"))
+    m = tl.where(vis & (b >= nvis - local_blocks), 1e29, m)
+    m = tl.where(vis & (b < init_blocks), 1e30, m)
+    tl.store(score_ptr + (tok.to(tl.int64) * H + head) * stride_s_row + b, m, mask=row_ok)
 
 
 @triton.jit
@@ -44,29 +55,34 @@ def _index_score_kernel(
     pos = tl.load(pos_ptr + tok, mask=row_ok, other=0).to(tl.int32)
     nvis = pos // BLK + 1
     nvis_max = tl.max(tl.where(row_ok, nvis, 0), axis=0)
+    # blocks below every row's position need no causal mask (all but the last few)
+    full_hi = (tl.min(tl.where(row_ok, pos, 2147483647), axis=0) + 1) // BLK
     d = tl.arange(0, DI)
     q = tl.load(iq_ptr + tok[:, None].to(tl.int64) * stride_iq_t + head[:, None] * stride_iq_h + d[None, :],
                 mask=row_ok[:, None], other=0.0)
     offs = tl.arange(0, BLK)
-    cols = tl.arange(0, BPS)
     b0 = split * BPS
-    acc = tl.full((BLOCK_M, BPS), float("-inf"), tl.float32)
     b_hi = tl.minimum(b0 + BPS, nvis_max)
-    for b in range(b0, b_hi):
+    b_mid = tl.maximum(tl.minimum(b_hi, full_hi), b0)
+    for b in range(b0, b_mid):
+        page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
+        k = tl.load(ik_ptr + page * stride_ik_page + offs[:, None] * stride_ik_off + d[None, :])
+        m = tl.max(tl.dot(q, tl.trans(k)), axis=1)
+        _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks,
+                     stride_s_row, H)
+    for b in range(b_mid, b_hi):
         page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
         k = tl.load(ik_ptr + page * stride_ik_page + offs[:, None] * stride_ik_off + d[None, :])
         s = tl.dot(q, tl.trans(k))
-        kpos = b * BLK + offs
-        s = tl.where(kpos[None, :] <= pos[:, None], s, float("-inf"))
+        s = tl.where((b * BLK + offs)[None, :] <= pos[:, None], s, float("-inf"))
         m = tl.max(s, axis=1)
-        acc = tl.where(cols[None, :] == (b - b0), m[:, None], acc)
+        _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks,
+                     stride_s_row, H)
+    cols = tl.arange(0, BPS)
     blk = b0 + cols
-    vis = blk[None, :] < nvis[:, None]
-    acc = tl.where(vis, acc, float("-inf"))
-    acc = tl.where(vis & (blk[None, :] >= nvis[:, None] - local_blocks), 1e29, acc)
-    acc = tl.where(vis & (blk[None, :] < init_blocks), 1e30, acc)
     out = score_ptr + (tok[:, None].to(tl.int64) * H + head[:, None]) * stride_s_row + blk[None, :]
-    tl.store(out, acc, mask=row_ok[:, None] & (blk[None, :] < num_blocks))
+    tl.store(out, tl.full((BLOCK_M, BPS), float("-inf"), tl.float32),
+             mask=row_ok[:, None] & (blk[None, :] >= b_hi) & (blk[None, :] < num_blocks))
 
 
 def _tiles(md: AttentionMetadata, block_t: int, device: torch.device):
@@ -88,7 +104,7 @@ def _tiles(md: AttentionMetadata, block_t: int, device: torch.device):
 
 def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
                  init_blocks: int = 0, local_blocks: int = 1, block_t: int | None = None,
-                 bps: int | None = None) -> torch.Tensor:
+                 bps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
     """[T, H, num_blocks] fp32 block scores with the forced blocks and -inf masking applied."""
     t, h, di = iq.shape
     nb = md.block_tables.shape[1]
@@ -103,7 +119,11 @@ def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetad
         # prefill: 128-row tiles, so each index-key block feeds a 128x128x128 product.
         block_t = max(next_pow2(max_q), max(1, 16 // h)) if max_q <= 8 else max(1, 128 // h)
     if bps is None:
-        bps = 16 if max_q <= 8 else 64
+        # enough programs to keep ~4 per SM busy, as few as possible beyond that
+        n_tiles = sum(-(-q // block_t) for q in md.query_lens_cpu)
+        bps = 64
+        while bps > 2 and n_tiles * triton.cdiv(nb, bps) < 528:
+            bps //= 2
     tile_req, tile_tok, tile_end = _tiles(md, block_t, iq.device)
     grid = (tile_req.shape[0], triton.cdiv(nb, bps))
     _index_score_kernel[grid](
@@ -112,12 +132,20 @@ def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetad
         md.block_tables.stride(0), nb, init_blocks, local_blocks,
         H=h, DI=di, BLOCK_T=block_t, BPS=bps, BLK=BLOCK_SIZE,
         num_warps=4 if block_t * h <= 64 else 8,
+        **({"num_stages": num_stages} if num_stages else {}),
     )
     return scores
 
 
 def select_from_scores(scores: torch.Tensor, topk: int) -> torch.Tensor:
-    """Top-k over the block axis: logical block ids, -1 for slots past the visible blocks."""
+    """Top-k over the block axis: logical block ids, -1 for slots past the visible blocks
+    (the Triton row kernel on CUDA, torch.topk elsewhere)."""
+    if scores.is_cuda:
+        return topk_blocks(scores, topk)
+    return reference_select_from_scores(scores, topk)
+
+
+def reference_select_from_scores(scores: torch.Tensor, topk: int) -> torch.Tensor:
     t, h, nb = scores.shape
     k = min(topk, nb)
     vals, idx = torch.topk(scores, k, dim=-1)
@@ -168,4 +196,5 @@ def reference_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionM
 
 def reference(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata, topk: int,
               init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
-    return select_from_scores(reference_scores(iq, index_cache, md, init_blocks, local_blocks), topk)
+    return reference_select_from_scores(reference_scores(iq, index_cache, md, init_blocks, local_blocks),
+                                        topk)

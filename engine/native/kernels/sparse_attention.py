@@ -70,15 +70,13 @@ def _decode_kernel(
 
 
 @triton.jit
-def _prefill_kernel(
-    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
+def _prefill_tile(
+    w, q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
     w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr, ent_slot_ptr,
     sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
-    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
-    qk_scale,
+    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, qk_scale,
     G: tl.constexpr, D: tl.constexpr, TT: tl.constexpr, BLK: tl.constexpr,
 ):
-    w = tl.program_id(0)
     g = tl.load(w_g_ptr + w).to(tl.int64)
     req = tl.load(w_req_ptr + w).to(tl.int64)
     blk = tl.load(w_blk_ptr + w)
@@ -113,6 +111,31 @@ def _prefill_kernel(
     tl.store(po_ptr + tok[:, None] * sp_t + g * sp_g + slot[:, None] * sp_c + hh[:, None] * sp_h + d[None, :],
              o.to(po_ptr.dtype.element_ty), mask=ok[:, None])
     tl.store(plse_ptr + tok * sl_t + g * sl_g + slot * sl_c + hh, lse, mask=ok)
+
+
+@triton.jit
+def _prefill_kernel(
+    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
+    w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr, ent_slot_ptr,
+    sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
+    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
+    qk_scale, nwork,
+    G: tl.constexpr, D: tl.constexpr, TT: tl.constexpr, BLK: tl.constexpr,
+    PERSIST: tl.constexpr, NS: tl.constexpr,
+):
+    # PERSIST: a grid of a few programs per SM walks the tiles, so the software pipeliner
+    # can fetch the next tile's pages while this one computes.
+    if PERSIST:
+        for w in tl.range(tl.program_id(0), nwork, tl.num_programs(0), num_stages=NS):
+            _prefill_tile(w, q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
+                          w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr,
+                          ent_slot_ptr, sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
+                          sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, qk_scale, G, D, TT, BLK)
+    else:
+        _prefill_tile(tl.program_id(0), q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
+                      w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr,
+                      ent_slot_ptr, sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
+                      sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, qk_scale, G, D, TT, BLK)
 
 
 @triton.jit
@@ -213,7 +236,9 @@ def prefill_plan(topk_idx: torch.Tensor, md: AttentionMetadata, g_size: int,
 
 
 def sparse_attention_prefill_planned(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
-                                     plan) -> torch.Tensor:
+                                     plan, persistent: int = 0, num_warps: int | None = None,
+                                     num_stages: int = 2) -> torch.Tensor:
+    """persistent > 0: that many programs per SM loop over the tiles (else one per tile)."""
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
     g_size = hq // hkv
@@ -223,11 +248,16 @@ def sparse_attention_prefill_planned(q, kv_cache, topk_idx, md: AttentionMetadat
     plse = torch.full((t, hkv, cp, g_size), float("-inf"), dtype=torch.float32, device=q.device)
     nwork = work[0].shape[0]
     if nwork:
-        _prefill_kernel[(nwork,)](
+        grid = nwork
+        if persistent:
+            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+            grid = min(nwork, persistent * sms)
+        _prefill_kernel[(grid,)](
             q, kv_cache, md.positions, md.block_tables, po, plse, *work, ent_tok, ent_slot,
             q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
-            md.block_tables.stride(0), *po.stride()[:4], *plse.stride()[:3], scale * LOG2E,
-            G=g_size, D=d, TT=tt, BLK=BLOCK_SIZE, num_warps=8 if tt * g_size >= 128 else 4,
+            md.block_tables.stride(0), *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, nwork,
+            G=g_size, D=d, TT=tt, BLK=BLOCK_SIZE, PERSIST=bool(persistent), NS=num_stages,
+            num_warps=num_warps or (8 if tt * g_size >= 128 else 4),
         )
     return _merge(po, plse, torch.empty_like(q), g_size)
 
