@@ -15,7 +15,8 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
             return f"conversation compacted: {before} → {after} tokens"
         return "conversation compacted"
     if action in ("snapshot", "refresh"):
-        files, tokens = detail.get("files"), detail.get("tokens")
+        files = detail.get("files_included", detail.get("files"))
+        tokens = detail.get("tokens")
         what = "repository snapshot taken" if action == "snapshot" else "repository snapshot refreshed"
         if files is not None and tokens is not None:
             return f"{what}: {files} files, {tokens} tokens"

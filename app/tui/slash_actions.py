@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.ops import Compact, Shutdown
 from m3agent.app.tui.attachments import media_part
+from m3agent.app.tui.context_report import format_snapshot, format_summary
 from m3agent.app.tui.slash import HELP, SlashCommand
 
 if TYPE_CHECKING:
@@ -99,18 +100,21 @@ class SlashActions:
             await self.screen.app.switch_session(session_id)
 
     async def do_context(self, arg: str) -> None:
-        report = self.screen.config.context_report or getattr(
-            self.screen.session, "context_report", None
-        )
-        if report is None:
-            await self.screen.transcript.notice("context: not available")
-            return
+        screen = self.screen
+        report = screen.config.context_report or getattr(screen.session, "context_report", None)
         try:
-            text = await asyncio.to_thread(report)
-        except Exception as e:
-            await self.screen.transcript.error(f"context report failed: {e}", "internal")
+            if report is not None:
+                text = str(await asyncio.to_thread(report))
+            elif getattr(screen.session, "snapshot", None) is not None:
+                text = format_snapshot(screen.session.snapshot)
+            elif screen.last_snapshot_detail is not None:
+                text = format_summary(screen.last_snapshot_detail)
+            else:
+                text = "context: not available (this session has no repository snapshot)"
+        except Exception as e:  # a report that fails is shown, not fatal
+            await screen.transcript.error(f"context report failed: {e}", "internal")
             return
-        await self.screen.transcript.notice(str(text))
+        await screen.transcript.notice(text)
 
     async def do_help(self, arg: str) -> None:
         width = max(map(len, [*HELP, *KEYS]))

@@ -261,3 +261,38 @@ async def test_sessions_browser_resumes_the_chosen_session(harness, until):
         await turn_done(pilot, until)
         contents = [m.content for m in harness.engine.requests[0].messages if m.role == "user"]
         assert contents == ["remember this", "and now?"]
+
+
+async def test_approve_for_session_stops_asking_for_that_tool(harness, until, m3text):
+    script = [
+        m3text.edit_call("src/calc.py", "a - b", "a + b"),
+        m3text.edit_call("README.md", "# demo", "# calc demo"),
+        "Both done.",
+    ]
+    app = harness.app(script, approval="untrusted")
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "fix both")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("a")
+        await turn_done(pilot, until)
+        assert [c.status for c in main.query(ToolCard)] == ["ok", "ok"]
+        assert (harness.repo / "README.md").read_text() == "# calc demo\n"
+        assert "return a + b" in (harness.repo / "src/calc.py").read_text()
+
+
+async def test_context_command_shows_the_snapshot_figures(harness, until):
+    from m3agent.agent import events as ev
+    from m3agent.app.tui.messages import SessionEvent
+
+    app = harness.app([])
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        # The session reports its snapshot as a ContextEvent; /context shows those figures.
+        main.post_message(SessionEvent(ev.ContextEvent("snapshot", {"tokens": 321, "files_included": 2})))
+        await pilot.pause(0.05)
+        await send(pilot, "/context")
+        await pilot.pause(0.05)
+        notices = [str(n.render()) for n in main.query(NoticeView)]
+        assert any("repository snapshot taken: 2 files, 321 tokens" in n for n in notices)
+        assert "tokens: 321" in notices[-1]

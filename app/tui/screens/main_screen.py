@@ -58,6 +58,7 @@ class MainScreen(Screen):
             sandbox_layers=config.sandbox_layers,
         )
         self.transcript: Transcript | None = None
+        self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
         self.completed_turns = 0  # lets tests and scripts wait for "the turn is over"
         self.slash = SlashActions(self)
 
@@ -151,6 +152,8 @@ class MainScreen(Screen):
             if e.fatal:
                 self.set_status(state="failed")
         elif isinstance(e, ev.ContextEvent):
+            if e.action in ("snapshot", "refresh"):
+                self.last_snapshot_detail = dict(e.detail)
             await t.notice(describe_context_event(e.action, e.detail))
         elif isinstance(e, ev.SessionStarted):
             self.set_status(engine=e.engine, model=e.model)
