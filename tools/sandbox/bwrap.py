@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
@@ -37,8 +38,16 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     # Paths under /tmp vanish behind the tmpfs; bring back the ones the command needs to see.
     home = policy.home_dir()
-    if _under(home, tmp) and home.is_dir():
-        a += ["--ro-bind", str(home), str(home)]
+    # The launcher's own interpreter and import path must stay visible (a venv under /tmp).
+    seen: set[Path] = set()
+    for entry in (home, Path(sys.prefix), Path(sys.base_prefix), *map(Path, sys.path)):
+        try:
+            entry = entry.resolve()
+        except OSError:
+            continue
+        if _under(entry, tmp) and entry != tmp and entry.is_dir() and entry not in seen:
+            seen.add(entry)
+            a += ["--ro-bind", str(entry), str(entry)]
     if _under(policy.workspace, tmp) and policy.mode is SandboxMode.READ_ONLY:
         a += ["--ro-bind", str(policy.workspace), str(policy.workspace)]
     for root in policy.writable_roots():
