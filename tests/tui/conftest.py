@@ -83,6 +83,11 @@ class Harness:
         self.home = home
         self.engines: list[RecordingEngine] = []
 
+    def wrap(self, engine: Any, **kw: Any) -> RecordingEngine:
+        recording = RecordingEngine(engine, **kw)
+        self.engines.append(recording)
+        return recording
+
     @property
     def engine(self) -> RecordingEngine:
         return self.engines[-1]

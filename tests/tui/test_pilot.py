@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
 from m3agent.app.tui.widgets.answer_view import AnswerView
@@ -296,3 +298,33 @@ async def test_context_command_shows_the_snapshot_figures(harness, until):
         notices = [str(n.render()) for n in main.query(NoticeView)]
         assert any("repository snapshot taken: 2 files, 321 tokens" in n for n in notices)
         assert "tokens: 321" in notices[-1]
+
+
+async def test_escape_stops_a_running_tool(harness, until, m3text):
+    """Built through app/factory (the CLI's seam): the shell runs under the real sandbox."""
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    ns = m3text.NS
+    call = (f"{ns}<tool_call>\n{ns}<invoke name=\"shell\">{ns}<command>sleep 30{ns}</command>"
+            f"{ns}</invoke>\n{ns}</tool_call>")
+    settings = load_settings().override(engine="scripted", approval="never")
+
+    def factory(resume_id, progress):
+        engine = harness.wrap(ScriptedEngine([call, "stopped"]))
+        return build_session(settings, cwd=harness.repo, engine=engine)
+
+    app = create_app(factory, harness.config())
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "wait a bit")
+        await until(pilot, lambda: bool(main.query(ToolCard)))
+        await pilot.pause(0.5)  # the command is running
+        started = time.monotonic()
+        await pilot.press("escape")
+        await turn_done(pilot, until)
+        assert time.monotonic() - started < 10
+        assert main.query_one(ToolCard).status in ("interrupted", "error")
+        assert any("interrupted" in str(n.render()) for n in main.query(NoticeView))
