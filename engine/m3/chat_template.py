@@ -6,7 +6,7 @@ Two renderers behind one `ChatTemplate`:
   in a sandboxed jinja2 environment with HF's conventions (trim_blocks, lstrip_blocks,
   order-preserving `tojson`), messages passed as OpenAI-style dicts;
 * otherwise our reconstruction of M3's format: a `]~!b[]~b]system` block (identity + thinking
-  instructions for the mode), a `]~b]developer` block (the user's system prompt and the tools,
+  instructions, the same text in every mode), a `]~b]developer` block (the user's system prompt and the tools,
   one `<tool>{json}</tool>` per line), `]~b]user\\n...[e~[\\n` turns, and the assistant prefix
   `]~b]ai\\n` + `<mm:think>` (enabled) / `</mm:think>` (disabled) / nothing (adaptive).
   Tool results render as `]~b]tool\\n<response>...</response>[e~[\\n` (consecutive results
@@ -46,15 +46,17 @@ from m3agent.engine.m3.xml_args import to_xml
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 IDENTITY = "You are MiniMax-M3, a helpful AI assistant built by MiniMax."
+# One text for every thinking mode: the mode is carried by the assistant prefix of each turn
+# (open think block / closed block / nothing), never by the system block, so switching the
+# mode per turn keeps every earlier token of the prompt and the prefix cache stays valid.
 # Words, not the marker strings: a prompt that contains the markers confuses servers that
 # decide the reasoning state from the prompt ids (SPEC Addendum).
-THINKING_INSTRUCTIONS = {
-    "enabled": "Thinking mode: enabled. Always reason step by step in your think block first, "
-    "then close it and give your answer.",
-    "disabled": "Thinking mode: disabled. Do not reason in a think block; answer directly.",
-    "adaptive": "Thinking mode: adaptive. Decide for yourself: open a think block and reason "
-    "when the task needs it, otherwise answer directly.",
-}
+THINKING_INSTRUCTIONS = (
+    "Thinking: each of your turns starts in one of three ways. If it starts inside an open "
+    "think block, reason step by step there first, then close it and answer. If it starts "
+    "with the block already closed, answer directly. Otherwise decide for yourself: open a "
+    "think block when the task needs reasoning, else answer directly."
+)
 TOOLS_PREAMBLE = (
     "# Tools\n"
     "You may call one or more tools to assist with the user query.\n"
@@ -153,7 +155,7 @@ def _render_builtin(
         lines = "\n".join(f"<tool>{tool_json(t)}</tool>" for t in tools)
         developer += f"\n\n{TOOLS_PREAMBLE}<tools>\n{lines}\n</tools>\n\n{TOOLS_FORMAT}"
     out = _Parts()
-    out.t(f"{BOS}{ROLE}system\n{IDENTITY}\n{THINKING_INSTRUCTIONS[thinking_mode]}{EOS}\n")
+    out.t(f"{BOS}{ROLE}system\n{IDENTITY}\n{THINKING_INSTRUCTIONS}{EOS}\n")
     out.t(f"{ROLE}developer\n")
     out.x(developer)
     out.t(f"{EOS}\n")

@@ -23,9 +23,11 @@ def test_layout_per_mode(mode):
     assert "]~b]developer\nYou are a helpful assistant.[e~[\n" in p
     assert p.endswith("]~b]user\nhi[e~[\n]~b]ai\n" + PREFIX[mode])
     assert p.count("[e~[") == 3
-    # the system block names the mode; the markers themselves are not written as text there
+    # the system block is the same in every mode (the mode lives in the assistant prefix, so a
+    # per-turn switch keeps the prefix cache); the markers are not written as text there
     system = p.split("[e~[")[0]
-    assert f"Thinking mode: {mode}" in system and "mm:think" not in system
+    assert "mm:think" not in system
+    assert system == render_prompt([Message("user", "hi")], [], "enabled").split("[e~[")[0]
     assert not render_prompt(
         [Message("user", "hi")], [], mode, add_generation_prompt=False
     ).endswith("ai\n" + PREFIX[mode])
@@ -156,6 +158,28 @@ def test_prefix_property_multi_turn(mode, spec_tools):
         ids_a, ids_b = tok.encode(a), tok.encode(b)
         assert ids_b[: len(ids_a)] == ids_a
         assert tok.decode(ids_b) == b
+
+
+def test_prefix_property_when_the_mode_changes_every_turn(spec_tools):
+    """Thinking mode is switched per turn; earlier turns keep the mode they ran under."""
+    tok = M3Tokenizer.default()
+    history = [Message("user", "Read src/a.py")]
+    prompts = []
+    for mode, raw in zip(
+        ("enabled", "disabled", "adaptive", "enabled"),
+        ("plan</mm:think>one", "two", "<mm:think>hm</mm:think>three", "four</mm:think>five"),
+        strict=True,
+    ):
+        prompts.append(render_prompt(history, spec_tools, mode))
+        out = parse_output(raw, spec_tools, mode)
+        history.append(
+            Message("assistant", out.content or "", reasoning=out.reasoning, raw_text=raw,
+                    thinking_mode=mode)
+        )
+        history.append(Message("user", f"next after {mode}"))
+    for a, b in zip(prompts, prompts[1:], strict=False):
+        ids_a, ids_b = tok.encode(a), tok.encode(b)
+        assert ids_b[: len(ids_a)] == ids_a
 
 
 # ---- checkpoint templates -----------------------------------------------------------------
