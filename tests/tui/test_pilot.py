@@ -90,7 +90,7 @@ async def test_deny_with_note_reaches_the_model_and_leaves_the_file(harness, unt
         await turn_done(pilot, until)
         assert (harness.repo / "src/calc.py").read_text() == "def add(a, b):\n    return a - b\n"
         card = main.query_one(ToolCard)
-        assert card.status in ("denied", "error")
+        assert card.status == "denied"
         second = harness.engine.requests[1]
         tool_msgs = [m for m in second.messages if m.role == "tool"]
         assert tool_msgs and "keep the bug" in tool_msgs[-1].content

@@ -79,8 +79,8 @@ class ToolCard(Vertical):
 
     async def finish(self, output: str, is_error: bool, metadata: dict[str, Any]) -> None:
         status = "error" if is_error else "ok"
-        if metadata.get("denied"):
-            status = "denied"
+        if metadata.get("denied") or (is_error and self.status == "denied"):
+            status = "denied"  # the user said no: keep saying so rather than "failed"
         self.set_status(status)
         diff = metadata.get("diff")
         if isinstance(diff, str) and diff.strip():
