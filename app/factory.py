@@ -56,10 +56,10 @@ def _remote(settings: Settings, script: Path | None) -> Any:
 def _model_dir(settings: Settings, engine: str) -> Path:
     if not settings.model:
         raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
-    path = Path(settings.model).expanduser()
-    if not path.is_dir():
-        raise EngineUnavailable(f"model directory {path} does not exist")
-    return path
+    from m3agent.engine.model_source import resolve_model
+
+    # A local directory or a hub repo id; a wrong or incomplete checkpoint is named here.
+    return resolve_model(settings.model).path
 
 
 def _native(settings: Settings, script: Path | None) -> Any:
@@ -87,12 +87,43 @@ ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None], Any]] = {
 }
 
 
-def build_engine(settings: Settings, *, script: Path | None = None) -> Any:
-    """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had."""
+def attach_to_server(settings: Settings) -> Any:
+    """A RemoteEngine on a running `m3agent serve` of the same model, else None.
+
+    Only looks at local state (lock files, the hub cache): never downloads, never loads."""
+    if settings.engine not in ("native", "vllm") or not settings.model:
+        return None
+    from m3agent.app.serve.lock import find_lock
+    from m3agent.engine.model_source import resolve_model
+
+    try:
+        key = resolve_model(settings.model, local_only=True, check=False).key
+    except (ValueError, EngineUnavailable):
+        return None
+    lock = find_lock(settings.home, key)
+    if lock is None or lock.state != "ready" or lock.base_url is None:
+        return None
+    from m3agent.engine.backends.remote import RemoteEngine
+
+    return RemoteEngine(
+        lock.base_url,
+        lock.served_model_name,
+        timeout=settings.request_timeout_s,
+        retries=settings.retries,
+        max_context_tokens=lock.max_context_tokens or 196_608,
+    )
+
+
+def build_engine(settings: Settings, *, script: Path | None = None, attach: bool = True) -> Any:
+    """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.
+
+    attach: use a running `m3agent serve` of the same model instead of loading it again."""
     try:
         builder = ENGINE_BUILDERS[settings.engine]
     except KeyError:
         raise ValueError(f"unknown engine {settings.engine!r}") from None
+    if attach and (server := attach_to_server(settings)) is not None:
+        return server
     return builder(settings, script)
 
 

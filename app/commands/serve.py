@@ -1,0 +1,118 @@
+"""`m3agent serve`: keep one engine warm behind an OpenAI-compatible endpoint.
+
+`m3agent run` and the TUI attach to it automatically when they are asked for the same model
+(`--engine native|vllm --model M`); `--status` lists running servers, `--stop` ends one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve(
+        engine: str = typer.Option("native", "--engine", help="Backend: native|vllm."),
+        model: str | None = typer.Option(
+            None, "--model", help="Checkpoint directory or hub repo id (MiniMaxAI/MiniMax-M3)."
+        ),
+        port: int | None = typer.Option(None, "--port", help="TCP port (default: a free one)."),
+        socket: Path | None = typer.Option(None, "--socket", help="Listen on a unix socket."),
+        host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+        served_model_name: str | None = typer.Option(
+            None, "--served-model-name", help="Model name clients use (default: from --model)."
+        ),
+        status: bool = typer.Option(False, "--status", help="List running servers and exit."),
+        stop: bool = typer.Option(
+            False, "--stop", help="Stop the server of --model (all servers without --model)."
+        ),
+    ) -> None:
+        """Serve one model over HTTP until stopped."""
+        raise typer.Exit(execute(engine=engine, model=model, port=port, socket=socket,
+                                 host=host, served_model_name=served_model_name,
+                                 status=status, stop=stop))
+
+
+def _fail(code: int, message: str) -> int:
+    typer.echo(f"error: {message}", err=True)
+    return code
+
+
+def _status(home: Path, key: str | None) -> int:
+    from m3agent.app import exit_codes
+    from m3agent.app.serve.lock import all_locks
+
+    found = [lk for lk in all_locks(home) if key is None or lk.model == key]
+    if not found:
+        typer.echo("no m3agent server is running")
+        return exit_codes.ENGINE_UNAVAILABLE
+    for lk in found:
+        typer.echo(f"pid {lk.pid}  {lk.state:<7}  {lk.backend:<6}  {lk.address}  "
+                   f"{lk.served_model_name}  ({lk.model})")
+    return exit_codes.OK
+
+
+def _stop(home: Path, key: str | None) -> int:
+    from m3agent.app import exit_codes
+    from m3agent.app.serve.lock import all_locks, lock_path
+    from m3agent.app.serve.process import stop_process
+
+    found = [lk for lk in all_locks(home) if key is None or lk.model == key]
+    if not found:
+        typer.echo("no m3agent server is running")
+        return exit_codes.OK
+    code = exit_codes.OK
+    for lk in found:
+        if stop_process(lk.pid):
+            lock_path(home, lk.model).unlink(missing_ok=True)
+            typer.echo(f"stopped pid {lk.pid} ({lk.served_model_name})")
+        else:
+            code = _fail(exit_codes.INTERNAL_ERROR, f"pid {lk.pid} did not stop")
+    return code
+
+
+def execute(*, engine: str, model: str | None, port: int | None, socket: Path | None,
+            host: str, served_model_name: str | None, status: bool, stop: bool) -> int:
+    from m3agent.app import exit_codes
+    from m3agent.app.factory import build_engine
+    from m3agent.app.serve.run import run_server
+    from m3agent.app.settings import load_settings
+    from m3agent.engine.api import EngineError, EngineUnavailable
+    from m3agent.engine.model_source import resolve_model
+
+    try:
+        settings = load_settings()
+        if engine not in ("native", "vllm"):
+            raise ValueError(f"--engine must be native or vllm, got {engine!r}")
+        if port is not None and socket is not None:
+            raise ValueError("give --port or --socket, not both")
+        if port is not None and not 0 <= port < 65536:
+            raise ValueError(f"--port {port} is not a TCP port")
+        settings = settings.override(engine=engine, model=model)
+    except ValueError as e:
+        return _fail(exit_codes.USAGE_ERROR, str(e))
+    if status or stop:
+        key = None
+        if model:
+            try:
+                key = resolve_model(model, local_only=True, check=False).key
+            except (ValueError, EngineUnavailable):
+                key = str(Path(model).expanduser().resolve())
+        return _status(settings.home, key) if status else _stop(settings.home, key)
+    if not settings.model:
+        return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
+    try:
+        run_server(settings, host=host, port=port,
+                   socket_path=str(socket.expanduser().resolve()) if socket else None,
+                   served_model_name=served_model_name, build_engine=build_engine)
+    except ValueError as e:
+        return _fail(exit_codes.USAGE_ERROR, str(e))
+    except EngineUnavailable as e:
+        return _fail(exit_codes.ENGINE_UNAVAILABLE, str(e))
+    except EngineError as e:
+        return _fail(exit_codes.INTERNAL_ERROR, str(e))
+    except OSError as e:  # the port is taken, the socket path is not writable
+        return _fail(exit_codes.USAGE_ERROR, f"cannot listen: {e.strerror or e}")
+    return exit_codes.OK

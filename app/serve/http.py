@@ -1,0 +1,158 @@
+"""A small HTTP/1.1 server on asyncio streams: enough for an OpenAI-compatible endpoint.
+
+One request per connection (`Connection: close`): clients such as httpx open a new
+connection when the server closes one, and a closed connection is also how a streaming
+client says "stop" (the handler is cancelled, which aborts the engine request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 512 * 1024 * 1024  # videos travel as data URLs
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            413: "Payload Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    # When set, the body is streamed as server-sent events (each item one `data:` line).
+    events: AsyncIterator[str] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def json(cls, obj: Any, status: int = 200) -> HttpResponse:
+        return cls(status, json.dumps(obj, ensure_ascii=False).encode())
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.IncompleteReadError:
+        return None  # the client connected and left
+    except asyncio.LimitOverrunError:
+        raise BadRequest(413, "request headers too large") from None
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3:
+        raise BadRequest(400, "malformed request line")
+    method, path, _ = parts
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if ":" in line:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        raise BadRequest(400, "chunked request bodies are not supported; send Content-Length")
+    try:
+        length = int(headers.get("content-length", "0"))
+    except ValueError:
+        raise BadRequest(400, "bad Content-Length") from None
+    if length > MAX_BODY_BYTES:
+        raise BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+    body = await reader.readexactly(length) if length else b""
+    return HttpRequest(method.upper(), path.split("?", 1)[0], headers, body)
+
+
+def _head(status: int, content_type: str, extra: dict[str, str], length: int | None) -> bytes:
+    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+             f"Content-Type: {content_type}", "Connection: close"]
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    else:
+        lines.append("Cache-Control: no-cache")
+    lines += [f"{k}: {v}" for k, v in extra.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+async def _send_events(
+    resp: HttpResponse, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    events = resp.events
+    writer.write(_head(resp.status, "text/event-stream", resp.headers, None))
+    await writer.drain()
+
+    async def pump() -> None:
+        async for item in events:  # type: ignore[union-attr]
+            writer.write(f"data: {item}\n\n".encode())
+            await writer.drain()
+
+    pumping = asyncio.ensure_future(pump())
+    # EOF from the client while we stream means it went away: stop generating.
+    gone = asyncio.ensure_future(reader.read(1))
+    try:
+        done, _ = await asyncio.wait({pumping, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if pumping not in done:
+            pumping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pumping  # re-raises a pump failure
+    finally:
+        gone.cancel()
+        pumping.cancel()
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await aclose()  # runs the generator's finally: the engine request is aborted
+
+
+def connection_handler(handler: Handler):
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                req = await read_request(reader)
+                if req is None:
+                    return
+                resp = await handler(req)
+            except BadRequest as e:
+                body = json.dumps({"error": {"message": str(e), "code": e.status}}).encode()
+                resp = HttpResponse(e.status, body)
+            if resp.events is not None:
+                await _send_events(resp, reader, writer)
+            else:
+                writer.write(_head(resp.status, resp.content_type, resp.headers, len(resp.body)))
+                writer.write(resp.body)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass  # the client went away; nothing to answer
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+                await writer.wait_closed()
+
+    return serve
+
+
+async def start(handler: Handler, *, host: str = "127.0.0.1", port: int | None = None,
+                socket_path: str | None = None) -> asyncio.base_events.Server:
+    """Listens on host:port or on a unix socket; port 0 picks a free one."""
+    cb = connection_handler(handler)
+    if socket_path is not None:
+        return await asyncio.start_unix_server(cb, path=socket_path, limit=MAX_HEADER_BYTES)
+    return await asyncio.start_server(cb, host, port or 0, limit=MAX_HEADER_BYTES)

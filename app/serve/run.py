@@ -1,0 +1,86 @@
+"""Running `m3agent serve`: lock, load, listen, serve until SIGTERM/SIGINT, clean up."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from m3agent.app.serve import lock as locks
+from m3agent.app.serve.http import start
+from m3agent.app.serve.server import ChatServer, ServeConfig
+
+
+async def serve_forever(
+    engine: Any,
+    config: ServeConfig,
+    *,
+    home: Path,
+    lock: locks.ServerLock,
+    host: str,
+    port: int | None,
+    socket_path: str | None,
+    log: TextIO,
+) -> None:
+    app = ChatServer(engine, config)
+    if socket_path is not None:
+        sock = Path(socket_path)
+        if sock.exists():  # a stale socket of a dead server (the lock said nobody holds it)
+            sock.unlink()
+    server = await start(app.handle, host=host, port=port, socket_path=socket_path)
+    bound_port = None if socket_path else server.sockets[0].getsockname()[1]
+    ready = replace(lock, host=None if socket_path else host, port=bound_port,
+                    socket=socket_path, state="ready",
+                    max_context_tokens=engine.info().max_context_tokens)
+    locks.update(home, ready)
+    log.write(f"m3agent serve: {config.served_model_name} ({engine.info().backend}) on "
+              f"{ready.address} (pid {os.getpid()})\n")
+    log.flush()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        log.write("m3agent serve: stopping\n")
+        log.flush()
+    finally:
+        server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), 5.0)
+        await engine.close()
+        if socket_path is not None:
+            Path(socket_path).unlink(missing_ok=True)
+
+
+def run_server(settings: Any, *, host: str, port: int | None, socket_path: str | None,
+               served_model_name: str | None, build_engine: Any,
+               log: TextIO | None = None) -> None:
+    """Blocks until stopped. ValueError for usage errors, EngineError when loading fails."""
+    from m3agent.engine.model_source import resolve_model
+
+    log = log or sys.stderr
+    if host not in ("127.0.0.1", "localhost", "::1") and os.environ.get("M3AGENT_SERVE_PUBLIC") != "1":
+        # The endpoint runs tools' model with no authentication: loopback only by default.
+        raise ValueError(f"--host {host} is not loopback; set M3AGENT_SERVE_PUBLIC=1 to allow it")
+    resolved = resolve_model(settings.model)
+    name = served_model_name or resolved.repo_id or resolved.path.name
+    lock = locks.ServerLock(pid=os.getpid(), model=resolved.key, served_model_name=name,
+                            backend=settings.engine, started_at=time.time())
+    locks.acquire(settings.home, lock)  # before loading: a second server fails in a second
+    try:
+        engine = build_engine(settings.override(model=str(resolved.path)), attach=False)
+        aliases = tuple({settings.model, resolved.key, str(resolved.path)} - {name})
+        config = ServeConfig(name, settings.home / "serve" / "media",
+                             default_thinking=settings.thinking, aliases=aliases)
+        asyncio.run(serve_forever(engine, config, home=settings.home, lock=lock, host=host,
+                                  port=port, socket_path=socket_path, log=log))
+    finally:
+        locks.release(settings.home, lock)

@@ -1,0 +1,175 @@
+"""Routes of `m3agent serve` over any Engine.
+
+GET  /health                 {"status": "ok", "pid", "model", "backend"}
+GET  /v1/models              the one served model
+POST /v1/chat/completions    streaming (SSE) or not; usage carries
+                             prompt_tokens_details.cached_tokens; thinking mode per request
+                             through chat_template_kwargs.thinking_mode
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from m3agent.app.serve.http import HttpRequest, HttpResponse
+from m3agent.app.serve.wire import (
+    ChatBody,
+    WireError,
+    error_json,
+    parse_body,
+    to_chat_request,
+    tool_call_json,
+    usage_json,
+)
+from m3agent.engine.api import (
+    ChatRequest,
+    ContentDelta,
+    EngineError,
+    EngineRequestError,
+    EngineUnavailable,
+    ReasoningDelta,
+    ToolCallDelta,
+    UsageDelta,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeConfig:
+    served_model_name: str
+    media_dir: Path
+    default_thinking: str = "adaptive"
+    aliases: tuple[str, ...] = ()  # other names a request may use (the model path, a repo id)
+
+
+def _status_of(e: EngineError) -> int:
+    if isinstance(e, EngineRequestError):
+        return 400
+    if isinstance(e, EngineUnavailable):
+        return 503
+    return 500
+
+
+class ChatServer:
+    def __init__(self, engine: Any, config: ServeConfig):
+        self.engine = engine
+        self.config = config
+        self.started = int(time.time())
+
+    async def handle(self, req: HttpRequest) -> HttpResponse:
+        if req.path in ("/health", "/v1/health"):
+            info = self.engine.info()
+            return HttpResponse.json({"status": "ok", "pid": os.getpid(),
+                                      "model": self.config.served_model_name,
+                                      "backend": info.backend})
+        if req.path == "/v1/models":
+            return HttpResponse.json({"object": "list", "data": [self._model_card()]})
+        if req.path == "/v1/chat/completions":
+            if req.method != "POST":
+                return HttpResponse(405, error_json("use POST", code=405))
+            return await self._chat(req)
+        return HttpResponse(404, error_json(f"no route {req.path}", "not_found", 404))
+
+    def _model_card(self) -> dict[str, Any]:
+        info = self.engine.info()
+        return {"id": self.config.served_model_name, "object": "model", "created": self.started,
+                "owned_by": "m3agent", "max_model_len": info.max_context_tokens,
+                "backend": info.backend}
+
+    async def _chat(self, req: HttpRequest) -> HttpResponse:
+        try:
+            body = parse_body(req.body)
+            names = (self.config.served_model_name, *self.config.aliases)
+            if body.model and body.model not in names:
+                return HttpResponse(404, error_json(
+                    f"model {body.model!r} is not served here (this server has "
+                    f"{self.config.served_model_name!r})", "not_found", 404))
+            request_id = f"chatcmpl-{uuid.uuid4().hex}"
+            chat = to_chat_request(body, request_id, self.config.media_dir,
+                                   self.config.default_thinking)
+        except WireError as e:
+            return HttpResponse(400, error_json(str(e)))
+        if body.stream:
+            return HttpResponse(events=self._sse(chat, body))
+        return await self._complete(chat)
+
+    async def _complete(self, chat: ChatRequest) -> HttpResponse:
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: list[dict[str, Any]] = []
+        final: UsageDelta | None = None
+        try:
+            async for d in self.engine.stream(chat):
+                if isinstance(d, ContentDelta):
+                    content.append(d.text)
+                elif isinstance(d, ReasoningDelta):
+                    reasoning.append(d.text)
+                elif isinstance(d, ToolCallDelta):
+                    calls.append(tool_call_json(d.index, d.call, with_index=False))
+                elif isinstance(d, UsageDelta):
+                    final = d
+        except EngineError as e:
+            code = _status_of(e)
+            return HttpResponse(code, error_json(str(e), "engine_error", code))
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+        if reasoning:
+            message["reasoning_content"] = "".join(reasoning)
+        if calls:
+            message["tool_calls"] = calls
+        obj = {
+            "id": chat.request_id, "object": "chat.completion", "created": int(time.time()),
+            "model": self.config.served_model_name,
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": final.finish_reason if final else "stop"}],
+        }
+        if final is not None:
+            obj["usage"] = usage_json(final.usage)
+        return HttpResponse.json(obj)
+
+    async def _sse(self, chat: ChatRequest, body: ChatBody) -> AsyncIterator[str]:
+        created = int(time.time())
+        include_usage = bool((body.stream_options or {}).get("include_usage"))
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return json.dumps({
+                "id": chat.request_id, "object": "chat.completion.chunk", "created": created,
+                "model": self.config.served_model_name,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }, ensure_ascii=False)
+
+        yield chunk({"role": "assistant", "content": ""})
+        final: UsageDelta | None = None
+        stream = self.engine.stream(chat)
+        try:
+            async for d in stream:
+                if isinstance(d, ContentDelta):
+                    yield chunk({"content": d.text})
+                elif isinstance(d, ReasoningDelta):
+                    yield chunk({"reasoning_content": d.text})
+                elif isinstance(d, ToolCallDelta):
+                    yield chunk({"tool_calls": [tool_call_json(d.index, d.call, with_index=True)]})
+                elif isinstance(d, UsageDelta):
+                    final = d
+        except EngineError as e:
+            # Mid-stream the status line is gone already: the error travels as a chunk.
+            yield json.dumps({"error": {"message": str(e), "code": _status_of(e)}})
+            yield "[DONE]"
+            return
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:  # a client that left mid-stream aborts the engine request
+                await aclose()
+        yield chunk({}, final.finish_reason if final else "stop")
+        if include_usage and final is not None:
+            yield json.dumps({
+                "id": chat.request_id, "object": "chat.completion.chunk", "created": created,
+                "model": self.config.served_model_name, "choices": [],
+                "usage": usage_json(final.usage),
+            })
+        yield "[DONE]"
