@@ -108,7 +108,7 @@ class ScriptedEngine:
         return None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        from m3agent.engine.m3.chat_template import render_prompt
+        from m3agent.engine.m3.chat_template import render_prompt_parts
         from m3agent.engine.m3.output_parser import M3OutputParser
 
         if self._next >= len(self._script):
@@ -120,13 +120,17 @@ class ScriptedEngine:
         self._next += 1
         started = time.monotonic()
         tok = self._tok()
-        prompt = render_prompt(
+        parts = render_prompt_parts(
             list(request.messages),
             list(request.tools),
             request.thinking_mode,
             template=self._template,
         )
-        ids = list(tok.encode(prompt))
+        prompt = "".join(p.text for p in parts)
+        # Run by run, as a real engine does: marker strings inside messages or tool output stay
+        # text, and a prompt that extends the last one extends its token ids too.
+        encode_parts = getattr(tok, "encode_parts", None)
+        ids = list(encode_parts(parts)) if encode_parts is not None else list(tok.encode(prompt))
         previous = self.prompt_token_ids[-1] if self.prompt_token_ids else []
         cached = common_prefix_len(previous, ids) // PAGE_TOKENS * PAGE_TOKENS
         if cached >= len(ids):  # the last token is always computed to get the next logits
@@ -154,7 +158,8 @@ class ScriptedEngine:
             yield d
         if finish != "abort" and saw_call:
             finish = "tool_calls"
-        generated = len(tok.encode(text)) if text else 0
+        encode_text = getattr(tok, "encode_text", tok.encode)
+        generated = len(encode_text(text)) if text else 0
         usage = Usage(
             prompt_tokens=len(ids),
             cached_prompt_tokens=cached,
