@@ -68,14 +68,16 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
 def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
     from m3agent.agent.conversation import list_sessions as _list
 
+    # Sessions opened and left without a prompt have nothing to resume: not listed.
     return [
         SessionSummary(
             session_id=s.id,
-            title=(s.first_prompt.splitlines() or ["(no prompt)"])[0],
+            title=s.first_prompt.splitlines()[0],
             turns=s.messages,
-            updated=s.created,
+            updated=s.created[:16].replace("T", " "),
         )
         for s in _list(sessions_dir)
+        if s.first_prompt.strip()
     ]
 
 

@@ -96,7 +96,8 @@ class SlashActions:
         self.screen.app.push_screen(SessionsScreen(sessions), self._resume)
 
     async def _resume(self, session_id: str | None) -> None:
-        if session_id:
+        current = getattr(self.screen.session, "id", None)
+        if session_id and session_id != current:
             await self.screen.app.switch_session(session_id)
 
     async def do_context(self, arg: str) -> None:
@@ -117,13 +118,16 @@ class SlashActions:
         await screen.transcript.notice(text)
 
     async def do_help(self, arg: str) -> None:
-        width = max(map(len, [*HELP, *KEYS]))
-        lines = ["Commands:"] + [f"  {k.ljust(width)}  {v}" for k, v in HELP.items()]
-        lines += ["Keys:"] + [f"  {k.ljust(width)}  {v}" for k, v in KEYS.items()]
+        lines = ["Commands:"] + _aligned(HELP) + ["Keys:"] + _aligned(KEYS)
         await self.screen.transcript.notice("\n".join(lines))
 
     async def do_quit(self, arg: str) -> None:
         await self.screen.app.shutdown()
+
+
+def _aligned(rows: dict[str, str]) -> list[str]:
+    width = max(map(len, rows))
+    return [f"  {k.ljust(width)}  {v}" for k, v in rows.items()]
 
 
 def _checkpoint_undo(session: Any):

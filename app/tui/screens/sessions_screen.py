@@ -25,7 +25,8 @@ class SessionsScreen(ModalScreen[str | None]):
             if not self.sessions:
                 yield Label("No saved sessions yet.", id="sessions-empty")
             options = [
-                Option(f"{s.title[:60]}  ·  {s.turns} turns  {s.updated}  [{s.session_id}]", id=s.session_id)
+                Option(f"{s.title[:60]}\n  {s.updated} · {s.turns} messages · {s.session_id}",
+                       id=s.session_id)
                 for s in self.sessions
             ]
             yield OptionList(*options, id="sessions-list")
