@@ -6,6 +6,8 @@ crash loses at most the step in flight. Line kinds (all carry "kind"):
   {"kind": "message", "message": Message.to_dict()}
   {"kind": "event", "event": Event.to_dict()}         (not the streaming text deltas)
   {"kind": "setting", "thinking_default": MODE}
+  {"kind": "compaction", "keep": N, "messages": [Message.to_dict(), ...]}
+      (the first N messages stay, the rest is replaced by `messages`: /compact, a fresh snapshot)
 `Conversation.load` rebuilds the exact message list from the message lines.
 """
 
@@ -122,6 +124,12 @@ class Conversation:
                     messages.append(Message.from_dict(rec["message"]))
                 except (KeyError, TypeError) as e:
                     raise SessionLogError(f"{path}:{lineno}: bad message record ({e})") from e
+            elif kind == "compaction":
+                try:
+                    tail = [Message.from_dict(m) for m in rec["messages"]]
+                    messages = messages[: int(rec["keep"])] + tail
+                except (KeyError, TypeError, ValueError) as e:
+                    raise SessionLogError(f"{path}:{lineno}: bad compaction record ({e})") from e
             elif kind == "setting" and "thinking_default" in rec:
                 thinking = rec["thinking_default"]
         if meta is None:
@@ -149,6 +157,16 @@ class Conversation:
         """Log first, then remember: what the model later sees is always on disk."""
         self._write({"kind": "message", "message": message.to_dict()})
         self._messages.append(message)
+
+    def replace_tail(self, keep: int, messages: list[Message]) -> None:
+        """Compaction: keep the first `keep` messages, replace the rest. The one exception to
+        append-only, logged as its own record so that `load` rebuilds the same list."""
+        if not 0 <= keep <= len(self._messages):
+            raise ValueError(f"cannot keep {keep} of {len(self._messages)} messages")
+        self._write(
+            {"kind": "compaction", "keep": keep, "messages": [m.to_dict() for m in messages]}
+        )
+        self._messages = self._messages[:keep] + list(messages)
 
     def log_event(self, event_dict: dict[str, Any]) -> None:
         self._write({"kind": "event", "event": event_dict})

@@ -30,8 +30,10 @@ class _Usage:
     ttft: float | None = None
     total: float = 0.0
     last: api.Usage | None = None
+    miss_reason: str | None = None  # the first cache miss reason of the turn
 
     def add(self, u: api.Usage) -> None:
+        self.miss_reason = self.miss_reason or u.cache_miss_reason
         self.prompt += u.prompt_tokens
         self.cached += u.cached_prompt_tokens
         self.generated += u.generated_tokens
@@ -41,7 +43,10 @@ class _Usage:
         self.last = u
 
     def freeze(self) -> api.Usage:
-        return api.Usage(self.prompt, self.cached, self.generated, self.ttft, self.total or None)
+        return api.Usage(
+            self.prompt, self.cached, self.generated, self.ttft, self.total or None,
+            self.miss_reason,
+        )
 
 
 @dataclass(slots=True)
@@ -150,12 +155,9 @@ async def run_turn(
             gen = None
             answer = msg.content
             if finished is not None:
-                usage.add(finished.usage)
-                await deps.emit(
-                    ev.ModelRequestFinished(
-                        usage=finished.usage, finish_reason=finished.finish_reason
-                    )
-                )
+                u = finished.usage if deps.cache is None else deps.cache.annotate(finished.usage)
+                usage.add(u)
+                await deps.emit(ev.ModelRequestFinished(usage=u, finish_reason=finished.finish_reason))
             pending = list(msg.tool_calls)
             if not pending:
                 return done("done")

@@ -33,7 +33,10 @@ class SetThinking:
 
 @dataclass(frozen=True, slots=True)
 class Compact:
-    """Summarise the conversation tail, keeping the system prompt and snapshot."""
+    """Summarise the conversation tail, keeping the system prompt and snapshot; with
+    `refresh_snapshot`, also replace the snapshot with a fresh one (a reported event)."""
+
+    refresh_snapshot: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig
+from m3agent.agent.context_cache import CacheTracker
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.loop import run_turn
 from m3agent.agent.turn_state import LoopDeps, TurnControl
@@ -39,6 +40,9 @@ class Session:
         checkpoint: Callable[[str], Any] | None = None,
         tool_env: dict[str, str] | None = None,
         resumed: bool = False,
+        snapshot_builder: Callable[[], Message] | None = None,
+        startup_events: Sequence[Any] = (),
+        auto_compact_tokens: int | None = None,
     ):
         self.engine = engine
         self.toolset = toolset
@@ -59,6 +63,11 @@ class Session:
         self._control: TurnControl | None = None
         self._closed = False
         self._started_event_sent = False
+        # Repository context (agent/context.py, agent/compaction.py): the snapshot message for
+        # a refresh, events to report once the session starts, and per-request cache figures.
+        self.snapshot_builder = snapshot_builder
+        self._startup_events = tuple(startup_events)
+        self.cache = CacheTracker(resumed=resumed, auto_compact_tokens=auto_compact_tokens)
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -149,7 +158,7 @@ class Session:
             self.thinking_default = op.mode
             self.conversation.log_setting(thinking_default=op.mode)
         elif isinstance(op, ops.Compact):
-            self._put(ev.Error(message="compaction is not available yet", kind="usage"))
+            self._turns.put_nowait(op)  # runs between turns, never during one
         elif isinstance(op, ops.Shutdown):
             self._closed = True
             self._stop_turn("interrupted")
@@ -198,6 +207,8 @@ class Session:
                         resumed=self.resumed,
                     )
                 )
+                for e in self._startup_events:
+                    self._put(e)
             self._loop = asyncio.get_running_loop()
             self._runner = self._loop.create_task(self._run())
 
@@ -229,6 +240,31 @@ class Session:
     def _turn_number(self) -> int:
         return sum(1 for m in self.conversation.messages if m.role == "user") + 1
 
+    async def _compact(self, refresh: bool, trigger: str) -> None:
+        from m3agent.agent.compaction import compact
+
+        snapshot = None
+        if refresh:
+            if self.snapshot_builder is None:
+                self._put(ev.Error(message="this session has no repository snapshot to refresh",
+                                   kind="usage"))
+                return
+            try:
+                snapshot = await asyncio.to_thread(self.snapshot_builder)
+            except (OSError, ValueError) as e:
+                self._put(ev.Error(message=f"cannot take a fresh snapshot: {e}", kind="usage"))
+                return
+        tools = tuple(self.toolset.schemas()) if self.toolset is not None else ()
+        try:
+            event = await compact(
+                self.conversation, self.engine, tools=tools, sampling=self.config.sampling,
+                cache=self.cache, trigger=trigger, new_snapshot=snapshot,
+            )
+        except Exception as e:  # a bug in compaction: report it, keep the session usable
+            self._put(ev.Error(message=f"compaction failed: {type(e).__name__}: {e}"))
+            return
+        self._put(event)
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -237,6 +273,11 @@ class Session:
                 break
             if self._closed:
                 continue
+            if isinstance(op, ops.Compact):
+                await self._compact(op.refresh_snapshot, "manual")
+                continue
+            if self.cache.wants_compaction():
+                await self._compact(False, "auto")
             control = TurnControl()
             self._control = control
             deps = LoopDeps(
@@ -250,6 +291,7 @@ class Session:
                 sandbox=self.sandbox,
                 checkpoint=self.checkpoint,
                 tool_env=self.tool_env,
+                cache=self.cache,
             )
             mode = op.thinking_mode or self.thinking_default
             turn = self._turn_number()

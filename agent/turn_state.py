@@ -39,3 +39,4 @@ class LoopDeps:
     sandbox: Any = None  # put into ToolContext.sandbox; asked by approvals
     checkpoint: Callable[[str], Any] | None = None  # snapshot(label) before the first mutation
     tool_env: dict[str, str] | None = None
+    cache: Any = None  # context_cache.CacheTracker: annotates each Usage with a miss reason

@@ -149,6 +149,60 @@ def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
     return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir)).snapshot
 
 
+def snapshot_tokenizer(settings: Settings) -> Any:
+    """The model's tokenizer when there is a model directory, else the bundled M3 one."""
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+    if settings.engine in ("native", "vllm") and settings.model:
+        path = Path(settings.model).expanduser()
+        if (path / "tokenizer.json").is_file():
+            return M3Tokenizer.from_model_dir(path)
+    return M3Tokenizer.default()
+
+
+def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | None = None):
+    """SnapshotConfig from settings; None when the budget leaves no room for a snapshot."""
+    from m3agent.agent.context import SnapshotConfig
+    from m3agent.agent.context_files import FileRules
+
+    budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
+    if budget < 1:
+        return None
+    rules = FileRules(tuple(settings.context_skip), settings.context_max_file_bytes)
+    return SnapshotConfig(budget, rules, settings.home / "context-cache")
+
+
+def _context(settings: Settings, cwd: Path, engine: Any, *, new: bool) -> dict[str, Any]:
+    """Session kwargs for the repository snapshot: its message and event (a new session only:
+    a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
+    if not settings.context:
+        return {}
+    from m3agent.agent.context import build_snapshot
+    from m3agent.agent.events import ContextEvent
+
+    info = engine.info()
+    config = snapshot_config(settings, info.max_context_tokens)
+    if config is None:
+        return {}
+    tokenizer = snapshot_tokenizer(settings)
+
+    def take() -> Any:
+        return build_snapshot(cwd, tokenizer, config)
+
+    out: dict[str, Any] = {
+        "snapshot_builder": lambda: take().message(),
+        "auto_compact_tokens": max(1, int(info.max_context_tokens * 0.9)),
+    }
+    if not new:
+        return out
+    snap = take()
+    if snap.entries("included") or snap.instructions or snap.entries("listed"):
+        detail = {"files": len(snap.entries("included")), **snap.summary()}
+        out["context_messages"] = [snap.message()]
+        out["startup_events"] = [ContextEvent(action="snapshot", detail=detail)]
+    return out
+
+
 def build_session(
     settings: Settings,
     *,
@@ -177,8 +231,10 @@ def build_session(
     common = {"sandbox": sandbox, "checkpoint": checkpoint}
     if resume:
         return Session.resume(
-            resume, engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common
+            resume, engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd,
+            **common, **_context(settings, cwd, engine, new=False),
         )
     return Session.create(
-        engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common
+        engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common,
+        **_context(settings, cwd, engine, new=True),
     )

@@ -58,6 +58,13 @@ class Settings:
     device: str | None = None  # native: "cuda", "cpu" (default: cuda when available)
     dtype: str | None = None  # native: "bfloat16", "float32" (default: bf16 on cuda, else fp32)
     rules: tuple[ToolRule, ...] = ()
+    # Repository snapshot (agent/context.py): on/off, an explicit token budget (else the
+    # model's context minus the reserve), extra skip patterns (gitignore syntax), file size cap.
+    context: bool = True
+    context_budget: int | None = None
+    context_reserve: int = 32768
+    context_skip: tuple[str, ...] = ()
+    context_max_file_bytes: int = 512_000
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -70,6 +77,12 @@ class Settings:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
         if self.retries < 0:
             raise ValueError(f"retries must be 0 or more, got {self.retries}")
+        if self.context_budget is not None and self.context_budget < 1:
+            raise ValueError(f"context_budget must be positive, got {self.context_budget}")
+        if self.context_reserve < 0:
+            raise ValueError(f"context_reserve must be 0 or more, got {self.context_reserve}")
+        if not isinstance(self.context_skip, (list, tuple)):
+            raise ValueError("context_skip must be a list of gitignore-style patterns")
         self.agent_config()  # validates thinking, approval and limits with their own messages
 
     @property

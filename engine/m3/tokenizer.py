@@ -109,6 +109,12 @@ class M3Tokenizer:
             self._plain.encode_special_tokens = True
         return self._plain.encode(text, add_special_tokens=False).ids
 
+    def encode_text_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode_text` of many texts at once (the Rust side spreads them over threads)."""
+        self.encode_text("")  # builds the plain copy on first use
+        plain: Any = self._plain
+        return [e.ids for e in plain.encode_batch(list(texts), add_special_tokens=False)]
+
     def encode_parts(self, parts: Sequence[Any]) -> list[int]:
         """Ids of a prompt given as runs (`chat_template.PromptPart`: .text, .kind).
 

@@ -1,0 +1,131 @@
+"""Compaction: keep the system prompt and the snapshot, summarise the conversation tail.
+
+The summary comes from the model itself: one extra engine call whose prompt is the current
+conversation plus a request to summarise (so it is itself a prefix-cache hit). When that call
+fails, a mechanical summary (the user's prompts, the tools called, the last answer) takes its
+place: compaction must work even when the engine cannot. The summary becomes one user message
+after the kept prefix; the prompt's cached system block and snapshot stay valid. A fresh
+snapshot is the same operation with the snapshot message replaced. Both are reported as a
+ContextEvent, and the next request's cache miss is attributed to them.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from m3agent.agent.context import SNAPSHOT_OPEN
+from m3agent.agent.context_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
+from m3agent.agent.conversation import Conversation
+from m3agent.agent.events import ContextEvent
+from m3agent.engine import api
+
+COMPACT_PROMPT = (
+    "The conversation is about to be compacted. Write a summary of it for yourself: the user's "
+    "goals, what has been done (files changed and why), what was learned, and what remains. "
+    "Be complete but brief. Do not call tools; answer with the summary only."
+)
+SUMMARY_HEADER = "Summary of the conversation so far (earlier messages were compacted):\n\n"
+SUMMARY_MAX_TOKENS = 2048
+
+
+def is_snapshot(m: api.Message) -> bool:
+    return m.role == "system" and m.content.startswith(SNAPSHOT_OPEN)
+
+
+def kept_prefix(messages: Sequence[api.Message]) -> int:
+    """How many leading messages compaction keeps: the system prompt(s) and the snapshot."""
+    n = 0
+    while n < len(messages) and messages[n].role == "system":
+        n += 1
+    return n
+
+
+def mechanical_summary(messages: Sequence[api.Message]) -> str:
+    lines: list[str] = []
+    answer = ""
+    for m in messages:
+        if m.role == "user" and not m.content.startswith(SUMMARY_HEADER):
+            lines.append(f"- The user asked: {m.content.strip()[:500]}")
+        elif m.role == "user":
+            lines.append(m.content[len(SUMMARY_HEADER) :].strip()[:4000])
+        elif m.role == "assistant":
+            for c in m.tool_calls:
+                args = json.dumps(c.arguments, ensure_ascii=False)[:200]
+                lines.append(f"- You called {c.name} {args}")
+            if m.content.strip():
+                answer = m.content.strip()
+    if answer:
+        lines.append(f"- Your last answer: {answer[:1000]}")
+    return "\n".join(lines) or "(nothing happened yet)"
+
+
+async def model_summary(
+    engine: Any, messages: Sequence[api.Message], tools: Sequence[dict[str, Any]],
+    sampling: api.SamplingParams,
+) -> tuple[str, api.Usage | None]:
+    """The model's own summary, or ("", None) when it gave none."""
+    request = api.ChatRequest(
+        request_id=f"compact-{secrets.token_hex(6)}",
+        messages=(*messages, api.Message(role="user", content=COMPACT_PROMPT)),
+        tools=tuple(tools),  # the same tools: the developer block stays a cache hit
+        thinking_mode="disabled",
+        sampling=replace(sampling, max_tokens=min(sampling.max_tokens, SUMMARY_MAX_TOKENS)),
+    )
+    text: list[str] = []
+    usage: api.Usage | None = None
+    async for d in engine.stream(request):
+        if isinstance(d, api.ContentDelta):
+            text.append(d.text)
+        elif isinstance(d, api.UsageDelta):
+            usage = d.usage
+    return "".join(text).strip(), usage
+
+
+async def compact(
+    conversation: Conversation,
+    engine: Any,
+    *,
+    tools: Sequence[dict[str, Any]] = (),
+    sampling: api.SamplingParams | None = None,
+    cache: CacheTracker | None = None,
+    trigger: str = "manual",
+    new_snapshot: api.Message | None = None,
+) -> ContextEvent:
+    """Rewrites the conversation tail (logged) and returns the event to report."""
+    messages = conversation.messages
+    keep = kept_prefix(messages)
+    tail = messages[keep:]
+    detail: dict[str, Any] = {"trigger": trigger, "messages_before": len(messages)}
+    summary_usage: api.Usage | None = None
+    source = "none"
+    new_tail: list[api.Message] = []
+    if tail:
+        summary = ""
+        try:
+            summary, summary_usage = await model_summary(
+                engine, messages, tools, sampling or api.SamplingParams()
+            )
+            source = "model"
+        except api.EngineError as e:
+            detail["summary_error"] = str(e)
+        if not summary:
+            summary, source = mechanical_summary(tail), "mechanical"
+        new_tail.append(api.Message(role="user", content=SUMMARY_HEADER + summary))
+    if new_snapshot is not None:
+        # The old snapshot goes, everything before it (the system prompt) stays.
+        keep = next((i for i, m in enumerate(messages[:keep]) if is_snapshot(m)), keep)
+        kept_after = [m for m in messages[keep : kept_prefix(messages)] if not is_snapshot(m)]
+        new_tail = [new_snapshot, *kept_after, *new_tail]
+    conversation.replace_tail(keep, new_tail)
+    if cache is not None:
+        cache.note(SNAPSHOT_REFRESHED if new_snapshot is not None else COMPACTION)
+    detail.update(
+        messages_after=len(conversation.messages),
+        summary_source=source,
+        tokens_before=(summary_usage.prompt_tokens if summary_usage else None),
+    )
+    return ContextEvent(action="refresh" if new_snapshot is not None else "compact", detail=detail)

@@ -1,0 +1,215 @@
+"""The repository snapshot: files -> token budget -> one stable block that opens the prompt.
+
+`build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=N))` lists the repository's
+files (context_files.py), reads the text ones, counts each file's section with the model's
+tokenizer (context_tokens.py) and, when everything does not fit, keeps the files the rest of
+the repository references most (context_rank.py) and lists the others by path. AGENTS.md (or
+CLAUDE.md) at the root goes first, as instructions. The same repository state gives the same
+bytes: no time, no absolute path, no machine detail enters the text.
+
+The session puts `Snapshot.message()` right after the system prompt and never rewrites it; a
+fresh snapshot is an explicit, reported event (agent/compaction.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent.context_files import FileRules, list_candidates, read_source
+from m3agent.agent.context_rank import rank_scores
+from m3agent.agent.context_tokens import TokenCounter
+from m3agent.engine.api import Message
+
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+SNAPSHOT_OPEN = "<repository_snapshot>"
+SNAPSHOT_CLOSE = "</repository_snapshot>\n"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotConfig:
+    budget_tokens: int
+    rules: FileRules = field(default_factory=FileRules)
+    cache_dir: Path | None = None  # token-count cache; None: count every time
+
+    def __post_init__(self) -> None:
+        if self.budget_tokens < 1:
+            raise ValueError(f"the context budget must be positive, got {self.budget_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    path: str
+    status: str  # "included" | "listed" (over budget: path only) | "skipped" | "instructions"
+    tokens: int = 0  # of its section (included/instructions) or its path line (listed)
+    reason: str = ""  # for skipped / listed
+    score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    text: str
+    tokens: int  # counted with the model's tokenizer (sum of the pieces' counts)
+    budget_tokens: int
+    content_hash: str  # sha256 of `text`
+    files: tuple[FileEntry, ...]
+    instructions: str | None  # the instruction file used, if any
+    build_time_s: float
+    cache_hits: int = 0
+
+    def entries(self, status: str) -> list[FileEntry]:
+        return [f for f in self.files if f.status == status]
+
+    def message(self) -> Message:
+        return Message(role="system", content=self.text)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures a ContextEvent and `m3agent context` report."""
+        return {
+            "tokens": self.tokens,
+            "budget_tokens": self.budget_tokens,
+            "content_hash": self.content_hash,
+            "files_included": len(self.entries("included")),
+            "files_listed": len(self.entries("listed")),
+            "files_skipped": len(self.entries("skipped")),
+            "instructions": self.instructions,
+            "build_time_s": round(self.build_time_s, 4),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.summary(), "files": [asdict(f) for f in self.files]}
+
+
+def _section(path: str, text: str) -> str:
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f'<file path="{path}">\n{body}</file>\n'
+
+
+def _instructions(name: str, text: str) -> str:
+    body = text if text.endswith("\n") or not text else text + "\n"
+    return f'<instructions source="{name}">\n{body}</instructions>\n'
+
+
+def _header(n_files: int, digest: str) -> str:
+    return (
+        f"{SNAPSHOT_OPEN}\nThe repository as it was when this session started ({n_files} files"
+        f", content {digest}). It is not updated: changes since then reach you as tool results."
+        "\n"
+    )
+
+
+def _listing(paths: list[str]) -> tuple[str, str]:
+    return f'<files_not_shown count="{len(paths)}">\n', "</files_not_shown>\n"
+
+
+def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig) -> Snapshot:
+    """Deterministic for the same files, rules, budget and tokenizer."""
+    started = time.perf_counter()
+    root = Path(root)
+    counter = TokenCounter(tokenizer, config.cache_dir)
+    candidates, name_skips = list_candidates(root, config.rules)
+    entries: list[FileEntry] = [FileEntry(s.path, "skipped", reason=s.reason) for s in name_skips]
+
+    instructions: tuple[str, str] | None = None
+    texts: dict[str, str] = {}
+    for c in candidates:
+        text, why = read_source(root, c.path, config.rules)
+        if text is None:
+            entries.append(FileEntry(c.path, "skipped", reason=why))
+        else:
+            texts[c.path] = text
+    for name in INSTRUCTION_FILES:  # AGENTS.md wins; CLAUDE.md is the fallback
+        if name in texts:
+            instructions = (name, texts.pop(name))
+            break  # with both present, CLAUDE.md stays an ordinary file
+
+    order = [c.path for c in candidates if c.path in texts]
+    sections = [_section(p, texts[p]) for p in order]
+    section_tokens = counter.count(sections)
+    path_tokens = counter.count([p + "\n" for p in order], remember=False) if order else []
+    instr_text = _instructions(*instructions) if instructions else ""
+    instr_tokens = counter.count([instr_text])[0] if instr_text else 0
+
+    # The header names the content hash, which depends on the selection: count it with a
+    # placeholder of the same shape (the hash's digits do not change its length much).
+    header_tokens = counter.count([_header(len(order), "sha256:" + "0" * 16)], remember=False)[0]
+    close_tokens = counter.count([SNAPSHOT_CLOSE], remember=False)[0]
+    open_l, close_l = _listing(order)
+    listing_tokens = sum(counter.count([open_l, close_l], remember=False)) + 4  # count digits
+    fixed = header_tokens + close_tokens + instr_tokens
+
+    total_all = fixed + sum(section_tokens)
+    included: set[str]
+    scores: dict[str, float] = {}
+    if total_all <= config.budget_tokens:
+        included = set(order)
+    else:
+        scores = rank_scores(texts)
+        idx = {p: i for i, p in enumerate(order)}
+        ranked = sorted(order, key=lambda p: (-scores[p], idx[p]))
+        # Start with every file listed by path; swap a path line for its section, best first,
+        # while the total stays within the budget (smaller files still fill the gaps).
+        cost = fixed + listing_tokens + sum(path_tokens)
+        included = set()
+        for p in ranked:
+            i = idx[p]
+            delta = section_tokens[i] - path_tokens[i]
+            if cost + delta <= config.budget_tokens:
+                included.add(p)
+                cost += delta
+    listed = [p for p in order if p not in included]
+    # A listing that alone overflows the budget is cut at the end.
+    shown_listed = list(listed)
+    if listed:
+        cost = fixed + listing_tokens + sum(
+            section_tokens[i] for i, p in enumerate(order) if p in included
+        )
+        room = config.budget_tokens - cost
+        kept: list[str] = []
+        for i, p in enumerate(order):
+            if p in included:
+                continue
+            if path_tokens[i] > room:
+                break
+            kept.append(p)
+            room -= path_tokens[i]
+        shown_listed = kept
+
+    body_parts: list[str] = [instr_text] if instr_text else []
+    body_parts += [s for p, s in zip(order, sections, strict=True) if p in included]
+    if listed:
+        open_l, close_l = _listing(listed)
+        body_parts.append(open_l + "".join(p + "\n" for p in shown_listed) + close_l)
+    body = "".join(body_parts)
+    digest = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    text = _header(len(order), digest) + body + SNAPSHOT_CLOSE
+    tokens = fixed + sum(section_tokens[i] for i, p in enumerate(order) if p in included)
+    shown = set(shown_listed)
+    if listed:
+        tokens += listing_tokens + sum(path_tokens[i] for i, p in enumerate(order) if p in shown)
+
+    by_path = {p: i for i, p in enumerate(order)}
+    for p in order:
+        i = by_path[p]
+        if p in included:
+            entries.append(FileEntry(p, "included", section_tokens[i], score=scores.get(p, 0.0)))
+        else:
+            why = "over budget" if p in shown else "over budget (not listed)"
+            entries.append(FileEntry(p, "listed", path_tokens[i], why, scores.get(p, 0.0)))
+    if instructions:
+        entries.append(FileEntry(instructions[0], "instructions", instr_tokens))
+    entries.sort(key=lambda e: e.path)
+    counter.save()
+    return Snapshot(
+        text=text,
+        tokens=tokens,
+        budget_tokens=config.budget_tokens,
+        content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+        files=tuple(entries),
+        instructions=instructions[0] if instructions else None,
+        build_time_s=time.perf_counter() - started,
+        cache_hits=counter.hits,
+    )
