@@ -124,18 +124,24 @@ class NativeEngine:
         await asyncio.to_thread(self._thread.join)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        from m3agent.engine.m3.chat_template import render_prompt
+        from m3agent.engine.m3.chat_template import render_prompt_parts
         from m3agent.engine.m3.output_parser import M3OutputParser
 
         if self._closed:
             raise EngineUnavailable("the native engine is closed")
-        prompt = render_prompt(
+        parts = render_prompt_parts(
             list(request.messages),
             list(request.tools),
             request.thinking_mode,
             template=self._template,
         )
-        ids = list(self._tokenizer.encode(prompt))
+        # Runs, not the joined text: marker strings inside files, tool results or messages stay
+        # plain text (a repository snapshot of M3 code holds them), and each run's ids extend
+        # the previous request's run for run (prefix caching).
+        if hasattr(self._tokenizer, "encode_parts"):
+            ids = list(self._tokenizer.encode_parts(parts))
+        else:
+            ids = list(self._tokenizer.encode("".join(p.text for p in parts)))
         s = request.sampling
         try:
             params = TokenSamplingParams(
