@@ -15,6 +15,14 @@ class SessionEvent(Message):
         self.event = event
 
 
+class SessionEvents(Message):
+    """Several events that were ready at once (see event_batch), in order."""
+
+    def __init__(self, events: list[Any]) -> None:
+        super().__init__()
+        self.events = events
+
+
 class EngineProgress(Message):
     def __init__(self, label: str, fraction: float | None) -> None:
         super().__init__()

@@ -11,10 +11,12 @@ from m3agent.agent import events as ev
 from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
 from m3agent.app.tui.attachments import media_in_prompt
 from m3agent.app.tui.context_notice import describe_context_event
+from m3agent.app.tui.event_batch import batches, coalesce
 from m3agent.app.tui.messages import (
     EngineProgress,
     EventStreamEnded,
     SessionEvent,
+    SessionEvents,
     SessionFailed,
     SessionReady,
 )
@@ -108,12 +110,9 @@ class MainScreen(Screen):
 
     @work(exclusive=True, group="session-events")
     async def pump_events(self, session: Any) -> None:
-        """The one worker that reads the Session: every event becomes a message."""
-        try:
-            async for event in session.events():
-                self.post_message(SessionEvent(event))
-        except Exception as e:  # the stream broke: say so, keep the window usable
-            self.post_message(SessionEvent(ev.Error(f"event stream failed: {e}", "internal")))
+        """The one worker that reads the Session: its events become messages, in order."""
+        async for batch in batches(session.events()):
+            self.post_message(SessionEvents(batch))
         self.post_message(EventStreamEnded())
 
     async def submit(self, op: Any) -> None:
@@ -123,8 +122,15 @@ class MainScreen(Screen):
 
     # ---- events -> widgets ----------------------------------------------------------------
 
+    async def on_session_events(self, message: SessionEvents) -> None:
+        for event in coalesce(message.events):
+            await self.show_event(event)
+
     async def on_session_event(self, message: SessionEvent) -> None:
-        e, t = message.event, self.transcript
+        await self.show_event(message.event)
+
+    async def show_event(self, e: Any) -> None:
+        t = self.transcript
         if isinstance(e, ev.ReasoningDelta):
             await t.reasoning(e.text)
         elif isinstance(e, ev.ContentDelta):
