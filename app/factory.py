@@ -76,7 +76,8 @@ def _native(settings: Settings, script: Path | None) -> Any:
 
 def _vllm(settings: Settings, script: Path | None) -> Any:
     model_dir = _model_dir(settings, "vllm")
-    return _import_backend("vllm", "VllmEngine", "vllm")(model_dir)
+    # Default M3 arguments (SPEC §6.2); `m3agent serve --engine vllm` exposes the options.
+    return _import_backend("vllm", "VllmEngine", "vllm").from_model_dir(model_dir)
 
 
 ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None], Any]] = {

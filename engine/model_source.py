@@ -46,6 +46,7 @@ class CheckpointFacts:
     max_position_embeddings: int
     rope_scaling: dict[str, Any] | None
     has_vision: bool
+    num_experts: int = 1
 
     @property
     def is_fp8(self) -> bool:
@@ -177,4 +178,5 @@ def checkpoint_facts(path: Path) -> CheckpointFacts:
         max_position_embeddings=int(text.get("max_position_embeddings", 524_288)),
         rope_scaling=text.get("rope_scaling"),
         has_vision=isinstance(cfg.get("vision_config"), dict),
+        num_experts=int(text.get("num_local_experts", 1)),
     )
