@@ -96,9 +96,9 @@ def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
 def case_topk(device="cpu", rows=37, nb=300, topk=16):
     from m3agent.engine.native.kernels.topk import topk_blocks
     s = torch.randn(rows, nb, device=device)
-    s[:5, 10:] = float("-inf")  # rows with fewer than topk finite scores
-    s[5, :] = float("-inf")
-    s[7, 3] = 1e29
+    s[:2, 10:] = float("-inf")  # rows with fewer than topk finite scores
+    s[2, :] = float("-inf")
+    s[rows - 1, 3] = 1e29
     got = topk_blocks(s, topk)
     want = index_select.reference_select_from_scores(s[None], topk)[0]
     for r in range(rows):
@@ -154,6 +154,7 @@ CPU_CASES = {
     "dense": lambda: case_dense(),
     "dense_split": lambda: case_dense(seq_lens=(3000, 2100), query_lens=(1, 1)),
     "topk": lambda: case_topk(),
+    "topk_two_stage": lambda: case_topk(rows=5, nb=3000),
     # fp8 e4m3 caches: loads and products only (the interpreter's fp32->fp8 rounding is wrong,
     # so fp8 *inserts* are checked on the GPU).
     "select_fp8": lambda: case_select(

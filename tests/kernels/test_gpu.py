@@ -69,9 +69,10 @@ def test_dense_attention(kc):
     kc.case_dense(device="cuda", seq_lens=(5000, 300), query_lens=(700, 1), hq=64, hkv=4, d=128)
 
 
+@pytest.mark.parametrize("rows", [4, 64, 1000])
 @pytest.mark.parametrize("nb", [300, 8192, 8209])
-def test_topk_rows(kc, nb):
-    kc.case_topk(device="cuda", rows=64, nb=nb)
+def test_topk_rows(kc, nb, rows):
+    kc.case_topk(device="cuda", rows=rows, nb=nb)
 
 
 def test_dense_attention_split_decode(kc):

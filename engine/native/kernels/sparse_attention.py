@@ -30,13 +30,17 @@ def _decode_kernel(
     q_ptr, kv_ptr, topk_ptr, pos_ptr, req_ptr, bt_ptr, po_ptr, plse_ptr,
     sq_t, sq_h, skv_page, skv_h, skv_off, stk_t, stk_h, stride_bt,
     sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
-    qk_scale,
+    qk_scale, uniform_qlen,
     G: tl.constexpr, D: tl.constexpr, E: tl.constexpr, BLK: tl.constexpr,
+    UNIFORM: tl.constexpr,
 ):
     t = tl.program_id(0)
     g = tl.program_id(1)
     c = tl.program_id(2)
-    req = tl.load(req_ptr + t).to(tl.int64)
+    if UNIFORM:  # decode rows: request r owns tokens [r*qlen, (r+1)*qlen)
+        req = (t // uniform_qlen).to(tl.int64)
+    else:
+        req = tl.load(req_ptr + t).to(tl.int64)
     pos = tl.load(pos_ptr + t).to(tl.int32)
     nvis = pos // BLK + 1
     rows = tl.arange(0, G)
@@ -140,28 +144,35 @@ def _prefill_kernel(
 
 @triton.jit
 def _merge_kernel(po_ptr, plse_ptr, out_ptr, sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, so_t, so_h,
-                  G: tl.constexpr, D: tl.constexpr, C: tl.constexpr):
-    t = tl.program_id(0)
-    h = tl.program_id(1)
-    g = h // G
-    hh = h % G
-    c = tl.arange(0, C)
+                  C, G: tl.constexpr, D: tl.constexpr):
+    """One program per (token, KV head): the G heads' C partials are one contiguous slab."""
+    t = tl.program_id(0).to(tl.int64)
+    g = tl.program_id(1)
+    h = tl.arange(0, G)
     d = tl.arange(0, D)
-    lse = tl.load(plse_ptr + t * sl_t + g * sl_g + c * sl_c + hh)
-    live = lse > float("-inf")
-    mx = tl.max(tl.where(live, lse, -1e30), axis=0)
-    w = tl.where(live, tl.exp2(lse - mx), 0.0)
-    o = tl.load(po_ptr + t * sp_t + g * sp_g + c[:, None] * sp_c + hh * sp_h + d[None, :],
-                mask=live[:, None], other=0.0).to(tl.float32)
-    tot = tl.sum(w, axis=0)
-    res = tl.sum(w[:, None] * o, axis=0) / tl.where(tot > 0, tot, 1.0)
-    tl.store(out_ptr + t * so_t + h * so_h + d, res.to(out_ptr.dtype.element_ty))
+    lbase = plse_ptr + t * sl_t + g * sl_g + h
+    mx = tl.full((G,), -1e30, tl.float32)
+    for c in range(C):
+        mx = tl.maximum(mx, tl.load(lbase + c * sl_c))
+    tot = tl.zeros((G,), tl.float32)
+    acc = tl.zeros((G, D), tl.float32)
+    for c in range(C):
+        lse = tl.load(lbase + c * sl_c)
+        live = lse > float("-inf")
+        w = tl.where(live, tl.exp2(lse - mx), 0.0)
+        o = tl.load(po_ptr + t * sp_t + g * sp_g + c * sp_c + h[:, None] * sp_h + d[None, :],
+                    mask=live[:, None], other=0.0).to(tl.float32)
+        tot += w
+        acc += w[:, None] * o
+    res = acc / tl.where(tot > 0, tot, 1.0)[:, None]
+    tl.store(out_ptr + t * so_t + (g * G + h)[:, None] * so_h + d[None, :], res.to(out_ptr.dtype.element_ty))
 
 
 def _merge(po: torch.Tensor, plse: torch.Tensor, out: torch.Tensor, g_size: int) -> torch.Tensor:
     t, hq, d = out.shape
-    _merge_kernel[(t, hq)](po, plse, out, *po.stride()[:4], *plse.stride()[:3], out.stride(0),
-                           out.stride(1), G=g_size, D=d, C=po.shape[2])
+    _merge_kernel[(t, hq // g_size)](po, plse, out, *po.stride()[:4], *plse.stride()[:3],
+                                     out.stride(0), out.stride(1), po.shape[2], G=g_size, D=d,
+                                     num_warps=4)
     return out
 
 
@@ -181,13 +192,18 @@ def sparse_attention_decode(q, kv_cache, topk_idx, md: AttentionMetadata, scale:
     c = decode_chunks(t, hkv, k)
     po = torch.empty((t, hkv, c, g_size, d), dtype=q.dtype, device=q.device)
     plse = torch.empty((t, hkv, c, g_size), dtype=torch.float32, device=q.device)
-    req = token_to_request(md, q.device) if req_idx is None else req_idx
+    dql = md.decode_query_len
+    uniform = req_idx is None and md.num_decodes > 0 and t == md.num_decodes * dql
+    if uniform:
+        req = md.positions  # unused placeholder pointer: the kernel computes t // dql
+    else:
+        req = token_to_request(md, q.device) if req_idx is None else req_idx
     _decode_kernel[(t, hkv, c)](
         q, kv_cache, topk_idx, md.positions, req, md.block_tables, po, plse,
         q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
         topk_idx.stride(0), topk_idx.stride(1), md.block_tables.stride(0),
-        *po.stride()[:4], *plse.stride()[:3], scale * LOG2E,
-        G=g_size, D=d, E=k // c, BLK=BLOCK_SIZE, num_warps=4,
+        *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, dql,
+        G=g_size, D=d, E=k // c, BLK=BLOCK_SIZE, UNIFORM=uniform, num_warps=4,
     )
     return _merge(po, plse, torch.empty_like(q), g_size)
 

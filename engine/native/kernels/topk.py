@@ -14,6 +14,48 @@ from m3agent.engine.native.kernels.common import next_pow2
 
 
 @triton.jit
+def _topk_chunk_kernel(score_ptr, cand_v_ptr, cand_i_ptr, nb, stride_row,
+                       K: tl.constexpr, KP: tl.constexpr, CH: tl.constexpr):
+    """Stage 1 for few, long rows (decode): the top K of one CH-wide chunk of one row."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    nchunks = tl.num_programs(1)
+    b = c * CH + tl.arange(0, CH)
+    x = tl.load(score_ptr + row * stride_row + b, mask=b < nb, other=float("-inf"))
+    kk = tl.arange(0, KP)
+    vals = tl.full((KP,), float("-inf"), tl.float32)
+    idx = tl.full((KP,), -1, tl.int32)
+    for i in tl.static_range(K):
+        m = tl.max(x, axis=0)
+        j = tl.argmax(x, axis=0)
+        vals = tl.where(kk == i, m, vals)
+        idx = tl.where(kk == i, c * CH + j, idx)
+        x = tl.where(tl.arange(0, CH) == j, float("-inf"), x)
+    out = (row * nchunks + c) * KP + kk
+    tl.store(cand_v_ptr + out, vals)
+    tl.store(cand_i_ptr + out, idx)
+
+
+@triton.jit
+def _topk_merge_kernel(cand_v_ptr, cand_i_ptr, out_ptr, stride_out,
+                       K: tl.constexpr, KP: tl.constexpr, NC_P: tl.constexpr, NCAND: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.arange(0, NC_P)
+    ok = j < NCAND
+    x = tl.load(cand_v_ptr + row * NCAND + j, mask=ok, other=float("-inf"))
+    ids = tl.load(cand_i_ptr + row * NCAND + j, mask=ok, other=-1)
+    kk = tl.arange(0, KP)
+    res = tl.full((KP,), -1, tl.int32)
+    for i in tl.static_range(K):
+        m = tl.max(x, axis=0)
+        a = tl.argmax(x, axis=0)
+        pick = tl.sum(tl.where(j == a, ids, 0), axis=0)
+        res = tl.where(kk == i, tl.where(m > float("-inf"), pick, -1), res)
+        x = tl.where(j == a, float("-inf"), x)
+    tl.store(out_ptr + row * stride_out + kk, res, mask=kk < K)
+
+
+@triton.jit
 def _topk_rows_kernel(score_ptr, out_ptr, nb, stride_row, stride_out,
                       K: tl.constexpr, KP: tl.constexpr, NB_P: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
@@ -36,7 +78,19 @@ def topk_blocks(scores: torch.Tensor, topk: int) -> torch.Tensor:
     nb = scores.shape[-1]
     rows = scores.reshape(-1, nb)
     out = torch.empty((rows.shape[0], topk), dtype=torch.int32, device=scores.device)
-    if rows.shape[0]:
+    if 0 < rows.shape[0] <= 256 and nb > 1024:
+        # few long rows (decode): chunks in parallel, then a merge of the chunk winners
+        ch = 512
+        nchunks = triton.cdiv(nb, ch)
+        kp = next_pow2(topk)
+        cv = torch.empty((rows.shape[0], nchunks, kp), dtype=torch.float32, device=scores.device)
+        ci = torch.empty((rows.shape[0], nchunks, kp), dtype=torch.int32, device=scores.device)
+        _topk_chunk_kernel[(rows.shape[0], nchunks)](rows, cv, ci, nb, rows.stride(0), K=topk,
+                                                     KP=kp, CH=ch, num_warps=4)
+        _topk_merge_kernel[(rows.shape[0],)](cv, ci, out, out.stride(0), K=topk, KP=kp,
+                                             NC_P=next_pow2(nchunks * kp), NCAND=nchunks * kp,
+                                             num_warps=4)
+    elif rows.shape[0]:
         nbp = next_pow2(max(nb, 16))
         _topk_rows_kernel[(rows.shape[0],)](rows, out, nb, rows.stride(0), out.stride(0),
                                             K=topk, KP=next_pow2(topk), NB_P=nbp,
