@@ -326,5 +326,19 @@ async def test_escape_stops_a_running_tool(harness, until, m3text):
         await pilot.press("escape")
         await turn_done(pilot, until)
         assert time.monotonic() - started < 10
-        assert main.query_one(ToolCard).status in ("interrupted", "error")
+        assert main.query_one(ToolCard).status == "interrupted"
         assert any("interrupted" in str(n.render()) for n in main.query(NoticeView))
+
+
+async def test_interrupt_while_asking_closes_the_question(harness, until, m3text):
+    app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b")], approval="untrusted")
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "fix add")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await main.action_interrupt()  # as a time limit would end the turn
+        await until(pilot, lambda: main.completed_turns >= 1)
+        await until(pilot, lambda: app.screen is main)
+        assert main.query_one(ToolCard).status == "interrupted"
+        assert (harness.repo / "src/calc.py").read_text().endswith("a - b\n")
+        assert not [e for e in main.query(ErrorView)]  # no "no pending approval" noise

@@ -168,6 +168,9 @@ class MainScreen(Screen):
 
     async def _turn_complete(self, e: ev.TurnComplete) -> None:
         t = self.transcript
+        # An interrupt or a time limit can end the turn while a question is still open.
+        while type(self.app.screen).__name__ == "ApprovalScreen":
+            self.app.screen.dismiss(None)
         await t.end_segment()
         for card in t.unfinished_cards():
             card.set_status("interrupted")
@@ -189,7 +192,8 @@ class MainScreen(Screen):
 
     def _approval_callback(self, request: ev.ApprovalRequest):
         async def answer(decision: ApprovalDecision | None) -> None:
-            decision = decision or ApprovalDecision(request.call_id, "deny")
+            if decision is None:
+                return  # closed by the app (the turn already ended): nothing to answer
             card = self.transcript.cards.get(request.call_id)
             if card is not None:
                 card.set_status("running" if decision.decision != "deny" else "denied")

@@ -81,6 +81,8 @@ class ToolCard(Vertical):
         status = "error" if is_error else "ok"
         if metadata.get("denied") or (is_error and self.status == "denied"):
             status = "denied"  # the user said no: keep saying so rather than "failed"
+        elif metadata.get("interrupted"):
+            status = "interrupted"
         self.set_status(status)
         diff = metadata.get("diff")
         if isinstance(diff, str) and diff.strip():
