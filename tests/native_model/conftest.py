@@ -69,21 +69,38 @@ def make_caches(model, num_blocks: int, dtype=torch.float32, device="cpu",
 
 
 def run_prompt(model, ids: list[int], chunk: int | None = None, num_blocks: int | None = None,
-               gen: torch.Generator | None = None, fill: float | None = None) -> torch.Tensor:
-    """One request through the paged path (optionally chunked) -> logits [len(ids), vocab]."""
+               gen: torch.Generator | None = None, fill: float | None = None,
+               splits: list[int] | None = None) -> torch.Tensor:
+    """One request through the paged path -> logits [len(ids), vocab]. `chunk` cuts the prompt
+    into equal steps; `splits` gives each step's length (e.g. [120, 1, 1, ...] = decode)."""
     gen = gen or torch.Generator().manual_seed(0)
     need = -(-len(ids) // BLOCK_SIZE)
     nb = num_blocks or need + 3
     tables = page_tables([len(ids)], nb, gen)
     caches = make_caches(model, nb, dtype=model.info.dtype, fill=fill)
-    chunk = chunk or len(ids)
-    out = []
-    for c0 in range(0, len(ids), chunk):
-        c1 = min(len(ids), c0 + chunk)
+    if splits is None:
+        chunk = chunk or len(ids)
+        splits = [min(chunk, len(ids) - c0) for c0 in range(0, len(ids), chunk)]
+    if sum(splits) != len(ids):
+        raise ValueError("splits must add up to the prompt length")
+    out, c0 = [], 0
+    for n in splits:
+        c1, c0 = c0 + n, c0
         md = build_md([(c0, c1 - c0)], tables)
         h = model.forward(torch.tensor(ids[c0:c1]), caches, md)
         out.append(model.compute_logits(h))
+        c0 = c1
     return torch.cat(out)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Small ops on a shared, loaded CI box: two OpenMP threads spin against other jobs and
+    run ~10x slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture
