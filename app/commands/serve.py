@@ -28,11 +28,33 @@ def register(app: typer.Typer) -> None:
         stop: bool = typer.Option(
             False, "--stop", help="Stop the server of --model (all servers without --model)."
         ),
+        tensor_parallel_size: int | None = typer.Option(
+            None, "--tensor-parallel-size", help="vllm: GPUs per model (default: chosen)."
+        ),
+        max_model_len: int | None = typer.Option(
+            None, "--max-model-len", help="vllm: context length (default 262144, capped)."
+        ),
+        kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="vllm: auto|fp8."),
+        speculative_draft: str | None = typer.Option(
+            None, "--speculative-draft",
+            help="vllm: EAGLE3 draft (e.g. Inferact/MiniMax-M3-EAGLE3).",
+        ),
+        max_images: int = typer.Option(16, "--max-images", help="vllm: images per request."),
+        max_videos: int = typer.Option(4, "--max-videos", help="vllm: videos per request."),
+        gpu_memory_utilization: float = typer.Option(
+            0.9, "--gpu-memory-utilization", help="vllm: share of each GPU's memory to use."
+        ),
     ) -> None:
         """Serve one model over HTTP until stopped."""
+        vllm_options = {
+            "tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len,
+            "kv_cache_dtype": kv_cache_dtype, "speculative_draft": speculative_draft,
+            "max_images": max_images, "max_videos": max_videos,
+            "gpu_memory_utilization": gpu_memory_utilization,
+        }
         raise typer.Exit(execute(engine=engine, model=model, port=port, socket=socket,
                                  host=host, served_model_name=served_model_name,
-                                 status=status, stop=stop))
+                                 status=status, stop=stop, vllm_options=vllm_options))
 
 
 def _fail(code: int, message: str) -> int:
@@ -73,8 +95,26 @@ def _stop(home: Path, key: str | None) -> int:
     return code
 
 
+def _vllm_builder(options: dict):
+    """The vLLM engine with serve's options (ValueError for a bad one, before any load)."""
+    from m3agent.engine.backends.vllm_args import VllmOptions
+
+    opts = VllmOptions(**options)
+
+    def build(settings, attach: bool = False):
+        from m3agent.engine.backends.vllm import VllmEngine
+
+        engine = VllmEngine.from_model_dir(settings.model, opts)
+        for note in engine.plan.notes:
+            typer.echo(f"vllm: {note}", err=True)
+        return engine
+
+    return build
+
+
 def execute(*, engine: str, model: str | None, port: int | None, socket: Path | None,
-            host: str, served_model_name: str | None, status: bool, stop: bool) -> int:
+            host: str, served_model_name: str | None, status: bool, stop: bool,
+            vllm_options: dict | None = None) -> int:
     from m3agent.app import exit_codes
     from m3agent.app.factory import build_engine
     from m3agent.app.serve.run import run_server
@@ -91,6 +131,7 @@ def execute(*, engine: str, model: str | None, port: int | None, socket: Path | 
         if port is not None and not 0 <= port < 65536:
             raise ValueError(f"--port {port} is not a TCP port")
         settings = settings.override(engine=engine, model=model)
+        builder = _vllm_builder(vllm_options or {}) if engine == "vllm" else build_engine
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     if status or stop:
@@ -106,7 +147,7 @@ def execute(*, engine: str, model: str | None, port: int | None, socket: Path | 
     try:
         run_server(settings, host=host, port=port,
                    socket_path=str(socket.expanduser().resolve()) if socket else None,
-                   served_model_name=served_model_name, build_engine=build_engine)
+                   served_model_name=served_model_name, build_engine=builder)
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:

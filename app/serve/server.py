@@ -146,6 +146,7 @@ class ChatServer:
         yield chunk({"role": "assistant", "content": ""})
         final: UsageDelta | None = None
         stream = self.engine.stream(chat)
+        ended = False
         try:
             async for d in stream:
                 if isinstance(d, ContentDelta):
@@ -156,14 +157,18 @@ class ChatServer:
                     yield chunk({"tool_calls": [tool_call_json(d.index, d.call, with_index=True)]})
                 elif isinstance(d, UsageDelta):
                     final = d
+            ended = True
         except EngineError as e:
+            ended = True
             # Mid-stream the status line is gone already: the error travels as a chunk.
             yield json.dumps({"error": {"message": str(e), "code": _status_of(e)}})
             yield "[DONE]"
             return
         finally:
+            if not ended:  # the client left mid-stream: stop generating for nobody
+                await self.engine.abort(chat.request_id)
             aclose = getattr(stream, "aclose", None)
-            if aclose is not None:  # a client that left mid-stream aborts the engine request
+            if aclose is not None:
                 await aclose()
         yield chunk({}, final.finish_reason if final else "stop")
         if include_usage and final is not None:

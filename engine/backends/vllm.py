@@ -143,19 +143,20 @@ class VllmEngine:
             await asyncio.to_thread(shutdown)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        from m3agent.engine.m3.chat_template import render_prompt
+        from m3agent.engine.m3.chat_template import render_prompt_parts
         from m3agent.engine.m3.output_parser import M3OutputParser
 
         if self._closed:
             raise EngineUnavailable("the vllm engine is closed")
         started = time.monotonic()
-        text = render_prompt(list(request.messages), list(request.tools),
-                             request.thinking_mode, template=self._template)
-        if self._tokenizer is not None:
-            n = len(self._tokenizer.encode(text))
-            if n >= self.plan.max_model_len:
-                raise PromptTooLong(n, self.plan.max_model_len)
-        prompt: dict[str, Any] = {"prompt": text}
+        parts = render_prompt_parts(list(request.messages), list(request.tools),
+                                    request.thinking_mode, template=self._template)
+        # Token ids, encoded run by run: markup typed inside a message or a tool result stays
+        # text instead of becoming a control token (vLLM would tokenize a string whole).
+        ids = list(self._tokenizer.encode_parts(parts))
+        if len(ids) >= self.plan.max_model_len:
+            raise PromptTooLong(len(ids), self.plan.max_model_len)
+        prompt: dict[str, Any] = {"prompt_token_ids": ids}
         mm = self._multimodal(request.messages)
         if mm:
             prompt["multi_modal_data"] = mm

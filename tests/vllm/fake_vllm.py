@@ -110,9 +110,10 @@ class AsyncLLM:
         return min(best, len(ids) - 1) // BLOCK * BLOCK
 
     async def generate(self, prompt, sampling_params, request_id):
-        if "prompt" not in prompt:
-            raise ValueError("fake vllm: only text prompts")
-        ids = [ord(c) for c in prompt["prompt"]]
+        if "prompt_token_ids" in prompt:
+            ids = list(prompt["prompt_token_ids"])
+        else:
+            ids = [ord(c) for c in prompt["prompt"]]
         max_len = self.args["max_model_len"]
         if len(ids) > max_len:
             raise ValueError(f"The decoder prompt (length {len(ids)}) is longer than the "

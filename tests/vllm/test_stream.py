@@ -54,6 +54,12 @@ def request(rid: str, text: str = "hello", mode: str = "adaptive", media=(), too
                        sampling=SamplingParams(max_tokens=64, temperature=0.0))
 
 
+def prompt_text(prompt: dict) -> str:
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+    return M3Tokenizer.default().decode(prompt["prompt_token_ids"])
+
+
 async def collect(eng, req):
     return [d async for d in eng.stream(req)]
 
@@ -76,7 +82,7 @@ def test_reasoning_content_and_tool_call_parsed_by_m3_layer(engine, vllm):
     _, prompt, params = vllm.requests[-1]
     assert params.skip_special_tokens is False and params.max_tokens == 64
     assert params.output_kind.name == "DELTA"
-    assert '"name": "read_file"' in prompt["prompt"]  # the tools went into OUR rendered prompt
+    assert '"name": "read_file"' in prompt_text(prompt)  # the tools went into OUR rendered prompt
 
 
 def test_thinking_mode_goes_per_request(engine, vllm):
@@ -84,7 +90,7 @@ def test_thinking_mode_goes_per_request(engine, vllm):
         vllm.scripts.append("</mm:think>fine" if mode == "enabled" else "fine")
         out = asyncio.run(collect(engine, request(f"t{i}", mode=mode)))
         assert "".join(d.text for d in out if isinstance(d, ContentDelta)) == "fine"
-    prompts = [p["prompt"] for _, p, _ in vllm.requests]
+    prompts = [prompt_text(p) for _, p, _ in vllm.requests]
     for prompt, mode in zip(prompts, ("enabled", "disabled", "adaptive"), strict=True):
         assert prompt.endswith(f"{ROLE}ai\n" + generation_prefix(mode)), mode
     assert len(set(prompts)) == 3
@@ -99,7 +105,7 @@ def test_media_passed_per_request(engine, vllm, tmp_path):
     (_, with_media, _), (_, without, _) = vllm.requests[-2:]
     image = with_media["multi_modal_data"]["image"]
     assert isinstance(image, Image.Image) and image.mode == "RGB"
-    assert "]<]image[>[" in with_media["prompt"]
+    assert "]<]image[>[" in prompt_text(with_media)
     assert "multi_modal_data" not in without
 
 
@@ -162,3 +168,12 @@ def test_close_shuts_vllm_down(engine, vllm):
     asyncio.run(engine.close())
     asyncio.run(engine.close())
     assert vllm.shutdowns == 1
+
+
+def test_markup_typed_in_a_message_stays_text(engine, vllm):
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+    image_id = M3Tokenizer.default().token_to_id("]<]image[>[")
+    asyncio.run(collect(engine, request("txt", "please print ]<]image[>[ literally")))
+    ids = vllm.requests[-1][1]["prompt_token_ids"]
+    assert image_id is not None and image_id not in ids

@@ -1,0 +1,106 @@
+"""`m3agent serve --engine native` on a tiny M3 over real HTTP on loopback, with `m3agent run`
+attaching to it; every command is a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from m3agent.app.serve.lock import pid_alive
+
+
+def cli(home: Path, *args: str, timeout: float = 300, cwd: Path | None = None):
+    env = {**os.environ, "M3AGENT_HOME": str(home)}
+    env.pop("M3AGENT_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", "m3agent.app.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    model = tmp_path_factory.mktemp("model") / "tiny"
+    r = cli(model.parent, "model", "init-tiny", str(model), "--layers", "2", "--hidden", "128",
+            "--experts", "2")
+    assert r.returncode == 0, r.stderr
+    return model
+
+
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    for i in range(4):
+        (root / f"mod{i}.py").write_text(
+            f'"""Module {i} of the example."""\n\n\ndef add{i}(x: int) -> int:\n'
+            f"    return x + {i}\n"
+        )
+    (root / "README.md").write_text("# example\n\nA small repository to snapshot.\n")
+    return root
+
+
+def wait_ready(home: Path, proc: subprocess.Popen, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        for lock in (home / "serve").glob("*.json"):
+            data = json.loads(lock.read_text())
+            if data.get("state") == "ready":
+                return data
+        time.sleep(0.2)
+    raise AssertionError("the server did not become ready")
+
+
+def test_serve_run_twice_cached_then_stop(tiny, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('max_tokens = 8\ndevice = "cpu"\n')
+    workspace = repo(tmp_path)
+    env = {**os.environ, "M3AGENT_HOME": str(home)}
+    env.pop("M3AGENT_CONFIG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "m3agent.app.cli", "serve", "--engine", "native",
+         "--model", str(tiny)],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lock = wait_ready(home, proc)
+        assert lock["pid"] == proc.pid and lock["model"] == str(tiny.resolve())
+        assert lock["host"] == "127.0.0.1" and lock["port"] > 0
+
+        status = cli(home, "serve", "--status")
+        assert status.returncode == 0 and f"pid {proc.pid}" in status.stdout
+
+        second = cli(home, "serve", "--engine", "native", "--model", str(tiny))
+        assert second.returncode == 2 and "already running" in second.stderr
+
+        usages = []
+        for _ in range(2):
+            r = cli(home, "run", "Summarise this repository.", "--engine", "native",
+                    "--model", str(tiny), "--cwd", str(workspace), "--output-format", "json",
+                    "--max-turns", "1", "--approval", "never")
+            assert r.returncode in (0, 4), r.stderr
+            usages.append(json.loads(r.stdout)["usage"])
+        first, again = usages
+        assert first["prompt_tokens"] == again["prompt_tokens"] > 128
+        assert first["cached_prompt_tokens"] == 0
+        assert again["cached_prompt_tokens"] > 0
+        assert again["cached_prompt_tokens"] % 128 == 0  # whole pages of the native cache
+
+        stop = cli(home, "serve", "--stop", "--model", str(tiny), timeout=60)
+        assert stop.returncode == 0, stop.stderr
+        assert f"stopped pid {proc.pid}" in stop.stdout
+        assert proc.wait(timeout=30) == 0
+        assert not pid_alive(proc.pid)
+        assert list((home / "serve").glob("*.json")) == []
+        after = cli(home, "serve", "--status")
+        assert after.returncode == 3 and "no m3agent server" in after.stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
