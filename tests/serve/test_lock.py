@@ -1,0 +1,65 @@
+"""The serve lock file: one live server per model, stale locks replaced, stop kills the tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from m3agent.app.serve import lock as locks
+from m3agent.app.serve.process import descendants, stop_process
+
+
+def dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_acquire_refuses_a_live_holder_and_replaces_a_stale_one(tmp_path):
+    mine = locks.ServerLock(pid=dead_pid(), model="/m", served_model_name="m", backend="native")
+    locks.acquire(tmp_path, mine)
+    # its pid is gone: the next server takes the lock over
+    live = locks.ServerLock(pid=subprocess.os.getpid(), model="/m", served_model_name="m",
+                            backend="native", port=1234, host="127.0.0.1", state="ready")
+    locks.acquire(tmp_path, live)
+    assert locks.find_lock(tmp_path, "/m") == live
+    assert live.base_url == "http://127.0.0.1:1234/v1"
+    other = locks.ServerLock(pid=dead_pid(), model="/m", served_model_name="m", backend="vllm")
+    with pytest.raises(ValueError, match=r"already running \(pid"):
+        locks.acquire(tmp_path, other)
+    # a different model is a different lock
+    locks.acquire(tmp_path, locks.ServerLock(pid=live.pid, model="/n", served_model_name="n",
+                                             backend="native"))
+    assert {lk.model for lk in locks.all_locks(tmp_path)} == {"/m", "/n"}
+    locks.release(tmp_path, live)
+    assert locks.find_lock(tmp_path, "/m") is None
+
+
+def test_garbage_lock_is_ignored_and_removed(tmp_path):
+    path = locks.lock_path(tmp_path, "/m")
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert locks.find_lock(tmp_path, "/m") is None and not path.exists()
+
+
+def test_stop_process_kills_children_of_a_stubborn_server(tmp_path):
+    # A parent that ignores SIGTERM and has a child: both must be gone afterwards.
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('up', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "up"
+    deadline = time.monotonic() + 10
+    while not descendants(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    children = descendants(p.pid)
+    assert children
+    assert stop_process(p.pid, grace_s=0.5) is True
+    p.wait(timeout=5)
+    assert not any(locks.pid_alive(c) for c in children)
