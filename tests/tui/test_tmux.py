@@ -37,14 +37,16 @@ class Tmux:
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "t")
 
-    def wait_for(self, text: str, timeout: float = 30.0) -> float:
+    def wait_for(self, text: str, timeout: float = 30.0, poll_s: float = 0.03) -> float:
+        # Each poll is a tmux process; polling too often would steal CPU from the app on a
+        # 2-core machine and slow down what is being measured.
         start = time.perf_counter()
         while True:
             if text in self.screen():
                 return time.perf_counter() - start
             if time.perf_counter() - start > timeout:
                 raise AssertionError(f"{text!r} never appeared; the screen was:\n{self.screen()}")
-            time.sleep(0.01)
+            time.sleep(poll_s)
 
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
@@ -57,6 +59,23 @@ def _command(repo: Path, script: Path, home: Path) -> str:
         f"env -u COLUMNS -u LINES M3AGENT_HOME={home} TERM=xterm-256color {program} --engine scripted "
         f"--script {script} --approval untrusted --cwd {repo}; echo EXIT=$?; sleep 60"
     )
+
+
+def _first_paint(repo: Path, script: Path, home: Path) -> float:
+    """One more launch, only to time the first frame; quits at once."""
+    tmux = Tmux()
+    try:
+        t0 = time.perf_counter()
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 _command(repo, script, home))
+        tmux.wait_for("Ask m3agent")
+        elapsed = time.perf_counter() - t0
+        tmux.wait_for("tok/s")
+        tmux.run("send-keys", "-t", "t", "C-q")
+        tmux.wait_for("EXIT=0")
+        return elapsed
+    finally:
+        tmux.close()
 
 
 def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path):
@@ -75,7 +94,7 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
         first_paint_s = time.perf_counter() - t0
         tmux.wait_for("tok/s")
         while "loading" in tmux.screen() and time.perf_counter() - t0 < 30:
-            time.sleep(0.01)
+            time.sleep(0.03)
         ready_s = time.perf_counter() - t0
 
         tmux.run("send-keys", "-t", "t", "-l", "fix the add function")
@@ -94,11 +113,14 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
     finally:
         tmux.close()
 
+    samples = sorted([first_paint_s] + [_first_paint(repo, script, m3home) for _ in range(2)])
     load1 = os.getloadavg()[0]
     record = {
         "what": "wall time from launching `m3agent --engine scripted` in tmux to the first "
-                "frame (prompt visible) and to a ready session (engine and tools built)",
-        "first_paint_s": round(first_paint_s, 3),
+                "frame (prompt visible), 3 launches; and to a ready session (engine, tools, "
+                "sandbox probe) in the first launch",
+        "first_paint_s": {"min": round(samples[0], 3), "median": round(samples[1], 3),
+                          "max": round(samples[2], 3)},
         "session_ready_s": round(ready_s, 3),
         "target_first_paint_s": 1.0,
         "cpus": os.cpu_count(),
@@ -106,11 +128,11 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
         "python": platform.python_version(),
         "terminal": f"tmux {COLS}x{ROWS}",
     }
-    print(f"\nTUI first paint {first_paint_s:.3f} s, session ready {ready_s:.3f} s "
-          f"(load average {load1:.1f}, {os.cpu_count()} CPUs)")
+    print(f"\nTUI first paint min {samples[0]:.3f} s, median {samples[1]:.3f} s, "
+          f"session ready {ready_s:.3f} s (load average {load1:.1f}, {os.cpu_count()} CPUs)")
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(record, indent=2) + "\n")
     # A loaded shared machine can be several times slower; the budget scales with the load
     # so the test checks for a regression, not for an idle machine.
     budget = 1.0 * max(1.0, load1 / (os.cpu_count() or 1))
-    assert first_paint_s < max(3.0, budget), record
+    assert samples[1] < max(3.0, budget), record
