@@ -21,6 +21,9 @@ def register(app: typer.Typer) -> None:
         port: int | None = typer.Option(None, "--port", help="TCP port (default: a free one)."),
         socket: Path | None = typer.Option(None, "--socket", help="Listen on a unix socket."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+        allow_public: bool = typer.Option(
+            False, "--allow-public", help="Allow a non-loopback --host (no authentication!)."
+        ),
         served_model_name: str | None = typer.Option(
             None, "--served-model-name", help="Model name clients use (default: from --model)."
         ),
@@ -54,7 +57,8 @@ def register(app: typer.Typer) -> None:
         }
         raise typer.Exit(execute(engine=engine, model=model, port=port, socket=socket,
                                  host=host, served_model_name=served_model_name,
-                                 status=status, stop=stop, vllm_options=vllm_options))
+                                 status=status, stop=stop, vllm_options=vllm_options,
+                                 allow_public=allow_public))
 
 
 def _fail(code: int, message: str) -> int:
@@ -114,7 +118,7 @@ def _vllm_builder(options: dict):
 
 def execute(*, engine: str, model: str | None, port: int | None, socket: Path | None,
             host: str, served_model_name: str | None, status: bool, stop: bool,
-            vllm_options: dict | None = None) -> int:
+            vllm_options: dict | None = None, allow_public: bool = False) -> int:
     from m3agent.app import exit_codes
     from m3agent.app.factory import build_engine
     from m3agent.app.serve.run import run_server
@@ -147,7 +151,8 @@ def execute(*, engine: str, model: str | None, port: int | None, socket: Path | 
     try:
         run_server(settings, host=host, port=port,
                    socket_path=str(socket.expanduser().resolve()) if socket else None,
-                   served_model_name=served_model_name, build_engine=builder)
+                   served_model_name=served_model_name, build_engine=builder,
+                   allow_public=allow_public)
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:

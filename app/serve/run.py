@@ -31,11 +31,15 @@ async def serve_forever(
     app = ChatServer(engine, config)
     if socket_path is not None:
         sock = Path(socket_path)
-        if sock.exists():  # a stale socket of a dead server (the lock said nobody holds it)
-            sock.unlink()
+        if sock.exists():
+            if _socket_in_use(socket_path):
+                raise ValueError(f"{socket_path} is in use by another server")
+            sock.unlink()  # a stale socket left by a server that died
     server = await start(app.handle, host=host, port=port, socket_path=socket_path)
     bound_port = None if socket_path else server.sockets[0].getsockname()[1]
-    ready = replace(lock, host=None if socket_path else host, port=bound_port,
+    # Clients on this machine reach a wildcard listener through loopback.
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    ready = replace(lock, host=None if socket_path else local, port=bound_port,
                     socket=socket_path, state="ready",
                     max_context_tokens=engine.info().max_context_tokens)
     locks.update(home, ready)
@@ -60,16 +64,27 @@ async def serve_forever(
             Path(socket_path).unlink(missing_ok=True)
 
 
+def _socket_in_use(path: str) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
+
 def run_server(settings: Any, *, host: str, port: int | None, socket_path: str | None,
                served_model_name: str | None, build_engine: Any,
-               log: TextIO | None = None) -> None:
+               log: TextIO | None = None, allow_public: bool = False) -> None:
     """Blocks until stopped. ValueError for usage errors, EngineError when loading fails."""
     from m3agent.engine.model_source import resolve_model
 
     log = log or sys.stderr
-    if host not in ("127.0.0.1", "localhost", "::1") and os.environ.get("M3AGENT_SERVE_PUBLIC") != "1":
-        # The endpoint runs tools' model with no authentication: loopback only by default.
-        raise ValueError(f"--host {host} is not loopback; set M3AGENT_SERVE_PUBLIC=1 to allow it")
+    if host not in ("127.0.0.1", "localhost", "::1") and not allow_public:
+        # The endpoint has no authentication: loopback only unless asked for explicitly.
+        raise ValueError(f"--host {host} is not loopback; add --allow-public to listen there")
     resolved = resolve_model(settings.model)
     name = served_model_name or resolved.repo_id or resolved.path.name
     lock = locks.ServerLock(pid=os.getpid(), model=resolved.key, served_model_name=name,
