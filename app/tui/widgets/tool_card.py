@@ -58,6 +58,7 @@ class ToolCard(Vertical):
         self.tool_name = name
         self.arguments = arguments
         self.status = "running"
+        self.note = ""  # e.g. "exit 1", "timed out", "blocked by landlock"
         self._header = Static(self._header_text())
         self._args = Static(format_arguments(arguments), markup=False, classes="tool-args")
 
@@ -70,6 +71,8 @@ class ToolCard(Vertical):
         text = Text()
         text.append(f"⚙ {self.tool_name}", style="bold")
         text.append(f"  {label}", style=style)
+        if self.note:
+            text.append(f"  ({self.note})", style="dim")
         return text
 
     def set_status(self, status: str) -> None:
@@ -83,6 +86,7 @@ class ToolCard(Vertical):
             status = "denied"  # the user said no: keep saying so rather than "failed"
         elif metadata.get("interrupted"):
             status = "interrupted"
+        self.note = _note(metadata)
         self.set_status(status)
         diff = metadata.get("diff")
         if isinstance(diff, str) and diff.strip():
@@ -90,3 +94,17 @@ class ToolCard(Vertical):
         if output.strip() and not (diff and not is_error):
             # For a successful edit the diff says it all; otherwise show what the tool said.
             await self.mount(Static(format_output(output), markup=False, classes="tool-output"))
+
+
+def _note(metadata: dict[str, Any]) -> str:
+    """The one fact from a result's metadata worth a glance in the header."""
+    if metadata.get("timed_out"):
+        return "timed out"
+    if metadata.get("blocked_by"):
+        return f"blocked by {metadata['blocked_by']}"
+    code = metadata.get("exit_code")
+    if isinstance(code, int) and code != 0:
+        return f"exit {code}"
+    if metadata.get("truncated"):
+        return "output truncated"
+    return ""
