@@ -104,3 +104,47 @@ def test_serve_run_twice_cached_then_stop(tiny, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_serve_on_a_unix_socket_then_stop(tiny, tmp_path):
+    import httpx
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('device = "cpu"\n')
+    sock = tmp_path / "m3.sock"
+    env = {**os.environ, "M3AGENT_HOME": str(home)}
+    env.pop("M3AGENT_CONFIG", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "m3agent.app.cli", "serve", "--model", str(tiny),
+         "--socket", str(sock), "--served-model-name", "dev"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lock = wait_ready(home, proc)
+        assert lock["socket"] == str(sock) and lock["port"] is None
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://m3") as c:
+            models = c.get("/v1/models").json()
+        assert [m["id"] for m in models["data"]] == ["dev"]
+        assert models["data"][0]["backend"] == "native"
+        assert cli(home, "serve", "--stop", timeout=60).returncode == 0
+        assert proc.wait(timeout=30) == 0
+        assert not sock.exists() and not pid_alive(proc.pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_errors_are_one_line(tmp_path):
+    home = tmp_path / "home"
+    missing = cli(home, "serve", "--model", str(tmp_path / "nope"), timeout=60)
+    assert missing.returncode == 3 and "nope does not exist" in missing.stderr
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text("{}")
+    half = cli(home, "serve", "--model", str(tmp_path / "half"), timeout=60)
+    assert half.returncode == 3 and "has no *.safetensors weights" in half.stderr
+    both = cli(home, "serve", "--model", "x", "--port", "1", "--socket", "s", timeout=60)
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert not list((home / "serve").glob("*.json"))  # no lock left behind by a failure
