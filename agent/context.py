@@ -21,6 +21,7 @@ from typing import Any
 
 from m3agent.agent.context_files import FileRules, list_candidates, read_source
 from m3agent.agent.context_rank import rank_scores
+from m3agent.agent.context_select import select
 from m3agent.agent.context_tokens import TokenCounter
 from m3agent.engine.api import Message
 
@@ -138,58 +139,37 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig) -> Snapsh
     header_tokens = counter.count([_header(len(order), "sha256:" + "0" * 16)], remember=False)[0]
     close_tokens = counter.count([SNAPSHOT_CLOSE], remember=False)[0]
     open_l, close_l = _listing(order)
-    listing_tokens = sum(counter.count([open_l, close_l], remember=False)) + 4  # count digits
+    # + the digits of the count and a "(K more not shown)" line, counted generously.
+    listing_tokens = sum(counter.count([open_l, close_l], remember=False)) + 16
     fixed = header_tokens + close_tokens + instr_tokens
 
     total_all = fixed + sum(section_tokens)
-    included: set[str]
     scores: dict[str, float] = {}
     if total_all <= config.budget_tokens:
-        included = set(order)
+        inc_idx, shown_idx = set(range(len(order))), set()
     else:
         scores = rank_scores(texts)
-        idx = {p: i for i, p in enumerate(order)}
-        ranked = sorted(order, key=lambda p: (-scores[p], idx[p]))
-        # Start with every file listed by path; swap a path line for its section, best first,
-        # while the total stays within the budget (smaller files still fill the gaps).
-        cost = fixed + listing_tokens + sum(path_tokens)
-        included = set()
-        for p in ranked:
-            i = idx[p]
-            delta = section_tokens[i] - path_tokens[i]
-            if cost + delta <= config.budget_tokens:
-                included.add(p)
-                cost += delta
+        ranked = sorted(range(len(order)), key=lambda i: (-scores[order[i]], i))
+        room = config.budget_tokens - fixed - listing_tokens
+        inc_idx, shown_idx = select(ranked, section_tokens, path_tokens, room)
+    included = {order[i] for i in inc_idx}
     listed = [p for p in order if p not in included]
-    # A listing that alone overflows the budget is cut at the end.
-    shown_listed = list(listed)
-    if listed:
-        cost = fixed + listing_tokens + sum(
-            section_tokens[i] for i, p in enumerate(order) if p in included
-        )
-        room = config.budget_tokens - cost
-        kept: list[str] = []
-        for i, p in enumerate(order):
-            if p in included:
-                continue
-            if path_tokens[i] > room:
-                break
-            kept.append(p)
-            room -= path_tokens[i]
-        shown_listed = kept
+    shown = {order[i] for i in shown_idx}
 
     body_parts: list[str] = [instr_text] if instr_text else []
     body_parts += [s for p, s in zip(order, sections, strict=True) if p in included]
     if listed:
         open_l, close_l = _listing(listed)
-        body_parts.append(open_l + "".join(p + "\n" for p in shown_listed) + close_l)
+        more = len(listed) - len(shown)
+        tail = f"({more} more not shown)\n" if more else ""
+        lines = "".join(p + "\n" for p in order if p in shown)
+        body_parts.append(open_l + lines + tail + close_l)
     body = "".join(body_parts)
     digest = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     text = _header(len(order), digest) + body + SNAPSHOT_CLOSE
-    tokens = fixed + sum(section_tokens[i] for i, p in enumerate(order) if p in included)
-    shown = set(shown_listed)
+    tokens = fixed + sum(section_tokens[i] for i in inc_idx)
     if listed:
-        tokens += listing_tokens + sum(path_tokens[i] for i, p in enumerate(order) if p in shown)
+        tokens += listing_tokens + sum(path_tokens[i] for i in shown_idx)
 
     by_path = {p: i for i, p in enumerate(order)}
     for p in order:

@@ -10,9 +10,11 @@ too large to be source. Every skip carries its reason, for `m3agent context`.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from m3agent.tools.ignore import parse_rules, walk
 
@@ -78,32 +80,51 @@ class Skipped:
 
 
 class _Patterns:
-    """Ordered gitignore rules, each tagged with the reason it gives; last match wins."""
+    """Ordered gitignore rules, each tagged with the reason it gives; last match wins.
+
+    A rule matches a file when it matches the path itself or (directory rules too) one of its
+    parent directories. Directory results are cached and one combined regex rejects most
+    paths at once: 10,000 files must not cost 10,000 x rules regex calls.
+    """
 
     def __init__(self) -> None:
-        self._rules: list[tuple[object, str]] = []
+        self._rules: list[tuple[Any, str]] = []
+        self._any: re.Pattern[str] | None = None
+        self._dirs: dict[str, int] = {}
 
     def add(self, patterns: tuple[str, ...] | list[str], reason: str) -> None:
         for rule in parse_rules("\n".join(patterns), ""):
             self._rules.append((rule, reason))
+        self._any = None
+        self._dirs = {}
+
+    def _last(self, path: str, is_dir: bool) -> int:
+        if self._any is None:
+            self._any = re.compile("|".join(f"(?:{r.regex.pattern})" for r, _ in self._rules)
+                                   or "(?!)")
+        if not self._any.match(path):
+            return -1
+        for k in range(len(self._rules) - 1, -1, -1):
+            rule = self._rules[k][0]
+            if (is_dir or not rule.dir_only) and rule.regex.match(path):
+                return k
+        return -1
+
+    def _dir_last(self, d: str) -> int:
+        hit = self._dirs.get(d)
+        if hit is None:
+            parent = d.rsplit("/", 1)[0] if "/" in d else ""
+            hit = max(self._dir_last(parent) if parent else -1, self._last(d, True))
+            self._dirs[d] = hit
+        return hit
 
     def reason(self, rel: str) -> str | None:
-        parts = rel.split("/")
-        found: str | None = None
-        for rule, why in self._rules:
-            # A directory rule matches any file below that directory.
-            hit = False
-            for depth in range(len(parts), 0, -1):
-                sub = "/".join(parts[:depth])
-                is_dir = depth < len(parts)
-                if rule.dir_only and not is_dir:  # type: ignore[attr-defined]
-                    continue
-                if rule.regex.match(sub):  # type: ignore[attr-defined]
-                    hit = True
-                    break
-            if hit:
-                found = None if rule.negate else why  # type: ignore[attr-defined]
-        return found
+        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
+        k = max(self._dir_last(parent) if parent else -1, self._last(rel, False))
+        if k < 0:
+            return None
+        rule, why = self._rules[k]
+        return None if rule.negate else why
 
 
 def _git_files(root: Path) -> tuple[list[str], set[str]] | None:
