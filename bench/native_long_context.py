@@ -55,7 +55,27 @@ def build_model(layers: int, dense_layers: int, max_pos: int):
     return model
 
 
-def run_case(name: str, cfg: dict) -> dict:
+def profile_decode(engine, prompt: list[int], path: Path) -> None:
+    """torch.profiler over three decode steps of a request whose prompt is cached: where the
+    time of a decode step goes (CPU-side engine work vs GPU kernels)."""
+    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from torch.profiler import ProfilerActivity, profile
+    engine.add_request("profiled", prompt, TokenSamplingParams(max_tokens=8, ignore_eos=True))
+    for _ in range(2):
+        engine.step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            engine.step()
+        torch.cuda.synchronize()
+    while engine.has_unfinished_requests():
+        engine.step()
+    ka = prof.key_averages()
+    path.write_text(ka.table(sort_by="self_cpu_time_total", row_limit=30) + "\n\n"
+                    + ka.table(sort_by="self_cuda_time_total", row_limit=20))
+
+
+def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
     from m3agent.engine.native.block_hash import extend_block_hashes
     from m3agent.engine.native.engine_config import EngineConfig
     from m3agent.engine.native.llm_engine import LLMEngine
@@ -103,6 +123,11 @@ def run_case(name: str, cfg: dict) -> dict:
     hit, hit_wall, hit_fwd_s = hits[-1]
     ttft_hit = hit.metrics.first_token_time - hit.metrics.arrival_time
     first_hit = hits[0][0]
+    if out_dir is not None:
+        try:
+            profile_decode(engine, prompt, out_dir / f"profile_decode_{name}.txt")
+        except Exception as exc:  # noqa: BLE001  (a profiler hiccup must not lose the figures)
+            print(f"profile failed: {exc}", flush=True)
     th = time.perf_counter()
     hashes: list[bytes] = []
     extend_block_hashes(hashes, extended, 128)
@@ -147,7 +172,7 @@ def main() -> None:
     path = out / f"native_long_context_{record['env']['date'][:10]}.json"
     for name in args.cases.split(","):
         try:
-            record["rows"].append(run_case(name, CASES[name]))
+            record["rows"].append(run_case(name, CASES[name], out))
         except Exception as exc:  # keep the other case's figures
             import traceback
             record["errors"][name] = traceback.format_exc()[-3000:]

@@ -93,5 +93,5 @@ def test_sparse_prefill_variants(kc, persistent):
     for tt in (4, 8):
         plan = sa.prefill_plan(sel, b.md, 16, tt)
         out = sa.sparse_attention_prefill_planned(q, b.kv_cache, sel, b.md, 128 ** -0.5, plan,
-                                                  persistent=persistent, num_stages=3)
+                                                  persistent=persistent, num_stages=3 if tt == 4 else 2)
         kc._gate(out.float(), ref, 5e-3, 0.9999, f"tt={tt} persistent={persistent}")

@@ -265,6 +265,8 @@ def sparse_attention_prefill_planned(q, kv_cache, topk_idx, md: AttentionMetadat
     nwork = work[0].shape[0]
     if nwork:
         grid = nwork
+        if tt * g_size >= 128:
+            num_stages = min(num_stages, 2)  # 3 stages of 128-row tiles exceed shared memory
         if persistent:
             sms = torch.cuda.get_device_properties(q.device).multi_processor_count
             grid = min(nwork, persistent * sms)

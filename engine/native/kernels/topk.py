@@ -1,8 +1,10 @@
 """Row-wise top-k of block scores in one Triton launch (replaces torch.topk, whose radix
 select costs ~50 us for a handful of 8192-wide decode rows and ~10% of prefill scoring).
 
-One program per row keeps the whole row in registers and extracts the k largest by k
-argmax passes; -inf entries (blocks the query cannot see) come out as -1.
+Short rows: one program per row keeps the row in registers and extracts the k largest by k
+max-with-index passes. Long rows (> 1024 blocks): one-warp programs do the same per 512-wide
+chunk, a second kernel merges the chunk winners. -inf entries (blocks the query cannot see)
+come out as -1.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ def _topk_chunk_kernel(score_ptr, cand_v_ptr, cand_i_ptr, nb, stride_row,
     vals = tl.full((KP,), float("-inf"), tl.float32)
     idx = tl.full((KP,), -1, tl.int32)
     for i in tl.static_range(K):
-        m = tl.max(x, axis=0)
-        j = tl.argmax(x, axis=0)
+        m, j = tl.max(x, axis=0, return_indices=True)
         vals = tl.where(kk == i, m, vals)
         idx = tl.where(kk == i, c * CH + j, idx)
         x = tl.where(tl.arange(0, CH) == j, float("-inf"), x)
@@ -47,8 +48,7 @@ def _topk_merge_kernel(cand_v_ptr, cand_i_ptr, out_ptr, stride_out,
     kk = tl.arange(0, KP)
     res = tl.full((KP,), -1, tl.int32)
     for i in tl.static_range(K):
-        m = tl.max(x, axis=0)
-        a = tl.argmax(x, axis=0)
+        m, a = tl.max(x, axis=0, return_indices=True)
         pick = tl.sum(tl.where(j == a, ids, 0), axis=0)
         res = tl.where(kk == i, tl.where(m > float("-inf"), pick, -1), res)
         x = tl.where(j == a, float("-inf"), x)
@@ -64,8 +64,7 @@ def _topk_rows_kernel(score_ptr, out_ptr, nb, stride_row, stride_out,
     kk = tl.arange(0, KP)
     res = tl.full((KP,), -1, tl.int32)
     for i in tl.static_range(K):
-        m = tl.max(x, axis=0)
-        j = tl.argmax(x, axis=0)
+        m, j = tl.max(x, axis=0, return_indices=True)
         res = tl.where(kk == i, tl.where(m > float("-inf"), j, -1), res)
         x = tl.where(b == j, float("-inf"), x)
     tl.store(out_ptr + row * stride_out + kk, res, mask=kk < K)
@@ -78,18 +77,19 @@ def topk_blocks(scores: torch.Tensor, topk: int) -> torch.Tensor:
     nb = scores.shape[-1]
     rows = scores.reshape(-1, nb)
     out = torch.empty((rows.shape[0], topk), dtype=torch.int32, device=scores.device)
-    if 0 < rows.shape[0] <= 256 and nb > 1024:
-        # few long rows (decode): chunks in parallel, then a merge of the chunk winners
+    if rows.shape[0] and nb > 1024:
+        # long rows: one-warp programs take the top k of each 512-wide chunk in parallel
+        # (a pass is warp shuffles only), then one merge of the chunk winners per row
         ch = 512
         nchunks = triton.cdiv(nb, ch)
         kp = next_pow2(topk)
         cv = torch.empty((rows.shape[0], nchunks, kp), dtype=torch.float32, device=scores.device)
         ci = torch.empty((rows.shape[0], nchunks, kp), dtype=torch.int32, device=scores.device)
         _topk_chunk_kernel[(rows.shape[0], nchunks)](rows, cv, ci, nb, rows.stride(0), K=topk,
-                                                     KP=kp, CH=ch, num_warps=4)
+                                                     KP=kp, CH=ch, num_warps=1)
         _topk_merge_kernel[(rows.shape[0],)](cv, ci, out, out.stride(0), K=topk, KP=kp,
                                              NC_P=next_pow2(nchunks * kp), NCAND=nchunks * kp,
-                                             num_warps=4)
+                                             num_warps=1 if nchunks * kp <= 512 else 4)
     elif rows.shape[0]:
         nbp = next_pow2(max(nb, 16))
         _topk_rows_kernel[(rows.shape[0],)](rows, out, nb, rows.stride(0), out.stride(0),
