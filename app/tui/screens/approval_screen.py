@@ -44,9 +44,10 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
                     yield DiffView(self.diff, id="approval-diff")
             yield Input(placeholder="note to the model (why not, what instead)", id="deny-note")
             with Horizontal(id="approval-buttons"):
-                yield Button("[y] Approve once", id="approve", variant="success")
-                yield Button(f"[a] Always allow {req.name}", id="approve_session", variant="primary")
-                yield Button("[n] Deny…", id="deny", variant="error")
+                yield Button("Approve once (y)", id="approve", variant="success")
+                yield Button(f"Allow {req.name} for this session (a)", id="approve_session",
+                             variant="primary")
+                yield Button("Deny… (n)", id="deny", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#deny-note", Input).display = False
