@@ -40,12 +40,17 @@ class Tally:
         self.tool_calls = 0
         self.errors: list[dict[str, Any]] = []
         self.complete: ev.TurnComplete | None = None
+        self.requests: list[dict[str, Any]] = []  # per engine call: cache figures
+        self.context: list[dict[str, Any]] = []  # snapshot / refresh / compact events
 
     def see(self, e: Any) -> None:
         if isinstance(e, ev.SessionStarted):
             self.session_id = e.session_id
         elif isinstance(e, ev.ModelRequestFinished):
             self.turns += 1
+            self.requests.append(usage_dict(e.usage))
+        elif isinstance(e, ev.ContextEvent) and e.action != "checkpoint":
+            self.context.append({"action": e.action, **e.detail})
         elif isinstance(e, ev.ToolCallFinished):
             self.tool_calls += 1
         elif isinstance(e, ev.Error):
@@ -66,6 +71,11 @@ class Tally:
         if any(err["kind"] == "engine_unavailable" for err in self.errors):
             return exit_codes.ENGINE_UNAVAILABLE
         return exit_codes.INTERNAL_ERROR
+
+
+def usage_dict(u: Any) -> dict[str, Any]:
+    """Usage as JSON, with the recomputed prompt tokens spelled out."""
+    return {**asdict(u), "recomputed_prompt_tokens": u.recomputed_prompt_tokens}
 
 
 class TextRenderer:
@@ -115,8 +125,10 @@ class JsonRenderer:
             "session_id": tally.session_id,
             "reason": c.reason if c else "error",
             "answer": c.answer if c else "",
-            "usage": asdict(c.usage) if c else None,
-            "last_usage": asdict(c.last_usage) if c and c.last_usage else None,
+            "usage": usage_dict(c.usage) if c else None,
+            "last_usage": usage_dict(c.last_usage) if c and c.last_usage else None,
+            "requests": tally.requests,
+            "context": tally.context,
             "turns": tally.turns,
             "tool_calls": tally.tool_calls,
             "errors": tally.errors,

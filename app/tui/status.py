@@ -16,6 +16,7 @@ class StatusState:
     context_max: int | None = None
     cached_tokens: int | None = None
     cache_hit_pct: float | None = None
+    cache_miss: str | None = None  # why the last call missed the prefix cache (agent/context_cache)
     tokens_per_s: float | None = None
     thinking: str = "adaptive"
     sandbox: str = ""
@@ -36,6 +37,8 @@ class StatusState:
             context_used=used,
             cached_tokens=usage.cached_prompt_tokens,
             cache_hit_pct=hit,
+            # A cold first request is expected; any other miss is worth a word.
+            cache_miss=None if usage.cache_miss_reason == "first request" else usage.cache_miss_reason,
             tokens_per_s=tps,
         )
 
@@ -49,7 +52,8 @@ class StatusState:
             ctx += f"/{_k(self.context_max)}"
         parts.append(ctx)
         if self.cached_tokens is not None and self.cache_hit_pct is not None:
-            parts.append(f"cached {_k(self.cached_tokens)} {self.cache_hit_pct:.0f}%")
+            miss = f" (miss: {self.cache_miss})" if self.cache_miss else ""
+            parts.append(f"cached {_k(self.cached_tokens)} {self.cache_hit_pct:.0f}%{miss}")
         else:
             parts.append("cached -")
         parts.append(f"{self.tokens_per_s:.1f} tok/s" if self.tokens_per_s else "- tok/s")
