@@ -41,8 +41,8 @@ def sweep(rows: list, ceil: dict) -> None:
         caches = [rand_cache((pages, 128, DI), torch.bfloat16) for _ in range(nl)]
         iq = torch.randn(1, H, DI, device="cuda", dtype=torch.bfloat16)
         nbytes = pages * 128 * DI * 2
-        for bps in (2, 4, 8, 16, 32):
-            for ns in (2, 3, 4):
+        for bps in ((1, 2, 4, 8) if ctx < 500_000 else (8, 16, 21, 28, 32, 42, 64)):
+            for ns in (2, 3):
                 r = time_graph(lambda i: index_select.index_scores(iq, caches[i], md, bps=bps, num_stages=ns), nl)
                 emit({"name": "idx_decode_sweep", "ctx": ctx, "bps": bps, "num_stages": ns,
                       "score_us": r["median_us"],

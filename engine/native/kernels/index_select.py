@@ -39,7 +39,8 @@ def _index_score_kernel(
     tile_req_ptr, tile_tok_ptr, tile_end_ptr,
     stride_iq_t, stride_iq_h, stride_ik_page, stride_ik_off, stride_s_row, stride_bt,
     num_blocks, init_blocks, local_blocks,
-    H: tl.constexpr, DI: tl.constexpr, BLOCK_T: tl.constexpr, BPS: tl.constexpr,
+    bps,
+    H: tl.constexpr, DI: tl.constexpr, BLOCK_T: tl.constexpr, BPS_P: tl.constexpr,
     BLK: tl.constexpr, TILE_IS_REQ: tl.constexpr,
 ):
     tile = tl.program_id(0)
@@ -66,8 +67,8 @@ def _index_score_kernel(
     q = tl.load(iq_ptr + tok[:, None].to(tl.int64) * stride_iq_t + head[:, None] * stride_iq_h + d[None, :],
                 mask=row_ok[:, None], other=0.0)
     offs = tl.arange(0, BLK)
-    b0 = split * BPS
-    b_hi = tl.minimum(b0 + BPS, nvis_max)
+    b0 = split * bps
+    b_hi = tl.minimum(b0 + bps, nvis_max)
     b_mid = tl.maximum(tl.minimum(b_hi, full_hi), b0)
     for b in range(b0, b_mid):
         page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
@@ -83,11 +84,17 @@ def _index_score_kernel(
         m = tl.max(s, axis=1)
         _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks,
                      stride_s_row, H)
-    cols = tl.arange(0, BPS)
+    cols = tl.arange(0, BPS_P)
     blk = b0 + cols
     out = score_ptr + (tok[:, None].to(tl.int64) * H + head[:, None]) * stride_s_row + blk[None, :]
-    tl.store(out, tl.full((BLOCK_M, BPS), float("-inf"), tl.float32),
-             mask=row_ok[:, None] & (blk[None, :] >= b_hi) & (blk[None, :] < num_blocks))
+    tl.store(out, tl.full((BLOCK_M, BPS_P), float("-inf"), tl.float32),
+             mask=row_ok[:, None] & (blk[None, :] >= b_hi) & (cols[None, :] < bps) & (blk[None, :] < num_blocks))
+
+
+def _num_sms(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tiles(md: AttentionMetadata, block_t: int, device: torch.device):
@@ -120,12 +127,17 @@ def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetad
         # prefill: 256-row tiles (64 tokens x 4 heads: 430 vs 364 TFLOP/s for 128 rows on the
         # H200, bench/results run 2), so each index-key page feeds a 256x128x128 product.
         block_t = max(next_pow2(max_q), max(1, 16 // h)) if max_q <= 8 else max(1, 256 // h)
+    n_tiles_est = sum(-(-q // block_t) for q in md.query_lens_cpu)
     if bps is None:
-        # enough programs to keep ~4 per SM busy, as few as possible beyond that
-        n_tiles = sum(-(-q // block_t) for q in md.query_lens_cpu)
-        bps = 64
-        while bps > 2 and n_tiles * triton.cdiv(nb, bps) < 528:
-            bps //= 2
+        if max_q <= 8:
+            # decode is bandwidth-bound: one full wave of ~3 programs per SM (2 pipeline
+            # stages of 32 KB pages each), so no partial last wave leaves the HBM idle
+            target = 3 * _num_sms(iq.device)
+            bps = max(1, min(64, triton.cdiv(nb * n_tiles_est, target)))
+        else:
+            bps = 64
+            while bps > 2 and n_tiles_est * triton.cdiv(nb, bps) < 528:
+                bps //= 2
     tile_is_req = max(md.query_lens_cpu) <= block_t
     if tile_is_req:  # no host->device copy: CUDA graphs can capture the decode path
         qsl = md.query_start_loc
@@ -138,10 +150,10 @@ def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetad
     _index_score_kernel[grid](
         iq, index_cache, scores, md.positions, md.block_tables, tile_req, tile_tok, tile_end,
         iq.stride(0), iq.stride(1), index_cache.stride(0), index_cache.stride(1), nb,
-        md.block_tables.stride(0), nb, init_blocks, local_blocks,
-        H=h, DI=di, BLOCK_T=block_t, BPS=bps, BLK=BLOCK_SIZE, TILE_IS_REQ=tile_is_req,
+        md.block_tables.stride(0), nb, init_blocks, local_blocks, bps,
+        H=h, DI=di, BLOCK_T=block_t, BPS_P=next_pow2(bps), BLK=BLOCK_SIZE, TILE_IS_REQ=tile_is_req,
         num_warps=4 if block_t * h <= 64 else 8,
-        num_stages=num_stages or (2 if block_t * h > 128 else 3),
+        num_stages=num_stages or 2,
     )
     return scores
 
