@@ -122,6 +122,25 @@ async def _send_events(
                 await aclose()  # runs the generator's finally: the engine request is aborted
 
 
+async def _unless_client_leaves(
+    work: Awaitable[HttpResponse], reader: asyncio.StreamReader
+) -> HttpResponse | None:
+    """The handler's response, or None (handler cancelled) when the client hangs up first:
+    a non-streaming completion nobody waits for should not keep the engine busy."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(reader.read(1))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return None
+    finally:
+        gone.cancel()
+
+
 def connection_handler(handler: Handler):
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -129,7 +148,9 @@ def connection_handler(handler: Handler):
                 req = await read_request(reader)
                 if req is None:
                     return
-                resp = await handler(req)
+                resp = await _unless_client_leaves(handler(req), reader)
+                if resp is None:
+                    return
             except BadRequest as e:
                 body = json.dumps({"error": {"message": str(e), "code": e.status}}).encode()
                 resp = HttpResponse(e.status, body)

@@ -104,6 +104,7 @@ class ChatServer:
         reasoning: list[str] = []
         calls: list[dict[str, Any]] = []
         final: UsageDelta | None = None
+        ended = False
         try:
             async for d in self.engine.stream(chat):
                 if isinstance(d, ContentDelta):
@@ -114,9 +115,14 @@ class ChatServer:
                     calls.append(tool_call_json(d.index, d.call, with_index=False))
                 elif isinstance(d, UsageDelta):
                     final = d
+            ended = True
         except EngineError as e:
+            ended = True
             code = _status_of(e)
             return HttpResponse(code, error_json(str(e), "engine_error", code))
+        finally:
+            if not ended:  # cancelled: the client hung up before the answer was complete
+                await self.engine.abort(chat.request_id)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
         if reasoning:
             message["reasoning_content"] = "".join(reasoning)

@@ -181,3 +181,24 @@ def test_empty_or_missing_messages_are_400(tmp_path, payload):
 
     r = asyncio.run(main())
     assert r.status_code == 400 and "messages" in r.json()["error"]["message"]
+
+
+def test_client_leaving_a_non_streaming_request_aborts_it(tmp_path):
+    engine = ScriptedEngine(["</mm:think>" + "token " * 2000], chunk_chars=1, chunk_delay_s=0.002)
+
+    async def main():
+        server, port = await serving(engine, tmp_path)
+        try:
+            async with httpx.AsyncClient(timeout=httpx.Timeout(0.3)) as c:
+                with pytest.raises(httpx.ReadTimeout):  # the client gives up and hangs up
+                    await c.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body())
+            for _ in range(200):
+                if engine._aborted:  # noqa: SLF001 - the engine's own record of aborts
+                    return True
+                await asyncio.sleep(0.01)
+            return False
+        finally:
+            server.close()
+
+    assert asyncio.run(main()) is True
+    assert engine.stats().requests == 0
