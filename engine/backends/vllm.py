@@ -11,6 +11,7 @@ vllm, and only when an engine is built.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -88,6 +89,7 @@ class VllmEngine:
         self._tokenizer = tokenizer
         self._media_config = media_config
         self._aborted: set[str] = set()
+        self._abort_events: dict[str, asyncio.Event] = {}
         self._stats = EngineStats()
         self._closed = False
 
@@ -133,6 +135,9 @@ class VllmEngine:
     async def abort(self, request_id: str) -> None:
         self._aborted.add(request_id)
         await self._engine.abort(request_id)
+        event = self._abort_events.get(request_id)
+        if event is not None:  # wake the stream even if vLLM sends no final output
+            event.set()
 
     async def close(self) -> None:
         if self._closed:
@@ -164,6 +169,7 @@ class VllmEngine:
         parser = M3OutputParser(list(request.tools), request.thinking_mode)
         rid = request.request_id
         self._aborted.discard(rid)
+        self._abort_events[rid] = stop = asyncio.Event()
         raw: list[str] = []
         generated = prompt_tokens = cached = 0
         first_at: float | None = None
@@ -172,27 +178,29 @@ class VllmEngine:
         finished = False
         try:
             try:
-                async for out in self._engine.generate(prompt, params, rid):
-                    prompt_tokens = len(out.prompt_token_ids or ()) or prompt_tokens
-                    cached = int(getattr(out, "num_cached_tokens", 0) or 0) or cached
-                    comp = out.outputs[0] if out.outputs else None
-                    deltas: list[ChatDelta] = []
-                    if comp is not None and comp.text:
-                        if first_at is None:
-                            first_at = time.monotonic() - started
-                        raw.append(comp.text)
-                        deltas = parser.feed(comp.text)
-                    if comp is not None:
-                        generated += len(comp.token_ids or ())
-                    if out.finished:
-                        finished = True
-                        finish = comp.finish_reason if comp is not None else None
-                        deltas += parser.finish()
-                    for d in deltas:
-                        saw_call = saw_call or isinstance(d, ToolCallDelta)
-                        yield d
-                    if out.finished:
-                        break
+                outputs = _until(self._engine.generate(prompt, params, rid), stop)
+                async with contextlib.aclosing(outputs):
+                    async for out in outputs:
+                        prompt_tokens = len(out.prompt_token_ids or ()) or prompt_tokens
+                        cached = int(getattr(out, "num_cached_tokens", 0) or 0) or cached
+                        comp = out.outputs[0] if out.outputs else None
+                        deltas: list[ChatDelta] = []
+                        if comp is not None and comp.text:
+                            if first_at is None:
+                                first_at = time.monotonic() - started
+                            raw.append(comp.text)
+                            deltas = parser.feed(comp.text)
+                        if comp is not None:
+                            generated += len(comp.token_ids or ())
+                        if out.finished:
+                            finished = True
+                            finish = comp.finish_reason if comp is not None else None
+                            deltas += parser.finish()
+                        for d in deltas:
+                            saw_call = saw_call or isinstance(d, ToolCallDelta)
+                            yield d
+                        if out.finished:
+                            break
             except (ValueError, TypeError) as e:  # vLLM rejects a request with ValueError
                 finished = True
                 raise EngineRequestError(f"vLLM rejected the request: {_first_line(e)}") from None
@@ -217,6 +225,7 @@ class VllmEngine:
             yield UsageDelta(usage, reason, raw_text="".join(raw))  # type: ignore[arg-type]
         finally:
             self._aborted.discard(rid)
+            self._abort_events.pop(rid, None)
             if not finished:  # the consumer stopped early (an interrupt): stop generating
                 await self._engine.abort(rid)
 
@@ -266,6 +275,27 @@ class VllmEngine:
         self._stats = EngineStats(s.requests + 1, s.prompt_tokens + u.prompt_tokens,
                                   s.cached_prompt_tokens + u.cached_prompt_tokens,
                                   s.generated_tokens + u.generated_tokens)
+
+
+async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
+    """vLLM's outputs until `stop` is set. Cancelling the pending `__anext__` is how vLLM's
+    own generate() learns that its caller left (it aborts the request on CancelledError)."""
+    waiter = asyncio.ensure_future(stop.wait())
+    try:
+        while True:
+            step = asyncio.ensure_future(outputs.__anext__())
+            await asyncio.wait({step, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await step
+                return
+            try:
+                yield step.result()
+            except StopAsyncIteration:
+                return
+    finally:
+        waiter.cancel()
 
 
 def _media_config(path: Path) -> Any:

@@ -26,6 +26,8 @@ class _Fake:
         self.chunk = 3             # characters per streamed delta
         self.delay_s = 0.0         # pause between deltas
         self.shutdowns = 0
+        self.abort_wakes = True    # False: like an engine that sends no final output on abort
+        self.cancelled = []        # request ids whose generate() was cancelled by the caller
 
 FAKE = _Fake()
 
@@ -126,8 +128,12 @@ class AsyncLLM:
         sent = 0
         first = True
         while sent < len(text):
-            await asyncio.sleep(FAKE.delay_s)
-            if request_id in self._abort:
+            try:
+                await asyncio.sleep(FAKE.delay_s)
+            except asyncio.CancelledError:
+                FAKE.cancelled.append(request_id)
+                raise
+            if request_id in self._abort and FAKE.abort_wakes:
                 yield RequestOutput(request_id, None, [CompletionOutput(0, "", [], "abort")],
                                     True, None)
                 return

@@ -177,3 +177,21 @@ def test_markup_typed_in_a_message_stays_text(engine, vllm):
     asyncio.run(collect(engine, request("txt", "please print ]<]image[>[ literally")))
     ids = vllm.requests[-1][1]["prompt_token_ids"]
     assert image_id is not None and image_id not in ids
+
+
+def test_abort_ends_the_stream_even_without_a_final_output(engine, vllm):
+    vllm.scripts.append("</mm:think>" + "word " * 400)
+    vllm.delay_s = 0.01
+    vllm.abort_wakes = False  # the engine goes silent instead of sending finish_reason=abort
+
+    async def main():
+        out = []
+        async for d in engine.stream(request("quiet")):
+            out.append(d)
+            if len(out) == 2:
+                await engine.abort("quiet")
+        return out
+
+    out = asyncio.run(asyncio.wait_for(main(), timeout=10))
+    assert isinstance(out[-1], UsageDelta) and out[-1].finish_reason == "abort"
+    assert vllm.aborted == ["quiet"] and vllm.cancelled == ["quiet"]
