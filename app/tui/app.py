@@ -86,6 +86,7 @@ class M3App(App):
         self.load_session(session_id)
 
     async def shutdown(self) -> None:
+        self.main.set_status(state="closing")  # an engine can take a moment to stop
         try:
             await shutdown_session(self.main.session, close_engine=True)
         finally:
