@@ -342,3 +342,33 @@ async def test_interrupt_while_asking_closes_the_question(harness, until, m3text
         assert main.query_one(ToolCard).status == "interrupted"
         assert (harness.repo / "src/calc.py").read_text().endswith("a - b\n")
         assert not [e for e in main.query(ErrorView)]  # no "no pending approval" noise
+
+
+async def test_undo_restores_the_files_changed_by_the_last_turn(harness, until, m3text):
+    """Through app/factory: the session snapshots before the edit; /undo restores it."""
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    settings = load_settings().override(engine="scripted", approval="never")
+
+    def factory(resume_id, progress):
+        engine = harness.wrap(ScriptedEngine([m3text.edit_call("src/calc.py", "a - b", "a + b"),
+                                              "Fixed."]))
+        return build_session(settings, cwd=harness.repo, engine=engine)
+
+    calc = harness.repo / "src/calc.py"
+    app = create_app(factory, harness.config())
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "fix add")
+        await turn_done(pilot, until)
+        assert calc.read_text().endswith("a + b\n")
+        await send(pilot, "/undo")
+        await until(pilot, lambda: calc.read_text().endswith("a - b\n"))
+        await pilot.pause(0.05)
+        assert "restored" in str(main.query(NoticeView).last().render())
+        await send(pilot, "/undo")  # nothing left to undo: said so, nothing breaks
+        await until(pilot, lambda: bool(main.query(ErrorView)))
+        assert "undo failed" in str(main.query(ErrorView).last().render())
