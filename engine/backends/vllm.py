@@ -31,27 +31,15 @@ from m3agent.engine.api import (
     Usage,
     UsageDelta,
 )
-from m3agent.engine.backends.vllm_args import EnginePlan, GpuInfo, VllmOptions, plan_engine_args
+from m3agent.engine.backends.vllm_args import (
+    EnginePlan,
+    GpuInfo,
+    VllmOptions,
+    plan_engine_args,
+    probe_gpus,
+)
 from m3agent.engine.backends.vllm_errors import load_error
 from m3agent.engine.model_source import checkpoint_facts, resolve_model
-
-
-def probe_gpus() -> GpuInfo:
-    """The visible GPUs, through torch (vLLM's own dependency)."""
-    try:
-        import torch
-    except ImportError:
-        raise EngineUnavailable("the vllm engine needs torch with CUDA; torch is missing") from None
-    if not torch.cuda.is_available():
-        raise EngineUnavailable("the vllm engine needs a CUDA GPU and none is visible")
-    props = torch.cuda.get_device_properties(0)
-    return GpuInfo(
-        count=torch.cuda.device_count(),
-        memory_bytes=int(props.total_memory),
-        capability=(int(props.major), int(props.minor)),
-        name=str(props.name),
-        rocm=getattr(torch.version, "hip", None) is not None,
-    )
 
 
 def _import_vllm() -> Any:

@@ -194,3 +194,21 @@ def plan_engine_args(
                                    else "") + f" over {gpus.count} x {gpus.name}"
     )
     return EnginePlan(args, tuple(notes))
+
+
+def probe_gpus() -> GpuInfo:
+    """The visible GPUs, through torch (vLLM's own dependency)."""
+    try:
+        import torch
+    except ImportError:
+        raise EngineUnavailable("the vllm engine needs torch with CUDA; torch is missing") from None
+    if not torch.cuda.is_available():
+        raise EngineUnavailable("the vllm engine needs a CUDA GPU and none is visible")
+    props = torch.cuda.get_device_properties(0)
+    return GpuInfo(
+        count=torch.cuda.device_count(),
+        memory_bytes=int(props.total_memory),
+        capability=(int(props.major), int(props.minor)),
+        name=str(props.name),
+        rocm=getattr(torch.version, "hip", None) is not None,
+    )
