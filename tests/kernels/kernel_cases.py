@@ -124,6 +124,19 @@ def case_sparse(device="cpu", kv_dtype=None, seq_lens=(1500, 700, 300),
     return _gate(out.float(), ref, rel_max, 0.9999, "sparse attention")
 
 
+def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2):
+    """Several selected blocks per split-K chunk (the unrolled in-program loop)."""
+    act = ACT[str(device).split(':')[0]]
+    b = make_batch([900, 1500, 3000], [2, 2, 2], hkv=2, head_dim=64, index_dim=64,
+                   kv_dtype=kv_dtype or act, device=device, seed=6, num_decodes=3, decode_query_len=2)
+    t = b.md.num_tokens
+    q = torch.randn(t, 8, 64, device=device).to(act)
+    sel = index_select.reference(torch.randn(t, 2, 64, device=device).to(act), b.index_cache, b.md, 8)
+    out = sparse_attention.sparse_attention_decode(q, b.kv_cache, sel, b.md, 0.125, chunks=chunks)
+    return _gate(out.float(), sparse_attention.reference(q, b.kv_cache, sel, b.md, 0.125), 5e-3, 0.9999,
+                 f"decode chunks={chunks}")
+
+
 def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv=2, d=64):
     act = ACT[str(device).split(':')[0]]
     b = make_batch(list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, device=device, seed=5,
@@ -154,6 +167,8 @@ CPU_CASES = {
     "dense": lambda: case_dense(),
     "dense_split": lambda: case_dense(seq_lens=(3000, 2100), query_lens=(1, 1)),
     "topk": lambda: case_topk(),
+    "decode_chunks": lambda: (case_decode_chunks(chunks=2), case_decode_chunks(chunks=1),
+                              case_decode_chunks(kv_dtype=torch.float8_e4m3fn, chunks=2)),
     "topk_two_stage": lambda: case_topk(rows=5, nb=3000),
     # fp8 e4m3 caches: loads and products only (the interpreter's fp32->fp8 rounding is wrong,
     # so fp8 *inserts* are checked on the GPU).

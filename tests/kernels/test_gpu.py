@@ -95,3 +95,9 @@ def test_sparse_prefill_variants(kc, persistent):
         out = sa.sparse_attention_prefill_planned(q, b.kv_cache, sel, b.md, 128 ** -0.5, plan,
                                                   persistent=persistent, num_stages=3 if tt == 4 else 2)
         kc._gate(out.float(), ref, 5e-3, 0.9999, f"tt={tt} persistent={persistent}")
+
+
+@pytest.mark.parametrize("kv_dtype", [None, F8])
+def test_decode_several_blocks_per_chunk(kc, kv_dtype):
+    for chunks in (1, 2, 4):
+        kc.case_decode_chunks(device="cuda", kv_dtype=kv_dtype, chunks=chunks)

@@ -31,8 +31,8 @@ def _decode_kernel(
     sq_t, sq_h, skv_page, skv_h, skv_off, stk_t, stk_h, stride_bt,
     sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
     qk_scale, uniform_qlen,
-    G: tl.constexpr, D: tl.constexpr, E: tl.constexpr, BLK: tl.constexpr,
-    UNIFORM: tl.constexpr,
+    G: tl.constexpr, D: tl.constexpr, E: tl.constexpr, EP: tl.constexpr, BLK: tl.constexpr,
+    UNIFORM: tl.constexpr, KV_FP8: tl.constexpr,
 ):
     t = tl.program_id(0)
     g = tl.program_id(1)
@@ -47,24 +47,36 @@ def _decode_kernel(
     d = tl.arange(0, D)
     offs = tl.arange(0, BLK)
     q = tl.load(q_ptr + t * sq_t + (g * G + rows)[:, None] * sq_h + d[None, :])
+    if KV_FP8:
+        # e4m3 widens to fp16 in one instruction (to bf16 it takes several); the normed q
+        # and the probabilities are well inside fp16's range
+        q = q.to(tl.float16)
+    # all of this chunk's block ids and pages in two vector loads, so the unrolled loop
+    # below can issue every page's loads without a dependent round trip per block
+    ids = tl.arange(0, EP)
+    blks = tl.load(topk_ptr + t * stk_t + g * stk_h + c * E + ids, mask=ids < E, other=-1)
+    okv = (blks >= 0) & (blks < nvis)
+    pages = tl.load(bt_ptr + req * stride_bt + tl.where(okv, blks, 0), mask=okv, other=0)
     m_i = tl.full((G,), float("-inf"), tl.float32)
     l_i = tl.zeros((G,), tl.float32)
     acc = tl.zeros((G, D), tl.float32)
-    for i in range(c * E, c * E + E):
-        blk = tl.load(topk_ptr + t * stk_t + g * stk_h + i)
-        if (blk >= 0) & (blk < nvis):
-            page = tl.load(bt_ptr + req * stride_bt + blk).to(tl.int64)
-            base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
-            k = tl.load(base).to(q.dtype)
-            v = tl.load(base + D).to(q.dtype)
-            s = tl.dot(q, tl.trans(k)) * qk_scale
-            s = tl.where((blk * BLK + offs)[None, :] <= pos, s, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, axis=1))
-            alpha = tl.exp2(m_i - m_new)
-            p = tl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
+    for i in tl.static_range(E):
+        blk = tl.sum(tl.where(ids == i, blks, 0), axis=0)
+        page = tl.sum(tl.where(ids == i, pages, 0), axis=0).to(tl.int64)
+        valid = (blk >= 0) & (blk < nvis)
+        lmask = (tl.zeros((BLK, D), tl.int32) + valid.to(tl.int32)) != 0
+        base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
+        k = tl.load(base, mask=lmask, other=0.0).to(q.dtype)
+        v = tl.load(base + D, mask=lmask, other=0.0).to(q.dtype)
+        s = tl.dot(q, tl.trans(k)) * qk_scale
+        s = tl.where(valid & ((blk * BLK + offs)[None, :] <= pos), s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
     has = l_i > 0
     o = tl.where(has[:, None], acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
     lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
@@ -185,11 +197,12 @@ def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
 
 
 def sparse_attention_decode(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
-                            req_idx: torch.Tensor | None = None) -> torch.Tensor:
+                            req_idx: torch.Tensor | None = None,
+                            chunks: int | None = None) -> torch.Tensor:
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
     g_size = hq // hkv
-    c = decode_chunks(t, hkv, k)
+    c = chunks or decode_chunks(t, hkv, k)
     po = torch.empty((t, hkv, c, g_size, d), dtype=q.dtype, device=q.device)
     plse = torch.empty((t, hkv, c, g_size), dtype=torch.float32, device=q.device)
     dql = md.decode_query_len
@@ -203,7 +216,8 @@ def sparse_attention_decode(q, kv_cache, topk_idx, md: AttentionMetadata, scale:
         q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
         topk_idx.stride(0), topk_idx.stride(1), md.block_tables.stride(0),
         *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, dql,
-        G=g_size, D=d, E=k // c, BLK=BLOCK_SIZE, UNIFORM=uniform, num_warps=4,
+        G=g_size, D=d, E=k // c, EP=next_pow2(k // c), BLK=BLOCK_SIZE, UNIFORM=uniform,
+        KV_FP8=kv_cache.dtype == torch.float8_e4m3fn, num_warps=4,
     )
     return _merge(po, plse, torch.empty_like(q), g_size)
 
