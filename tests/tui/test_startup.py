@@ -57,6 +57,11 @@ async def test_engine_that_cannot_load_is_reported_in_one_line(harness, until):
         await until(pilot, lambda: app.main.status.state == "failed")
         text = str(app.main.query_one(ErrorView).render())
         assert "EngineUnavailable: cannot reach http://127.0.0.1:9: connection refused" in text
+        prompt = app.main.query_one(PromptInput)
+        prompt.load_text("hello?")
+        await pilot.press("enter")  # not queued for an engine that will never come
+        assert "no engine" in str(app.main.query(ErrorView).last().render())
+        assert not app.main.queued
 
 
 class _BrokenSession:

@@ -223,6 +223,12 @@ class MainScreen(Screen):
         if command is not None:
             await self.slash.run(command)
             return
+        if self.session is None and self.status.state == "failed":
+            await self.transcript.error(
+                "no engine: it failed to start (see above); fix that and start m3agent again",
+                "usage",
+            )
+            return
         media = tuple(self.attachments) + media_in_prompt(text, self.config.cwd)
         self.attachments.clear()
         await self.transcript.user(text, tuple(m.path for m in media))
