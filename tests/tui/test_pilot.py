@@ -372,3 +372,18 @@ async def test_undo_restores_the_files_changed_by_the_last_turn(harness, until, 
         await send(pilot, "/undo")  # nothing left to undo: said so, nothing breaks
         await until(pilot, lambda: bool(main.query(ErrorView)))
         assert "undo failed" in str(main.query(ErrorView).last().render())
+
+
+async def test_prompt_history_survives_a_restart(harness, until):
+    app = harness.app(["ok"])
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, until)
+        await send(pilot, "first run prompt\nwith two lines")
+        await turn_done(pilot, until)
+    app2 = harness.app([])
+    async with app2.run_test(size=SIZE) as pilot:
+        await ready(pilot, until)
+        prompt = app2.main.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press("up")
+        assert prompt.text == "first run prompt\nwith two lines"

@@ -12,6 +12,7 @@ from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
 from m3agent.app.tui.attachments import media_in_prompt
 from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.event_batch import batches, coalesce
+from m3agent.app.tui.history import append_history, load_history
 from m3agent.app.tui.messages import (
     EngineProgress,
     EventStreamEnded,
@@ -63,6 +64,8 @@ class MainScreen(Screen):
         self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
         self.completed_turns = 0  # lets tests and scripts wait for "the turn is over"
         self.slash = SlashActions(self)
+        state = config.state_dir
+        self._history_path = state / "prompt_history.jsonl" if state is not None else None
 
     def compose(self) -> ComposeResult:
         yield Conversation(id="conversation")
@@ -74,7 +77,10 @@ class MainScreen(Screen):
     def on_mount(self) -> None:
         self.transcript = Transcript(self.query_one(Conversation))
         self.query_one("#completions").display = False
-        self.query_one(PromptInput).focus()
+        prompt = self.query_one(PromptInput)
+        if self._history_path is not None:
+            prompt.prompt_history = load_history(self._history_path)
+        prompt.focus()
         self.call_later(self.transcript.notice, WELCOME)
 
     # ---- status ---------------------------------------------------------------------------
@@ -215,6 +221,8 @@ class MainScreen(Screen):
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         text = message.text
+        if self._history_path is not None:
+            append_history(self._history_path, text)
         try:
             command = parse_slash(text)
         except SlashError as e:
