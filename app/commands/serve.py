@@ -28,6 +28,9 @@ def register(app: typer.Typer) -> None:
             None, "--served-model-name", help="Model name clients use (default: from --model)."
         ),
         status: bool = typer.Option(False, "--status", help="List running servers and exit."),
+        detach: bool = typer.Option(
+            False, "--detach", help="Run in the background; return once the model is loaded."
+        ),
         stop: bool = typer.Option(
             False, "--stop", help="Stop the server of --model (all servers without --model)."
         ),
@@ -55,6 +58,11 @@ def register(app: typer.Typer) -> None:
             "max_images": max_images, "max_videos": max_videos,
             "gpu_memory_utilization": gpu_memory_utilization,
         }
+        if detach:
+            import sys
+
+            argv = [a for a in sys.argv[1:] if a != "--detach"]
+            raise typer.Exit(_detach(argv, engine, model))
         raise typer.Exit(execute(engine=engine, model=model, port=port, socket=socket,
                                  host=host, served_model_name=served_model_name,
                                  status=status, stop=stop, vllm_options=vllm_options,
@@ -97,6 +105,31 @@ def _stop(home: Path, key: str | None) -> int:
         else:
             code = _fail(exit_codes.INTERNAL_ERROR, f"pid {lk.pid} did not stop")
     return code
+
+
+def _detach(argv: list[str], engine: str, model: str | None) -> int:
+    from m3agent.app import exit_codes
+    from m3agent.app.serve.detach import start_detached
+    from m3agent.app.settings import load_settings
+    from m3agent.engine.api import EngineUnavailable
+    from m3agent.engine.model_source import resolve_model
+
+    if not model:
+        return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
+    try:
+        settings = load_settings()
+        key = resolve_model(model).key  # downloads here, in the foreground, with progress
+    except ValueError as e:
+        return _fail(exit_codes.USAGE_ERROR, str(e))
+    except EngineUnavailable as e:
+        return _fail(exit_codes.ENGINE_UNAVAILABLE, str(e))
+    lock, log, tail = start_detached(argv, settings.home, key)
+    if lock is None:
+        return _fail(exit_codes.ENGINE_UNAVAILABLE,
+                     f"the server did not start (log: {log}): {tail.splitlines()[-1] if tail else '?'}")
+    typer.echo(f"serving {lock.served_model_name} ({lock.backend}) on {lock.address} "
+               f"(pid {lock.pid}, log {log})")
+    return exit_codes.OK
 
 
 def _vllm_builder(options: dict):

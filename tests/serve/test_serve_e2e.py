@@ -148,3 +148,36 @@ def test_serve_errors_are_one_line(tmp_path):
     both = cli(home, "serve", "--model", "x", "--port", "1", "--socket", "s", timeout=60)
     assert both.returncode == 2 and "not both" in both.stderr
     assert not list((home / "serve").glob("*.json"))  # no lock left behind by a failure
+
+
+def test_detach_returns_when_ready_and_stop_ends_it(tiny, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text('device = "cpu"\n')
+    r = cli(home, "serve", "--detach", "--model", str(tiny), timeout=120)
+    assert r.returncode == 0, r.stderr
+    lock = json.loads(next((home / "serve").glob("*.json")).read_text())
+    assert lock["state"] == "ready" and f"pid {lock['pid']}" in r.stdout
+    assert pid_alive(lock["pid"])
+    try:
+        assert cli(home, "serve", "--status").returncode == 0
+        assert cli(home, "serve", "--stop", "--model", str(tiny), timeout=60).returncode == 0
+        deadline = time.monotonic() + 10
+        while pid_alive(lock["pid"]) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the detached server is not our child: init reaps it
+        assert not pid_alive(lock["pid"])
+    finally:
+        if pid_alive(lock["pid"]):
+            os.kill(lock["pid"], 9)
+
+
+def test_detach_reports_a_server_that_fails_to_load(tmp_path):
+    home = tmp_path / "home"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text("{}")
+    (bad / "model.safetensors").write_bytes(b"not safetensors")
+    r = cli(home, "serve", "--detach", "--model", str(bad), timeout=120)
+    assert r.returncode == 3
+    assert "the server did not start" in r.stderr and "cannot load the native model" in r.stderr
+    assert not list((home / "serve").glob("*.json"))

@@ -1,0 +1,46 @@
+"""`m3agent serve --detach`: start the server in the background and return once it is ready.
+
+The child runs the same command without --detach in a new session (so closing the terminal
+does not end it), its output goes to a log file next to the lock, and the parent waits for
+the lock to say "ready" (or for the child to die, then shows the log's last lines).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from m3agent.app.serve.lock import ServerLock, find_lock, lock_path
+
+
+def start_detached(argv: list[str], home: Path, model_key: str,
+                   timeout_s: float = 3600.0) -> tuple[ServerLock | None, Path, str]:
+    """(lock, log path, log tail). lock is None when the server exited or timed out."""
+    log_path = lock_path(home, model_key).with_suffix(".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "m3agent.app.cli", *argv],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True, env=dict(os.environ),
+        )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            return None, log_path, _tail(log_path)
+        lock = find_lock(home, model_key)
+        if lock is not None and lock.pid == child.pid and lock.state == "ready":
+            return lock, log_path, ""
+        time.sleep(0.2)
+    return None, log_path, f"not ready after {timeout_s:.0f}s; still loading (pid {child.pid})"
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
