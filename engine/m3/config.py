@@ -38,8 +38,8 @@ class RopeScaling:
     original_max_position_embeddings: int = 524288
     beta_fast: float = 32.0
     beta_slow: float = 1.0
-    mscale: float = 1.0
-    mscale_all_dim: float = 0.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
     attention_factor: float | None = None
 
 

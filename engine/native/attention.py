@@ -32,21 +32,28 @@ def kernel_op(name: str, *tensors: torch.Tensor) -> Callable | None:
     return getattr(ops, name, None)
 
 
+def to_cache(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Cast for storing; e4m3 has no inf, so values past its range saturate instead of NaN."""
+    if dtype == torch.float8_e4m3fn:
+        x = x.float().clamp(-448.0, 448.0)
+    return x.to(dtype)
+
+
 def insert_kv_torch(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
                     slot_mapping: torch.Tensor) -> None:
     d = k.shape[-1]
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
     blk, off = slots // BLOCK_SIZE, slots % BLOCK_SIZE
-    kv_cache[blk, :, off, :d] = k[keep].to(kv_cache.dtype)
-    kv_cache[blk, :, off, d:] = v[keep].to(kv_cache.dtype)
+    kv_cache[blk, :, off, :d] = to_cache(k[keep], kv_cache.dtype)
+    kv_cache[blk, :, off, d:] = to_cache(v[keep], kv_cache.dtype)
 
 
 def insert_index_torch(ik: torch.Tensor, index_cache: torch.Tensor,
                        slot_mapping: torch.Tensor) -> None:
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
-    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = ik[keep].to(index_cache.dtype)
+    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache(ik[keep], index_cache.dtype)
 
 
 def insert_kv(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,

@@ -78,12 +78,13 @@ class LlamaAttention(nn.Module):
         self.v_proj = Linear(c.hidden_size, self.hkv * self.d, **kw)
         self.o_proj = Linear(self.hq * self.d, c.hidden_size, **kw)
 
-    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
+                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         t = x.shape[0]
-        q = self.q_proj(x).view(t, self.hq, self.d)
-        k = self.k_proj(x).view(t, self.hkv, self.d)
+        rope = self.rope[0]
+        q = rope.apply(self.q_proj(x).view(t, self.hq, self.d), *cos_sin)
+        k = rope.apply(self.k_proj(x).view(t, self.hkv, self.d), *cos_sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
-        q, k = self.rope[0](md.positions, q, k)
         insert_kv(k, v, cache.kv, md.slot_mapping)
         o = dense_attention(q, cache.kv, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
@@ -99,8 +100,9 @@ class LlamaDecoderLayer(nn.Module):
         self.self_attn = LlamaAttention(c, rope, dtype, device)
         self.mlp = SiluMLP(c.hidden_size, c.intermediate_size, **kw)
 
-    def forward(self, h: torch.Tensor, cache: LayerCache, md: AttentionMetadata) -> torch.Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), cache, md)
+    def forward(self, h: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
+                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), cache, md, cos_sin)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -144,8 +146,9 @@ class LlamaForCausalLM(nn.Module):
             raise ValueError(f"got {len(caches)} layer caches for "
                              f"{len(self.model.layers)} layers")
         h = self.model.embed_tokens(input_ids)
+        cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         for layer, cache in zip(self.model.layers, caches, strict=True):
-            h = layer(h, cache, md)
+            h = layer(h, cache, md, cos_sin)
         return self.model.norm(h)
 
     @torch.inference_mode()

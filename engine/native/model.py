@@ -47,10 +47,11 @@ class M3Attention(nn.Module):
             self.index_q_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
             self.index_k_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
 
-    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
+                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         t = x.shape[0]
         rope = self.rope[0]
-        cos, sin = rope.cos_sin(md.positions)
+        cos, sin = cos_sin
         q = rope.apply(self.q_norm(self.q_proj(x).view(t, self.hq, self.d)), cos, sin)
         k = rope.apply(self.k_norm(self.k_proj(x).view(t, self.hkv, self.d)), cos, sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
@@ -89,9 +90,10 @@ class M3DecoderLayer(nn.Module):
             self.mlp = SwigluOAIMLP(c.hidden_size, c.dense_intermediate_size, **act)
 
     def forward(self, h: torch.Tensor, residual: torch.Tensor | None, cache: LayerCache,
-                md: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor]:
+                md: AttentionMetadata, cos_sin: tuple[torch.Tensor, torch.Tensor]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         residual = h if residual is None else h + residual
-        x = self.self_attn(self.input_layernorm(residual), cache, md)
+        x = self.self_attn(self.input_layernorm(residual), cache, md, cos_sin)
         residual = x + residual
         x = self.post_attention_layernorm(residual)
         ffn = self.block_sparse_moe if self.is_moe else self.mlp
@@ -144,9 +146,10 @@ class M3ForCausalLM(nn.Module):
             raise ValueError(f"got {len(caches)} layer caches for "
                              f"{len(self.model.layers)} layers")
         h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         residual = None
         for layer, cache in zip(self.model.layers, caches, strict=True):
-            h, residual = layer(h, residual, cache, md)
+            h, residual = layer(h, residual, cache, md, cos_sin)
         return self.model.norm(h + residual)
 
     @torch.inference_mode()

@@ -116,3 +116,22 @@ def test_moe_block_equals_hand_sum():
                    for i, e in enumerate(top))
         want = want + expert(moe.shared_experts, x[t], ("gate_proj", "up_proj", "down_proj"))
         assert torch.allclose(out[t], want, atol=1e-4)
+
+
+def test_yarn_matches_transformers():
+    """inv_freq and attention factor equal HF's YaRN for M3's partial rotary (64 of 128)."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import _compute_yarn_parameters
+
+    for factor, beta_fast in ((2.0, 32.0), (4.0, 16.0)):
+        cfg = LlamaConfig(hidden_size=8192, num_attention_heads=64, head_dim=128,
+                          max_position_embeddings=int(524288 * factor),
+                          rope_parameters={"rope_type": "yarn", "factor": factor,
+                                           "rope_theta": 5e6, "beta_fast": beta_fast,
+                                           "original_max_position_embeddings": 524288,
+                                           "partial_rotary_factor": 0.5})
+        inv, att = _compute_yarn_parameters(cfg)
+        ours = RotaryEmbedding(128, 64, 5e6, RopeScaling(
+            factor=factor, beta_fast=beta_fast, original_max_position_embeddings=524288))
+        assert torch.allclose(ours.inv_freq.float(), inv.float(), rtol=1e-6, atol=0)
+        assert math.isclose(ours.mscale, att, rel_tol=1e-12)

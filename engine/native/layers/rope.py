@@ -51,7 +51,7 @@ class RotaryEmbedding(nn.Module):
             inv = _yarn_inv_freq(inv, rotary_dim, theta, rope_scaling)
             if rope_scaling.attention_factor is not None:
                 self.mscale = rope_scaling.attention_factor
-            elif rope_scaling.mscale_all_dim:
+            elif rope_scaling.mscale and rope_scaling.mscale_all_dim:
                 self.mscale = (_yarn_mscale(rope_scaling.factor, rope_scaling.mscale)
                                / _yarn_mscale(rope_scaling.factor, rope_scaling.mscale_all_dim))
             else:
