@@ -104,6 +104,15 @@ class M3App(App):
                 pass
         super()._handle_exception(error)
 
+    def _fatal_error(self) -> None:
+        # With the traceback safely in the log, the terminal gets the one line run.py prints
+        # instead of a screenful of locals. Without a log, keep Textual's full report.
+        if self.crash_log is None:
+            super()._fatal_error()
+            return
+        self.bell()
+        self._close_messages_no_wait()
+
 
 def _log_dir(config: TuiConfig) -> Path:
     base = config.state_dir or (Path.home() / ".m3agent")

@@ -136,3 +136,40 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
     # so the test checks for a regression, not for an idle machine.
     budget = 1.0 * max(1.0, load1 / (os.cpu_count() or 1))
     assert samples[1] < max(3.0, budget), record
+
+
+CRASHING_MAIN = """
+import sys
+from m3agent.app.cli import build_app
+from m3agent.app.tui.screens import main_screen
+
+async def boom(self, message):
+    raise RuntimeError("injected crash")
+
+main_screen.MainScreen.on_session_ready = boom  # a bug in the TUI, on purpose
+sys.argv = ["m3agent"] + sys.argv[1:]
+build_app()()
+"""
+
+
+def test_tmux_crash_restores_the_terminal_and_prints_the_log_path(repo, m3home, tmp_path):
+    main = tmp_path / "crashing_main.py"
+    main.write_text(CRASHING_MAIN)
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    tmux = Tmux()
+    try:
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 f"env -u COLUMNS -u LINES M3AGENT_HOME={m3home} {sys.executable} {main} "
+                 f"--engine scripted --script {script} --cwd {repo}; echo EXIT=$?; sleep 60")
+        tmux.wait_for("EXIT=1")
+        screen = tmux.screen()
+        alternate = tmux.run("display", "-p", "-t", "t", "#{alternate_on}").strip()
+    finally:
+        tmux.close()
+    assert alternate == "0"  # back on the normal screen: the terminal was restored
+    logs = list((m3home / "logs").glob("crash-*.log"))
+    assert len(logs) == 1 and "injected crash" in logs[0].read_text()
+    joined = screen.replace("\n", "")  # the path may wrap at the pane's edge
+    assert "m3agent crashed (RuntimeError: injected crash); the traceback is in" in joined
+    assert str(logs[0]) in joined
