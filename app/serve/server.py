@@ -9,6 +9,7 @@ POST /v1/chat/completions    streaming (SSE) or not; usage carries
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -29,6 +30,7 @@ from m3agent.app.serve.wire import (
     usage_json,
 )
 from m3agent.engine.api import (
+    ChatDelta,
     ChatRequest,
     ContentDelta,
     EngineError,
@@ -96,8 +98,24 @@ class ChatServer:
         except WireError as e:
             return HttpResponse(400, error_json(str(e)))
         if body.stream:
-            return HttpResponse(events=self._sse(chat, body))
+            return await self._open_stream(chat, body)
         return await self._complete(chat)
+
+    async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
+        """Waits for the first delta before the status line, so that a request the engine
+        refuses at once (prompt too long, bad media) is an HTTP error, not a 200 stream."""
+        stream = aiter(self.engine.stream(chat))
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            first = None
+        except EngineError as e:
+            code = _status_of(e)
+            return HttpResponse(code, error_json(str(e), "engine_error", code))
+        except asyncio.CancelledError:  # the client hung up during the prefill
+            await self.engine.abort(chat.request_id)
+            raise
+        return HttpResponse(events=self._sse(chat, body, stream, first))
 
     async def _complete(self, chat: ChatRequest) -> HttpResponse:
         content: list[str] = []
@@ -138,7 +156,8 @@ class ChatServer:
             obj["usage"] = usage_json(final.usage)
         return HttpResponse.json(obj)
 
-    async def _sse(self, chat: ChatRequest, body: ChatBody) -> AsyncIterator[str]:
+    async def _sse(self, chat: ChatRequest, body: ChatBody, stream: AsyncIterator[ChatDelta],
+                   first: ChatDelta | None) -> AsyncIterator[str]:
         created = int(time.time())
         include_usage = bool((body.stream_options or {}).get("include_usage"))
 
@@ -151,10 +170,16 @@ class ChatServer:
 
         yield chunk({"role": "assistant", "content": ""})
         final: UsageDelta | None = None
-        stream = self.engine.stream(chat)
         ended = False
-        try:
+
+        async def deltas() -> AsyncIterator[ChatDelta]:
+            if first is not None:
+                yield first
             async for d in stream:
+                yield d
+
+        try:
+            async for d in deltas():
                 if isinstance(d, ContentDelta):
                     yield chunk({"content": d.text})
                 elif isinstance(d, ReasoningDelta):

@@ -202,3 +202,17 @@ def test_client_leaving_a_non_streaming_request_aborts_it(tmp_path):
 
     assert asyncio.run(main()) is True
     assert engine.stats().requests == 0
+
+
+def test_a_stream_refused_at_once_is_an_http_error(tmp_path):
+    async def main():
+        server, port = await serving(ScriptedEngine([]), tmp_path)  # no reply: refused at once
+        try:
+            async with httpx.AsyncClient() as c:
+                return await c.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                    json=body(stream=True))
+        finally:
+            server.close()
+
+    r = asyncio.run(main())
+    assert r.status_code == 400 and "no reply left" in r.json()["error"]["message"]
