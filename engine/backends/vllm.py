@@ -227,9 +227,12 @@ class VllmEngine:
             # Special tokens carry M3's markup (</mm:think>, tool calls): the parser needs them.
             "skip_special_tokens": False,
         }
-        kind = getattr(getattr(self._vllm, "sampling_params", None), "RequestOutputKind", None)
-        if kind is not None:
-            kwargs["output_kind"] = kind.DELTA  # new text only, not the whole text each step
+        try:
+            from vllm.sampling_params import RequestOutputKind
+        except ImportError:  # an old vLLM: cumulative text is not handled, so refuse clearly
+            raise EngineUnavailable("the installed vLLM has no RequestOutputKind; "
+                                    "install vllm 0.33") from None
+        kwargs["output_kind"] = RequestOutputKind.DELTA  # new text only, not the whole text
         try:
             return self._vllm.SamplingParams(**kwargs)
         except (ValueError, TypeError) as e:
