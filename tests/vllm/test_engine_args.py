@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import GB
+
+GB = 10**9
 from m3agent.engine.api import EngineUnavailable
 from m3agent.engine.backends.vllm import VllmEngine
 from m3agent.engine.backends.vllm_args import GpuInfo, VllmOptions

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import GB
+
+GB = 10**9
 from m3agent.engine.api import (
     ChatRequest,
     ContentDelta,
