@@ -387,3 +387,18 @@ async def test_prompt_history_survives_a_restart(harness, until):
         prompt.focus()
         await pilot.press("up")
         assert prompt.text == "first run prompt\nwith two lines"
+
+
+async def test_long_tool_output_opens_on_click(harness, until, m3text):
+    from m3agent.app.tui.widgets.output_view import OutputView
+
+    (harness.repo / "long.txt").write_text("".join(f"line {i}\n" for i in range(40)))
+    app = harness.app([m3text.read_call("long.txt"), "Read it."])
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "read long.txt")
+        await turn_done(pilot, until)
+        out = main.query_one(OutputView)
+        assert out.hidden_lines > 0 and "more lines" in str(out.render())
+        await pilot.click(OutputView)
+        assert out.hidden_lines == 0 and "line 39" in str(out.render())

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from m3agent.app.tui.widgets.diff_view import DiffView
+from m3agent.app.tui.widgets.output_view import OutputView
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
@@ -30,13 +31,6 @@ def format_arguments(arguments: dict[str, Any], max_value: int = 160) -> str:
         more = f"  (+{len(rest)} lines)" if rest else ""
         lines.append(f"{key}: {first}{more}")
     return "\n".join(lines)
-
-
-def format_output(output: str, max_lines: int = 12) -> str:
-    lines = output.rstrip("\n").splitlines()
-    if len(lines) <= max_lines:
-        return "\n".join(lines)
-    return "\n".join(lines[:max_lines] + [f"… {len(lines) - max_lines} more lines"])
 
 
 class ToolCard(Vertical):
@@ -93,7 +87,7 @@ class ToolCard(Vertical):
             await self.mount(DiffView(diff, classes="tool-output"))
         if output.strip() and not (diff and not is_error):
             # For a successful edit the diff says it all; otherwise show what the tool said.
-            await self.mount(Static(format_output(output), markup=False, classes="tool-output"))
+            await self.mount(OutputView(output, classes="tool-output"))
 
 
 def _note(metadata: dict[str, Any]) -> str:
