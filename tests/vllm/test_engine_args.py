@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-GB = 10**9
 from m3agent.engine.api import EngineUnavailable
 from m3agent.engine.backends.vllm import VllmEngine
 from m3agent.engine.backends.vllm_args import GpuInfo, VllmOptions
+
+GB = 10**9
 
 H200 = 141 * GB
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-GB = 10**9
 from m3agent.engine.api import (
     ChatRequest,
     ContentDelta,
@@ -25,6 +23,8 @@ from m3agent.engine.backends.vllm_args import GpuInfo, VllmOptions
 from m3agent.engine.m3.chat_template import generation_prefix
 from m3agent.engine.m3.tokens import ROLE
 from PIL import Image
+
+GB = 10**9
 
 NS = "]<]minimax[>["
 READ_TOOL = {
