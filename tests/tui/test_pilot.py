@@ -402,3 +402,35 @@ async def test_long_tool_output_opens_on_click(harness, until, m3text):
         assert out.hidden_lines > 0 and "more lines" in str(out.render())
         await pilot.click(OutputView)
         assert out.hidden_lines == 0 and "line 39" in str(out.render())
+
+
+async def test_ctrl_c_interrupts_only_while_busy(harness, until):
+    app = harness.app(["word " * 400, "short"], chunk_delay_s=0.01)
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "talk")
+        await until(pilot, lambda: bool(main.query(AnswerView)))
+        await pilot.press("ctrl+c")
+        await turn_done(pilot, until)
+        assert any("interrupted" in str(n.render()) for n in main.query(NoticeView))
+        prompt = main.query_one(PromptInput)
+        prompt.load_text("keep me")
+        await pilot.press("ctrl+c")  # idle: the prompt's own key, nothing is interrupted
+        assert prompt.text == "keep me" and app.is_running
+
+
+async def test_prompt_sent_while_busy_waits_and_keeps_the_order(harness, until):
+    app = harness.app(["word " * 200, "Second answer."], chunk_delay_s=0.01)
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "first")
+        await until(pilot, lambda: bool(main.query(AnswerView)))
+        await send(pilot, "second")
+        assert main.query_one("#waiting").display
+        assert [str(u.render()) for u in main.query(UserMessage)] == ["first"]
+        await turn_done(pilot, until, 2)
+        kinds = [type(w).__name__ for w in main.query_one("#conversation").children
+                 if type(w).__name__ in ("UserMessage", "AnswerView")]
+        assert kinds == ["UserMessage", "AnswerView", "UserMessage", "AnswerView"]
+        assert not main.query_one("#waiting").display
+        assert [r.messages[-1].content for r in harness.engine.requests] == ["first", "second"]

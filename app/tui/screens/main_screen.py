@@ -45,6 +45,9 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
+        # ctrl+c interrupts like in a shell, but only while something runs: otherwise it
+        # stays the prompt's copy key (check_action hands it on).
+        Binding("ctrl+c", "interrupt_running", "interrupt", show=False, priority=True),
     ]
 
     def __init__(self, config: TuiConfig) -> None:
@@ -54,7 +57,7 @@ class MainScreen(Screen):
         self.thinking: str = config.thinking
         self.busy = False
         self.attachments: list[MediaPart] = []
-        self.queued: list[UserTurn] = []
+        self.queued: list[tuple[UserTurn, bool]] = []  # (turn, already shown)
         self.status = StatusState(
             engine=config.engine, model=config.model, state="loading", thinking=config.thinking,
             context_max=config.max_context_tokens, sandbox=config.sandbox,
@@ -71,12 +74,14 @@ class MainScreen(Screen):
         yield Conversation(id="conversation")
         yield LoadingView(id="loading")
         yield Static("", id="completions", markup=False)
+        yield Static("", id="waiting", markup=False)
         yield PromptInput(self.config.cwd, id="prompt")
         yield StatusBar(self.status, id="status")
 
     def on_mount(self) -> None:
         self.transcript = Transcript(self.query_one(Conversation))
         self.query_one("#completions").display = False
+        self.query_one("#waiting").display = False
         prompt = self.query_one(PromptInput)
         if self._history_path is not None:
             prompt.prompt_history = load_history(self._history_path)
@@ -218,6 +223,7 @@ class MainScreen(Screen):
     @on(PromptInput.Changed)
     def hide_completions(self) -> None:
         self.query_one("#completions").display = False
+        self.query_one("#waiting").display = False
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         text = message.text
@@ -239,24 +245,49 @@ class MainScreen(Screen):
             return
         media = tuple(self.attachments) + media_in_prompt(text, self.config.cwd)
         self.attachments.clear()
-        await self.transcript.user(text, tuple(m.path for m in media))
-        self.queued.append(UserTurn(text=text, media=media, thinking_mode=self.thinking))  # type: ignore[arg-type]
+        turn = UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
+        if not self.busy:
+            # Shown at once; while a turn streams it would land inside that answer, so a
+            # waiting prompt is shown when it is sent (the line above the prompt counts them).
+            await self.transcript.user(text, tuple(m.path for m in media))
+        self.queued.append((turn, not self.busy))
+        self._show_waiting()
         await self._send_queued()
 
     async def _send_queued(self) -> None:
         # One turn at a time: later prompts wait for the running turn to complete.
         if self.session is None or self.busy or not self.queued:
             return
+        turn, shown = self.queued.pop(0)
+        self._show_waiting()
+        if not shown:
+            await self.transcript.user(turn.text, tuple(m.path for m in turn.media))
         self.busy = True
         self.set_status(state="working")
-        await self.submit(self.queued.pop(0))
+        await self.submit(turn)
+
+    def _show_waiting(self) -> None:
+        waiting = self.query_one("#waiting", Static)
+        n = sum(1 for _, shown in self.queued if not shown)
+        waiting.update(f"{n} prompt{'s' if n > 1 else ''} waiting for this turn (Esc stops the "
+                       "turn; they are sent after it)" if n else "")
+        waiting.display = n > 0
 
     async def action_interrupt(self) -> None:
         if self.session is not None and self.busy:
             await self.submit(Interrupt())
         elif self.queued:
             self.queued.clear()
+            self._show_waiting()
             await self.transcript.notice("queued prompts dropped")
+
+    async def action_interrupt_running(self) -> None:
+        await self.action_interrupt()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "interrupt_running":
+            return self.session is not None and self.busy
+        return True
 
     def action_cycle_thinking(self) -> None:
         self.set_thinking(next_thinking(self.thinking))
