@@ -10,6 +10,10 @@ import json
 import sys
 
 
+def _dt(name: str) -> str:
+    return {"bfloat16": "bf16", "float8_e4m3fn": "fp8"}.get(name, name)
+
+
 def _pick(rows, name, **kw):
     return [r for r in rows if r["name"] == name and all(r.get(k) == v for k, v in kw.items())]
 
@@ -32,7 +36,7 @@ def table(bench: dict, nlc: dict | None) -> str:
         r = _pick(rows, "idx_decode", ctx=1_048_576, batch=1, qlen=1, index_dtype=dt)
         if r:
             r = r[0]
-            add("idx_decode", f"1M, batch 1, q1, {dt[:5]}", f"{r['us']:.1f} us (scoring {r['score_only_us']:.1f}, top-k {r['topk_us']:.1f}); {100 * r['pct_read_roofline']:.0f}% of read roofline",
+            add("idx_decode", f"1M, batch 1, q1, {_dt(dt)}", f"{r['us']:.1f} us (scoring {r['score_only_us']:.1f}, top-k {r['topk_us']:.1f}); {100 * r['pct_read_roofline']:.0f}% of read roofline",
                 f"<= {lim} us", r["us"] <= lim)
     for ctx in (524_288, 1_048_576):
         for b in (8, 64):
@@ -40,21 +44,21 @@ def table(bench: dict, nlc: dict | None) -> str:
                 r = _pick(rows, "idx_decode", ctx=ctx, batch=b, qlen=1, index_dtype=dt)
                 if r:
                     r = r[0]
-                    add("idx_decode", f"{ctx // 1024}K, batch {b}, q1, {dt[:5]}",
+                    add("idx_decode", f"{ctx // 1024}K, batch {b}, q1, {_dt(dt)}",
                         f"{r['us']:.0f} us, {100 * r['pct_read_roofline']:.0f}% of roofline", ">= 90%",
                         r["pct_read_roofline"] >= 0.9)
     for r in _pick(rows, "sparse_decode_attn"):
         if r["batch"] == 1 and r["qlen"] == 1:
-            add("sparse_decode_attn", f"batch 1, q1, {r['kv_dtype'][:5]}", f"{r['us']:.1f} us", "<= 6 us", r["us"] <= 6)
+            add("sparse_decode_attn", f"batch 1, q1, {_dt(r['kv_dtype'])}", f"{r['us']:.1f} us", "<= 6 us", r["us"] <= 6)
         elif r["batch"] >= 8:
-            add("sparse_decode_attn", f"batch {r['batch']}, q{r['qlen']}, {r['kv_dtype'][:5]}",
+            add("sparse_decode_attn", f"batch {r['batch']}, q{r['qlen']}, {_dt(r['kv_dtype'])}",
                 f"{r['us']:.0f} us, {100 * r['pct_read_roofline']:.0f}% of roofline", ">= 75%", r["pct_read_roofline"] >= 0.75)
     for r in _pick(rows, "layer_decode"):
-        add("layer_decode", f"{r['ctx'] // 1024}K, batch {r['batch']}, KV+index {r['kv_dtype'][:5]}",
+        add("layer_decode", f"{r['ctx'] // 1024}K, batch {r['batch']}, KV+index {_dt(r['kv_dtype'])}",
             f"{r['msa_us']:.0f} us vs dense {min(v for k, v in r['dense_us'].items() if not k.endswith('error') and v):.0f} us: {r['speedup_vs_best_dense']:.2f}x (byte bound {r['byte_bound_speedup']:.1f}x)",
             ">= 7x at 1M batch 1", r["speedup_vs_best_dense"] >= 7 or r["ctx"] != 1_048_576 or r["batch"] != 1)
     for r in _pick(rows, "idx_prefill"):
-        add("idx_prefill", f"chunk {r['chunk'] // 1024}K, ctx {r['ctx'] // 1024}K, {r['index_dtype'][:5]}",
+        add("idx_prefill", f"chunk {r['chunk'] // 1024}K, ctx {r['ctx'] // 1024}K, {_dt(r['index_dtype'])}",
             f"{r['score_TFLOPs']:.0f} TFLOP/s scoring, top-k {100 * r['topk_share_of_scoring']:.0f}% of scoring",
             ">= 550 TFLOP/s (bf16), top-k <= 10%",
             (r["score_TFLOPs"] >= 550 or r["index_dtype"] != "bfloat16") and r["topk_share_of_scoring"] <= 0.1)
@@ -68,7 +72,7 @@ def table(bench: dict, nlc: dict | None) -> str:
             f"{r['TFLOPs_selected']:.0f} TFLOP/s selected ({r['TFLOPs_incl_plan']:.0f} with the {r['plan_us'] / 1e3:.1f} ms work list), tile fill {100 * r['tile_fill']:.0f}%",
             ">= 400 TFLOP/s", r["TFLOPs_selected"] >= 400)
     for r in _pick(rows, "layer_prefill_chunk"):
-        add("layer_prefill_chunk", f"4K chunk at 1M, index {r['index_dtype'][:5]}",
+        add("layer_prefill_chunk", f"4K chunk at 1M, index {_dt(r['index_dtype'])}",
             f"{r['msa_us'] / 1e3:.1f} ms vs dense {min(r['dense'][k] for k in ('cudnn', 'flash2') if r['dense'].get(k)) / 1e3:.0f} ms: {r['speedup_vs_best_dense']:.1f}x",
             ">= 25x", r["speedup_vs_best_dense"] >= 25)
     for r in (nlc or {}).get("rows", []):
