@@ -53,6 +53,9 @@ class _Message(BaseModel):
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    # m3agent's extension: the model's exact output, re-rendered verbatim so that the next
+    # prompt extends the last one token for token (what the engine generated is cached too).
+    raw_text: str | None = None
 
 
 class ChatBody(BaseModel):
@@ -151,7 +154,8 @@ def to_message(m: _Message, media_dir: Path) -> Message:
         for i, c in enumerate(m.tool_calls or ())
     )
     reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
-    return Message("assistant", _text_of(m.content), reasoning=reasoning, tool_calls=calls)
+    return Message("assistant", _text_of(m.content), reasoning=reasoning, tool_calls=calls,
+                   raw_text=m.raw_text)
 
 
 def to_chat_request(

@@ -50,3 +50,14 @@ def test_remote_body_reads_back_as_the_same_request(tmp_path_factory, messages, 
         assert a.tool_calls == b.tool_calls
         if b.role == "assistant":
             assert a.reasoning == b.reasoning
+
+
+def test_raw_text_extension_is_kept(tmp_path):
+    body = ChatBody.model_validate({"messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yes", "reasoning_content": "r",
+         "raw_text": "r</mm:think>yes"},
+    ]})
+    got = to_chat_request(body, "x", tmp_path, "adaptive")
+    assert got.messages[1].raw_text == "r</mm:think>yes"
+    assert got.messages[0].raw_text is None
