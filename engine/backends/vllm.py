@@ -97,6 +97,7 @@ class VllmEngine:
         try:
             template = ChatTemplate.from_model_dir(resolved.path)
             tokenizer = M3Tokenizer.from_model_dir(resolved.path)
+            media_config = _media_config(resolved.path)  # before the load: fail cheaply
         except (OSError, ValueError) as e:
             raise EngineUnavailable(f"cannot read the tokenizer or chat template of "
                                     f"{resolved.path}: {e}") from None
@@ -110,7 +111,7 @@ class VllmEngine:
                 raise
             raise load_error(e, resolved.path, plan) from None
         name = resolved.repo_id or resolved.path.name
-        return cls(engine, vllm, plan, name, template, tokenizer, _media_config(resolved.path))
+        return cls(engine, vllm, plan, name, template, tokenizer, media_config)
 
     # ---- Engine protocol ----------------------------------------------------------------
 
