@@ -98,11 +98,11 @@ async def test_deny_with_note_reaches_the_model_and_leaves_the_file(harness, unt
 
 async def test_escape_interrupts_a_streaming_answer(harness, until):
     long_answer = "word " * 400
-    app = harness.app([long_answer], chunk_delay_s=0.01)
+    app = harness.app([long_answer], pause_after=20)  # held mid-answer until interrupted
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "talk")
-        await until(pilot, lambda: bool(main.query(AnswerView)))
+        await until(pilot, lambda: harness.engine.paused.is_set() and bool(main.query(AnswerView)))
         await pilot.press("escape")
         await turn_done(pilot, until)
         notices = [str(n.render()) for n in main.query(NoticeView)]
@@ -405,11 +405,11 @@ async def test_long_tool_output_opens_on_click(harness, until, m3text):
 
 
 async def test_ctrl_c_interrupts_only_while_busy(harness, until):
-    app = harness.app(["word " * 400, "short"], chunk_delay_s=0.01)
+    app = harness.app(["word " * 400, "short"], pause_after=20)
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "talk")
-        await until(pilot, lambda: bool(main.query(AnswerView)))
+        await until(pilot, lambda: harness.engine.paused.is_set())
         await pilot.press("ctrl+c")
         await turn_done(pilot, until)
         assert any("interrupted" in str(n.render()) for n in main.query(NoticeView))
@@ -420,14 +420,16 @@ async def test_ctrl_c_interrupts_only_while_busy(harness, until):
 
 
 async def test_prompt_sent_while_busy_waits_and_keeps_the_order(harness, until):
-    app = harness.app(["word " * 200, "Second answer."], chunk_delay_s=0.01)
+    app = harness.app(["word " * 200, "Second answer."], pause_after=5)
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "first")
-        await until(pilot, lambda: bool(main.query(AnswerView)))
+        await until(pilot, lambda: harness.engine.paused.is_set())  # mid-answer, held
         await send(pilot, "second")
         assert main.query_one("#waiting").display
         assert [str(u.render()) for u in main.query(UserMessage)] == ["first"]
+        harness.engine.pause_after = None  # the second request must not pause
+        harness.engine.resume()
         await turn_done(pilot, until, 2)
         kinds = [type(w).__name__ for w in main.query_one("#conversation").children
                  if type(w).__name__ in ("UserMessage", "AnswerView")]

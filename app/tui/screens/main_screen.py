@@ -9,10 +9,9 @@ from typing import Any
 
 from m3agent.agent import events as ev
 from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
-from m3agent.app.tui.attachments import media_in_prompt
 from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.event_batch import batches, coalesce
-from m3agent.app.tui.history import append_history, load_history
+from m3agent.app.tui.history import load_history
 from m3agent.app.tui.messages import (
     EngineProgress,
     EventStreamEnded,
@@ -22,7 +21,8 @@ from m3agent.app.tui.messages import (
     SessionReady,
 )
 from m3agent.app.tui.ports import TuiConfig
-from m3agent.app.tui.slash import SlashError, next_thinking, parse_slash
+from m3agent.app.tui.prompt_flow import PromptFlow
+from m3agent.app.tui.slash import next_thinking
 from m3agent.app.tui.slash_actions import SlashActions
 from m3agent.app.tui.status import StatusState
 from m3agent.app.tui.transcript import Transcript
@@ -67,8 +67,9 @@ class MainScreen(Screen):
         self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
         self.completed_turns = 0  # lets tests and scripts wait for "the turn is over"
         self.slash = SlashActions(self)
+        self.prompts = PromptFlow(self)
         state = config.state_dir
-        self._history_path = state / "prompt_history.jsonl" if state is not None else None
+        self.history_path = state / "prompt_history.jsonl" if state is not None else None
 
     def compose(self) -> ComposeResult:
         yield Conversation(id="conversation")
@@ -83,8 +84,8 @@ class MainScreen(Screen):
         self.query_one("#completions").display = False
         self.query_one("#waiting").display = False
         prompt = self.query_one(PromptInput)
-        if self._history_path is not None:
-            prompt.prompt_history = load_history(self._history_path)
+        if self.history_path is not None:
+            prompt.prompt_history = load_history(self.history_path)
         prompt.focus()
         self.call_later(self.transcript.notice, WELCOME)
 
@@ -226,59 +227,17 @@ class MainScreen(Screen):
         self.query_one("#waiting").display = False
 
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
-        text = message.text
-        if self._history_path is not None:
-            append_history(self._history_path, text)
-        try:
-            command = parse_slash(text)
-        except SlashError as e:
-            await self.transcript.error(str(e), "usage")
-            return
-        if command is not None:
-            await self.slash.run(command)
-            return
-        if self.session is None and self.status.state == "failed":
-            await self.transcript.error(
-                "no engine: it failed to start (see above); fix that and start m3agent again",
-                "usage",
-            )
-            return
-        media = tuple(self.attachments) + media_in_prompt(text, self.config.cwd)
-        self.attachments.clear()
-        turn = UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
-        if not self.busy:
-            # Shown at once; while a turn streams it would land inside that answer, so a
-            # waiting prompt is shown when it is sent (the line above the prompt counts them).
-            await self.transcript.user(text, tuple(m.path for m in media))
-        self.queued.append((turn, not self.busy))
-        self._show_waiting()
-        await self._send_queued()
+        await self.prompts.submitted(message.text)
 
     async def _send_queued(self) -> None:
-        # One turn at a time: later prompts wait for the running turn to complete.
-        if self.session is None or self.busy or not self.queued:
-            return
-        turn, shown = self.queued.pop(0)
-        self._show_waiting()
-        if not shown:
-            await self.transcript.user(turn.text, tuple(m.path for m in turn.media))
-        self.busy = True
-        self.set_status(state="working")
-        await self.submit(turn)
-
-    def _show_waiting(self) -> None:
-        waiting = self.query_one("#waiting", Static)
-        n = sum(1 for _, shown in self.queued if not shown)
-        waiting.update(f"{n} prompt{'s' if n > 1 else ''} waiting for this turn (Esc stops the "
-                       "turn; they are sent after it)" if n else "")
-        waiting.display = n > 0
+        await self.prompts.send_next()
 
     async def action_interrupt(self) -> None:
         if self.session is not None and self.busy:
             await self.submit(Interrupt())
         elif self.queued:
             self.queued.clear()
-            self._show_waiting()
+            self.prompts.show_waiting()
             await self.transcript.notice("queued prompts dropped")
 
     async def action_interrupt_running(self) -> None:
