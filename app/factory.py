@@ -112,6 +112,7 @@ def attach_to_server(settings: Settings) -> Any:
         timeout=settings.request_timeout_s,
         retries=settings.retries,
         max_context_tokens=lock.max_context_tokens or 196_608,
+        send_raw_text=True,
     )
 
 

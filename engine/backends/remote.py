@@ -47,7 +47,10 @@ class RemoteEngine:
         connect_timeout: float = 10.0,
         backoff_s: float = 0.5,
         max_context_tokens: int = 196_608,
+        send_raw_text: bool = False,
     ):
+        # Only `m3agent serve` understands the extra field; a plain vLLM server re-renders.
+        self._send_raw_text = send_raw_text
         if retries < 0:
             raise ValueError(f"retries must be 0 or more, got {retries}")
         if timeout <= 0:
@@ -89,7 +92,7 @@ class RemoteEngine:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
         started = time.monotonic()
-        body = request_body(request, self.model)
+        body = request_body(request, self.model, raw_text=self._send_raw_text)
         resp = await self._open(body)
         self._active[request.request_id] = resp
         decoder = StreamDecoder(

@@ -31,7 +31,9 @@ def _user_content(m: Message) -> Any:
     return parts
 
 
-def to_openai_message(m: Message) -> dict[str, Any]:
+def to_openai_message(m: Message, *, raw_text: bool = False) -> dict[str, Any]:
+    """One message in OpenAI's format. `raw_text=True` (only for `m3agent serve`, which renders
+    it verbatim) also sends the model's exact output, so history never needs recomputing."""
     if m.role == "user":
         return {"role": "user", "content": _user_content(m)}
     if m.role == "system":
@@ -58,14 +60,16 @@ def to_openai_message(m: Message) -> dict[str, Any]:
             }
             for c in m.tool_calls
         ]
+    if raw_text and m.raw_text is not None:
+        out["raw_text"] = m.raw_text
     return out
 
 
-def request_body(request: ChatRequest, model: str) -> dict[str, Any]:
+def request_body(request: ChatRequest, model: str, *, raw_text: bool = False) -> dict[str, Any]:
     s = request.sampling
     body: dict[str, Any] = {
         "model": model,
-        "messages": [to_openai_message(m) for m in request.messages],
+        "messages": [to_openai_message(m, raw_text=raw_text) for m in request.messages],
         "stream": True,
         "stream_options": {"include_usage": True},
         "max_tokens": s.max_tokens,

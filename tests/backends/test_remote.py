@@ -347,3 +347,22 @@ def test_a_silent_server_times_out_with_a_clear_error(server, wire):
     engine = RemoteEngine(server.url, "m3", retries=0, timeout=0.5)
     with pytest.raises(EngineError, match=r"sent nothing for 0.5s"):
         run(collect(engine, request()))
+
+
+@pytest.mark.parametrize("send_raw_text", [False, True])
+def test_raw_text_is_sent_only_to_m3agent_serve(server, wire, send_raw_text):
+    # `m3agent serve` renders the model's exact output verbatim (no recompute of history); a
+    # plain OpenAI server must not receive a field it does not know.
+    history = (
+        Message("user", "list files"),
+        Message("assistant", "ok", raw_text="<mm:think>x</mm:think>ok", thinking_mode="adaptive"),
+        Message("user", "again"),
+    )
+    server.replies.append(
+        wire.Reply(chunks=wire.sse(wire.chunk({"content": "fine"}), wire.chunk({}, finish="stop")))
+    )
+    engine = RemoteEngine(server.url, "m3", retries=0, send_raw_text=send_raw_text)
+    run(collect(engine, request(messages=history)))
+    sent = server.requests[-1]["messages"][1]
+    assert sent["content"] == "ok"
+    assert sent.get("raw_text") == ("<mm:think>x</mm:think>ok" if send_raw_text else None)
