@@ -23,7 +23,11 @@ NAMES = [
     "sparse_prefill",
     "sparse_decode_q1",
     "sparse_mixed",
+    "decode_chunks",
     "dense",
+    "dense_split",
+    "topk",
+    "topk_two_stage",
     "select_fp8",
     "sparse_fp8",
 ]

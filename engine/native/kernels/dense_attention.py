@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from m3agent.engine.native.kernels.common import LOG2E, gather_request_kv, next_pow2
-from m3agent.engine.native.kernels.sparse_attention import _merge
+from m3agent.engine.native.kernels.split_k_merge import _merge
 
 
 @triton.jit
