@@ -100,6 +100,9 @@ async def compact(
     keep = kept_prefix(messages)
     tail = messages[keep:]
     detail: dict[str, Any] = {"trigger": trigger, "messages_before": len(messages)}
+    if not tail and new_snapshot is None:
+        detail.update(messages_after=len(messages), summary_source="none", tokens_before=None)
+        return ContextEvent(action="compact", detail={**detail, "note": "nothing to compact"})
     summary_usage: api.Usage | None = None
     source = "none"
     new_tail: list[api.Message] = []

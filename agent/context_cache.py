@@ -35,6 +35,7 @@ class CacheTracker:
     def note(self, reason: str) -> None:
         """The next request will miss, and this is why (a compaction, a refresh)."""
         self._pending = reason
+        self.last_total_tokens = None  # the conversation just shrank: no auto-compaction yet
 
     def annotate(self, usage: Usage) -> Usage:
         expected = (self._last_prompt or 0) // PAGE_TOKENS * PAGE_TOKENS

@@ -227,7 +227,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, help="default: float32 on cpu, bfloat16 on cuda")
     ap.add_argument("--repo", type=Path, default=ROOT, help="repository to snapshot")
-    ap.add_argument("--budget", type=int, default=12_000, help="snapshot token budget")
+    ap.add_argument("--budget", type=int, default=8_000, help="snapshot token budget")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=16, help="generated tokens per turn")
     ap.add_argument("--layers", type=int, default=4)

@@ -156,3 +156,23 @@ def test_no_snapshot_when_disabled_or_empty(tmp_path):
     assert [m.role for m in s3.messages] == ["system", "system"]
     for x in (s, s2, s3):
         asyncio.run(x.close())
+
+
+def test_automatic_compaction_near_the_limit(make_repo, tmp_path):
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    repo = make_repo({f"m{i}.py": f"def f{i}(x):\n    return x * {i}\n" * 40 for i in range(30)})
+    engine = ScriptedEngine(
+        [answer("one"), answer("summary of turn one"), answer("two")], max_context_tokens=14_000
+    )
+    settings = settings_for(tmp_path, context_reserve=3_000)
+    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
+    seen = asyncio.run(drive(session, [UserTurn("first"), UserTurn("second")]))
+    kinds = [(type(e).__name__, getattr(e, "action", None)) for e in seen
+             if isinstance(e, (ev.ContextEvent, ev.TurnStarted))]
+    assert kinds == [("ContextEvent", "snapshot"), ("TurnStarted", None),
+                     ("ContextEvent", "compact"), ("TurnStarted", None)]
+    compact = next(e for e in seen if isinstance(e, ev.ContextEvent) and e.action == "compact")
+    assert compact.detail["trigger"] == "auto"
+    assert len(engine.prompt_token_ids) == 3
+    assert session.messages[2].content.endswith("summary of turn one")
