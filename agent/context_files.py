@@ -58,8 +58,13 @@ class FileRules:
     extra_skip: tuple[str, ...] = ()  # gitignore patterns; "!pattern" re-includes a built-in
     max_file_bytes: int = 512_000
     use_builtin_rules: bool = True
+    # Outside git, the walk stops after this many entries: a session started in a home
+    # directory must not crawl the whole disk before its first frame.
+    max_walk_entries: int = 200_000
 
     def __post_init__(self) -> None:
+        if self.max_walk_entries < 1:
+            raise ValueError(f"max_walk_entries must be positive, got {self.max_walk_entries}")
         if self.max_file_bytes < 1:
             raise ValueError(f"context max_file_bytes must be positive, got {self.max_file_bytes}")
         for p in self.extra_skip:
@@ -154,7 +159,7 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     if git is not None:
         paths, changed = git
     else:
-        paths = [rel for rel, is_dir in walk(root, cap=2_000_000) if not is_dir]
+        paths = [rel for rel, is_dir in walk(root, cap=rules.max_walk_entries) if not is_dir]
         changed = set()
     patterns = _Patterns()
     if rules.use_builtin_rules:

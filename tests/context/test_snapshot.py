@@ -186,3 +186,11 @@ def test_git_not_a_repo_and_empty(tmp_path, tokenizer):
     s = snap(empty, tokenizer)
     assert s.entries("included") == [] and s.tokens > 0
     assert subprocess.run(["git", "-C", str(empty), "status"], capture_output=True).returncode
+
+
+def test_walk_outside_git_is_capped(make_repo, tokenizer):
+    root = make_repo({f"d{i}/f{j}.txt": f"{i} {j}\n" for i in range(5) for j in range(10)},
+                     git=False)
+    s = snap(root, tokenizer, max_walk_entries=20)
+    assert 0 < len(s.files) < 20
+    assert len(snap(root, tokenizer).files) == 50
