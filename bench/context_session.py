@@ -14,8 +14,10 @@
 Peak memory (RSS, and CUDA when used) is reported. Results go to --out as one JSON object.
 
     python bench/context_session.py                       # CPU, tiny M3
-    python bench/context_session.py --device cuda --dtype bfloat16 --layers 4 --hidden 2048 \\
-        --heads 64 --kv-heads 4 --experts 8 --vocab 4096 --budget 200000 --out ...
+    python bench/context_session.py --device cuda --layers 4 --dense-layers 1 --hidden 2048 \\
+        --heads 64 --kv-heads 4 --experts 8 --vocab 4096 --budget 120000 --chunk 16384 \\
+        --max-tokens 32            # an M3-shaped attention stack on one H200
+                                   # (writes bench/results/context_session_cuda.json)
 """
 
 from __future__ import annotations
