@@ -10,15 +10,22 @@ import hashlib
 from array import array
 from collections.abc import Callable, Sequence
 
-BlockHashFn = Callable[[bytes | None, Sequence[int], tuple[object, ...]], bytes]
+# token ids come as a sequence of ints or as their int64 bytes (what the KV cache manager
+# passes, so that a long prompt is converted once rather than block by block).
+TokenIds = Sequence[int] | bytes | memoryview
+BlockHashFn = Callable[[bytes | None, TokenIds, tuple[object, ...]], bytes]
+
+
+def token_bytes(token_ids: Sequence[int]) -> memoryview:
+    return memoryview(array("q", token_ids)).cast("B")
 
 
 def hash_block_tokens(
-    parent_hash: bytes | None, token_ids: Sequence[int], extra_keys: tuple[object, ...] = ()
+    parent_hash: bytes | None, token_ids: TokenIds, extra_keys: tuple[object, ...] = ()
 ) -> bytes:
     h = hashlib.blake2b(digest_size=16)
     h.update(parent_hash or b"\x00" * 16)
-    h.update(array("q", token_ids).tobytes())
+    h.update(token_ids if isinstance(token_ids, bytes | memoryview) else token_bytes(token_ids))
     for key in extra_keys:  # e.g. media content hashes: same placeholder ids, different image
         h.update(repr(key).encode())
     return h.digest()

@@ -23,7 +23,9 @@ class KVCacheBlock:
     # Set once the block is full and cached; kept after it is freed (lazy eviction).
     block_hash: bytes | None = None
     parent_hash: bytes | None = None
-    token_ids: tuple[int, ...] = ()
+    # The block's token ids as int64 bytes: the token check on a hit is one memcmp, and bytes
+    # are invisible to the garbage collector (a million tokens of tuples are not).
+    token_bytes: bytes = b""
 
 
 class BlockPool:
@@ -60,13 +62,13 @@ class BlockPool:
         return list(self._free)
 
     def get_cached_block(
-        self, block_hash: bytes, parent_hash: bytes | None, token_ids: Sequence[int]
+        self, block_hash: bytes, parent_hash: bytes | None, token_bytes: bytes | memoryview
     ) -> KVCacheBlock | None:
         """The cached block for this hash, only if its parent and tokens really match."""
         block = self._cached.get(block_hash)
         if block is None:
             return None
-        if block.parent_hash != parent_hash or block.token_ids != tuple(token_ids):
+        if block.parent_hash != parent_hash or block.token_bytes != token_bytes:
             self.num_collisions += 1  # a hash collision: treat as a miss, never as a hit
             return None
         return block
@@ -109,14 +111,14 @@ class BlockPool:
         block: KVCacheBlock,
         block_hash: bytes,
         parent_hash: bytes | None,
-        token_ids: Sequence[int],
+        token_bytes: bytes | memoryview,
     ) -> None:
         """Indexes a block that just became full. First writer wins for a duplicate hash."""
         if not self.enable_caching or block.block_hash is not None:
             return
         block.block_hash = block_hash
         block.parent_hash = parent_hash
-        block.token_ids = tuple(token_ids)
+        block.token_bytes = bytes(token_bytes)
         self._cached.setdefault(block_hash, block)
 
     def reset_prefix_cache(self) -> bool:
@@ -135,4 +137,4 @@ class BlockPool:
             self.num_evictions += 1
         block.block_hash = None
         block.parent_hash = None
-        block.token_ids = ()
+        block.token_bytes = b""

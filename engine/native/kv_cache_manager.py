@@ -7,7 +7,7 @@ block is never found by a lookup before its K/V and index keys are really in the
 from __future__ import annotations
 
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.block_hash import BlockHashFn, hash_block_tokens
+from m3agent.engine.native.block_hash import BlockHashFn, hash_block_tokens, token_bytes
 from m3agent.engine.native.block_pool import BlockPool, KVCacheBlock
 from m3agent.engine.native.request import Request
 
@@ -47,23 +47,39 @@ class KVCacheManager:
     def max_tokens_in_cache(self) -> int:
         return self.num_usable_blocks * self.block_size
 
-    def _update_hashes(self, request: Request) -> None:
+    def _update_hashes(
+        self, request: Request, upto: int | None = None, data: memoryview | None = None
+    ) -> None:
+        """Hashes the request's full blocks below `upto` not hashed yet (each only once).
+
+        `data`, when given, is the int64 bytes of the request's tokens from position 0, so a
+        lookup converts a long prompt once for both hashing and the token check.
+        """
+        bs, hashes = self.block_size, request.block_hashes
+        end = request.num_tokens // bs if upto is None else upto
+        start = len(hashes)
+        if start >= end:
+            return
         if request.mm_inputs is not None:  # same placeholder ids, different pictures
             from m3agent.engine.native.mm_inputs import extend_block_hashes_mm
 
             extend_block_hashes_mm(
-                request.block_hashes,
-                request.all_token_ids,
-                self.block_size,
+                hashes,
+                request.token_slice(0, end * bs),
+                bs,
                 self.hash_fn,
                 request.mm_inputs,
             )
             return
-        # Block by block from the request's own lists: no copy of a long prompt per call.
-        bs, hashes = self.block_size, request.block_hashes
-        for i in range(len(hashes), request.num_tokens // bs):
+        step = bs * 8
+        if data is None:
+            data, offset = token_bytes(request.token_slice(start * bs, end * bs)), start * step
+        else:
+            offset = 0
+        for i in range(start, end):
             parent = hashes[i - 1] if i else None
-            hashes.append(self.hash_fn(parent, request.token_slice(i * bs, (i + 1) * bs), ()))
+            j = i * step - offset
+            hashes.append(self.hash_fn(parent, data[j : j + step], ()))
 
     def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
         """The longest run of cached full blocks that starts the request's tokens.
@@ -72,14 +88,15 @@ class KVCacheManager:
         """
         if not self.enable_caching:
             return [], 0
-        self._update_hashes(request)
-        bs = self.block_size
+        bs, step = self.block_size, self.block_size * 8
         max_blocks = (request.num_tokens - 1) // bs
+        data = token_bytes(request.token_slice(0, max_blocks * bs))
+        self._update_hashes(request, max_blocks, data)
         hits: list[KVCacheBlock] = []
         parent: bytes | None = None
         for i in range(max_blocks):
-            block_tokens = request.token_slice(i * bs, (i + 1) * bs)
-            block = self.block_pool.get_cached_block(request.block_hashes[i], parent, block_tokens)
+            block_bytes = data[i * step : (i + 1) * step]
+            block = self.block_pool.get_cached_block(request.block_hashes[i], parent, block_bytes)
             if block is None:
                 break
             hits.append(block)
@@ -127,14 +144,13 @@ class KVCacheManager:
         if num_full <= start:  # the common decode step: no block filled up
             return
         self._update_hashes(request)
-        bs = self.block_size
+        bs, step = self.block_size, self.block_size * 8
+        data = token_bytes(request.token_slice(start * bs, num_full * bs))
         for i in range(start, num_full):
             parent = request.block_hashes[i - 1] if i else None
+            j = (i - start) * step
             self.block_pool.cache_full_block(
-                blocks[i],
-                request.block_hashes[i],
-                parent,
-                request.token_slice(i * bs, (i + 1) * bs),
+                blocks[i], request.block_hashes[i], parent, data[j : j + step]
             )
         self._num_cached_blocks[request.request_id] = max(start, num_full)
 
