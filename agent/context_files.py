@@ -179,6 +179,11 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     for rel in paths:
         if rel.startswith(".git/") or rel == IGNORE_FILE:
             continue
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # a name that is not UTF-8 cannot be shown to the model
+            skipped.append(Skipped(rel.encode("utf-8", "replace").decode(), "file name not UTF-8"))
+            continue
         why = patterns.reason(rel)
         if why is None and rel.rsplit(".", 1)[-1].lower() in BINARY_EXTENSIONS and "." in rel:
             why = "binary"

@@ -194,3 +194,12 @@ def test_walk_outside_git_is_capped(make_repo, tokenizer):
     s = snap(root, tokenizer, max_walk_entries=20)
     assert 0 < len(s.files) < 20
     assert len(snap(root, tokenizer).files) == 50
+
+
+def test_non_utf8_file_name_is_skipped(make_repo, tokenizer):
+    root = make_repo(SOURCE, git=False)
+    (root / "caf\xe9.py".encode("latin-1").decode("utf-8", "surrogateescape")).write_text("x = 1\n")
+    s = snap(root, tokenizer)
+    reasons = [f.reason for f in s.files if f.status == "skipped"]
+    assert reasons == ["file name not UTF-8"]
+    s.text.encode("utf-8")  # the snapshot itself is valid text
