@@ -94,6 +94,10 @@ class TextRenderer:
             w.write(f"error: {e.message}\n")
         elif isinstance(e, ev.ContextEvent) and e.action == "checkpoint":
             w.write(f"  (checkpoint {e.detail.get('id', '')})\n")
+        elif isinstance(e, ev.ContextEvent):  # snapshot / refresh / compact: never silent
+            from m3agent.app.tui.context_notice import describe_context_event
+
+            w.write(f"  ({describe_context_event(e.action, e.detail)})\n")
         w.flush()
 
     def finish(self, tally: Tally) -> None:

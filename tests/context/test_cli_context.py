@@ -91,3 +91,14 @@ def test_tracker_and_status_bar():
     t2 = CacheTracker(auto_compact_tokens=1000)
     t2.annotate(Usage(prompt_tokens=950, generated_tokens=60))
     assert t2.wants_compaction()
+
+
+def test_run_text_mode_reports_the_snapshot(make_repo, tmp_path):
+    repo = make_repo(FILES)
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps(["</mm:think>Hello."]))
+    r = cli(tmp_path / "home", "run", "hi", "--engine", "scripted", "--script", str(script),
+            "--approval", "never", "--cwd", str(repo))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "Hello.\n"
+    assert "(repository snapshot taken: 1 files, " in r.stderr
