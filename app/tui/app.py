@@ -54,7 +54,7 @@ class M3App(App):
         try:
             session = self.session_factory(resume_id, progress)
         except Exception as e:  # the factory names the cause in one line (EngineUnavailable…)
-            screen.post_message(SessionFailed(_one_line(e)))
+            screen.post_message(SessionFailed(_one_line(e), _failure_kind(e)))
             return
         layers = None
         if self.config.probe_sandbox is not None and not inspect.isawaitable(session):
@@ -70,7 +70,7 @@ class M3App(App):
             try:
                 session = await session
             except Exception as e:
-                self.main.post_message(SessionFailed(_one_line(e)))
+                self.main.post_message(SessionFailed(_one_line(e), _failure_kind(e)))
                 return
         self.main.post_message(SessionReady(session, layers))
 
@@ -117,6 +117,13 @@ class M3App(App):
 def _log_dir(config: TuiConfig) -> Path:
     base = config.state_dir or (Path.home() / ".m3agent")
     return base / "logs"
+
+
+def _failure_kind(error: BaseException) -> str:
+    """Which advice fits: an engine that cannot be had, or anything else at start-up."""
+    from m3agent.engine.api import EngineError
+
+    return "engine_unavailable" if isinstance(error, EngineError) else "startup"
 
 
 def _one_line(error: BaseException) -> str:

@@ -40,9 +40,10 @@ class SessionReady(Message):
 class SessionFailed(Message):
     """The engine or session could not be started; `message` is one line naming the cause."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kind: str = "startup") -> None:
         super().__init__()
         self.message = message
+        self.kind = kind  # an ErrorView hint key: "engine_unavailable" | "startup"
 
 
 class PromptSubmitted(Message):

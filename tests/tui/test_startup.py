@@ -88,3 +88,14 @@ def test_crash_restores_the_terminal_and_logs_the_traceback(harness, capsys):
     assert len(logs) == 1 and str(logs[0]) in err
     assert "boom in the session object" in logs[0].read_text()
     assert "Traceback" in logs[0].read_text()
+
+
+async def test_resuming_an_unknown_session_says_so(harness, until):
+    app = harness.app([], resume="20200101-000000-abcdef")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: app.main.status.state == "failed")
+        from m3agent.app.tui.widgets.error_view import ErrorView
+
+        text = str(app.main.query_one(ErrorView).render())
+        assert "20200101-000000-abcdef" in text
+        assert "start m3agent again" in text and "engine is running" not in text

@@ -118,7 +118,7 @@ class MainScreen(Screen):
     async def on_session_failed(self, message: SessionFailed) -> None:
         self.query_one(LoadingView).display = False
         self.set_status(state="failed")
-        await self.transcript.error(message.message, "engine_unavailable")
+        await self.transcript.error(message.message, message.kind)
 
     @work(exclusive=True, group="session-events")
     async def pump_events(self, session: Any) -> None:

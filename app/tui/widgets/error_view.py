@@ -10,6 +10,7 @@ HINTS = {
     "engine": "the engine failed on this request; send the prompt again or /compact if it is long",
     "tool": "the tool failed; the model has been told and may try another way",
     "usage": "type /help for the commands and keys",
+    "startup": "fix the cause above, then start m3agent again",
     "internal": "this is a bug in m3agent; the details are in the log",
 }
 
