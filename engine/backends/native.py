@@ -129,12 +129,15 @@ class NativeEngine:
 
         if self._closed:
             raise EngineUnavailable("the native engine is closed")
-        parts = render_prompt_parts(
-            list(request.messages),
-            list(request.tools),
-            request.thinking_mode,
-            template=self._template,
-        )
+        try:
+            parts = render_prompt_parts(
+                list(request.messages),
+                list(request.tools),
+                request.thinking_mode,
+                template=self._template,
+            )
+        except ValueError as e:  # a bad thinking mode, a template that fails on these messages
+            raise EngineRequestError(f"cannot render the prompt: {e}") from None
         # Runs, not the joined text: marker strings inside files, tool results or messages stay
         # plain text (a repository snapshot of M3 code holds them), and each run's ids extend
         # the previous request's run for run (prefix caching).
