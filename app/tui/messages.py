@@ -56,3 +56,7 @@ class PromptSubmitted(Message):
 
 class EventStreamEnded(Message):
     """Session.events() finished: the session has shut down."""
+
+    def __init__(self, session: Any = None) -> None:
+        super().__init__()
+        self.session = session

@@ -125,7 +125,7 @@ class MainScreen(Screen):
         """The one worker that reads the Session: its events become messages, in order."""
         async for batch in batches(session.events()):
             self.post_message(SessionEvents(batch))
-        self.post_message(EventStreamEnded())
+        self.post_message(EventStreamEnded(session))
 
     async def submit(self, op: Any) -> None:
         result = self.session.submit(op)
@@ -198,6 +198,8 @@ class MainScreen(Screen):
         await self._send_queued()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
+        if message.session is not self.session:
+            return  # a session left for another one (/sessions): not the current state
         self.busy = False
         if self.status.state != "failed":
             self.set_status(state="stopped")
