@@ -25,6 +25,11 @@ def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
         print(f"m3agent: script {script} does not exist", file=sys.stderr)
         return exit_codes.USAGE_ERROR
 
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print("m3agent: the terminal UI needs a terminal; for scripts and pipes use "
+              "`m3agent run PROMPT`", file=sys.stderr)
+        return exit_codes.USAGE_ERROR
+
     from m3agent.app.tui.run import run_tui
 
     return run_tui(session_factory(settings, config.cwd, script), config)

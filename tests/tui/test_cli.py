@@ -37,3 +37,13 @@ def test_missing_script_is_reported(m3home, tmp_path):
                                               str(tmp_path / "nope.json")])
     assert result.exit_code == 2
     assert "nope.json does not exist" in result.output
+
+
+def test_without_a_terminal_it_points_to_run(m3home, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text("[]")
+    result = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "--engine", "scripted", "--script", str(script)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2
+    assert "the terminal UI needs a terminal" in result.stderr and "m3agent run" in result.stderr
