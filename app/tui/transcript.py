@@ -44,7 +44,7 @@ class Transcript:
         self._reasoning.append(text)
 
     async def content(self, text: str) -> None:
-        if self._reasoning is not None and not self._reasoning.collapsed:
+        if self._reasoning is not None:
             self._reasoning.finish()
         if self._answer is None:
             if not text.strip():
@@ -57,8 +57,7 @@ class Transcript:
     async def end_segment(self) -> None:
         """One engine call's output is complete (or a tool call interrupts it)."""
         if self._reasoning is not None:
-            if not self._reasoning.collapsed:
-                self._reasoning.finish()
+            self._reasoning.finish()
             self._reasoning = None
         if self._answer is not None:
             answer, self._answer = self._answer, None

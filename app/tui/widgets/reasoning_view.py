@@ -26,6 +26,7 @@ class ReasoningView(Collapsible):
 
     def __init__(self, **kwargs) -> None:
         self._text = ""
+        self.finished = False
         self._body = Static("", markup=False, classes="reasoning-text")
         super().__init__(self._body, title="Thinking…", collapsed=False, **kwargs)
 
@@ -38,7 +39,10 @@ class ReasoningView(Collapsible):
         self._body.update(self._text.strip("\n"))
 
     def finish(self) -> None:
-        """The answer (or a tool call) started: fold the reasoning away."""
+        """The answer (or a tool call) started: fold the reasoning away, once."""
+        if self.finished:
+            return
+        self.finished = True
         words = len(self._text.split())
         self.title = f"Thought ({words} words)"
         self.collapsed = True
