@@ -17,8 +17,13 @@ from collections.abc import Callable, Iterator
 import torch
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
-# Query rows processed at once by the reference: bounds the [rows, Hq, L] score tensor.
-Q_CHUNK = 256
+# Query rows processed at once by the reference: bounds the [rows, Hq, L] fp32 score tensor
+# (and its softmax) to ~256 MiB however long the context.
+_SCORE_ELEMS = 1 << 26
+
+
+def q_chunk(heads: int, seq_len: int) -> int:
+    return max(1, min(256, _SCORE_ELEMS // max(1, heads * seq_len)))
 
 
 def kernel_op(name: str, *tensors: torch.Tensor) -> Callable | None:
@@ -114,8 +119,9 @@ def dense_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, md: Attention
             continue
         kv = gather_pages(kv_cache, md.block_tables[r], sl)
         j = torch.arange(kv.shape[1], device=q.device)
-        for c0 in range(0, ql, Q_CHUNK):
-            c1 = min(ql, c0 + Q_CHUNK)
+        step = q_chunk(q.shape[1], kv.shape[1])
+        for c0 in range(0, ql, step):
+            c1 = min(ql, c0 + step)
             pos = md.positions[q0 + c0:q0 + c1]
             allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
             allowed = allowed[:, None, :].expand(-1, hkv, -1)

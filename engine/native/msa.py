@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 from m3agent.engine.native.attention import (
-    Q_CHUNK,
     gather_pages,
     kernel_op,
     masked_gqa,
+    q_chunk,
     request_rows,
 )
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
@@ -61,8 +61,9 @@ def index_select_blocks_torch(iq: torch.Tensor, index_cache: torch.Tensor,
         if ql == 0:
             continue
         ik = gather_pages(index_cache, md.block_tables[r], sl)
-        for c0 in range(0, ql, Q_CHUNK):
-            rows = slice(q0 + c0, q0 + min(ql, c0 + Q_CHUNK))
+        step = q_chunk(h, ik.shape[0])
+        for c0 in range(0, ql, step):
+            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
             pos = md.positions[rows]
             scores = block_scores(iq[rows], ik, pos)
             out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
@@ -88,8 +89,9 @@ def sparse_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, topk_idx: to
         kv = gather_pages(kv_cache, md.block_tables[r], sl)
         nb = kv.shape[1] // BLOCK_SIZE
         j = torch.arange(kv.shape[1], device=q.device)
-        for c0 in range(0, ql, Q_CHUNK):
-            rows = slice(q0 + c0, q0 + min(ql, c0 + Q_CHUNK))
+        step = q_chunk(q.shape[1], kv.shape[1])
+        for c0 in range(0, ql, step):
+            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
             pos = md.positions[rows]
             sel = topk_idx[rows].long()  # [t, Hkv, K]
             nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
