@@ -130,8 +130,11 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
     }
     print(f"\nTUI first paint min {samples[0]:.3f} s, median {samples[1]:.3f} s, "
           f"session ready {ready_s:.3f} s (load average {load1:.1f}, {os.cpu_count()} CPUs)")
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(record, indent=2) + "\n")
+    # The committed figure is refreshed on purpose (M3AGENT_WRITE_BENCH=1), never as a side
+    # effect of an ordinary test run in a user's clone.
+    if os.environ.get("M3AGENT_WRITE_BENCH") == "1":
+        RESULT.parent.mkdir(parents=True, exist_ok=True)
+        RESULT.write_text(json.dumps(record, indent=2) + "\n")
     # A loaded shared machine can be several times slower; the budget scales with the load
     # so the test checks for a regression, not for an idle machine.
     budget = 1.0 * max(1.0, load1 / (os.cpu_count() or 1))
