@@ -50,6 +50,10 @@ class LlamaConfig:
     @staticmethod
     def from_hf(d: dict) -> LlamaConfig:
         heads = int(d["num_attention_heads"])
+        rp = d.get("rope_scaling") or d.get("rope_parameters") or {}
+        if rp.get("rope_type", rp.get("type", "default")) not in ("default", None):
+            raise ValueError(f"llama config: rope scaling {rp.get('rope_type', rp.get('type'))!r}"
+                             " is not supported by the native Llama model")
         eos = d.get("eos_token_id")
         return LlamaConfig(
             vocab_size=int(d["vocab_size"]), hidden_size=int(d["hidden_size"]),
@@ -58,7 +62,9 @@ class LlamaConfig:
             num_key_value_heads=int(d.get("num_key_value_heads") or heads),
             head_dim=int(d.get("head_dim") or int(d["hidden_size"]) // heads),
             max_position_embeddings=int(d.get("max_position_embeddings", 2048)),
-            rope_theta=float(d.get("rope_theta", 10000.0)),
+            # transformers >= 5 nests rope_theta in rope_parameters
+            rope_theta=float(d.get("rope_theta")
+                             or (d.get("rope_parameters") or {}).get("rope_theta") or 10000.0),
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-5)),
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
             eos_token_id=() if eos is None else tuple(eos) if isinstance(eos, list) else (eos,),

@@ -71,3 +71,23 @@ def test_chunked_prefill_and_decode_match_one_shot(models, paged):
         got = paged.run_prompt(ours, ids, splits=splits)
         err = (got - whole).abs().max().item()
         assert err < 1e-3, (splits, err)
+
+
+def test_hf_safetensors_llama_directory_loads_the_same(models, paged, tmp_path):
+    """The same weights saved by transformers (HF names, tied head) load through the
+    safetensors path and give the GGUF path's logits."""
+    import json
+
+    from safetensors.torch import save_file
+
+    ours, hf, tok = models
+    # save_pretrained refuses GGUF-born models: write the HF layout by hand
+    sd = {k: v.contiguous() for k, v in hf.state_dict().items() if k != "lm_head.weight"}
+    save_file(sd, str(tmp_path / "model.safetensors"))
+    cfg = hf.config.to_dict()
+    cfg["tie_word_embeddings"] = True
+    (tmp_path / "config.json").write_text(json.dumps(cfg, default=str))
+    again = load_model(tmp_path)
+    assert isinstance(again, LlamaForCausalLM) and again.config.tie_word_embeddings
+    ids = tok(PROMPTS[1])["input_ids"]
+    assert (paged.run_prompt(again, ids) - paged.run_prompt(ours, ids)).abs().max() < 1e-4
