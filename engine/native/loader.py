@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,15 @@ def _is_m3(cfg: dict[str, Any]) -> bool:
                                                        & _M3_ARCHS))
 
 
+def _eos_ids(p: Path, cfg: dict[str, Any]) -> tuple[int, ...]:
+    gen = p / "generation_config.json"
+    for src in (_read_json(gen) if gen.exists() else {}, cfg):
+        eos = src.get("eos_token_id")
+        if eos is not None:
+            return tuple(int(x) for x in eos) if isinstance(eos, list) else (int(eos),)
+    return ()
+
+
 def load_model(path: str | Path, device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32, max_model_len: int | None = None,
                rope_scaling: dict[str, Any] | None = None) -> nn.Module:
@@ -176,6 +186,9 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
     model: nn.Module
     if _is_m3(cfg):
         text = parse_config(cfg, rope_scaling).text_config
+        if not text.eos_token_id:  # the VL layout keeps it at the top or in generation_config
+            eos = _eos_ids(p, cfg)
+            text = replace(text, eos_token_id=eos) if eos else text
         model = M3ForCausalLM(text, dtype=dtype, device=device, max_model_len=max_model_len)
     elif cfg.get("model_type") == "llama" or "LlamaForCausalLM" in (cfg.get("architectures")
                                                                    or ()):

@@ -173,3 +173,11 @@ def test_max_model_len_needs_yarn(tiny):
     m = load_model(tiny, max_model_len=1_048_576,
                    rope_scaling={"rope_type": "yarn", "factor": 2.0})
     assert m.info.max_position_embeddings == 1_048_576
+
+
+def test_eos_from_generation_config_when_text_config_has_none(tiny, tmp_path):
+    d = _copy(tiny, tmp_path / "noeos")
+    cfg = json.loads((d / "config.json").read_text())
+    want = cfg["text_config"].pop("eos_token_id")
+    (d / "config.json").write_text(json.dumps(cfg))
+    assert load_model(d).info.eos_token_ids == (want,)
