@@ -114,12 +114,25 @@ def write_tokenizer(path: Path) -> dict[str, int]:
     return ids
 
 
+def write_tokenizer_for_vocab(path: Path, vocab: int) -> dict[str, int]:
+    """The bundled M3-style BPE (engine/m3/tokenizer.py) when the vocabulary holds it, else the
+    byte-level one above (small vocabularies keep tiny models tiny)."""
+    from m3agent.engine.m3.tokenizer import default_tokenizer_path, write_tokenizer_files
+    from tokenizers import Tokenizer
+
+    bundled = Tokenizer.from_file(str(default_tokenizer_path()))
+    if vocab < bundled.get_vocab_size():
+        return write_tokenizer(path)
+    write_tokenizer_files(path)
+    return {t: bundled.token_to_id(t) for t in m3tokens.ALL_ADDED_TOKENS}
+
+
 def init_tiny(path: str | Path, spec: TinySpec = TinySpec()) -> Path:
     from safetensors.torch import save_file
 
     p = Path(path)
     p.mkdir(parents=True, exist_ok=True)
-    ids = write_tokenizer(p)
+    ids = write_tokenizer_for_vocab(p, spec.vocab)
     eos, bos = ids[m3tokens.EOS], ids[m3tokens.BOS]
     c = tiny_text_config(spec, eos, bos)
     weights = random_weights(c, spec.seed)

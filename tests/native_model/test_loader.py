@@ -181,3 +181,16 @@ def test_eos_from_generation_config_when_text_config_has_none(tiny, tmp_path):
     want = cfg["text_config"].pop("eos_token_id")
     (d / "config.json").write_text(json.dumps(cfg))
     assert load_model(d).info.eos_token_ids == (want,)
+
+
+def test_large_vocab_gets_the_bundled_m3_tokenizer(tmp_path):
+    from m3agent.engine.m3 import tokens
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+    d = init_tiny(tmp_path / "big", TinySpec(layers=1, hidden=128, vocab=8192, dense_layers=1))
+    tok = M3Tokenizer.from_model_dir(d)
+    assert tok.hf_tokenizer.get_vocab_size() <= 8192
+    eos = tok.token_to_id(tokens.EOS)
+    assert json.loads((d / "generation_config.json").read_text())["eos_token_id"] == eos
+    assert load_model(d).info.eos_token_ids == (eos,)
+    assert len(tok.encode("def fibonacci(n): return n")) < 26  # real merges, not bytes
