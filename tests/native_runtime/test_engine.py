@@ -176,3 +176,18 @@ def test_seeded_sampling_is_reproducible_and_batch_independent(make_model):
         [prompt(30)], TokenSamplingParams(max_tokens=16, temperature=1.0, seed=8, ignore_eos=True)
     )
     assert other_seed[0].token_ids != alone.token_ids
+
+
+def test_preemption_by_recompute_gives_the_same_tokens(make_model):
+    model = make_model()
+    prompts = [prompt(200, s) for s in (11, 12, 13)]
+    long = TokenSamplingParams(max_tokens=120, ignore_eos=True)
+    roomy = LLMEngine(model, None, EngineConfig(num_gpu_blocks=20))
+    want = [o.token_ids for o in roomy.generate(prompts, long)]
+    assert roomy.scheduler.num_preemptions == 0
+    # 7 usable pages: three requests of 320 tokens (3 pages each) cannot all stay resident.
+    tight = LLMEngine(model, None, EngineConfig(num_gpu_blocks=8, enable_prefix_caching=False))
+    got = tight.generate(prompts, long)
+    assert tight.scheduler.num_preemptions > 0
+    assert [o.token_ids for o in got] == want
+    assert tight.kv_cache_manager.block_pool.num_free_blocks == 7
