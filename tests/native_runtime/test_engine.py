@@ -178,7 +178,8 @@ def test_seeded_sampling_is_reproducible_and_batch_independent(make_model):
     assert other_seed[0].token_ids != alone.token_ids
 
 
-def test_preemption_by_recompute_gives_the_same_tokens(make_model):
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_preemption_by_recompute_gives_the_same_tokens(make_model, prefix_caching):
     model = make_model()
     prompts = [prompt(200, s) for s in (11, 12, 13)]
     long = TokenSamplingParams(max_tokens=120, ignore_eos=True)
@@ -186,7 +187,9 @@ def test_preemption_by_recompute_gives_the_same_tokens(make_model):
     want = [o.token_ids for o in roomy.generate(prompts, long)]
     assert roomy.scheduler.num_preemptions == 0
     # 7 usable pages: three requests of 320 tokens (3 pages each) cannot all stay resident.
-    tight = LLMEngine(model, None, EngineConfig(num_gpu_blocks=8, enable_prefix_caching=False))
+    tight = LLMEngine(
+        model, None, EngineConfig(num_gpu_blocks=8, enable_prefix_caching=prefix_caching)
+    )
     got = tight.generate(prompts, long)
     assert tight.scheduler.num_preemptions > 0
     assert [o.token_ids for o in got] == want
