@@ -234,8 +234,10 @@ class NativeEngine:
             return
         try:
             self._engine.add_request(cmd.request_id, cmd.prompt_token_ids, cmd.params)
-        except (EngineError, ValueError) as e:
-            err = e if isinstance(e, EngineError) else EngineRequestError(str(e))
+        except Exception as e:  # whatever it is, it ends this request, never the engine thread
+            err = (
+                e if isinstance(e, EngineError) else EngineRequestError(f"{type(e).__name__}: {e}")
+            )
             _put(cmd.loop, cmd.sink, err)
             return
         self._sinks[cmd.request_id] = (cmd.loop, cmd.sink)

@@ -159,3 +159,24 @@ def test_no_tool_call_deltas_without_tools(tiny_m3_dir):
             await engine.close()
 
     asyncio.run(main())
+
+
+def test_a_consumer_that_stops_early_frees_its_pages_and_close_is_final(tiny_m3_dir):
+    async def main():
+        engine = NativeEngine.from_model_dir(tiny_m3_dir, config=EngineConfig(num_gpu_blocks=32))
+        pool = engine._engine.kv_cache_manager.block_pool
+        stream = engine.stream(chat("early", "tell me everything " * 40, max_tokens=4000))
+        first = await anext(stream)
+        assert not isinstance(first, UsageDelta)
+        assert pool.num_free_blocks < 31  # the request holds pages while it runs
+        await stream.aclose()  # what a cancelled consumer does
+        for _ in range(500):
+            if pool.num_free_blocks == 31 and not engine._engine.has_unfinished_requests():
+                break
+            await asyncio.sleep(0.01)
+        assert pool.num_free_blocks == 31
+        await engine.close()
+        with pytest.raises(EngineUnavailable, match="closed"):
+            await collect(engine, chat("late", "hi"))
+
+    asyncio.run(main())
