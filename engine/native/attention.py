@@ -12,6 +12,7 @@ index_cache [num_blocks, 128, Di], slot = physical_block * 128 + offset; slot < 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Callable, Iterator
 
 import torch
@@ -26,9 +27,22 @@ def q_chunk(heads: int, seq_len: int) -> int:
     return max(1, min(256, _SCORE_ELEMS // max(1, heads * seq_len)))
 
 
+_WIDE = (torch.float32, torch.float64)
+
+
 def kernel_op(name: str, *tensors: torch.Tensor) -> Callable | None:
-    """The Triton op `name` when every tensor is on CUDA and the kernels package has it."""
+    """The Triton op `name` when every tensor is on CUDA and the kernels package has it.
+
+    The kernels are built for bf16/fp16/fp8 tensor-core tiles; float32 models (tests, parity
+    checks) take the torch path. `M3AGENT_TORCH_OPS=name,name` (or `all`) forces the torch
+    path for those ops: a switch for bisecting a kernel against its reference.
+    """
     if not tensors or not all(t.is_cuda for t in tensors):
+        return None
+    if any(t.dtype in _WIDE for t in tensors):
+        return None
+    forced = os.environ.get("M3AGENT_TORCH_OPS", "")
+    if forced and (forced == "all" or name in forced.split(",")):
         return None
     try:
         ops = importlib.import_module("m3agent.engine.native.kernels.ops")

@@ -36,14 +36,33 @@ def _run(model, ids, paged, device, splits):
     return torch.cat(out)
 
 
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-3), (torch.bfloat16, 0.15)])
-def test_cuda_matches_cpu(ckpt, paged, dtype, tol):
+def test_cuda_float32_matches_cpu(ckpt, paged):
+    # float32 on CUDA takes the torch ops (the Triton kernels are built for bf16/fp8 tiles)
     ids = torch.randint(0, 512, (700,), generator=torch.Generator().manual_seed(1)).tolist()
     splits = [300, 256, 140] + [1] * 4
     cpu = _run(load_model(ckpt), ids, paged, "cpu", splits)
-    gpu = _run(load_model(ckpt, device="cuda", dtype=dtype), ids, paged, "cuda", splits)
-    assert torch.isfinite(gpu).all()
-    err = (gpu - cpu).abs().max().item() / cpu.abs().max().item()
-    assert err < tol, err
-    if dtype == torch.float32:
-        assert (gpu.argmax(-1) == cpu.argmax(-1)).float().mean() > 0.98
+    gpu = _run(load_model(ckpt, device="cuda"), ids, paged, "cuda", splits)
+    assert ((gpu - cpu).abs().max() / cpu.abs().max()).item() < 2e-3
+    assert (gpu.argmax(-1) == cpu.argmax(-1)).float().mean() > 0.98
+
+
+def test_bf16_kernels_no_worse_than_bf16_torch_ops(ckpt, paged, monkeypatch):
+    """The Triton path against the float32 CPU reference may carry bf16 rounding, but no more
+    than the torch ops run in bf16 on the same GPU (measured: 0.33 vs 0.37 max-relative on
+    this random model's prefill logits, 0.005 on decode; bench/results/gpu_model_parity_*)."""
+    ids = torch.randint(0, 512, (700,), generator=torch.Generator().manual_seed(1)).tolist()
+    splits = [300, 256, 140] + [1] * 4
+    cpu = _run(load_model(ckpt), ids, paged, "cpu", splits)
+    model = load_model(ckpt, device="cuda", dtype=torch.bfloat16)
+    kernels = _run(model, ids, paged, "cuda", splits)
+    monkeypatch.setenv("M3AGENT_TORCH_OPS", "all")
+    reference = _run(model, ids, paged, "cuda", splits)
+
+    def rel(x):
+        return ((x - cpu).abs().max() / cpu.abs().max()).item()
+
+    assert torch.isfinite(kernels).all()
+    assert rel(kernels) <= 1.25 * rel(reference) + 0.02, (rel(kernels), rel(reference))
+    agree = (kernels.argmax(-1) == cpu.argmax(-1)).float().mean().item()
+    ref_agree = (reference.argmax(-1) == cpu.argmax(-1)).float().mean().item()
+    assert agree >= ref_agree - 0.02, (agree, ref_agree)
