@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-
 from m3agent.engine.native.attention_metadata import AttentionMetadata
 
 
