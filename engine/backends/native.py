@@ -41,6 +41,7 @@ class _Add:
     params: TokenSamplingParams
     loop: asyncio.AbstractEventLoop
     sink: asyncio.Queue
+    mm_inputs: Any = None  # mm_inputs.MultiModalInputs when the prompt carries images/videos
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +60,14 @@ class NativeEngine:
         model_name: str = "native",
         template: Any = None,
         extra_stop_token_ids: tuple[int, ...] = (),
+        media: Any = None,  # native_media.NativeMedia when the engine has a vision tower
     ) -> None:
         self._engine = engine
         self._tokenizer = tokenizer
         self._model_name = model_name
         self._template = template
         self._extra_stops = extra_stop_token_ids
+        self._media = media
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
         self._stats = EngineStats()
@@ -83,6 +86,7 @@ class NativeEngine:
     ) -> NativeEngine:
         """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line."""
         import torch
+        from m3agent.engine.backends.native_media import NativeMedia, wants_vision
         from m3agent.engine.m3.chat_template import ChatTemplate
         from m3agent.engine.m3.tokenizer import M3Tokenizer
         from m3agent.engine.m3.tokens import EOS
@@ -98,11 +102,18 @@ class NativeEngine:
             )
             tokenizer = M3Tokenizer.from_model_dir(path)
             template = ChatTemplate.from_model_dir(path)
-            engine = LLMEngine(model, tokenizer, config)
-        except (ValueError, OSError, RuntimeError) as e:
+            tower = media = None
+            if wants_vision(Path(path)):  # vision_config and vision weights: a VL checkpoint
+                from m3agent.engine.native.vision_loader import load_vision_tower
+
+                media = NativeMedia.for_checkpoint(Path(path), tokenizer)
+                tower = load_vision_tower(path, dtype=torch_dtype, device=device)
+            engine = LLMEngine(model, tokenizer, config, vision_tower=tower)
+        except (ValueError, OSError, RuntimeError, KeyError) as e:
             raise EngineUnavailable(f"cannot load the native model from {path}: {e}") from e
         eos = tokenizer.token_to_id(EOS)
-        return cls(engine, tokenizer, Path(path).name, template, (eos,) if eos is not None else ())
+        stops = (eos,) if eos is not None else ()
+        return cls(engine, tokenizer, Path(path).name, template, stops, media)
 
     # ---- Engine protocol ----------------------------------------------------------------
 
@@ -145,6 +156,15 @@ class NativeEngine:
             ids = list(self._tokenizer.encode_parts(parts))
         else:
             ids = list(self._tokenizer.encode("".join(p.text for p in parts)))
+        mm = None
+        if any(m.media for m in request.messages if m.role == "user"):
+            if self._media is None:
+                raise EngineRequestError(
+                    f"{self._model_name} is a text-only checkpoint (no vision tower): "
+                    "images and videos are unsupported"
+                )
+            # Decoding and resizing are CPU work: off the event loop, never on the engine thread.
+            ids, mm = await asyncio.to_thread(self._media.prepare, request.messages, ids)
         s = request.sampling
         try:
             params = TokenSamplingParams(
@@ -159,7 +179,8 @@ class NativeEngine:
         except ValueError as e:
             raise EngineRequestError(f"bad sampling parameters: {e}") from None
         sink: asyncio.Queue = asyncio.Queue()
-        self._commands.put(_Add(request.request_id, ids, params, asyncio.get_running_loop(), sink))
+        loop = asyncio.get_running_loop()
+        self._commands.put(_Add(request.request_id, ids, params, loop, sink, mm))
         parser = M3OutputParser(list(request.tools), request.thinking_mode)
         finished = False
         saw_call = False
@@ -233,7 +254,9 @@ class NativeEngine:
                 self._deliver(out)
             return
         try:
-            self._engine.add_request(cmd.request_id, cmd.prompt_token_ids, cmd.params)
+            self._engine.add_request(
+                cmd.request_id, cmd.prompt_token_ids, cmd.params, mm_inputs=cmd.mm_inputs
+            )
         except Exception as e:  # whatever it is, it ends this request, never the engine thread
             err = (
                 e if isinstance(e, EngineError) else EngineRequestError(f"{type(e).__name__}: {e}")
