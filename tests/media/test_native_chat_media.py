@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -91,7 +92,7 @@ def test_image_and_video_answer_with_exact_prompt_tokens(engine, tmp_path, make_
     base = _text_ids(engine, msgs)
     assert base.count(ids.image) == 1 and base.count(ids.video) == 1
     stamps = load_video(clip).timestamps
-    assert len(stamps) == 2
+    assert stamps == (0.0, 1.9)  # sampled frames 0, 10, 19 (padded to 4): groups start at 0, 19
     image_cost = 1 + 16 + 1
     video_cost = sum(len(tok.encode(timestamp_text(t))) + 1 + 4 + 1 for t in stamps)
     assert usage.usage.prompt_tokens == len(base) - 2 + image_cost + video_cost
@@ -169,20 +170,45 @@ def test_vision_config_without_weights_loads_text_only(tmp_path):
         asyncio.run(eng.close())
 
 
-def test_cli_run_native_with_an_image(vl_dir, tmp_path):
-    img = _png(tmp_path / "shot.png", (30, 60, 90), (120, 80))
-    home = tmp_path / "home"
-    home.mkdir()
+def test_media_cache_reuses_unchanged_files_and_reloads_changed_ones(tmp_path):
+    from m3agent.engine.backends.native_media import MediaCache
+    from m3agent.engine.m3.media import load_media
+
+    cache = MediaCache()
+    p = _png(tmp_path / "c.png", (9, 9, 9))
+    part = MediaPart("image", str(p))
+    first = cache.get_or_load(part, load_media)
+    assert cache.get_or_load(part, load_media) is first and cache.hits == 1
+    _png(p, (250, 9, 9), (200, 150))  # the file changes on disk (size and mtime)
+    second = cache.get_or_load(part, load_media)
+    assert second is not first and second.num_tokens != first.num_tokens
+    small = MediaCache(max_bytes=first.pixel_values.nbytes)  # room for one small image only
+    small.get_or_load(part, load_media)  # too big to keep
+    small.get_or_load(part, load_media)
+    assert small.hits == 0 and small.misses == 2
+
+
+def _cli(vl_dir, tmp_path, *extra):
+    home, cwd = tmp_path / "home", tmp_path / "cwd"  # the image lies outside the agent's cwd
+    home.mkdir(exist_ok=True)
+    cwd.mkdir(exist_ok=True)
     (home / "config.toml").write_text('max_tokens = 6\ndevice = "cpu"\n')
-    env = {k: v for k, v in __import__("os").environ.items() if k != "M3AGENT_CONFIG"}
+    env = {k: v for k, v in os.environ.items() if k != "M3AGENT_CONFIG"}
     env["M3AGENT_HOME"] = str(home)
-    r = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "m3agent.app.cli", "run", "describe", "--engine", "native",
-         "--model", str(vl_dir), "--image", str(img), "--output-format", "json",
-         "--cwd", str(tmp_path), "--max-turns", "1"],
+         "--model", str(vl_dir), *extra, "--output-format", "json",
+         "--cwd", str(cwd), "--max-turns", "1"],
         env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
     )
+
+
+def test_cli_run_native_with_an_image(vl_dir, tmp_path):
+    img = _png(tmp_path / "shot.png", (30, 60, 90), (120, 80))
+    r = _cli(vl_dir, tmp_path, "--image", str(img))
     assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
-    # 120x80 -> 112x84: 8x6 patches -> 12 image tokens, +2 wrappers, over the text prompt.
-    assert out["usage"]["prompt_tokens"] > 14
+    with_image = json.loads(r.stdout)["usage"]["prompt_tokens"]
+    r = _cli(vl_dir, tmp_path)
+    assert r.returncode == 0, r.stderr
+    # 120x80 -> 112x84: 8x6 patches -> 12 image tokens + 2 wrappers; the same prompt otherwise.
+    assert with_image - json.loads(r.stdout)["usage"]["prompt_tokens"] == 12 + 2
