@@ -19,24 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-
-
-def _support():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    name = "m3agent_tools_test_support"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("support.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-_s = _support()
-CONFIGS, SECRET, action_argv, make_sandbox = _s.CONFIGS, _s.SECRET, _s.action_argv, _s.make_sandbox
+from sandbox_support import CONFIGS, SECRET, action_argv, make_sandbox
 
 
 @dataclass(frozen=True)

@@ -11,24 +11,7 @@ from m3agent.tools.base import ToolContext
 from m3agent.tools.sandbox.policy import LAYERS, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.shell import Shell, ShellArgs
-
-
-def _support():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    name = "m3agent_tools_test_support"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("support.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-_s = _support()
-SECRET, action_argv = _s.SECRET, _s.action_argv
+from sandbox_support import SECRET, action_argv
 
 NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub"})
 

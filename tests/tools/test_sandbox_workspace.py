@@ -9,24 +9,7 @@ import pytest
 from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
 from m3agent.tools.sandbox.report import probe
 from m3agent.tools.sandbox.runner import Sandbox
-
-
-def _support():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    name = "m3agent_tools_test_support"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("support.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-_s = _support()
-CONFIGS, make_sandbox = _s.CONFIGS, _s.make_sandbox
+from sandbox_support import CONFIGS, make_sandbox
 
 WORK = (
     "set -e; cd src; echo 'x = 1' > new.py; mkdir -p pkg/sub; mv new.py pkg/sub/mod.py; "
