@@ -188,6 +188,24 @@ def test_media_cache_reuses_unchanged_files_and_reloads_changed_ones(tmp_path):
     assert small.hits == 0 and small.misses == 2
 
 
+def test_per_request_limits_are_one_clear_error(engine, tmp_path):
+    from m3agent.engine.backends.native_media import NativeMedia
+    from m3agent.engine.m3.media import MediaLimits
+
+    media = NativeMedia(engine._media.ids, engine._tokenizer.encode,
+                        limits=MediaLimits(max_images=1))
+    img = _png(tmp_path / "l.png", (7, 7, 7))
+    msgs = [Message("user", "one", media=(MediaPart("image", str(img)),)),
+            Message("assistant", "ok"),
+            Message("user", "two", media=(MediaPart("image", str(img)),))]
+    ids = _text_ids(engine, msgs)
+    with pytest.raises(EngineRequestError, match="2 images in one request; the limit is 1"):
+        media.prepare(msgs, ids)
+    expanded, mm = media.prepare(msgs[:1], _text_ids(engine, msgs[:1]))
+    assert len(mm.items) == 1 and len(mm.positions) == mm.items[0].num_tokens
+    assert [expanded[p] for p in mm.positions] == [media.ids.image] * len(mm.positions)
+
+
 def _cli(vl_dir, tmp_path, *extra):
     home, cwd = tmp_path / "home", tmp_path / "cwd"  # the image lies outside the agent's cwd
     home.mkdir(exist_ok=True)
