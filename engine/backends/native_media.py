@@ -147,6 +147,8 @@ class NativeMedia:
         except OSError as e:  # MediaError is an EngineRequestError and passes as it is
             name = Path(part.path).name
             raise EngineRequestError(f"{name}: cannot read ({e.strerror or e})") from None
+        except ValueError as e:  # a decoder's odd stream the loaders did not word themselves
+            raise EngineRequestError(f"{Path(part.path).name}: unusable ({e})") from None
 
 
 def attached_parts(messages: Sequence[Message]) -> list[MediaPart]:
