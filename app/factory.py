@@ -134,7 +134,19 @@ def build_sandbox(settings: Settings, cwd: Path) -> Any:
     from m3agent.tools.sandbox.runner import Sandbox
 
     # One Sandbox per session: its layers are probed once, not per command.
-    return Sandbox(SandboxPolicy(workspace=cwd, mode=settings.sandbox))
+    extra = tuple(Path(d).expanduser().resolve() for d in settings.add_dirs)
+    for d in extra:
+        if not d.is_dir():
+            raise ValueError(f"--add-dir {d}: not a directory")
+    return Sandbox(
+        SandboxPolicy(
+            workspace=cwd,
+            mode=settings.sandbox,
+            network=settings.network,
+            extra_writable=extra,
+            dangerously_no_sandbox=settings.dangerously_no_sandbox,
+        )
+    )
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Any:
@@ -224,9 +236,9 @@ def build_session(
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
         raise ValueError(f"working directory {cwd} does not exist")
+    sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
     engine = engine if engine is not None else build_engine(settings, script=script)
     toolset = toolset if toolset is not None else build_toolset(settings, cwd)
-    sandbox = build_sandbox(settings, cwd)
     if checkpoint is None:
         checkpoint = build_checkpoint(settings, cwd)
     config = settings.agent_config()

@@ -49,6 +49,9 @@ class Settings:
     thinking: str = "adaptive"
     approval: str = "on-request"
     sandbox: str = "workspace-write"
+    network: bool = False  # shell commands may use the network
+    add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
+    dangerously_no_sandbox: bool = False  # run the shell even when no sandbox layer works
     max_turns: int = 50
     max_tool_calls: int = 200
     max_wall_time_s: float = 3600.0
@@ -73,6 +76,8 @@ class Settings:
             raise ValueError(
                 f"unknown sandbox mode {self.sandbox!r} (use one of {', '.join(SANDBOX_MODES)})"
             )
+        if not isinstance(self.add_dirs, (list, tuple)):
+            raise ValueError("add_dirs must be a list of directories")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
         if self.retries < 0:

@@ -38,6 +38,26 @@ def register(app: typer.Typer) -> None:
         sandbox: str | None = typer.Option(
             None, "--sandbox", help="read-only|workspace-write|full-access."
         ),
+        network: bool = typer.Option(
+            False, "--network", help="Let shell commands use the network (off by default)."
+        ),
+        add_dir: list[Path] = typer.Option(
+            [], "--add-dir", help="Another writable directory besides the workspace (repeatable)."
+        ),
+        dangerously_no_sandbox: bool = typer.Option(
+            False,
+            "--dangerously-no-sandbox",
+            help="Run shell commands even where no sandbox layer works (unprotected!).",
+        ),
+        max_tokens: int | None = typer.Option(
+            None, "--max-tokens", help="Most tokens the model may generate per call."
+        ),
+        context_budget: int | None = typer.Option(
+            None, "--context-budget", help="Token budget of the repository snapshot."
+        ),
+        no_context: bool = typer.Option(
+            False, "--no-context", help="Do not put a repository snapshot in the prompt."
+        ),
         image: list[Path] = typer.Option([], "--image", help="Attach an image (repeatable)."),
         video: list[Path] = typer.Option([], "--video", help="Attach a video (repeatable)."),
     ) -> None:
@@ -52,6 +72,12 @@ def register(app: typer.Typer) -> None:
                 "max_turns": max_turns,
                 "approval": approval,
                 "sandbox": sandbox,
+                "network": network or None,
+                "add_dirs": tuple(str(d) for d in add_dir) or None,
+                "dangerously_no_sandbox": dangerously_no_sandbox or None,
+                "max_tokens": max_tokens,
+                "context_budget": context_budget,
+                "context": False if no_context else None,
             },
             script=script,
             output_format=output_format,
