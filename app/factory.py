@@ -102,17 +102,19 @@ def attach_to_server(settings: Settings) -> Any:
     except (ValueError, EngineUnavailable):
         return None
     lock = find_lock(settings.home, key)
-    if lock is None or lock.state != "ready" or lock.base_url is None:
+    if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
         return None
     from m3agent.engine.backends.remote import RemoteEngine
 
+    # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
     return RemoteEngine(
-        lock.base_url,
+        lock.base_url or "http://localhost/v1",
         lock.served_model_name,
         timeout=settings.request_timeout_s,
         retries=settings.retries,
         max_context_tokens=lock.max_context_tokens or 196_608,
         send_raw_text=True,
+        unix_socket=None if lock.base_url else lock.socket,
     )
 
 

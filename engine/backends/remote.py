@@ -48,9 +48,11 @@ class RemoteEngine:
         backoff_s: float = 0.5,
         max_context_tokens: int = 196_608,
         send_raw_text: bool = False,
+        unix_socket: str | None = None,
     ):
         # Only `m3agent serve` understands the extra field; a plain vLLM server re-renders.
         self._send_raw_text = send_raw_text
+        self._unix_socket = unix_socket  # talk HTTP over this socket (m3agent serve --socket)
         if retries < 0:
             raise ValueError(f"retries must be 0 or more, got {retries}")
         if timeout <= 0:
@@ -152,7 +154,12 @@ class RemoteEngine:
             headers = {"Accept": "text/event-stream"}
             if self._api_key:
                 headers["Authorization"] = f"Bearer {self._api_key}"
-            self._client = httpx.AsyncClient(timeout=self._timeout, headers=headers)
+            transport = (
+                httpx.AsyncHTTPTransport(uds=self._unix_socket) if self._unix_socket else None
+            )
+            self._client = httpx.AsyncClient(
+                timeout=self._timeout, headers=headers, transport=transport
+            )
         return self._client
 
     async def _open(self, body: dict[str, Any]) -> httpx.Response:

@@ -53,13 +53,16 @@ def test_ready_tcp_server_is_attached(tmp_path):
     assert isinstance(build_engine(other_spelling), RemoteEngine)
 
 
-@pytest.mark.parametrize("kw", [
-    {"host": "127.0.0.1", "port": 4321, "state": "loading"},  # weights not loaded yet
-    {"socket": "/tmp/x.sock", "state": "ready"},  # unix socket: not attached to
-])
-def test_not_ready_or_socket_server_is_not_attached(tmp_path, kw):
+def test_ready_unix_socket_server_is_attached(tmp_path):
     m = model_dir(tmp_path)
-    write(tmp_path, m, **kw)
+    write(tmp_path, m, socket="/tmp/x.sock", state="ready")
+    engine = build_engine(settings(tmp_path, m))
+    assert isinstance(engine, RemoteEngine) and engine.model == "m"
+
+
+def test_not_ready_server_is_not_attached(tmp_path):
+    m = model_dir(tmp_path)
+    write(tmp_path, m, host="127.0.0.1", port=4321, state="loading")  # weights not loaded yet
     with pytest.raises(EngineUnavailable, match="needs vLLM"):  # it tried to load instead
         build_engine(settings(tmp_path, m))
 

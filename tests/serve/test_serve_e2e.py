@@ -111,8 +111,9 @@ def test_serve_on_a_unix_socket_then_stop(tiny, tmp_path):
 
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text('device = "cpu"\n')
+    (home / "config.toml").write_text('max_tokens = 8\ndevice = "cpu"\n')
     sock = tmp_path / "m3.sock"
+    workspace = repo(tmp_path)
     env = {**os.environ, "M3AGENT_HOME": str(home)}
     env.pop("M3AGENT_CONFIG", None)
     proc = subprocess.Popen(
@@ -128,6 +129,17 @@ def test_serve_on_a_unix_socket_then_stop(tiny, tmp_path):
             models = c.get("/v1/models").json()
         assert [m["id"] for m in models["data"]] == ["dev"]
         assert models["data"][0]["backend"] == "native"
+        # `run` finds the socket server through the lock and talks HTTP over the socket: the
+        # second run of the same prompt hits the warm server's prefix cache.
+        usages = []
+        for _ in range(2):
+            r = cli(home, "run", "Summarise this repository.", "--engine", "native",
+                    "--model", str(tiny), "--cwd", str(workspace), "--output-format", "json",
+                    "--max-turns", "1", "--approval", "never")
+            assert r.returncode in (0, 4), r.stderr
+            usages.append(json.loads(r.stdout)["usage"])
+        assert usages[0]["cached_prompt_tokens"] == 0
+        assert usages[1]["cached_prompt_tokens"] > 0
         assert cli(home, "serve", "--stop", timeout=60).returncode == 0
         assert proc.wait(timeout=30) == 0
         assert not sock.exists() and not pid_alive(proc.pid)
