@@ -26,6 +26,26 @@ def token_to_request(md: AttentionMetadata, device: torch.device) -> torch.Tenso
     return torch.searchsorted(ends, t, right=True).to(torch.int32)
 
 
+def query_tiles(
+    md: AttentionMetadata, block_t: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Split every request's query tokens into tiles of at most block_t rows: per tile its
+    request, first token and end token (exclusive), as int32 device tensors."""
+    reqs, starts, ends = [], [], []
+    start = 0
+    for r, qlen in enumerate(md.query_lens_cpu):
+        for t0 in range(start, start + qlen, block_t):
+            reqs.append(r)
+            starts.append(t0)
+            ends.append(start + qlen)
+        start += qlen
+
+    def dev(x: list[int]) -> torch.Tensor:
+        return torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)
+
+    return dev(reqs), dev(starts), dev(ends)
+
+
 def gather_request_kv(
     kv_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:

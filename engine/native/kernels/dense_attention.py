@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.kernels.common import LOG2E, gather_request_kv, next_pow2
+from m3agent.engine.native.kernels.common import LOG2E, gather_request_kv, next_pow2, query_tiles
 from m3agent.engine.native.kernels.split_k_merge import _merge
 
 
@@ -71,18 +71,6 @@ def _dense_kernel(
     tl.store(plse_ptr + tok.to(tl.int64) * sl_t + g * sl_g + split * sl_c + hh, lse, mask=ok)
 
 
-def _tiles(md: AttentionMetadata, block_t: int, device):
-    reqs, starts, ends = [], [], []
-    start = 0
-    for r, qlen in enumerate(md.query_lens_cpu):
-        for t0 in range(start, start + qlen, block_t):
-            reqs.append(r)
-            starts.append(t0)
-            ends.append(start + qlen)
-        start += qlen
-    mk = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)  # noqa: E731
-    return mk(reqs), mk(starts), mk(ends)
-
 
 def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
                     scale: float, splits: int | None = None) -> torch.Tensor:
@@ -95,7 +83,7 @@ def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetada
     max_q = max(md.query_lens_cpu)
     block_t = max(1, min(next_pow2(max_q), 128 // g_size))
     block_t = max(block_t, max(1, 16 // g_size))
-    tile_req, tile_tok, tile_end = _tiles(md, block_t, q.device)
+    tile_req, tile_tok, tile_end = query_tiles(md, block_t, q.device)
     n_tiles = tile_req.shape[0]
     nb = md.block_tables.shape[1]
     if splits is None:

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.kernels.common import gather_request_index, next_pow2
+from m3agent.engine.native.kernels.common import gather_request_index, next_pow2, query_tiles
 from m3agent.engine.native.kernels.topk import topk_blocks
 
 NEG_INF = float("-inf")
@@ -97,18 +97,6 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _tiles(md: AttentionMetadata, block_t: int, device: torch.device):
-    reqs, starts, ends = [], [], []
-    start = 0
-    for r, qlen in enumerate(md.query_lens_cpu):
-        for t0 in range(start, start + qlen, block_t):
-            reqs.append(r)
-            starts.append(t0)
-            ends.append(start + qlen)
-        start += qlen
-    mk = lambda x: torch.tensor(x, dtype=torch.int32).to(device, non_blocking=True)  # noqa: E731
-    return mk(reqs), mk(starts), mk(ends)
-
 
 def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
                  init_blocks: int = 0, local_blocks: int = 1, block_t: int | None = None,
@@ -144,7 +132,7 @@ def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetad
         tile_req, tile_tok, tile_end = qsl, qsl, qsl
         n_tiles = md.num_reqs
     else:
-        tile_req, tile_tok, tile_end = _tiles(md, block_t, iq.device)
+        tile_req, tile_tok, tile_end = query_tiles(md, block_t, iq.device)
         n_tiles = tile_req.shape[0]
     grid = (n_tiles, triton.cdiv(nb, bps))
     _index_score_kernel[grid](
