@@ -4,7 +4,6 @@ helpers that write real M3 model output (reasoning + tool-call markup) for the S
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -62,22 +61,8 @@ def run(coro):
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("M3AGENT_HOME", str(h))
-    return h
-
-
-@pytest.fixture
-def repo(tmp_path) -> Path:
-    r = tmp_path / "repo"
-    r.mkdir()
-    (r / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(r)], check=True)
-    subprocess.run([*git, "-C", str(r), "add", "."], check=True)
-    subprocess.run([*git, "-C", str(r), "commit", "-qm", "init"], check=True)
-    return r
+def repo(make_repo) -> Path:
+    return make_repo({"calc.py": "def add(a, b):\n    return a - b\n"})
 
 
 @pytest.fixture

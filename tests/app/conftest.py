@@ -76,23 +76,8 @@ def events(stdout: str) -> list[dict]:
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("M3AGENT_HOME", str(h))
-    monkeypatch.delenv("M3AGENT_CONFIG", raising=False)
-    return h
-
-
-@pytest.fixture
-def repo(tmp_path) -> Path:
-    r = tmp_path / "repo"
-    r.mkdir()
-    (r / "greet.py").write_text('def greet():\n    return "helo"\n')
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(r)], check=True)
-    subprocess.run([*git, "-C", str(r), "add", "."], check=True)
-    subprocess.run([*git, "-C", str(r), "commit", "-qm", "init"], check=True)
-    return r
+def repo(make_repo) -> Path:
+    return make_repo({"greet.py": 'def greet():\n    return "helo"\n'})
 
 
 @pytest.fixture

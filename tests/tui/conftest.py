@@ -6,7 +6,6 @@ optional pause point, so a test can look at the screen mid-answer)."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -148,16 +147,8 @@ def m3home(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
-def repo(tmp_path) -> Path:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (root / "README.md").write_text("# demo\n")
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
-    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "init"]):
-        subprocess.run(cmd, cwd=root, check=True, env=env)
-    return root
+def repo(make_repo) -> Path:
+    return make_repo({"src/calc.py": "def add(a, b):\n    return a - b\n", "README.md": "# demo\n"})
 
 
 @pytest.fixture
