@@ -39,13 +39,9 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from m3agent.agent.context import build_snapshot
-        from m3agent.app import exit_codes
+        from m3agent.app.cli_errors import die as fail
         from m3agent.app.factory import snapshot_config, snapshot_tokenizer
         from m3agent.app.settings import load_settings
-
-        def fail(message: str) -> None:
-            sys.stderr.write(f"error: {message}\n")
-            raise typer.Exit(exit_codes.USAGE_ERROR)
 
         root = cwd.expanduser().resolve()
         if not root.is_dir():

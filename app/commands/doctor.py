@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from m3agent.app import exit_codes
+        from m3agent.app.cli_errors import die
         from m3agent.app.settings import load_settings
         from m3agent.tools.sandbox.policy import SandboxPolicy
         from m3agent.tools.sandbox.report import format_report, probe
@@ -33,8 +34,7 @@ def register(app: typer.Typer) -> None:
                 workspace=cwd, mode=sandbox or settings.sandbox, network=network
             )
         except ValueError as e:
-            sys.stderr.write(f"error: {e}\n")
-            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+            die(str(e))
         report = probe(policy)
         extras = {
             "ripgrep": shutil.which("rg") or None,

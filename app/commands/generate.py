@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 from m3agent.app import exit_codes
+from m3agent.app.cli_errors import die
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
@@ -222,13 +223,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Generate from token-level requests with the native engine; one JSON line each."""
         if engine != "native":
-            _fail(f"--engine {engine!r} is not supported by generate (use native)")
+            die(f"--engine {engine!r} is not supported by generate (use native)")
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-            _fail(f"--device must be cpu or cuda[:N], not {device!r}")
+            die(f"--device must be cpu or cuda[:N], not {device!r}")
         try:
             lines = parse_request_lines(requests)
         except ValueError as e:
-            _fail(str(e))
+            die(str(e))
         code = run_requests(
             lines,
             model=model,
@@ -248,6 +249,3 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(code)
 
 
-def _fail(message: str, code: int = exit_codes.USAGE_ERROR) -> Any:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from m3agent.app import exit_codes
+from m3agent.app.cli_errors import die
 
 
 def register(app: typer.Typer) -> None:
@@ -38,8 +38,7 @@ def register(app: typer.Typer) -> None:
                             fp8=fp8, topk_blocks=topk_blocks)
             out = write(path, spec)
         except ValueError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+            die(str(e))
         typer.echo(f"wrote a tiny M3 checkpoint to {out}")
 
     @model_app.command("info")
@@ -53,8 +52,7 @@ def register(app: typer.Typer) -> None:
         try:
             d = checkpoint_info(path)
         except ValueError as e:
-            typer.echo(f"error: {e}", err=True)
-            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+            die(str(e))
         if as_json:
             typer.echo(json.dumps(d))
             return

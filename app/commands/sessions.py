@@ -17,14 +17,13 @@ def register(app: typer.Typer) -> None:
         from dataclasses import asdict
 
         from m3agent.agent.conversation import list_sessions
-        from m3agent.app import exit_codes
+        from m3agent.app.cli_errors import die
         from m3agent.app.settings import load_settings
 
         try:
             settings = load_settings()
         except ValueError as e:
-            sys.stderr.write(f"error: {e}\n")
-            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+            die(str(e))
         found = list_sessions(settings.sessions_dir)
         if limit > 0:
             found = found[:limit]

@@ -21,18 +21,17 @@ def register(app: typer.Typer) -> None:
         import time
 
         from m3agent.app import exit_codes
+        from m3agent.app.cli_errors import die
         from m3agent.app.settings import load_settings
         from m3agent.tools.checkpoint import CheckpointError, Checkpoints, state_dir_for
 
         try:
             settings = load_settings()
         except ValueError as e:
-            sys.stderr.write(f"error: {e}\n")
-            raise typer.Exit(exit_codes.USAGE_ERROR) from None
+            die(str(e))
         workspace = cwd.resolve()
         if not workspace.is_dir():
-            sys.stderr.write(f"error: {cwd} is not a directory\n")
-            raise typer.Exit(exit_codes.USAGE_ERROR)
+            die(f"{cwd} is not a directory")
         cps = Checkpoints(workspace, state_dir_for(workspace, settings.checkpoints_dir))
         try:
             found = cps.list()
@@ -44,13 +43,11 @@ def register(app: typer.Typer) -> None:
                     sys.stderr.write(f"no checkpoints for {workspace}\n")
                 return
             if not found:
-                sys.stderr.write(f"error: no checkpoints for {workspace}; nothing to undo\n")
-                raise typer.Exit(exit_codes.USAGE_ERROR)
+                die(f"no checkpoints for {workspace}; nothing to undo")
             target = checkpoint or found[0].id
             removed = cps.restore(target)
         except CheckpointError as e:
-            sys.stderr.write(f"error: {e}\n")
-            raise typer.Exit(exit_codes.INTERNAL_ERROR) from None
+            die(str(e), exit_codes.INTERNAL_ERROR)
         label = next((c.label for c in found if c.id.startswith(target)), "")
         sys.stdout.write(f"restored {workspace} to checkpoint {target[:12]} ({label})\n")
         if removed:

@@ -1,0 +1,14 @@
+"""The one way a command stops on bad input: `error: <one line>` on stderr, a documented code."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import typer
+from m3agent.app.exit_codes import USAGE_ERROR
+
+
+def die(message: str, code: int = USAGE_ERROR) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code)
