@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import torch
+import triton
+import triton.language as tl
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 FP8_DTYPES = (torch.float8_e4m3fn,)
@@ -63,3 +65,17 @@ def gather_request_index(index_cache: torch.Tensor, block_table: torch.Tensor, s
     nb = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE
     pages = block_table[:nb].long()
     return index_cache[pages].float().reshape(nb * BLOCK_SIZE, -1)[:seq_len]
+
+
+@triton.jit
+def online_softmax_step(s, v, m_i, l_i, acc):
+    """One KV tile of a base-2 online softmax (SPEC 2.5): s [M, N] log2-scaled scores (-inf
+    where masked), v [N, D]; returns the updated running max, sum and accumulator. P is cast
+    to V's dtype before P.V, as vLLM's kernels do."""
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+    return m_new, l_i, acc

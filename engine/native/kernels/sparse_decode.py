@@ -10,7 +10,12 @@ import torch
 import triton
 import triton.language as tl
 from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.kernels.common import LOG2E, next_pow2, token_to_request
+from m3agent.engine.native.kernels.common import (
+    LOG2E,
+    next_pow2,
+    online_softmax_step,
+    token_to_request,
+)
 from m3agent.engine.native.kernels.split_k_merge import _merge
 
 
@@ -59,13 +64,7 @@ def _decode_kernel(
         v = tl.load(base + D, mask=lmask, other=0.0).to(q.dtype)
         s = tl.dot(q, tl.trans(k)) * qk_scale
         s = tl.where(valid & ((blk * BLK + offs)[None, :] <= pos), s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+        m_i, l_i, acc = online_softmax_step(s, v, m_i, l_i, acc)
     has = l_i > 0
     o = tl.where(has[:, None], acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
     lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
