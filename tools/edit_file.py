@@ -6,7 +6,7 @@ import difflib
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.fsutil import atomic_write, looks_binary
-from m3agent.tools.paths import PathDenied, check_write, display
+from m3agent.tools.paths import check_write, display
 from pydantic import BaseModel, Field
 
 
@@ -27,10 +27,7 @@ class EditFile(Tool):
     mutates = True
 
     def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolResult:
-        try:
-            path = check_write(args.path, ctx)
-        except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        path = check_write(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
         if not path.is_file():
             return ToolResult(f"{shown}: no such file; use write_file to create it", is_error=True)

@@ -6,7 +6,7 @@ import re
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.ignore import _glob_to_regex, walk
-from m3agent.tools.paths import PathDenied, check_read, display, is_secret
+from m3agent.tools.paths import check_read, display, is_secret
 from pydantic import BaseModel, Field
 
 MAX_RESULTS = 500
@@ -24,10 +24,7 @@ class Glob(Tool):
     Args = GlobArgs
 
     def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
-        try:
-            root = check_read(args.path, ctx)
-        except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        root = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         if not root.is_dir():
             return ToolResult(f"{display(root, ctx)}: no such directory", is_error=True)
         regex = re.compile("^" + _glob_to_regex(args.pattern.lstrip("./") or "*") + "$")

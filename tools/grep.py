@@ -10,7 +10,7 @@ from pathlib import Path
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.fsutil import looks_binary
 from m3agent.tools.ignore import _glob_to_regex, walk
-from m3agent.tools.paths import PathDenied, check_read, display, is_secret
+from m3agent.tools.paths import check_read, display, is_secret
 from pydantic import BaseModel, Field
 
 MAX_MATCHES = 200
@@ -38,10 +38,7 @@ class Grep(Tool):
         self._rg = shutil.which("rg") if use_ripgrep else None
 
     def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
-        try:
-            root = check_read(args.path, ctx)
-        except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        root = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         if not root.exists():
             return ToolResult(f"{display(root, ctx)}: no such file or directory", is_error=True)
         try:

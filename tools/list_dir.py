@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
-from m3agent.tools.paths import PathDenied, check_read, display
+from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
 
 MAX_ENTRIES = 1000
@@ -21,10 +21,7 @@ class ListDir(Tool):
     Args = ListDirArgs
 
     def run(self, args: ListDirArgs, ctx: ToolContext) -> ToolResult:
-        try:
-            path = check_read(args.path, ctx)
-        except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        path = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
         if not path.exists():
             return ToolResult(f"{shown}: no such directory", is_error=True)

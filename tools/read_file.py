@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.fsutil import looks_binary
-from m3agent.tools.paths import PathDenied, check_read, display
+from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
 
 MAX_WHOLE_BYTES = 2_000_000  # larger files must be read by line range
@@ -26,10 +26,7 @@ class ReadFile(Tool):
     Args = ReadFileArgs
 
     def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
-        try:
-            path = check_read(args.path, ctx)
-        except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        path = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
         if not path.exists():
             return ToolResult(f"{shown}: no such file", is_error=True)

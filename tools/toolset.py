@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.paths import PathDenied
 from pydantic import ValidationError
 
 
@@ -68,6 +69,8 @@ class Toolset:
             return ToolResult(_validation_message(name, e), is_error=True)
         try:
             return tool.run(args, ctx)
+        except PathDenied as e:  # the one path guard every tool goes through
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
         except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
             return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
 

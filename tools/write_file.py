@@ -6,7 +6,7 @@ import difflib
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.fsutil import atomic_write
-from m3agent.tools.paths import PathDenied, check_write, display
+from m3agent.tools.paths import check_write, display
 from pydantic import BaseModel, Field
 
 
@@ -22,10 +22,7 @@ class WriteFile(Tool):
     mutates = True
 
     def run(self, args: WriteFileArgs, ctx: ToolContext) -> ToolResult:
-        try:
-            path = check_write(args.path, ctx)
-        except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        path = check_write(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
         if path.is_dir():
             return ToolResult(f"{shown}: is a directory", is_error=True)
