@@ -1,4 +1,4 @@
-"""`m3agent model init-tiny PATH` and `m3agent model info PATH`."""
+"""`m3agent model init-tiny PATH`, `m3agent model info PATH` and `m3agent model plan PATH`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ def register(app: typer.Typer) -> None:
     model_app = typer.Typer(help="Create and inspect native model checkpoints.",
                             no_args_is_help=True)
     app.add_typer(model_app, name="model")
+    from m3agent.app.commands.model_plan import register_plan
+
+    register_plan(model_app)
 
     @model_app.command("init-tiny")
     def init_tiny(
