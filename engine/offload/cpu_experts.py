@@ -96,17 +96,25 @@ class CpuExperts:
         sum over the chosen experts of weight x expert(x); shared expert not included."""
         L = self.layers[layer]
         xb = x.to(torch.bfloat16).contiguous()
+        if xb.shape[0] == 1:  # decode at batch 1: no grouping, a few ops per expert
+            out = torch.zeros(x.shape, dtype=torch.float32)
+            for e, wt in zip(ids[0].tolist(), weights[0].tolist(), strict=True):
+                out.add_(self._expert(L, e, xb), alpha=wt)
+            return out
         out = torch.zeros(x.shape, dtype=torch.float32)
         for e in torch.unique(ids).tolist():
             tok, slot = (ids == e).nonzero(as_tuple=True)
-            xe = xb.index_select(0, tok)
-            s13 = None if L.s13 is None else L.s13[e]
-            s2 = None if L.s2 is None else L.s2[e]
-            act = swiglu_oai_merged(_mm(xe, L.w13[e], s13).float(), self.alpha, self.limit,
-                                    self.beta).to(torch.bfloat16)
-            y = _mm(act, L.w2[e], s2).float()
+            y = self._expert(L, e, xb.index_select(0, tok))
             out.index_add_(0, tok, y * weights[tok, slot][:, None])
         return out
+
+    def _expert(self, L: HostExpertLayer, e: int, x: torch.Tensor) -> torch.Tensor:
+        """One expert on bf16 rows -> fp32 rows."""
+        s13 = None if L.s13 is None else L.s13[e]
+        s2 = None if L.s2 is None else L.s2[e]
+        act = swiglu_oai_merged(_mm(x, L.w13[e], s13).float(), self.alpha, self.limit,
+                                self.beta).to(torch.bfloat16)
+        return _mm(act, L.w2[e], s2).float()
 
     def reference(self, layer: int, x: torch.Tensor, ids: torch.Tensor,
                   weights: torch.Tensor) -> torch.Tensor:
