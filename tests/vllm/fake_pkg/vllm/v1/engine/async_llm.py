@@ -99,7 +99,7 @@ class AsyncLLM:
         best = 0
         for old in self._seen:
             n = 0
-            for a, b in zip(old, ids):
+            for a, b in zip(old, ids, strict=False):
                 if a != b:
                     break
                 n += 1
