@@ -146,6 +146,7 @@ class NativeEngine:
                 list(request.tools),
                 request.thinking_mode,
                 template=self._template,
+                session_thinking_mode=request.session_thinking_mode,
             )
         except ValueError as e:  # a bad thinking mode, a template that fails on these messages
             raise EngineRequestError(f"cannot render the prompt: {e}") from None

@@ -125,6 +125,7 @@ class ScriptedEngine:
             list(request.tools),
             request.thinking_mode,
             template=self._template,
+            session_thinking_mode=request.session_thinking_mode,
         )
         prompt = "".join(p.text for p in parts)
         # Run by run, as a real engine does: marker strings inside messages or tool output stay

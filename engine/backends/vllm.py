@@ -144,7 +144,8 @@ class VllmEngine:
             raise EngineUnavailable("the vllm engine is closed")
         started = time.monotonic()
         parts = render_prompt_parts(list(request.messages), list(request.tools),
-                                    request.thinking_mode, template=self._template)
+                                    request.thinking_mode, template=self._template,
+                                    session_thinking_mode=request.session_thinking_mode)
         # Token ids, encoded run by run: markup typed inside a message or a tool result stays
         # text instead of becoming a control token (vLLM would tokenize a string whole).
         ids = list(self._tokenizer.encode_parts(parts))
