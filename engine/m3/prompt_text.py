@@ -9,7 +9,14 @@ was trained to read, so they follow the real template exactly (SPEC §4.8, the r
 
 from __future__ import annotations
 
-from m3agent.engine.m3.tokens import INVOKE_END, NS, THINK_END, THINK_START, TOOL_CALL_END, TOOL_CALL_START
+from m3agent.engine.m3.tokens import (
+    INVOKE_END,
+    NS,
+    THINK_END,
+    THINK_START,
+    TOOL_CALL_END,
+    TOOL_CALL_START,
+)
 
 # ---- our own prose -------------------------------------------------------------------------
 

@@ -10,10 +10,6 @@ import random
 import shutil
 
 import pytest
-from m3agent.engine.api import MediaPart, Message, ToolCall
-from m3agent.engine.m3 import prompt_text
-from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt
-
 from m3_conversations import TOOLS, conversation
 from m3_reference import (
     MODES,
@@ -22,6 +18,9 @@ from m3_reference import (
     render_reference,
     render_reference_split,
 )
+from m3agent.engine.api import MediaPart, Message, ToolCall
+from m3agent.engine.m3 import prompt_text
+from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt
 
 N_CONVERSATIONS = 240
 STATS = {"conversations": 0, "bytes": 0}
