@@ -15,7 +15,6 @@ mapping the backend's finish reason, building the usage, and counting the engine
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 from collections.abc import Sequence
@@ -84,23 +83,15 @@ class StatsCounter:
             return self._stats
 
 
-def _takes_session_mode(template: ChatTemplate) -> bool:
-    try:
-        return "session_thinking_mode" in inspect.signature(template.render_parts).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def render_parts(template: ChatTemplate, request: ChatRequest) -> list[PromptPart]:
     """The request's prompt runs: the turn's mode in the generation prefix, the session's
     mode (fixed for the session) in the system block, so a toggle never touches earlier
     tokens. ValueError from the template passes on."""
-    kwargs: dict[str, Any] = {}
-    session_mode = getattr(request, "session_thinking_mode", None)
-    if session_mode is not None and _takes_session_mode(template):
-        kwargs["session_thinking_mode"] = session_mode
     return template.render_parts(
-        list(request.messages), list(request.tools), request.thinking_mode, **kwargs
+        list(request.messages),
+        list(request.tools),
+        request.thinking_mode,
+        session_thinking_mode=request.session_thinking_mode,
     )
 
 
