@@ -9,6 +9,7 @@ on the caller's side, so the engine thread does nothing but tokens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator
@@ -24,8 +25,10 @@ from m3agent.engine.api import (
     EngineRequestError,
     EngineStats,
     EngineUnavailable,
+    SamplingParams,
 )
-from m3agent.engine.m3.chat import ChatLayer
+from m3agent.engine.backends.completion import CompletionRequest
+from m3agent.engine.m3.chat import ChatLayer, Turn
 from m3agent.engine.native.engine_config import EngineConfig
 from m3agent.engine.native.llm_engine import LLMEngine
 from m3agent.engine.native.outputs import RequestOutput
@@ -144,7 +147,31 @@ class NativeEngine:
                 )
             # Decoding and resizing are CPU work: off the event loop, never on the engine thread.
             ids, mm = await asyncio.to_thread(self._media.prepare, request.messages, ids)
-        s = request.sampling
+        turn = self._chat.start(request, prompt)
+        # aclosing: a consumer that stops early closes the inner generator now, which aborts.
+        async with contextlib.aclosing(
+            self._generate(request.request_id, ids, request.sampling, mm, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion (/v1/completions): the text unparsed, then the UsageDelta."""
+        if self._closed:
+            raise EngineUnavailable("the native engine is closed")
+        ids = list(request.prompt_token_ids or ()) or self._chat.encode_prompt_text(
+            request.prompt_text or ""
+        )
+        turn = self._chat.start_raw(len(ids))
+        async with contextlib.aclosing(
+            self._generate(request.request_id, ids, request.sampling, None, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def _generate(
+        self, request_id: str, ids: list[int], s: SamplingParams, mm: Any, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
         try:
             params = TokenSamplingParams(
                 max_tokens=s.max_tokens,
@@ -159,8 +186,7 @@ class NativeEngine:
             raise EngineRequestError(f"bad sampling parameters: {e}") from None
         sink: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        self._commands.put(_Add(request.request_id, ids, params, loop, sink, mm))
-        turn = self._chat.start(request, prompt)
+        self._commands.put(_Add(request_id, ids, params, loop, sink, mm))
         try:
             while True:
                 item = await sink.get()
@@ -183,7 +209,7 @@ class NativeEngine:
                     return
         finally:
             if not turn.finished:  # the consumer stopped early (cancelled): free the pages
-                self._commands.put(_Abort(request.request_id))
+                self._commands.put(_Abort(request_id))
 
     # ---- the engine thread --------------------------------------------------------------
 

@@ -22,7 +22,8 @@ from m3agent.engine.api import (
     EngineRequestError,
     EngineStats,
 )
-from m3agent.engine.m3.chat import ChatLayer
+from m3agent.engine.backends.completion import CompletionRequest
+from m3agent.engine.m3.chat import ChatLayer, Turn
 
 PAGE_TOKENS = 128
 
@@ -110,34 +111,53 @@ class ScriptedEngine:
         return None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        text = self._next_reply()
+        chat = self._layer()
+        prompt = chat.render(request)
+        self.prompts.append(prompt.text)
+        async for d in self._play(request.request_id, list(prompt.token_ids), text,
+                                  chat.start(request, prompt)):
+            yield d
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion: the next reply as text, unparsed (what /v1/completions serves)."""
+        text = self._next_reply()
+        chat = self._layer()
+        ids = list(request.prompt_token_ids or ()) or chat.encode_prompt_text(
+            request.prompt_text or ""
+        )
+        self.prompts.append(request.prompt_text or self._tok().decode(ids))
+        async for d in self._play(request.request_id, ids, text, chat.start_raw(len(ids))):
+            yield d
+
+    def _next_reply(self) -> str:
         if self._next >= len(self._script):
             raise EngineRequestError(
                 f"the script has no reply left for engine call {self._next + 1} "
                 f"(it holds {len(self._script)})"
             )
-        text = self._script[self._next]
         self._next += 1
-        chat = self._layer()
-        prompt = chat.render(request)
-        ids = list(prompt.token_ids)
+        return self._script[self._next - 1]
+
+    async def _play(
+        self, request_id: str, ids: list[int], text: str, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
         previous = self.prompt_token_ids[-1] if self.prompt_token_ids else []
         cached = common_prefix_len(previous, ids) // PAGE_TOKENS * PAGE_TOKENS
         if cached >= len(ids):  # the last token is always computed to get the next logits
             cached = max(0, (len(ids) - 1) // PAGE_TOKENS * PAGE_TOKENS)
         self.prompt_token_ids.append(ids)
-        self.prompts.append(prompt.text)
-
-        turn = chat.start(request, prompt)
         finish = "stop"
         for i in range(0, len(text), self._chunk_chars):
-            if request.request_id in self._aborted:
+            if request_id in self._aborted:
                 finish = "abort"
                 break
             for d in turn.feed(text[i : i + self._chunk_chars]):
                 yield d
             # A real yield point, so that interrupts and other requests interleave.
             await asyncio.sleep(self._chunk_delay_s)
-        self._aborted.discard(request.request_id)
+        self._aborted.discard(request_id)
         # Generated tokens: the whole scripted reply (what the model "wrote"), even if aborted.
-        for d in turn.finish(finish, cached_tokens=cached, generated_tokens=chat.count_text(text)):
+        generated = self._layer().count_text(text)
+        for d in turn.finish(finish, cached_tokens=cached, generated_tokens=generated):
             yield d

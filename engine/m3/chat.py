@@ -24,6 +24,7 @@ from typing import Any
 from ..api import (
     ChatDelta,
     ChatRequest,
+    ContentDelta,
     EngineError,
     EngineRequestError,
     EngineStats,
@@ -140,6 +141,14 @@ class ChatLayer:
     def start(self, request: ChatRequest, prompt: Prompt | None = None) -> Turn:
         return Turn(self, request, len(prompt.token_ids) if prompt else 0)
 
+    def start_raw(self, prompt_tokens: int) -> Turn:
+        """A turn whose text is passed through unparsed (a /v1/completions request)."""
+        return Turn(self, None, prompt_tokens)
+
+    def encode_prompt_text(self, text: str) -> list[int]:
+        """A client's text prompt, tokenized whole (marker strings become their tokens)."""
+        return list(self.tokenizer.encode(text))
+
 
 def check_prompt_len(prompt_len: int, max_model_len: int) -> None:
     """vLLM's rule: the prompt plus at least one generated token must fit."""
@@ -150,9 +159,16 @@ def check_prompt_len(prompt_len: int, max_model_len: int) -> None:
 class Turn:
     """One generation: feed the backend's new text, then finish once with its counts."""
 
-    def __init__(self, layer: ChatLayer, request: ChatRequest, prompt_tokens: int) -> None:
+    def __init__(
+        self, layer: ChatLayer, request: ChatRequest | None, prompt_tokens: int
+    ) -> None:
         self._layer = layer
-        self._parser = M3OutputParser(list(request.tools), request.thinking_mode)
+        # None: raw text (a completion); else M3's parsers for this request's tools and mode.
+        self._parser = (
+            None
+            if request is None
+            else M3OutputParser(list(request.tools), request.thinking_mode)
+        )
         self._started = time.monotonic()
         self._first_at: float | None = None
         self._raw: list[str] = []
@@ -170,6 +186,8 @@ class Turn:
         if self._first_at is None:
             self._first_at = time.monotonic() - self._started
         self._raw.append(text)
+        if self._parser is None:
+            return [ContentDelta(text)]
         return self._seen(self._parser.feed(text))
 
     def _seen(self, deltas: list[ChatDelta]) -> list[ChatDelta]:
@@ -193,7 +211,7 @@ class Turn:
         if self.finished:
             return []
         self.finished = True
-        deltas = self._seen(self._parser.finish())
+        deltas = [] if self._parser is None else self._seen(self._parser.finish())
         prompt = self._prompt_tokens if prompt_tokens is None else prompt_tokens
         generated = (
             self._layer.count_text(self.raw_text) if generated_tokens is None else generated_tokens
