@@ -12,7 +12,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 ThinkingMode = Literal["enabled", "disabled", "adaptive"]
 THINKING_MODES: tuple[str, ...] = ("enabled", "disabled", "adaptive")
-Role = Literal["system", "user", "assistant", "tool"]
+# "developer" and "root" are M3's own first-message roles (only `messages[0]`, or the one after a
+# `root`, is rendered as such: see engine/m3/chat_template.py).
+Role = Literal["root", "system", "developer", "user", "assistant", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +28,17 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class MediaPart:
-    """An image or video attached to a user message (a path on disk, preprocessed later)."""
+    """An image or video attached to a message (a path on disk, preprocessed later).
+
+    `offset` is where its placeholder sits in the message's `content` (a character index; 0:
+    before the text), so content parts keep their order: [text "a", image, text "b"] is
+    content "ab" with the image at offset 1. A message's media are in non-decreasing offset
+    order (the order of their placeholders in the prompt).
+    """
 
     kind: Literal["image", "video"]
     path: str
+    offset: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +49,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()  # assistant only
     tool_call_id: str | None = None  # tool only
     name: str | None = None  # tool only: the tool's name
-    media: tuple[MediaPart, ...] = ()  # user only
+    media: tuple[MediaPart, ...] = ()  # images/videos in the content (agent: user messages)
     thinking_mode: ThinkingMode | None = None  # assistant only: the mode its turn ran under
     # assistant only: the model's exact output text. Renderers emit it verbatim in history so
     # that the next prompt extends the last one token for token (prefix caching).
@@ -59,7 +68,10 @@ class Message:
         if self.name is not None:
             d["name"] = self.name
         if self.media:
-            d["media"] = [{"kind": m.kind, "path": m.path} for m in self.media]
+            d["media"] = [
+                {"kind": m.kind, "path": m.path, **({"offset": m.offset} if m.offset else {})}
+                for m in self.media
+            ]
         if self.thinking_mode is not None:
             d["thinking_mode"] = self.thinking_mode
         if self.raw_text is not None:
@@ -77,7 +89,9 @@ class Message:
             ),
             tool_call_id=d.get("tool_call_id"),
             name=d.get("name"),
-            media=tuple(MediaPart(m["kind"], m["path"]) for m in d.get("media", ())),
+            media=tuple(
+                MediaPart(m["kind"], m["path"], int(m.get("offset", 0))) for m in d.get("media", ())
+            ),
             thinking_mode=d.get("thinking_mode"),
             raw_text=d.get("raw_text"),
         )
@@ -98,8 +112,11 @@ class ChatRequest:
     request_id: str
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI tool objects: {"type": "function", ...}
-    thinking_mode: ThinkingMode = "adaptive"
+    thinking_mode: ThinkingMode = "adaptive"  # this turn's mode: the generation prefix only
     sampling: SamplingParams = field(default_factory=SamplingParams)
+    # The mode written in the prompt's first (system) block. Fixed for a session (its starting
+    # default), so a per-turn `thinking_mode` change never rewrites earlier tokens.
+    session_thinking_mode: ThinkingMode = "adaptive"
 
 
 # ---- deltas -------------------------------------------------------------------------------

@@ -56,6 +56,8 @@ class _Message(BaseModel):
     # m3agent's extension: the model's exact output, re-rendered verbatim so that the next
     # prompt extends the last one token for token (what the engine generated is cached too).
     raw_text: str | None = None
+    # ... and the thinking mode its turn ran under (its generation prefix is re-rendered).
+    thinking_mode: Literal["enabled", "disabled", "adaptive"] | None = None
 
 
 class ChatBody(BaseModel):
@@ -155,7 +157,7 @@ def to_message(m: _Message, media_dir: Path) -> Message:
     )
     reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
     return Message("assistant", _text_of(m.content), reasoning=reasoning, tool_calls=calls,
-                   raw_text=m.raw_text)
+                   raw_text=m.raw_text, thinking_mode=m.thinking_mode)
 
 
 def to_chat_request(
@@ -163,11 +165,15 @@ def to_chat_request(
 ) -> ChatRequest:
     kwargs = body.chat_template_kwargs or {}
     mode = kwargs.get("thinking_mode", default_thinking)
-    if mode not in THINKING_MODES:
-        raise WireError(
-            f"bad request: chat_template_kwargs.thinking_mode must be one of "
-            f"{', '.join(THINKING_MODES)}, got {mode!r}"
-        )
+    # The system block's mode: fixed per session so that toggling the turn's mode keeps every
+    # earlier token (adaptive unless the client's session started with another default).
+    session_mode = kwargs.get("session_thinking_mode", "adaptive")
+    for key, value in (("thinking_mode", mode), ("session_thinking_mode", session_mode)):
+        if value not in THINKING_MODES:
+            raise WireError(
+                f"bad request: chat_template_kwargs.{key} must be one of "
+                f"{', '.join(THINKING_MODES)}, got {value!r}"
+            )
     d = SamplingParams()
     stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
     sampling = SamplingParams(
@@ -184,6 +190,7 @@ def to_chat_request(
         tools=tuple(body.tools or ()),
         thinking_mode=mode,
         sampling=sampling,
+        session_thinking_mode=session_mode,
     )
 
 

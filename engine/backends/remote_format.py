@@ -62,6 +62,8 @@ def to_openai_message(m: Message, *, raw_text: bool = False) -> dict[str, Any]:
         ]
     if raw_text and m.raw_text is not None:
         out["raw_text"] = m.raw_text
+        if m.thinking_mode is not None:
+            out["thinking_mode"] = m.thinking_mode
     return out
 
 
@@ -85,6 +87,28 @@ def request_body(request: ChatRequest, model: str, *, raw_text: bool = False) ->
     if request.tools:
         body["tools"] = list(request.tools)
         body["tool_choice"] = "auto"
+    return body
+
+
+def completion_body(request: ChatRequest, model: str, prompt: str | list[int]) -> dict[str, Any]:
+    """A /v1/completions body for a prompt we rendered (vLLM's extra sampling fields kept:
+    top_k; special tokens kept in the text, M3's markup is what our parsers read)."""
+    s = request.sampling
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": s.max_tokens,
+        "temperature": s.temperature,
+        "top_p": s.top_p,
+        "top_k": s.top_k,
+        "skip_special_tokens": False,
+    }
+    if s.seed is not None:
+        body["seed"] = s.seed
+    if s.stop:
+        body["stop"] = list(s.stop)
     return body
 
 

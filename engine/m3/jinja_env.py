@@ -59,8 +59,7 @@ def message_to_openai(m: Message) -> dict[str, Any]:
     """A Message as the OpenAI-style dict that HF chat templates expect."""
     d: dict[str, Any] = {"role": m.role, "content": m.content}
     if m.media:
-        parts: list[dict[str, Any]] = [{"type": p.kind, p.kind: p.path} for p in m.media]
-        d["content"] = parts + ([{"type": "text", "text": m.content}] if m.content else [])
+        d["content"] = content_parts(m)
     if m.reasoning is not None:
         d["reasoning_content"] = m.reasoning
     if m.tool_calls:
@@ -73,3 +72,17 @@ def message_to_openai(m: Message) -> dict[str, Any]:
     if m.name is not None:
         d["name"] = m.name
     return d
+
+
+def content_parts(m: Message) -> list[dict[str, Any]]:
+    """The message's text and media as OpenAI-style parts, media where their offsets put them."""
+    parts: list[dict[str, Any]] = []
+    pos = 0
+    for p in m.media:
+        if p.offset > pos:
+            parts.append({"type": "text", "text": m.content[pos : p.offset]})
+            pos = p.offset
+        parts.append({"type": p.kind, p.kind: p.path})
+    if pos < len(m.content):
+        parts.append({"type": "text", "text": m.content[pos:]})
+    return parts

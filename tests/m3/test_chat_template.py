@@ -23,11 +23,16 @@ def test_layout_per_mode(mode):
     assert "]~b]developer\nYou are a helpful assistant.[e~[\n" in p
     assert p.endswith("]~b]user\nhi[e~[\n]~b]ai\n" + PREFIX[mode])
     assert p.count("[e~[") == 3
-    # the system block is the same in every mode (the mode lives in the assistant prefix, so a
-    # per-turn switch keeps the prefix cache); the markers are not written as text there
+    # the system block names the SESSION's mode, the same whatever the turn's (the turn's
+    # lives in the generation prefix, so a per-turn switch keeps the prefix cache); the
+    # markers are not written as text there
     system = p.split("[e~[")[0]
     assert "mm:think" not in system
     assert system == render_prompt([Message("user", "hi")], [], "enabled").split("[e~[")[0]
+    assert "Session thinking: adaptive." in system
+    other = render_prompt([Message("user", "hi")], [], mode, session_thinking_mode="disabled")
+    assert "Session thinking: disabled." in other.split("[e~[")[0]
+    assert other.endswith("]~b]ai\n" + PREFIX[mode])
     assert not render_prompt(
         [Message("user", "hi")], [], mode, add_generation_prompt=False
     ).endswith("ai\n" + PREFIX[mode])
@@ -39,10 +44,10 @@ def test_bad_mode_raises():
 
 
 def test_tools_in_developer_block(spec_tools):
-    msgs = [Message("system", "Be terse."), Message("system", "Use tools."), Message("user", "go")]
+    msgs = [Message("system", "Be terse."), Message("user", "go")]
     p = render_prompt(msgs, spec_tools, "adaptive")
     dev = p.split("]~b]developer\n", 1)[1].split("[e~[", 1)[0]
-    assert dev.startswith("Be terse.\n\nUse tools.\n\n")
+    assert dev.startswith("Be terse.\n\n# Tools\n")
     tool_lines = [line for line in dev.splitlines() if line.startswith("<tool>")]
     assert len(tool_lines) == 3
     for line, tool in zip(tool_lines, spec_tools, strict=True):
@@ -82,9 +87,10 @@ def test_rebuilt_assistant_message_parses_back(spec_tools):
             [Message("user", "u"), msg], spec_tools, mode, add_generation_prompt=False
         )
         body = p.split("]~b]ai\n", 1)[1].removesuffix("[e~[\n")
-        assert body.startswith("<mm:think>need edit</mm:think>Editing.\n" + NS + "<tool_call>")
+        # the real template: no newline between the content and the tool-call block
+        assert body.startswith("<mm:think>need edit</mm:think>Editing." + NS + "<tool_call>")
         out = parse_output(body, spec_tools, "adaptive")
-        assert (out.reasoning, out.content) == ("need edit", "Editing.\n")
+        assert (out.reasoning, out.content) == ("need edit", "Editing.")
         assert [(c.name, c.arguments) for c in out.tool_calls] == [(call.name, call.arguments)]
     plain = Message("assistant", "ok", thinking_mode="disabled")
     p = render_prompt([Message("user", "u"), plain], [], "enabled", add_generation_prompt=False)
