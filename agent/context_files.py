@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from m3agent.tools.ignore import parse_rules, walk
+from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
 
 IGNORE_FILE = ".m3agentignore"
 
@@ -132,23 +132,20 @@ class _Patterns:
         return None if rule.negate else why
 
 
-def _git_files(root: Path) -> tuple[list[str], set[str]] | None:
-    """(all listed files, changed files) from git, or None outside a work tree."""
-    def git(*args: str) -> bytes | None:
-        try:
-            r = subprocess.run(
-                ["git", "-C", str(root), *args], capture_output=True, timeout=60, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
+def _git_files(root: Path) -> tuple[list[str], set[str], str | None] | None:
+    """(all listed files, changed files, why git was not used) from the workspace's index, or
+    None outside a git work tree. The listing goes through tools/safe_git.py: the repository
+    is read as data, its configuration (fsmonitor, filters, hooks, includes) never applies."""
+    try:
+        repo = UserRepo.open(root)
+        if repo is None:
             return None
-        return r.stdout if r.returncode == 0 else None
-
-    listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    if listed is None:
+        files, changed = repo.list_files()
+    except RepoRefused as e:
+        return [], set(), str(e)
+    except SafeGitError:
         return None
-    changed = git("ls-files", "-z", "--modified", "--others", "--exclude-standard") or b""
-    files = sorted({p for p in listed.decode("utf-8", "surrogateescape").split("\0") if p})
-    return files, {p for p in changed.decode("utf-8", "surrogateescape").split("\0") if p}
+    return files, changed, None
 
 
 def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list[Skipped]]:
@@ -156,9 +153,12 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     ones skipped by name-based rules, with their reasons. Content checks come later."""
     root = Path(root)
     git = _git_files(root)
-    if git is not None:
-        paths, changed = git
+    skipped: list[Skipped] = []
+    if git is not None and git[2] is None:
+        paths, changed, _ = git
     else:
+        if git is not None:  # a .git file or symlink: said once, then the plain walk
+            skipped.append(Skipped(".git", f"{git[2]}; files listed by a directory walk"))
         paths = [rel for rel, is_dir in walk(root, cap=rules.max_walk_entries) if not is_dir]
         changed = set()
     patterns = _Patterns()
@@ -175,7 +175,6 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     patterns.add(own, IGNORE_FILE)
     patterns.add(list(rules.extra_skip), "config")
     keep: list[Candidate] = []
-    skipped: list[Skipped] = []
     for rel in paths:
         if rel.startswith(".git/") or rel == IGNORE_FILE:
             continue
