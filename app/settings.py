@@ -52,6 +52,7 @@ class Settings:
     network: bool = False  # shell commands may use the network
     add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
     dangerously_no_sandbox: bool = False  # run the shell even when no sandbox layer works
+    allow_home: bool = False  # start even in $HOME, / or a directory holding them
     max_turns: int = 50
     max_tool_calls: int = 200
     max_wall_time_s: float = 3600.0
