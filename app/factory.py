@@ -243,6 +243,9 @@ def build_session(
 
         if (why := workspace_refusal(cwd)) is not None:
             raise ValueError(why)
+    from m3agent.tools.private_fs import private_dir
+
+    private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
     engine = engine if engine is not None else build_engine(settings, script=script)
     toolset = toolset if toolset is not None else build_toolset(settings, cwd)

@@ -8,10 +8,13 @@ workspace's .gitignore excludes are not snapshotted (and so not restored).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .private_fs import DIR_MODE, fix_tree, private_dir
 from .safe_git import SafeGitError, run_git
 
 REF = "refs/m3agent/checkpoints"
@@ -62,8 +65,9 @@ class Checkpoints:
         if not self.workspace.is_dir():
             raise CheckpointError(f"workspace {self.workspace} is not a directory")
         if (self.git_dir / "HEAD").exists():
+            self._make_private()
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir)  # (and the checkpoints root); git's files: umask 077
         # No template: no sample hooks, nothing copied from the system's git installation.
         self._git("init", "-q", "--bare", "--template=", str(self.git_dir), bare=True)
         self._git("config", "core.bare", "false")
@@ -72,6 +76,13 @@ class Checkpoints:
         info.mkdir(exist_ok=True)
         (info / "exclude").write_text(_EXCLUDE)
         (self.state_dir / "workspace").write_text(str(self.workspace) + "\n")
+        fix_tree(self.state_dir)
+
+    def _make_private(self) -> None:
+        """A shadow repository an older version made world-readable is fixed on first use."""
+        if stat.S_IMODE(os.stat(self.git_dir).st_mode) != DIR_MODE:
+            private_dir(self.state_dir.parent)
+            fix_tree(self.state_dir)
 
     def _exclude_nested_repositories(self) -> None:
         """A repository inside the workspace (a submodule, or one a command made) is not ours
@@ -106,7 +117,10 @@ class Checkpoints:
 
     def list(self) -> list[Checkpoint]:
         """Newest first."""
-        if not (self.git_dir / "HEAD").exists() or self._head() is None:
+        if not (self.git_dir / "HEAD").exists():
+            return []
+        self._make_private()
+        if self._head() is None:
             return []
         out = self._git("log", "--format=%H%x00%ct%x00%s", REF)
         rows = []
