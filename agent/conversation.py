@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.engine.api import Message
+from m3agent.tools.private_fs import fix_mode, open_private, private_dir
 
 LOG_VERSION = 1
 
@@ -83,7 +84,7 @@ class Conversation:
         thinking_default: str = "adaptive",
         session_id: str | None = None,
     ) -> Conversation:
-        sessions_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(sessions_dir)
         sid = session_id or new_session_id()
         meta = SessionMeta(
             id=sid,
@@ -105,6 +106,8 @@ class Conversation:
         path = session_log_path(sessions_dir, session_id)
         if not path.exists():
             raise SessionLogError(f"no session {session_id!r} (looked for {path})")
+        private_dir(sessions_dir)  # an older version left them world-readable
+        fix_mode(path)
         meta: SessionMeta | None = None
         messages: list[Message] = []
         thinking: str | None = None
@@ -177,8 +180,9 @@ class Conversation:
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+            private_dir(self.path.parent)
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+            self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._file.write(line)
         self._file.flush()
         os.fsync(self._file.fileno())

@@ -238,6 +238,14 @@ def build_session(
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
         raise ValueError(f"working directory {cwd} does not exist")
+    if not settings.allow_home:  # the whole home as a workspace: its secrets in reach
+        from m3agent.agent.context_guard import workspace_refusal
+
+        if (why := workspace_refusal(cwd)) is not None:
+            raise ValueError(why)
+    from m3agent.tools.private_fs import private_dir
+
+    private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
     engine = engine if engine is not None else build_engine(settings, script=script)
     toolset = toolset if toolset is not None else build_toolset(settings, cwd)

@@ -1,5 +1,8 @@
 """Settings: the only place that reads config files and environment variables.
 
+The data home is private (0700; session logs and config 0600: tools/private_fs.py); an
+existing one is fixed when settings are loaded.
+
 Precedence, lowest first: built-in defaults < config.toml < environment < command-line flags
 (`Settings.override`). Paths:
 - data home: $M3AGENT_HOME, else platformdirs.user_data_dir("m3agent"); sessions live in
@@ -21,6 +24,7 @@ from typing import Any
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import SamplingParams
+from m3agent.tools.private_fs import fix_mode
 
 ENGINES = ("native", "vllm", "remote", "scripted")
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
@@ -52,6 +56,7 @@ class Settings:
     network: bool = False  # shell commands may use the network
     add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
     dangerously_no_sandbox: bool = False  # run the shell even when no sandbox layer works
+    allow_home: bool = False  # start even in $HOME, / or a directory holding them
     max_turns: int = 50
     max_tool_calls: int = 200
     max_wall_time_s: float = 3600.0
@@ -157,6 +162,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Defaults < config file < environment. Raises ValueError with one clear line."""
     env = os.environ if env is None else env
     home, config = _paths(env)
+    fix_mode(home)  # sessions and checkpoints live there: 0700 (an older version made 0755)
+    fix_mode(config)  # 0600: it names the user's models, servers and tool rules
     values = _from_file(config)
     for var, key in _ENV.items():
         if env.get(var):

@@ -49,6 +49,9 @@ def register(app: typer.Typer) -> None:
             "--dangerously-no-sandbox",
             help="Run shell commands even where no sandbox layer works (unprotected!).",
         ),
+        allow_home: bool = typer.Option(
+            False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
+        ),
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", help="Most tokens the model may generate per call."
         ),
@@ -75,6 +78,7 @@ def register(app: typer.Typer) -> None:
                 "network": network or None,
                 "add_dirs": tuple(str(d) for d in add_dir) or None,
                 "dangerously_no_sandbox": dangerously_no_sandbox or None,
+                "allow_home": allow_home or None,
                 "max_tokens": max_tokens,
                 "context_budget": context_budget,
                 "context": False if no_context else None,

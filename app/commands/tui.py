@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
         ),
         cwd: Path | None = typer.Option(None, "--cwd", help="Workspace (default: here)."),
         resume: str | None = typer.Option(None, "--resume", help="Continue session ID."),
+        allow_home: bool = typer.Option(
+            False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
+        ),
     ) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
@@ -39,5 +42,5 @@ def register(app: typer.Typer) -> None:
         from m3agent.app.tui.launch import launch
 
         flags = {"engine": engine, "model": model, "base_url": base_url, "thinking": thinking,
-                 "approval": approval, "sandbox": sandbox}
+                 "approval": approval, "sandbox": sandbox, "allow_home": allow_home or None}
         raise typer.Exit(launch(flags, script=script, cwd=cwd, resume=resume))

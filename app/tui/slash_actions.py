@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.ops import Compact, Shutdown
 from m3agent.app.tui.attachments import media_part
 from m3agent.app.tui.context_report import format_snapshot, format_summary
 from m3agent.app.tui.slash import HELP, SlashCommand
+from m3agent.tools.safe_git import SafeGitError, UserRepo
 
 if TYPE_CHECKING:
     from m3agent.app.tui.screens.main_screen import MainScreen
@@ -62,21 +63,15 @@ class SlashActions:
 
     async def do_diff(self, arg: str) -> None:
         cwd = self.screen.config.cwd
-        try:
-            proc = await asyncio.to_thread(
-                subprocess.run, ["git", "diff", "--no-color", "--no-ext-diff"],
-                cwd=cwd, capture_output=True, text=True, timeout=20,
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
+        try:  # the workspace's repository read as data: none of its config or hooks run
+            text = await asyncio.to_thread(_workspace_diff, cwd)
+        except SafeGitError as e:
             await self.screen.transcript.error(f"git diff failed: {e}", "usage")
             return
-        if proc.returncode != 0:
-            first = (proc.stderr.strip().splitlines() or ["unknown error"])[0]
-            await self.screen.transcript.error(f"git diff failed: {first}", "usage")
-        elif not proc.stdout.strip():
+        if not text.strip():
             await self.screen.transcript.notice("no uncommitted changes")
         else:
-            await self.screen.transcript.diff(proc.stdout)
+            await self.screen.transcript.diff(text)
 
     async def do_compact(self, arg: str) -> None:
         if self.screen.session is None:
@@ -128,6 +123,13 @@ class SlashActions:
 def _aligned(rows: dict[str, str]) -> list[str]:
     width = max(map(len, rows))
     return [f"  {k.ljust(width)}  {v}" for k, v in rows.items()]
+
+
+def _workspace_diff(cwd: Path) -> str:
+    repo = UserRepo.open(Path(cwd))
+    if repo is None:
+        raise SafeGitError(f"{cwd} is not a git repository")
+    return repo.diff()
 
 
 def _checkpoint_undo(session: Any):
