@@ -62,7 +62,8 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
             a += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
         else:
             a += ["--ro-bind", str(empty), str(secret)]
-    a += ["--bind", str(run_dir), str(run_dir)]
+    box = run_dir / "box"  # the command's part of the run dir (TMPDIR); the rest stays host-only
+    a += ["--bind", str(box), str(box)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         a.append("--unshare-net")

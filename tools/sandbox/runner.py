@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from m3agent.tools.sandbox import bwrap
+from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
@@ -41,18 +42,6 @@ class RunResult:
     layers: tuple[str, ...]  # the layers this command ran under
     scrubbed_env: tuple[str, ...]
     restored_modes: tuple[str, ...] = ()  # protected files whose mode bits were put back
-
-
-def _read_capped(path: Path, cap: int) -> tuple[str, int, bool]:
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if size <= cap:
-            return f.read().decode("utf-8", "replace"), size, False
-        head = f.read(cap // 2)
-        f.seek(size - cap // 2)
-        tail = f.read()
-    note = f"\n[... {size - len(head) - len(tail)} bytes of output cut; {size} bytes in all ...]\n"
-    return head.decode("utf-8", "replace") + note + tail.decode("utf-8", "replace"), size, True
 
 
 class Sandbox:
@@ -109,9 +98,10 @@ class Sandbox:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
-        tmp = run_dir / "tmp"
-        tmp.mkdir()
-        out_path, err_path = run_dir / "stdout", run_dir / "stderr"
+        # run_dir is the host's (0700, never bound into the sandbox); box/ is the command's.
+        box = run_dir / "box"
+        tmp = box / "tmp"
+        tmp.mkdir(parents=True)
         base_env = dict(os.environ if env is None else env)
         clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
         clean_env["TMPDIR"] = str(tmp)
@@ -126,7 +116,7 @@ class Sandbox:
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
-            "run_dir": str(run_dir),
+            "run_dir": str(box),
         }
         # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
         full = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
@@ -140,10 +130,10 @@ class Sandbox:
         guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
         started = time.monotonic()
         timed_out = cancelled = False
-        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+        with Capture(self.policy.limits.output_bytes) as capture:
             proc = subprocess.Popen(
                 full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
-                stdout=out_f, stderr=err_f, start_new_session=True, close_fds=True,
+                stdout=capture.out, stderr=capture.err, start_new_session=True, close_fds=True,
             )
             deadline = started + timeout_s
             while proc.poll() is None:
@@ -159,19 +149,18 @@ class Sandbox:
                     pass
             if proc.poll() is None:
                 _stop(proc)
+            out, err = capture.read()  # through our own descriptors, never by path
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
             cgroup.kill_all()
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
         duration = time.monotonic() - started
-        cap = self.policy.limits.output_bytes
-        stdout, n_out, t1 = _read_capped(out_path, cap)
-        stderr, n_err, t2 = _read_capped(err_path, cap)
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
             code = 128 - code
-        return RunResult(code, stdout, stderr, timed_out, cancelled, t1 or t2, n_out, n_err,
+        return RunResult(code, out.text, err.text, timed_out, cancelled,
+                         out.truncated or err.truncated, out.size, err.size,
                          duration, killed_by, layers, tuple(removed), tuple(restored))
 
 
