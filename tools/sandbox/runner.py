@@ -7,14 +7,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.sandbox import bwrap
+from m3agent.tools.sandbox import boot, bwrap
 from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
@@ -42,6 +41,9 @@ class RunResult:
     layers: tuple[str, ...]  # the layers this command ran under
     scrubbed_env: tuple[str, ...]
     restored_modes: tuple[str, ...] = ()  # protected files whose mode bits were put back
+    # False when the sandbox never got as far as starting the command (a layer failed, the
+    # launcher could not be loaded): the exit code and output are then the sandbox's own.
+    started: bool = True
 
 
 class Sandbox:
@@ -118,9 +120,9 @@ class Sandbox:
             if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
             "run_dir": str(box),
         }
-        # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
-        full = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
-                json.dumps(spec), "--", *argv]
+        status_r, status_w = os.pipe()
+        spec["status_fd"] = status_w
+        full = boot.launcher_argv(json.dumps(spec), argv)
         if "bwrap" in layers:
             full = bwrap.argv(self.policy, run_dir, cwd) + full
         if cgroup is not None:
@@ -134,7 +136,9 @@ class Sandbox:
             proc = subprocess.Popen(
                 full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
                 stdout=capture.out, stderr=capture.err, start_new_session=True, close_fds=True,
+                pass_fds=(status_w,),
             )
+            os.close(status_w)
             deadline = started + timeout_s
             while proc.poll() is None:
                 if cancel is not None and cancel.is_set():
@@ -150,6 +154,7 @@ class Sandbox:
             if proc.poll() is None:
                 _stop(proc)
             out, err = capture.read()  # through our own descriptors, never by path
+        launched = _read_status(status_r) == b"R"
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
             cgroup.kill_all()
@@ -161,7 +166,19 @@ class Sandbox:
             code = 128 - code
         return RunResult(code, out.text, err.text, timed_out, cancelled,
                          out.truncated or err.truncated, out.size, err.size,
-                         duration, killed_by, layers, tuple(removed), tuple(restored))
+                         duration, killed_by, layers, tuple(removed), tuple(restored),
+                         launched)
+
+
+def _read_status(fd: int) -> bytes:
+    """What the launcher wrote on the status pipe; never blocks (the run is over)."""
+    try:
+        os.set_blocking(fd, False)
+        return os.read(fd, 16)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _stop(proc: subprocess.Popen) -> None:
