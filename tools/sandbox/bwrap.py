@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+from m3agent.tools.sandbox import boot
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
 
 
@@ -36,17 +36,10 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     exe = shutil.which("bwrap") or "bwrap"
     tmp = Path("/tmp")
     a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    # Paths under /tmp vanish behind the tmpfs; bring back the ones the command needs to see.
-    home = policy.home_dir()
-    # The launcher's own interpreter and import path must stay visible (a venv under /tmp).
-    seen: set[Path] = set()
-    for entry in (home, Path(sys.prefix), Path(sys.base_prefix), *map(Path, sys.path)):
-        try:
-            entry = entry.resolve()
-        except OSError:
-            continue
-        if _under(entry, tmp) and entry != tmp and entry.is_dir() and entry not in seen:
-            seen.add(entry)
+    # The launcher's interpreter and package must stay visible (an editable clone or a venv
+    # under /tmp); nothing else of the host's /tmp is.
+    for entry in boot.needed_paths():
+        if _under(entry, tmp) and entry != tmp and entry.is_dir():
             a += ["--ro-bind", str(entry), str(entry)]
     if _under(policy.workspace, tmp) and policy.mode is SandboxMode.READ_ONLY:
         a += ["--ro-bind", str(policy.workspace), str(policy.workspace)]
@@ -62,7 +55,8 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
             a += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
         else:
             a += ["--ro-bind", str(empty), str(secret)]
-    a += ["--bind", str(run_dir), str(run_dir)]
+    box = run_dir / "box"  # the command's part of the run dir (TMPDIR); the rest stays host-only
+    a += ["--bind", str(box), str(box)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         a.append("--unshare-net")

@@ -7,14 +7,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.sandbox import bwrap
+from m3agent.tools.sandbox import boot, bwrap
+from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
@@ -41,18 +41,9 @@ class RunResult:
     layers: tuple[str, ...]  # the layers this command ran under
     scrubbed_env: tuple[str, ...]
     restored_modes: tuple[str, ...] = ()  # protected files whose mode bits were put back
-
-
-def _read_capped(path: Path, cap: int) -> tuple[str, int, bool]:
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if size <= cap:
-            return f.read().decode("utf-8", "replace"), size, False
-        head = f.read(cap // 2)
-        f.seek(size - cap // 2)
-        tail = f.read()
-    note = f"\n[... {size - len(head) - len(tail)} bytes of output cut; {size} bytes in all ...]\n"
-    return head.decode("utf-8", "replace") + note + tail.decode("utf-8", "replace"), size, True
+    # False when the sandbox never got as far as starting the command (a layer failed, the
+    # launcher could not be loaded): the exit code and output are then the sandbox's own.
+    started: bool = True
 
 
 class Sandbox:
@@ -109,9 +100,10 @@ class Sandbox:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
-        tmp = run_dir / "tmp"
-        tmp.mkdir()
-        out_path, err_path = run_dir / "stdout", run_dir / "stderr"
+        # run_dir is the host's (0700, never bound into the sandbox); box/ is the command's.
+        box = run_dir / "box"
+        tmp = box / "tmp"
+        tmp.mkdir(parents=True)
         base_env = dict(os.environ if env is None else env)
         clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
         clean_env["TMPDIR"] = str(tmp)
@@ -126,11 +118,11 @@ class Sandbox:
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
-            "run_dir": str(run_dir),
+            "run_dir": str(box),
         }
-        # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
-        full = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
-                json.dumps(spec), "--", *argv]
+        status_r, status_w = os.pipe()
+        spec["status_fd"] = status_w
+        full = boot.launcher_argv(json.dumps(spec), argv)
         if "bwrap" in layers:
             full = bwrap.argv(self.policy, run_dir, cwd) + full
         if cgroup is not None:
@@ -140,11 +132,13 @@ class Sandbox:
         guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
         started = time.monotonic()
         timed_out = cancelled = False
-        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+        with Capture(self.policy.limits.output_bytes) as capture:
             proc = subprocess.Popen(
                 full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
-                stdout=out_f, stderr=err_f, start_new_session=True, close_fds=True,
+                stdout=capture.out, stderr=capture.err, start_new_session=True, close_fds=True,
+                pass_fds=(status_w,),
             )
+            os.close(status_w)
             deadline = started + timeout_s
             while proc.poll() is None:
                 if cancel is not None and cancel.is_set():
@@ -159,20 +153,32 @@ class Sandbox:
                     pass
             if proc.poll() is None:
                 _stop(proc)
+            out, err = capture.read()  # through our own descriptors, never by path
+        launched = _read_status(status_r) == b"R"
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
             cgroup.kill_all()
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
         duration = time.monotonic() - started
-        cap = self.policy.limits.output_bytes
-        stdout, n_out, t1 = _read_capped(out_path, cap)
-        stderr, n_err, t2 = _read_capped(err_path, cap)
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
             code = 128 - code
-        return RunResult(code, stdout, stderr, timed_out, cancelled, t1 or t2, n_out, n_err,
-                         duration, killed_by, layers, tuple(removed), tuple(restored))
+        return RunResult(code, out.text, err.text, timed_out, cancelled,
+                         out.truncated or err.truncated, out.size, err.size,
+                         duration, killed_by, layers, tuple(removed), tuple(restored),
+                         launched)
+
+
+def _read_status(fd: int) -> bytes:
+    """What the launcher wrote on the status pipe; never blocks (the run is over)."""
+    try:
+        os.set_blocking(fd, False)
+        return os.read(fd, 16)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _stop(proc: subprocess.Popen) -> None:
