@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -19,6 +18,7 @@ from typing import Any, TextIO
 from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.app import exit_codes
+from m3agent.app.safe_text import SafeStream, dumps
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
@@ -27,7 +27,7 @@ _LIMIT_REASONS = ("max_turns", "max_tool_calls", "timeout")
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = dumps(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -138,7 +138,7 @@ class JsonRenderer:
             "errors": tally.errors,
             "exit_code": tally.exit_code(),
         }
-        self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self.out.write(dumps(obj) + "\n")
         self.out.flush()
 
 
@@ -148,7 +148,7 @@ class StreamJsonRenderer:
 
     def event(self, e: Any) -> None:
         line = {"v": ev.EVENT_SCHEMA_VERSION, **e.to_dict()}
-        self.out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        self.out.write(dumps(line) + "\n")
         self.out.flush()
 
     def finish(self, tally: Tally) -> None:
@@ -159,7 +159,8 @@ def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None
     out = out or sys.stdout
     err = err or sys.stderr
     if fmt == "text":
-        return TextRenderer(out, err)
+        # Answer, tool output, file names: none of it may drive the terminal (safe_text.py).
+        return TextRenderer(SafeStream(out), SafeStream(err))
     if fmt == "json":
         return JsonRenderer(out)
     if fmt == "stream-json":
@@ -176,6 +177,7 @@ def deny_approver(note: str) -> Approver:
 
 def tty_approver(err: TextIO) -> Approver:
     """Asks on the terminal: y = once, a = for this session, anything else = deny."""
+    err = SafeStream(err)  # the arguments and the reason quote the model and the repository
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
         err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")

@@ -111,11 +111,12 @@ def execute(
     from m3agent.app import exit_codes
     from m3agent.app.factory import build_session
     from m3agent.app.headless import deny_approver, make_renderer, run_headless, tty_approver
+    from m3agent.app.safe_text import visible
     from m3agent.app.settings import load_settings
     from m3agent.engine.api import EngineError, EngineUnavailable, MediaPart
 
     def fail(code: int, message: str) -> int:
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
         return code
 
     if prompt == "-":

@@ -12,12 +12,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     ) -> None:
         """List saved sessions: id, date, working directory, first prompt."""
-        import json
         import sys
         from dataclasses import asdict
 
         from m3agent.agent.conversation import list_sessions
         from m3agent.app.cli_errors import die
+        from m3agent.app.safe_text import dumps, visible
         from m3agent.app.settings import load_settings
 
         try:
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
             found = found[:limit]
         if as_json:
             for s in found:
-                sys.stdout.write(json.dumps(asdict(s), ensure_ascii=False) + "\n")
+                sys.stdout.write(dumps(asdict(s)) + "\n")
             return
         if not found:
             sys.stderr.write(f"no sessions in {settings.sessions_dir}\n")
@@ -39,4 +39,4 @@ def register(app: typer.Typer) -> None:
             if len(prompt) > 60:
                 prompt = prompt[:59] + "…"
             date = s.created.replace("T", " ")[:19]
-            sys.stdout.write(f"{s.id}  {date}  {s.cwd}  {prompt}\n")
+            sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}") + "\n")
