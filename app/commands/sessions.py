@@ -1,4 +1,5 @@
-"""`m3agent sessions`: the saved sessions, newest first (resume one with `run --resume ID`)."""
+"""`m3agent sessions`: the saved sessions, newest first (resume one with `m3agent resume ID`
+or `run --resume ID`; `--continue` picks the last one of this directory)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,22 @@ def register(app: typer.Typer) -> None:
                 prompt = prompt[:59] + "…"
             date = s.created.replace("T", " ")[:19]
             sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}") + "\n")
+
+
+def latest_session_id(sessions_dir, cwd) -> str | None:
+    """The session last written to whose workspace is `cwd` and that has a prompt, or None
+    (`--continue`, `m3agent resume --last`)."""
+    from pathlib import Path
+
+    from m3agent.agent.conversation import list_sessions, session_log_path
+
+    where = str(Path(cwd).expanduser().resolve())
+    found = [s for s in list_sessions(sessions_dir) if s.cwd == where and s.first_prompt.strip()]
+
+    def last_write(s) -> float:
+        try:
+            return session_log_path(sessions_dir, s.id).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return max(found, key=last_write).id if found else None
