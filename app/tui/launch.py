@@ -12,27 +12,54 @@ from m3agent.app.tui.ports import Progress, SessionSummary, TuiConfig
 
 
 def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
-           resume: str | None) -> int:
+           resume: str | None, continue_last: bool = False) -> int:
+    from m3agent.app.safe_text import visible
     from m3agent.app.settings import load_settings
+
+    def fail(message: str) -> int:
+        print(f"error: {visible(message)}", file=sys.stderr)
+        return exit_codes.USAGE_ERROR
 
     try:
         settings = load_settings().override(**flags)
+        resume, cwd = _pick_session(settings, cwd, resume, continue_last)
         config = tui_config(settings, cwd=cwd, resume=resume)
     except ValueError as e:
-        print(f"m3agent: {e}", file=sys.stderr)
-        return exit_codes.USAGE_ERROR
+        return fail(str(e))
     if script is not None and not script.is_file():
-        print(f"m3agent: script {script} does not exist", file=sys.stderr)
-        return exit_codes.USAGE_ERROR
+        return fail(f"script {script} does not exist")
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("m3agent: the terminal UI needs a terminal; for scripts and pipes use "
-              "`m3agent run PROMPT`", file=sys.stderr)
-        return exit_codes.USAGE_ERROR
+        return fail("the terminal UI needs a terminal; for scripts and pipes use "
+                    "`m3agent run PROMPT`")
 
     from m3agent.app.tui.run import run_tui
 
     return run_tui(session_factory(settings, config.cwd, script), config)
+
+
+def _pick_session(settings: Any, cwd: Path | None, resume: str | None,
+                  continue_last: bool) -> tuple[str | None, Path | None]:
+    """--continue / --resume ID: the session id, checked before the screen opens (a bad id is
+    one line and exit 2), and its workspace unless --cwd says otherwise."""
+    if continue_last:
+        from m3agent.app.commands.sessions import latest_session_id
+
+        if resume:
+            raise ValueError("--continue and --resume ID: give one of them")
+        where = (cwd or Path.cwd()).expanduser().resolve()
+        resume = latest_session_id(settings.sessions_dir, where)
+        if resume is None:
+            raise ValueError(f"no session to continue in {where} (m3agent sessions lists them)")
+    if not resume:
+        return None, cwd
+    from m3agent.agent.conversation import Conversation, SessionLogError
+
+    try:
+        meta = Conversation.load(settings.sessions_dir, resume).meta
+    except SessionLogError as e:
+        raise ValueError(str(e)) from None
+    return resume, cwd if cwd is not None else Path(meta.cwd)
 
 
 def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiConfig:

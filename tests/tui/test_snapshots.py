@@ -37,7 +37,7 @@ def _prompt_then(text: str, until_fn, settle: float = 0.3):
         await pilot.press("enter")
         await _wait(pilot, lambda: until_fn(pilot))
         # The Markdown stream renders in the background: wait until it has caught up.
-        await _wait(pilot, lambda: all(a.source == a.text for a in main.query(AnswerView)))
+        await _wait(pilot, lambda: all(a.caught_up for a in main.query(AnswerView)))
         await pilot.pause(settle)
 
     return run_before

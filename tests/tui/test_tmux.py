@@ -176,3 +176,34 @@ def test_tmux_crash_restores_the_terminal_and_prints_the_log_path(repo, m3home, 
     joined = screen.replace("\n", "")  # the path may wrap at the pane's edge
     assert "m3agent crashed (RuntimeError: injected crash); the traceback is in" in joined
     assert str(logs[0]) in joined
+
+
+def test_tmux_escape_sequences_reach_the_screen_only_visibly(repo, m3home, m3text, tmp_path):
+    """Issue 13, class 7, in a real terminal: a tool output and an answer that retitle the
+    window (OSC 2), write the clipboard (OSC 52) and clear the screen leave the pane's title
+    alone and show up as `\\x1b...` text."""
+    (repo / "notes.txt").write_text("\x1b]2;PWNED-BY-TOOL\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([m3text.read_call("notes.txt"),
+                                  "Read. \x1b]2;PWNED-BY-MODEL\x07\x1b[2J done-marker"]))
+    tmux = Tmux()
+    try:
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 _command(repo, script, m3home))
+        tmux.run("set-option", "-t", "t", "set-titles", "on")
+        before = tmux.run("display", "-p", "-t", "t", "#{pane_title}").strip()
+        tmux.wait_for("tok/s")
+        while "loading" in tmux.screen():
+            time.sleep(0.03)
+        tmux.run("send-keys", "-t", "t", "-l", "read the notes")
+        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_for("done-marker")
+        screen = tmux.screen()
+        title = tmux.run("display", "-p", "-t", "t", "#{pane_title}").strip()
+        tmux.run("send-keys", "-t", "t", "C-q")
+        tmux.wait_for("EXIT=0")
+    finally:
+        tmux.close()
+    assert "PWNED" not in title and title == before
+    assert "\\x1b]2;PWNED-BY-MODEL\\x07\\x1b[2J done-marker" in screen
+    assert "\\x1b]2;PWNED-BY-TOOL\\x07" in screen

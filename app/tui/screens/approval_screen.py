@@ -6,6 +6,7 @@ from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
 from m3agent.agent.ops import ApprovalDecision
+from m3agent.app.safe_text import visible
 from m3agent.app.tui.preview import preview_diff
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.tool_card import format_arguments
@@ -35,9 +36,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     def compose(self) -> ComposeResult:
         req = self.request
         with Vertical(id="approval-dialog"):
-            yield Label(f"Allow {req.name}?", id="approval-title")
+            yield Label(visible(f"Allow {req.name}?"), markup=False, id="approval-title")
             if req.reason:
-                yield Static(req.reason, markup=False, id="approval-reason")
+                yield Static(visible(req.reason), markup=False, id="approval-reason")
             with VerticalScroll(id="approval-body"):
                 yield Static(format_arguments(req.arguments), markup=False, id="approval-args")
                 if self.diff:

@@ -9,6 +9,7 @@ from typing import Any
 
 from m3agent.agent import events as ev
 from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
+from m3agent.app.safe_text import visible
 from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.event_batch import batches, coalesce
 from m3agent.app.tui.history import load_history
@@ -220,7 +221,7 @@ class MainScreen(Screen):
     @on(PromptInput.Completions)
     def show_completions(self, message: PromptInput.Completions) -> None:
         hint = self.query_one("#completions", Static)
-        hint.update("  ".join(message.options[:20]))
+        hint.update(visible("  ".join(message.options[:20])))
         hint.display = True
 
     @on(PromptInput.Changed)
