@@ -147,7 +147,30 @@ def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv
     return _gate(out.float(), ref, 1e-2, 0.9999, "dense attention")
 
 
+def case_add_rmsnorm(device="cpu", t=7, n=300, residual=True):
+    from m3agent.engine.native.kernels import add_rmsnorm
+    act = ACT[str(device).split(':')[0]]
+    x = torch.randn(t, n, device=device).to(act)
+    r = torch.randn(t, n, device=device).to(act) if residual else None
+    w = (0.1 * torch.randn(n, device=device)).to(act)
+    y, ro = add_rmsnorm.add_rmsnorm(x, r, w, 1e-6)
+    ry, rro = add_rmsnorm.reference(x, r, w, 1e-6)
+    assert torch.equal(ro, rro), "residual sum differs"
+    return _gate(y.float(), ry.float(), 1e-2, 0.9999, "add_rmsnorm")
+
+
+def case_swiglu(device="cpu", t=5, inter=1500):
+    from m3agent.engine.native.kernels import swiglu
+    act = ACT[str(device).split(':')[0]]
+    gu = (4 * torch.randn(t, 2 * inter, device=device)).to(act)  # past the +-7 clamp too
+    out = swiglu.swiglu_oai_merged(gu, 1.702, 7.0, 1.0)
+    ref = swiglu.reference(gu, 1.702, 7.0, 1.0)
+    return _gate(out.float(), ref.float(), 1e-2, 0.9999, "swiglu_oai")
+
+
 CPU_CASES = {
+    "add_rmsnorm": lambda: (case_add_rmsnorm(), case_add_rmsnorm(residual=False)),
+    "swiglu": lambda: case_swiglu(),
     "insert": lambda: case_insert(),
     "fused": lambda: case_fused(),
     "select_prefill": lambda: case_select(),

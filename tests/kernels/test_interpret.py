@@ -15,6 +15,8 @@ pytest.importorskip("triton")
 
 CASES = Path(__file__).with_name("kernel_cases.py")
 NAMES = [
+    "add_rmsnorm",
+    "swiglu",
     "insert",
     "fused",
     "select_prefill",
