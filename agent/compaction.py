@@ -33,6 +33,12 @@ COMPACT_PROMPT = (
 )
 SUMMARY_HEADER = "Summary of the conversation so far (earlier messages were compacted):\n\n"
 SUMMARY_MAX_TOKENS = 2048
+# After a refresh the notice is user text at the end of the summary: a `system` message there
+# would never reach the model (M3's template renders only the first one).
+REFRESH_NOTE = (
+    "\n\n(The repository snapshot at the top of this conversation was taken again just now:"
+    " it shows the files as they are at this point.)"
+)
 
 
 def is_snapshot(m: api.Message) -> bool:
@@ -123,7 +129,8 @@ async def compact(
             detail["summary_error"] = str(e)
         if not summary:
             summary, source = mechanical_summary(tail), "mechanical"
-        new_tail.append(api.Message(role="user", content=SUMMARY_HEADER + summary))
+        note = REFRESH_NOTE if new_snapshot is not None else ""
+        new_tail.append(api.Message(role="user", content=SUMMARY_HEADER + summary + note))
     if new_snapshot is not None:
         # The old snapshot goes, everything before it (the system prompt) stays.
         keep = next((i for i, m in enumerate(messages[:keep]) if is_snapshot(m)), keep)

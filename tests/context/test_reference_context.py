@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from m3_reference import Prose, reference_source, render_reference, render_reference_split
 from m3agent.agent import events as ev
-from m3agent.agent.compaction import SUMMARY_HEADER
+from m3agent.agent.compaction import REFRESH_NOTE, SUMMARY_HEADER
 from m3agent.agent.context import SNAPSHOT_OPEN
 from m3agent.agent.ops import Compact, UserTurn
 from m3agent.app.factory import build_session
@@ -122,6 +122,7 @@ def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make
     # the compaction summary reaches the model as user text, after it and after the refresh
     assert SUMMARY_HEADER.strip() in prompts[3] and "SUMMARY-MARKER-5150" in prompts[3]
     assert "SUMMARY-MARKER-6060" in prompts[5]
+    assert REFRESH_NOTE.strip() in prompts[5].split("]~b]user\n", 1)[1]  # user text
     # ... where the old layout (snapshot as a second system message) loses it entirely
     old = [session.messages[0], session.messages[1]]
     lost = render_reference(source, [*old, *reqs[5].messages[1:]], [], "enabled", True)
