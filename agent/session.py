@@ -16,7 +16,7 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig
-from m3agent.agent.context_cache import CacheTracker
+from m3agent.agent.context_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.loop import run_turn
 from m3agent.agent.turn_state import LoopDeps, TurnControl
@@ -56,6 +56,7 @@ class Session:
         self.thinking_default: str = conversation.meta.thinking_default or config.thinking_default
         # Written in the prompt's system block; fixed unless SetThinking(session_default=True).
         self.session_thinking_mode: str = conversation.meta.session_thinking_mode
+        self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         self.gate = ApprovalGate(config.approval_policy, config.rules)
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
@@ -245,8 +246,6 @@ class Session:
         """Rewrites the system block's mode line: says first what the next request recomputes."""
         if mode == self.session_thinking_mode:
             return
-        from m3agent.agent.context_cache import THINKING_DEFAULT_CHANGED
-
         # The whole conversation as the engine last saw it (prompt + output); 0 before any.
         last = self.cache.history[-1] if self.cache.history else None
         recompute = self.cache.last_total_tokens or (last.prompt_tokens if last else 0)
@@ -255,8 +254,6 @@ class Session:
         }))
         self.session_thinking_mode = mode
         self.conversation.log_setting(session_thinking_mode=mode)
-        if last is not None:
-            self.cache.note(THINKING_DEFAULT_CHANGED)
 
     def _turn_number(self) -> int:
         return sum(1 for m in self.conversation.messages if m.role == "user") + 1
@@ -315,6 +312,10 @@ class Session:
                 tool_env=self.tool_env,
                 cache=self.cache,
             )
+            if self._mode_sent != self.session_thinking_mode:  # applies from this turn on
+                if self.cache.history:
+                    self.cache.note(THINKING_DEFAULT_CHANGED)
+                self._mode_sent = self.session_thinking_mode
             mode = op.thinking_mode or self.thinking_default
             turn = self._turn_number()
             self._turn_task = loop.create_task(
