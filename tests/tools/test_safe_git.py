@@ -263,3 +263,24 @@ def test_run_git_reports_failures_in_one_line(tmp_path):
 
     with pytest.raises(SafeGitError, match=r"^git rev-parse failed: .*"):
         run_git(["rev-parse", "HEAD"], git_dir=tmp_path / "nothing", work_tree=tmp_path)
+
+
+def test_a_git_dir_planted_after_the_session_started_runs_nothing(tmp_path):
+    """No .git when the session starts; a command then makes one with fsmonitor, a clean
+    filter and hooks. The agent's git reads it as data only."""
+    h = Hostile(tmp_path, name="made")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    cps = Checkpoints(ws, tmp_path / "state")
+    cps.snapshot("session start")  # no .git yet
+    (h.ws / ".git").rename(ws / ".git")  # what `git init` plus `git config` in a command does
+    (ws / ".gitattributes").write_text("* filter=x diff=x\n")
+    for key, value in (("core.fsmonitor", str(h.prog)), ("filter.x.clean", f"{h.prog} clean"),
+                       ("core.hooksPath", str(_hooks(h))), ("diff.external", str(h.prog))):
+        h.config(key, value, where=ws)
+    agent_git_operations(ws, tmp_path / "state2")
+    cps.snapshot("later")
+    assert h.ran() == ""
+    git(ws, "status", tmp=tmp_path)  # control
+    assert h.ran()
