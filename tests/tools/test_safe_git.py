@@ -284,3 +284,22 @@ def test_a_git_dir_planted_after_the_session_started_runs_nothing(tmp_path):
     assert h.ran() == ""
     git(ws, "status", tmp=tmp_path)  # control
     assert h.ran()
+
+
+@pytest.mark.parametrize("fmt", ["sha1", "sha256"])
+def test_the_borrowed_index_sees_a_same_size_edit_in_the_same_second(fmt, tmp_path):
+    """The copied index keeps its mtime (git's racy-clean check needs it); both object
+    formats. Control: plain git sees the same change."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q", f"--object-format={fmt}", tmp=tmp_path, check=True)
+    (ws / "a.txt").write_text("a\n")
+    git(ws, "add", "a.txt", tmp=tmp_path, check=True)
+    git(ws, "commit", "-qm", "i", tmp=tmp_path, check=True)
+    (ws / "a.txt").write_text("b\n")  # same size, very likely the same second
+    assert "+b" in git(ws, "diff", tmp=tmp_path).stdout.decode()  # control
+    repo = UserRepo.open(ws)
+    assert repo is not None
+    assert "-a\n+b\n" in repo.diff()
+    files, changed = repo.list_files()
+    assert files == ["a.txt"] and changed == {"a.txt"}
