@@ -114,6 +114,16 @@ class Session:
     ) -> Session:
         conv = Conversation.load(sessions_dir, session_id)
         where = Path(cwd) if cwd is not None else Path(conv.meta.cwd)
+        # A crash mid-tool left calls without results: close them, and say what was mended.
+        closed = conv.close_unanswered_calls()
+        notes = list(conv.repairs)
+        if closed:
+            notes.append(f"{len(closed)} tool call(s) had no result (the session stopped while "
+                         "they ran); each now has an \"interrupted\" result")
+        if notes:
+            repair = ev.ContextEvent(action="repair", detail={"notes": notes,
+                                                               "interrupted_calls": closed})
+            kwargs["startup_events"] = (*kwargs.get("startup_events", ()), repair)
         return cls(engine, toolset, config, conversation=conv, cwd=where, resumed=True, **kwargs)
 
     @property

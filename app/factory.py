@@ -231,7 +231,7 @@ def build_session(
 ) -> Session:
     """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones."""
     # A bad session id is a usage error to report before any engine is loaded.
-    meta = Conversation.load(settings.sessions_dir, resume).meta if resume else None
+    meta = Conversation.load(settings.sessions_dir, resume, repair=False).meta if resume else None
     if cwd is None:
         # A resumed session goes on where it ran; a new one starts here.
         cwd = Path(meta.cwd) if meta is not None else Path.cwd()

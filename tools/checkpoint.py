@@ -7,12 +7,16 @@ workspace's .gitignore excludes are not snapshotted (and so not restored).
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from .private_fs import DIR_MODE, fix_tree, private_dir
 from .safe_git import SafeGitError, run_git
@@ -20,6 +24,9 @@ from .safe_git import SafeGitError, run_git
 REF = "refs/m3agent/checkpoints"
 _EXCLUDE = ".m3agent/\n"
 SAVED_REF = "refs/m3agent/before-restore"  # the tree as it was before the last restore
+
+
+T = TypeVar("T")
 
 
 class CheckpointError(Exception):
@@ -39,11 +46,39 @@ def state_dir_for(workspace: Path, checkpoints_root: Path) -> Path:
     return Path(checkpoints_root) / digest
 
 
+def _exclusive(method: Callable[..., T]) -> Callable[..., T]:
+    """One m3agent at a time on a shadow repository (a flock, released by the kernel when a
+    process dies). Holding it, a git lock file left behind is stale: a process killed mid-git
+    (kill -9, power loss) must not break every later checkpoint and undo."""
+
+    @functools.wraps(method)
+    def run(self: Checkpoints, *args: Any, **kwargs: Any) -> T:
+        if self._lock_depth:
+            return method(self, *args, **kwargs)
+        private_dir(self.state_dir)
+        fd = os.open(self.state_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            for stale in [self.state_dir / "index.lock", *self.git_dir.glob("*.lock"),
+                          *self.git_dir.glob("refs/**/*.lock")]:
+                stale.unlink(missing_ok=True)
+            self._lock_depth += 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._lock_depth -= 1
+        finally:
+            os.close(fd)  # (releases the flock)
+
+    return run
+
+
 class Checkpoints:
     def __init__(self, workspace: Path, state_dir: Path) -> None:
         self.workspace = Path(workspace).resolve()
         self.state_dir = Path(state_dir)
         self.git_dir = self.state_dir / "shadow.git"
+        self._lock_depth = 0
 
     # -- git plumbing --------------------------------------------------------------------
     def _git(self, *args: str, input: bytes | None = None, bare: bool = False) -> str:
@@ -101,6 +136,7 @@ class Checkpoints:
             return None
 
     # -- public API ----------------------------------------------------------------------
+    @_exclusive
     def snapshot(self, label: str, ref: str = REF) -> str:
         """Record the workspace as it is now; returns the checkpoint id (a commit hash)."""
         self._ensure()
@@ -119,6 +155,10 @@ class Checkpoints:
         """Newest first."""
         if not (self.git_dir / "HEAD").exists():
             return []
+        return self._list()
+
+    @_exclusive
+    def _list(self) -> list[Checkpoint]:
         self._make_private()
         if self._head() is None:
             return []
@@ -129,6 +169,7 @@ class Checkpoints:
             rows.append(Checkpoint(cid, label, int(ts)))
         return rows
 
+    @_exclusive
     def restore(self, checkpoint_id: str) -> list[str]:
         """Make the workspace match the checkpoint; returns the paths that were removed.
 

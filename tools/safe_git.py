@@ -160,6 +160,9 @@ def _copy_regular(src: Path, dst: Path, cap: int) -> bool:
             return False
         with open(dst, "wb") as out:
             shutil.copyfileobj(f, out)
+    # The index's own mtime is how git tells racily-clean entries (same size, same second)
+    # from clean ones: the copy must keep it, or such an edit would look unchanged.
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
     return True
 
 
@@ -213,8 +216,14 @@ class UserRepo:
             raise RepoRefused(".git was replaced since the repository was opened")
 
     def _object_format(self) -> str:
+        config = self.dot_git / "config"
+        try:  # only a regular file is read (a FIFO there would block git)
+            if not stat.S_ISREG(os.lstat(config).st_mode):
+                return "sha1"
+        except OSError:
+            return "sha1"
         try:
-            out = run_git(["config", "--file", str(self.dot_git / "config"), "--no-includes",
+            out = run_git(["config", "--file", str(config), "--no-includes",
                            "--get", "extensions.objectformat"], git_dir=None, timeout=20)
         except SafeGitError:  # not set (exit 1), or no config file: SHA-1
             return "sha1"

@@ -263,3 +263,43 @@ def test_run_git_reports_failures_in_one_line(tmp_path):
 
     with pytest.raises(SafeGitError, match=r"^git rev-parse failed: .*"):
         run_git(["rev-parse", "HEAD"], git_dir=tmp_path / "nothing", work_tree=tmp_path)
+
+
+def test_a_git_dir_planted_after_the_session_started_runs_nothing(tmp_path):
+    """No .git when the session starts; a command then makes one with fsmonitor, a clean
+    filter and hooks. The agent's git reads it as data only."""
+    h = Hostile(tmp_path, name="made")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    cps = Checkpoints(ws, tmp_path / "state")
+    cps.snapshot("session start")  # no .git yet
+    (h.ws / ".git").rename(ws / ".git")  # what `git init` plus `git config` in a command does
+    (ws / ".gitattributes").write_text("* filter=x diff=x\n")
+    for key, value in (("core.fsmonitor", str(h.prog)), ("filter.x.clean", f"{h.prog} clean"),
+                       ("core.hooksPath", str(_hooks(h))), ("diff.external", str(h.prog))):
+        h.config(key, value, where=ws)
+    agent_git_operations(ws, tmp_path / "state2")
+    cps.snapshot("later")
+    assert h.ran() == ""
+    git(ws, "status", tmp=tmp_path)  # control
+    assert h.ran()
+
+
+@pytest.mark.parametrize("fmt", ["sha1", "sha256"])
+def test_the_borrowed_index_sees_a_same_size_edit_in_the_same_second(fmt, tmp_path):
+    """The copied index keeps its mtime (git's racy-clean check needs it); both object
+    formats. Control: plain git sees the same change."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q", f"--object-format={fmt}", tmp=tmp_path, check=True)
+    (ws / "a.txt").write_text("a\n")
+    git(ws, "add", "a.txt", tmp=tmp_path, check=True)
+    git(ws, "commit", "-qm", "i", tmp=tmp_path, check=True)
+    (ws / "a.txt").write_text("b\n")  # same size, very likely the same second
+    assert "+b" in git(ws, "diff", tmp=tmp_path).stdout.decode()  # control
+    repo = UserRepo.open(ws)
+    assert repo is not None
+    assert "-a\n+b\n" in repo.diff()
+    files, changed = repo.list_files()
+    assert files == ["a.txt"] and changed == {"a.txt"}
