@@ -81,6 +81,20 @@ def unix_abstract(name):
     return "connected"
 
 
+def unix_connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect(path)
+    s.sendall(b"escaped")
+    return "connected"
+
+
+def socket_family(family, kind=1, proto=0):
+    s = socket.socket(int(family), int(kind), int(proto))
+    s.close()
+    return "created"
+
+
 def fork_bomb(n):
     made = 0
     try:
@@ -158,6 +172,7 @@ ACTIONS = {
     "unix_abstract": unix_abstract, "memory_hog": memory_hog, "disk_fill": disk_fill,
     "cpu_hog": cpu_hog, "ptrace": ptrace, "signal": signal_outside, "link": link_outside,
     "rename": rename, "chmod": chmod, "unlink": unlink, "env": env_secrets,
+    "unix_connect": unix_connect, "socket_family": socket_family,
 }
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from m3agent.tools.sandbox import boot
 from m3agent.tools.sandbox import landlock as ll
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
 
@@ -22,9 +23,17 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = Fa
     rs = ll.Ruleset(abi, restrict_net=not policy.network)
     read = ll.read_rights(abi)
     write_all = rs.fs
-    rs.grant_except(Path("/"), read, list(hidden_paths(policy)), dir_rights=ll.READ_DIR)
+    unreadable = list(hidden_paths(policy))
+    if not mounts_protect:  # (inside bubblewrap the home directory is an empty tmpfs already)
+        home = policy.home_dir()
+        if home != Path("/"):
+            unreadable.append(home)
+    rs.grant_except(Path("/"), read, unreadable, dir_rights=ll.READ_DIR)
+    for p in (*policy.home_allowed(), *boot.needed_paths()):
+        rs.allow(p, read)  # the toolchain allow-list and the launcher's own files
     if policy.mode is not SandboxMode.READ_ONLY:
-        protected = [] if mounts_protect else [p for p in policy.protected_paths() if p.exists()]
+        protected = [] if mounts_protect else [
+            p for p in (*policy.protected_paths(), *boot.inside_roots(policy)) if p.exists()]
         for root in policy.writable_roots():
             # With a protected child present, the root itself gets no write right (a right on
             # a directory covers everything beneath it); its other children get full rights.

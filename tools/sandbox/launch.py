@@ -103,7 +103,7 @@ def _confine(spec: dict) -> None:
     if spec["seccomp"]:
         from m3agent.tools.sandbox import seccomp
 
-        seccomp.install(policy.network)
+        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False))
 
 
 def main(argv: list[str]) -> int:

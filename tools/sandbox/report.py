@@ -92,7 +92,7 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
         tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
     add("tree_kill", os.name == "posix", tk)
-    add("env_scrub", True, "API keys and tokens removed from the environment")
+    add("env_scrub", True, "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)")
     return SandboxReport(policy.mode.value, policy.network, tuple(out))
 
 

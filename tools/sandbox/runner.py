@@ -105,7 +105,10 @@ class Sandbox:
         tmp = box / "tmp"
         tmp.mkdir(parents=True)
         base_env = dict(os.environ if env is None else env)
-        clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
+        clean_env, removed = (scrub(base_env, self.policy.env_allow) if "env_scrub" in layers
+                              else (base_env, []))
+        if self.policy.home is not None:
+            clean_env["HOME"] = str(self.policy.home_dir())
         clean_env["TMPDIR"] = str(tmp)
         clean_env.pop("PYTHONSTARTUP", None)
         spec = {
@@ -115,6 +118,9 @@ class Sandbox:
             "rlimits": "rlimits" in layers,
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
+            # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
+            # mounts; without it seccomp refuses AF_UNIX sockets altogether.
+            "unix_sockets": "bwrap" in layers,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
