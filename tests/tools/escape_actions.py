@@ -95,6 +95,33 @@ def socket_family(family, kind=1, proto=0):
     return "created"
 
 
+def plant_git(root, target="dir"):
+    """Make `root/.git` something the agent's git would run: a repository with a hook-like
+    core.fsmonitor, a gitdir file pointing elsewhere, or a symlink to another repository."""
+    git = os.path.join(root, ".git")
+    if target == "dir":
+        os.makedirs(git, exist_ok=True)
+        with open(os.path.join(git, "config"), "w") as f:
+            f.write("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    elif target == "file":
+        with open(git, "w") as f:
+            f.write("gitdir: /var/tmp/elsewhere\n")
+    else:
+        os.symlink("/var/tmp/elsewhere", git)
+    return "planted"
+
+
+def mkdir_write(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return write(path)
+
+
+def replace_by_rename(src, dst):
+    os.makedirs(src, exist_ok=True)
+    os.rename(src, dst)
+    return "replaced"
+
+
 def fork_bomb(n):
     made = 0
     try:
@@ -172,7 +199,7 @@ ACTIONS = {
     "unix_abstract": unix_abstract, "memory_hog": memory_hog, "disk_fill": disk_fill,
     "cpu_hog": cpu_hog, "ptrace": ptrace, "signal": signal_outside, "link": link_outside,
     "rename": rename, "chmod": chmod, "unlink": unlink, "env": env_secrets,
-    "unix_connect": unix_connect, "socket_family": socket_family,
+    "unix_connect": unix_connect, "plant_git": plant_git, "mkdir_write": mkdir_write, "replace": replace_by_rename, "socket_family": socket_family,
 }
 
 if __name__ == "__main__":

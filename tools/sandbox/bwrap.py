@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
+from m3agent.tools.sandbox.policy import PROTECTED_DIRS, SandboxMode, SandboxPolicy, hidden_paths
 
 
 def probe() -> tuple[bool, str]:
@@ -50,6 +51,27 @@ def hidden_trees(policy: SandboxPolicy) -> tuple[Path, ...]:
     return tuple(t for t in trees if t.is_dir())
 
 
+def placeholders(policy: SandboxPolicy) -> list[Path]:
+    """Protected paths that are absent now: bubblewrap creates their mount points on the
+    host (an empty dir or file), which `remove_placeholders` takes away after the run."""
+    return [p for p in policy.protected_paths() if not os.path.lexists(p)]
+
+
+def remove_placeholders(paths: list[Path]) -> None:
+    for p in paths:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        try:  # only what is still an empty mount point: anything else is not ours
+            if p.name in PROTECTED_DIRS and os.path.isdir(p) and not os.path.islink(p):
+                os.rmdir(p)
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(p)
+        except OSError:
+            pass
+
+
 def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     exe = shutil.which("bwrap") or "bwrap"
     trees = hidden_trees(policy)
@@ -68,12 +90,16 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     roots = policy.writable_roots()
     for root in roots:
         a += ["--bind", str(root), str(root)]
-    for prot in (*policy.protected_paths(), *boot.inside_roots(policy)):
-        if prot.exists():
-            a += ["--ro-bind", str(prot), str(prot)]
-    visible = (*shown, *roots)
     empty = run_dir / "empty"  # an empty regular file to mask secret files with
     empty.touch()
+    for prot in (*policy.protected_paths(), *boot.inside_roots(policy)):
+        if os.path.lexists(prot):
+            a += ["--ro-bind", str(prot), str(prot)]  # a symlink is bound as what it names
+        elif prot.name in PROTECTED_DIRS:  # protected before it exists: an empty, read-only dir
+            a += ["--tmpfs", str(prot), "--remount-ro", str(prot)]
+        else:
+            a += ["--ro-bind", str(empty), str(prot)]
+    visible = (*shown, *roots)
     for secret in hidden_paths(policy):
         if any(_under(secret, t) for t in trees) and not any(_under(secret, v) for v in visible):
             continue  # already gone with its tree

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot
@@ -35,9 +36,25 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = Fa
         protected = [] if mounts_protect else [
             p for p in (*policy.protected_paths(), *boot.inside_roots(policy)) if p.exists()]
         for root in policy.writable_roots():
-            # With a protected child present, the root itself gets no write right (a right on
-            # a directory covers everything beneath it); its other children get full rights.
-            rs.grant_except(root, write_all, protected, dir_rights=read)
+            if mounts_protect:
+                rs.allow(root, write_all)
+                continue
+            if root != policy.workspace:  # an --add-dir: strict only once it holds one
+                rs.grant_except(root, write_all, protected, dir_rights=read)
+                continue
+            # The workspace root gets no write right, whether or not its protected names exist
+            # yet (a right on a directory covers everything beneath it, and Landlock cannot
+            # deny one name): so `.git` and the rest can be neither changed nor created.
+            # Its other children get full rights.
+            rs.allow(root, read)
+            try:
+                names = os.listdir(root)
+            except OSError:
+                continue
+            for name in names:
+                child = root / name
+                if not os.path.islink(child):
+                    rs.grant_except(child, write_all, protected, dir_rights=read)
     for dev in _DEVICES:
         rs.allow(Path(dev), ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE)
     rs.allow(run_dir, write_all)

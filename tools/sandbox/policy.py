@@ -38,7 +38,12 @@ DEFAULT_SECRETS = (
     "/run/secrets",
     "/run/user",
 )
-DEFAULT_PROTECTED = (".git", ".m3agent")
+# Names in each writable root that commands may neither create, change, replace nor point
+# elsewhere: the repository and m3agent's own per-project state, the snapshot's ignore file,
+# and the instruction files the next session reads into its prompt. The first two are
+# directories: where absent, bubblewrap mounts an empty read-only directory in their place.
+DEFAULT_PROTECTED = (".git", ".m3agent", ".m3agentignore", "AGENTS.md", "CLAUDE.md")
+PROTECTED_DIRS = frozenset({".git", ".m3agent"})
 # Outside the workspace a command sees nothing of the home directory except these toolchain
 # locations, read-only ("~" is the policy's home). Deliberately absent: ~/.cache (Hugging
 # Face and other tokens live there), ~/.config, ~/.gitconfig, ~/.m2 and ~/.gradle (both hold

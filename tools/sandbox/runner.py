@@ -129,7 +129,9 @@ class Sandbox:
         status_r, status_w = os.pipe()
         spec["status_fd"] = status_w
         full = boot.launcher_argv(json.dumps(spec), argv)
+        placeholders = []
         if "bwrap" in layers:
+            placeholders = bwrap.placeholders(self.policy)
             full = bwrap.argv(self.policy, run_dir, cwd) + full
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
@@ -166,6 +168,7 @@ class Sandbox:
             cgroup.kill_all()
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
+        bwrap.remove_placeholders(placeholders)
         duration = time.monotonic() - started
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
