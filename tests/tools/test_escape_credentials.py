@@ -67,7 +67,7 @@ def _unprotected(w) -> Sandbox:
     return Sandbox(SandboxPolicy(
         workspace=w.ws, home=w.home, network=True, mode=SandboxMode.FULL_ACCESS,
         dangerously_no_sandbox=True, private_paths=(w.data,),
-        disabled_layers=frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub"})))
+        disabled_layers=frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"})))
 
 
 HIDDEN = {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}

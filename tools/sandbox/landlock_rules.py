@@ -10,8 +10,10 @@ from m3agent.tools.sandbox import landlock as ll
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
 
 # Devices every program expects to open for writing.
-_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts",
-            "/dev/random", "/dev/urandom")
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
+# Inside bubblewrap /dev is private and its pts instance new: ptys of the command's own.
+# Without it /dev/pts holds the user's terminals, so /dev is unreadable but for _DEVICES.
+_BWRAP_DEVICES = ("/dev/ptmx", "/dev/pts")
 
 
 def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> None:
@@ -29,6 +31,7 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = Fa
         home = policy.home_dir()
         if home != Path("/"):
             unreadable.append(home)
+        unreadable.append(Path("/dev"))  # the user's terminals: no reads, writes or TIOCSTI
     rs.grant_except(Path("/"), read, unreadable, dir_rights=ll.READ_DIR)
     for p in (*policy.home_allowed(), *boot.needed_paths()):
         rs.allow(p, read)  # the toolchain allow-list and the launcher's own files
@@ -55,7 +58,8 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = Fa
                 child = root / name
                 if not os.path.islink(child):
                     rs.grant_except(child, write_all, protected, dir_rights=read)
-    for dev in _DEVICES:
-        rs.allow(Path(dev), ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE)
+    for dev in (*_DEVICES, *(_BWRAP_DEVICES if mounts_protect else ())):
+        rs.allow(Path(dev), ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE | ll.READ_DIR)
+    rs.allow(Path("/dev/shm"), read)
     rs.allow(run_dir, write_all)
     rs.restrict_self()

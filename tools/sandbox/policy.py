@@ -18,7 +18,8 @@ class SandboxMode(StrEnum):
     FULL_ACCESS = "full-access"
 
 
-LAYERS = ("bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub")
+LAYERS = ("bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub",
+          "privileges")
 
 # Locations that hold credentials; "~" is the policy's home. They stay unreadable even in
 # full-access mode for the file tools, and for commands wherever a layer can enforce it.

@@ -50,6 +50,9 @@ class Sandbox:
     """A policy plus the probed report; `run` executes one command under it."""
 
     def __init__(self, policy: SandboxPolicy, report: SandboxReport | None = None) -> None:
+        from m3agent.tools.sandbox.selfguard import make_undumpable
+
+        make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
         self.report = report or probe(policy)
 
@@ -121,6 +124,9 @@ class Sandbox:
             # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
             # mounts; without it seccomp refuses AF_UNIX sockets altogether.
             "unix_sockets": "bwrap" in layers,
+            "privileges": "privileges" in layers,
+            # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
+            "agent_pid": os.getpid() if "bwrap" not in layers else None,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
