@@ -116,7 +116,8 @@ def test_doctor_reports_layers(tmp_path):
                          env=env, capture_output=True, text=True)
     report = json.loads(out.stdout)
     names = [layer["name"] for layer in report["layers"]]
-    assert names == ["bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub"]
+    assert names == ["bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub",
+                     "privileges"]
     assert out.returncode == (0 if report["protected"] else 5)
     for layer in report["layers"]:
         assert layer["detail"], layer  # every layer says what it does or why it is off

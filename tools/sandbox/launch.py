@@ -103,7 +103,11 @@ def _confine(spec: dict) -> None:
     if spec["seccomp"]:
         from m3agent.tools.sandbox import seccomp
 
-        seccomp.install(policy.network)
+        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False))
+    if spec.get("privileges"):
+        from m3agent.tools.sandbox import privileges
+
+        privileges.drop_all()
 
 
 def main(argv: list[str]) -> int:
@@ -120,11 +124,23 @@ def main(argv: list[str]) -> int:
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)
+    agent = spec.get("agent_pid")
+    if agent and spec.get("tree_kill", True):
+        from m3agent.tools.sandbox.privileges import die_with_parent
+
+        # When the agent dies (kill -9 included) we get SIGTERM and kill the whole tree.
+        die_with_parent(signal.SIGTERM)
+        if os.getppid() != agent:  # it died before the line above took effect
+            return 128 + signal.SIGTERM
     status = spec.get("status_fd")  # the host's pipe: "R" once confined, just before exec
     child = os.fork()
     if child == 0:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
+        if agent and spec.get("tree_kill", True):
+            from m3agent.tools.sandbox.privileges import die_with_parent
+
+            die_with_parent(signal.SIGKILL)  # and the command if the launcher itself is killed
         try:
             _confine(spec)
         except Exception as e:  # never run unconfined when a layer was asked for

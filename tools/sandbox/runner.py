@@ -50,6 +50,9 @@ class Sandbox:
     """A policy plus the probed report; `run` executes one command under it."""
 
     def __init__(self, policy: SandboxPolicy, report: SandboxReport | None = None) -> None:
+        from m3agent.tools.sandbox.selfguard import make_undumpable
+
+        make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
         self.report = report or probe(policy)
 
@@ -105,7 +108,10 @@ class Sandbox:
         tmp = box / "tmp"
         tmp.mkdir(parents=True)
         base_env = dict(os.environ if env is None else env)
-        clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
+        clean_env, removed = (scrub(base_env, self.policy.env_allow) if "env_scrub" in layers
+                              else (base_env, []))
+        if self.policy.home is not None:
+            clean_env["HOME"] = str(self.policy.home_dir())
         clean_env["TMPDIR"] = str(tmp)
         clean_env.pop("PYTHONSTARTUP", None)
         spec = {
@@ -115,6 +121,12 @@ class Sandbox:
             "rlimits": "rlimits" in layers,
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
+            # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
+            # mounts; without it seccomp refuses AF_UNIX sockets altogether.
+            "unix_sockets": "bwrap" in layers,
+            "privileges": "privileges" in layers,
+            # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
+            "agent_pid": os.getpid() if "bwrap" not in layers else None,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
@@ -123,7 +135,9 @@ class Sandbox:
         status_r, status_w = os.pipe()
         spec["status_fd"] = status_w
         full = boot.launcher_argv(json.dumps(spec), argv)
+        placeholders = []
         if "bwrap" in layers:
+            placeholders = bwrap.placeholders(self.policy)
             full = bwrap.argv(self.policy, run_dir, cwd) + full
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
@@ -160,6 +174,7 @@ class Sandbox:
             cgroup.kill_all()
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
+        bwrap.remove_placeholders(placeholders)
         duration = time.monotonic() - started
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
