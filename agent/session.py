@@ -43,6 +43,7 @@ class Session:
         snapshot_builder: Callable[[], Message] | None = None,
         startup_events: Sequence[Any] = (),
         auto_compact_tokens: int | None = None,
+        persist_allow: Callable[[str], None] | None = None,
     ):
         self.engine = engine
         self.toolset = toolset
@@ -54,7 +55,8 @@ class Session:
         self.tool_env = tool_env
         self.resumed = resumed
         self.thinking_default: str = conversation.meta.thinking_default or config.thinking_default
-        self.gate = ApprovalGate(config.approval_policy, config.rules)
+        # persist_allow: where an "always allow" answer is kept for later sessions.
+        self.gate = ApprovalGate(config.approval_policy, config.rules, persist=persist_allow)
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
         self._runner: asyncio.Task | None = None
@@ -190,6 +192,9 @@ class Session:
         if self._runner is not None:
             await asyncio.gather(self._runner, return_exceptions=True)
         self.conversation.close()
+        close_tools = getattr(self.toolset, "close", None)  # MCP servers stop with the session
+        if callable(close_tools):
+            await asyncio.to_thread(close_tools)
 
     # ---- internals --------------------------------------------------------------------------
 

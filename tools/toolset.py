@@ -35,6 +35,10 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def tools(self) -> list[Tool]:
+        """The tool instances, in registration order (to build a larger set from this one)."""
+        return list(self._tools.values())
+
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI tool objects, in registration order (stable, so prompts stay cacheable)."""
         return [type(t).schema() for t in self._tools.values()]

@@ -108,10 +108,17 @@ class Sandbox:
                 cgroup.remove()
             shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
+    def launch_argv(
+        self, argv: list[str], cwd: Path, run_dir: Path, env: dict[str, str] | None = None,
+        layers: tuple[str, ...] | None = None, nproc_watch: bool = True,
+    ) -> tuple[list[str], dict[str, str], list[str]]:
+        """(the confined command line, its environment, the variables scrubbed from it).
+
+        Also used for long-lived processes (MCP servers), which the caller starts itself;
+        `run_dir` must outlive the process (its tmp/ is the command's TMPDIR)."""
+        layers = self.active_layers() if layers is None else layers
         tmp = run_dir / "tmp"
-        tmp.mkdir()
-        out_path, err_path = run_dir / "stdout", run_dir / "stderr"
+        tmp.mkdir(exist_ok=True)
         base_env = dict(os.environ if env is None else env)
         clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
         clean_env["TMPDIR"] = str(tmp)
@@ -125,7 +132,7 @@ class Sandbox:
             "bwrap": "bwrap" in layers,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
-            if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
+            if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers else 0,
             "run_dir": str(run_dir),
         }
         # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
@@ -133,6 +140,13 @@ class Sandbox:
                 json.dumps(spec), "--", *argv]
         if "bwrap" in layers:
             full = bwrap.argv(self.policy, run_dir, cwd) + full
+        return full, clean_env, removed
+
+    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
+        out_path, err_path = run_dir / "stdout", run_dir / "stderr"
+        full, clean_env, removed = self.launch_argv(
+            argv, cwd, run_dir, env, layers, nproc_watch=cgroup is None
+        )
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
             procs = cgroup.path / "cgroup.procs"

@@ -1,0 +1,59 @@
+"""MCP servers as tools: configuration (config.py), connections on a background loop
+(connection.py, hub.py), sandboxed launch (launch.py) and the tool adapter (adapter.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base import Tool
+from ..toolset import Toolset
+from .adapter import ReadMcpResource, make_tool_class, tool_name
+from .config import McpConfig, McpServerConfig, Scope, Transport
+from .connection import McpCallError, ServerState, ServerStatus
+from .hub import McpHub
+
+__all__ = [
+    "McpConfig", "McpServerConfig", "Scope", "Transport", "McpHub", "McpToolset",
+    "McpStartup", "ServerState", "ServerStatus", "McpCallError", "start_mcp", "tool_name",
+]
+
+
+class McpToolset(Toolset):
+    """The session's tools with its MCP servers' tools after them; `close()` stops the servers."""
+
+    def __init__(self, tools: Iterable[Tool], hub: McpHub) -> None:
+        super().__init__(tools)
+        self.hub = hub
+
+    def close(self) -> None:
+        self.hub.close()
+
+
+@dataclass(frozen=True, slots=True)
+class McpStartup:
+    toolset: McpToolset
+    errors: dict[str, str]  # server -> why it did not start (its tools are not in the session)
+
+
+def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path,
+              media_dir: Path | None = None, client_version: str = "0") -> McpStartup:
+    """Starts every enabled server, lists its tools once, and fixes the session's tool set."""
+    hub = McpHub(config, sandbox=sandbox, workspace=workspace, client_version=client_version,
+                 media_dir=media_dir)
+    try:
+        errors = hub.start_all()
+        extra: list[Tool] = []
+        for conn in hub.servers():
+            for t in conn.tools:
+                if conn.cfg.wants_tool(t.name):
+                    extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))
+        if hub.servers():
+            longest = max(c.cfg.tool_timeout_s for c in hub.servers())
+            extra.append(ReadMcpResource(hub, longest))
+        return McpStartup(McpToolset([*base.tools(), *extra], hub), errors)
+    except BaseException:
+        hub.close()
+        raise
