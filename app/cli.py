@@ -21,6 +21,7 @@ COMMANDS = (
     "generate",
     "serve",
     "context",
+    "mcp",
 )
 
 

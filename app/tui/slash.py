@@ -14,10 +14,12 @@ HELP = {
     "/compact": "summarise the conversation to free context",
     "/sessions": "browse saved sessions and resume one",
     "/context": "what the repository snapshot holds, with token counts",
+    "/mcp": "MCP servers of this session: status and tools",
     "/help": "this list",
     "/quit": "leave (also ctrl+q)",
 }
-NAMES = ("think", "attach", "undo", "diff", "compact", "sessions", "context", "help", "quit")
+NAMES = ("think", "attach", "undo", "diff", "compact", "sessions", "context", "mcp", "help",
+         "quit")
 
 
 @dataclass(frozen=True, slots=True)

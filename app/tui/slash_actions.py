@@ -117,6 +117,12 @@ class SlashActions:
             return
         await screen.transcript.notice(text)
 
+    async def do_mcp(self, arg: str) -> None:
+        from m3agent.app.mcp_check import session_report
+
+        toolset = getattr(self.screen.session, "toolset", None)
+        await self.screen.transcript.notice(await asyncio.to_thread(session_report, toolset))
+
     async def do_help(self, arg: str) -> None:
         lines = ["Commands:"] + _aligned(HELP) + ["Keys:"] + _aligned(KEYS)
         await self.screen.transcript.notice("\n".join(lines))

@@ -17,7 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
-from .config import McpConfig, McpServerConfig
+from .config import McpConfig
 from .connection import McpCallError, ServerConnection, ServerStatus
 
 
