@@ -147,12 +147,12 @@ def write_server(dir: Path, source: str = SERVER, name: str = "server.py") -> Pa
     return path
 
 
-def invoke(name: str, **params: object) -> str:
+def invoke(tool: str, **params: object) -> str:
     body = "".join(
         f"{NS}<{k}>{v if isinstance(v, str) else json.dumps(v)}{NS}</{k}>"
         for k, v in params.items()
     )
-    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
+    return f'{NS}<invoke name="{tool}">{body}{NS}</invoke>\n'
 
 
 def calls(*invokes: str) -> str:

@@ -177,10 +177,18 @@ def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResul
 
 
 def _same_json(text: str, value: Any) -> bool:
+    """Whether a text block already says what the structured content says (servers send
+    both for older clients; a non-object result arrives wrapped as {"result": ...})."""
+    candidates = [value]
+    if isinstance(value, dict) and list(value) == ["result"]:
+        candidates.append(value["result"])
+        if isinstance(value["result"], str) and text == value["result"]:
+            return True
     try:
-        return json.loads(text) == value
+        parsed = json.loads(text)
     except (ValueError, TypeError):
         return False
+    return any(parsed == c for c in candidates)
 
 
 def _binary(data: str, mime: str | None, media_dir: Path | None, saved: list[str],

@@ -43,6 +43,7 @@ def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Pat
     if sandbox is None:
         full = argv
     else:
+        sandbox = server_sandbox(sandbox, cfg)
         report = sandbox.report
         if not report.protective and not sandbox.policy.dangerously_no_sandbox:
             raise SandboxUnavailable(
