@@ -170,8 +170,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_http_server(script: Path, transport: str = "streamable-http") -> tuple[subprocess.Popen, int]:
-    port = free_port()
+def start_http_server(script: Path, transport: str = "streamable-http",
+                      port: int | None = None) -> tuple[subprocess.Popen, int]:
+    port = port or free_port()
     proc = subprocess.Popen([sys.executable, str(script), transport, str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
