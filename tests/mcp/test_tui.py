@@ -1,0 +1,56 @@
+"""The TUI over a session with a real MCP server (the CLI's own session factory): /mcp lists
+the server, its state and tools; an MCP call shows its card like any tool."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from m3agent.app.settings import load_settings
+from mcp_support import answer, calls, invoke
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _until(pilot, predicate, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await pilot.pause(0.05)
+
+
+async def test_slash_mcp_lists_servers_state_and_tools(home, repo, server, tmp_path,
+                                                        user_config, stdio_config):
+    from m3agent.app.tui.app import create_app
+    from m3agent.app.tui.launch import session_factory, tui_config
+    from m3agent.app.tui.widgets.notice_view import NoticeView
+    from m3agent.app.tui.widgets.tool_card import ToolCard
+    from pilot_steps import send
+
+    user_config('engine = "scripted"\napproval = "never"\n' + stdio_config("demo", server)
+                + '[mcp_servers.ghost]\ncommand = "/no/such/server"\n')
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")]))
+    settings = load_settings()
+    app = create_app(session_factory(settings, repo, script),
+                     tui_config(settings, cwd=repo, resume=None))
+    async with app.run_test(size=(110, 50)) as pilot:
+        main = app.main
+        await _until(pilot, lambda: main.session is not None and main.status.state == "ready")
+        await send(pilot, "add")
+        await _until(pilot, lambda: main.completed_turns >= 1)
+        await send(pilot, "/mcp")
+        await pilot.pause(0.2)
+        notices = "\n".join(str(n.render()) for n in main.query(NoticeView))
+        assert "demo  ready" in notices and "tools: add, pic, grow" in notices
+        assert "ghost  failed: " in notices and "No such file or directory" in notices
+        assert "join the next session" in notices
+        (card,) = main.query(ToolCard)
+        assert card.tool_name == "mcp__demo__add" and card.status == "ok"
+        await app.shutdown()
