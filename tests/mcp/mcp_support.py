@@ -140,6 +140,38 @@ GARBAGE = textwrap.dedent('''
 ''')
 
 
+# A pre-2026 server (initialize handshake only, written by hand, as many servers in the wild
+# are): its tool call announces notifications/tools/list_changed before answering.
+LEGACY = textwrap.dedent('''
+    import json, sys
+
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n")
+        sys.stdout.flush()
+
+    for line in sys.stdin:
+        msg = json.loads(line)
+        mid, method = msg.get("id"), msg.get("method")
+        if mid is None:
+            continue
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "protocolVersion": "2025-06-18", "serverInfo": {"name": "legacy", "version": "1"},
+                "capabilities": {"tools": {"listChanged": True}}}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
+                {"name": "change", "description": "changes the tool list",
+                 "inputSchema": {"type": "object", "properties": {}}}]}})
+        elif method == "tools/call":
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "content": [{"type": "text", "text": "changed"}], "isError": False}})
+        else:
+            send({"jsonrpc": "2.0", "id": mid,
+                  "error": {"code": -32601, "message": "method not found"}})
+''')
+
+
 def write_server(dir: Path, source: str = SERVER, name: str = "server.py") -> Path:
     dir.mkdir(parents=True, exist_ok=True)
     path = dir / name

@@ -84,6 +84,21 @@ def test_list_changed_is_noted_but_the_session_tool_set_stays(
     assert "  demo  " in report and "tool list changed" in report
 
 
+def test_list_changed_from_a_pre_2026_server(home, repo, user_config, stdio_config,
+                                             open_session, drive):
+    from mcp_support import LEGACY, write_server
+
+    script_path = write_server(repo / ".servers", LEGACY, "legacy.py")
+    user_config(stdio_config("old", script_path))
+    script = [calls(invoke("mcp__old__change")), answer("changed")]
+    session = open_session(load_settings(), repo, script)
+    (status,) = session.toolset.hub.statuses()
+    assert "protocol 2025-06-18" in status.detail  # the initialize handshake
+    events, _ = drive(session, "change")
+    assert finished(events)[0].output == "changed"
+    assert session.toolset.hub.statuses()[0].tools_changed
+
+
 def test_output_is_bounded(home, repo, server, user_config, stdio_config, open_session, drive):
     user_config(stdio_config("demo", server))
     script = [calls(invoke("mcp__demo__big", n=300_000)), answer("big")]
