@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from m3agent.agent import events as ev
 from m3agent.agent import ops
-from mcp_support import GARBAGE, SERVER, write_server
+from mcp_support import GARBAGE, write_server
 
 
 @pytest.fixture

@@ -214,7 +214,7 @@ def start_http_server(script: Path, transport: str = "streamable-http",
             return proc, port
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError("the HTTP MCP server exited at start")
+                raise RuntimeError("the HTTP MCP server exited at start") from None
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("the HTTP MCP server did not start listening")

@@ -51,8 +51,7 @@ def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path
                 if conn.cfg.wants_tool(t.name):
                     extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))
         if hub.servers():
-            longest = max(c.cfg.tool_timeout_s for c in hub.servers())
-            extra.append(ReadMcpResource(hub, longest))
+            extra.append(ReadMcpResource(hub))
         return McpStartup(McpToolset([*base.tools(), *extra], hub), errors)
     except BaseException:
         hub.close()

@@ -46,9 +46,9 @@ class McpTool(Tool):
     input_schema: ClassVar[dict[str, Any]]
     annotations: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, hub: McpHub, timeout_s: float) -> None:
+    def __init__(self, hub: McpHub, timeout_s: float | None) -> None:
         self.hub = hub
-        self.timeout_s = timeout_s
+        self.timeout_s = timeout_s  # the server's own; None: the session's tool timeout
 
     @classmethod
     def schema(cls) -> dict[str, Any]:
@@ -58,7 +58,7 @@ class McpTool(Tool):
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         arguments = args.model_dump()
-        timeout = min(self.timeout_s, ctx.timeout_s) if ctx.timeout_s else self.timeout_s
+        timeout = self.timeout_s or ctx.timeout_s
         try:
             result = self.hub.call_tool(self.server, self.remote_name, arguments,
                                         timeout_s=timeout, cancel=ctx.cancel)
@@ -108,14 +108,15 @@ class ReadMcpResource(Tool):
     mutates: ClassVar[bool] = False
     risky: ClassVar[bool] = True  # reaches a server, which may do anything
 
-    def __init__(self, hub: McpHub, timeout_s: float) -> None:
+    def __init__(self, hub: McpHub) -> None:
         self.hub = hub
-        self.timeout_s = timeout_s
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(args, ReadResourceArgs)
+        conn = self.hub.server(args.server)
+        timeout = (conn.cfg.tool_timeout_s if conn else None) or ctx.timeout_s
         try:
-            result = self.hub.read_resource(args.server, args.uri, timeout_s=self.timeout_s,
+            result = self.hub.read_resource(args.server, args.uri, timeout_s=timeout,
                                             cancel=ctx.cancel)
         except McpCancelled:
             return ToolResult("interrupted by the user", is_error=True,

@@ -57,7 +57,7 @@ class McpServerConfig:
     network: bool = False  # a stdio server's sandbox lets it use the network
     enabled: bool = True
     startup_timeout_s: float = 30.0
-    tool_timeout_s: float = 120.0
+    tool_timeout_s: float | None = None  # None: the session's tool timeout
     enabled_tools: tuple[str, ...] | None = None  # None: all
     disabled_tools: tuple[str, ...] = ()
 
@@ -72,7 +72,7 @@ class McpServerConfig:
         if self.transport is not Transport.STDIO and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"MCP server {self.name!r}: url must start with http:// or https://")
         for key in ("startup_timeout_s", "tool_timeout_s"):
-            if getattr(self, key) <= 0:
+            if getattr(self, key) is not None and getattr(self, key) <= 0:
                 raise ValueError(f"MCP server {self.name!r}: {key} must be positive")
 
     def fingerprint(self) -> str:

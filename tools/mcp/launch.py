@@ -103,12 +103,12 @@ async def open_transport(cfg: McpServerConfig, *, stdio: Any, errlog: IO[str],
     import httpx2
 
     headers = dict(cfg.headers)
-    timeout = httpx2.Timeout(30.0, read=max(300.0, cfg.tool_timeout_s))
+    timeout = httpx2.Timeout(30.0, read=max(300.0, cfg.tool_timeout_s or 0.0))
     if cfg.transport is Transport.SSE:
         from mcp.client.sse import sse_client
 
         async with sse_client(cfg.url, headers=headers, timeout=30.0,
-                              sse_read_timeout=max(300.0, cfg.tool_timeout_s)) as (read, write):
+                              sse_read_timeout=max(300.0, cfg.tool_timeout_s or 0.0)) as (read, write):
             yield _WatchedRead(read, on_garbage), write
         return
     from mcp.client.streamable_http import streamable_http_client
