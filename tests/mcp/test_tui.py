@@ -54,3 +54,28 @@ async def test_slash_mcp_lists_servers_state_and_tools(home, repo, server, tmp_p
         (card,) = main.query(ToolCard)
         assert card.tool_name == "mcp__demo__add" and card.status == "ok"
         await app.shutdown()
+
+
+async def test_s_in_the_approval_modal_saves_an_always_allow(home, repo, server, tmp_path,
+                                                             user_config, stdio_config):
+    from m3agent.app.tui.app import create_app
+    from m3agent.app.tui.launch import session_factory, tui_config
+    from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+    from pilot_steps import send
+
+    user_config('engine = "scripted"\n' + stdio_config("demo", server))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")]))
+    settings = load_settings()
+    app = create_app(session_factory(settings, repo, script),
+                     tui_config(settings, cwd=repo, resume=None))
+    async with app.run_test(size=(110, 50)) as pilot:
+        main = app.main
+        await _until(pilot, lambda: main.session is not None and main.status.state == "ready")
+        await send(pilot, "add")
+        await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("s")
+        await _until(pilot, lambda: main.completed_turns >= 1)
+        await app.shutdown()
+    assert json.loads((home / "permissions.json").read_text())["allow"] == ["mcp__demo__add"]
+    assert load_settings().agent_config().rules[-1].tool == "mcp__demo__add"
