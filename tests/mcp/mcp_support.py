@@ -53,6 +53,13 @@ SERVER = textwrap.dedent('''
         os._exit(3)
 
     @s.tool()
+    def die_soon() -> str:
+        """Answers, then the process exits."""
+        import threading
+        threading.Timer(0.2, os._exit, (0,)).start()
+        return "bye"
+
+    @s.tool()
     def hang() -> str:
         """Never answers in time."""
         time.sleep(600)

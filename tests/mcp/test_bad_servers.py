@@ -26,6 +26,25 @@ def test_crash_is_an_error_result_and_the_next_call_restarts(
     assert status.restarts == 1
 
 
+def test_a_server_that_died_between_calls_is_started_again_for_the_next(
+        home, repo, server, user_config, stdio_config, open_session, drive):
+    user_config(stdio_config("demo", server))
+    script = [calls(invoke("mcp__demo__die_soon")), calls(invoke("mcp__demo__add", a=1, b=2)),
+              answer("ok")]
+    session = open_session(load_settings(), repo, script)
+
+    def decide(req):
+        if req.name == "mcp__demo__add":
+            time.sleep(1.0)  # the server is gone by now
+        return "approve"
+
+    events, _ = drive(session, "go", decide=decide)
+    bye, add = finished(events)
+    assert bye.output == "bye"
+    assert not add.is_error and add.output.startswith("3")  # not blamed on this call
+    assert session.toolset.hub.statuses()[0].restarts == 1
+
+
 def test_hang_times_out_and_the_next_call_restarts(home, repo, server, user_config,
                                                     stdio_config, open_session, drive):
     user_config(stdio_config("demo", server, tool_timeout_sec=1))

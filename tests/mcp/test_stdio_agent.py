@@ -20,7 +20,7 @@ def test_tools_are_listed_called_and_answered(home, repo, server, user_config, s
     names = session.toolset.names()
     assert [n for n in names if n.startswith("mcp")] == [
         "mcp__demo__add", "mcp__demo__pic", "mcp__demo__grow", "mcp__demo__crash",
-        "mcp__demo__hang", "mcp__demo__slow", "mcp__demo__env", "mcp__demo__write",
+        "mcp__demo__die_soon", "mcp__demo__hang", "mcp__demo__slow", "mcp__demo__env", "mcp__demo__write",
         "mcp__demo__connect", "mcp__demo__big", "mcp__demo__whoami", "mcp_read_resource"]
     schema = session.toolset.get("mcp__demo__add").schema()
     assert schema["function"]["description"] == "Add two integers."

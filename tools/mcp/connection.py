@@ -76,7 +76,8 @@ class ServerConnection:
             self._lock = asyncio.Lock()
         async with self._lock:
             await self._finish_stopping()
-            if self.state is ServerState.READY and self._holder and not self._holder.done():
+            alive = self._holder is not None and not self._holder.done()
+            if self.state is ServerState.READY and alive and not self._broken.is_set():
                 return
             if self.state is ServerState.FAILED or self._holder is not None:
                 await self._stop_holder()
@@ -111,7 +112,7 @@ class ServerConnection:
                 stdio = stdio_parameters(self.cfg, self.sandbox, self._run_dir, self.workspace)
             with open(err_path, "w", encoding="utf-8") as errlog:
                 transport = open_transport(self.cfg, stdio=stdio, errlog=errlog,
-                                           on_garbage=self._garbage)
+                                           on_garbage=self._garbage, on_closed=self._closed)
                 client = Client(
                     transport, mode="auto", message_handler=self._on_message, cache=None,
                     client_info=Implementation(name="m3agent", version=self.client_version),
@@ -132,6 +133,7 @@ class ServerConnection:
                     finally:
                         if listen is not None:
                             listen.cancel()
+                            await asyncio.gather(listen, return_exceptions=True)
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 - every way a server can fail is reported
@@ -206,6 +208,9 @@ class ServerConnection:
 
     def _garbage(self, error: Exception) -> None:
         self._break(f"sent something that is not JSON-RPC ({_one_line(error)[:120]})")
+
+    def _closed(self) -> None:
+        self._break("closed the connection (the process exited?)")
 
     def _break(self, reason: str) -> None:
         if self._broken is not None and not self._broken.is_set():

@@ -56,17 +56,25 @@ def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Pat
 
 
 class _WatchedRead:
-    """The transport's read stream; calls `on_garbage` for a line that is not JSON-RPC."""
+    """The transport's read stream; calls `on_garbage` for a line that is not JSON-RPC and
+    `on_closed` when the stream ends (the process exited, the HTTP stream went away), so a
+    server that died between calls is started again before the next one, not blamed on it."""
 
-    def __init__(self, inner: Any, on_garbage: Callable[[Exception], None]) -> None:
+    def __init__(self, inner: Any, on_garbage: Callable[[Exception], None],
+                 on_closed: Callable[[], None]) -> None:
         self._inner = inner
         self._on_garbage = on_garbage
+        self._on_closed = on_closed
 
     def __getattr__(self, name: str) -> Any:  # last_context and friends
         return getattr(self._inner, name)
 
     async def receive(self) -> Any:
-        item = await self._inner.receive()
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_closed()
+            raise
         if isinstance(item, Exception):
             self._on_garbage(item)
         return item
@@ -92,13 +100,14 @@ class _WatchedRead:
 
 @asynccontextmanager
 async def open_transport(cfg: McpServerConfig, *, stdio: Any, errlog: IO[str],
-                         on_garbage: Callable[[Exception], None]) -> AsyncIterator[Any]:
+                         on_garbage: Callable[[Exception], None],
+                         on_closed: Callable[[], None]) -> AsyncIterator[Any]:
     """(read, write) streams to the server; `stdio` is the StdioServerParameters."""
     if cfg.transport is Transport.STDIO:
         from mcp.client.stdio import stdio_client
 
         async with stdio_client(stdio, errlog=errlog) as (read, write):
-            yield _WatchedRead(read, on_garbage), write
+            yield _WatchedRead(read, on_garbage, on_closed), write
         return
     import httpx2
 
@@ -109,13 +118,13 @@ async def open_transport(cfg: McpServerConfig, *, stdio: Any, errlog: IO[str],
 
         async with sse_client(cfg.url, headers=headers, timeout=30.0,
                               sse_read_timeout=max(300.0, cfg.tool_timeout_s or 0.0)) as (read, write):
-            yield _WatchedRead(read, on_garbage), write
+            yield _WatchedRead(read, on_garbage, on_closed), write
         return
     from mcp.client.streamable_http import streamable_http_client
 
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:  # noqa: SIM117
         async with streamable_http_client(cfg.url, http_client=http) as (read, write):
-            yield _WatchedRead(read, on_garbage), write
+            yield _WatchedRead(read, on_garbage, on_closed), write
 
 
 def stderr_tail(path: Path, lines: int = 3) -> str:
