@@ -196,6 +196,17 @@ class Session:
         if callable(close_tools):
             await asyncio.to_thread(close_tools)
 
+    def replace_toolset(self, toolset: Any, detail: dict[str, Any] | None = None) -> Any:
+        """Between turns only: the next request carries the new tools. The tools open the
+        prompt, so that request recomputes it all; the cache figures say why. Returns the old
+        toolset (the caller closes it). Front ends call this only on the user's word."""
+        if self.busy:
+            raise RuntimeError("a turn is running; the tools can change between turns")
+        old, self.toolset = self.toolset, toolset
+        self.cache.note("tools changed")
+        self._put(ev.ContextEvent(action="tools", detail=dict(detail or {})))
+        return old
+
     # ---- internals --------------------------------------------------------------------------
 
     def _ensure_runner(self) -> None:

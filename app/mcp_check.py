@@ -50,9 +50,9 @@ def session_report(toolset: Any) -> str:
     """What `/mcp` shows: each server of the running session, its state and tools."""
     hub = getattr(toolset, "hub", None)
     head = ("MCP servers of this session. Its tool set was fixed when it started (the tools "
-            "open the prompt): servers or tools added since join the next session "
-            "(start one with /quit and m3agent, or m3agent run), so the prompt is never "
-            "recomputed behind your back.")
+            "open the prompt): servers added to the configuration since, or new tools a server "
+            "announced, come in with /mcp reload (it says what it would recompute and asks "
+            "first) or with the next session.")
     if hub is None or not hub.statuses():
         return head + "\n  (none; add one with `m3agent mcp add`)"
     rows = [head]
@@ -65,8 +65,8 @@ def session_report(toolset: Any) -> str:
         rows.append(f"  {s.name}  {state}")
         rows.append(f"    tools: {', '.join(s.tools) or '(none)'}")
         if s.tools_changed:
-            rows.append("    the server's tool list changed; the new list applies to the next "
-                        "session (this one would have to recompute its whole prompt)")
+            rows.append("    the server's tool list changed; /mcp reload takes the new list "
+                        "(the whole prompt is then recomputed), else the next session does")
         if s.restarts:
             rows.append(f"    restarted {s.restarts} time(s)")
     return "\n".join(rows)

@@ -14,7 +14,7 @@ HELP = {
     "/compact": "summarise the conversation to free context",
     "/sessions": "browse saved sessions and resume one",
     "/context": "what the repository snapshot holds, with token counts",
-    "/mcp": "MCP servers of this session: status and tools",
+    "/mcp [reload [yes]]": "MCP servers: status and tools; reload the config (asks first)",
     "/help": "this list",
     "/quit": "leave (also ctrl+q)",
 }
