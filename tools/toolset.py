@@ -52,6 +52,10 @@ class Toolset:
     def __contains__(self, name: str) -> bool:
         return name in self._tools
 
+    def close(self) -> None:
+        """Releases what the tools hold (MCP servers: tools/mcp); the base set holds nothing.
+        The session calls it when it closes."""
+
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None:
