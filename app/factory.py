@@ -176,8 +176,7 @@ def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) ->
         ours = "0"
     started = start_mcp(base, config, sandbox=sandbox, workspace=cwd,
                         media_dir=settings.home / "mcp-media", client_version=ours)
-    notes += [Error(message=f"{why}; its tools are not in this session", kind="tool")
-              for why in started.errors.values()]
+    notes += [Error(message=why, kind="tool") for why in started.errors.values()]
     return started.toolset, notes
 
 

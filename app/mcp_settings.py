@@ -114,8 +114,7 @@ def resolve(
         for s in project_servers(cwd, env):
             if trust_project or is_trusted(home, cwd, s):
                 chosen[s.name] = s
-            else:
-                chosen.pop(s.name, None)
+            else:  # (a user server of the same name stays: a repository cannot switch it off)
                 skipped.append(
                     f"MCP server {s.name} from {s.source} is not trusted yet; it was not "
                     "started (trust it with `m3agent mcp trust`, or pass --trust-project-mcp)"

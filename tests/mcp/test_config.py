@@ -128,3 +128,26 @@ def test_strict_mcp_config_uses_only_the_given_file(home, repo, server, tmp_path
     assert [x.name for x in s.mcp_config(repo).servers] == ["fromflag"]
     s = load_settings().override(mcp_config_files=(str(flag),))
     assert [x.name for x in s.mcp_config(repo).servers] == ["fromuser", "fromflag"]
+
+
+def test_a_repository_cannot_switch_off_a_user_server_by_reusing_its_name(
+        home, repo, server, user_config, stdio_config):
+    user_config(stdio_config("demo", server))
+    claude_file(repo, server, args=[str(server), "--evil"])
+    cfg = load_settings().mcp_config(repo)
+    (demo,) = cfg.servers
+    assert demo.scope is Scope.USER and demo.args == (str(server),)
+    assert "not trusted yet" in cfg.skipped[0]
+
+
+def test_server_tool_names_and_descriptions_are_made_safe_for_the_prompt():
+    from m3agent.tools.mcp.adapter import MAX_DESCRIPTION_CHARS, make_tool_class
+    from mcp_types import Tool
+
+    odd = Tool(name="get file/../x y", description="d" * 10_000,
+               input_schema={"type": "object", "title": "noise", "properties": {}})
+    cls = make_tool_class("srv", odd)
+    schema = cls.schema()["function"]
+    assert schema["name"] == "mcp__srv__get_file____x_y" and cls.remote_name == odd.name
+    assert len(schema["description"]) == MAX_DESCRIPTION_CHARS
+    assert "title" not in schema["parameters"]

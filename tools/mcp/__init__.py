@@ -35,7 +35,7 @@ class McpToolset(Toolset):
 @dataclass(frozen=True, slots=True)
 class McpStartup:
     toolset: McpToolset
-    errors: dict[str, str]  # server -> why it did not start (its tools are not in the session)
+    errors: dict[str, str]  # one line each: a server that did not start, a tool left out
 
 
 def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path,
@@ -44,12 +44,22 @@ def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path
     hub = McpHub(config, sandbox=sandbox, workspace=workspace, client_version=client_version,
                  media_dir=media_dir)
     try:
-        errors = hub.start_all()
+        errors = {name: f"{why}; its tools are not in this session"
+                  for name, why in hub.start_all().items()}
         extra: list[Tool] = []
+        taken = set(base.names())
         for conn in hub.servers():
             for t in conn.tools:
-                if conn.cfg.wants_tool(t.name):
-                    extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))
+                name = tool_name(conn.cfg.name, t.name)
+                if not conn.cfg.wants_tool(t.name):
+                    continue
+                if name in taken:  # two remote names that read the same once made safe
+                    errors[conn.cfg.name + "/" + t.name] = (
+                        f"MCP server {conn.cfg.name}: tool {t.name!r} left out: its name "
+                        f"{name} is taken")
+                    continue
+                taken.add(name)
+                extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))
         if hub.servers():
             extra.append(ReadMcpResource(hub))
         return McpStartup(McpToolset([*base.tools(), *extra], hub), errors)

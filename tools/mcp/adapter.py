@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import mimetypes
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,11 +23,16 @@ from .connection import McpCallError
 from .hub import McpCancelled, McpHub
 
 MAX_OUTPUT_CHARS = 100_000  # like every tool result: bounded, with a note where it was cut
+# A server's description goes into the prompt: bounded, since it is the server's text, not ours.
+MAX_DESCRIPTION_CHARS = 2048
 PREFIX = "mcp__"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def tool_name(server: str, tool: str) -> str:
-    return f"{PREFIX}{server}__{tool}"
+    """mcp__SERVER__TOOL, with characters a tool name cannot carry in the prompt's markup
+    replaced by "_" (the server still gets its own name)."""
+    return f"{PREFIX}{server}__{_UNSAFE.sub('_', tool)}"[:128]
 
 
 class _AnyArgs(BaseModel):
@@ -77,6 +83,8 @@ def make_tool_class(server: str, tool: Any) -> type[McpTool]:
     schema.setdefault("type", "object")
     schema.pop("title", None)  # the SDK's generated "fooArguments" title is noise in the prompt
     description = (tool.description or tool.title or tool.name).strip()
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
     ann = tool.annotations.model_dump(exclude_none=True) if tool.annotations else {}
     attrs = {
         "name": tool_name(server, tool.name),
