@@ -1,5 +1,6 @@
 """MCP servers as tools: configuration (config.py), connections on a background loop
-(connection.py, hub.py), sandboxed launch (launch.py) and the tool adapter (adapter.py)."""
+(connection.py, hub.py, state.py), sandboxed launch (launch.py) and the tool adapter
+(adapter.py). docs/mcp.md describes the whole."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from ..base import Tool
 from ..toolset import Toolset
 from .adapter import ReadMcpResource, make_tool_class, tool_name
 from .config import McpConfig, McpServerConfig, Scope, Transport
-from .connection import McpCallError, ServerState, ServerStatus
 from .hub import McpHub
+from .state import McpCallError, ServerState, ServerStatus
 
 __all__ = [
     "McpConfig", "McpServerConfig", "Scope", "Transport", "McpHub", "McpToolset",

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..base import Tool, ToolContext, ToolResult
-from .connection import McpCallError
 from .hub import McpCancelled, McpHub
+from .state import McpCallError
 
 MAX_OUTPUT_CHARS = 100_000  # like every tool result: bounded, with a note where it was cut
 # A server's description goes into the prompt: bounded, since it is the server's text, not ours.

@@ -12,38 +12,16 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from .config import McpServerConfig, Transport
 from .launch import open_transport, stderr_tail, stdio_parameters
+from .state import McpCallError, ServerState, ServerStatus, one_line
 
 # How long a stopping server may take before we stop waiting for it (the SDK kills it).
 _STOP_GRACE_S = 8.0
 _MAX_TOOL_PAGES = 50
-
-
-class ServerState(StrEnum):
-    STOPPED = "stopped"
-    STARTING = "starting"
-    READY = "ready"
-    FAILED = "failed"
-
-
-class McpCallError(Exception):
-    """A call that produced no result; the message is one line for the model and the user."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStatus:
-    name: str
-    state: ServerState
-    detail: str  # the error, or the protocol version and server name
-    tools: tuple[str, ...]
-    tools_changed: bool  # the server said its tool list changed since the session started
-    restarts: int
 
 
 class ServerConnection:
@@ -137,7 +115,7 @@ class ServerConnection:
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 - every way a server can fail is reported
-            why = _one_line(e)
+            why = one_line(e)
             tail = stderr_tail(err_path)
             self._fail(f"{why}" + (f" (stderr: {tail})" if tail else ""))
             if not ready.done():
@@ -207,7 +185,7 @@ class ServerConnection:
             self._garbage(message)
 
     def _garbage(self, error: Exception) -> None:
-        self._break(f"sent something that is not JSON-RPC ({_one_line(error)[:120]})")
+        self._break(f"sent something that is not JSON-RPC ({one_line(error)[:120]})")
 
     def _closed(self) -> None:
         self._break("closed the connection (the process exited?)")
@@ -280,7 +258,7 @@ class ServerConnection:
                 raise McpCallError(f"MCP server {self.cfg.name}: {what} failed: "
                                    f"{e.error.message}") from None
             except Exception as e:
-                await self._reset(f"answered with something unusable: {_one_line(e)[:160]}")
+                await self._reset(f"answered with something unusable: {one_line(e)[:160]}")
                 raise McpCallError(f"{self._message()}; {what} got no result") from None
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -305,12 +283,3 @@ class ServerConnection:
 
 def _names(tools: list[Any]) -> list[str]:
     return [t.name for t in tools]
-
-
-def _one_line(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup):
-        return "; ".join(_one_line(x) for x in e.exceptions[:3])
-    text = " ".join(str(e).split()) or type(e).__name__
-    if isinstance(e, FileNotFoundError | PermissionError):
-        return f"cannot start it: {text}"
-    return text

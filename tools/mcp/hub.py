@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import McpConfig
-from .connection import McpCallError, ServerConnection, ServerStatus
+from .connection import ServerConnection
+from .state import McpCallError, ServerStatus
 
 
 class McpCancelled(Exception):
