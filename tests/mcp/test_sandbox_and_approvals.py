@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
+import pytest
 from m3agent.app.settings import load_settings
 from mcp_support import answer, calls, finished, invoke
 
@@ -39,6 +41,43 @@ def test_server_env_is_the_allow_list_plus_its_own(home, repo, server, user_conf
     leaky, plain, own, path = (r.output for r in finished(events))
     assert leaky == "<unset>" and plain == "<unset>"
     assert own == "given-to-it" and path != "<unset>"
+
+
+def _server_groups(server: Path) -> list[Path]:
+    """The m3agent pids cgroups that hold a process running this server script."""
+    from m3agent.tools.sandbox.cgroup import _v1_root, _v2_root
+
+    root = _v2_root() or _v1_root()
+    out = []
+    for group in root.glob("m3agent-*") if root else ():
+        try:
+            pids = (group / "cgroup.procs").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(server).encode() in cmd:
+                out.append(group)
+                break
+    return out
+
+
+def test_a_stdio_server_runs_in_its_own_pids_cgroup_removed_when_it_stops(
+        home, repo, server, user_config, stdio_config, open_session, drive):
+    from m3agent.tools.sandbox.policy import SandboxPolicy
+    from m3agent.tools.sandbox.runner import Sandbox
+
+    if not Sandbox(SandboxPolicy(workspace=repo)).report.is_active("cgroup"):
+        pytest.skip("no writable pids cgroup on this machine")
+    user_config(stdio_config("demo", server))
+    session = open_session(load_settings(), repo, [answer("hi")])
+    (group,) = _server_groups(server)
+    assert (group / "pids.max").read_text().strip() == "512"
+    drive(session, "hi")  # closes the session: the server stops, its group goes
+    assert not group.exists()
 
 
 def _listener() -> socket.socket:

@@ -44,6 +44,7 @@ class ServerConnection:
         self._broken_reason = ""
         self._lock: asyncio.Lock | None = None
         self._run_dir: Path | None = None
+        self._cgroup: Any = None  # the stdio server's pids cgroup, removed when it stops
         self._stopping: asyncio.Task | None = None  # a reset's shutdown, awaited before a start
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -87,7 +88,8 @@ class ServerConnection:
         try:
             stdio = None
             if self.cfg.transport is Transport.STDIO:
-                stdio = stdio_parameters(self.cfg, self.sandbox, self._run_dir, self.workspace)
+                stdio, self._cgroup = stdio_parameters(self.cfg, self.sandbox, self._run_dir,
+                                                       self.workspace)
             with open(err_path, "w", encoding="utf-8") as errlog:
                 transport = open_transport(self.cfg, stdio=stdio, errlog=errlog,
                                            on_garbage=self._garbage, on_closed=self._closed)
@@ -157,6 +159,9 @@ class ServerConnection:
             except (TimeoutError, Exception):
                 holder.cancel()
                 await asyncio.gather(holder, return_exceptions=True)
+        if self._cgroup is not None:  # whatever the server left running ends here
+            cgroup, self._cgroup = self._cgroup, None
+            await asyncio.to_thread(cgroup.remove)
         if self._run_dir is not None:
             shutil.rmtree(self._run_dir, ignore_errors=True)
             self._run_dir = None

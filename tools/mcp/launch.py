@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import anyio
 
+from ..sandbox.cgroup import Cgroup
 from ..sandbox.runner import Sandbox, SandboxUnavailable
 from .config import McpServerConfig, Transport
 
@@ -29,8 +30,9 @@ def server_sandbox(session: Sandbox, cfg: McpServerConfig) -> Sandbox:
 
 
 def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Path,
-                     workspace: Path) -> Any:
-    """StdioServerParameters for the confined command (the SDK spawns and stops it)."""
+                     workspace: Path) -> tuple[Any, Cgroup | None]:
+    """StdioServerParameters for the confined command (the SDK spawns and stops it), and the
+    server's own pids cgroup where one can be made (the caller removes it when it stops)."""
     from mcp.client.stdio import StdioServerParameters, get_default_environment
 
     cwd = Path(cfg.cwd).expanduser() if cfg.cwd else workspace
@@ -40,19 +42,28 @@ def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Pat
     # The SDK's allow-list (HOME, PATH, USER, ...), then the server's own variables: those the
     # user wrote for this server pass even when their names look like secrets.
     env = get_default_environment()
-    if sandbox is None:
-        full = argv
-    else:
+    full, cgroup = argv, None
+    if sandbox is not None:
         sandbox = server_sandbox(sandbox, cfg)
-        report = sandbox.report
-        if not report.protective and not sandbox.policy.dangerously_no_sandbox:
+        if not sandbox.report.protective and not sandbox.policy.dangerously_no_sandbox:
             raise SandboxUnavailable(
                 "no sandbox layer is available here; refusing to start the server "
                 "(pass --dangerously-no-sandbox to run it unprotected)"
             )
-        full, env, _ = sandbox.launch_argv(argv, cwd.resolve(), run_dir, env=env)
+        # No per-command process watch: as root it would poll /proc for the server's whole
+        # life; a pids cgroup limits processes instead (where none can be made, docs/mcp.md).
+        full, env, _ = sandbox.launch_argv(argv, cwd.resolve(), run_dir, env=env,
+                                           nproc_watch=False)
+        if "cgroup" in sandbox.active_layers():
+            try:
+                cgroup = Cgroup.create(sandbox.policy.limits.nproc)
+            except OSError:  # probed fine but failed now: the launcher's tree kill remains
+                cgroup = None
+        if cgroup is not None:  # join the group before anything starts, then exec
+            procs = cgroup.path / "cgroup.procs"
+            full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
     env.update(dict(cfg.env))
-    return StdioServerParameters(command=full[0], args=full[1:], env=env, cwd=str(cwd))
+    return StdioServerParameters(command=full[0], args=full[1:], env=env, cwd=str(cwd)), cgroup
 
 
 class _WatchedRead:
