@@ -23,6 +23,7 @@ COMMANDS = (
     "generate",
     "serve",
     "context",
+    "mcp",
 )
 
 

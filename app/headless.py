@@ -196,20 +196,23 @@ def deny_approver(note: str) -> Approver:
 
 
 def tty_approver(err: TextIO) -> Approver:
-    """Asks on the terminal: y = once, a = for this session, anything else = deny."""
+    """Asks on the terminal: y = once, a = for this session, s = always (saved for later
+    sessions too), anything else = deny."""
     err = SafeStream(err)  # the arguments and the reason quote the model and the repository
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
         err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")
         if req.reason:
             err.write(f" ({req.reason})")
-        err.write(" [y]es / [a]lways / [N]o: ")
+        err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         err.flush()
         answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
         if answer in ("y", "yes"):
             return ops.ApprovalDecision(req.call_id, "approve")
         if answer in ("a", "always"):
             return ops.ApprovalDecision(req.call_id, "approve_session")
+        if answer in ("s", "save"):
+            return ops.ApprovalDecision(req.call_id, "approve_always")
         return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
 
     return approve

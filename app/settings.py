@@ -73,6 +73,12 @@ class Settings:
     context_reserve: int = 32768
     context_skip: tuple[str, ...] = ()
     context_max_file_bytes: int = 512_000
+    # MCP servers (app/mcp_settings.py): the user config's [mcp_servers] tables, and the
+    # command line's --mcp-config files, --strict-mcp-config, --trust-project-mcp.
+    mcp_servers: tuple[Any, ...] = ()
+    mcp_config_files: tuple[str, ...] = ()
+    strict_mcp_config: bool = False
+    trust_project_mcp: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -102,6 +108,15 @@ class Settings:
     @property
     def checkpoints_dir(self) -> Path:
         return self.home / "checkpoints"
+
+    def mcp_config(self, cwd: Path, env: Mapping[str, str] | None = None) -> Any:
+        """The MCP servers a session in `cwd` starts (McpConfig), trust applied."""
+        from m3agent.app.mcp_settings import resolve
+
+        return resolve(
+            home=self.home, cwd=cwd, user=self.mcp_servers, files=self.mcp_config_files,
+            strict=self.strict_mcp_config, trust_project=self.trust_project_mcp, env=env,
+        )
 
     def override(self, **values: Any) -> Settings:
         """Command-line flags: None means "not given" and keeps the current value."""
@@ -144,7 +159,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML ({e})") from e
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
-    known = {f.name for f in fields(Settings)} - {"home", "config_path", "rules", "api_key"}
+    known = {f.name for f in fields(Settings)} - {
+        "home", "config_path", "rules", "api_key", "mcp_config_files", "strict_mcp_config",
+        "trust_project_mcp",
+    }
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key == "tools":
@@ -165,6 +183,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     fix_mode(home)  # sessions and checkpoints live there: 0700 (an older version made 0755)
     fix_mode(config)  # 0600: it names the user's models, servers and tool rules
     values = _from_file(config)
+    if "mcp_servers" in values:  # parsed with the environment (${VAR}, bearer_token_env_var)
+        from m3agent.app.mcp_settings import user_servers
+
+        values["mcp_servers"] = user_servers(values["mcp_servers"], config, env)
+    from m3agent.app.mcp_settings import persisted_rules
+
+    # "Always allow" answers: allow rules after the config's own (a config deny still wins).
+    values["rules"] = (*values.get("rules", ()), *persisted_rules(home))
     for var, key in _ENV.items():
         if env.get(var):
             values[key] = env[var]

@@ -36,6 +36,10 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def tools(self) -> list[Tool]:
+        """The tool instances, in registration order (to build a larger set from this one)."""
+        return list(self._tools.values())
+
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI tool objects, in registration order (stable, so prompts stay cacheable)."""
         return [type(t).schema() for t in self._tools.values()]
@@ -48,6 +52,10 @@ class Toolset:
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
+
+    def close(self) -> None:
+        """Releases what the tools hold (MCP servers: tools/mcp); the base set holds nothing.
+        The session calls it when it closes."""
 
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(name)

@@ -89,6 +89,15 @@ def register(app: typer.Typer) -> None:
         no_context: bool = typer.Option(
             False, "--no-context", help="Do not put a repository snapshot in the prompt."
         ),
+        mcp_config: list[Path] = typer.Option(
+            [], "--mcp-config", help="MCP servers from this .mcp.json-style file (repeatable)."
+        ),
+        strict_mcp_config: bool = typer.Option(
+            False, "--strict-mcp-config", help="Use only the --mcp-config servers."
+        ),
+        trust_project_mcp: bool = typer.Option(
+            False, "--trust-project-mcp", help="Start ./.mcp.json servers even if not trusted."
+        ),
         image: list[Path] = typer.Option(
             [], "--image", "-i", metavar="FILE", help="Attach an image (repeatable)."
         ),
@@ -114,6 +123,9 @@ def register(app: typer.Typer) -> None:
                 "max_tokens": max_tokens,
                 "context_budget": context_budget,
                 "context": False if no_context else None,
+                "mcp_config_files": tuple(str(p) for p in mcp_config) or None,
+                "strict_mcp_config": strict_mcp_config or None,
+                "trust_project_mcp": trust_project_mcp or None,
             },
             script=script,
             output_format=output_format,

@@ -15,10 +15,12 @@ HELP = {
     "/compact": "summarise the conversation to free context",
     "/sessions": "browse saved sessions and resume one",
     "/context": "what the repository snapshot holds, with token counts",
+    "/mcp [reload [yes]]": "MCP servers: status and tools; reload the config (asks first)",
     "/help": "this list",
     "/quit": "leave (also ctrl+q)",
 }
-NAMES = ("think", "attach", "undo", "diff", "compact", "sessions", "context", "help", "quit")
+NAMES = ("think", "attach", "undo", "diff", "compact", "sessions", "context", "mcp", "help",
+         "quit")
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,6 +116,16 @@ class SlashActions:
             return
         await screen.transcript.notice(text)
 
+    async def do_mcp(self, arg: str) -> None:
+        from m3agent.app.mcp_reload import slash_mcp
+
+        try:
+            text = await slash_mcp(self.screen.session, arg)
+        except ValueError as e:  # a usage mistake, a busy session, a bad config file
+            await self.screen.transcript.error(str(e), "usage")
+            return
+        await self.screen.transcript.notice(text)
+
     async def do_help(self, arg: str) -> None:
         lines = ["Commands:"] + _aligned(HELP) + ["Keys:"] + _aligned(KEYS)
         await self.screen.transcript.notice("\n".join(lines))

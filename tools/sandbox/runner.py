@@ -102,11 +102,20 @@ class Sandbox:
                 cgroup.remove()
             shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
+    def launch_argv(
+        self, argv: list[str], cwd: Path, run_dir: Path, env: dict[str, str] | None = None,
+        layers: tuple[str, ...] | None = None, nproc_watch: bool = True,
+        status_fd: int | None = None,
+    ) -> tuple[list[str], dict[str, str], list[str]]:
+        """(the confined command line, its environment, the variables scrubbed from it).
+
+        Also used for long-lived processes (MCP servers), which the caller starts itself;
+        `run_dir` must outlive the process (its box/tmp/ is the command's TMPDIR)."""
+        layers = self.active_layers() if layers is None else layers
         # run_dir is the host's (0700, never bound into the sandbox); box/ is the command's.
         box = run_dir / "box"
         tmp = box / "tmp"
-        tmp.mkdir(parents=True)
+        tmp.mkdir(parents=True, exist_ok=True)
         base_env = dict(os.environ if env is None else env)
         clean_env, removed = (scrub(base_env, self.policy.env_allow) if "env_scrub" in layers
                               else (base_env, []))
@@ -129,16 +138,22 @@ class Sandbox:
             "agent_pid": os.getpid() if "bwrap" not in layers else None,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
-            if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
+            if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers else 0,
             "run_dir": str(box),
         }
-        status_r, status_w = os.pipe()
-        spec["status_fd"] = status_w
+        if status_fd is not None:
+            spec["status_fd"] = status_fd
         full = boot.launcher_argv(json.dumps(spec), argv)
-        placeholders = []
         if "bwrap" in layers:
-            placeholders = bwrap.placeholders(self.policy)
             full = bwrap.argv(self.policy, run_dir, cwd) + full
+        return full, clean_env, list(removed)
+
+    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
+        status_r, status_w = os.pipe()
+        placeholders = bwrap.placeholders(self.policy) if "bwrap" in layers else []
+        full, clean_env, removed = self.launch_argv(
+            argv, cwd, run_dir, env, layers, nproc_watch=cgroup is None, status_fd=status_w
+        )
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
             procs = cgroup.path / "cgroup.procs"

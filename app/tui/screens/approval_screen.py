@@ -22,6 +22,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     BINDINGS = [
         Binding("y", "approve", "approve once", show=False),
         Binding("a", "approve_session", "approve for session", show=False),
+        # s: always, saved for later sessions too (docs/mcp.md); no button, keeps the dialog small
+        Binding("s", "approve_always", "always allow (saved)", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("escape", "deny_now", "deny", show=False),
     ]
@@ -65,6 +67,9 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     def action_approve_session(self) -> None:
         self.dismiss(ApprovalDecision(self.request.call_id, "approve_session"))
 
+    def action_approve_always(self) -> None:
+        self.dismiss(ApprovalDecision(self.request.call_id, "approve_always"))
+
     def action_deny(self) -> None:
         """First press opens the note field; Enter in it (or Deny again) sends the denial."""
         note = self.query_one("#deny-note", Input)
@@ -86,6 +91,8 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While the note field has focus, y/a/n are letters of the note, not shortcuts.
-        if action in ("approve", "approve_session", "deny") and isinstance(self.focused, Input):
+        if action in ("approve", "approve_session", "approve_always", "deny") and isinstance(
+            self.focused, Input
+        ):
             return False
         return True
