@@ -4,9 +4,11 @@ The summary comes from the model itself: one extra engine call whose prompt is t
 conversation plus a request to summarise (so it is itself a prefix-cache hit). When that call
 fails, a mechanical summary (the user's prompts, the tools called, the last answer) takes its
 place: compaction must work even when the engine cannot. The summary becomes one user message
-after the kept prefix; the prompt's cached system block and snapshot stay valid. A fresh
-snapshot is the same operation with the snapshot message replaced. Both are reported as a
-ContextEvent, and the next request's cache miss is attributed to them.
+after the kept prefix (user text: M3's template renders no `system` message after the first,
+agent/prompt_messages.py); the prompt's cached system block and snapshot stay valid. A fresh
+snapshot is the same operation with the snapshot message replaced (it is folded into the one
+leading system message of every request, so the model sees it under the real template). Both
+are reported as a ContextEvent, and the next request's cache miss is attributed to them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from m3agent.agent.context import SNAPSHOT_OPEN
 from m3agent.agent.context_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.events import ContextEvent
+from m3agent.agent.prompt_messages import request_messages
 from m3agent.engine import api
 
 COMPACT_PROMPT = (
@@ -30,6 +33,12 @@ COMPACT_PROMPT = (
 )
 SUMMARY_HEADER = "Summary of the conversation so far (earlier messages were compacted):\n\n"
 SUMMARY_MAX_TOKENS = 2048
+# After a refresh the notice is user text at the end of the summary: a `system` message there
+# would never reach the model (M3's template renders only the first one).
+REFRESH_NOTE = (
+    "\n\n(The repository snapshot at the top of this conversation was taken again just now:"
+    " it shows the files as they are at this point.)"
+)
 
 
 def is_snapshot(m: api.Message) -> bool:
@@ -65,15 +74,17 @@ def mechanical_summary(messages: Sequence[api.Message]) -> str:
 
 async def model_summary(
     engine: Any, messages: Sequence[api.Message], tools: Sequence[dict[str, Any]],
-    sampling: api.SamplingParams,
+    sampling: api.SamplingParams, session_thinking_mode: str = "adaptive",
 ) -> tuple[str, api.Usage | None]:
     """The model's own summary, or ("", None) when it gave none."""
     request = api.ChatRequest(
         request_id=f"compact-{secrets.token_hex(6)}",
-        messages=(*messages, api.Message(role="user", content=COMPACT_PROMPT)),
+        messages=request_messages((*messages, api.Message(role="user", content=COMPACT_PROMPT))),
         tools=tuple(tools),  # the same tools: the developer block stays a cache hit
-        thinking_mode="disabled",
+        thinking_mode="disabled",  # this call's generation prefix only
         sampling=replace(sampling, max_tokens=min(sampling.max_tokens, SUMMARY_MAX_TOKENS)),
+        # the session's: the system block, and so the whole prompt, stays a cache hit
+        session_thinking_mode=session_thinking_mode,  # type: ignore[arg-type]
     )
     text: list[str] = []
     usage: api.Usage | None = None
@@ -94,6 +105,7 @@ async def compact(
     cache: CacheTracker | None = None,
     trigger: str = "manual",
     new_snapshot: api.Message | None = None,
+    session_thinking_mode: str = "adaptive",
 ) -> ContextEvent:
     """Rewrites the conversation tail (logged) and returns the event to report."""
     messages = conversation.messages
@@ -110,14 +122,15 @@ async def compact(
         summary = ""
         try:
             summary, summary_usage = await model_summary(
-                engine, messages, tools, sampling or api.SamplingParams()
+                engine, messages, tools, sampling or api.SamplingParams(), session_thinking_mode
             )
             source = "model"
         except api.EngineError as e:
             detail["summary_error"] = str(e)
         if not summary:
             summary, source = mechanical_summary(tail), "mechanical"
-        new_tail.append(api.Message(role="user", content=SUMMARY_HEADER + summary))
+        note = REFRESH_NOTE if new_snapshot is not None else ""
+        new_tail.append(api.Message(role="user", content=SUMMARY_HEADER + summary + note))
     if new_snapshot is not None:
         # The old snapshot goes, everything before it (the system prompt) stays.
         keep = next((i for i, m in enumerate(messages[:keep]) if is_snapshot(m)), keep)

@@ -8,7 +8,9 @@ CLAUDE.md) at the root goes first, as instructions. The same repository state gi
 bytes: no time, no absolute path, no machine detail enters the text.
 
 The session puts `Snapshot.message()` right after the system prompt and never rewrites it; a
-fresh snapshot is an explicit, reported event (agent/compaction.py).
+fresh snapshot is an explicit, reported event (agent/compaction.py). Every request folds the
+two into one leading system message (agent/prompt_messages.py): M3's template renders only
+the first message as system text, so a second system message would never reach the model.
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def _instructions(name: str, text: str) -> str:
 
 def _header(n_files: int, digest: str) -> str:
     return (
-        f"{SNAPSHOT_OPEN}\nThe repository as it was when this session started ({n_files} files"
+        f"{SNAPSHOT_OPEN}\nThe repository as it was when this snapshot was taken ({n_files} files"
         f", content {digest}). It is not updated: changes since then reach you as tool results."
         "\n"
     )

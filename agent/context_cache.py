@@ -17,6 +17,7 @@ FIRST_REQUEST = "first request"
 ENGINE_RESTARTED = "engine restarted"
 COMPACTION = "compaction"
 SNAPSHOT_REFRESHED = "snapshot refreshed"
+THINKING_DEFAULT_CHANGED = "session thinking mode changed"
 UNKNOWN = "unknown (evicted, or the prompt changed)"
 
 

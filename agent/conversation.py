@@ -5,7 +5,8 @@ crash loses at most the step in flight. Line kinds (all carry "kind"):
   {"kind": "session", "v": 1, "id", "created", "cwd", "engine", "model", "thinking_default"}
   {"kind": "message", "message": Message.to_dict()}
   {"kind": "event", "event": Event.to_dict()}         (not the streaming text deltas)
-  {"kind": "setting", "thinking_default": MODE}
+  {"kind": "setting", "thinking_default": MODE}        (the mode of later turns)
+  {"kind": "setting", "session_thinking_mode": MODE}   (the mode in the prompt's system block)
   {"kind": "compaction", "keep": N, "messages": [Message.to_dict(), ...]}
       (the first N messages stay, the rest is replaced by `messages`: /compact, a fresh snapshot)
 `Conversation.load` rebuilds the exact message list from the message lines.
@@ -17,7 +18,7 @@ import json
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,8 @@ class SessionMeta:
     engine: str = ""
     model: str = ""
     thinking_default: str = "adaptive"
+    # The mode written in the prompt's system block: the starting default unless changed.
+    session_thinking_mode: str = "adaptive"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,7 @@ class Conversation:
             engine=engine,
             model=model,
             thinking_default=thinking_default,
+            session_thinking_mode=thinking_default,  # the session starts in its default mode
         )
         path = session_log_path(sessions_dir, sid)
         if path.exists():
@@ -108,6 +112,7 @@ class Conversation:
         meta: SessionMeta | None = None
         messages: list[Message] = []
         thinking: str | None = None
+        session_mode: str | None = None
         for lineno, rec in _read_lines(path):
             kind = rec.get("kind")
             if kind == "session":
@@ -118,6 +123,9 @@ class Conversation:
                     engine=rec.get("engine", ""),
                     model=rec.get("model", ""),
                     thinking_default=rec.get("thinking_default", "adaptive"),
+                    session_thinking_mode=rec.get(
+                        "session_thinking_mode", rec.get("thinking_default", "adaptive")
+                    ),
                 )
             elif kind == "message":
                 try:
@@ -132,10 +140,14 @@ class Conversation:
                     raise SessionLogError(f"{path}:{lineno}: bad compaction record ({e})") from e
             elif kind == "setting" and "thinking_default" in rec:
                 thinking = rec["thinking_default"]
+            if kind == "setting" and "session_thinking_mode" in rec:
+                session_mode = rec["session_thinking_mode"]
         if meta is None:
             raise SessionLogError(f"{path}: no session header line")
         if thinking is not None:
-            meta = SessionMeta(meta.id, meta.created, meta.cwd, meta.engine, meta.model, thinking)
+            meta = replace(meta, thinking_default=thinking)
+        if session_mode is not None:
+            meta = replace(meta, session_thinking_mode=session_mode)
         return cls(meta, path, messages)
 
     # ---- reading ----------------------------------------------------------------------------
@@ -197,6 +209,7 @@ def _meta_dict(meta: SessionMeta) -> dict[str, Any]:
         "engine": meta.engine,
         "model": meta.model,
         "thinking_default": meta.thinking_default,
+        "session_thinking_mode": meta.session_thinking_mode,
     }
 
 

@@ -18,6 +18,7 @@ from m3agent.agent import events as ev
 from m3agent.agent import tool_step
 from m3agent.agent.attachments import AttachmentError, validate_attachments
 from m3agent.agent.ops import UserTurn
+from m3agent.agent.prompt_messages import request_messages
 from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine import api
 
@@ -102,8 +103,11 @@ async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) 
 
 
 async def run_turn(
-    deps: LoopDeps, control: TurnControl, op: UserTurn, turn: int, thinking_mode: str
+    deps: LoopDeps, control: TurnControl, op: UserTurn, turn: int, thinking_mode: str,
+    session_thinking_mode: str = "adaptive",
 ) -> ev.TurnComplete:
+    """`thinking_mode` is this turn's (the generation prefix); `session_thinking_mode` the one
+    written in the prompt's system block, fixed for the session (prefix caching)."""
     cfg = deps.config
     conv = deps.conversation
     started = time.monotonic()
@@ -134,10 +138,11 @@ async def run_turn(
                 return done("timeout")
             request = api.ChatRequest(
                 request_id=_new_id("req"),
-                messages=conv.messages,
+                messages=request_messages(conv.messages),
                 tools=tools,
                 thinking_mode=thinking_mode,  # type: ignore[arg-type]
                 sampling=cfg.sampling,
+                session_thinking_mode=session_thinking_mode,  # type: ignore[arg-type]
             )
             gen = _Generation()
             try:

@@ -28,7 +28,13 @@ class ApprovalDecision:
 
 @dataclass(frozen=True, slots=True)
 class SetThinking:
-    mode: ThinkingMode  # the default for later turns
+    """The thinking mode of later turns: applied through each turn's generation prefix, so the
+    cached prompt stays valid. With `session_default`, the mode is also written into the
+    prompt's system block: the whole prompt is recomputed once, and a ContextEvent
+    ("thinking_default", with `recompute_tokens`) says how much before it happens."""
+
+    mode: ThinkingMode
+    session_default: bool = False
 
 
 @dataclass(frozen=True, slots=True)

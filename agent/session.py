@@ -16,7 +16,7 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig
-from m3agent.agent.context_cache import CacheTracker
+from m3agent.agent.context_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.loop import run_turn
 from m3agent.agent.turn_state import LoopDeps, TurnControl
@@ -54,6 +54,9 @@ class Session:
         self.tool_env = tool_env
         self.resumed = resumed
         self.thinking_default: str = conversation.meta.thinking_default or config.thinking_default
+        # Written in the prompt's system block; fixed unless SetThinking(session_default=True).
+        self.session_thinking_mode: str = conversation.meta.session_thinking_mode
+        self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         self.gate = ApprovalGate(config.approval_policy, config.rules)
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
@@ -155,6 +158,8 @@ class Session:
             if op.mode not in THINKING_MODES:
                 self._put(ev.Error(message=f"unknown thinking mode {op.mode!r}", kind="usage"))
                 return
+            if op.session_default:
+                self._set_session_thinking(op.mode)
             self.thinking_default = op.mode
             self.conversation.log_setting(thinking_default=op.mode)
         elif isinstance(op, ops.Compact):
@@ -237,6 +242,19 @@ class Session:
             return
         fut.set_result(decision)
 
+    def _set_session_thinking(self, mode: str) -> None:
+        """Rewrites the system block's mode line: says first what the next request recomputes."""
+        if mode == self.session_thinking_mode:
+            return
+        # The whole conversation as the engine last saw it (prompt + output); 0 before any.
+        last = self.cache.history[-1] if self.cache.history else None
+        recompute = self.cache.last_total_tokens or (last.prompt_tokens if last else 0)
+        self._put(ev.ContextEvent(action="thinking_default", detail={
+            "mode": mode, "previous": self.session_thinking_mode, "recompute_tokens": recompute,
+        }))
+        self.session_thinking_mode = mode
+        self.conversation.log_setting(session_thinking_mode=mode)
+
     def _turn_number(self) -> int:
         return sum(1 for m in self.conversation.messages if m.role == "user") + 1
 
@@ -259,6 +277,7 @@ class Session:
             event = await compact(
                 self.conversation, self.engine, tools=tools, sampling=self.config.sampling,
                 cache=self.cache, trigger=trigger, new_snapshot=snapshot,
+                session_thinking_mode=self.session_thinking_mode,
             )
         except Exception as e:  # a bug in compaction: report it, keep the session usable
             self._put(ev.Error(message=f"compaction failed: {type(e).__name__}: {e}"))
@@ -293,9 +312,15 @@ class Session:
                 tool_env=self.tool_env,
                 cache=self.cache,
             )
+            if self._mode_sent != self.session_thinking_mode:  # applies from this turn on
+                if self.cache.history:
+                    self.cache.note(THINKING_DEFAULT_CHANGED)
+                self._mode_sent = self.session_thinking_mode
             mode = op.thinking_mode or self.thinking_default
             turn = self._turn_number()
-            self._turn_task = loop.create_task(run_turn(deps, control, op, turn, mode))
+            self._turn_task = loop.create_task(
+                run_turn(deps, control, op, turn, mode, self.session_thinking_mode)
+            )
             timer = loop.call_later(self.config.max_wall_time_s, self._stop_turn, "timeout")
             task = self._turn_task
             try:

@@ -21,5 +21,8 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
         if files is not None and tokens is not None:
             return f"{what}: {files} files, {tokens} tokens"
         return what
+    if action == "thinking_default":
+        return (f"session thinking mode: {detail.get('mode')} (was {detail.get('previous')}); "
+                f"the next request recomputes about {detail.get('recompute_tokens', 0)} tokens")
     shown = ", ".join(f"{k}={v}" for k, v in detail.items())
     return f"context {action}" + (f": {shown}" if shown else "")

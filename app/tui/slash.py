@@ -8,6 +8,7 @@ from m3agent.engine.api import THINKING_MODES
 
 HELP = {
     "/think enabled|disabled|adaptive": "thinking mode of the next turns (ctrl+t cycles it)",
+    "/think default MODE": "also the session's mode in the prompt (recomputes it once)",
     "/attach PATH": "attach an image or video to the next prompt (or write @path.png)",
     "/undo": "restore the files as they were before the last edit",
     "/diff": "show the uncommitted changes in the workspace (git diff)",
@@ -41,7 +42,7 @@ def parse_slash(text: str) -> SlashCommand | None:
         raise SlashError(f"unknown command /{head}; type /help for the list")
     arg = arg.strip()
     if name == "think":
-        if arg not in THINKING_MODES:
+        if arg.removeprefix("default ").strip() not in THINKING_MODES:
             raise SlashError("usage: /think enabled|disabled|adaptive")
     if name == "attach" and not arg:
         raise SlashError("usage: /attach PATH")

@@ -8,7 +8,7 @@ import inspect
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from m3agent.agent.ops import Compact, Shutdown
+from m3agent.agent.ops import Compact, SetThinking, Shutdown
 from m3agent.app.tui.attachments import media_part
 from m3agent.app.tui.context_report import format_snapshot, format_summary
 from m3agent.app.tui.slash import HELP, SlashCommand
@@ -36,8 +36,12 @@ class SlashActions:
         await handler(command.arg)
 
     async def do_think(self, arg: str) -> None:
-        self.screen.set_thinking(arg)
-        await self.screen.transcript.notice(f"thinking: {arg} from the next turn on")
+        mode = arg.removeprefix("default ").strip()
+        self.screen.set_thinking(mode)
+        if mode != arg:  # the session's own mode: the session says what it will recompute
+            await self.screen.submit(SetThinking(mode, session_default=True))  # type: ignore[arg-type]
+            return
+        await self.screen.transcript.notice(f"thinking: {mode} from the next turn on")
 
     async def do_attach(self, arg: str) -> None:
         try:

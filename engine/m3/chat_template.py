@@ -105,7 +105,7 @@ class ChatTemplate:
         add_generation_prompt: bool = True,
         session_thinking_mode: str = "adaptive",
     ) -> list[PromptPart]:
-        """The prompt as template/text runs (a checkpoint template gives one template run).
+        """The prompt as template/text runs (engine/m3/jinja_runs.py for a checkpoint's).
 
         `thinking_mode` is the turn's (the generation prefix), `session_thinking_mode` the one
         written in the system block."""
@@ -116,11 +116,21 @@ class ChatTemplate:
             return render_builtin(
                 messages, tools, thinking_mode, add_generation_prompt, session_thinking_mode
             )
-        text = self._render_jinja(messages, tools, session_thinking_mode,
-                                  add_generation_prompt and thinking_mode == session_thinking_mode)
-        if add_generation_prompt and thinking_mode != session_thinking_mode:
-            text += self._generation_prompt(thinking_mode)
-        return [PromptPart(text, "template")]
+        from m3agent.engine.m3.jinja_runs import outside_text_runs
+
+        same = thinking_mode == session_thinking_mode
+        parts = outside_text_runs(
+            lambda ms: self._render_jinja(ms, tools, session_thinking_mode,
+                                          add_generation_prompt and same),
+            messages,
+        )
+        if add_generation_prompt and not same:
+            gen = self._generation_prompt(thinking_mode)
+            if parts[-1].kind == "template":
+                parts[-1] = PromptPart(parts[-1].text + gen, "template")
+            else:
+                parts.append(PromptPart(gen, "template"))
+        return parts
 
     def _render_jinja(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], mode: str,

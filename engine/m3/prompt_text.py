@@ -20,24 +20,20 @@ from m3agent.engine.m3.tokens import (
 
 # ---- our own prose -------------------------------------------------------------------------
 
-IDENTITY = "You are MiniMax-M3, a language model made by MiniMax."
+IDENTITY = "You are MiniMax-M3, a MiniMax model."
 THINKING_OPEN = "\n\n<thinking_instructions>\n"
 THINKING_CLOSE = "</thinking_instructions>"
 # Words, not the marker strings: the turn's opening (the generation prefix) is what tells the
 # model whether this turn thinks, and it may differ from the session's line below.
 THINKING_RULES = (
-    "Each of your turns may begin with private reasoning in a think block. How a turn opens "
-    "decides it: opened inside a think block, reason step by step there, close it, then "
-    "answer; opened with the block already closed, answer at once; opened with neither, "
-    "choose for yourself. The turn's opening always wins over the session setting below.\n"
+    "A turn may open with private reasoning in a think block, and its opening decides: "
+    "inside an open block, reason, close it, answer; block already closed, answer at once; "
+    "neither, your choice. The opening wins over the session line.\n"
 )
 MODE_LINES = {
-    "enabled": "Session thinking: enabled. Reason before every reply, tool results included.\n",
-    "disabled": "Session thinking: disabled. Reply without showing any reasoning.\n",
-    "adaptive": (
-        "Session thinking: adaptive. Reason when a step is hard (planning, several steps, "
-        "weighing what a tool returned); otherwise reply directly.\n"
-    ),
+    "enabled": "Session thinking: enabled. Reason before every reply, after tool results too.\n",
+    "disabled": "Session thinking: disabled. Reply without reasoning.\n",
+    "adaptive": "Session thinking: adaptive. Reason when a step is hard, else reply directly.\n",
 }
 
 

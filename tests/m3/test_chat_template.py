@@ -248,3 +248,12 @@ def test_tools_none_is_no_tools():
     assert render_prompt([Message("user", "x")], None, "adaptive") == render_prompt(
         [Message("user", "x")], [], "adaptive"
     )
+
+
+def test_media_offsets_keep_content_part_order_and_round_trip():
+    m = Message("user", "before after", media=(MediaPart("image", "a.png", 7),
+                                                MediaPart("video", "b.mp4", 12)))
+    p = render_prompt([m], [], "adaptive")
+    assert "]~b]user\nbefore ]<]image[>[after]<]video[>[[e~[\n" in p
+    assert Message.from_dict(m.to_dict()) == m
+    assert "offset" not in Message("user", "x", media=(MediaPart("image", "a"),)).to_dict()["media"][0]

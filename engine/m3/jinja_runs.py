@@ -1,0 +1,61 @@
+"""Which parts of a checkpoint template's output are outside text (for encode_parts).
+
+A jinja template gives one string, so marker strings inside a message (a repository snapshot
+of M3 code holds `[e~[`) would become special tokens. We render a second time with every
+message content and reasoning replaced by a numbered sentinel: where a sentinel lands in the
+output, that message's text goes as a "text" run. When the template transforms a text rather
+than printing it whole (M3's splits an assistant content holding `</mm:think>`), the marked
+rendering does not map back to the real one, and the prompt stays one template run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from m3agent.engine.api import Message
+from m3agent.engine.m3.prompt_parts import PartsBuilder, PromptPart
+
+_OPEN, _CLOSE = "\U000f0000", "\U000f0001"  # supplementary private use: never in real text
+_MARK = re.compile(f"{_OPEN}(\\d+){_CLOSE}")
+
+
+def _clean(s: str | None) -> bool:
+    return not s or (_OPEN not in s and _CLOSE not in s)
+
+
+def outside_text_runs(
+    render: Callable[[Sequence[Message]], str], messages: Sequence[Message]
+) -> list[PromptPart]:
+    """`render(messages)` as template/text runs (one template run when they cannot be told)."""
+    real = render(messages)
+    whole = [PromptPart(real, "template")]
+    if not all(_clean(m.content) and _clean(m.reasoning) for m in messages):
+        return whole
+    texts: list[str] = []
+
+    def mark(s: str) -> str:
+        texts.append(s)
+        return f"{_OPEN}{len(texts) - 1}{_CLOSE}"
+
+    marked = [
+        replace(
+            m,
+            content=mark(m.content) if m.content and not m.media else m.content,
+            reasoning=mark(m.reasoning) if m.reasoning else m.reasoning,
+        )
+        for m in messages
+    ]
+    try:
+        probe = render(marked)
+    except ValueError:
+        return whole
+    out = PartsBuilder()
+    pos = 0
+    for match in _MARK.finditer(probe):
+        out.t(probe[pos : match.start()])
+        out.x(texts[int(match.group(1))])
+        pos = match.end()
+    out.t(probe[pos:])
+    return out.parts if out.text() == real else whole
