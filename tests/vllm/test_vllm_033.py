@@ -205,3 +205,21 @@ def test_raw_completion_goes_to_vllm_as_ids_and_comes_back_unparsed(engine, vllm
 
 async def _complete(eng, req):
     return [d async for d in eng.complete(req)]
+
+
+def test_core_output_passes_through_and_its_last_exception_is_found(capfd):
+    import subprocess
+    import sys
+
+    from m3agent.engine.backends.vllm_core_log import CoreOutputTail
+
+    tail = CoreOutputTail()
+    with tail:
+        subprocess.run([sys.executable, "-c",
+                        "import sys; print('(EngineCore_DP0 pid=9) ERROR [core.py:1] "
+                        "torch.OutOfMemoryError: CUDA out of memory.'); "
+                        "print('RuntimeError: Engine core initialization failed.', "
+                        "file=sys.stderr)"], check=True)
+    assert tail.root_cause() == "torch.OutOfMemoryError: CUDA out of memory."
+    seen = capfd.readouterr()
+    assert "CUDA out of memory" in seen.err  # the user still sees vLLM's log
