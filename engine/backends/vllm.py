@@ -27,7 +27,9 @@ from m3agent.engine.api import (
     EngineStats,
     EngineUnavailable,
     Message,
+    SamplingParams,
 )
+from m3agent.engine.backends.completion import CompletionRequest
 from m3agent.engine.backends.vllm_args import (
     EnginePlan,
     GpuInfo,
@@ -38,7 +40,7 @@ from m3agent.engine.backends.vllm_args import (
 from m3agent.engine.backends.vllm_core_log import CoreOutputTail
 from m3agent.engine.backends.vllm_errors import load_error, request_error
 from m3agent.engine.backends.vllm_sampling import check_sampling
-from m3agent.engine.m3.chat import ChatLayer, check_prompt_len
+from m3agent.engine.m3.chat import ChatLayer, Turn, check_prompt_len
 from m3agent.engine.model_source import checkpoint_facts, resolve_model
 
 
@@ -153,11 +155,37 @@ class VllmEngine:
             from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
 
             vllm_prompt["multi_modal_data"] = to_vllm_multimodal_data(items, self._media_config)
-        params = self._sampling(request)
-        rid = request.request_id
+        turn = chat.start(request, prompt)
+        async with contextlib.aclosing(
+            self._generate(request.request_id, vllm_prompt, request.sampling, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion (/v1/completions): vLLM tokenizes a text prompt itself."""
+        if self._closed:
+            raise EngineUnavailable("the vllm engine is closed")
+        check_sampling(request.sampling)
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+        else:
+            ids = self._chat.encode_prompt_text(request.prompt_text or "")
+        check_prompt_len(len(ids), self.plan.max_model_len)
+        turn = self._chat.start_raw(len(ids))
+        async with contextlib.aclosing(
+            self._generate(request.request_id, {"prompt_token_ids": ids}, request.sampling, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def _generate(
+        self, rid: str, vllm_prompt: dict[str, Any], sampling: SamplingParams, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
+        params = self._sampling(sampling)
+        ids = vllm_prompt["prompt_token_ids"]
         self._aborted.discard(rid)
         self._abort_events[rid] = stop = asyncio.Event()
-        turn = chat.start(request, prompt)
         generated = prompt_tokens = cached = 0
         finish: str | None = None
         ended = False  # vLLM said finished, or failed: nothing left to abort
@@ -204,8 +232,7 @@ class VllmEngine:
 
     # ---- helpers ------------------------------------------------------------------------
 
-    def _sampling(self, request: ChatRequest) -> Any:
-        s = request.sampling
+    def _sampling(self, s: SamplingParams) -> Any:
         kwargs: dict[str, Any] = {
             "max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p,
             "top_k": s.top_k, "seed": s.seed, "stop": list(s.stop) or None,
