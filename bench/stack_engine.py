@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import statistics
@@ -180,7 +181,9 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
     for i in range(batch):
         prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,),
                                generator=gen).tolist()
-        engine.add_request(f"r{i}", prompt, TokenSamplingParams(max_tokens=steps,
+        # never finishes inside the run: the first request decodes while the others are
+        # still (skip-)prefilling
+        engine.add_request(f"r{i}", prompt, TokenSamplingParams(max_tokens=100_000,
                                                                 ignore_eos=True))
     while any(r.num_computed_tokens < r.num_prompt_tokens
               for r in engine.scheduler.requests.values()):
@@ -221,10 +224,15 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
         row["roofline_ms"] = by["total_bytes"] / (read_tbps * 1e12) * 1e3
         row["roofline_share"] = row["roofline_ms"] / ms
     print(json.dumps(row), flush=True)
-    del engine
+    del engine, runner
+    free_memory(device)
+    return row
+
+
+def free_memory(device: str) -> None:
+    gc.collect()  # skip_prefill's wrapper makes the runner a cycle: the caches wait for gc
     if device == "cuda":
         torch.cuda.empty_cache()
-    return row
 
 
 def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dict:
@@ -260,12 +268,11 @@ def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dic
         row["gemm_ceiling_share"] = gemm_flops / (gemm_tflops * 1e12) / dt
     print(json.dumps(row), flush=True)
     del engine
-    if device == "cuda":
-        torch.cuda.empty_cache()
+    free_memory(device)
     return row
 
 
-def legacy_rows(root: str, cases: str, shape_args: list[str]) -> list[dict]:
+def legacy_rows(root: str, cases: str, shape_args: list[str], prefill: bool) -> list[dict]:
     """The same decode cases with an older checkout's engine (its own process)."""
     farm = Path("/tmp/legacy_farm/m3agent")
     farm.mkdir(parents=True, exist_ok=True)
@@ -275,7 +282,7 @@ def legacy_rows(root: str, cases: str, shape_args: list[str]) -> list[dict]:
             link.symlink_to(Path(root).resolve() / pkg)
     env = dict(os.environ, PYTHONPATH=str(farm.parent))
     cmd = [sys.executable, str(Path(root) / "bench" / "stack_engine.py"), "--cases", cases,
-           "--no-prefill", "--no-ceilings", "--read-tbps", os.environ.get("_READ_TBPS", "0"),
+           *([] if prefill else ["--no-prefill"]), "--no-ceilings", "--read-tbps", os.environ.get("_READ_TBPS", "0"),
            "--json-only", *shape_args]
     if not (Path(root) / "bench" / "stack_engine.py").exists():
         cmd[1] = str(Path(__file__).resolve())  # this script, driving the old engine
@@ -305,6 +312,7 @@ def main() -> None:
     ap.add_argument("--json-only", action="store_true")
     ap.add_argument("--legacy-root", default=None)
     ap.add_argument("--legacy-cases", default="b1_32k_bf16_eager,b8_32k_bf16_eager")
+    ap.add_argument("--legacy-prefill", action="store_true")
     ap.add_argument("--profile", default="b1_32k_bf16_eager,b1_32k_bf16,b8_32k_bf16")
     args = ap.parse_args()
     shape = dict(SHAPE, layers=args.layers, hidden=args.hidden, vocab=args.vocab,
@@ -349,8 +357,8 @@ def main() -> None:
             import traceback
             record["errors"][name] = traceback.format_exc()[-3000:]
             print(f"[{name}] FAILED: {exc}", flush=True)
-            if args.device == "cuda":
-                torch.cuda.empty_cache()
+            del exc
+        free_memory(args.device)
         save()
     if not args.no_prefill:
         try:
@@ -359,14 +367,15 @@ def main() -> None:
             import traceback
             record["errors"]["prefill"] = traceback.format_exc()[-3000:]
             print(f"[prefill] FAILED: {exc}", flush=True)
+            del exc
         save()
     if args.legacy_root:
         del model
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
+        free_memory(args.device)
         os.environ["_READ_TBPS"] = str(read_tbps or 0)
         try:
-            record["rows"] += legacy_rows(args.legacy_root, args.legacy_cases, shape_args)
+            record["rows"] += legacy_rows(args.legacy_root, args.legacy_cases, shape_args,
+                                          not args.no_prefill and args.legacy_prefill)
         except Exception as exc:
             record["errors"]["legacy"] = repr(exc)
         for r in record["rows"]:
@@ -375,6 +384,28 @@ def main() -> None:
         save()
     if not args.json_only:
         print(f"wrote {path}", flush=True)
+        for r in record["rows"]:
+            print(summary(r), flush=True)
+        for k, v in record["errors"].items():
+            print(f"ERROR {k}: {v.splitlines()[-1] if v else v}", flush=True)
+
+
+def summary(r: dict) -> str:
+    f = lambda k, fmt="{:.2f}": fmt.format(r[k]) if r.get(k) is not None else "-"  # noqa: E731
+    if r.get("name") == "stack_decode":
+        return (f"{r.get('code', 'new'):6} {r['case']:18} {f('ms_per_step')} ms/step "
+                f"(p10 {f('p10_ms')} p90 {f('p90_ms')}) host {f('host_ms_per_step')} ms "
+                f"roofline {f('roofline_ms')} ms share {f('roofline_share', '{:.1%}')} "
+                f"ops/step {f('gpu_ops_per_step', '{:.0f}')} "
+                f"launch calls {f('kernel_launch_calls_per_step', '{:.0f}')} "
+                f"graphs {r.get('cuda_graphs')} {r.get('graphs_disabled') or ''}")
+    if r.get("name") == "stack_prefill":
+        return (f"prefill {r['context']} tok: {f('seconds')} s, {f('tok_per_s', '{:.0f}')} "
+                f"tok/s, GEMM-ceiling share {f('gemm_ceiling_share', '{:.1%}')}")
+    if r.get("name") == "ceilings":
+        return (f"ceilings: read {r['read_TBps']:.2f} TB/s, copy {r['copy_rw_TBps']:.2f}, "
+                f"gemm {r['bf16_gemm_TFLOPs']:.0f} TFLOP/s")
+    return json.dumps(r)[:600]
 
 
 if __name__ == "__main__":
