@@ -62,18 +62,21 @@ TIMED_STEPS = 24
 PROFILED_STEPS = 3
 
 
-def build_model(shape: dict, device: str, max_pos: int):
+def build_model(shape: dict, device: str, max_pos: int, moe_experts: int = 0):
     from m3agent.engine.native.model import M3ForCausalLM
     from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(layers=shape["layers"], hidden=shape["hidden"], heads=shape["heads"],
                     kv_heads=shape["kv_heads"], dense_layers=shape["dense_layers"],
                     vocab=shape["vocab"], head_dim=shape["head_dim"],
-                    topk_blocks=shape["topk_blocks"], experts=1, experts_per_tok=1,
-                    intermediate=256, dense_intermediate=shape["dense_intermediate"],
+                    topk_blocks=shape["topk_blocks"], experts=max(1, moe_experts),
+                    experts_per_tok=4 if moe_experts else 1,
+                    intermediate=3072 if moe_experts else 256,
+                    dense_intermediate=shape["dense_intermediate"],
                     max_position_embeddings=max_pos)
     c = tiny_text_config(spec, eos_id=0, bos_id=1)
-    c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(shape["layers"])))
+    if not moe_experts:  # every MLP dense; else layers 3.. are MoE (E experts, top-4, shared)
+        c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(shape["layers"])))
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = M3ForCausalLM(c, dtype=dtype, device=device)
     g = torch.Generator(device=device).manual_seed(0)
@@ -115,14 +118,20 @@ def skip_prefill(engine) -> None:
 
 def step_bytes(model, batch: int, ctx: int, cache_elem: int) -> dict:
     """Bytes one decode step must read: every weight once (the embedding: B rows), and per
-    request the dense layers' whole K/V, the MSA layers' index keys and 16 selected pages."""
+    request the dense layers' whole K/V, the MSA layers' index keys and 16 selected pages.
+    Routed experts: the expected number a batch touches under uniform routing,
+    E * (1 - (1 - k/E)^B), of the E experts each layer holds."""
+    c = model.config
+    n_exp, k_exp = c.num_local_experts, c.num_experts_per_tok
+    touched = n_exp * (1 - (1 - k_exp / n_exp) ** batch) / n_exp
     w = 0
     for name, p in model.named_parameters():
         if "embed_tokens" in name:
             w += batch * p.shape[1] * p.element_size()
+        elif ".experts." in name:
+            w += touched * p.numel() * p.element_size()
         else:
             w += p.numel() * p.element_size()
-    c = model.config
     hkv, d = c.num_key_value_heads, c.head_dim
     di = c.sparse_attention_config.sparse_index_dim
     topk = c.sparse_attention_config.sparse_topk_blocks
@@ -313,6 +322,8 @@ def main() -> None:
     ap.add_argument("--legacy-root", default=None)
     ap.add_argument("--legacy-cases", default="b1_32k_bf16_eager,b8_32k_bf16_eager")
     ap.add_argument("--legacy-prefill", action="store_true")
+    ap.add_argument("--moe-experts", type=int, default=8)
+    ap.add_argument("--moe-cases", default="", help="e.g. b1_32k_bf16,b8_32k_bf16")
     ap.add_argument("--profile", default="b1_32k_bf16_eager,b1_32k_bf16,b8_32k_bf16")
     args = ap.parse_args()
     shape = dict(SHAPE, layers=args.layers, hidden=args.hidden, vocab=args.vocab,
@@ -342,7 +353,9 @@ def main() -> None:
     if args.ctx:
         for n in CASES:
             CASES[n] = (CASES[n][0], args.ctx, *CASES[n][2:])
-    max_ctx = max([CASES[n][1] for n in names] + [args.prefill_ctx if not args.no_prefill else 0])
+    moe_names = [n for n in args.moe_cases.split(",") if n]
+    max_ctx = max([CASES[n][1] for n in names + moe_names]
+                  + [args.prefill_ctx if not args.no_prefill else 0])
     t = time.perf_counter()
     model = build_model(shape, args.device, max_pos=max_ctx + 4096)
     record["model_build_s"] = time.perf_counter() - t
@@ -369,6 +382,26 @@ def main() -> None:
             print(f"[prefill] FAILED: {exc}", flush=True)
             del exc
         save()
+    if args.moe_cases:
+        del model
+        free_memory(args.device)
+        model = build_model(shape, args.device, max_pos=max_ctx + 4096,
+                            moe_experts=args.moe_experts)
+        record["moe_params"] = sum(p.numel() for p in model.parameters())
+        for name in moe_names:
+            batch, ctx, kv, eager = CASES[name]
+            try:
+                row = decode_case(model, name, batch, ctx, kv, eager, args.device, read_tbps,
+                                  False)
+                row.update(case=f"moe{args.moe_experts}_{name}", moe_experts=args.moe_experts)
+                record["rows"].append(row)
+            except Exception as exc:
+                import traceback
+                record["errors"][f"moe_{name}"] = traceback.format_exc()[-3000:]
+                print(f"[moe {name}] FAILED: {exc}", flush=True)
+                del exc
+            free_memory(args.device)
+            save()
     if args.legacy_root:
         del model
         free_memory(args.device)
