@@ -119,10 +119,38 @@ def run_format(fmt: str, tokens: list[int], ceil: dict, gate, record: dict, path
         path.write_text(json.dumps(record, indent=1))
 
 
+def tile_sweep(record: dict) -> None:
+    """Decode T=1 and T=8 with other tile shapes (BM, BN, BK, warps, stages), bf16."""
+    from common import emit, time_graph
+    from m3agent.engine.native.kernels import moe_grouped, moe_router
+    w13, _, w2, _ = make_weights("bf16", seed=1)
+    gate = torch.randn(E, H, device="cuda") * H ** -0.5
+    for t in (1, 8):
+        x = torch.randn(t, H, device="cuda", dtype=torch.bfloat16)
+        w, ids = moe_router.route(x.float() @ gate.T, None, TOPK, 2.5)
+        uniq = int(torch.unique(ids).numel())
+        for tiles in ((16, 64, 128, 4, 4), (16, 32, 256, 4, 3), (16, 64, 256, 4, 3),
+                      (16, 128, 128, 4, 4), (16, 32, 128, 2, 4), (16, 64, 128, 4, 6)):
+            def run(_i, x=x, w=w, ids=ids, tiles=tiles):
+                p = x.shape[0] * TOPK
+                si, be = moe_grouped.align(ids, E, tiles[0])
+                gu = moe_grouped.grouped_gemm(x, w13, None, "bf16", si, be, p, TOPK, True,
+                                              None, x.dtype, tiles)
+                a = moe_grouped.swiglu_oai_merged(gu)
+                return moe_grouped.grouped_gemm(a, w2, None, "bf16", si, be, p, TOPK, False,
+                                                w.reshape(-1).contiguous(), torch.float32,
+                                                tiles)
+            tm = time_graph(run, 1, 30)
+            gbps = uniq * 3 * H * INTER * 2 / (tm["median_us"] * 1e-6) / 1e9
+            emit({"name": "moe_tile_sweep", "tokens": t, "tiles": tiles, "unique": uniq,
+                  **tm, "expert_GBps": gbps}, record["rows"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results"))
     ap.add_argument("--tokens", default="1,8,32,4096")
+    ap.add_argument("--sweep-only", action="store_true")
     args = ap.parse_args()
     from common import ceilings, env_record
     from m3agent.engine.native.kernels import moe_grouped
@@ -133,6 +161,14 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"moe_grouped_{record['env']['date'][:10]}.json"
     gate = torch.randn(E, H, device="cuda") * H ** -0.5
+    if args.sweep_only:
+        tile_sweep(record)
+        path.write_text(json.dumps(record, indent=1))
+        for r in record["rows"]:
+            if r["name"] == "moe_tile_sweep":
+                print(f"sweep T={r['tokens']} {r['tiles']}: {r['median_us']:.1f} us "
+                      f"{r['expert_GBps']:.0f} GB/s", flush=True)
+        return
     for fmt in moe_grouped.FORMATS:
         run_format(fmt, [int(v) for v in args.tokens.split(",")], ceil, gate, record, path)
         torch.cuda.empty_cache()

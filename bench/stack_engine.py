@@ -144,7 +144,7 @@ def step_bytes(model, batch: int, ctx: int, cache_elem: int) -> dict:
     return {"weight_bytes": w, "kv_index_bytes": kv, "total_bytes": w + kv}
 
 
-def count_launches(engine, steps: int) -> dict:
+def count_launches(engine, steps: int, table_path: Path | None = None) -> dict:
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -160,6 +160,9 @@ def count_launches(engine, steps: int) -> dict:
             launches += 1
         elif e.name == "cudaGraphLaunch":
             graphs += 1
+    if table_path is not None:  # where a step's GPU time goes, kernel by kernel
+        table_path.write_text(prof.key_averages().table(sort_by="cuda_time_total",
+                                                        row_limit=40, max_name_column_width=70))
     return {"gpu_ops_per_step": kernels / steps, "kernel_launch_calls_per_step": launches / steps,
             "graph_launches_per_step": graphs / steps}
 
@@ -212,7 +215,9 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
         walls.append(dt)
         hosts.append(dt - getattr(runner, "last_sync_wait_s", 0.0))
         assert len(outs) == batch and not any(o.error for o in outs), [o.error for o in outs]
-    launches = count_launches(engine, PROFILED_STEPS) if profile_it and device == "cuda" else {}
+    table = Path(os.environ["OUT"]) / f"kernels_{name}.txt" if os.environ.get("OUT") else None
+    launches = (count_launches(engine, PROFILED_STEPS, table)
+                if profile_it and device == "cuda" else {})
     cache_elem = torch.empty((), dtype=cache_dtype).element_size()
     by = step_bytes(model, batch, ctx + WARM_STEPS + TIMED_STEPS // 2, cache_elem)
     ms = 1e3 * statistics.median(walls)

@@ -206,6 +206,7 @@ CPU_CASES = {
     "moe_fp8": lambda: case_moe(fmt="fp8"),
     "moe_mxfp8": lambda: case_moe(fmt="mxfp8"),
     "moe_prefill": lambda: case_moe(t=150, e=4, hidden=128, inter=64),
+    "moe_decode_t1": lambda: case_moe(t=1, k=4, fmt="fp8"),
     "add_rmsnorm": lambda: (case_add_rmsnorm(), case_add_rmsnorm(residual=False)),
     "swiglu": lambda: case_swiglu(),
     "insert": lambda: case_insert(),

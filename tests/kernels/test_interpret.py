@@ -19,6 +19,7 @@ NAMES = [
     "moe_fp8",
     "moe_mxfp8",
     "moe_prefill",
+    "moe_decode_t1",
     "add_rmsnorm",
     "swiglu",
     "insert",
