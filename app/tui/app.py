@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import io
 import time
 from pathlib import Path
 from typing import Any
 
-from m3agent.app.tui.crash import write_crash_log
 from m3agent.app.tui.messages import EngineProgress, SessionFailed, SessionReady
 from m3agent.app.tui.ports import SessionFactory, TuiConfig
 from m3agent.app.tui.screens.main_screen import MainScreen
 from m3agent.app.tui.slash_actions import shutdown_session
+from rich.console import Console
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -25,9 +26,14 @@ class M3App(App):
         super().__init__()
         self.session_factory = session_factory
         self.config = config
-        self.crash_log: Path | None = None
         self.first_paint_s: float | None = None
+        self.resume_hint: str | None = None  # printed by run.py once the terminal is back
         self._t0 = time.perf_counter()
+        # Textual prints a crash's traceback to error_console as it exits. Into memory here:
+        # run.py writes it to the crash log and shows one line instead of a screenful.
+        self.crash_report = io.StringIO()
+        self.error_console = Console(file=self.crash_report, width=160, color_system=None,
+                                     markup=False, highlight=False)
 
     @property
     def main(self) -> MainScreen:
@@ -77,41 +83,20 @@ class M3App(App):
     async def switch_session(self, session_id: str) -> None:
         """/sessions picked one: close the current session and load the chosen one."""
         screen = self.main
-        await shutdown_session(screen.session)
-        screen.session = None
-        screen.busy = False
-        await screen.transcript.clear()
-        screen.query_one("#loading").display = True
-        screen.set_status(state="loading")
+        await shutdown_session(screen.controller.detach())
+        await screen.show_loading()
         self.load_session(session_id)
 
     async def shutdown(self) -> None:
         self.main.set_status(state="closing")  # an engine can take a moment to stop
+        self.resume_hint = self.main.controller.resume_command()
         try:
-            await shutdown_session(self.main.session, close_engine=True)
+            await shutdown_session(self.main.controller.session, close_engine=True)
         finally:
             self.exit()
 
     async def action_quit(self) -> None:
         await self.shutdown()
-
-    def _handle_exception(self, error: Exception) -> None:
-        # Log first: Textual then restores the terminal and the CLI prints the log's path.
-        if self.crash_log is None:
-            try:
-                self.crash_log = write_crash_log(error, _log_dir(self.config))
-            except OSError:
-                pass
-        super()._handle_exception(error)
-
-    def _fatal_error(self) -> None:
-        # With the traceback safely in the log, the terminal gets the one line run.py prints
-        # instead of a screenful of locals. Without a log, keep Textual's full report.
-        if self.crash_log is None:
-            super()._fatal_error()
-            return
-        self.bell()
-        self._close_messages_no_wait()
 
 
 def _log_dir(config: TuiConfig) -> Path:

@@ -38,7 +38,7 @@ async def test_window_is_usable_while_the_engine_loads(harness, until):
         assert [str(u.render()) for u in main.query(UserMessage)] == ["hello early"]
         assert not harness.engines  # nothing could reach an engine yet
         release.set()
-        await until(pilot, lambda: main.completed_turns >= 1)
+        await until(pilot, lambda: main.controller.completed_turns >= 1)
         assert not main.query_one(LoadingView).display
         assert harness.engine.requests[0].messages[-1].content == "hello early"
         assert app.first_paint_s is not None and app.first_paint_s < 5
@@ -61,7 +61,7 @@ async def test_engine_that_cannot_load_is_reported_in_one_line(harness, until):
         prompt.load_text("hello?")
         await pilot.press("enter")  # not queued for an engine that will never come
         assert "no engine" in str(app.main.query(ErrorView).last().render())
-        assert not app.main.queued
+        assert not app.main.controller.queue
 
 
 class _BrokenSession:

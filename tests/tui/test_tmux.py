@@ -110,6 +110,8 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
 
         tmux.run("send-keys", "-t", "t", "C-q")
         tmux.wait_for("EXIT=0")  # clean exit; the shell line prints on the restored screen
+        session_id = next((m3home / "sessions").glob("*.jsonl")).stem
+        assert f"resume this session with: m3agent resume {session_id}" in tmux.screen()
     finally:
         tmux.close()
 
