@@ -42,11 +42,24 @@ class M3App(App):
     def on_mount(self) -> None:
         self.install_screen(MainScreen(self.config), "main")
         self.push_screen("main")
+        if self.config.setup is not None:  # first run: which engine? (onboarding_screen)
+            from m3agent.app.tui.screens.onboarding_screen import OnboardingScreen
+
+            self.push_screen(OnboardingScreen(self.config.setup), self._setup_done)
         # Load only after the first frame is on screen: the window is usable at once.
         self.call_after_refresh(self._first_frame)
 
     def _first_frame(self) -> None:
         self.first_paint_s = time.perf_counter() - self._t0
+        if self.config.setup is None:
+            self.load_session(self.config.resume)
+
+    async def _setup_done(self, result: tuple[SessionFactory, str] | None) -> None:
+        if result is None:
+            self.exit()
+            return
+        self.session_factory, saved = result
+        await self.main.transcript.notice(saved)
         self.load_session(self.config.resume)
 
     @work(thread=True, exclusive=True, group="engine-load")

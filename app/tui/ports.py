@@ -74,6 +74,8 @@ class TuiConfig:
     # Called in the loading thread with the new session: the sandbox layers really active.
     probe_sandbox: Callable[[Any], tuple[str, ...]] | None = None
     clock: Callable[[], float] = time.monotonic  # the turn timer (tests pin it)
+    # First run (app/tui/onboarding.py): nothing configured, so ask for an engine first.
+    setup: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -209,3 +209,29 @@ def test_tmux_escape_sequences_reach_the_screen_only_visibly(repo, m3home, m3tex
     assert "PWNED" not in title and title == before
     assert "\\x1b]2;PWNED-BY-MODEL\\x07\\x1b[2J done-marker" in screen
     assert "\\x1b]2;PWNED-BY-TOOL\\x07" in screen
+
+
+def test_tmux_bare_m3agent_with_nothing_configured_opens_the_setup(repo, m3home):
+    exe = Path(sys.executable).parent / "m3agent"
+    program = str(exe) if exe.exists() else f"{sys.executable} -m m3agent.app.cli"
+    tmux = Tmux()
+    try:
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 f"env -u COLUMNS -u LINES -u M3AGENT_ENGINE -u M3AGENT_MODEL "
+                 f"M3AGENT_HOME={m3home} TERM=xterm-256color {program} --cwd {repo}; "
+                 "echo EXIT=$?; sleep 60")
+        tmux.wait_for("Set up m3agent")
+        assert "needs --model" not in tmux.screen()
+        for _ in range(3):
+            tmux.run("send-keys", "-t", "t", "Down")
+        tmux.run("send-keys", "-t", "t", "Enter")  # the scripted demo
+        tmux.wait_for("starting the scripted demo")
+        tmux.wait_for("tok/s")
+        tmux.run("send-keys", "-t", "t", "-l", "hello")
+        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_for("No model answered")
+        tmux.run("send-keys", "-t", "t", "C-q")
+        tmux.wait_for("EXIT=0")
+    finally:
+        tmux.close()
+    assert not (m3home / "config.toml").exists()
