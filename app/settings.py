@@ -185,6 +185,7 @@ def save_settings(path: Path, values: Mapping[str, str]) -> None:
     text = "# written by m3agent's first-run setup\n" + "".join(lines) + old
     tomllib.loads(text)  # never leave a file that the next start cannot read
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
 
