@@ -8,6 +8,7 @@ from typing import Any
 
 from m3agent.agent import events as ev
 from m3agent.app.safe_text import visible
+from m3agent.app.tui.approval_flow import ApprovalFlow
 from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.controller import SessionController
 from m3agent.app.tui.event_batch import batches, coalesce
@@ -20,10 +21,10 @@ from m3agent.app.tui.messages import (
     SessionFailed,
     SessionReady,
 )
-from m3agent.app.tui.ports import ApprovalAnswer, TuiConfig
+from m3agent.app.tui.ports import TuiConfig
 from m3agent.app.tui.slash import SlashError, parse_slash
 from m3agent.app.tui.slash_actions import SlashActions
-from m3agent.app.tui.status import StatusState
+from m3agent.app.tui.status import StatusState, engine_info, usage_fields
 from m3agent.app.tui.transcript import Transcript
 from m3agent.app.tui.widgets.activity_line import ActivityLine
 from m3agent.app.tui.widgets.command_menu import CommandMenu
@@ -68,6 +69,7 @@ class MainScreen(Screen):
         )
         self.transcript: Transcript | None = None
         self.slash = SlashActions(self)
+        self.approvals = ApprovalFlow(self)
         state = config.state_dir
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
@@ -112,7 +114,7 @@ class MainScreen(Screen):
         session = message.session
         self.controller.attach(session)
         self.query_one(LoadingView).display = False
-        info = _engine_info(session)
+        info = engine_info(session)
         if info is not None:
             self.set_status(engine=info.backend, model=info.model,
                             context_max=self.status.context_max or info.max_context_tokens)
@@ -166,12 +168,12 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ToolCallStarted):
             await t.tool_started(e.call_id, e.name, e.arguments)
         elif isinstance(e, ev.ApprovalRequest):
-            await self._ask(e)
+            await self.approvals.ask(e)
         elif isinstance(e, ev.ToolCallFinished):
             await t.tool_finished(e.call_id, e.name, e.output, e.is_error, e.metadata)
         elif isinstance(e, ev.ModelRequestFinished):
             await t.end_segment()
-            self.set_status(**_usage_fields(self.status.with_usage(e.usage)))
+            self.set_status(**usage_fields(self.status.with_usage(e.usage)))
         elif isinstance(e, ev.TurnStarted):
             self.set_status(state="working")
         elif isinstance(e, ev.TurnComplete):
@@ -187,21 +189,6 @@ class MainScreen(Screen):
             if e.resumed:
                 await t.notice(f"resumed session {e.session_id}")
 
-    async def _ask(self, request: ev.ApprovalRequest) -> None:
-        card = await self.transcript.tool_started(request.call_id, request.name, request.arguments)
-        auto = self.controller.auto_decision(request)
-        if auto is not None:  # an allowed command prefix covers it: no question
-            decision, prefix = auto
-            card.note = f"allowed: {prefix} …"
-            card.set_status("running")
-            await self.submit(decision)
-            return
-        card.set_status("approval")
-        from m3agent.app.tui.screens.approval_screen import ApprovalScreen
-
-        screen = ApprovalScreen(request, self.config.cwd, prefix=self.controller.prefix_for(request))
-        self.app.push_screen(screen, self._approval_callback(request))
-
     async def _turn_complete(self, e: ev.TurnComplete) -> None:
         t = self.transcript
         # An interrupt or a time limit can end the turn while a question is still open.
@@ -211,7 +198,7 @@ class MainScreen(Screen):
         for card in t.unfinished_cards():
             card.set_status("interrupted")
         if e.last_usage is not None:
-            self.set_status(**_usage_fields(self.status.with_usage(e.last_usage)))
+            self.set_status(**usage_fields(self.status.with_usage(e.last_usage)))
         if e.reason == "interrupted":
             await t.notice("interrupted: the turn stopped; type a prompt to go on")
         elif e.reason not in ("done", "error"):
@@ -224,20 +211,6 @@ class MainScreen(Screen):
         # A session left for another one (/sessions) is not the current state.
         if self.controller.stream_ended(message.session) and self.status.state != "failed":
             self.set_status(state="stopped")
-
-    def _approval_callback(self, request: ev.ApprovalRequest):
-        async def answer(result: ApprovalAnswer | None) -> None:
-            if result is None:
-                return  # closed by the app (the turn already ended): nothing to answer
-            if result.allow_prefix:
-                self.controller.allow_prefix(result.allow_prefix)
-            decision = result.decision
-            card = self.transcript.cards.get(request.call_id)
-            if card is not None:
-                card.set_status("running" if decision.decision != "deny" else "denied")
-            await self.submit(decision)
-
-        return answer
 
     # ---- prompts --------------------------------------------------------------------------
 
@@ -343,21 +316,3 @@ class MainScreen(Screen):
     def set_thinking(self, mode: str) -> None:
         self.controller.set_thinking(mode)
         self.set_status(thinking=mode)
-
-
-def _usage_fields(state: StatusState) -> dict[str, Any]:
-    return {
-        "context_used": state.context_used,
-        "cached_tokens": state.cached_tokens,
-        "cache_hit_pct": state.cache_hit_pct,
-        "tokens_per_s": state.tokens_per_s,
-    }
-
-
-def _engine_info(session: Any) -> Any:
-    """EngineInfo when the session exposes its engine; optional, for the status bar."""
-    engine = getattr(session, "engine", None)
-    try:
-        return engine.info() if engine is not None else None
-    except Exception:
-        return None
