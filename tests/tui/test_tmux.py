@@ -235,3 +235,39 @@ def test_tmux_bare_m3agent_with_nothing_configured_opens_the_setup(repo, m3home)
     finally:
         tmux.close()
     assert not (m3home / "config.toml").exists()
+
+
+def test_tmux_tab_menu_paging_and_ctrl_c_twice(repo, m3home, tmp_path):
+    """Issue 15 point 6 in a real terminal: Tab leaves the focus in the prompt (the keys after
+    it, Enter too, still arrive), `/` opens the menu, ctrl+c twice quits and prints the
+    command that resumes the session."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["\n\n".join(f"line {i}" for i in range(80)) + "\n\nlast-line"]))
+    tmux = Tmux()
+    try:
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 _command(repo, script, m3home))
+        tmux.wait_for("tok/s")
+        while "loading" in tmux.screen():
+            time.sleep(0.03)
+        tmux.run("send-keys", "-t", "t", "-l", "hel")
+        tmux.run("send-keys", "-t", "t", "Tab")
+        tmux.run("send-keys", "-t", "t", "-l", "lo there")
+        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_for("last-line")  # Enter after the Tab reached the prompt: the turn ran
+        assert "hello there" not in tmux.screen()  # scrolled off, above the answer
+        tmux.run("send-keys", "-t", "t", "PPage")
+        tmux.wait_for("line 52", timeout=10)  # was not on screen before the page up
+        tmux.run("send-keys", "-t", "t", "Home")  # the prompt is empty: to the top
+        tmux.wait_for("hello there", timeout=10)
+        tmux.run("send-keys", "-t", "t", "-l", "/se")
+        tmux.wait_for("browse saved sessions")
+        tmux.run("send-keys", "-t", "t", "Escape")
+        tmux.run("send-keys", "-t", "t", "C-c")  # clears "/se"
+        tmux.run("send-keys", "-t", "t", "C-c")
+        tmux.wait_for("ctrl+c again to quit")
+        tmux.run("send-keys", "-t", "t", "C-c")
+        tmux.wait_for("EXIT=0")
+        assert "resume this session with: m3agent resume" in tmux.screen()
+    finally:
+        tmux.close()
