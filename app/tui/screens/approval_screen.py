@@ -8,8 +8,8 @@ from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
 from m3agent.agent.ops import ApprovalDecision
+from m3agent.app.command_prefix import shown
 from m3agent.app.safe_text import visible
-from m3agent.app.tui.command_prefix import shown
 from m3agent.app.tui.ports import ApprovalAnswer
 from m3agent.app.tui.preview import preview_diff
 from m3agent.app.tui.widgets.diff_view import DiffView
