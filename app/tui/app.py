@@ -20,7 +20,13 @@ from textual.binding import Binding
 
 class M3App(App):
     TITLE = "m3agent"
-    BINDINGS = [Binding("ctrl+q", "quit", "quit", priority=True)]
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "quit", priority=True),
+        # Textual's own ctrl+c pops a "press ctrl+q" toast, and each screen binds it to copy.
+        # Here it is one key everywhere: on the main screen interrupt / clear / quit (twice);
+        # over a modal it interrupts the turn, which also closes a pending question.
+        Binding("ctrl+c", "ctrl_c", show=False, priority=True),
+    ]
 
     def __init__(self, session_factory: SessionFactory, config: TuiConfig) -> None:
         super().__init__()
@@ -107,6 +113,12 @@ class M3App(App):
             await shutdown_session(self.main.controller.session, close_engine=True)
         finally:
             self.exit()
+
+    async def action_ctrl_c(self) -> None:
+        if self.screen is self.main:
+            await self.main.action_ctrl_c()
+        else:
+            await self.main.controller.interrupt()
 
     async def action_quit(self) -> None:
         await self.shutdown()

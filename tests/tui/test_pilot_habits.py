@@ -192,3 +192,16 @@ async def test_resumed_tool_results_keep_their_error_flag(harness, until, m3text
         main = await ready(pilot, until)
         await pilot.pause(0.1)
         assert [c.status for c in main.query(ToolCard)] == ["error", "ok"]
+
+
+async def test_ctrl_c_over_the_approval_modal_interrupts_without_a_toast(harness, until, m3text):
+    app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b")], approval="untrusted")
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "fix add")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        await pilot.press("ctrl+c")
+        await turn_done(pilot, until)
+        await until(pilot, lambda: app.screen is main)
+        assert not main.query("Toast") and app.is_running
+        assert (harness.repo / "src/calc.py").read_text().endswith("a - b\n")

@@ -48,8 +48,6 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
-        # ctrl+c: interrupt a running turn, else clear the prompt, else (twice) quit.
-        Binding("ctrl+c", "ctrl_c", "interrupt / clear / quit", show=False, priority=True),
         Binding("pageup", "scroll_transcript('scroll_page_up')", show=False, priority=True),
         Binding("pagedown", "scroll_transcript('scroll_page_down')", show=False, priority=True),
         # Home/End scroll the transcript while the prompt is empty; with text they stay the
@@ -284,6 +282,8 @@ class MainScreen(Screen):
             await self.transcript.notice("queued prompts dropped")
 
     async def action_ctrl_c(self) -> None:
+        """ctrl+c (bound in app.py): interrupt a running turn, else clear the prompt, else
+        (twice within QUIT_WINDOW_S) quit."""
         prompt = self.query_one(PromptInput)
         activity = self.query_one(ActivityLine)
         if self.controller.busy:
