@@ -130,7 +130,7 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
         if not engines:
             progress(f"loading the {settings.engine} engine…", None)
             engines.append(build_engine(settings, script=script))
-        progress("opening the session…", None)
+        progress("opening the session (repository snapshot)…", None)
         return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id)
 
     return build

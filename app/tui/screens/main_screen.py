@@ -75,7 +75,7 @@ class MainScreen(Screen):
     def compose(self) -> ComposeResult:
         menu = CommandMenu(id="command-menu")
         yield Conversation(id="conversation")
-        yield LoadingView(id="loading")
+        yield LoadingView(clock=self.config.clock, id="loading")
         yield Static("", id="completions", markup=False)
         yield Static("", id="waiting", markup=False)
         yield menu
