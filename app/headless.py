@@ -195,24 +195,43 @@ def deny_approver(note: str) -> Approver:
     return approve
 
 
-def tty_approver(err: TextIO) -> Approver:
-    """Asks on the terminal: y = once, a = for this session, s = always (saved for later
-    sessions too), anything else = deny."""
+def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
+    """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
+    session and s = always (saved for later sessions too), except for shell, where p allows
+    the command's prefix (`pytest`, `git status`) instead of every command
+    (app/command_prefix.py decides what a prefix covers)."""
+    from m3agent.app.command_prefix import command_prefix, matches, shown
+
     err = SafeStream(err)  # the arguments and the reason quote the model and the repository
+    prefixes: list[tuple[str, ...]] = []
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
+        command = req.arguments.get("command") if req.name == "shell" else None
+        command = command if isinstance(command, str) else None
+        if command is not None and any(matches(command, p) for p in prefixes):
+            return ops.ApprovalDecision(req.call_id, "approve")
+        prefix = command_prefix(command) if command is not None else None
         err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")
         if req.reason:
             err.write(f" ({req.reason})")
-        err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
+        if req.name != "shell":
+            err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
+        elif prefix is not None:
+            err.write(f" [y]es / [p] always `{shown(prefix)} …` / [N]o: ")
+        else:
+            err.write(" [y]es / [N]o: ")
         err.flush()
-        answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
+        reader = stdin or sys.stdin
+        answer = (await asyncio.to_thread(reader.readline)).strip().lower()
         if answer in ("y", "yes"):
             return ops.ApprovalDecision(req.call_id, "approve")
-        if answer in ("a", "always"):
+        if answer in ("a", "always") and req.name != "shell":
             return ops.ApprovalDecision(req.call_id, "approve_session")
-        if answer in ("s", "save"):
+        if answer in ("s", "save") and req.name != "shell":
             return ops.ApprovalDecision(req.call_id, "approve_always")
+        if answer == "p" and prefix is not None:
+            prefixes.append(prefix)
+            return ops.ApprovalDecision(req.call_id, "approve")
         return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
 
     return approve
