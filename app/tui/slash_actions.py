@@ -124,7 +124,7 @@ class SlashActions:
         from m3agent.app.mcp_reload import slash_mcp
 
         try:
-            text = await slash_mcp(self.screen.session, arg)
+            text = await slash_mcp(self.screen.controller.session, arg)
         except ValueError as e:  # a usage mistake, a busy session, a bad config file
             await self.screen.transcript.error(str(e), "usage")
             return

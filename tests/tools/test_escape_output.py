@@ -22,6 +22,7 @@ REPLACE = r"""
 echo BEFORE
 n=0
 for p in "$TMPDIR/../stdout" "$(readlink /proc/self/fd/1 | sed 's/ (deleted)$//')"; do
+  case "$p" in /*) ;; *) continue ;; esac  # "pipe:[N]" names no file: never litter the cwd
   rm -f "$p" 2>/dev/null
   if {make} 2>/dev/null; then n=$((n+1)); fi
 done
