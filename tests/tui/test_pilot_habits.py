@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
-from m3agent.app.tui.slash import COMMANDS
 from m3agent.app.tui.widgets.activity_line import ActivityLine
 from m3agent.app.tui.widgets.command_menu import CommandMenu
 from m3agent.app.tui.widgets.conversation import Conversation
@@ -30,7 +29,9 @@ async def test_slash_opens_a_filtered_menu_tab_completes_enter_runs(harness, unt
         menu, prompt = main.query_one(CommandMenu), main.query_one(PromptInput)
         prompt.focus()
         await pilot.press("/")
-        assert menu.display and len(menu.matches) == len(COMMANDS)
+        from m3agent.app.tui.slash import COMMANDS
+
+        assert menu.display and len(menu.matches) == len(COMMANDS)  # all of them
         await pilot.press("t", "h")
         assert [m.name for m in menu.matches] == ["think"]
         await pilot.press("tab")  # completes, keeps the focus, waits for the argument
