@@ -2,9 +2,13 @@
 
 GET  /health                 {"status": "ok", "pid", "model", "backend"}
 GET  /v1/models              the one served model
+GET  /v1/models/{id}         that model, or 404
 POST /v1/chat/completions    streaming (SSE) or not; usage carries
                              prompt_tokens_details.cached_tokens; thinking mode per request
-                             through chat_template_kwargs.thinking_mode
+                             through chat_template_kwargs.thinking_mode (the turn's: the
+                             generation prefix) and .session_thinking_mode (the system block's)
+POST /v1/completions         a raw prompt (text or token ids) -> the model's raw text, streaming
+                             or not, usage with cached tokens (see completions.py)
 """
 
 from __future__ import annotations
@@ -19,6 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from m3agent.app.serve.completions import (
+    completion_events,
+    completion_json,
+    new_request_id,
+    not_served,
+    parse_completion,
+)
 from m3agent.app.serve.http import HttpRequest, HttpResponse
 from m3agent.app.serve.wire import (
     ChatBody,
@@ -72,6 +83,16 @@ class ChatServer:
                                       "backend": info.backend})
         if req.path == "/v1/models":
             return HttpResponse.json({"object": "list", "data": [self._model_card()]})
+        if req.path.startswith("/v1/models/"):
+            wanted = req.path[len("/v1/models/"):]
+            if wanted in (self.config.served_model_name, *self.config.aliases):
+                return HttpResponse.json(self._model_card())
+            return HttpResponse(404, error_json(f"model {wanted!r} is not served here",
+                                                "not_found", 404))
+        if req.path == "/v1/completions":
+            if req.method != "POST":
+                return HttpResponse(405, error_json("use POST", code=405))
+            return await self._completion(req)
         if req.path == "/v1/chat/completions":
             if req.method != "POST":
                 return HttpResponse(405, error_json("use POST", code=405))
@@ -100,6 +121,82 @@ class ChatServer:
         if body.stream:
             return await self._open_stream(chat, body)
         return await self._complete(chat)
+
+    def _unknown_model(self, model: str) -> HttpResponse | None:
+        if not model or model in (self.config.served_model_name, *self.config.aliases):
+            return None
+        return HttpResponse(404, error_json(
+            f"model {model!r} is not served here (this server has "
+            f"{self.config.served_model_name!r})", "not_found", 404))
+
+    async def _completion(self, req: HttpRequest) -> HttpResponse:
+        if (refused := not_served(self.engine)) is not None:
+            return refused
+        request_id = new_request_id()
+        try:
+            body, creq = parse_completion(req.body, request_id)
+        except WireError as e:
+            return HttpResponse(400, error_json(str(e)))
+        if (unknown := self._unknown_model(body.model)) is not None:
+            return unknown
+        name = self.config.served_model_name
+        if body.stream:
+            stream = aiter(self.engine.complete(creq))
+            try:
+                first = await anext(stream)
+            except StopAsyncIteration:
+                first = None
+            except EngineError as e:
+                code = _status_of(e)
+                return HttpResponse(code, error_json(str(e), "engine_error", code))
+            except asyncio.CancelledError:
+                await self.engine.abort(request_id)
+                raise
+            return HttpResponse(events=self._guarded(request_id, stream, first, lambda deltas:
+                                completion_events(request_id, name, body, deltas, _status_of)))
+        text: list[str] = []
+        final: UsageDelta | None = None
+        ended = False
+        try:
+            async for d in self.engine.complete(creq):
+                if isinstance(d, ContentDelta):
+                    text.append(d.text)
+                elif isinstance(d, UsageDelta):
+                    final = d
+            ended = True
+        except EngineError as e:
+            ended = True
+            code = _status_of(e)
+            return HttpResponse(code, error_json(str(e), "engine_error", code))
+        finally:
+            if not ended:
+                await self.engine.abort(request_id)
+        return HttpResponse.json(completion_json(request_id, name, "".join(text), final))
+
+    async def _guarded(self, request_id: str, stream: AsyncIterator[ChatDelta],
+                       first: ChatDelta | None, render: Any) -> AsyncIterator[str]:
+        """`render`'s events over first + the rest; the engine request aborted if the client
+        leaves before the end."""
+        ended = False
+
+        async def deltas() -> AsyncIterator[ChatDelta]:
+            nonlocal ended
+            if first is not None:
+                yield first
+            async for d in stream:
+                yield d
+            ended = True
+
+        try:
+            async for event in render(deltas()):
+                yield event
+            ended = True
+        finally:
+            if not ended:
+                await self.engine.abort(request_id)
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
         """Waits for the first delta before the status line, so that a request the engine
@@ -146,6 +243,9 @@ class ChatServer:
             message["reasoning_content"] = "".join(reasoning)
         if calls:
             message["tool_calls"] = calls
+        if final is not None and final.raw_text is not None:
+            # m3agent's extension: the exact output, for a client to send back as raw_text.
+            message["raw_text"] = final.raw_text
         obj = {
             "id": chat.request_id, "object": "chat.completion", "created": int(time.time()),
             "model": self.config.served_model_name,

@@ -56,6 +56,8 @@ class _Message(BaseModel):
     # m3agent's extension: the model's exact output, re-rendered verbatim so that the next
     # prompt extends the last one token for token (what the engine generated is cached too).
     raw_text: str | None = None
+    # ... and the thinking mode its turn ran under (its generation prefix is re-rendered).
+    thinking_mode: Literal["enabled", "disabled", "adaptive"] | None = None
 
 
 class ChatBody(BaseModel):
@@ -73,15 +75,39 @@ class ChatBody(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    # Accepted so that an unsupported value is a clear 400, not silently ignored.
+    n: int = 1
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 def parse_body(raw: bytes) -> ChatBody:
     try:
-        return ChatBody.model_validate_json(raw)
+        body = ChatBody.model_validate_json(raw)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise WireError(f"bad request: {where}: {first['msg']}") from None
+    check_supported(body)
+    return body
+
+
+def check_supported(body: ChatBody) -> None:
+    """What this server does not do, refused by name instead of answered wrongly."""
+    if body.n != 1:
+        raise WireError(f"bad request: n must be 1 (one choice per request), got {body.n}")
+    if body.logprobs or body.top_logprobs:
+        raise WireError("bad request: logprobs are not supported by this server")
+    kind = (body.response_format or {}).get("type", "text")
+    if kind != "text":
+        raise WireError(f"bad request: response_format {kind!r} is not supported "
+                        "(no structured output); leave it out or use 'text'")
+    if body.tool_choice not in (None, "auto", "none"):
+        shown = body.tool_choice if isinstance(body.tool_choice, str) else "a named function"
+        raise WireError(f"bad request: tool_choice {shown!r} is not supported; use 'auto' "
+                        "or 'none'")
 
 
 def _text_of(content: str | list[dict[str, Any]] | None) -> str:
@@ -155,7 +181,7 @@ def to_message(m: _Message, media_dir: Path) -> Message:
     )
     reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
     return Message("assistant", _text_of(m.content), reasoning=reasoning, tool_calls=calls,
-                   raw_text=m.raw_text)
+                   raw_text=m.raw_text, thinking_mode=m.thinking_mode)
 
 
 def to_chat_request(
@@ -163,11 +189,15 @@ def to_chat_request(
 ) -> ChatRequest:
     kwargs = body.chat_template_kwargs or {}
     mode = kwargs.get("thinking_mode", default_thinking)
-    if mode not in THINKING_MODES:
-        raise WireError(
-            f"bad request: chat_template_kwargs.thinking_mode must be one of "
-            f"{', '.join(THINKING_MODES)}, got {mode!r}"
-        )
+    # The system block's mode: fixed per session so that toggling the turn's mode keeps every
+    # earlier token (adaptive unless the client's session started with another default).
+    session_mode = kwargs.get("session_thinking_mode", "adaptive")
+    for key, value in (("thinking_mode", mode), ("session_thinking_mode", session_mode)):
+        if value not in THINKING_MODES:
+            raise WireError(
+                f"bad request: chat_template_kwargs.{key} must be one of "
+                f"{', '.join(THINKING_MODES)}, got {value!r}"
+            )
     d = SamplingParams()
     stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
     sampling = SamplingParams(
@@ -184,6 +214,7 @@ def to_chat_request(
         tools=tuple(body.tools or ()),
         thinking_mode=mode,
         sampling=sampling,
+        session_thinking_mode=session_mode,
     )
 
 

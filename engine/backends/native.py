@@ -9,6 +9,7 @@ on the caller's side, so the engine thread does nothing but tokens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from collections.abc import AsyncIterator
@@ -24,10 +25,10 @@ from m3agent.engine.api import (
     EngineRequestError,
     EngineStats,
     EngineUnavailable,
-    ToolCallDelta,
-    Usage,
-    UsageDelta,
+    SamplingParams,
 )
+from m3agent.engine.backends.completion import CompletionRequest
+from m3agent.engine.m3.chat import ChatLayer, Turn
 from m3agent.engine.native.engine_config import EngineConfig
 from m3agent.engine.native.llm_engine import LLMEngine
 from m3agent.engine.native.outputs import RequestOutput
@@ -65,13 +66,12 @@ class NativeEngine:
         self._engine = engine
         self._tokenizer = tokenizer
         self._model_name = model_name
-        self._template = template
         self._extra_stops = extra_stop_token_ids
         self._media = media
         self._commands: queue.SimpleQueue = queue.SimpleQueue()
         self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
-        self._stats = EngineStats()
-        self._stats_lock = threading.Lock()
+        self._template = template  # tests render with it to compare prompts
+        self._chat = ChatLayer(tokenizer, template)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="m3agent-native-engine", daemon=True)
         self._thread.start()
@@ -121,8 +121,7 @@ class NativeEngine:
         return EngineInfo("native", self._model_name, self._engine.max_model_len)
 
     def stats(self) -> EngineStats:
-        with self._stats_lock:
-            return self._stats
+        return self._chat.stats.get()
 
     async def abort(self, request_id: str) -> None:
         self._commands.put(_Abort(request_id))
@@ -135,28 +134,10 @@ class NativeEngine:
         await asyncio.to_thread(self._thread.join)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        from m3agent.engine.m3.chat_template import render_prompt_parts
-        from m3agent.engine.m3.output_parser import M3OutputParser
-
         if self._closed:
             raise EngineUnavailable("the native engine is closed")
-        try:
-            parts = render_prompt_parts(
-                list(request.messages),
-                list(request.tools),
-                request.thinking_mode,
-                template=self._template,
-                session_thinking_mode=request.session_thinking_mode,
-            )
-        except ValueError as e:  # a bad thinking mode, a template that fails on these messages
-            raise EngineRequestError(f"cannot render the prompt: {e}") from None
-        # Runs, not the joined text: marker strings inside files, tool results or messages stay
-        # plain text (a repository snapshot of M3 code holds them), and each run's ids extend
-        # the previous request's run for run (prefix caching).
-        if hasattr(self._tokenizer, "encode_parts"):
-            ids = list(self._tokenizer.encode_parts(parts))
-        else:
-            ids = list(self._tokenizer.encode("".join(p.text for p in parts)))
+        prompt = self._chat.render(request)
+        ids = list(prompt.token_ids)
         mm = None
         if any(m.media for m in request.messages if m.role == "user"):
             if self._media is None:
@@ -166,7 +147,31 @@ class NativeEngine:
                 )
             # Decoding and resizing are CPU work: off the event loop, never on the engine thread.
             ids, mm = await asyncio.to_thread(self._media.prepare, request.messages, ids)
-        s = request.sampling
+        turn = self._chat.start(request, prompt)
+        # aclosing: a consumer that stops early closes the inner generator now, which aborts.
+        async with contextlib.aclosing(
+            self._generate(request.request_id, ids, request.sampling, mm, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion (/v1/completions): the text unparsed, then the UsageDelta."""
+        if self._closed:
+            raise EngineUnavailable("the native engine is closed")
+        ids = list(request.prompt_token_ids or ()) or self._chat.encode_prompt_text(
+            request.prompt_text or ""
+        )
+        turn = self._chat.start_raw(len(ids))
+        async with contextlib.aclosing(
+            self._generate(request.request_id, ids, request.sampling, None, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def _generate(
+        self, request_id: str, ids: list[int], s: SamplingParams, mm: Any, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
         try:
             params = TokenSamplingParams(
                 max_tokens=s.max_tokens,
@@ -181,47 +186,30 @@ class NativeEngine:
             raise EngineRequestError(f"bad sampling parameters: {e}") from None
         sink: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        self._commands.put(_Add(request.request_id, ids, params, loop, sink, mm))
-        parser = M3OutputParser(list(request.tools), request.thinking_mode)
-        finished = False
-        saw_call = False
+        self._commands.put(_Add(request_id, ids, params, loop, sink, mm))
         try:
             while True:
                 item = await sink.get()
                 if isinstance(item, Exception):
-                    finished = True
+                    turn.finished = True
                     raise item
                 out: RequestOutput = item
-                deltas = parser.feed(out.new_text)
-                if out.finished:
-                    finished = True
-                    deltas += parser.finish()
-                for d in deltas:
-                    saw_call = saw_call or isinstance(d, ToolCallDelta)
+                for d in turn.feed(out.new_text):
                     yield d
                 if out.finished:
-                    if out.finish_reason == "error":
-                        raise EngineError(out.error or "the native engine failed")
-                    yield self._usage_delta(out, saw_call)
+                    for d in turn.finish(
+                        out.finish_reason,
+                        prompt_tokens=out.num_prompt_tokens,
+                        cached_tokens=out.num_cached_tokens,
+                        generated_tokens=out.num_generated_tokens,
+                        time_to_first_token_s=out.metrics.time_to_first_token_s,
+                        error=out.error and f"the native engine failed: {out.error}",
+                    ):
+                        yield d
                     return
         finally:
-            if not finished:  # the consumer stopped early (cancelled, interrupted): free the pages
-                self._commands.put(_Abort(request.request_id))
-
-    def _usage_delta(self, out: RequestOutput, saw_call: bool) -> UsageDelta:
-        m = out.metrics
-        usage = Usage(
-            prompt_tokens=out.num_prompt_tokens,
-            cached_prompt_tokens=out.num_cached_tokens,
-            generated_tokens=out.num_generated_tokens,
-            time_to_first_token_s=m.time_to_first_token_s,
-            total_time_s=m.total_time_s,
-        )
-        reason = out.finish_reason
-        finish = "abort" if reason == "abort" else "length" if reason == "length" else "stop"
-        if saw_call and finish == "stop":
-            finish = "tool_calls"
-        return UsageDelta(usage, finish, raw_text=out.text)  # type: ignore[arg-type]
+            if not turn.finished:  # the consumer stopped early (cancelled): free the pages
+                self._commands.put(_Abort(request_id))
 
     # ---- the engine thread --------------------------------------------------------------
 
@@ -270,14 +258,6 @@ class NativeEngine:
         target = self._sinks.get(out.request_id)
         if out.finished:
             self._sinks.pop(out.request_id, None)
-            with self._stats_lock:
-                s = self._stats
-                self._stats = EngineStats(
-                    requests=s.requests + 1,
-                    prompt_tokens=s.prompt_tokens + out.num_prompt_tokens,
-                    cached_prompt_tokens=s.cached_prompt_tokens + out.num_cached_tokens,
-                    generated_tokens=s.generated_tokens + out.num_generated_tokens,
-                )
         if target is not None:
             _put(*target, out)
 

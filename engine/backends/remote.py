@@ -1,4 +1,12 @@
-"""RemoteEngine: an OpenAI-compatible chat-completions server (vLLM `serve`) over httpx.
+"""RemoteEngine: an OpenAI-compatible server (vLLM `serve`, `m3agent serve`) over httpx.
+
+On vLLM and m3agent servers (told by `/v1/models` owned_by, once) a text turn is rendered
+here, by the shared chat layer, and sent to `/v1/completions` (as token ids when the tokenizer
+is at hand, else as text); the output is parsed by our own M3 parsers. The prompt the server
+caches is then exactly the one we rendered: a per-turn thinking toggle changes only the
+generation prefix, never earlier tokens (a chat endpoint would re-render with the mode in the
+system block). Other servers, a 404 on /v1/completions, and turns with images or videos use
+`/v1/chat/completions`.
 
 Streams with usage, passes tools and `chat_template_kwargs.thinking_mode`, retries what is
 worth retrying (connect errors, 502/503/504) with exponential backoff, and turns every failure
@@ -28,11 +36,19 @@ from m3agent.engine.api import (
     Usage,
     UsageDelta,
 )
+from m3agent.engine.backends.remote_completion import (
+    NoCompletions,
+    chunk_object,
+    completion_body,
+    renders_prompts,
+)
 from m3agent.engine.backends.remote_format import error_message, request_body
 from m3agent.engine.backends.remote_stream import ContentReparser, StreamDecoder
+from m3agent.engine.m3.chat import ChatLayer, render_parts
 
 _RETRY_STATUS = (502, 503, 504)
-_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort"}
+_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort",
+           "repetition": "repetition"}
 
 
 class RemoteEngine:
@@ -49,7 +65,15 @@ class RemoteEngine:
         max_context_tokens: int = 196_608,
         send_raw_text: bool = False,
         unix_socket: str | None = None,
+        tokenizer: Any = None,
+        template: Any = None,
+        completions: bool | None = None,
     ):
+        """tokenizer: the model's (M3Tokenizer), to send prompts as token ids; template: the
+        checkpoint's chat template (built-in when None); completions: use /v1/completions
+        (True), never (False), or when the server says it is vLLM or m3agent (None)."""
+        self._chat = ChatLayer(tokenizer, template)
+        self._completions = completions
         # Only `m3agent serve` understands the extra field; a plain vLLM server re-renders.
         self._send_raw_text = send_raw_text
         self._unix_socket = unix_socket  # talk HTTP over this socket (m3agent serve --socket)
@@ -71,7 +95,6 @@ class RemoteEngine:
         self._client: httpx.AsyncClient | None = None
         self._active: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
-        self._stats = EngineStats()
 
     # ---- Engine protocol ------------------------------------------------------------------
 
@@ -79,7 +102,7 @@ class RemoteEngine:
         return EngineInfo(backend="remote", model=self.model, max_context_tokens=self._max_ctx)
 
     def stats(self) -> EngineStats:
-        return self._stats
+        return self._chat.stats.get()
 
     async def abort(self, request_id: str) -> None:
         self._aborted.add(request_id)
@@ -93,6 +116,92 @@ class RemoteEngine:
             self._client = None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        has_media = any(m.media for m in request.messages)
+        if not has_media and await self._serves_completions():
+            try:
+                async for d in self._stream_completion(request):
+                    yield d
+                return
+            except NoCompletions:
+                self._completions = False  # a 404: this server has no /v1/completions
+        async for d in self._stream_chat(request):
+            yield d
+
+    async def _serves_completions(self) -> bool:
+        if self._completions is None:
+            self._completions = await self._probe()
+        return self._completions
+
+    async def _probe(self) -> bool:
+        """True when /v1/models says vLLM or m3agent (both serve /v1/completions)."""
+        client = self._http()
+        try:
+            resp = await client.get(f"{self.base_url}/models", headers={"Accept": "*/*"})
+        except httpx.HTTPError:
+            return False
+        return renders_prompts(resp.status_code, resp.content)
+
+    async def _stream_completion(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
+        try:
+            parts = render_parts(self._chat.template, request)
+        except ValueError as e:
+            raise EngineRequestError(f"cannot render the prompt: {e}") from None
+        if self._chat.tokenizer is not None:
+            prompt: Any = self._chat.encode(parts)
+        else:
+            prompt = "".join(p.text for p in parts)
+        resp = await self._open(completion_body(request, self.model, prompt), "/completions")
+        self._active[request.request_id] = resp
+        turn = self._chat.start(request)
+        usage: dict[str, Any] = {}
+        reason: str | None = None
+        done = False
+        try:
+            async for payload in self._events(resp, request.request_id):
+                if payload == "[DONE]":
+                    done = True
+                    break
+                obj = chunk_object(payload, self.origin)
+                for ch in obj.get("choices") or []:
+                    for d in turn.feed(str(ch.get("text") or "")):
+                        yield d
+                    reason = ch.get("finish_reason") or reason
+                if isinstance(obj.get("usage"), dict):
+                    usage = obj["usage"]
+            aborted = request.request_id in self._aborted
+            if not aborted and not done and reason is None:
+                raise EngineProtocolError(
+                    f"the stream from {self.origin} ended before the response was complete"
+                )
+            details = usage.get("prompt_tokens_details") or {}
+            for d in turn.finish(
+                "abort" if aborted else reason,
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                cached_tokens=int(details.get("cached_tokens") or 0),
+                generated_tokens=int(usage.get("completion_tokens") or 0),
+                error=f"the server {self.origin} ended the request with an error",
+            ):
+                yield d
+        finally:
+            self._active.pop(request.request_id, None)
+            self._aborted.discard(request.request_id)
+            await resp.aclose()
+
+    async def _events(self, resp: httpx.Response, request_id: str) -> AsyncIterator[str]:
+        """The `data:` payloads of an SSE response; transport failures as EngineErrors."""
+        try:
+            async for line in resp.aiter_lines():
+                if line.startswith("data:"):
+                    yield line[5:].strip()
+        except (httpx.StreamClosed, httpx.ReadError, httpx.RemoteProtocolError) as e:
+            if request_id not in self._aborted:
+                raise EngineProtocolError(f"the stream from {self.origin} broke: {_why(e)}") from e
+        except httpx.TimeoutException as e:
+            raise EngineError(
+                f"the server {self.origin} sent nothing for {self._timeout.read:g}s"
+            ) from e
+
+    async def _stream_chat(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
         started = time.monotonic()
         body = request_body(request, self.model, raw_text=self._send_raw_text)
         resp = await self._open(body)
@@ -137,7 +246,7 @@ class RemoteEngine:
                 time_to_first_token_s=first_at,
                 total_time_s=time.monotonic() - started,
             )
-            self._count(usage)
+            self._chat.stats.add(usage)
             finish = "abort" if aborted else _FINISH.get(decoder.finish_reason or "stop", "stop")
             if finish == "stop" and any(isinstance(d, ToolCallDelta) for d in tail):
                 finish = "tool_calls"
@@ -162,8 +271,8 @@ class RemoteEngine:
             )
         return self._client
 
-    async def _open(self, body: dict[str, Any]) -> httpx.Response:
-        url = f"{self.base_url}/chat/completions"
+    async def _open(self, body: dict[str, Any], path: str = "/chat/completions") -> httpx.Response:
+        url = f"{self.base_url}{path}"
         last: EngineError | None = None
         for attempt in range(self._retries + 1):
             if attempt:
@@ -189,6 +298,8 @@ class RemoteEngine:
             if status in _RETRY_STATUS:
                 last = EngineError(f"the server {self.origin} answered HTTP {status}: {text}")
                 continue
+            if status == 404 and path == "/completions":
+                raise NoCompletions(text)
             if status < 500:
                 raise EngineRequestError(
                     f"the server {self.origin} rejected the request (HTTP {status}): {text}"
@@ -197,16 +308,6 @@ class RemoteEngine:
         if last is None or isinstance(last, EngineUnavailable):
             raise last or EngineUnavailable(f"cannot reach {self.origin}")
         raise EngineError(f"{last} (after {self._retries + 1} attempts)")
-
-    def _count(self, u: Usage) -> None:
-        s = self._stats
-        self._stats = EngineStats(
-            requests=s.requests + 1,
-            prompt_tokens=s.prompt_tokens + u.prompt_tokens,
-            cached_prompt_tokens=s.cached_prompt_tokens + u.cached_prompt_tokens,
-            generated_tokens=s.generated_tokens + u.generated_tokens,
-        )
-
 
 def _why(e: BaseException) -> str:
     """The short cause of a transport error: "connection refused" rather than a trace."""

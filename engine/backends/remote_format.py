@@ -62,6 +62,8 @@ def to_openai_message(m: Message, *, raw_text: bool = False) -> dict[str, Any]:
         ]
     if raw_text and m.raw_text is not None:
         out["raw_text"] = m.raw_text
+        if m.thinking_mode is not None:
+            out["thinking_mode"] = m.thinking_mode
     return out
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,9 @@ from m3agent.engine.api import (
     EngineInfo,
     EngineRequestError,
     EngineStats,
-    ToolCallDelta,
-    Usage,
-    UsageDelta,
 )
+from m3agent.engine.backends.completion import CompletionRequest
+from m3agent.engine.m3.chat import ChatLayer, Turn
 
 PAGE_TOKENS = 128
 
@@ -75,7 +73,7 @@ class ScriptedEngine:
         self._model = model
         self._max_ctx = max_context_tokens
         self._aborted: set[str] = set()
-        self._stats = EngineStats()
+        self._chat: ChatLayer | None = None
         # The prompt token ids of every request, in order: what a prefix cache would have seen.
         self.prompt_token_ids: list[list[int]] = []
         self.prompts: list[str] = []
@@ -99,7 +97,12 @@ class ScriptedEngine:
         return EngineInfo(backend="scripted", model=self._model, max_context_tokens=self._max_ctx)
 
     def stats(self) -> EngineStats:
-        return self._stats
+        return self._layer().stats.get()
+
+    def _layer(self) -> ChatLayer:
+        if self._chat is None:  # the default tokenizer loads on first use, not at construction
+            self._chat = ChatLayer(self._tok(), self._template)
+        return self._chat
 
     async def abort(self, request_id: str) -> None:
         self._aborted.add(request_id)
@@ -108,72 +111,53 @@ class ScriptedEngine:
         return None
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        from m3agent.engine.m3.chat_template import render_prompt_parts
-        from m3agent.engine.m3.output_parser import M3OutputParser
+        text = self._next_reply()
+        chat = self._layer()
+        prompt = chat.render(request)
+        self.prompts.append(prompt.text)
+        async for d in self._play(request.request_id, list(prompt.token_ids), text,
+                                  chat.start(request, prompt)):
+            yield d
 
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion: the next reply as text, unparsed (what /v1/completions serves)."""
+        text = self._next_reply()
+        chat = self._layer()
+        ids = list(request.prompt_token_ids or ()) or chat.encode_prompt_text(
+            request.prompt_text or ""
+        )
+        self.prompts.append(request.prompt_text or self._tok().decode(ids))
+        async for d in self._play(request.request_id, ids, text, chat.start_raw(len(ids))):
+            yield d
+
+    def _next_reply(self) -> str:
         if self._next >= len(self._script):
             raise EngineRequestError(
                 f"the script has no reply left for engine call {self._next + 1} "
                 f"(it holds {len(self._script)})"
             )
-        text = self._script[self._next]
         self._next += 1
-        started = time.monotonic()
-        tok = self._tok()
-        parts = render_prompt_parts(
-            list(request.messages),
-            list(request.tools),
-            request.thinking_mode,
-            template=self._template,
-            session_thinking_mode=request.session_thinking_mode,
-        )
-        prompt = "".join(p.text for p in parts)
-        # Run by run, as a real engine does: marker strings inside messages or tool output stay
-        # text, and a prompt that extends the last one extends its token ids too.
-        encode_parts = getattr(tok, "encode_parts", None)
-        ids = list(encode_parts(parts)) if encode_parts is not None else list(tok.encode(prompt))
+        return self._script[self._next - 1]
+
+    async def _play(
+        self, request_id: str, ids: list[int], text: str, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
         previous = self.prompt_token_ids[-1] if self.prompt_token_ids else []
         cached = common_prefix_len(previous, ids) // PAGE_TOKENS * PAGE_TOKENS
         if cached >= len(ids):  # the last token is always computed to get the next logits
             cached = max(0, (len(ids) - 1) // PAGE_TOKENS * PAGE_TOKENS)
         self.prompt_token_ids.append(ids)
-        self.prompts.append(prompt)
-
-        parser = M3OutputParser(list(request.tools), request.thinking_mode)
-        first_at: float | None = None
-        saw_call = False
         finish = "stop"
         for i in range(0, len(text), self._chunk_chars):
-            if request.request_id in self._aborted:
+            if request_id in self._aborted:
                 finish = "abort"
                 break
-            for d in parser.feed(text[i : i + self._chunk_chars]):
-                if first_at is None:
-                    first_at = time.monotonic() - started
-                saw_call = saw_call or isinstance(d, ToolCallDelta)
+            for d in turn.feed(text[i : i + self._chunk_chars]):
                 yield d
             # A real yield point, so that interrupts and other requests interleave.
             await asyncio.sleep(self._chunk_delay_s)
-        for d in parser.finish():
-            saw_call = saw_call or isinstance(d, ToolCallDelta)
+        self._aborted.discard(request_id)
+        # Generated tokens: the whole scripted reply (what the model "wrote"), even if aborted.
+        generated = self._layer().count_text(text)
+        for d in turn.finish(finish, cached_tokens=cached, generated_tokens=generated):
             yield d
-        if finish != "abort" and saw_call:
-            finish = "tool_calls"
-        encode_text = getattr(tok, "encode_text", tok.encode)
-        generated = len(encode_text(text)) if text else 0
-        usage = Usage(
-            prompt_tokens=len(ids),
-            cached_prompt_tokens=cached,
-            generated_tokens=generated,
-            time_to_first_token_s=first_at,
-            total_time_s=time.monotonic() - started,
-        )
-        s = self._stats
-        self._stats = EngineStats(
-            requests=s.requests + 1,
-            prompt_tokens=s.prompt_tokens + len(ids),
-            cached_prompt_tokens=s.cached_prompt_tokens + cached,
-            generated_tokens=s.generated_tokens + generated,
-        )
-        self._aborted.discard(request.request_id)
-        yield UsageDelta(usage=usage, finish_reason=finish, raw_text=text)  # type: ignore[arg-type]

@@ -1,18 +1,19 @@
 """VllmEngine: the Engine protocol over vLLM's AsyncLLM, in this process, on the local GPUs.
 
 vLLM does the token level (paged KV cache with prefix caching, chunked prefill, MSA kernels,
-speculative decoding); our m3 layer does the chat level exactly as for every other backend:
-`render_prompt` builds the prompt (thinking mode per request), `M3OutputParser` splits the
-output into reasoning, content and tool calls, and images/videos are preprocessed by
-m3/media and handed over as vLLM multimodal data. This is the only module that imports
-vllm, and only when an engine is built.
+speculative decoding); the shared chat layer (m3/chat.py) does the chat level exactly as for
+every other token-level backend: the prompt rendered and encoded to ids, the output parsed
+into reasoning, content and tool calls, finish reason, usage and stats. Images and videos are
+preprocessed by m3/media and handed over as vLLM multimodal data. Before submission the
+sampling values are checked by vLLM's rules and the prompt length is counted after media
+expansion, as vLLM's input processor counts it; vLLM's own errors map through vllm_errors.
+This is the only module that imports vllm, and only when an engine is built.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,9 @@ from m3agent.engine.api import (
     EngineStats,
     EngineUnavailable,
     Message,
-    PromptTooLong,
-    ToolCallDelta,
-    Usage,
-    UsageDelta,
+    SamplingParams,
 )
+from m3agent.engine.backends.completion import CompletionRequest
 from m3agent.engine.backends.vllm_args import (
     EnginePlan,
     GpuInfo,
@@ -38,7 +37,10 @@ from m3agent.engine.backends.vllm_args import (
     plan_engine_args,
     probe_gpus,
 )
-from m3agent.engine.backends.vllm_errors import load_error
+from m3agent.engine.backends.vllm_core_log import CoreOutputTail
+from m3agent.engine.backends.vllm_errors import load_error, request_error
+from m3agent.engine.backends.vllm_sampling import check_sampling
+from m3agent.engine.m3.chat import ChatLayer, Turn, check_prompt_len
 from m3agent.engine.model_source import checkpoint_facts, resolve_model
 
 
@@ -78,7 +80,7 @@ class VllmEngine:
         self._media_config = media_config
         self._aborted: set[str] = set()
         self._abort_events: dict[str, asyncio.Event] = {}
-        self._stats = EngineStats()
+        self._chat = ChatLayer(tokenizer, template)
         self._closed = False
 
     @classmethod
@@ -101,15 +103,17 @@ class VllmEngine:
         except (OSError, ValueError) as e:
             raise EngineUnavailable(f"cannot read the tokenizer or chat template of "
                                     f"{resolved.path}: {e}") from None
+        tail = CoreOutputTail()
         try:
-            engine_args = vllm.AsyncEngineArgs(**plan.engine_args)
-            engine = _async_llm_class(vllm).from_engine_args(engine_args)
+            with tail:  # the engine core's output passes through; its tail is kept
+                engine_args = vllm.AsyncEngineArgs(**plan.engine_args)
+                engine = _async_llm_class(vllm).from_engine_args(engine_args)
         except EngineError:
             raise
         except BaseException as e:  # vLLM raises all sorts; SystemExit from a worker too
             if isinstance(e, KeyboardInterrupt):
                 raise
-            raise load_error(e, resolved.path, plan) from None
+            raise load_error(e, resolved.path, plan, tail.root_cause()) from None
         name = resolved.repo_id or resolved.path.name
         return cls(engine, vllm, plan, name, template, tokenizer, media_config)
 
@@ -119,7 +123,7 @@ class VllmEngine:
         return EngineInfo("vllm", self._model_name, self.plan.max_model_len)
 
     def stats(self) -> EngineStats:
-        return self._stats
+        return self._chat.stats.get()
 
     async def abort(self, request_id: str) -> None:
         self._aborted.add(request_id)
@@ -137,92 +141,98 @@ class VllmEngine:
             await asyncio.to_thread(shutdown)
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        from m3agent.engine.m3.chat_template import render_prompt_parts
-        from m3agent.engine.m3.output_parser import M3OutputParser
-
         if self._closed:
             raise EngineUnavailable("the vllm engine is closed")
-        started = time.monotonic()
-        parts = render_prompt_parts(list(request.messages), list(request.tools),
-                                    request.thinking_mode, template=self._template,
-                                    session_thinking_mode=request.session_thinking_mode)
-        # Token ids, encoded run by run: markup typed inside a message or a tool result stays
-        # text instead of becoming a control token (vLLM would tokenize a string whole).
-        ids = list(self._tokenizer.encode_parts(parts))
-        if len(ids) >= self.plan.max_model_len:
-            raise PromptTooLong(len(ids), self.plan.max_model_len)
-        prompt: dict[str, Any] = {"prompt_token_ids": ids}
-        mm = self._multimodal(request.messages)
-        if mm:
-            prompt["multi_modal_data"] = mm
-        params = self._sampling(request)
-        parser = M3OutputParser(list(request.tools), request.thinking_mode)
-        rid = request.request_id
+        check_sampling(request.sampling)  # vLLM's rules, before anything is built
+        chat = self._chat
+        prompt = chat.render(request)
+        ids = list(prompt.token_ids)
+        vllm_prompt: dict[str, Any] = {"prompt_token_ids": ids}
+        items = self._media_items(request.messages)
+        # vLLM counts the prompt after each placeholder has grown into its vision tokens.
+        check_prompt_len(self._expanded_len(ids, items), self.plan.max_model_len)
+        if items:
+            from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
+
+            vllm_prompt["multi_modal_data"] = to_vllm_multimodal_data(items, self._media_config)
+        turn = chat.start(request, prompt)
+        async with contextlib.aclosing(
+            self._generate(request.request_id, vllm_prompt, request.sampling, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion (/v1/completions): vLLM tokenizes a text prompt itself."""
+        if self._closed:
+            raise EngineUnavailable("the vllm engine is closed")
+        check_sampling(request.sampling)
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+        else:
+            ids = self._chat.encode_prompt_text(request.prompt_text or "")
+        check_prompt_len(len(ids), self.plan.max_model_len)
+        turn = self._chat.start_raw(len(ids))
+        async with contextlib.aclosing(
+            self._generate(request.request_id, {"prompt_token_ids": ids}, request.sampling, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def _generate(
+        self, rid: str, vllm_prompt: dict[str, Any], sampling: SamplingParams, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
+        params = self._sampling(sampling)
+        ids = vllm_prompt["prompt_token_ids"]
         self._aborted.discard(rid)
         self._abort_events[rid] = stop = asyncio.Event()
-        raw: list[str] = []
         generated = prompt_tokens = cached = 0
-        first_at: float | None = None
         finish: str | None = None
-        saw_call = False
-        finished = False
+        ended = False  # vLLM said finished, or failed: nothing left to abort
         try:
             try:
-                outputs = _until(self._engine.generate(prompt, params, rid), stop)
+                outputs = _until(self._engine.generate(vllm_prompt, params, rid), stop)
                 async with contextlib.aclosing(outputs):
                     async for out in outputs:
                         prompt_tokens = len(out.prompt_token_ids or ()) or prompt_tokens
                         cached = int(getattr(out, "num_cached_tokens", 0) or 0) or cached
                         comp = out.outputs[0] if out.outputs else None
-                        deltas: list[ChatDelta] = []
-                        if comp is not None and comp.text:
-                            if first_at is None:
-                                first_at = time.monotonic() - started
-                            raw.append(comp.text)
-                            deltas = parser.feed(comp.text)
                         if comp is not None:
                             generated += len(comp.token_ids or ())
+                            for d in turn.feed(comp.text):
+                                yield d
                         if out.finished:
-                            finished = True
+                            ended = True
                             finish = comp.finish_reason if comp is not None else None
-                            deltas += parser.finish()
-                        for d in deltas:
-                            saw_call = saw_call or isinstance(d, ToolCallDelta)
-                            yield d
-                        if out.finished:
                             break
-            except (ValueError, TypeError) as e:  # vLLM rejects a request with ValueError
-                finished = True
-                raise EngineRequestError(f"vLLM rejected the request: {_first_line(e)}") from None
             except asyncio.CancelledError:
                 raise
             except EngineError:
-                finished = True
+                ended = True
                 raise
-            except Exception as e:  # the engine died (EngineDeadError) or a worker failed
-                finished = True
-                raise EngineError(f"vLLM failed: {type(e).__name__}: {_first_line(e)}") from None
-            aborted = rid in self._aborted or not finished or finish == "abort"
-            if not finished:
-                for d in parser.finish():
-                    saw_call = saw_call or isinstance(d, ToolCallDelta)
-                    yield d
-                finished = True
-            reason = ("abort" if aborted else "length" if finish == "length"
-                      else "tool_calls" if saw_call else "stop")
-            usage = Usage(prompt_tokens, cached, generated, first_at, time.monotonic() - started)
-            self._count(usage)
-            yield UsageDelta(usage, reason, raw_text="".join(raw))  # type: ignore[arg-type]
+            except Exception as e:  # VLLMValidationError, EngineGenerateError, EngineDeadError
+                ended = True
+                raise request_error(e) from None
+            if rid in self._aborted or not ended:
+                finish = "abort"
+            ended = True
+            for d in turn.finish(
+                str(finish) if finish is not None else None,
+                prompt_tokens=prompt_tokens or len(ids),
+                cached_tokens=cached,
+                generated_tokens=generated,
+                error="vLLM ended the request with an internal error (retryable)",
+            ):
+                yield d
         finally:
             self._aborted.discard(rid)
             self._abort_events.pop(rid, None)
-            if not finished:  # the consumer stopped early (an interrupt): stop generating
+            if not ended:  # the consumer stopped early (an interrupt): stop generating
                 await self._engine.abort(rid)
 
     # ---- helpers ------------------------------------------------------------------------
 
-    def _sampling(self, request: ChatRequest) -> Any:
-        s = request.sampling
+    def _sampling(self, s: SamplingParams) -> Any:
         kwargs: dict[str, Any] = {
             "max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p,
             "top_k": s.top_k, "seed": s.seed, "stop": list(s.stop) or None,
@@ -237,13 +247,13 @@ class VllmEngine:
         kwargs["output_kind"] = RequestOutputKind.DELTA  # new text only, not the whole text
         try:
             return self._vllm.SamplingParams(**kwargs)
-        except (ValueError, TypeError) as e:
-            raise EngineRequestError(f"bad sampling parameters: {_first_line(e)}") from None
+        except Exception as e:  # VLLMValidationError for a rule check_sampling does not know
+            raise request_error(e) from None
 
-    def _multimodal(self, messages: tuple[Message, ...]) -> dict[str, Any]:
-        parts = [p for m in messages for p in m.media]
+    def _media_items(self, messages: tuple[Message, ...]) -> list[Any]:
+        parts = [p for m in messages if m.role == "user" for p in m.media]
         if not parts:
-            return {}
+            return []
         limits = self.plan.engine_args.get("limit_mm_per_prompt")
         if limits is None:
             raise EngineRequestError(
@@ -255,19 +265,20 @@ class VllmEngine:
             if n > limits[kind]:
                 raise EngineRequestError(f"{n} {kind}s in one request; the limit is {limits[kind]}")
         from m3agent.engine.m3.media import load_media
-        from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
 
         try:
-            items = [load_media(p, self._media_config) for p in parts]
+            return [load_media(p, self._media_config) for p in parts]
         except OSError as e:  # MediaError is an EngineRequestError and passes as it is
             raise EngineRequestError(f"cannot read media: {e.strerror or e}") from None
-        return to_vllm_multimodal_data(items, self._media_config)
 
-    def _count(self, u: Usage) -> None:
-        s = self._stats
-        self._stats = EngineStats(s.requests + 1, s.prompt_tokens + u.prompt_tokens,
-                                  s.cached_prompt_tokens + u.cached_prompt_tokens,
-                                  s.generated_tokens + u.generated_tokens)
+    def _expanded_len(self, ids: list[int], items: list[Any]) -> int:
+        """Prompt length once every placeholder id stands for its item's full token run."""
+        if not items:
+            return len(ids)
+        from m3agent.engine.m3.media.placeholders import prompt_token_count
+
+        encode = self._tokenizer.encode_text
+        return len(ids) + sum(prompt_token_count(item, encode) - 1 for item in items)
 
 
 async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
@@ -305,6 +316,3 @@ def _media_config(path: Path) -> Any:
     return MediaConfig()
 
 
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__

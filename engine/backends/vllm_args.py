@@ -50,6 +50,7 @@ class VllmOptions:
     max_images: int = 16  # per prompt; 0 and max_videos 0 skip the vision tower
     max_videos: int = 4
     tensor_parallel_size: int | None = None  # None: chosen from GPUs and checkpoint
+    verbose: bool = False  # vLLM's periodic stats log (throughput, KV usage); off by default
 
     def __post_init__(self) -> None:
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
@@ -171,6 +172,8 @@ def plan_engine_args(
         "gpu_memory_utilization": opts.gpu_memory_utilization,
         "kv_cache_dtype": opts.kv_cache_dtype,
         "trust_remote_code": False,
+        # vLLM logs throughput and cache usage every few seconds unless told not to.
+        "disable_log_stats": not opts.verbose,
     }
     if opts.indexer_kv_dtype not in (None, "auto"):
         args["attention_config"] = {"indexer_kv_dtype": opts.indexer_kv_dtype}

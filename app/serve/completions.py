@@ -1,0 +1,132 @@
+"""`POST /v1/completions` of `m3agent serve`: a raw prompt (text or token ids) in, raw text out.
+
+The OpenAI/vLLM completions shape: streaming (SSE) or not, usage with
+prompt_tokens_details.cached_tokens. The text is the model's own, unparsed: a client that
+renders its prompts itself (m3agent's remote backend) parses it with its own M3 parsers, and
+its prompt is exactly what it rendered, so a per-turn thinking toggle touches only the
+generation prefix and every earlier token stays cached.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from m3agent.app.serve.http import HttpResponse
+from m3agent.app.serve.wire import WireError, error_json, usage_json
+from m3agent.engine.api import ChatDelta, ContentDelta, EngineError, SamplingParams, UsageDelta
+from m3agent.engine.backends.completion import CompletionRequest
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class CompletionBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = ""
+    prompt: str | list[int] | list[str] | list[list[int]]
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    max_tokens: int | None = Field(default=16, ge=1)
+    temperature: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    n: int = 1
+    logprobs: int | None = None
+    echo: bool = False
+    suffix: str | None = None
+
+
+def parse_completion(raw: bytes, request_id: str) -> tuple[CompletionBody, CompletionRequest]:
+    try:
+        body = CompletionBody.model_validate_json(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise WireError(f"bad request: {where}: {first['msg']}") from None
+    if body.n != 1:
+        raise WireError("bad request: n must be 1 (one completion per request)")
+    for name in ("logprobs", "suffix"):
+        if getattr(body, name) is not None:
+            raise WireError(f"bad request: {name} is not supported by this server")
+    if body.echo:
+        raise WireError("bad request: echo is not supported by this server")
+    prompt = body.prompt
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        raise WireError("bad request: prompt: one prompt per request (a string or token ids)")
+    if not prompt:
+        raise WireError("bad request: prompt is empty")
+    d = SamplingParams()
+    stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
+    sampling = SamplingParams(
+        max_tokens=body.max_tokens or 16,
+        temperature=d.temperature if body.temperature is None else body.temperature,
+        top_p=d.top_p if body.top_p is None else body.top_p,
+        top_k=d.top_k if body.top_k is None else body.top_k,
+        seed=body.seed,
+        stop=tuple(stop),
+    )
+    if isinstance(prompt, str):
+        return body, CompletionRequest(request_id, prompt_text=prompt, sampling=sampling)
+    return body, CompletionRequest(
+        request_id, prompt_token_ids=tuple(int(t) for t in prompt), sampling=sampling
+    )
+
+
+def new_request_id() -> str:
+    return f"cmpl-{uuid.uuid4().hex}"
+
+
+def completion_json(request_id: str, model: str, text: str, final: UsageDelta | None) -> dict:
+    obj: dict[str, Any] = {
+        "id": request_id, "object": "text_completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": text, "logprobs": None,
+                     "finish_reason": final.finish_reason if final else "stop"}],
+    }
+    if final is not None:
+        obj["usage"] = usage_json(final.usage)
+    return obj
+
+
+async def completion_events(
+    request_id: str, model: str, body: CompletionBody, deltas: AsyncIterator[ChatDelta],
+    status_of: Any,
+) -> AsyncIterator[str]:
+    created = int(time.time())
+    include_usage = bool((body.stream_options or {}).get("include_usage"))
+
+    def chunk(text: str, finish: str | None = None) -> str:
+        return json.dumps({
+            "id": request_id, "object": "text_completion", "created": created, "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+        }, ensure_ascii=False)
+
+    final: UsageDelta | None = None
+    try:
+        async for d in deltas:
+            if isinstance(d, ContentDelta):
+                yield chunk(d.text)
+            elif isinstance(d, UsageDelta):
+                final = d
+    except EngineError as e:
+        yield json.dumps({"error": {"message": str(e), "code": status_of(e)}})
+        yield "[DONE]"
+        return
+    yield chunk("", final.finish_reason if final else "stop")
+    if include_usage and final is not None:
+        yield json.dumps({"id": request_id, "object": "text_completion", "created": created,
+                          "model": model, "choices": [], "usage": usage_json(final.usage)})
+    yield "[DONE]"
+
+
+def not_served(engine: Any) -> HttpResponse | None:
+    if callable(getattr(engine, "complete", None)):
+        return None
+    backend = engine.info().backend
+    return HttpResponse(404, error_json(
+        f"the {backend} engine serves chat completions only (no /v1/completions)",
+        "not_found", 404))

@@ -1,0 +1,26 @@
+"""A raw text completion: a prompt (token ids or text) in, the model's text out, unparsed.
+
+What `/v1/completions` serves. Token-level backends (native, scripted, vllm) implement
+`complete(CompletionRequest)` next to `stream(ChatRequest)`; the chat layer's Turn in raw mode
+passes the text through as ContentDeltas and ends with the same UsageDelta. The remote
+backend renders chat requests itself and sends them here, so the prompt it caches is the one
+it rendered (a thinking toggle changes only the generation prefix).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from m3agent.engine.api import SamplingParams
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    request_id: str
+    prompt_token_ids: tuple[int, ...] | None = None  # exactly these tokens
+    prompt_text: str | None = None  # tokenized whole, as vLLM does (markers become tokens)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+    def __post_init__(self) -> None:
+        if (self.prompt_token_ids is None) == (self.prompt_text is None):
+            raise ValueError("a completion needs a prompt: token ids or text, not both")
