@@ -101,9 +101,13 @@ class M3Attention(nn.Module):
             _, iq, k, v, ik = views
             iq = iq.view(t, self.hidx, self.di)
             k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
+            # an e4m3 index cache is scored with e4m3 queries: the fused kernel writes them
+            iq_out = (torch.empty(iq.shape, dtype=cache.index.dtype, device=iq.device)
+                      if cache.index.dtype == torch.float8_e4m3fn else None)
             fused(q, k, v, iq, ik, self.q_norm.weight, self.k_norm.weight,
                   self.index_q_norm.weight, self.index_k_norm.weight, cs, rows, self.eps,
-                  cache.kv, cache.index, md.slot_mapping)
+                  cache.kv, cache.index, md.slot_mapping, iq_out)
+            iq = iq if iq_out is None else iq_out
             sel = index_select_blocks(iq, cache.index, md, self.topk, self.init_blocks,
                                       self.local_blocks)
             o = sparse_attention(q, cache.kv, sel, md, self.scale)

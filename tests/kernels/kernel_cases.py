@@ -74,6 +74,18 @@ def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
     _gate(iq.float(), iq2.float(), 0.01, 0.9999, "iq")
     _gate(b.kv_cache.float(), kv2.float(), tol, 0.999, "kv cache")
     _gate(b.index_cache.float(), idx2.float(), tol, 0.999, "index cache")
+    if kv_dtype == torch.float8_e4m3fn:  # e4m3 index queries written beside (iq_out)
+        iq3 = r(t, hi, d)
+        iq4 = iq3.clone()
+        out = torch.empty(iq3.shape, dtype=kv_dtype, device=device)
+        ref = torch.empty(iq3.shape, dtype=kv_dtype, device=device)
+        kv3, idx3 = b.kv_cache.clone(), b.index_cache.clone()
+        fused_qknorm_rope.fused_qknorm_rope_insert(q.clone(), k, v, iq3, ik, *ws, kv_cache=kv3,
+                                                   index_cache=idx3, iq_out=out, **args)
+        fused_qknorm_rope.reference(q.clone(), k, v, iq4, ik, *ws, kv_cache=kv3.clone(),
+                                    index_cache=idx3.clone(), iq_out=ref, **args)
+        _gate(out.float(), ref.float(), tol, 0.999, "iq_out e4m3")
+        assert torch.equal(iq3, iq4), "iq must stay untouched when iq_out is given"
 
 
 def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
