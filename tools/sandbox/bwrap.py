@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -37,6 +38,17 @@ def _under(p: Path, root: Path) -> bool:
 # Inside hidden trees, what stays visible (read-only) when present: DNS configuration, and the
 # system profile on NixOS. No sockets of agents or services.
 RUN_KEEP = (Path("/run/systemd/resolve"), Path("/run/current-system"), Path("/run/opengl-driver"))
+
+
+@functools.cache
+def _has_size() -> bool:
+    """bubblewrap >= 0.5 takes --size for a tmpfs."""
+    try:
+        out = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in out.stdout + out.stderr
 
 
 def hidden_trees(policy: SandboxPolicy) -> tuple[Path, ...]:
@@ -76,8 +88,9 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     exe = shutil.which("bwrap") or "bwrap"
     trees = hidden_trees(policy)
     a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for tree in trees:
-        a += ["--tmpfs", str(tree)]
+    size = ["--size", str(policy.limits.write_budget_mb * 1024 * 1024)] if _has_size() else []
+    for tree in trees:  # in memory, so bounded like the disk (the budget, per tmpfs)
+        a += [*size, "--tmpfs", str(tree)]
     # Brought back read-only from the hidden trees: the launcher's interpreter and package
     # (an editable clone or a venv under /tmp or $HOME), the toolchain allow-list, DNS.
     shown = [*boot.needed_paths(), *policy.home_allowed(), *RUN_KEEP]

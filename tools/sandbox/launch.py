@@ -94,7 +94,8 @@ def _confine(spec: dict) -> None:
         from m3agent.tools.sandbox import rlimits
 
         # RLIMIT_NPROC counts all of the user's processes, so allow for those already running.
-        limits: Limits = replace(policy.limits, nproc=policy.limits.nproc + _user_process_count())
+        limits: Limits = replace(policy.limits, nproc=policy.limits.nproc + _user_process_count(),
+                                 file_size_mb=spec.get("fsize_mb") or policy.limits.file_size_mb)
         rlimits.apply(limits)
     if spec["landlock"]:
         from m3agent.tools.sandbox.landlock_rules import apply_policy

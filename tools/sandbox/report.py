@@ -77,7 +77,8 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     sc = "denies ptrace, io_uring, bpf" + ("" if policy.network else ", inet/inet6 sockets")
     add("seccomp", why is None, sc if why is None else why)
 
-    rl = "CPU time, address space, file size, process count"
+    rl = ("CPU time, address space, file size, process count; a session write budget of "
+          f"{policy.limits.write_budget_mb} MiB of disk growth")
     if os.geteuid() == 0:
         rl += " (RLIMIT_NPROC is not enforced for root: the cgroup layer limits processes)"
     add("rlimits", True, rl)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot, bwrap
+from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
 from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
@@ -44,6 +45,7 @@ class RunResult:
     # False when the sandbox never got as far as starting the command (a layer failed, the
     # launcher could not be loaded): the exit code and output are then the sandbox's own.
     started: bool = True
+    write_budget_exceeded: bool = False  # killed for growing the disk past the session budget
 
 
 class Sandbox:
@@ -54,6 +56,7 @@ class Sandbox:
 
         make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
+        self.budget = WriteBudget(policy.limits.write_budget_mb * MIB)  # for the session
         self.report = report or probe(policy)
 
     @property
@@ -88,6 +91,8 @@ class Sandbox:
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         cwd = Path(cwd or self.policy.workspace).resolve()
         layers = list(self.active_layers())
+        if "rlimits" in layers:
+            self.budget.check()  # WriteBudgetSpent: nothing more runs this session
         run_dir = Path(tempfile.mkdtemp(prefix="m3agent-run-"))
         cgroup = None
         try:
@@ -119,6 +124,8 @@ class Sandbox:
             "landlock": "landlock" in layers,
             "seccomp": "seccomp" in layers,
             "rlimits": "rlimits" in layers,
+            # one file never passes what is left of the session's write budget
+            "fsize_mb": max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB)),
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
             # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
@@ -144,8 +151,9 @@ class Sandbox:
             procs = cgroup.path / "cgroup.procs"
             full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
         guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
+        watch = Watch.start([*self.policy.writable_roots(), run_dir])
         started = time.monotonic()
-        timed_out = cancelled = False
+        timed_out = cancelled = over_budget = False
         with Capture(self.policy.limits.output_bytes) as capture:
             proc = subprocess.Popen(
                 full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
@@ -161,13 +169,20 @@ class Sandbox:
                 if time.monotonic() >= deadline:
                     timed_out = True
                     break
+                if "rlimits" in layers and watch.growth() > self.budget.remaining:
+                    over_budget = True
+                    break
                 try:
-                    proc.wait(timeout=0.05)
+                    proc.wait(timeout=0.02)
                 except subprocess.TimeoutExpired:
                     pass
             if proc.poll() is None:
                 _stop(proc)
             out, err = capture.read()  # through our own descriptors, never by path
+            if "rlimits" in layers:
+                net = watch.net()  # before the capture files go
+                over_budget = over_budget or net > self.budget.remaining  # ended between polls
+                self.budget.charge(net)
         launched = _read_status(status_r) == b"R"
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
@@ -182,7 +197,7 @@ class Sandbox:
         return RunResult(code, out.text, err.text, timed_out, cancelled,
                          out.truncated or err.truncated, out.size, err.size,
                          duration, killed_by, layers, tuple(removed), tuple(restored),
-                         launched)
+                         launched, over_budget)
 
 
 def _read_status(fd: int) -> bytes:
