@@ -28,7 +28,9 @@ def probe() -> tuple[bool, str]:
     if proc.returncode != 0:
         why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         return False, f"bwrap is blocked here: {why[-1] if why else 'exit ' + str(proc.returncode)}"
-    return True, f"{exe}: read-only /, workspace bound read-write, new pid/net namespaces"
+    return True, (f"{exe}: read-only /; /tmp, /run and home private (toolchain allow-list "
+                  "read-only); workspace read-write, .git and project files read-only; new "
+                  "pid/net namespaces")
 
 
 def _under(p: Path, root: Path) -> bool:

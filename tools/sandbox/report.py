@@ -74,7 +74,12 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     add("landlock", bool(abi), ll, not full, "not used in full-access mode")
 
     why = seccomp.supported()
-    sc = "denies ptrace, io_uring, bpf" + ("" if policy.network else ", inet/inet6 sockets")
+    unix = (ok and "bwrap" not in policy.disabled_layers) or full
+    families = "AF_UNIX" if unix else "not AF_UNIX (no bwrap hides the host's sockets)"
+    if policy.network:
+        families += ", AF_INET/6, NETLINK_ROUTE"
+    sc = (f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
+          f"families: {families}, no other")
     add("seccomp", why is None, sc if why is None else why)
 
     rl = ("CPU time, address space, file size, process count; a session write budget of "

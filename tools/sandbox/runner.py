@@ -19,7 +19,7 @@ from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
-from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
 
 
@@ -130,7 +130,8 @@ class Sandbox:
             "bwrap": "bwrap" in layers,
             # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
             # mounts; without it seccomp refuses AF_UNIX sockets altogether.
-            "unix_sockets": "bwrap" in layers,
+            # (full-access confines no file system, so it keeps them too)
+            "unix_sockets": "bwrap" in layers or self.policy.mode is SandboxMode.FULL_ACCESS,
             "privileges": "privileges" in layers,
             # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
             "agent_pid": os.getpid() if "bwrap" not in layers else None,
