@@ -109,3 +109,36 @@ def test_file_tools_refuse_protected_names_at_any_depth(path, bare):
     r = default_toolset().dispatch("write_file", {"path": path, "content": "x"}, ctx)
     assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
     assert not (bare.ws / path).exists()
+
+
+@pytest.fixture
+def own_source(bare, monkeypatch):
+    """m3agent run on its own source tree: the launcher's package lies in the workspace."""
+    import shutil
+
+    from m3agent.tools.sandbox import boot
+
+    pkg = bare.ws / "tools" / "sandbox"
+    shutil.copytree(boot.PKG_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(boot, "PKG_DIR", pkg)  # the launcher really runs from this copy
+    return pkg
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_launcher_package_in_workspace_is_read_only(config, bare, own_source):
+    launch = own_source / "launch.py"
+    before = launch.read_text()
+    r = make_sandbox(config, bare).run(action_argv("write", launch), timeout_s=30)
+    got = result_of(r)
+    assert r.started and not got["ok"], got
+    assert got["errno"] == ("EROFS" if config == "bwrap" else "EACCES"), got
+    assert launch.read_text() == before
+    r = make_sandbox(config, bare).run(action_argv("write", own_source / "__pycache__" / "x.pyc"),
+                                       timeout_s=30)
+    assert not result_of(r)["ok"]
+
+
+def test_control_launcher_package_writable_unconfined(bare, own_source):
+    sb = Sandbox(SandboxPolicy(workspace=bare.ws, dangerously_no_sandbox=True,
+                               disabled_layers=frozenset({"bwrap", "landlock", "seccomp"})))
+    assert result_of(sb.run(action_argv("write", own_source / "launch.py"), timeout_s=30))["ok"]

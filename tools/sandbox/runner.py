@@ -156,12 +156,17 @@ class Sandbox:
         started = time.monotonic()
         timed_out = cancelled = over_budget = False
         with Capture(self.policy.limits.output_bytes) as capture:
-            proc = subprocess.Popen(
-                full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
-                stdout=capture.out, stderr=capture.err, start_new_session=True, close_fds=True,
-                pass_fds=(status_w,),
-            )
-            os.close(status_w)
+            try:
+                proc = subprocess.Popen(
+                    full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
+                    stdout=capture.out, stderr=capture.err, start_new_session=True,
+                    close_fds=True, pass_fds=(status_w,),
+                )
+            except OSError:
+                os.close(status_r)
+                raise
+            finally:
+                os.close(status_w)
             deadline = started + timeout_s
             while proc.poll() is None:
                 if cancel is not None and cancel.is_set():
