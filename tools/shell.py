@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.paths import PathDenied, resolve
 from m3agent.tools.sandbox.budget import WriteBudgetSpent
@@ -76,6 +78,10 @@ class Shell(Tool):
             parts.append("stdout:\n" + r.stdout.rstrip("\n"))
         if r.stderr:
             parts.append("stderr:\n" + r.stderr.rstrip("\n"))
+        if r.set_aside:
+            parts.append("[sandbox: commands may not create " + ", ".join(
+                Path(p).name.split(".m3agent-blocked-")[0] for p in r.set_aside)
+                + "; set aside as " + ", ".join(r.set_aside) + "]")
         if r.restored_modes:
             parts.append(f"[sandbox: restored the permissions of {len(r.restored_modes)} protected file(s)]")
         return ToolResult(

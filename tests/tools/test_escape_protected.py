@@ -3,7 +3,8 @@ AGENTS.md, CLAUDE.md) are protected before they exist.
 
 A command can neither create, change, replace nor point them elsewhere in the workspace root:
 with bubblewrap an absent `.git`/`.m3agent` is an empty read-only directory mounted in its
-place (and an absent file an empty read-only file), removed again after the command; with
+place, removed again after the command, and whatever a command creates under an absent file
+name is renamed aside after it (never deleted: it may hold something moved there); with
 Landlock alone the workspace root grants no write right at all. Below the root no layer can
 refuse one name, so a command *can* create `src/.git` (pinned here; the agent's own git never
 runs a nested repository, see the gitsafe work); the file tools refuse these names at any
@@ -12,6 +13,7 @@ depth. Each control runs the same attempt with the confining layers off and sees
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -46,9 +48,9 @@ ATTEMPTS = {
     "create-m3agent-dir": (lambda ws: action_argv("mkdir_write", ws / ".m3agent" / "state"),
                            {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
     "create-agents-md": (lambda ws: action_argv("write", ws / "AGENTS.md"),
-                         {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+                         {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")}),
     "create-m3agentignore": (lambda ws: action_argv("write", ws / ".m3agentignore"),
-                             {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+                             {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")}),
 }
 
 
@@ -61,7 +63,13 @@ def test_protected_name_cannot_be_created(attempt, config, bare):
     r = make_sandbox(config, bare).run(make_argv(ws), timeout_s=30)
     got = result_of(r)
     layer, err = expect[config]
-    assert layer in r.layers and not got["ok"] and got["errno"] == err, got
+    if err == "set-aside":  # a file name: it exists during the run, and is renamed after it
+        name = make_argv(ws)[-1].rsplit("/", 1)[-1]
+        assert got["ok"] and len(r.set_aside) == 1 and f"/{name}.m3agent-blocked-" in r.set_aside[0]
+        assert not (ws / name).exists()
+        os.unlink(r.set_aside[0])
+    else:
+        assert layer in r.layers and not got["ok"] and got["errno"] == err, got
     # Outside effect: nothing new in the root, and no placeholder left behind.
     assert _entries(ws) == before
     assert not (ws / ".git").exists() and not (ws / ".git").is_symlink()

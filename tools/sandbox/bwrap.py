@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import stat
 import subprocess
+import time
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot
@@ -66,24 +66,44 @@ def hidden_trees(policy: SandboxPolicy) -> tuple[Path, ...]:
 
 
 def placeholders(policy: SandboxPolicy) -> list[Path]:
-    """Protected paths that are absent now: bubblewrap creates their mount points on the
-    host (an empty dir or file), which `remove_placeholders` takes away after the run."""
-    return [p for p in policy.protected_paths() if not os.path.lexists(p)]
+    """Protected directories (.git, .m3agent) that are absent now: bubblewrap mounts an empty
+    read-only dir there, creating its mount point on the host, which `remove_placeholders`
+    takes away after the run (an empty dir is invisible to git)."""
+    return [p for p in policy.protected_paths()
+            if p.name in PROTECTED_DIRS and not os.path.lexists(p)]
 
 
 def remove_placeholders(paths: list[Path]) -> None:
     for p in paths:
-        try:
-            st = os.lstat(p)
-        except OSError:
-            continue
-        try:  # only what is still an empty mount point: anything else is not ours
-            if p.name in PROTECTED_DIRS and os.path.isdir(p) and not os.path.islink(p):
+        try:  # only what is still an empty directory: anything else is not ours
+            if os.path.isdir(p) and not os.path.islink(p):
                 os.rmdir(p)
-            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
-                os.unlink(p)
         except OSError:
             pass
+
+
+def absent_files(policy: SandboxPolicy) -> list[Path]:
+    """Protected files (AGENTS.md, .m3agentignore...) that are absent now. A mount point
+    would show up as an empty file inside and out, so instead whatever a command creates
+    under these names is set aside after the run (`set_aside`)."""
+    return [p for p in policy.protected_paths()
+            if p.name not in PROTECTED_DIRS and not os.path.lexists(p)]
+
+
+def set_aside(paths: list[Path]) -> list[str]:
+    """Rename what a command created under a protected file name (never delete: it may hold
+    something the command moved there); the new names."""
+    moved = []
+    for p in paths:
+        if not os.path.lexists(p):
+            continue
+        dest = p.with_name(f"{p.name}.m3agent-blocked-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            os.rename(p, dest)  # renames a symlink itself, never its target
+            moved.append(str(dest))
+        except OSError:
+            pass
+    return moved
 
 
 def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
@@ -112,8 +132,6 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
             a += ["--ro-bind", str(prot), str(prot)]  # a symlink is bound as what it names
         elif prot.name in PROTECTED_DIRS:  # protected before it exists: an empty, read-only dir
             a += ["--tmpfs", str(prot), "--remount-ro", str(prot)]
-        else:
-            a += ["--ro-bind", str(empty), str(prot)]
     visible = (*shown, *roots)
     for secret in hidden_paths(policy):
         if any(_under(secret, t) for t in trees) and not any(_under(secret, v) for v in visible):

@@ -46,6 +46,7 @@ class RunResult:
     # launcher could not be loaded): the exit code and output are then the sandbox's own.
     started: bool = True
     write_budget_exceeded: bool = False  # killed for growing the disk past the session budget
+    set_aside: tuple[str, ...] = ()  # what it created under protected file names, renamed
 
 
 class Sandbox:
@@ -118,6 +119,10 @@ class Sandbox:
         if self.policy.home is not None:
             clean_env["HOME"] = str(self.policy.home_dir())
         clean_env["TMPDIR"] = str(tmp)
+        if self.policy.mode is not SandboxMode.FULL_ACCESS and "GIT_CONFIG_GLOBAL" not in self.policy.env_allow:
+            # The home directory is hidden: git would die on an unreadable ~/.gitconfig
+            # (Landlock answers EACCES, not ENOENT); the user's global config stays out.
+            clean_env["GIT_CONFIG_GLOBAL"] = "/dev/null"
         clean_env.pop("PYTHONSTARTUP", None)
         spec = {
             "policy": self.policy.to_json(),
@@ -143,9 +148,9 @@ class Sandbox:
         status_r, status_w = os.pipe()
         spec["status_fd"] = status_w
         full = boot.launcher_argv(json.dumps(spec), argv)
-        placeholders = []
+        placeholders, absent = [], []
         if "bwrap" in layers:
-            placeholders = bwrap.placeholders(self.policy)
+            placeholders, absent = bwrap.placeholders(self.policy), bwrap.absent_files(self.policy)
             full = bwrap.argv(self.policy, run_dir, cwd) + full
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
@@ -196,6 +201,7 @@ class Sandbox:
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
         bwrap.remove_placeholders(placeholders)
+        set_aside = bwrap.set_aside(absent)
         duration = time.monotonic() - started
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
@@ -203,7 +209,7 @@ class Sandbox:
         return RunResult(code, out.text, err.text, timed_out, cancelled,
                          out.truncated or err.truncated, out.size, err.size,
                          duration, killed_by, layers, tuple(removed), tuple(restored),
-                         launched, over_budget)
+                         launched, over_budget, tuple(set_aside))
 
 
 def _read_status(fd: int) -> bytes:
