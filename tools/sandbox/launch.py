@@ -85,7 +85,7 @@ def _user_process_count() -> int:
 
 def _confine(spec: dict) -> None:
     """In the child: rlimits, then Landlock, then seccomp (last, since it limits prctl users)."""
-    from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
+    from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
 
     policy = SandboxPolicy.from_json(spec["policy"])
     if spec["rlimits"]:
@@ -104,7 +104,8 @@ def _confine(spec: dict) -> None:
     if spec["seccomp"]:
         from m3agent.tools.sandbox import seccomp
 
-        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False))
+        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False),
+                        metadata=policy.mode is not SandboxMode.FULL_ACCESS)
     if spec.get("privileges"):
         from m3agent.tools.sandbox import privileges
 

@@ -101,7 +101,8 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     add("tree_kill", os.name == "posix", tk)
     add("env_scrub", True, "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)")
     add("privileges", os.name == "posix", "no_new_privs and every capability dropped before exec"
-        " (root keeps uid 0, none of its powers); TIOCSTI/TIOCLINUX refused; no controlling tty")
+        " (root keeps uid 0, none of its powers); no controlling tty", not full,
+        "not used in full-access mode (root keeps its capabilities, e.g. for a package manager)")
     return SandboxReport(policy.mode.value, policy.network, tuple(out))
 
 
