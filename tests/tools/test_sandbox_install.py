@@ -59,6 +59,11 @@ def installs():
     if not shutil.which("git"):
         pytest.skip("git is needed to list the tree")
     base = Path(tempfile.mkdtemp(prefix="m3-install-", dir="/tmp"))
+    try:
+        _need_bwrap(base)  # before spending ~10 s on the installs
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
     clone = base / "clone"
     clone.mkdir()
     files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
