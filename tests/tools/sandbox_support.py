@@ -160,7 +160,8 @@ def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **lim
     policy = SandboxPolicy(
         workspace=world.ws, home=world.home, disabled_layers=disabled,
         limits=Limits(cpu_s=limits.get("cpu_s", 20), address_space_mb=limits.get("as_mb", 1024),
-                      file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64)),
+                      file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64),
+                      write_budget_mb=limits.get("budget_mb", 8192)),
         **(policy_kw or {}),
     )
     report = probe(policy)
