@@ -206,4 +206,6 @@ def serve_unix(path: Path):
 
 
 def action_argv(name: str, *args) -> list[str]:
-    return [sys.executable, "-S", str(ACTIONS), name, *map(str, args)]
+    # The script's text rides on the command line: a checkout under /tmp or $HOME is hidden
+    # inside bubblewrap, and the attempt must not depend on where the tests live.
+    return [sys.executable, "-S", "-c", ACTIONS.read_text(), name, *map(str, args)]
