@@ -126,8 +126,8 @@ def test_snapshot_pins_essentials_and_downweights_bulk(make_repo, tokenizer):
         "widgets/util.py",
     ):
         assert st[p] == "included", p
-    assert st["tests/test_everything.py"] == "listed"  # referenced a lot, but bulk
-    score = {f.path: f.score for f in snap.files if f.status in ("included", "listed")}
+    assert st["tests/test_everything.py"] != "included"  # referenced a lot, but bulk
+    score = {f.path: f.score for f in snap.files if f.status in ("included", "outline", "listed")}
     bulk = [p for p in score if kind(p) != "source"]
     assert len(bulk) == 10  # 8 translations, the test module, the fixture
     assert min(score[p] for p in ("widgets/core.py", "widgets/util.py")) > max(
@@ -138,6 +138,35 @@ def test_snapshot_pins_essentials_and_downweights_bulk(make_repo, tokenizer):
     )
     included = [f for f in snap.files if f.status == "included"]
     assert max(f.tokens for f in included) <= file_cap(snap.budget_tokens)
+
+
+def test_file_over_the_cap_appears_as_its_outline(make_repo, tokenizer):
+    body = "".join(
+        f"def big_fn{i}(x):\n" + "    x += 1\n" * 30 + "    return x\n\n" for i in range(60)
+    )
+    files = {"README.md": "# app\n", "app/engine.py": body}
+    files.update(
+        {f"app/m{i}.py": f"from app.engine import big_fn{i}\nbig_fn{i}(1)\n" for i in range(20)}
+    )
+    root = make_repo(files)
+    full = build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=10**7))
+    engine_tokens = next(f.tokens for f in full.files if f.path == "app/engine.py")
+    budget = full.tokens - 50  # just over budget: ranking applies, and the cap
+    assert budget < full.tokens and engine_tokens > file_cap(budget)
+    snap = build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=budget))
+    entry = next(f for f in snap.files if f.path == "app/engine.py")
+    assert entry.status == "outline" and entry.tokens <= file_cap(budget)
+    assert str(engine_tokens) in entry.reason
+    assert (
+        f'<file path="app/engine.py" outline="top-level symbols only; the file is {engine_tokens} tokens">'
+        in snap.text
+    )
+    assert "\n1: def big_fn0(x):\n" in snap.text and "def big_fn59(x):\n" in snap.text
+    assert "x += 1" not in snap.text
+    assert all(status(snap)[f"app/m{i}.py"] == "included" for i in range(20))
+    assert snap.tokens <= budget and snap.summary()["files_outlined"] == 1
+    # the accounting is the sum of the pieces' counts; the text as a whole counts about the same
+    assert abs(snap.tokens - len(tokenizer.encode_text(snap.text))) < 64
 
 
 def test_outline_lists_top_level_symbols_only():
