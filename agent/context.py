@@ -159,27 +159,22 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig) -> Snapsh
     if total_all <= config.budget_tokens:
         inc_idx, shown_idx = set(range(len(order))), set()
     else:
-        scores = rank_scores(texts, dict(zip(order, section_tokens, strict=True)))
-        ranked = sorted(range(len(order)), key=lambda i: (-scores[order[i]], i))
         room = config.budget_tokens - fixed - listing_tokens
-        inc_idx, shown_idx = select(ranked, section_tokens, path_tokens, room)
-        # Files too large to include whole show their outline, best first, in what is left.
         cap = file_cap(room)
-        left = room - sum(section_tokens[i] for i in inc_idx)
-        left -= sum(path_tokens[i] for i in shown_idx)
-        for i in ranked:
-            if i in inc_idx or section_tokens[i] <= cap:
-                continue
-            symbols = outline(texts[order[i]])
-            if not symbols:
-                continue
-            sec = _outline_section(order[i], symbols, section_tokens[i])
-            n = counter.count([sec], remember=False)[0]
-            freed = path_tokens[i] if i in shown_idx else 0
-            if n <= cap and n - freed <= left:
-                outlines[i] = (sec, n)
-                left -= n - freed
-                shown_idx.discard(i)
+        # A file too large to include whole competes with its outline (top-level symbols).
+        cost = list(section_tokens)
+        for i, p in enumerate(order):
+            if section_tokens[i] > cap and (symbols := outline(texts[p])):
+                sec = _outline_section(p, symbols, section_tokens[i])
+                n = counter.count([sec], remember=False)[0]
+                if n <= cap:
+                    outlines[i] = (sec, n)
+                    cost[i] = n
+        scores = rank_scores(texts, dict(zip(order, cost, strict=True)))
+        ranked = sorted(range(len(order)), key=lambda i: (-scores[order[i]], i))
+        inc_idx, shown_idx = select(ranked, cost, path_tokens, room, cap=cap)
+        outlines = {i: v for i, v in outlines.items() if i in inc_idx}
+        inc_idx -= set(outlines)
     included = {order[i] for i in inc_idx}
     outlined = {order[i] for i in outlines}
     listed = [p for p in order if p not in included and p not in outlined]

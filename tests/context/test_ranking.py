@@ -52,7 +52,9 @@ def test_kinds_and_pins():
         "locale/fr/LC_MESSAGES/app.po": ("translation", False),
         "pyproject.toml": ("source", True),
         "package.json": ("source", True),
-        "docs/requirements.txt": ("source", False),
+        "docs/requirements.txt": ("docs", False),
+        "docs/api.rst": ("docs", False),
+        "docs/README.md": ("source", True),
         "src/rich/__init__.py": ("source", True),
         "numpy/__init__.py": ("source", True),
         "numpy/core/__init__.py": ("source", False),
@@ -169,14 +171,16 @@ def test_file_over_the_cap_appears_as_its_outline(make_repo, tokenizer):
     assert abs(snap.tokens - len(tokenizer.encode_text(snap.text))) < 64
 
 
-def test_outline_lists_top_level_symbols_only():
+def test_outline_lists_top_level_symbols_and_class_members():
     text = (
-        "import os\n\nMAX_SIZE = 10\n\nclass Widget:\n    def method(self):\n        pass\n\n"
-        "def make_widget(size):\n    def inner():\n        pass\n    return Widget()\n"
-        "async def fetch():\n    pass\n"
+        "import os\n\nMAX_SIZE = 10\n\nclass Widget:\n    def method(self):\n"
+        "        def local(): pass\n        pass\n\n    @property\n    def size(self):\n"
+        "        return 1\n\ndef make_widget(size):\n    def inner():\n        pass\n"
+        "    return Widget()\nasync def fetch():\n    pass\n"
     )
     assert outline(text) == (
-        "3: MAX_SIZE = 10\n5: class Widget:\n9: def make_widget(size):\n13: async def fetch():\n"
+        "3: MAX_SIZE = 10\n5: class Widget:\n6:     def method(self):\n11:     def size(self):\n"
+        "14: def make_widget(size):\n18: async def fetch():\n"
     )
     assert outline("x = 1\n") == ""
 
