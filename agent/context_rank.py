@@ -4,8 +4,8 @@ A file's value is how much the rest of the repository leans on it: for each symb
 (functions, classes, types, constants, and its own module name) the number of times other files
 mention that identifier, damped with log1p so that a name like `run` cannot drown the rest.
 Its score is that value per token of its section, times a weight for its kind: translations,
-data, fixtures and tests are down-weighted (they are bulky and rarely what an agent needs
-first). Files an agent always needs are pinned ahead of everything: READMEs, AGENTS.md /
+data, fixtures, tests and prose under docs/ are down-weighted (bulky, and rarely what an
+agent needs first). Files an agent always needs are pinned ahead of everything: READMEs, AGENTS.md /
 CLAUDE.md, build manifests and package entry points.
 
 Scores are exactly reproducible: terms are summed with math.fsum in sorted order, never in the
@@ -65,7 +65,16 @@ _TEST_NAME = re.compile(
     r"^(?:test_.+\.py|.+_test\.py|conftest\.py|.+_test\.go|.+\.(?:test|spec)\.[jt]sx?|.+Test\.java"
     r"|.+_spec\.rb|test_.+\.rs)$"
 )
-WEIGHTS = {"translation": 0.05, "data": 0.1, "fixture": 0.2, "test": 0.3, "source": 1.0}
+_DOC_DIRS = frozenset("docs doc documentation".split())
+_PROSE_EXT = frozenset("md rst txt adoc".split())
+WEIGHTS = {
+    "translation": 0.05,
+    "data": 0.1,
+    "fixture": 0.2,
+    "test": 0.3,
+    "docs": 0.5,
+    "source": 1.0,
+}
 
 
 def _parts(path: str) -> tuple[list[str], str]:
@@ -124,6 +133,8 @@ def kind(path: str) -> str:
         return "data"
     if ext.lower() in ("json", "xml", "dat") and base not in MANIFESTS:
         return "data"
+    if any(d in _DOC_DIRS for d in low) and ext.lower() in _PROSE_EXT and stem.lower() != "readme":
+        return "docs"
     return "source"
 
 
@@ -176,13 +187,27 @@ def rank_scores(
     return scores
 
 
+_CONTAINERS = re.compile(
+    r"^(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:abstract\s+|final\s+)?"
+    r"(?:class|struct|impl|trait|interface|object|enum|module)\b"
+)
+_MEMBER = re.compile(rf"^(?: {{2,4}}|\t){_KEYWORDS}")
+
+
 def outline(text: str, max_lines: int = 400) -> str:
-    """The file's top-level symbols, one `line: text` each (for files over the per-file cap)."""
+    """A file's map for when it is over the per-file cap: its top-level symbols and the members
+    of its top-level classes (one level down), one `line: text` each."""
     out: list[str] = []
+    in_container = False
     for n, line in enumerate(text.splitlines(), 1):
         if _TOP_LEVEL.match(line):
-            out.append(f"{n}: {line.rstrip()[:160]}")
-            if len(out) >= max_lines:
-                out.append("...")
-                break
+            in_container = bool(_CONTAINERS.match(line))
+        elif not (in_container and _MEMBER.match(line)):
+            if line[:1] not in ("", " ", "\t", "}", ")", "]", "#", "/", "*", "@"):
+                in_container = False  # other top-level code ends the container
+            continue
+        out.append(f"{n}: {line.rstrip()[:160]}")
+        if len(out) >= max_lines:
+            out.append("...")
+            break
     return "\n".join(out) + ("\n" if out else "")

@@ -153,7 +153,8 @@ def register(app: typer.Typer) -> None:
         s = snap.summary()
         out.write(
             f"{root}: {s['tokens']} of {s['budget_tokens']} tokens, "
-            f"{s['files_included']} files included, {s['files_listed']} listed by path, "
+            f"{s['files_included']} files included, {s['files_outlined']} as outlines, "
+            f"{s['files_listed']} listed by path, "
             f"{s['files_skipped']} skipped ({s['build_time_s']:.2f} s)\n"
             f"content {snap.content_hash[:16]}"
             + (f", instructions from {snap.instructions}" if snap.instructions else "")

@@ -52,7 +52,9 @@ def test_kinds_and_pins():
         "locale/fr/LC_MESSAGES/app.po": ("translation", False),
         "pyproject.toml": ("source", True),
         "package.json": ("source", True),
-        "docs/requirements.txt": ("source", False),
+        "docs/requirements.txt": ("docs", False),
+        "docs/api.rst": ("docs", False),
+        "docs/README.md": ("source", True),
         "src/rich/__init__.py": ("source", True),
         "numpy/__init__.py": ("source", True),
         "numpy/core/__init__.py": ("source", False),
@@ -126,8 +128,8 @@ def test_snapshot_pins_essentials_and_downweights_bulk(make_repo, tokenizer):
         "widgets/util.py",
     ):
         assert st[p] == "included", p
-    assert st["tests/test_everything.py"] == "listed"  # referenced a lot, but bulk
-    score = {f.path: f.score for f in snap.files if f.status in ("included", "listed")}
+    assert st["tests/test_everything.py"] != "included"  # referenced a lot, but bulk
+    score = {f.path: f.score for f in snap.files if f.status in ("included", "outline", "listed")}
     bulk = [p for p in score if kind(p) != "source"]
     assert len(bulk) == 10  # 8 translations, the test module, the fixture
     assert min(score[p] for p in ("widgets/core.py", "widgets/util.py")) > max(
@@ -140,14 +142,45 @@ def test_snapshot_pins_essentials_and_downweights_bulk(make_repo, tokenizer):
     assert max(f.tokens for f in included) <= file_cap(snap.budget_tokens)
 
 
-def test_outline_lists_top_level_symbols_only():
+def test_file_over_the_cap_appears_as_its_outline(make_repo, tokenizer):
+    body = "".join(
+        f"def big_fn{i}(x):\n" + "    x += 1\n" * 30 + "    return x\n\n" for i in range(60)
+    )
+    files = {"README.md": "# app\n", "app/engine.py": body}
+    files.update(
+        {f"app/m{i}.py": f"from app.engine import big_fn{i}\nbig_fn{i}(1)\n" for i in range(20)}
+    )
+    root = make_repo(files)
+    full = build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=10**7))
+    engine_tokens = next(f.tokens for f in full.files if f.path == "app/engine.py")
+    budget = full.tokens - 50  # just over budget: ranking applies, and the cap
+    assert budget < full.tokens and engine_tokens > file_cap(budget)
+    snap = build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=budget))
+    entry = next(f for f in snap.files if f.path == "app/engine.py")
+    assert entry.status == "outline" and entry.tokens <= file_cap(budget)
+    assert str(engine_tokens) in entry.reason
+    assert (
+        f'<file path="app/engine.py" outline="top-level symbols only; the file is {engine_tokens} tokens">'
+        in snap.text
+    )
+    assert "\n1: def big_fn0(x):\n" in snap.text and "def big_fn59(x):\n" in snap.text
+    assert "x += 1" not in snap.text
+    assert all(status(snap)[f"app/m{i}.py"] == "included" for i in range(20))
+    assert snap.tokens <= budget and snap.summary()["files_outlined"] == 1
+    # the accounting is the sum of the pieces' counts; the text as a whole counts about the same
+    assert abs(snap.tokens - len(tokenizer.encode_text(snap.text))) < 64
+
+
+def test_outline_lists_top_level_symbols_and_class_members():
     text = (
-        "import os\n\nMAX_SIZE = 10\n\nclass Widget:\n    def method(self):\n        pass\n\n"
-        "def make_widget(size):\n    def inner():\n        pass\n    return Widget()\n"
-        "async def fetch():\n    pass\n"
+        "import os\n\nMAX_SIZE = 10\n\nclass Widget:\n    def method(self):\n"
+        "        def local(): pass\n        pass\n\n    @property\n    def size(self):\n"
+        "        return 1\n\ndef make_widget(size):\n    def inner():\n        pass\n"
+        "    return Widget()\nasync def fetch():\n    pass\n"
     )
     assert outline(text) == (
-        "3: MAX_SIZE = 10\n5: class Widget:\n9: def make_widget(size):\n13: async def fetch():\n"
+        "3: MAX_SIZE = 10\n5: class Widget:\n6:     def method(self):\n11:     def size(self):\n"
+        "14: def make_widget(size):\n18: async def fetch():\n"
     )
     assert outline("x = 1\n") == ""
 
