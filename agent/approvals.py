@@ -6,11 +6,16 @@ Codex's meaning of the policies:
               or the tool declares itself risky;
 - never:      never ask; what the sandbox blocks fails and the model sees the failure.
 Per-tool rules from config override the policy; when several rules match, deny wins, then ask.
+A rule names a tool, "*", a glob ("mcp__github__*"), or an MCP server as `mcp__SERVER` (all of
+its tools, Claude Code's convention). "Always allow" answers are handed to `persist` (the app
+stores them as allow rules for later sessions).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from m3agent.agent.config import ToolRule
@@ -25,8 +30,16 @@ class ApprovalCheck:
     reason: str
 
 
+def rule_matches(rule: str, tool_name: str) -> bool:
+    if rule in (tool_name, "*"):
+        return True
+    if rule.startswith("mcp__") and rule.count("__") == 1:  # a whole MCP server
+        return tool_name.startswith(rule + "__")
+    return any(c in rule for c in "*?[") and fnmatchcase(tool_name, rule)
+
+
 def _rule_verdict(tool_name: str, rules: tuple[ToolRule, ...]) -> Verdict | None:
-    matching = [r.action for r in rules if r.tool in (tool_name, "*")]
+    matching = [r.action for r in rules if rule_matches(r.tool, tool_name)]
     if not matching:
         return None
     return max(matching, key=lambda a: _STRENGTH[a])  # type: ignore[return-value]
@@ -51,13 +64,24 @@ def _sandbox_would_block(sandbox: Any, tool_name: str, arguments: dict[str, Any]
 class ApprovalGate:
     """Decides per call; remembers "approve for this session" answers."""
 
-    def __init__(self, policy: str, rules: tuple[ToolRule, ...] = ()):
+    def __init__(self, policy: str, rules: tuple[ToolRule, ...] = (),
+                 persist: Callable[[str], None] | None = None):
         self.policy = policy
         self.rules = rules
+        self.persist = persist
         self._session_allowed: set[str] = set()
 
     def allow_for_session(self, tool_name: str) -> None:
         self._session_allowed.add(tool_name)
+
+    def allow_always(self, tool_name: str) -> None:
+        """For this session, and (when the app gave a store) for later ones too."""
+        self._session_allowed.add(tool_name)
+        if self.persist is not None:
+            try:
+                self.persist(tool_name)
+            except (OSError, ValueError):  # the answer still holds for this session
+                pass
 
     def check(
         self,

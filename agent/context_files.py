@@ -3,20 +3,30 @@
 Candidates come from `git ls-files` (tracked plus untracked-but-not-ignored) inside a git
 work tree, else from a walk that honours .gitignore/.ignore (tools/ignore.py). On top of that:
 `.m3agentignore` at the root and the user's config patterns (gitignore syntax, `!` re-includes),
-then built-in rules for lock files, vendored and generated trees, secrets, binaries and files
-too large to be source. Every skip carries its reason, for `m3agent context`.
+then built-in rules for lock files, vendored and generated trees, binaries and files too large
+to be source. Secrets (by name and by content), paths through symlinks and hard-linked files
+are refused by context_guard.py whatever the rules say. Every skip carries its reason, for
+`m3agent context`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from m3agent.agent.context_guard import (
+    SECRET_NAMES,
+    Refused,
+    read_beneath,
+    secret_in_text,
+    unsafe_rel,
+)
 from m3agent.tools.ignore import parse_rules, walk
+from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
 
 IGNORE_FILE = ".m3agentignore"
 
@@ -36,8 +46,6 @@ GENERATED = (
     ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", "*.pyc", "coverage.xml", "htmlcov/",
 )
 DATA = ("*.svg", "*.csv", "*.tsv", "*.jsonl", "*.ndjson", "__snapshots__/", "*.ipynb")
-SECRETS = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*",
-           "id_ecdsa*", ".netrc", ".npmrc", ".pypirc")
 BINARY_EXTENSIONS = frozenset(
     "png jpg jpeg gif bmp ico webp tiff psd pdf zip gz tgz bz2 xz zst 7z rar tar jar war whl "
     "so dylib dll exe bin o a lib obj class pyd pyo wasm safetensors gguf pt pth ckpt onnx npy "
@@ -132,23 +140,20 @@ class _Patterns:
         return None if rule.negate else why
 
 
-def _git_files(root: Path) -> tuple[list[str], set[str]] | None:
-    """(all listed files, changed files) from git, or None outside a work tree."""
-    def git(*args: str) -> bytes | None:
-        try:
-            r = subprocess.run(
-                ["git", "-C", str(root), *args], capture_output=True, timeout=60, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
+def _git_files(root: Path) -> tuple[list[str], set[str], str | None] | None:
+    """(all listed files, changed files, why git was not used) from the workspace's index, or
+    None outside a git work tree. The listing goes through tools/safe_git.py: the repository
+    is read as data, its configuration (fsmonitor, filters, hooks, includes) never applies."""
+    try:
+        repo = UserRepo.open(root)
+        if repo is None:
             return None
-        return r.stdout if r.returncode == 0 else None
-
-    listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    if listed is None:
+        files, changed = repo.list_files()
+    except RepoRefused as e:
+        return [], set(), str(e)
+    except SafeGitError:
         return None
-    changed = git("ls-files", "-z", "--modified", "--others", "--exclude-standard") or b""
-    files = sorted({p for p in listed.decode("utf-8", "surrogateescape").split("\0") if p})
-    return files, {p for p in changed.decode("utf-8", "surrogateescape").split("\0") if p}
+    return files, changed, None
 
 
 def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list[Skipped]]:
@@ -156,9 +161,12 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     ones skipped by name-based rules, with their reasons. Content checks come later."""
     root = Path(root)
     git = _git_files(root)
-    if git is not None:
-        paths, changed = git
+    skipped: list[Skipped] = []
+    if git is not None and git[2] is None:
+        paths, changed, _ = git
     else:
+        if git is not None:  # a .git file or symlink: said once, then the plain walk
+            skipped.append(Skipped(".git", f"{git[2]}; files listed by a directory walk"))
         paths = [rel for rel, is_dir in walk(root, cap=rules.max_walk_entries) if not is_dir]
         changed = set()
     patterns = _Patterns()
@@ -167,7 +175,6 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
         patterns.add(VENDORED, "vendored")
         patterns.add(GENERATED, "generated")
         patterns.add(DATA, "data or asset")
-        patterns.add(SECRETS, "secret")
     try:
         own = (root / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -175,16 +182,18 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     patterns.add(own, IGNORE_FILE)
     patterns.add(list(rules.extra_skip), "config")
     keep: list[Candidate] = []
-    skipped: list[Skipped] = []
     for rel in paths:
-        if rel.startswith(".git/") or rel == IGNORE_FILE:
+        if rel == IGNORE_FILE or rel.startswith(".git/"):
+            continue
+        if unsafe_rel(rel):  # `..`, `.git` or an empty component: never read
+            skipped.append(Skipped(rel, "unsafe path"))
             continue
         try:
             rel.encode("utf-8")
         except UnicodeEncodeError:  # a name that is not UTF-8 cannot be shown to the model
             skipped.append(Skipped(rel.encode("utf-8", "replace").decode(), "file name not UTF-8"))
             continue
-        why = patterns.reason(rel)
+        why = "secret" if _secret_name(rel) else patterns.reason(rel)
         if why is None and rel.rsplit(".", 1)[-1].lower() in BINARY_EXTENSIONS and "." in rel:
             why = "binary"
         if why is not None:
@@ -196,27 +205,45 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
     return keep, skipped
 
 
+@functools.cache
+def _secret_patterns() -> _Patterns:
+    patterns = _Patterns()
+    patterns.add(SECRET_NAMES, "secret")
+    return patterns
+
+
+def _secret_name(rel: str) -> bool:
+    """The secret deny-list: applied regardless of every other rule (no `!` re-include)."""
+    return _secret_patterns().reason(rel) is not None
+
+
 def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
-    """(text, "") for a readable text file, else (None, why it is skipped)."""
-    p = Path(root) / rel
-    try:
-        st = p.lstat()
-    except OSError:
+    """(text, "") for a readable text file, else (None, why it is skipped).
+
+    Read through context_guard.read_beneath: no symlinked directory on the way, no hard link,
+    no FIFO or device. A symlink as the last component is followed only to a file inside the
+    repository, whose own path must pass the same checks."""
+    root = Path(root)
+    if unsafe_rel(rel):
+        return None, "unsafe path"
+    p = root / rel
+    if not os.path.lexists(p):
         return None, "missing"
     if os.path.islink(p):
+        real_root = os.path.realpath(root)
         target = os.path.realpath(p)
-        if not (target + os.sep).startswith(os.path.realpath(root) + os.sep):
+        if not target.startswith(real_root + os.sep):
             return None, "symlink outside the repository"
-        try:
-            st = p.stat()
-        except OSError:
-            return None, "broken symlink"
-    if not p.is_file():
-        return None, "not a regular file"
-    if st.st_size > rules.max_file_bytes:
-        return None, f"too large ({st.st_size} bytes)"
+        target_rel = os.path.relpath(target, real_root).replace(os.sep, "/")
+        if unsafe_rel(target_rel) or _secret_name(target_rel):
+            return None, "symlink to a secret or an unsafe path"
+        rel, root = target_rel, Path(real_root)
     try:
-        data = p.read_bytes()
+        data = read_beneath(root, rel, rules.max_file_bytes)
+    except Refused as e:
+        return None, str(e)
+    except FileNotFoundError:
+        return None, "missing"
     except OSError as e:
         return None, f"unreadable ({e.strerror or e})"
     if b"\0" in data[:_SNIFF_BYTES]:
@@ -225,6 +252,9 @@ def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None, "binary"
+    secret = secret_in_text(text)
+    if secret is not None:
+        return None, f"secret (the content holds {secret})"
     if rules.use_builtin_rules:
         head = text[:400].lower()
         if any(m in head for m in _GENERATED_MARKERS):

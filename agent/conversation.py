@@ -9,11 +9,14 @@ crash loses at most the step in flight. Line kinds (all carry "kind"):
   {"kind": "setting", "session_thinking_mode": MODE}   (the mode in the prompt's system block)
   {"kind": "compaction", "keep": N, "messages": [Message.to_dict(), ...]}
       (the first N messages stay, the rest is replaced by `messages`: /compact, a fresh snapshot)
-`Conversation.load` rebuilds the exact message list from the message lines.
+`Conversation.load` rebuilds the exact message list from the message lines, after cutting off a
+torn last line (backed up, reported in `repairs`: agent/log_repair.py). A new log's header line
+is written aside and linked into place, so a log is never without one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
@@ -23,7 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from m3agent.agent.log_repair import LogInUse, close_unanswered, cut_torn_tail
 from m3agent.engine.api import Message
+from m3agent.tools.private_fs import fix_mode, open_private, private_dir
 
 LOG_VERSION = 1
 
@@ -72,6 +77,7 @@ class Conversation:
         self.path = path
         self._messages: list[Message] = list(messages or [])
         self._file: Any = None
+        self.repairs: list[str] = []  # what load had to mend (a torn last line), for the user
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -86,7 +92,7 @@ class Conversation:
         thinking_default: str = "adaptive",
         session_id: str | None = None,
     ) -> Conversation:
-        sessions_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(sessions_dir)
         sid = session_id or new_session_id()
         meta = SessionMeta(
             id=sid,
@@ -100,15 +106,36 @@ class Conversation:
         path = session_log_path(sessions_dir, sid)
         if path.exists():
             raise SessionLogError(f"session log {path} already exists")
-        conv = cls(meta, path)
-        conv._write({"kind": "session", "v": LOG_VERSION, **_meta_dict(meta)})
-        return conv
+        # The header appears whole or not at all (written aside, then linked into place): a
+        # crash at any point never leaves a log that cannot be loaded.
+        header = json.dumps({"kind": "session", "v": LOG_VERSION, **_meta_dict(meta)},
+                            ensure_ascii=False) + "\n"
+        tmp = sessions_dir / f".{sid}.{os.getpid()}.new"
+        with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
+            f.write(header)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise SessionLogError(f"session log {path} already exists") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        return cls(meta, path)
 
     @classmethod
-    def load(cls, sessions_dir: Path, session_id: str) -> Conversation:
+    def load(cls, sessions_dir: Path, session_id: str, *, repair: bool = True) -> Conversation:
+        """The conversation in the log. repair=False only reads (a torn last line is skipped,
+        not cut): for a look at the header before resuming."""
         path = session_log_path(sessions_dir, session_id)
         if not path.exists():
             raise SessionLogError(f"no session {session_id!r} (looked for {path})")
+        private_dir(sessions_dir)  # an older version left them world-readable
+        fix_mode(path)
+        try:
+            mended = cut_torn_tail(path) if repair else None
+        except LogInUse as e:
+            raise SessionLogError(str(e)) from None
         meta: SessionMeta | None = None
         messages: list[Message] = []
         thinking: str | None = None
@@ -148,7 +175,9 @@ class Conversation:
             meta = replace(meta, thinking_default=thinking)
         if session_mode is not None:
             meta = replace(meta, session_thinking_mode=session_mode)
-        return cls(meta, path, messages)
+        conv = cls(meta, path, messages)
+        conv.repairs = [mended] if mended else []
+        return conv
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -180,6 +209,21 @@ class Conversation:
         )
         self._messages = self._messages[:keep] + list(messages)
 
+    def close_unanswered_calls(self) -> list[str]:
+        """Give every tool call that has no result an "interrupted" result, right after its
+        assistant message (a crash mid-tool leaves one); the ids closed. Logged like any
+        message (or, for a call before the last message, as a compaction record)."""
+        fix = close_unanswered(list(self._messages))
+        if fix is None:
+            return []
+        keep, tail, closed = fix
+        if keep == len(self._messages):
+            for m in tail:
+                self.append(m)
+        else:
+            self.replace_tail(keep, tail)
+        return closed
+
     def log_event(self, event_dict: dict[str, Any]) -> None:
         self._write({"kind": "event", "event": event_dict})
 
@@ -189,8 +233,10 @@ class Conversation:
     def _write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+            private_dir(self.path.parent)
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+            fcntl.flock(fd, fcntl.LOCK_SH)  # a repair (log_repair.py) waits for no live writer
+            self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
         self._file.write(line)
         self._file.flush()
         os.fsync(self._file.fileno())

@@ -22,7 +22,7 @@ class Interrupt:
 @dataclass(frozen=True, slots=True)
 class ApprovalDecision:
     call_id: str
-    decision: str  # "approve" | "approve_session" | "deny"
+    decision: str  # "approve" | "approve_session" | "approve_always" (persisted) | "deny"
     note: str = ""  # for deny: told to the model
 
 

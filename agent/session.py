@@ -43,6 +43,7 @@ class Session:
         snapshot_builder: Callable[[], Message] | None = None,
         startup_events: Sequence[Any] = (),
         auto_compact_tokens: int | None = None,
+        persist_allow: Callable[[str], None] | None = None,
     ):
         self.engine = engine
         self.toolset = toolset
@@ -57,7 +58,8 @@ class Session:
         # Written in the prompt's system block; fixed unless SetThinking(session_default=True).
         self.session_thinking_mode: str = conversation.meta.session_thinking_mode
         self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
-        self.gate = ApprovalGate(config.approval_policy, config.rules)
+        # persist_allow: where an "always allow" answer is kept for later sessions.
+        self.gate = ApprovalGate(config.approval_policy, config.rules, persist=persist_allow)
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
         self._runner: asyncio.Task | None = None
@@ -114,6 +116,16 @@ class Session:
     ) -> Session:
         conv = Conversation.load(sessions_dir, session_id)
         where = Path(cwd) if cwd is not None else Path(conv.meta.cwd)
+        # A crash mid-tool left calls without results: close them, and say what was mended.
+        closed = conv.close_unanswered_calls()
+        notes = list(conv.repairs)
+        if closed:
+            notes.append(f"{len(closed)} tool call(s) had no result (the session stopped while "
+                         "they ran); each now has an \"interrupted\" result")
+        if notes:
+            repair = ev.ContextEvent(action="repair", detail={"notes": notes,
+                                                               "interrupted_calls": closed})
+            kwargs["startup_events"] = (*kwargs.get("startup_events", ()), repair)
         return cls(engine, toolset, config, conversation=conv, cwd=where, resumed=True, **kwargs)
 
     @property
@@ -195,6 +207,20 @@ class Session:
         if self._runner is not None:
             await asyncio.gather(self._runner, return_exceptions=True)
         self.conversation.close()
+        close_tools = getattr(self.toolset, "close", None)  # MCP servers stop with the session
+        if callable(close_tools):
+            await asyncio.to_thread(close_tools)
+
+    def replace_toolset(self, toolset: Any, detail: dict[str, Any] | None = None) -> Any:
+        """Between turns only: the next request carries the new tools. The tools open the
+        prompt, so that request recomputes it all; the cache figures say why. Returns the old
+        toolset (the caller closes it). Front ends call this only on the user's word."""
+        if self.busy:
+            raise RuntimeError("a turn is running; the tools can change between turns")
+        old, self.toolset = self.toolset, toolset
+        self.cache.note("tools changed")
+        self._put(ev.ContextEvent(action="tools", detail=dict(detail or {})))
+        return old
 
     # ---- internals --------------------------------------------------------------------------
 

@@ -140,6 +140,8 @@ async def run_call(
                 )
             if decision.decision == "approve_session":
                 deps.gate.allow_for_session(call.name)
+            elif decision.decision == "approve_always":
+                deps.gate.allow_always(call.name)
     if mutates and deps.checkpoint is not None and not turn_flags.get("checkpointed"):
         turn_flags["checkpointed"] = True
         try:

@@ -7,12 +7,14 @@ happen inside the command functions so that `m3agent --help` and the TUI start f
 from __future__ import annotations
 
 import importlib
+import sys
 
 import typer
 
 COMMANDS = (
     "tui",  # the callback: `m3agent` with no sub-command
     "run",
+    "resume",
     "parse",
     "sessions",
     "doctor",
@@ -21,16 +23,22 @@ COMMANDS = (
     "generate",
     "serve",
     "context",
+    "mcp",
 )
 
 
 def build_app() -> typer.Typer:
+    from m3agent.app.cli_help import ReadableGroup, make_readable
+
     app = typer.Typer(
         name="m3agent",
         help="A coding agent for MiniMax M3. Without a command, opens the terminal UI.",
         no_args_is_help=False,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # click's plain help: wrapped, never cut short
+        context_settings={"help_option_names": ["-h", "--help"]},
+        cls=ReadableGroup,
     )
     for name in COMMANDS:
         try:
@@ -40,11 +48,33 @@ def build_app() -> typer.Typer:
                 raise
             continue
         module.register(app)
+    make_readable(app)  # one place gives every command readable help
     return app
 
 
+def run_cli(args: list[str] | None = None) -> int:
+    """Runs the command line; returns the exit code. A usage error is one line on stderr."""
+    from m3agent.app import exit_codes
+    from m3agent.app.cli_help import usage_error_line
+
+    try:
+        code = build_app()(args=args, prog_name="m3agent", standalone_mode=False)
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        sys.stderr.write("interrupted\n")
+        return exit_codes.INTERRUPTED
+    except Exception as e:
+        # Typer's (vendored) click errors: bad option, missing argument, bad value.
+        if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
+            raise
+        sys.stderr.write(usage_error_line(e) + "\n")
+        return int(e.exit_code)
+    return code if isinstance(code, int) else exit_codes.OK
+
+
 def main() -> None:
-    build_app()()
+    sys.exit(run_cli())
 
 
 if __name__ == "__main__":

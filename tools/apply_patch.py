@@ -6,6 +6,7 @@ import difflib
 from pathlib import Path
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import bounded_diff
 from m3agent.tools.fsutil import atomic_write
 from m3agent.tools.patch_parse import FileOp, Hunk, PatchError, parse
 from m3agent.tools.paths import PathDenied, check_write, display
@@ -86,23 +87,25 @@ class ApplyPatch(Tool):
         except (PatchError, PathDenied) as e:
             return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
         self._commit(plan)
-        diffs, summary = [], []
+        diffs: list[str] = []
+        summary: list[str] = []
         for src, dst, old, new in plan:
             target = dst or src
             name = display(target, ctx)
-            diffs.append("".join(difflib.unified_diff(
+            diffs.extend(difflib.unified_diff(
                 (old or "").splitlines(True), (new or "").splitlines(True),
                 f"a/{display(src, ctx)}" if old is not None else "/dev/null",
                 f"b/{name}" if new is not None else "/dev/null",
-            )))
+            ))
             verb = "added" if old is None else "deleted" if new is None else "updated"
             if dst and dst != src and new is not None:
                 verb = f"moved from {display(src, ctx)} and updated"
             summary.append(f"{verb} {name}")
-        diff = "".join(diffs)
+        diff, note, full = bounded_diff(diffs)
         changed = sorted({str(p) for src, dst, _, _ in plan for p in (src, dst) if p})
-        return ToolResult("\n".join(summary) + "\n" + diff,
-                          metadata={"diff": diff, "paths_changed": changed})
+        return ToolResult("\n".join(summary) + "\n" + diff + (note + "\n" if note else ""),
+                          metadata={"diff": full, "paths_changed": changed,
+                                    "truncated": bool(note)})
 
     def _plan(self, ops: list[FileOp], ctx: ToolContext):
         """(source, destination, old text or None, new text or None) per file, all checked."""

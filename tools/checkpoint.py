@@ -7,14 +7,26 @@ workspace's .gitignore excludes are not snapshotted (and so not restored).
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import os
-import subprocess
+import re
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
+
+from .private_fs import DIR_MODE, fix_tree, private_dir
+from .safe_git import SafeGitError, run_git
 
 REF = "refs/m3agent/checkpoints"
+_EXCLUDE = ".m3agent/\n"
 SAVED_REF = "refs/m3agent/before-restore"  # the tree as it was before the last restore
+
+
+T = TypeVar("T")
 
 
 class CheckpointError(Exception):
@@ -34,58 +46,88 @@ def state_dir_for(workspace: Path, checkpoints_root: Path) -> Path:
     return Path(checkpoints_root) / digest
 
 
+def _exclusive(method: Callable[..., T]) -> Callable[..., T]:
+    """One m3agent at a time on a shadow repository (a flock, released by the kernel when a
+    process dies). Holding it, a git lock file left behind is stale: a process killed mid-git
+    (kill -9, power loss) must not break every later checkpoint and undo."""
+
+    @functools.wraps(method)
+    def run(self: Checkpoints, *args: Any, **kwargs: Any) -> T:
+        if self._lock_depth:
+            return method(self, *args, **kwargs)
+        private_dir(self.state_dir)
+        fd = os.open(self.state_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            for stale in [self.state_dir / "index.lock", *self.git_dir.glob("*.lock"),
+                          *self.git_dir.glob("refs/**/*.lock")]:
+                stale.unlink(missing_ok=True)
+            self._lock_depth += 1
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._lock_depth -= 1
+        finally:
+            os.close(fd)  # (releases the flock)
+
+    return run
+
+
 class Checkpoints:
     def __init__(self, workspace: Path, state_dir: Path) -> None:
         self.workspace = Path(workspace).resolve()
         self.state_dir = Path(state_dir)
         self.git_dir = self.state_dir / "shadow.git"
+        self._lock_depth = 0
 
     # -- git plumbing --------------------------------------------------------------------
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
-            GIT_DIR=str(self.git_dir),
-            GIT_WORK_TREE=str(self.workspace),
-            GIT_INDEX_FILE=str(self.state_dir / "index"),
-            GIT_CONFIG_NOSYSTEM="1",
-            GIT_CONFIG_GLOBAL=os.devnull,
-            GIT_AUTHOR_NAME="m3agent", GIT_AUTHOR_EMAIL="m3agent@localhost",
-            GIT_COMMITTER_NAME="m3agent", GIT_COMMITTER_EMAIL="m3agent@localhost",
-            GIT_TERMINAL_PROMPT="0",
-        )
-        return env
-
     def _git(self, *args: str, input: bytes | None = None, bare: bool = False) -> str:
-        cmd = ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.autocrlf=false",
-               "-c", "core.safecrlf=false", "-c", "core.fsmonitor=false", *args]
+        """git on the shadow repository, through tools/safe_git.py: a from-scratch environment,
+        no system/global config, and the shadow's own config (ours) as the only one read. The
+        workspace's .git/config is never read, so its hooks, fsmonitor and filters never run."""
         try:
-            env = self._env()
-            if bare:
-                del env["GIT_WORK_TREE"], env["GIT_DIR"]
-            proc = subprocess.run(cmd, cwd=self.workspace, env=env, input=input,
-                                  capture_output=True, timeout=300)
-        except FileNotFoundError:
-            raise CheckpointError("git is not installed; checkpoints need git") from None
-        except subprocess.TimeoutExpired:
-            raise CheckpointError(f"git {args[0]} took longer than 300 s") from None
-        if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise CheckpointError(f"git {args[0]} failed: {err[-1] if err else proc.returncode}")
-        return proc.stdout.decode("utf-8", "replace")
+            out = run_git(
+                args, git_dir=None if bare else self.git_dir,
+                work_tree=None if bare else self.workspace,
+                index_file=None if bare else self.state_dir / "index",
+                input=input, timeout=300,
+            )
+        except SafeGitError as e:
+            raise CheckpointError(f"checkpoint: {e}") from None
+        return out.decode("utf-8", "replace")
 
     def _ensure(self) -> None:
         if not self.workspace.is_dir():
             raise CheckpointError(f"workspace {self.workspace} is not a directory")
         if (self.git_dir / "HEAD").exists():
+            self._make_private()
             return
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._git("init", "-q", "--bare", str(self.git_dir), bare=True)
+        private_dir(self.state_dir)  # (and the checkpoints root); git's files: umask 077
+        # No template: no sample hooks, nothing copied from the system's git installation.
+        self._git("init", "-q", "--bare", "--template=", str(self.git_dir), bare=True)
         self._git("config", "core.bare", "false")
         # The workspace's own state folder and nested VCS dirs are not ours to snapshot.
         info = self.git_dir / "info"
         info.mkdir(exist_ok=True)
-        (info / "exclude").write_text(".m3agent/\n")
+        (info / "exclude").write_text(_EXCLUDE)
         (self.state_dir / "workspace").write_text(str(self.workspace) + "\n")
+        fix_tree(self.state_dir)
+
+    def _make_private(self) -> None:
+        """A shadow repository an older version made world-readable is fixed on first use."""
+        if stat.S_IMODE(os.stat(self.git_dir).st_mode) != DIR_MODE:
+            private_dir(self.state_dir.parent)
+            fix_tree(self.state_dir)
+
+    def _exclude_nested_repositories(self) -> None:
+        """A repository inside the workspace (a submodule, or one a command made) is not ours
+        to snapshot, and `git add` stops at one with no commit: exclude each by path."""
+        others = self._git("ls-files", "-z", "--others", "--exclude-standard")
+        nested = [p for p in others.split("\x00") if p.endswith("/")]  # git marks repos so
+        lines = "".join("/" + re.sub(r"([\\*?\[!#])", r"\\\1", p) + "\n" for p in nested)
+        if lines:
+            path = self.git_dir / "info" / "exclude"
+            path.write_text(path.read_text() + lines)
 
     def _head(self, ref: str = REF) -> str | None:
         try:
@@ -94,13 +136,15 @@ class Checkpoints:
             return None
 
     # -- public API ----------------------------------------------------------------------
+    @_exclusive
     def snapshot(self, label: str, ref: str = REF) -> str:
         """Record the workspace as it is now; returns the checkpoint id (a commit hash)."""
         self._ensure()
+        self._exclude_nested_repositories()
         self._git("add", "-A", "--", ".")
         tree = self._git("write-tree").strip()
         parent = self._head(ref)
-        args = ["commit-tree", tree, "-m", label or "checkpoint"]
+        args = ["commit-tree", "--no-gpg-sign", tree, "-m", label or "checkpoint"]
         if parent:
             args += ["-p", parent]
         commit = self._git(*args).strip()
@@ -109,7 +153,14 @@ class Checkpoints:
 
     def list(self) -> list[Checkpoint]:
         """Newest first."""
-        if not (self.git_dir / "HEAD").exists() or self._head() is None:
+        if not (self.git_dir / "HEAD").exists():
+            return []
+        return self._list()
+
+    @_exclusive
+    def _list(self) -> list[Checkpoint]:
+        self._make_private()
+        if self._head() is None:
             return []
         out = self._git("log", "--format=%H%x00%ct%x00%s", REF)
         rows = []
@@ -118,6 +169,7 @@ class Checkpoints:
             rows.append(Checkpoint(cid, label, int(ts)))
         return rows
 
+    @_exclusive
     def restore(self, checkpoint_id: str) -> list[str]:
         """Make the workspace match the checkpoint; returns the paths that were removed.
 

@@ -1,10 +1,12 @@
-"""edit_file: replace one exact, unique occurrence of a string; returns a unified diff."""
+"""edit_file: replace one exact, unique occurrence of a string; returns a unified diff
+(bounded: tools/bounds.py; the cut is stated)."""
 
 from __future__ import annotations
 
 import difflib
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import bounded_diff
 from m3agent.tools.fsutil import atomic_write, looks_binary
 from m3agent.tools.paths import check_write, display
 from pydantic import BaseModel, Field
@@ -60,13 +62,12 @@ class EditFile(Tool):
             )
         new = old.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
         atomic_write(path, new.encode("utf-8"))
-        diff = "".join(
-            difflib.unified_diff(
-                old.splitlines(keepends=True), new.splitlines(keepends=True),
-                f"a/{shown}", f"b/{shown}",
-            )
-        )
+        diff, note, full = bounded_diff(list(difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True),
+            f"a/{shown}", f"b/{shown}",
+        )))
+        head = f"edited {shown} ({count if args.replace_all else 1} replacement(s))"
         return ToolResult(
-            f"edited {shown} ({count if args.replace_all else 1} replacement(s))\n{diff}",
-            metadata={"diff": diff, "paths_changed": [str(path)]},
+            "\n".join(x for x in (head, diff.rstrip("\n"), note) if x),
+            metadata={"diff": full, "paths_changed": [str(path)], "truncated": bool(note)},
         )

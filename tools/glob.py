@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import LISTING_CHARS, cut_rows
 from m3agent.tools.ignore import _glob_to_regex, walk
 from m3agent.tools.paths import check_read, display, is_secret
 from pydantic import BaseModel, Field
@@ -38,7 +39,13 @@ class Glob(Tool):
                     truncated = True
                     break
                 hits.append(display(root / rel, ctx))
+        hits, left_out = cut_rows(hits)
         out = "\n".join(hits) if hits else "(no matches)"
-        if truncated:
+        if left_out:
+            more = f"{left_out}{'+' if truncated else ''}"  # the walk stopped early too
+            truncated = True
+            out += (f"\n[truncated: {more} more paths left out after {LISTING_CHARS:,} "
+                    "characters; narrow the pattern]")
+        elif truncated:
             out += f"\n[truncated at {MAX_RESULTS} results; narrow the pattern]"
         return ToolResult(out, metadata={"truncated": truncated})

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import LISTING_CHARS, cut_rows
 from m3agent.tools.fsutil import looks_binary
 from m3agent.tools.ignore import _glob_to_regex, walk
 from m3agent.tools.paths import check_read, display, is_secret
@@ -51,8 +52,13 @@ class Grep(Tool):
             rows = self._python(args, regex, root, ctx)
         truncated = len(rows) > args.max_matches
         rows = rows[: args.max_matches]
+        rows, left_out = cut_rows(rows)
         out = "\n".join(rows) if rows else "(no matches)"
-        if truncated:
+        if left_out:
+            truncated = True
+            out += (f"\n[truncated: {left_out} more matching rows left out after {LISTING_CHARS:,}"
+                    " characters; narrow the pattern or path]")
+        elif truncated:
             out += f"\n[truncated at {args.max_matches} matches; narrow the pattern or path]"
         return ToolResult(out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"})
 

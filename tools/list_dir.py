@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import LISTING_CHARS, cut_rows
 from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
 
@@ -32,6 +33,9 @@ class ListDir(Tool):
         except PermissionError:
             return ToolResult(f"{shown}: permission denied", is_error=True)
         rows = [e.name + ("/" if e.is_dir() else "") for e in entries[:MAX_ENTRIES]]
-        if len(entries) > MAX_ENTRIES:
-            rows.append(f"[truncated: {len(entries) - MAX_ENTRIES} more entries]")
+        rows, left_out = cut_rows(rows)
+        more = len(entries) - len(rows)
+        if more:
+            why = f"after {LISTING_CHARS:,} characters" if left_out else f"at {MAX_ENTRIES} entries"
+            rows.append(f"[truncated {why}: {more} more entries]")
         return ToolResult("\n".join(rows) if rows else "(empty directory)")

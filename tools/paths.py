@@ -76,9 +76,11 @@ def check_write(raw: str, ctx: ToolContext) -> Path:
     if not any(_within(path, r) for r in roots):
         shown = ", ".join(str(r) for r in roots)
         raise PathDenied(f"{raw}: outside the writable roots ({shown}); resolved to {path}")
-    for prot in policy.protected_paths():
-        if _within(path, prot):
-            raise PathDenied(f"{raw}: {prot.name} is protected and stays read-only")
+    for root in roots:  # at any depth: a nested `.git` is a repository planted for later
+        if _within(path, root):
+            hit = next((n for n in path.relative_to(root).parts if n in policy.protected_names), None)
+            if hit:
+                raise PathDenied(f"{raw}: {hit} is protected and stays read-only")
     return path
 
 

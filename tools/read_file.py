@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Iterator
+
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.fsutil import looks_binary
 from m3agent.tools.paths import check_read, display
@@ -9,6 +13,34 @@ from pydantic import BaseModel, Field
 
 MAX_WHOLE_BYTES = 2_000_000  # larger files must be read by line range
 MAX_OUTPUT_CHARS = 100_000
+MAX_LINE_BYTES = 8_000  # a longer line is cut (and says so)
+
+
+def _lines(f) -> Iterator[tuple[bytes, int]]:
+    """(line, bytes cut from its end): a line is held only up to MAX_LINE_BYTES, so one
+    enormous line (a minified bundle, /dev/zero behind a name) cannot fill memory."""
+    while True:
+        raw = f.readline(MAX_LINE_BYTES)
+        if not raw:
+            return
+        rest = 0
+        if not raw.endswith(b"\n"):
+            while True:  # skip the rest of the line, counting it
+                more = f.readline(1 << 16)
+                rest += len(more)
+                if not more or more.endswith(b"\n"):
+                    break
+        yield raw, rest
+
+
+def _decode_head(raw: bytes) -> str:
+    """A cut line may end inside a UTF-8 character: drop its 1-3 bytes, not mark the file."""
+    for k in range(4):
+        try:
+            return raw[: len(raw) - k].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return raw.decode("utf-8")  # raises: invalid before the cut
 
 
 class ReadFileArgs(BaseModel):
@@ -32,15 +64,25 @@ class ReadFile(Tool):
             return ToolResult(f"{shown}: no such file", is_error=True)
         if path.is_dir():
             return ToolResult(f"{shown}: is a directory; use list_dir", is_error=True)
-        size = path.stat().st_size
+        try:  # O_NONBLOCK: a FIFO swapped in after the checks must not hang the agent
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            return ToolResult(f"{shown}: cannot open ({e.strerror or e})", is_error=True)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return ToolResult(f"{shown}: not a regular file (a FIFO, socket or device); not read",
+                              is_error=True)
+        size = st.st_size
         ranged = args.offset != 1 or "limit" in args.model_fields_set
         if size > MAX_WHOLE_BYTES and not ranged:
+            os.close(fd)
             return ToolResult(
                 f"{shown}: file is {size / 1e6:.1f} MB, too large to read whole; "
                 "pass offset and limit to read a line range, or use grep",
                 is_error=True,
             )
-        with open(path, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             if looks_binary(f.read(8192)):
                 return ToolResult(f"{shown}: binary file ({size} bytes); not shown", is_error=True)
             f.seek(0)
@@ -50,18 +92,22 @@ class ReadFile(Tool):
             truncated = False
             last = args.offset + args.limit - 1
             n = 0
-            for n, raw in enumerate(f, start=1):
+            long_lines = 0
+            for n, (raw, rest) in enumerate(_lines(f), start=1):
                 if n < args.offset:
                     continue
                 if n > last:
                     truncated = True
                     break
                 try:
-                    text = raw.decode("utf-8")
+                    text = _decode_head(raw) if rest else raw.decode("utf-8")
                 except UnicodeDecodeError:
                     bad_utf8 = True
                     text = raw.decode("utf-8", errors="replace")
                 text = text.rstrip("\r\n")
+                if rest:
+                    long_lines += 1
+                    text += f" [line cut: {rest:,} more bytes]"
                 row = f"{n:6}\t{text}"
                 chars += len(row) + 1
                 if chars > MAX_OUTPUT_CHARS:
@@ -72,6 +118,9 @@ class ReadFile(Tool):
         if not lines and n < args.offset and size:
             return ToolResult(f"{shown}: has only {n} lines; offset {args.offset} is past the end", is_error=True)
         notes = []
+        if long_lines:
+            notes.append(f"[note: {long_lines} line(s) longer than {MAX_LINE_BYTES:,} bytes were "
+                         "cut; grep finds text inside them]")
         if bad_utf8:
             notes.append("[note: the file is not valid UTF-8; undecodable bytes are shown as U+FFFD]")
         if truncated:

@@ -54,6 +54,13 @@ class Shell(Tool):
             r = sandbox.run(args.command, cwd=cwd, timeout_s=timeout, cancel=ctx.cancel, env=ctx.env)
         except SandboxUnavailable as e:
             return ToolResult(str(e), is_error=True, metadata={"blocked_by": "no_sandbox"})
+        if not r.started:  # never a success, never mistaken for the command's own failure
+            why = (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1]
+            return ToolResult(
+                f"the sandbox could not start the command (nothing ran): {why}", is_error=True,
+                metadata={"blocked_by": "sandbox_failed", "exit_code": r.exit_code,
+                          "layers": list(r.layers)},
+            )
         parts = [f"exit code: {r.exit_code}"]
         if r.timed_out:
             parts.append(f"[timed out after {timeout:g}s; the command and its children were killed]")

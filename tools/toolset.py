@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import cut_middle
 from m3agent.tools.paths import PathDenied
 from pydantic import ValidationError
 
@@ -35,6 +36,10 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def tools(self) -> list[Tool]:
+        """The tool instances, in registration order (to build a larger set from this one)."""
+        return list(self._tools.values())
+
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI tool objects, in registration order (stable, so prompts stay cacheable)."""
         return [type(t).schema() for t in self._tools.values()]
@@ -47,6 +52,10 @@ class Toolset:
 
     def __contains__(self, name: str) -> bool:
         return name in self._tools
+
+    def close(self) -> None:
+        """Releases what the tools hold (MCP servers: tools/mcp); the base set holds nothing.
+        The session calls it when it closes."""
 
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
         tool = self._tools.get(name)
@@ -68,11 +77,19 @@ class Toolset:
         except ValidationError as e:
             return ToolResult(_validation_message(name, e), is_error=True)
         try:
-            return tool.run(args, ctx)
+            return _bounded(tool.run(args, ctx))
         except PathDenied as e:  # the one path guard every tool goes through
             return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
         except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
             return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
+
+
+def _bounded(result: ToolResult) -> ToolResult:
+    """The last net: no tool result, whatever the tool, exceeds bounds.RESULT_CHARS."""
+    text, cut = cut_middle(result.output)
+    if not cut:
+        return result
+    return ToolResult(text, result.is_error, {**result.metadata, "truncated": True})
 
 
 def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = True) -> Toolset:

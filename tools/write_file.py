@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 
 from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.bounds import bounded_diff
 from m3agent.tools.fsutil import atomic_write
 from m3agent.tools.paths import check_write, display
 from pydantic import BaseModel, Field
@@ -31,12 +32,10 @@ class WriteFile(Tool):
             old = path.read_bytes().decode("utf-8", "replace")
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, args.content.encode("utf-8"))
-        diff = "".join(
-            difflib.unified_diff(
-                old.splitlines(keepends=True), args.content.splitlines(keepends=True),
-                f"a/{shown}", f"b/{shown}",
-            )
-        )
+        _, _, diff = bounded_diff(list(difflib.unified_diff(
+            old.splitlines(keepends=True), args.content.splitlines(keepends=True),
+            f"a/{shown}", f"b/{shown}",
+        )))  # the model gets no diff here; the front end's is bounded too
         verb = "updated" if old else "created"
         return ToolResult(
             f"{verb} {shown} ({len(args.content.encode('utf-8'))} bytes)",

@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
             None, "--sandbox", help="read-only|workspace-write|full-access (default: settings)."
         ),
         network: bool = typer.Option(False, "--network", help="Judge a policy with network on."),
+        mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Start and check MCP servers."),
     ) -> None:
         """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you."""
         import json
@@ -40,12 +41,18 @@ def register(app: typer.Typer) -> None:
             "ripgrep": shutil.which("rg") or None,
             "git": shutil.which("git") or None,
         }
+        from m3agent.app.mcp_check import check_servers, format_rows
+
+        servers = check_servers(settings, policy) if mcp else []
         if as_json:
-            sys.stdout.write(json.dumps({**report.to_dict(), "tools": extras}, indent=2) + "\n")
+            out = {**report.to_dict(), "tools": extras, "mcp": servers}
+            sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
             sys.stdout.write(format_report(report) + "\n")
             sys.stdout.write(f"  workspace  {policy.workspace}\n")
             sys.stdout.write(f"  grep       {'ripgrep ' + extras['ripgrep'] if extras['ripgrep'] else 'Python fallback (ripgrep not found)'}\n")
             sys.stdout.write(f"  undo       {'git ' + extras['git'] if extras['git'] else 'unavailable: git not found'}\n")
+            if mcp:
+                sys.stdout.write(format_rows(servers) + "\n")
         if not report.protective:
             raise typer.Exit(exit_codes.SANDBOX_UNAVAILABLE)

@@ -220,12 +220,21 @@ def register(app: typer.Typer) -> None:
             None, "--num-gpu-blocks", help="KV pages (128 tokens each), overriding the budget."
         ),
         no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching"),
+        kv_cache_dtype: str = typer.Option(
+            "auto", "--kv-cache-dtype",
+            help="auto (the model dtype) or fp8 (e4m3 K/V and index keys: half the memory).",
+        ),
+        enforce_eager: bool = typer.Option(
+            False, "--enforce-eager", help="No CUDA graphs for decode steps (CUDA only)."
+        ),
     ) -> None:
         """Generate from token-level requests with the native engine; one JSON line each."""
         if engine != "native":
             die(f"--engine {engine!r} is not supported by generate (use native)")
         if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
             die(f"--device must be cpu or cuda[:N], not {device!r}")
+        if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3"):
+            die(f"--kv-cache-dtype must be auto or fp8, not {kv_cache_dtype!r}")
         try:
             lines = parse_request_lines(requests)
         except ValueError as e:
@@ -242,6 +251,8 @@ def register(app: typer.Typer) -> None:
                 "max_model_len": max_model_len,
                 "num_gpu_blocks": num_gpu_blocks,
                 "enable_prefix_caching": not no_prefix_caching,
+                "kv_cache_dtype": kv_cache_dtype,
+                "enforce_eager": enforce_eager,
             },
             emit=lambda obj: typer.echo(json.dumps(obj, ensure_ascii=False)),
             warn=lambda msg: typer.echo(msg, err=True),

@@ -1,4 +1,4 @@
-"""`m3agent model init-tiny PATH` and `m3agent model info PATH`."""
+"""`m3agent model init-tiny PATH`, `m3agent model info PATH` and `m3agent model plan PATH`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ def register(app: typer.Typer) -> None:
     model_app = typer.Typer(help="Create and inspect native model checkpoints.",
                             no_args_is_help=True)
     app.add_typer(model_app, name="model")
+    from m3agent.app.commands.model_plan import register_plan
+
+    register_plan(model_app)
 
     @model_app.command("init-tiny")
     def init_tiny(
@@ -27,6 +30,9 @@ def register(app: typer.Typer) -> None:
             1, "--dense-layers", help="Leading layers with dense attention and dense MLP."),
         topk_blocks: int = typer.Option(16, "--topk-blocks", help="MSA blocks per query."),
         fp8: bool = typer.Option(False, "--fp8", help="Store projections as FP8 e4m3."),
+        mxfp8: bool = typer.Option(
+            False, "--mxfp8",
+            help="Store projections as MXFP8 (e4m3, one e8m0 scale per 1x32 block)."),
     ) -> None:
         """Write a random MiniMax M3 checkpoint in HF layout (config, safetensors, tokenizer)."""
         from m3agent.engine.native.tiny import TinySpec
@@ -35,7 +41,7 @@ def register(app: typer.Typer) -> None:
         try:
             spec = TinySpec(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                             experts=experts, vocab=vocab, seed=seed, dense_layers=dense_layers,
-                            fp8=fp8, topk_blocks=topk_blocks)
+                            fp8=fp8, mxfp8=mxfp8, topk_blocks=topk_blocks)
             out = write(path, spec)
         except ValueError as e:
             die(str(e))

@@ -12,54 +12,98 @@ _ENGINES = "native|vllm|remote|scripted"
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        prompt: str = typer.Argument(..., help="The task. Use - to read it from stdin."),
-        engine: str | None = typer.Option(None, "--engine", help=f"Backend: {_ENGINES}."),
+        prompt: str = typer.Argument(
+            ..., metavar="PROMPT", help="The task. Use - to read it from stdin."
+        ),
+        engine: str | None = typer.Option(
+            None, "--engine", "-e", metavar="NAME",
+            help="Backend: native, vllm, remote or scripted (default: from the config).",
+        ),
         model: str | None = typer.Option(
-            None, "--model", help="Model directory (native, vllm) or served model name (remote)."
+            None, "--model", "-m", metavar="MODEL",
+            help="Model directory (native, vllm) or served model name (remote).",
         ),
         base_url: str | None = typer.Option(
-            None,
-            "--base-url",
+            None, "--base-url", metavar="URL",
             help="OpenAI-compatible server URL (remote), e.g. http://host:8000/v1.",
         ),
         script: Path | None = typer.Option(
-            None, "--script", help="JSON array of raw model outputs (scripted engine)."
+            None, "--script", metavar="FILE",
+            help="JSON array of raw model outputs (scripted engine).",
         ),
         thinking: str | None = typer.Option(
-            None, "--thinking", help="Thinking mode: enabled|disabled|adaptive."
+            None, "--thinking", "-t", metavar="MODE",
+            help="Thinking mode: enabled, disabled or adaptive.",
         ),
-        output_format: str = typer.Option("text", "--output-format", help="text|json|stream-json."),
+        output_format: str = typer.Option(
+            "text", "--output-format", metavar="FORMAT",
+            help="text, json or stream-json.",
+        ),
+        output_last_message: Path | None = typer.Option(
+            None, "--output-last-message", "-o", metavar="FILE",
+            help="Also write the final answer to FILE.",
+        ),
         max_turns: int | None = typer.Option(
-            None, "--max-turns", help="Most model calls for this prompt (exit 4 when reached)."
+            None, "--max-turns", metavar="N",
+            help="Most model calls for this prompt (exit 4 when reached).",
         ),
-        cwd: Path | None = typer.Option(None, "--cwd", help="Workspace (default: here)."),
-        resume: str | None = typer.Option(None, "--resume", help="Continue session ID."),
-        approval: str | None = typer.Option(None, "--approval", help="untrusted|on-request|never."),
+        cwd: Path | None = typer.Option(
+            None, "--cwd", "-C", metavar="DIR", help="Workspace (default: here)."
+        ),
+        continue_last: bool = typer.Option(
+            False, "--continue", "-c",
+            help="Continue the last session of this workspace.",
+        ),
+        resume: str | None = typer.Option(
+            None, "--resume", "-r", metavar="ID", help="Continue session ID."
+        ),
+        approval: str | None = typer.Option(
+            None, "--approval", "-a", metavar="POLICY",
+            help="When to ask: untrusted, on-request or never.",
+        ),
         sandbox: str | None = typer.Option(
-            None, "--sandbox", help="read-only|workspace-write|full-access."
+            None, "--sandbox", "-s", metavar="MODE",
+            help="read-only, workspace-write or full-access.",
         ),
         network: bool = typer.Option(
             False, "--network", help="Let shell commands use the network (off by default)."
         ),
         add_dir: list[Path] = typer.Option(
-            [], "--add-dir", help="Another writable directory besides the workspace (repeatable)."
+            [], "--add-dir", metavar="DIR",
+            help="Another writable directory besides the workspace (repeatable).",
         ),
         dangerously_no_sandbox: bool = typer.Option(
             False,
             "--dangerously-no-sandbox",
             help="Run shell commands even where no sandbox layer works (unprotected!).",
         ),
+        allow_home: bool = typer.Option(
+            False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
+        ),
         max_tokens: int | None = typer.Option(
-            None, "--max-tokens", help="Most tokens the model may generate per call."
+            None, "--max-tokens", metavar="N", help="Most tokens the model may generate per call."
         ),
         context_budget: int | None = typer.Option(
-            None, "--context-budget", help="Token budget of the repository snapshot."
+            None, "--context-budget", metavar="N", help="Token budget of the repository snapshot."
         ),
         no_context: bool = typer.Option(
             False, "--no-context", help="Do not put a repository snapshot in the prompt."
         ),
-        image: list[Path] = typer.Option([], "--image", help="Attach an image (repeatable)."),
-        video: list[Path] = typer.Option([], "--video", help="Attach a video (repeatable)."),
+        mcp_config: list[Path] = typer.Option(
+            [], "--mcp-config", help="MCP servers from this .mcp.json-style file (repeatable)."
+        ),
+        strict_mcp_config: bool = typer.Option(
+            False, "--strict-mcp-config", help="Use only the --mcp-config servers."
+        ),
+        trust_project_mcp: bool = typer.Option(
+            False, "--trust-project-mcp", help="Start ./.mcp.json servers even if not trusted."
+        ),
+        image: list[Path] = typer.Option(
+            [], "--image", "-i", metavar="FILE", help="Attach an image (repeatable)."
+        ),
+        video: list[Path] = typer.Option(
+            [], "--video", metavar="FILE", help="Attach a video (repeatable)."
+        ),
     ) -> None:
         """Run one task headless and print the answer."""
         code = execute(
@@ -75,9 +119,13 @@ def register(app: typer.Typer) -> None:
                 "network": network or None,
                 "add_dirs": tuple(str(d) for d in add_dir) or None,
                 "dangerously_no_sandbox": dangerously_no_sandbox or None,
+                "allow_home": allow_home or None,
                 "max_tokens": max_tokens,
                 "context_budget": context_budget,
                 "context": False if no_context else None,
+                "mcp_config_files": tuple(str(p) for p in mcp_config) or None,
+                "strict_mcp_config": strict_mcp_config or None,
+                "trust_project_mcp": trust_project_mcp or None,
             },
             script=script,
             output_format=output_format,
@@ -85,6 +133,8 @@ def register(app: typer.Typer) -> None:
             resume=resume,
             images=image,
             videos=video,
+            continue_last=continue_last,
+            last_message_file=output_last_message,
         )
         raise typer.Exit(code)
 
@@ -99,6 +149,8 @@ def execute(
     resume: str | None,
     images: list[Path],
     videos: list[Path],
+    continue_last: bool = False,
+    last_message_file: Path | None = None,
 ) -> int:
     """Everything behind the flags; returns the exit code. Heavy imports happen here."""
     import asyncio
@@ -111,11 +163,12 @@ def execute(
     from m3agent.app import exit_codes
     from m3agent.app.factory import build_session
     from m3agent.app.headless import deny_approver, make_renderer, run_headless, tty_approver
+    from m3agent.app.safe_text import visible
     from m3agent.app.settings import load_settings
     from m3agent.engine.api import EngineError, EngineUnavailable, MediaPart
 
     def fail(code: int, message: str) -> int:
-        sys.stderr.write(f"error: {message}\n")
+        sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
         return code
 
     if prompt == "-":
@@ -134,6 +187,18 @@ def execute(
         turn = UserTurn(prompt, media=tuple(media), thinking_mode=flags.get("thinking"))
     except ValueError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
+    if last_message_file is not None and not last_message_file.parent.is_dir():
+        return fail(exit_codes.USAGE_ERROR, f"-o {last_message_file}: no such directory")
+    if continue_last:
+        from m3agent.app.commands.sessions import latest_session_id
+
+        if resume:
+            return fail(exit_codes.USAGE_ERROR, "--continue and --resume ID: give one of them")
+        where = (cwd or Path.cwd()).expanduser().resolve()
+        resume = latest_session_id(settings.sessions_dir, where)
+        if resume is None:
+            return fail(exit_codes.USAGE_ERROR, f"no session to continue in {where} "
+                        "(m3agent sessions lists them)")
     try:
         session = build_session(settings, cwd=cwd, script=script, resume=resume)
     except (ValueError, SessionLogError) as e:
@@ -166,7 +231,8 @@ def execute(
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
         try:
-            return await run_headless(session, turn, renderer, approver)
+            return await run_headless(session, turn, renderer, approver,
+                                      last_message_file=last_message_file)
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             await session.engine.close()

@@ -1,4 +1,5 @@
-"""`m3agent sessions`: the saved sessions, newest first (resume one with `run --resume ID`)."""
+"""`m3agent sessions`: the saved sessions, newest first (resume one with `m3agent resume ID`
+or `run --resume ID`; `--continue` picks the last one of this directory)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
     ) -> None:
         """List saved sessions: id, date, working directory, first prompt."""
-        import json
         import sys
         from dataclasses import asdict
 
         from m3agent.agent.conversation import list_sessions
         from m3agent.app.cli_errors import die
+        from m3agent.app.safe_text import dumps, visible
         from m3agent.app.settings import load_settings
 
         try:
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
             found = found[:limit]
         if as_json:
             for s in found:
-                sys.stdout.write(json.dumps(asdict(s), ensure_ascii=False) + "\n")
+                sys.stdout.write(dumps(asdict(s)) + "\n")
             return
         if not found:
             sys.stderr.write(f"no sessions in {settings.sessions_dir}\n")
@@ -39,4 +40,23 @@ def register(app: typer.Typer) -> None:
             if len(prompt) > 60:
                 prompt = prompt[:59] + "…"
             date = s.created.replace("T", " ")[:19]
-            sys.stdout.write(f"{s.id}  {date}  {s.cwd}  {prompt}\n")
+            sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}") + "\n")
+
+
+def latest_session_id(sessions_dir, cwd) -> str | None:
+    """The session last written to whose workspace is `cwd` and that has a prompt, or None
+    (`--continue`, `m3agent resume --last`)."""
+    from pathlib import Path
+
+    from m3agent.agent.conversation import list_sessions, session_log_path
+
+    where = str(Path(cwd).expanduser().resolve())
+    found = [s for s in list_sessions(sessions_dir) if s.cwd == where and s.first_prompt.strip()]
+
+    def last_write(s) -> float:
+        try:
+            return session_log_path(sessions_dir, s.id).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return max(found, key=last_write).id if found else None

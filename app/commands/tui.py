@@ -7,31 +7,64 @@ from pathlib import Path
 import typer
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"m3agent {version('m3agent')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("m3agent (not installed)")
+        raise typer.Exit(0)
+
+
 def register(app: typer.Typer) -> None:
     @app.callback(invoke_without_command=True)
     def tui(
         ctx: typer.Context,
         engine: str | None = typer.Option(
-            None, "--engine", help="Backend: native|vllm|remote|scripted."
+            None, "--engine", "-e", metavar="NAME",
+            help="Backend: native, vllm, remote or scripted (default: from the config).",
         ),
         model: str | None = typer.Option(
-            None, "--model", help="Model directory (native, vllm) or served model name (remote)."
+            None, "--model", "-m", metavar="MODEL",
+            help="Model directory (native, vllm) or served model name (remote).",
         ),
         base_url: str | None = typer.Option(
-            None, "--base-url", help="OpenAI-compatible server URL (remote)."
+            None, "--base-url", metavar="URL", help="OpenAI-compatible server URL (remote)."
         ),
         script: Path | None = typer.Option(
-            None, "--script", help="JSON array of raw model outputs (scripted engine)."
+            None, "--script", metavar="FILE",
+            help="JSON array of raw model outputs (scripted engine).",
         ),
         thinking: str | None = typer.Option(
-            None, "--thinking", help="Thinking mode: enabled|disabled|adaptive."
+            None, "--thinking", "-t", metavar="MODE",
+            help="Thinking mode: enabled, disabled or adaptive.",
         ),
-        approval: str | None = typer.Option(None, "--approval", help="untrusted|on-request|never."),
+        approval: str | None = typer.Option(
+            None, "--approval", "-a", metavar="POLICY",
+            help="When to ask: untrusted, on-request or never.",
+        ),
         sandbox: str | None = typer.Option(
-            None, "--sandbox", help="read-only|workspace-write|full-access."
+            None, "--sandbox", "-s", metavar="MODE",
+            help="read-only, workspace-write or full-access.",
         ),
-        cwd: Path | None = typer.Option(None, "--cwd", help="Workspace (default: here)."),
-        resume: str | None = typer.Option(None, "--resume", help="Continue session ID."),
+        cwd: Path | None = typer.Option(
+            None, "--cwd", "-C", metavar="DIR", help="Workspace (default: here)."
+        ),
+        continue_last: bool = typer.Option(
+            False, "--continue", "-c", help="Continue the last session of this workspace."
+        ),
+        resume: str | None = typer.Option(
+            None, "--resume", "-r", metavar="ID", help="Continue session ID."
+        ),
+        version: bool = typer.Option(
+            False, "--version", "-V", is_eager=True, callback=_version,
+            help="Print the version and exit.",
+        ),
+        allow_home: bool = typer.Option(
+            False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
+        ),
     ) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
@@ -39,5 +72,6 @@ def register(app: typer.Typer) -> None:
         from m3agent.app.tui.launch import launch
 
         flags = {"engine": engine, "model": model, "base_url": base_url, "thinking": thinking,
-                 "approval": approval, "sandbox": sandbox}
-        raise typer.Exit(launch(flags, script=script, cwd=cwd, resume=resume))
+                 "approval": approval, "sandbox": sandbox, "allow_home": allow_home or None}
+        raise typer.Exit(launch(flags, script=script, cwd=cwd, resume=resume,
+                                continue_last=continue_last))

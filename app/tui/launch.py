@@ -4,6 +4,7 @@ behind /sessions, /undo and /context. The only TUI module that knows about app/f
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,27 +13,92 @@ from m3agent.app.tui.ports import Progress, SessionSummary, TuiConfig
 
 
 def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
-           resume: str | None) -> int:
+           resume: str | None, continue_last: bool = False) -> int:
+    from m3agent.app.safe_text import visible
     from m3agent.app.settings import load_settings
+
+    def fail(message: str) -> int:
+        print(f"error: {visible(message)}", file=sys.stderr)
+        return exit_codes.USAGE_ERROR
 
     try:
         settings = load_settings().override(**flags)
+        resume, cwd = _pick_session(settings, cwd, resume, continue_last)
         config = tui_config(settings, cwd=cwd, resume=resume)
     except ValueError as e:
-        print(f"m3agent: {e}", file=sys.stderr)
-        return exit_codes.USAGE_ERROR
+        return fail(str(e))
     if script is not None and not script.is_file():
-        print(f"m3agent: script {script} does not exist", file=sys.stderr)
-        return exit_codes.USAGE_ERROR
+        return fail(f"script {script} does not exist")
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print("m3agent: the terminal UI needs a terminal; for scripts and pipes use "
-              "`m3agent run PROMPT`", file=sys.stderr)
-        return exit_codes.USAGE_ERROR
+        return fail("the terminal UI needs a terminal; for scripts and pipes use "
+                    "`m3agent run PROMPT`")
 
+    from m3agent.app.tui.onboarding import needs_setup
     from m3agent.app.tui.run import run_tui
 
+    if needs_setup(settings, flags, script):  # first run: ask instead of failing
+        config = replace(config, setup=setup_port(settings, config.cwd))
     return run_tui(session_factory(settings, config.cwd, script), config)
+
+
+def setup_port(settings: Any, cwd: Path) -> Any:
+    """The onboarding screen's services over the real settings: probes, and the choice saved
+    to the config file (the demo writes nothing but its script, in the data home)."""
+    import json
+
+    from m3agent.app.settings import save_settings
+    from m3agent.app.tui.onboarding import (
+        DEMO_SCRIPT,
+        SetupPort,
+        check_model_dir,
+        probe_server,
+        running_servers,
+    )
+
+    def complete(choice: Any) -> tuple[Any, str]:
+        values = choice.settings()
+        if not values:
+            demo = settings.home / "demo-script.json"
+            demo.parent.mkdir(parents=True, exist_ok=True)
+            demo.write_text(json.dumps(list(DEMO_SCRIPT)), encoding="utf-8")
+            return (session_factory(settings.override(engine="scripted"), cwd, demo),
+                    "starting the scripted demo; nothing was saved")
+        save_settings(settings.config_path, values)
+        chosen = settings.override(**values)
+        return (session_factory(chosen, cwd, None),
+                f"saved {choice.describe()} to {settings.config_path}")
+
+    return SetupPort(
+        probe=lambda url: probe_server(url, settings.api_key),
+        check_dir=check_model_dir,
+        servers=lambda: running_servers(settings.home),
+        complete=complete,
+    )
+
+
+def _pick_session(settings: Any, cwd: Path | None, resume: str | None,
+                  continue_last: bool) -> tuple[str | None, Path | None]:
+    """--continue / --resume ID: the session id, checked before the screen opens (a bad id is
+    one line and exit 2), and its workspace unless --cwd says otherwise."""
+    if continue_last:
+        from m3agent.app.commands.sessions import latest_session_id
+
+        if resume:
+            raise ValueError("--continue and --resume ID: give one of them")
+        where = (cwd or Path.cwd()).expanduser().resolve()
+        resume = latest_session_id(settings.sessions_dir, where)
+        if resume is None:
+            raise ValueError(f"no session to continue in {where} (m3agent sessions lists them)")
+    if not resume:
+        return None, cwd
+    from m3agent.agent.conversation import Conversation, SessionLogError
+
+    try:
+        meta = Conversation.load(settings.sessions_dir, resume).meta
+    except SessionLogError as e:
+        raise ValueError(str(e)) from None
+    return resume, cwd if cwd is not None else Path(meta.cwd)
 
 
 def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiConfig:
@@ -64,7 +130,7 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
         if not engines:
             progress(f"loading the {settings.engine} engine…", None)
             engines.append(build_engine(settings, script=script))
-        progress("opening the session…", None)
+        progress("opening the session (repository snapshot)…", None)
         return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id)
 
     return build

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 DEFAULT_CPU_KV_BYTES = 512 * 1024 * 1024
+# --kv-cache-dtype: "auto" stores K/V and index keys in the model dtype, "fp8" in e4m3
+# (saturated at +-448, no scale), halving the cache and the bytes decode reads.
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +24,12 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     device: str = "cpu"
     keep_logits: bool = False  # keep each sampled step's logits (tests and debugging)
+    kv_cache_dtype: str = "auto"  # one of KV_CACHE_DTYPES
+    enforce_eager: bool = False  # True: no CUDA graphs for decode steps
+    max_graph_batch: int = 64  # decode batches above this run eagerly
+
+    def cache_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
+        return model_dtype if self.kv_cache_dtype == "auto" else torch.float8_e4m3fn
 
     def __post_init__(self) -> None:
         if self.max_num_batched_tokens < 1:
@@ -33,6 +44,11 @@ class EngineConfig:
             raise ValueError(f"num_gpu_blocks must be >= 2, got {self.num_gpu_blocks}")
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
             raise ValueError("kv_cache_memory_bytes must be positive")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}, "
+                             f"got {self.kv_cache_dtype!r}")
+        if self.max_graph_batch < 1:
+            raise ValueError(f"max_graph_batch must be >= 1, got {self.max_graph_batch}")
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"

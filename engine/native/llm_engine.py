@@ -55,12 +55,13 @@ class LLMEngine:
         specs = model.cache_specs()
         model_max = model.info.max_position_embeddings
         wanted_len = min(config.max_model_len or model_max, model_max)
-        self.num_blocks = self._num_blocks(specs, model.info.dtype, wanted_len)
+        self.cache_dtype = cache_dtype = config.cache_dtype(model.info.dtype)
+        self.num_blocks = self._num_blocks(specs, cache_dtype, wanted_len)
         # A request must always fit alone, or preemption could never make room for it.
         self.max_model_len = min(wanted_len, (self.num_blocks - 1) * BLOCK_SIZE)
         if self.max_model_len < 2:
             raise ValueError(f"the KV cache of {self.num_blocks} blocks holds no request")
-        caches = allocate_caches(specs, self.num_blocks, model.info.dtype, self.device)
+        caches = allocate_caches(specs, self.num_blocks, cache_dtype, self.device)
         self.kv_cache_manager = KVCacheManager(
             self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching
         )
@@ -78,8 +79,18 @@ class LLMEngine:
             from m3agent.engine.native.mm_inputs import VisionEmbedder
 
             vision = VisionEmbedder(vision_tower, self.device)
+        graphs = None
+        if (self.device.type == "cuda" and model.info.cuda_graphs and vision is None
+                and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
+                and not config.enforce_eager):
+            from m3agent.engine.native.cuda_graphs import DecodeGraphs
+
+            graphs = DecodeGraphs(model, caches, self.device,
+                                  min(config.max_graph_batch, config.max_num_seqs),
+                                  self.max_model_len)
         self.runner = ModelRunner(
-            model, caches, self.device, keep_logits=config.keep_logits, vision=vision
+            model, caches, self.device, keep_logits=config.keep_logits, vision=vision,
+            graphs=graphs,
         )
         self._text: dict[str, _TextState] = {}
         self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import torch
 from m3agent.engine.m3.config import M3TextConfig
-from m3agent.engine.native.attention import dense_attention, insert_index, insert_kv
+from m3agent.engine.native.attention import (
+    dense_attention,
+    insert_index,
+    insert_kv,
+    kernel_op,
+)
 from m3agent.engine.native.attention_metadata import AttentionMetadata
-from m3agent.engine.native.layers.linear import Embedding, Linear
+from m3agent.engine.native.layers.linear import Embedding, FusedWeights, Linear
 from m3agent.engine.native.layers.mlp import SwigluOAIMLP
 from m3agent.engine.native.layers.moe import MoE
 from m3agent.engine.native.layers.norm import GemmaRMSNorm
@@ -46,10 +51,19 @@ class M3Attention(nn.Module):
             self.index_k_proj = Linear(h, self.di, **kw)  # one shared index-key head
             self.index_q_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
             self.index_k_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
+        self.eps = c.rms_norm_eps
+        # One GEMM for q | index q | k | v | index k (the CUDA path); the checkpoint-named
+        # Linears are views of its row blocks.
+        parts = [self.q_proj] + ([self.index_q_proj] if sparse else []) + [self.k_proj,
+                                                                           self.v_proj]
+        self._qkv = FusedWeights(*parts, *([self.index_k_proj] if sparse else []))
 
     def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
-                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+                cos_sin: tuple[torch.Tensor, torch.Tensor], rope_rows=None) -> torch.Tensor:
         t = x.shape[0]
+        fused = kernel_op("fused_qknorm_rope_insert", x, cache.kv) if rope_rows is not None else None
+        if fused is not None and self._qkv.intact():
+            return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
         cos, sin = cos_sin
         q = rope.apply(self.q_norm(self.q_proj(x).view(t, self.hq, self.d)), cos, sin)
@@ -71,6 +85,36 @@ class M3Attention(nn.Module):
             o = sparse_attention(q, cache.kv, sel, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
+    def _forward_fused(self, x, cache: LayerCache, md: AttentionMetadata, rope_rows,
+                       fused) -> torch.Tensor:
+        """CUDA: one projection GEMM, one QK-norm + RoPE + KV / index-key insert launch
+        (kernels/fused_qknorm_rope.py), then the attention kernels on strided views."""
+        t = x.shape[0]
+        y = self._qkv(x)
+        sizes = self._qkv.splits
+        views = torch.split(y, sizes, dim=1)
+        q = views[0].view(t, self.hq, self.d)
+        cs, rows = rope_rows
+        if self.sparse:
+            if cache.index is None:
+                raise ValueError("an MSA layer was given no index cache")
+            _, iq, k, v, ik = views
+            iq = iq.view(t, self.hidx, self.di)
+            k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
+            fused(q, k, v, iq, ik, self.q_norm.weight, self.k_norm.weight,
+                  self.index_q_norm.weight, self.index_k_norm.weight, cs, rows, self.eps,
+                  cache.kv, cache.index, md.slot_mapping)
+            sel = index_select_blocks(iq, cache.index, md, self.topk, self.init_blocks,
+                                      self.local_blocks)
+            o = sparse_attention(q, cache.kv, sel, md, self.scale)
+        else:
+            _, k, v = views
+            k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
+            fused(q, k, v, None, None, self.q_norm.weight, self.k_norm.weight, None, None,
+                  cs, rows, self.eps, cache.kv, None, md.slot_mapping)
+            o = dense_attention(q, cache.kv, md, self.scale)
+        return self.o_proj(o.reshape(t, self.hq * self.d))
+
 
 class M3DecoderLayer(nn.Module):
     def __init__(self, c: M3TextConfig, i: int, rope: RotaryEmbedding, dtype: torch.dtype,
@@ -90,12 +134,11 @@ class M3DecoderLayer(nn.Module):
             self.mlp = SwigluOAIMLP(c.hidden_size, c.dense_intermediate_size, **act)
 
     def forward(self, h: torch.Tensor, residual: torch.Tensor | None, cache: LayerCache,
-                md: AttentionMetadata, cos_sin: tuple[torch.Tensor, torch.Tensor]
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        residual = h if residual is None else h + residual
-        x = self.self_attn(self.input_layernorm(residual), cache, md, cos_sin)
-        residual = x + residual
-        x = self.post_attention_layernorm(residual)
+                md: AttentionMetadata, cos_sin: tuple[torch.Tensor, torch.Tensor],
+                rope_rows=None) -> tuple[torch.Tensor, torch.Tensor]:
+        x, residual = self.input_layernorm.add_forward(h, residual)
+        x = self.self_attn(x, cache, md, cos_sin, rope_rows)
+        x, residual = self.post_attention_layernorm.add_forward(x, residual)
         ffn = self.block_sparse_moe if self.is_moe else self.mlp
         return ffn(x), residual
 
@@ -127,7 +170,10 @@ class M3ForCausalLM(nn.Module):
         self.info = ModelInfo(
             architecture="minimax_m3", vocab_size=config.vocab_size,
             max_position_embeddings=max_model_len or limit,
-            eos_token_ids=config.eos_token_id, dtype=dtype)
+            eos_token_ids=config.eos_token_id, dtype=dtype,
+            # On CUDA nothing in a decode step needs the host (the MoE runs the grouped
+            # kernel), so the runner may replay it from a CUDA graph.
+            cuda_graphs=True)
         self.model = M3Model(config, dtype, device)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 
@@ -147,10 +193,15 @@ class M3ForCausalLM(nn.Module):
                              f"{len(self.model.layers)} layers")
         h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
+        rope_rows = None
+        if h.is_cuda and caches and kernel_op("fused_qknorm_rope_insert", h, caches[0].kv):
+            # the fused kernel reads cos | sin rows by index: this step's rows, row t for token t
+            rope_rows = (torch.cat(cos_sin, dim=-1),
+                         torch.arange(h.shape[0], device=h.device, dtype=torch.int64))
         residual = None
         for layer, cache in zip(self.model.layers, caches, strict=True):
-            h, residual = layer(h, residual, cache, md, cos_sin)
-        return self.model.norm(h + residual)
+            h, residual = layer(h, residual, cache, md, cos_sin, rope_rows)
+        return self.model.norm.add_forward(h, residual)[0]
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -33,6 +33,9 @@ class ModelInfo:
     max_position_embeddings: int  # positions the model can really serve (YaRN included)
     eos_token_ids: tuple[int, ...]
     dtype: torch.dtype
+    # The forward needs nothing from the host on a decode step, so the runner may capture it
+    # in a CUDA graph (cuda_graphs.py).
+    cuda_graphs: bool = False
 
 
 class NativeModel(Protocol):

@@ -6,6 +6,7 @@ does not reach the end of its prompt produces none).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -65,8 +66,13 @@ class ModelRunner:
         device: torch.device,
         keep_logits: bool = False,
         vision=None,  # mm_inputs.VisionEmbedder: merges image/video rows into the embeddings
+        graphs=None,  # cuda_graphs.DecodeGraphs: replays decode steps (None: always eager)
     ) -> None:
         self.model = model
+        self.graphs = graphs
+        # Seconds the last step spent blocked on the GPU (reading back the sampled tokens):
+        # a step's wall time minus this is its host time.
+        self.last_sync_wait_s = 0.0
         self.vision = vision
         self.caches = caches
         self.device = device
@@ -84,6 +90,8 @@ class ModelRunner:
         )
 
     def remove_request(self, request_id: str) -> None:
+        if self.graphs is not None:
+            self.graphs.forget(request_id)
         self._params.pop(request_id, None)
         self._generators.pop(request_id, None)
         if self.vision is not None:
@@ -93,6 +101,11 @@ class ModelRunner:
     def execute_model(self, out: SchedulerOutput) -> ModelRunnerOutput:
         if out.is_empty:
             return ModelRunnerOutput({}, {} if self.keep_logits else None)
+        if self.graphs is not None and self.graphs.fits(out):
+            replayed = self.graphs.run(out)
+            if replayed is not None:
+                ids = [r.request_id for r in out.scheduled]
+                return self._sample(ids, *replayed)
         md = build_attention_metadata(out, self.device)
         input_ids = torch.tensor(
             [t for row in out.scheduled for t in row.token_ids],
@@ -112,8 +125,16 @@ class ModelRunner:
         logits = self.model.compute_logits(hidden[torch.tensor(last, device=hidden.device)])
         logits = logits.float()
         ids = [out.scheduled[i].request_id for i in sampling_rows]
-        tokens = self.sampler(
-            logits, [self._params[r] for r in ids], [self._generators[r] for r in ids]
-        )
+        return self._sample(ids, logits, None)
+
+    def _sample(self, ids: list[str], logits: torch.Tensor,
+                greedy: torch.Tensor | None) -> ModelRunnerOutput:
+        params = [self._params[r] for r in ids]
+        t = time.perf_counter()
+        if greedy is not None and all(p.greedy for p in params):
+            tokens = greedy.tolist()  # the graph's own argmax: one small read-back
+        else:
+            tokens = self.sampler(logits, params, [self._generators[r] for r in ids])
+        self.last_sync_wait_s = time.perf_counter() - t
         kept = {r: logits[j].cpu() for j, r in enumerate(ids)} if self.keep_logits else None
         return ModelRunnerOutput(dict(zip(ids, tokens, strict=True)), kept)

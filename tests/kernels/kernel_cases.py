@@ -147,7 +147,68 @@ def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv
     return _gate(out.float(), ref, 1e-2, 0.9999, "dense attention")
 
 
+def case_add_rmsnorm(device="cpu", t=7, n=300, residual=True):
+    from m3agent.engine.native.kernels import add_rmsnorm
+    act = ACT[str(device).split(':')[0]]
+    x = torch.randn(t, n, device=device).to(act)
+    r = torch.randn(t, n, device=device).to(act) if residual else None
+    w = (0.1 * torch.randn(n, device=device)).to(act)
+    y, ro = add_rmsnorm.add_rmsnorm(x, r, w, 1e-6)
+    ry, rro = add_rmsnorm.reference(x, r, w, 1e-6)
+    assert torch.equal(ro, rro), "residual sum differs"
+    return _gate(y.float(), ry.float(), 1e-2, 0.9999, "add_rmsnorm")
+
+
+def case_swiglu(device="cpu", t=5, inter=1500):
+    from m3agent.engine.native.kernels import swiglu
+    act = ACT[str(device).split(':')[0]]
+    gu = (4 * torch.randn(t, 2 * inter, device=device)).to(act)  # past the +-7 clamp too
+    out = swiglu.swiglu_oai_merged(gu, 1.702, 7.0, 1.0)
+    ref = swiglu.reference(gu, 1.702, 7.0, 1.0)
+    return _gate(out.float(), ref.float(), 1e-2, 0.9999, "swiglu_oai")
+
+
+def _moe_weights(e, n, k, fmt, device, act):
+    from m3agent.engine.native.loader import quantize_fp8
+    w = torch.randn(e, n, k, device=device) * k ** -0.5
+    if fmt == "bf16":
+        return w.to(act), None
+    if fmt == "fp8":
+        qs = [quantize_fp8(w[i].cpu()) for i in range(e)]
+        return (torch.stack([q for q, _ in qs]).to(device),
+                torch.stack([s for _, s in qs]).float().to(device))
+    # mxfp8: a power-of-two scale per 32 k-values, e4m3 mantissas
+    g = w.view(e, n, k // 32, 32)
+    ex = torch.ceil(torch.log2(g.abs().amax(-1).clamp(min=1e-30) / 448.0)).clamp(-127, 127)
+    q = (g / torch.exp2(ex)[..., None]).clamp(-448, 448).view(e, n, k)
+    return q.to(torch.float8_e4m3fn), (ex + 127).to(torch.uint8)
+
+
+def case_moe(device="cpu", fmt="bf16", t=5, e=8, hidden=256, inter=128, k=2):
+    from m3agent.engine.native.kernels import moe_grouped, moe_router
+    act = ACT[str(device).split(':')[0]]
+    x = torch.randn(t, hidden, device=device).to(act)
+    logits = torch.randn(t, e, device=device)
+    bias = 0.01 * torch.randn(e, device=device)
+    w, ids = moe_router.route(logits, bias, k, 2.0)
+    rw, rids = moe_router.reference(logits, bias, k, 2.0)
+    assert torch.equal(ids.sort(-1).values, rids.sort(-1).values), "router picks differ"
+    assert torch.allclose(w.sort(-1).values, rw.sort(-1).values, atol=1e-5), "router weights"
+    w13, s13 = _moe_weights(e, 2 * inter, hidden, fmt, device, act)
+    w2, s2 = _moe_weights(e, hidden, inter, fmt, device, act)
+    out = moe_grouped.grouped_moe(x, w13, w2, w, ids, fmt=fmt, w13_scale=s13, w2_scale=s2)
+    ref = moe_grouped.reference(x, w13, w2, w, ids, fmt=fmt, w13_scale=s13, w2_scale=s2)
+    return _gate(out, ref, 1e-2, 0.9999, f"moe {fmt}")
+
+
 CPU_CASES = {
+    "moe_bf16": lambda: case_moe(),
+    "moe_fp8": lambda: case_moe(fmt="fp8"),
+    "moe_mxfp8": lambda: case_moe(fmt="mxfp8"),
+    "moe_prefill": lambda: case_moe(t=150, e=4, hidden=128, inter=64),
+    "moe_decode_t1": lambda: case_moe(t=1, k=4, fmt="fp8"),
+    "add_rmsnorm": lambda: (case_add_rmsnorm(), case_add_rmsnorm(residual=False)),
+    "swiglu": lambda: case_swiglu(),
     "insert": lambda: case_insert(),
     "fused": lambda: case_fused(),
     "select_prefill": lambda: case_select(),

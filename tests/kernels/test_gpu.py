@@ -101,3 +101,18 @@ def test_sparse_prefill_variants(kc, persistent):
 def test_decode_several_blocks_per_chunk(kc, kv_dtype):
     for chunks in (1, 2, 4):
         kc.case_decode_chunks(device="cuda", kv_dtype=kv_dtype, chunks=chunks)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_add_rmsnorm(kc, residual):
+    kc.case_add_rmsnorm("cuda", t=33, n=6144, residual=residual)
+
+
+def test_swiglu(kc):
+    kc.case_swiglu("cuda", t=33, inter=12288)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp8"])
+@pytest.mark.parametrize("t", [1, 8, 300])
+def test_grouped_moe(kc, fmt, t):
+    kc.case_moe("cuda", fmt=fmt, t=t, e=32, hidden=1024, inter=512, k=4)

@@ -114,3 +114,13 @@ def test_missing_model_is_exit_3(tmp_path):
     f = write(tmp_path, [{"id": 1, "prompt": "x"}])
     r = m3agent("generate", "--model", str(tmp_path / "none"), "--requests", f)
     assert r.returncode == 3 and "cannot load the native model" in r.stderr
+
+
+def test_generate_with_fp8_kv_cache(tiny, tmp_path):
+    f = write(tmp_path, [{"id": "a", "prompt_token_ids": list(range(10, 300)), "max_tokens": 4}])
+    r = m3agent("generate", "--model", str(tiny), "--requests", f, "--kv-cache-dtype", "fp8")
+    assert r.returncode == 0, r.stderr
+    row = json.loads(r.stdout.splitlines()[0])
+    assert row["generated_tokens"] == 4
+    bad = m3agent("generate", "--model", str(tiny), "--requests", f, "--kv-cache-dtype", "int4")
+    assert bad.returncode == 2 and "--kv-cache-dtype" in bad.stderr

@@ -73,3 +73,31 @@ def test_msa_prefix_hit_equals_cold_with_exact_counts(m3):
     torch.testing.assert_close(
         torch.stack(engine.kept_logits[hit.request_id]), cold_logits[0], rtol=1e-4, atol=1e-4
     )
+
+
+def test_fp8_kv_cache_on_cpu_close_to_full_precision(m3):
+    """--kv-cache-dtype fp8: K/V and index keys stored as e4m3 (the torch path upcasts on
+    read); the same greedy tokens here and logits within e4m3's rounding."""
+    p = prompt(700, 1)
+    _, full, full_logits = run(m3, [p])
+    engine, fp8, fp8_logits = run(m3, [p], kv_cache_dtype="fp8")
+    assert all(c.kv.dtype == torch.float8_e4m3fn for c in engine.runner.caches)
+    assert any(c.index is not None and c.index.dtype == torch.float8_e4m3fn
+               for c in engine.runner.caches)
+    a, b = full_logits[0], fp8_logits[0]
+    assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.999
+    assert ((a - b).abs().max() / a.abs().max()).item() < 0.05
+    assert fp8[0].token_ids[:3] == full[0].token_ids[:3]
+
+
+def test_fp8_kv_cache_holds_twice_the_blocks(m3):
+    budget = 8 * 2**20
+    full = LLMEngine(m3, None, EngineConfig(kv_cache_memory_bytes=budget))
+    fp8 = LLMEngine(m3, None, EngineConfig(kv_cache_memory_bytes=budget, kv_cache_dtype="fp8"))
+    # float32 model: 4 bytes -> 1 byte per element (each count is floored)
+    assert 4 * full.num_blocks <= fp8.num_blocks < 4 * (full.num_blocks + 1)
+
+
+def test_kv_cache_dtype_is_validated():
+    with pytest.raises(ValueError, match="kv_cache_dtype"):
+        EngineConfig(kv_cache_dtype="int4")

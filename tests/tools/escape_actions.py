@@ -81,6 +81,110 @@ def unix_abstract(name):
     return "connected"
 
 
+def unix_connect(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(3)
+    s.connect(path)
+    s.sendall(b"escaped")
+    return "connected"
+
+
+def socket_family(family, kind=1, proto=0):
+    s = socket.socket(int(family), int(kind), int(proto))
+    s.close()
+    return "created"
+
+
+def plant_git(root, target="dir"):
+    """Make `root/.git` something the agent's git would run: a repository with a hook-like
+    core.fsmonitor, a gitdir file pointing elsewhere, or a symlink to another repository."""
+    git = os.path.join(root, ".git")
+    if target == "dir":
+        os.makedirs(git, exist_ok=True)
+        with open(os.path.join(git, "config"), "w") as f:
+            f.write("[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    elif target == "file":
+        with open(git, "w") as f:
+            f.write("gitdir: /var/tmp/elsewhere\n")
+    else:
+        os.symlink("/var/tmp/elsewhere", git)
+    return "planted"
+
+
+def mkdir_write(path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return write(path)
+
+
+def replace_by_rename(src, dst):
+    os.makedirs(src, exist_ok=True)
+    os.rename(src, dst)
+    return "replaced"
+
+
+def caps():
+    with open("/proc/self/status") as f:
+        rows = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    return json.dumps({k: rows[k] for k in ("CapPrm", "CapEff", "CapBnd", "NoNewPrivs")})
+
+
+def mknod(path):
+    import stat as st
+
+    os.mknod(path, 0o666 | st.S_IFCHR, os.makedev(1, 3))
+    return "made"
+
+
+def tty_write(path):
+    fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+    os.write(fd, b"escaped\n")
+    return "written"
+
+
+def _tiocsti(fd, text=b"x"):
+    import fcntl
+
+    for ch in text:
+        fcntl.ioctl(fd, 0x5412, bytes([ch]))  # TIOCSTI
+
+
+def tiocsti(path):
+    fd = os.open(path, os.O_RDWR | os.O_NOCTTY)
+    _tiocsti(fd, b"Z")
+    return "injected"
+
+
+def tiocsti_own():
+    master, slave = os.openpty()
+    _tiocsti(slave)
+    return "injected"
+
+
+def ctty():
+    os.open("/dev/tty", os.O_RDWR)
+    return "opened"
+
+
+def chown(path):
+    os.chown(path, os.getuid(), os.getgid())
+    return "chowned"
+
+
+def setxattr(path):
+    os.setxattr(path, "user.m3agent", b"escaped")
+    return "set"
+
+
+def utime(path):
+    os.utime(path, (0, 0))
+    return "touched"
+
+
+def proc_environ(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
 def fork_bomb(n):
     made = 0
     try:
@@ -158,6 +262,9 @@ ACTIONS = {
     "unix_abstract": unix_abstract, "memory_hog": memory_hog, "disk_fill": disk_fill,
     "cpu_hog": cpu_hog, "ptrace": ptrace, "signal": signal_outside, "link": link_outside,
     "rename": rename, "chmod": chmod, "unlink": unlink, "env": env_secrets,
+    "unix_connect": unix_connect, "plant_git": plant_git, "caps": caps, "mknod": mknod, "tty_write": tty_write,
+    "tiocsti": tiocsti, "tiocsti_own": tiocsti_own, "ctty": ctty, "chown": chown,
+    "setxattr": setxattr, "utime": utime, "proc_environ": proc_environ, "mkdir_write": mkdir_write, "replace": replace_by_rename, "socket_family": socket_family,
 }
 
 if __name__ == "__main__":

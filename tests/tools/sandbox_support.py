@@ -3,6 +3,7 @@ local servers the sandbox must not reach, and the two sandbox configurations."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -153,13 +154,14 @@ def victim_process():
 CONFIGS = ("bwrap", "no-bwrap")
 
 
-def make_sandbox(config: str, world: World, **limits) -> Sandbox:
+def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **limits) -> Sandbox:
     disabled = {"bwrap": frozenset(), "no-bwrap": frozenset({"bwrap"}),
                 "bwrap-only": frozenset({"landlock", "seccomp"})}[config]
     policy = SandboxPolicy(
         workspace=world.ws, home=world.home, disabled_layers=disabled,
         limits=Limits(cpu_s=limits.get("cpu_s", 20), address_space_mb=limits.get("as_mb", 1024),
                       file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64)),
+        **(policy_kw or {}),
     )
     report = probe(policy)
     if config in ("bwrap", "bwrap-only") and not report.is_active("bwrap"):
@@ -167,6 +169,39 @@ def make_sandbox(config: str, world: World, **limits) -> Sandbox:
     if config == "no-bwrap" and not report.is_active("landlock"):
         pytest.skip(f"Landlock unavailable on this machine: {report.layer('landlock').detail}")
     return Sandbox(policy, report)
+
+
+def result_of(r) -> dict:
+    """The JSON line an escape action printed."""
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"no result from the attempt; exit {r.exit_code}; stderr: {r.stderr[-2000:]}"
+    return json.loads(lines[-1])
+
+
+def serve_unix(path: Path):
+    """A stream server on a pathname socket, as ssh-agent or D-Bus would run one."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen()
+    srv.settimeout(0.1)
+    rec = _Recorder()
+
+    def loop():
+        while not rec.stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            conn.settimeout(1)
+            try:
+                rec.got.append(conn.recv(100) or b"<connect>")
+            except OSError:
+                rec.got.append(b"<connect>")
+            conn.close()
+        srv.close()
+
+    threading.Thread(target=loop, daemon=True).start()
+    return rec
 
 
 def action_argv(name: str, *args) -> list[str]:

@@ -116,10 +116,29 @@ def test_doctor_reports_layers(tmp_path):
                          env=env, capture_output=True, text=True)
     report = json.loads(out.stdout)
     names = [layer["name"] for layer in report["layers"]]
-    assert names == ["bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub"]
+    assert names == ["bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub",
+                     "privileges"]
     assert out.returncode == (0 if report["protected"] else 5)
     for layer in report["layers"]:
         assert layer["detail"], layer  # every layer says what it does or why it is off
     text = subprocess.run([sys.executable, "-m", "m3agent.app.cli", "doctor", "--cwd", str(tmp_path)],
                           env=env, capture_output=True, text=True).stdout
     assert "sandbox mode: workspace-write" in text and "landlock" in text
+
+
+def test_a_git_lock_left_by_a_killed_process_does_not_break_checkpoints(repo, tmp_path):
+    """kill -9 during a checkpoint's `git add` leaves index.lock behind; the next checkpoint
+    (under the store's own flock, so the lock is known stale) still works."""
+    state = tmp_path / "state"
+    cps = Checkpoints(repo, state)
+    cps.snapshot("one")
+    (state / "index.lock").write_text("")
+    (state / "shadow.git" / "refs" / "m3agent" / "checkpoints.lock").write_text("")
+    env = dict(os.environ, GIT_DIR=str(state / "shadow.git"), GIT_WORK_TREE=str(repo),
+               GIT_INDEX_FILE=str(state / "index"))
+    plain = subprocess.run(["git", "add", "-A"], cwd=repo, env=env, capture_output=True,
+                           text=True)
+    assert plain.returncode != 0 and "index.lock" in plain.stderr  # control: git refuses
+    (repo / "README.md").write_text("# changed\n")
+    cps.snapshot("two")
+    assert [c.label for c in cps.list()] == ["two", "one"]

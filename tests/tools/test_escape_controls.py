@@ -13,7 +13,7 @@ from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.shell import Shell, ShellArgs
 from sandbox_support import SECRET, action_argv
 
-NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub"})
+NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"})
 
 
 def _unprotected(world) -> Sandbox:

@@ -1,6 +1,6 @@
 """The resource and process part of the escape battery, with and without bubblewrap:
 fork bomb, memory hog, disk filling, CPU hog, a setsid child that outlives the timeout, a
-background process left behind, and API keys in the environment."""
+background process left behind (the environment: test_escape_credentials.py)."""
 
 from __future__ import annotations
 
@@ -95,18 +95,6 @@ def test_background_process_is_killed_when_command_ends(config, world):
     assert not r.timed_out and r.stdout.strip() == "done"
     assert r.duration_s < 10, "a background process holding stdout must not hang the tool"
     assert _heartbeat_stopped(marker), "a double-forked setsid process outlived the command"
-
-
-@pytest.mark.parametrize("config", CONFIGS)
-def test_api_keys_are_scrubbed(config, world):
-    sb = make_sandbox(config, world)
-    env = dict(os.environ, OPENAI_API_KEY="sk-leak", GITHUB_TOKEN="ghp_leak",
-               AWS_SECRET_ACCESS_KEY="aws-leak", MY_SERVICE_PASSWORD="pw", HARMLESS="kept")
-    names = ["OPENAI_API_KEY", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "MY_SERVICE_PASSWORD", "HARMLESS"]
-    r = sb.run(action_argv("env", *names), env=env, timeout_s=20)
-    seen = json.loads(_result(r)["data"])
-    assert seen == {**dict.fromkeys(names[:-1]), "HARMLESS": "kept"}
-    assert "env_scrub" in r.layers and set(names[:-1]) <= set(r.scrubbed_env)
 
 
 def test_fork_bomb_without_cgroup_or_bwrap(world):

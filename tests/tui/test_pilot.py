@@ -89,7 +89,7 @@ async def test_escape_interrupts_a_streaming_answer(harness, until):
         notices = [str(n.render()) for n in main.query(NoticeView)]
         assert any("interrupted" in n for n in notices)
         assert len(main.query_one(AnswerView).text) < len(long_answer)
-        assert not main.busy
+        assert not main.controller.busy
         assert main.status.state == "ready"
 
 
@@ -136,7 +136,7 @@ async def test_resume_shows_history_and_continues_the_conversation(harness, unti
         main = await ready(pilot, until)
         await send(pilot, "what is the answer?")
         await turn_done(pilot, until)
-        session_id = main.session.id
+        session_id = main.controller.session.id
     app2 = harness.app(["Still 42."], resume=session_id)
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
@@ -183,7 +183,7 @@ async def test_slash_commands_help_diff_unknown_and_context(harness, until):
         await send(pilot, "/context")
         await pilot.pause(0.1)
         notices = "\n".join(str(n.render()) for n in main.query(NoticeView))
-        assert "/think enabled|disabled|adaptive" in notices and "ctrl+t" in notices
+        assert "/think [enabled|disabled|adaptive]" in notices and "ctrl+t" in notices
         assert "+changed" in str(main.query_one(DiffView).render())
         assert "unknown command /nope" in str(main.query(ErrorView).first().render())
         assert "context" in notices

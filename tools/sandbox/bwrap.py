@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
-import sys
 from pathlib import Path
 
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
+from m3agent.tools.sandbox import boot
+from m3agent.tools.sandbox.policy import PROTECTED_DIRS, SandboxMode, SandboxPolicy, hidden_paths
 
 
 def probe() -> tuple[bool, str]:
@@ -32,37 +34,81 @@ def _under(p: Path, root: Path) -> bool:
     return p == root or root in p.parents
 
 
-def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
-    exe = shutil.which("bwrap") or "bwrap"
-    tmp = Path("/tmp")
-    a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    # Paths under /tmp vanish behind the tmpfs; bring back the ones the command needs to see.
+# Inside hidden trees, what stays visible (read-only) when present: DNS configuration, and the
+# system profile on NixOS. No sockets of agents or services.
+RUN_KEEP = (Path("/run/systemd/resolve"), Path("/run/current-system"), Path("/run/opengl-driver"))
+
+
+def hidden_trees(policy: SandboxPolicy) -> tuple[Path, ...]:
+    """Trees replaced by an empty tmpfs: /tmp, /run (agent and service sockets: D-Bus, the
+    user's keyring, gpg-agent, ssh-agent, docker), a real /var/run, and the home directory."""
+    trees = [Path("/tmp"), Path("/run")]
+    if os.path.isdir("/var/run") and not os.path.islink("/var/run"):
+        trees.append(Path("/var/run"))
     home = policy.home_dir()
-    # The launcher's own interpreter and import path must stay visible (a venv under /tmp).
-    seen: set[Path] = set()
-    for entry in (home, Path(sys.prefix), Path(sys.base_prefix), *map(Path, sys.path)):
+    if home != Path("/") and home.is_dir():
+        trees.append(home)
+    return tuple(t for t in trees if t.is_dir())
+
+
+def placeholders(policy: SandboxPolicy) -> list[Path]:
+    """Protected paths that are absent now: bubblewrap creates their mount points on the
+    host (an empty dir or file), which `remove_placeholders` takes away after the run."""
+    return [p for p in policy.protected_paths() if not os.path.lexists(p)]
+
+
+def remove_placeholders(paths: list[Path]) -> None:
+    for p in paths:
         try:
-            entry = entry.resolve()
+            st = os.lstat(p)
         except OSError:
             continue
-        if _under(entry, tmp) and entry != tmp and entry.is_dir() and entry not in seen:
-            seen.add(entry)
-            a += ["--ro-bind", str(entry), str(entry)]
-    if _under(policy.workspace, tmp) and policy.mode is SandboxMode.READ_ONLY:
-        a += ["--ro-bind", str(policy.workspace), str(policy.workspace)]
-    for root in policy.writable_roots():
+        try:  # only what is still an empty mount point: anything else is not ours
+            if p.name in PROTECTED_DIRS and os.path.isdir(p) and not os.path.islink(p):
+                os.rmdir(p)
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(p)
+        except OSError:
+            pass
+
+
+def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
+    exe = shutil.which("bwrap") or "bwrap"
+    trees = hidden_trees(policy)
+    a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for tree in trees:
+        a += ["--tmpfs", str(tree)]
+    # Brought back read-only from the hidden trees: the launcher's interpreter and package
+    # (an editable clone or a venv under /tmp or $HOME), the toolchain allow-list, DNS.
+    shown = [*boot.needed_paths(), *policy.home_allowed(), *RUN_KEEP]
+    if policy.mode is SandboxMode.READ_ONLY:
+        shown.append(policy.workspace)
+    shown = [p for p in dict.fromkeys(shown) if any(_under(p, t) for t in trees) and p.exists()]
+    shown.sort(key=lambda p: len(p.parts))  # a parent's bind must not cover its child's
+    for p in shown:
+        a += ["--ro-bind", str(p), str(p)]
+    roots = policy.writable_roots()
+    for root in roots:
         a += ["--bind", str(root), str(root)]
-    for prot in policy.protected_paths():
-        if prot.exists():
-            a += ["--ro-bind", str(prot), str(prot)]
     empty = run_dir / "empty"  # an empty regular file to mask secret files with
     empty.touch()
+    for prot in (*policy.protected_paths(), *boot.inside_roots(policy)):
+        if os.path.lexists(prot):
+            a += ["--ro-bind", str(prot), str(prot)]  # a symlink is bound as what it names
+        elif prot.name in PROTECTED_DIRS:  # protected before it exists: an empty, read-only dir
+            a += ["--tmpfs", str(prot), "--remount-ro", str(prot)]
+        else:
+            a += ["--ro-bind", str(empty), str(prot)]
+    visible = (*shown, *roots)
     for secret in hidden_paths(policy):
+        if any(_under(secret, t) for t in trees) and not any(_under(secret, v) for v in visible):
+            continue  # already gone with its tree
         if secret.is_dir():
             a += ["--tmpfs", str(secret), "--remount-ro", str(secret)]
         else:
             a += ["--ro-bind", str(empty), str(secret)]
-    a += ["--bind", str(run_dir), str(run_dir)]
+    box = run_dir / "box"  # the command's part of the run dir (TMPDIR); the rest stays host-only
+    a += ["--bind", str(box), str(box)]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         a.append("--unshare-net")

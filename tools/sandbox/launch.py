@@ -1,4 +1,4 @@
-"""The launcher: `python -m m3agent.tools.sandbox.launch SPEC_JSON -- argv...`.
+"""The launcher: `launch SPEC_JSON -- argv...` (started through boot.BOOTSTRAP).
 
 It runs as the sandbox's own small process (never preexec_fn in a threaded parent): it
 becomes a child subreaper, forks, and the child applies rlimits, Landlock and seccomp, then
@@ -103,7 +103,11 @@ def _confine(spec: dict) -> None:
     if spec["seccomp"]:
         from m3agent.tools.sandbox import seccomp
 
-        seccomp.install(policy.network)
+        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False))
+    if spec.get("privileges"):
+        from m3agent.tools.sandbox import privileges
+
+        privileges.drop_all()
 
 
 def main(argv: list[str]) -> int:
@@ -120,20 +124,38 @@ def main(argv: list[str]) -> int:
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, on_signal)
+    agent = spec.get("agent_pid")
+    if agent and spec.get("tree_kill", True):
+        from m3agent.tools.sandbox.privileges import die_with_parent
+
+        # When the agent dies (kill -9 included) we get SIGTERM and kill the whole tree.
+        die_with_parent(signal.SIGTERM)
+        if os.getppid() != agent:  # it died before the line above took effect
+            return 128 + signal.SIGTERM
+    status = spec.get("status_fd")  # the host's pipe: "R" once confined, just before exec
     child = os.fork()
     if child == 0:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
+        if agent and spec.get("tree_kill", True):
+            from m3agent.tools.sandbox.privileges import die_with_parent
+
+            die_with_parent(signal.SIGKILL)  # and the command if the launcher itself is killed
         try:
             _confine(spec)
         except Exception as e:  # never run unconfined when a layer was asked for
             os.write(2, f"m3agent sandbox: could not apply a layer: {e}\n".encode())
             os._exit(EXIT_SANDBOX_FAILED)
+        if status is not None:
+            os.set_inheritable(status, False)  # the command never holds it
+            os.write(status, b"R")
         try:
             os.execvp(cmd[0], cmd)
         except OSError as e:
             os.write(2, f"m3agent sandbox: cannot run {cmd[0]}: {e.strerror}\n".encode())
             os._exit(127)
+    if status is not None:
+        os.close(status)
     me = os.getpid()
     status = None
     watch = int(spec.get("nproc_watch") or 0)

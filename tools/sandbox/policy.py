@@ -18,7 +18,8 @@ class SandboxMode(StrEnum):
     FULL_ACCESS = "full-access"
 
 
-LAYERS = ("bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub")
+LAYERS = ("bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub",
+          "privileges")
 
 # Locations that hold credentials; "~" is the policy's home. They stay unreadable even in
 # full-access mode for the file tools, and for commands wherever a layer can enforce it.
@@ -35,8 +36,38 @@ DEFAULT_SECRETS = (
     "~/.git-credentials",
     "~/.npmrc",
     "~/.pypirc",
+    "/run/secrets",
+    "/run/user",
 )
-DEFAULT_PROTECTED = (".git", ".m3agent")
+# Names in each writable root that commands may neither create, change, replace nor point
+# elsewhere: the repository and m3agent's own per-project state, the snapshot's ignore file,
+# and the instruction files the next session reads into its prompt. The first two are
+# directories: where absent, bubblewrap mounts an empty read-only directory in their place.
+DEFAULT_PROTECTED = (".git", ".m3agent", ".m3agentignore", "AGENTS.md", "CLAUDE.md")
+PROTECTED_DIRS = frozenset({".git", ".m3agent"})
+# Outside the workspace a command sees nothing of the home directory except these toolchain
+# locations, read-only ("~" is the policy's home). Deliberately absent: ~/.cache (Hugging
+# Face and other tokens live there), ~/.config, ~/.gitconfig, ~/.m2 and ~/.gradle (both hold
+# repository credentials).
+DEFAULT_HOME_ALLOW = (
+    "~/.cargo/bin", "~/.rustup", "~/.pyenv", "~/.local/bin", "~/.local/lib",
+    "~/.local/share/uv/python", "~/.nvm", "~/.bun/bin", "~/.deno/bin", "~/go/bin",
+    "~/.sdkman/candidates", "~/.rbenv", "~/.elan", "~/.ghcup/bin", "~/miniconda3",
+    "~/anaconda3", "~/.conda/envs",
+)
+
+
+def default_private_paths() -> tuple[Path, ...]:
+    """m3agent's own data and config (sessions, checkpoints, API keys in config.toml): the
+    same places app/settings.py uses. Read on the host only, never in the launcher."""
+    import platformdirs
+
+    env = os.environ
+    out = [Path(env.get("M3AGENT_HOME") or platformdirs.user_data_dir("m3agent"))]
+    if env.get("M3AGENT_CONFIG"):
+        out.append(Path(env["M3AGENT_CONFIG"]))
+    out.append(Path(platformdirs.user_config_dir("m3agent")))
+    return tuple(Path(os.path.realpath(p)) for p in out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +93,9 @@ class SandboxPolicy:
     protected_names: tuple[str, ...] = DEFAULT_PROTECTED
     secret_paths: tuple[str, ...] = DEFAULT_SECRETS
     home: Path | None = None  # None: $HOME when the policy is used
+    home_allow: tuple[str, ...] = DEFAULT_HOME_ALLOW
+    env_allow: tuple[str, ...] = ()  # variable names passed on besides envscrub.ALLOWED
+    private_paths: tuple[Path, ...] = field(default_factory=default_private_paths)
     limits: Limits = field(default_factory=Limits)
     # Run commands even when no layer can be applied (the CLI's --dangerously-no-sandbox).
     dangerously_no_sandbox: bool = False
@@ -83,6 +117,7 @@ class SandboxPolicy:
             self, "extra_writable", tuple(Path(p).resolve() for p in self.extra_writable)
         )
         object.__setattr__(self, "disabled_layers", frozenset(self.disabled_layers))
+        object.__setattr__(self, "private_paths", tuple(Path(p) for p in self.private_paths))
 
     # -- derived views -------------------------------------------------------------------
     def home_dir(self) -> Path:
@@ -105,6 +140,21 @@ class SandboxPolicy:
             out.append(Path(os.path.realpath(p)))
         return tuple(out)
 
+    def _home_paths(self, entries: tuple[str, ...]) -> tuple[Path, ...]:
+        home = str(self.home_dir())
+        return tuple(Path(home + s[1:]) if s.startswith("~") else Path(s) for s in entries)
+
+    def home_allowed(self) -> tuple[Path, ...]:
+        """The allow-listed toolchain paths under home that exist (resolved)."""
+        return tuple(dict.fromkeys(
+            Path(os.path.realpath(p)) for p in self._home_paths(self.home_allow) if p.exists()))
+
+    def private_locations(self) -> tuple[Path, ...]:
+        """m3agent's data/config paths that exist, minus any holding a writable root."""
+        roots = (self.workspace, *self.writable_roots())
+        return tuple(p for p in self.private_paths if os.path.lexists(p)
+                     and not any(r == p or p in r.parents for r in roots))
+
     def with_(self, **changes) -> SandboxPolicy:
         return replace(self, **changes)
 
@@ -119,6 +169,9 @@ class SandboxPolicy:
                 "protected_names": list(self.protected_names),
                 "secret_paths": list(self.secret_paths),
                 "home": str(self.home) if self.home else None,
+                "home_allow": list(self.home_allow),
+                "env_allow": list(self.env_allow),
+                "private_paths": [str(p) for p in self.private_paths],
                 "limits": {k: getattr(self.limits, k) for k in Limits.__slots__},
                 "dangerously_no_sandbox": self.dangerously_no_sandbox,
                 "disabled_layers": sorted(self.disabled_layers),
@@ -136,6 +189,9 @@ class SandboxPolicy:
             protected_names=tuple(d["protected_names"]),
             secret_paths=tuple(d["secret_paths"]),
             home=Path(d["home"]) if d.get("home") else None,
+            home_allow=tuple(d["home_allow"]),
+            env_allow=tuple(d["env_allow"]),
+            private_paths=tuple(Path(p) for p in d["private_paths"]),
             limits=Limits(**d["limits"]),
             dangerously_no_sandbox=bool(d["dangerously_no_sandbox"]),
             disabled_layers=frozenset(d["disabled_layers"]),
@@ -161,6 +217,6 @@ def env_files_outside(policy: SandboxPolicy) -> tuple[Path, ...]:
 
 
 def hidden_paths(policy: SandboxPolicy) -> tuple[Path, ...]:
-    """Existing secret locations that commands must not read."""
+    """Existing secret and private locations that commands must not read."""
     found = [p for p in policy.secret_locations() if os.path.lexists(p)]
-    return tuple(dict.fromkeys([*found, *env_files_outside(policy)]))
+    return tuple(dict.fromkeys([*found, *policy.private_locations(), *env_files_outside(policy)]))

@@ -41,6 +41,7 @@ class SandboxReport:
             "mode": self.mode,
             "network": self.network,
             "protected": self.protective,
+            "gaps": gaps(self),
             "layers": [
                 {"name": s.name, "available": s.available, "active": s.active, "detail": s.detail}
                 for s in self.layers
@@ -92,8 +93,45 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
         tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
     add("tree_kill", os.name == "posix", tk)
-    add("env_scrub", True, "API keys and tokens removed from the environment")
+    add("env_scrub", True, "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)")
+    add("privileges", os.name == "posix", "no_new_privs and every capability dropped before exec"
+        " (root keeps uid 0, none of its powers); TIOCSTI/TIOCLINUX refused; no controlling tty")
     return SandboxReport(policy.mode.value, policy.network, tuple(out))
+
+
+def gaps(report: SandboxReport) -> list[str]:
+    """What stays open on this machine under this policy, one line each (docs/sandbox.md has
+    the whole threat model)."""
+    on = report.is_active
+    out = []
+    confined = report.mode != "full-access"
+    if confined and not on("bwrap"):
+        out += [
+            "no bubblewrap: chmod and utime of files outside the writable roots are not refused "
+            "(Landlock does not govern metadata, seccomp cannot see paths); as root that covers "
+            "every root-owned file",
+            "no bubblewrap: unix sockets are refused altogether (seccomp), so a command's own "
+            "unix-socket servers and clients fail too; ptys cannot be opened",
+            "no bubblewrap: commands cannot create or remove entries directly in the workspace "
+            "root (the file tools can)",
+        ]
+        if not on("landlock"):
+            out.append("no bubblewrap and no Landlock: secrets, the home directory and the "
+                       "data dir are readable, and nothing outside the workspace is write-protected")
+    if confined:
+        out.append("a command can create a nested repository below the workspace root (e.g. "
+                   "src/.git); the agent's own git never runs it")
+    if on("landlock") and "signal" not in report.layer("landlock").detail and not on("bwrap"):
+        out.append("Landlock ABI < 6: signals to and abstract sockets of outside processes are "
+                   "not scoped")
+    if not on("seccomp"):
+        out.append("no seccomp: UDP/DNS with the network off, AF_VSOCK and other socket "
+                   "families, ptrace, TIOCSTI are not refused")
+    if not on("cgroup") and os.geteuid() == 0:
+        out.append("root without a pids cgroup: the process limit is a best-effort watchdog")
+    if not on("tree_kill"):
+        out.append("no tree kill: background processes outlive the command and the agent")
+    return out
 
 
 def format_report(report: SandboxReport) -> str:
@@ -101,6 +139,8 @@ def format_report(report: SandboxReport) -> str:
     for s in report.layers:
         mark = "active  " if s.active else ("off     " if s.available else "missing ")
         rows.append(f"  {mark}{s.name:<10} {s.detail}")
+    for gap in gaps(report):
+        rows.append(f"  gap     {gap}")
     if not report.protective:
         rows.append("  WARNING: no confining layer is active; the shell tool will refuse to run "
                     "commands unless --dangerously-no-sandbox is given")

@@ -7,14 +7,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.sandbox import bwrap
+from m3agent.tools.sandbox import boot, bwrap
+from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
@@ -41,24 +41,18 @@ class RunResult:
     layers: tuple[str, ...]  # the layers this command ran under
     scrubbed_env: tuple[str, ...]
     restored_modes: tuple[str, ...] = ()  # protected files whose mode bits were put back
-
-
-def _read_capped(path: Path, cap: int) -> tuple[str, int, bool]:
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        if size <= cap:
-            return f.read().decode("utf-8", "replace"), size, False
-        head = f.read(cap // 2)
-        f.seek(size - cap // 2)
-        tail = f.read()
-    note = f"\n[... {size - len(head) - len(tail)} bytes of output cut; {size} bytes in all ...]\n"
-    return head.decode("utf-8", "replace") + note + tail.decode("utf-8", "replace"), size, True
+    # False when the sandbox never got as far as starting the command (a layer failed, the
+    # launcher could not be loaded): the exit code and output are then the sandbox's own.
+    started: bool = True
 
 
 class Sandbox:
     """A policy plus the probed report; `run` executes one command under it."""
 
     def __init__(self, policy: SandboxPolicy, report: SandboxReport | None = None) -> None:
+        from m3agent.tools.sandbox.selfguard import make_undumpable
+
+        make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
         self.report = report or probe(policy)
 
@@ -108,12 +102,25 @@ class Sandbox:
                 cgroup.remove()
             shutil.rmtree(run_dir, ignore_errors=True)
 
-    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
-        tmp = run_dir / "tmp"
-        tmp.mkdir()
-        out_path, err_path = run_dir / "stdout", run_dir / "stderr"
+    def launch_argv(
+        self, argv: list[str], cwd: Path, run_dir: Path, env: dict[str, str] | None = None,
+        layers: tuple[str, ...] | None = None, nproc_watch: bool = True,
+        status_fd: int | None = None,
+    ) -> tuple[list[str], dict[str, str], list[str]]:
+        """(the confined command line, its environment, the variables scrubbed from it).
+
+        Also used for long-lived processes (MCP servers), which the caller starts itself;
+        `run_dir` must outlive the process (its box/tmp/ is the command's TMPDIR)."""
+        layers = self.active_layers() if layers is None else layers
+        # run_dir is the host's (0700, never bound into the sandbox); box/ is the command's.
+        box = run_dir / "box"
+        tmp = box / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
         base_env = dict(os.environ if env is None else env)
-        clean_env, removed = scrub(base_env) if "env_scrub" in layers else (base_env, [])
+        clean_env, removed = (scrub(base_env, self.policy.env_allow) if "env_scrub" in layers
+                              else (base_env, []))
+        if self.policy.home is not None:
+            clean_env["HOME"] = str(self.policy.home_dir())
         clean_env["TMPDIR"] = str(tmp)
         clean_env.pop("PYTHONSTARTUP", None)
         spec = {
@@ -123,16 +130,30 @@ class Sandbox:
             "rlimits": "rlimits" in layers,
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
+            # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
+            # mounts; without it seccomp refuses AF_UNIX sockets altogether.
+            "unix_sockets": "bwrap" in layers,
+            "privileges": "privileges" in layers,
+            # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
+            "agent_pid": os.getpid() if "bwrap" not in layers else None,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
-            if os.geteuid() == 0 and cgroup is None and "tree_kill" in layers else 0,
-            "run_dir": str(run_dir),
+            if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers else 0,
+            "run_dir": str(box),
         }
-        # -E -s: the launcher ignores PYTHON* variables and the user site meant for the command.
-        full = [sys.executable, "-E", "-s", "-m", "m3agent.tools.sandbox.launch",
-                json.dumps(spec), "--", *argv]
+        if status_fd is not None:
+            spec["status_fd"] = status_fd
+        full = boot.launcher_argv(json.dumps(spec), argv)
         if "bwrap" in layers:
             full = bwrap.argv(self.policy, run_dir, cwd) + full
+        return full, clean_env, list(removed)
+
+    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
+        status_r, status_w = os.pipe()
+        placeholders = bwrap.placeholders(self.policy) if "bwrap" in layers else []
+        full, clean_env, removed = self.launch_argv(
+            argv, cwd, run_dir, env, layers, nproc_watch=cgroup is None, status_fd=status_w
+        )
         if cgroup is not None:
             # Join the group before anything else starts, from a shell that then execs.
             procs = cgroup.path / "cgroup.procs"
@@ -140,11 +161,13 @@ class Sandbox:
         guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
         started = time.monotonic()
         timed_out = cancelled = False
-        with open(out_path, "wb") as out_f, open(err_path, "wb") as err_f:
+        with Capture(self.policy.limits.output_bytes) as capture:
             proc = subprocess.Popen(
                 full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
-                stdout=out_f, stderr=err_f, start_new_session=True, close_fds=True,
+                stdout=capture.out, stderr=capture.err, start_new_session=True, close_fds=True,
+                pass_fds=(status_w,),
             )
+            os.close(status_w)
             deadline = started + timeout_s
             while proc.poll() is None:
                 if cancel is not None and cancel.is_set():
@@ -159,20 +182,33 @@ class Sandbox:
                     pass
             if proc.poll() is None:
                 _stop(proc)
+            out, err = capture.read()  # through our own descriptors, never by path
+        launched = _read_status(status_r) == b"R"
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
             cgroup.kill_all()
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
+        bwrap.remove_placeholders(placeholders)
         duration = time.monotonic() - started
-        cap = self.policy.limits.output_bytes
-        stdout, n_out, t1 = _read_capped(out_path, cap)
-        stderr, n_err, t2 = _read_capped(err_path, cap)
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
             code = 128 - code
-        return RunResult(code, stdout, stderr, timed_out, cancelled, t1 or t2, n_out, n_err,
-                         duration, killed_by, layers, tuple(removed), tuple(restored))
+        return RunResult(code, out.text, err.text, timed_out, cancelled,
+                         out.truncated or err.truncated, out.size, err.size,
+                         duration, killed_by, layers, tuple(removed), tuple(restored),
+                         launched)
+
+
+def _read_status(fd: int) -> bytes:
+    """What the launcher wrote on the status pipe; never blocks (the run is over)."""
+    try:
+        os.set_blocking(fd, False)
+        return os.read(fd, 16)
+    except BlockingIOError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from m3agent.app.tui.ports import SessionSummary
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -25,8 +27,8 @@ class SessionsScreen(ModalScreen[str | None]):
             if not self.sessions:
                 yield Label("No saved sessions yet.", id="sessions-empty")
             options = [
-                Option(f"{s.title[:60]}\n  {s.updated} · {s.turns} messages · {s.session_id}",
-                       id=s.session_id)
+                Option(Text(visible(f"{s.title[:60]}\n  {s.updated} · {s.turns} messages · "
+                                    f"{s.session_id}")), id=s.session_id)
                 for s in self.sessions
             ]
             yield OptionList(*options, id="sessions-list")

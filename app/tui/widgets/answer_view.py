@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownStream
 
@@ -23,14 +24,21 @@ class AnswerView(Markdown):
 
     @property
     def text(self) -> str:
+        """The model's text as it came (the screen shows its visible() form)."""
         return self._source
+
+    @property
+    def caught_up(self) -> bool:
+        """The Markdown stream has rendered everything written so far."""
+        return self.source == visible(self._source)
 
     async def write(self, delta: str) -> None:
         # A MarkdownStream coalesces many small deltas into few re-renders.
         if self._stream is None:
             self._stream = Markdown.get_stream(self)
         self._source += delta
-        await self._stream.write(delta)
+        # Per character, so a sequence split across two deltas is caught too.
+        await self._stream.write(visible(delta))
 
     async def finish(self) -> None:
         if self._stream is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from rich.text import Text
 from textual.widgets import Static
 
@@ -9,7 +10,7 @@ _STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-
 
 
 def render_diff(diff: str, max_lines: int = 200) -> Text:
-    lines = diff.splitlines()
+    lines = visible(diff).splitlines()
     text = Text(no_wrap=True, overflow="ellipsis")
     for line in lines[:max_lines]:
         style = next((s for prefix, s in _STYLES if line.startswith(prefix)), "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from rich.text import Text
 from textual.widgets import Static
 
@@ -30,7 +31,7 @@ class ErrorView(Static):
     def __init__(self, message: str, kind: str = "internal", **kwargs) -> None:
         text = Text()
         text.append("Error: ", style="bold red")
-        text.append(message)
+        text.append(visible(message))
         hint = HINTS.get(kind)
         if hint:
             text.append(f"\n→ {hint}", style="italic")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from textual.widgets import Static
 
 
@@ -17,4 +18,4 @@ class NoticeView(Static):
     """
 
     def __init__(self, text: str, **kwargs) -> None:
-        super().__init__(text, markup=False, **kwargs)
+        super().__init__(visible(text), markup=False, **kwargs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from textual.binding import Binding
 from textual.widgets import Static
 
@@ -17,7 +18,7 @@ class OutputView(Static, can_focus=True):
     BINDINGS = [Binding("enter", "toggle", "show all / fewer lines", show=False)]
 
     def __init__(self, output: str, **kwargs) -> None:
-        self.lines = output.rstrip("\n").splitlines()[:MAX_LINES]
+        self.lines = visible(output.rstrip("\n")).splitlines()[:MAX_LINES]
         self.expanded = False
         super().__init__(self._text(), markup=False, **kwargs)
         self.can_focus = len(self.lines) > PREVIEW_LINES

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from textual.widgets import Collapsible, Static
 
 
@@ -36,7 +37,7 @@ class ReasoningView(Collapsible):
 
     def append(self, delta: str) -> None:
         self._text += delta
-        self._body.update(self._text.strip("\n"))
+        self._body.update(visible(self._text.strip("\n")))
 
     def finish(self) -> None:
         """The answer (or a tool call) started: fold the reasoning away, once."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from m3agent.app.safe_text import visible
 from m3agent.app.tui.status import StatusState
 from rich.text import Text
 from textual.widgets import Static
@@ -29,4 +30,4 @@ class StatusBar(Static):
 
 def _line(state: StatusState) -> Text:
     # One line, cut with an ellipsis on narrow terminals rather than wrapped out of sight.
-    return Text(state.render(), no_wrap=True, overflow="ellipsis")
+    return Text(visible(state.render()), no_wrap=True, overflow="ellipsis")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from m3agent.app.safe_text import visible
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.output_view import OutputView
 from rich.text import Text
@@ -30,7 +31,7 @@ def format_arguments(arguments: dict[str, Any], max_value: int = 160) -> str:
             first = first[: max_value - 1] + "…"
         more = f"  (+{len(rest)} lines)" if rest else ""
         lines.append(f"{key}: {first}{more}")
-    return "\n".join(lines)
+    return visible("\n".join(lines))
 
 
 class ToolCard(Vertical):
@@ -63,10 +64,10 @@ class ToolCard(Vertical):
     def _header_text(self) -> Text:
         label, style = _STATUS[self.status]
         text = Text()
-        text.append(f"⚙ {self.tool_name}", style="bold")
+        text.append(f"⚙ {visible(self.tool_name)}", style="bold")
         text.append(f"  {label}", style=style)
         if self.note:
-            text.append(f"  ({self.note})", style="dim")
+            text.append(f"  ({visible(self.note)})", style="dim")
         return text
 
     def set_status(self, status: str) -> None:
@@ -80,7 +81,7 @@ class ToolCard(Vertical):
             status = "denied"  # the user said no: keep saying so rather than "failed"
         elif metadata.get("interrupted"):
             status = "interrupted"
-        self.note = _note(metadata)
+        self.note = _note(metadata) or self.note  # keep e.g. "allowed: pytest …"
         self.set_status(status)
         diff = metadata.get("diff")
         if isinstance(diff, str) and diff.strip():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from m3agent.app.safe_text import visible
 from rich.text import Text
 from textual.widgets import Static
 
@@ -20,7 +21,7 @@ class UserMessage(Static):
     """
 
     def __init__(self, text: str, attachments: tuple[str, ...] = (), **kwargs) -> None:
-        body = Text(text)
+        body = Text(visible(text))
         for path in attachments:
-            body.append(f"\n📎 {Path(path).name}", style="italic")
+            body.append(f"\n📎 {visible(Path(path).name)}", style="italic")
         super().__init__(body, **kwargs)

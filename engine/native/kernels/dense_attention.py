@@ -32,13 +32,19 @@ def _dense_kernel(
     sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
     qk_scale, blocks_per_split,
     G: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr, BLK: tl.constexpr,
+    TILE_IS_REQ: tl.constexpr,
 ):
     tile = tl.program_id(0)
     g = tl.program_id(1)
     split = tl.program_id(2)
-    req = tl.load(tile_req_ptr + tile).to(tl.int64)
-    t0 = tl.load(tile_tok_ptr + tile)
-    t_end = tl.load(tile_end_ptr + tile)
+    if TILE_IS_REQ:  # every request fits one tile: its rows straight from query_start_loc
+        req = tile.to(tl.int64)
+        t0 = tl.load(tile_tok_ptr + tile)
+        t_end = tl.load(tile_tok_ptr + tile + 1)
+    else:
+        req = tl.load(tile_req_ptr + tile).to(tl.int64)
+        t0 = tl.load(tile_tok_ptr + tile)
+        t_end = tl.load(tile_end_ptr + tile)
     M: tl.constexpr = BLOCK_T * G
     rows = tl.arange(0, M)
     tok = t0 + rows // G
@@ -83,8 +89,14 @@ def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetada
     max_q = max(md.query_lens_cpu)
     block_t = max(1, min(next_pow2(max_q), 128 // g_size))
     block_t = max(block_t, max(1, 16 // g_size))
-    tile_req, tile_tok, tile_end = query_tiles(md, block_t, q.device)
-    n_tiles = tile_req.shape[0]
+    tile_is_req = max_q <= block_t
+    if tile_is_req:  # decode: no host->device copy, so a CUDA graph can capture the step
+        qsl = md.query_start_loc
+        tile_req, tile_tok, tile_end = qsl, qsl, qsl
+        n_tiles = md.num_reqs
+    else:
+        tile_req, tile_tok, tile_end = query_tiles(md, block_t, q.device)
+        n_tiles = tile_req.shape[0]
     nb = md.block_tables.shape[1]
     if splits is None:
         # split the pages when tiles x KV heads cannot fill the GPU (decode at long context)
@@ -98,7 +110,8 @@ def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetada
         q, kv_cache, md.positions, md.block_tables, po, plse, tile_req, tile_tok, tile_end,
         q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
         md.block_tables.stride(0), *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, bps,
-        G=g_size, D=d, BLOCK_T=block_t, BLK=BLOCK_SIZE, num_warps=8 if block_t * g_size >= 128 else 4,
+        G=g_size, D=d, BLOCK_T=block_t, BLK=BLOCK_SIZE, TILE_IS_REQ=tile_is_req,
+        num_warps=8 if block_t * g_size >= 128 else 4,
     )
     return _merge(po, plse, torch.empty_like(q), g_size)
 

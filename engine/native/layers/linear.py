@@ -1,6 +1,9 @@
 """Bias-free linear and embedding layers whose weights are allocated, not initialised.
 
 Checkpoints overwrite every weight, so random init would only cost time (minutes for M3).
+`fuse_weights` lays several linears' weights out as row blocks of one tensor, so a layer can
+run one GEMM for all of them (q|k|v|index, gate|up) while each Linear keeps its own
+checkpoint-named parameter (a view of the fused tensor; loaders copy into it in place).
 """
 
 from __future__ import annotations
@@ -19,6 +22,40 @@ class Linear(nn.Module):
                                                device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x.to(self.weight.dtype), self.weight)
+
+
+class FusedWeights:
+    """Row blocks of one [sum(out), in] tensor, one per Linear (not a Module: its tensor is
+    reached through the Linears' parameters, so state_dict and loaders see no new names)."""
+
+    __slots__ = ("weight", "linears", "splits")
+
+    def __init__(self, *linears: Linear) -> None:
+        ws = [lin.weight for lin in linears]
+        if len({(w.shape[1], w.dtype, w.device) for w in ws}) != 1:
+            raise ValueError("fused linears need one input width, dtype and device")
+        self.weight = torch.cat([w.data for w in ws])
+        self.linears = linears
+        self.splits = tuple(w.shape[0] for w in ws)
+        row = 0
+        for lin, n in zip(linears, self.splits, strict=True):
+            lin.weight = nn.Parameter(self.weight[row:row + n], requires_grad=False)
+            row += n
+
+    def intact(self) -> bool:
+        """False once someone replaced a parameter (model.to(), a manual assignment): then
+        the fused GEMM would read stale weights and callers take the per-Linear path."""
+        base = self.weight.data_ptr()
+        row_bytes = self.weight.stride(0) * self.weight.element_size()
+        row = 0
+        for lin, n in zip(self.linears, self.splits, strict=True):
+            if lin.weight.data_ptr() != base + row * row_bytes:
+                return False
+            row += n
+        return True
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.linear(x.to(self.weight.dtype), self.weight)
 
 

@@ -4,7 +4,8 @@ gate_proj / up_proj / down_proj)."""
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.layers.linear import Linear
+from m3agent.engine.native.attention import kernel_op
+from m3agent.engine.native.layers.linear import FusedWeights, Linear
 from torch import nn
 
 
@@ -33,9 +34,14 @@ class SwigluOAIMLP(nn.Module):
         for n, (i, o) in zip(names, ((hidden, inter), (hidden, inter), (inter, hidden)),
                              strict=True):
             self.add_module(n, Linear(i, o, dtype=dtype, device=device))
+        # gate and up as one [2I, H] GEMM, then one activation launch (CUDA path)
+        self._gate_up = FusedWeights(getattr(self, names[0]), getattr(self, names[1]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g, u, d = (getattr(self, n) for n in self._names)
+        op = kernel_op("swiglu_oai_merged", x, g.weight)
+        if op is not None and x.dim() == 2 and self._gate_up.intact():
+            return d(op(self._gate_up(x), self.alpha, self.limit, self.beta))
         return d(swiglu_oai(g(x), u(x), self.alpha, self.limit, self.beta))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from m3agent.engine.native.attention import kernel_op
 from torch import nn
 
 
@@ -21,6 +22,16 @@ class GemmaRMSNorm(nn.Module):
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * (1.0 + self.weight.float())).to(x.dtype)
+
+    def add_forward(self, x: torch.Tensor, residual: torch.Tensor | None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(x + residual), x + residual), or (norm(x), x) without a residual: the
+        decoder's pre-norm step, one Triton launch on CUDA (kernels/add_rmsnorm.py)."""
+        op = kernel_op("add_rmsnorm", x, self.weight) if x.dim() == 2 else None
+        if op is not None:
+            return op(x, residual, self.weight, self.eps)
+        residual = x if residual is None else x + residual
+        return self(residual), residual
 
 
 class RMSNorm(nn.Module):

@@ -57,10 +57,15 @@ class RotaryEmbedding(nn.Module):
             else:
                 self.mscale = _yarn_mscale(rope_scaling.factor)
         self.register_buffer("inv_freq", inv, persistent=False)
+        # per-device copies: a host-to-device copy on every step would also break CUDA-graph
+        # capture (pageable memory)
+        self._inv_on: dict[torch.device, torch.Tensor] = {}
 
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """[T] positions -> cos, sin of shape [T, rotary_dim // 2], float32."""
-        inv = self.inv_freq.to(positions.device)
+        inv = self._inv_on.get(positions.device)
+        if inv is None or inv.shape != self.inv_freq.shape:
+            inv = self._inv_on[positions.device] = self.inv_freq.to(positions.device)
         ang = positions.to(torch.float64)[:, None] * inv[None, :]
         return ((torch.cos(ang) * self.mscale).float(), (torch.sin(ang) * self.mscale).float())
 

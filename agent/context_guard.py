@@ -1,0 +1,135 @@
+"""What the repository snapshot must never read, whatever the repository or the user's rules say.
+
+The snapshot is sent to the model, so a secret in it is a secret sent away. Four guards, each
+applied to every candidate file (context_files.py), none of which `.m3agentignore`,
+`context_skip` re-includes (`!pattern`) or `use_builtin_rules=False` can switch off:
+
+- **Names**: key files, credentials, `.env*`, tokens' usual homes (`SECRET_NAMES`).
+- **Content**: private-key blocks and well-known token shapes (`SECRET_CONTENT`).
+- **Paths**: a file is opened one component at a time from the root with O_NOFOLLOW, so no
+  path goes through a symlinked directory (a tracked `conf/` replaced by a link to `~/.aws`);
+  a path with `..`, `.` or an empty component is refused outright.
+- **Links**: a file with other hard links (st_nlink > 1) may be a secret's second name.
+
+`workspace_refusal` keeps a session from starting in `$HOME`, `/` or a directory holding them
+(where the whole home would be the "repository"), unless the user insists (`--allow-home`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from pathlib import Path
+
+# gitignore syntax (a pattern without "/" matches the name at any depth; "dir/" a directory).
+SECRET_NAMES: tuple[str, ...] = (
+    ".env", ".env.*", "*.env", ".envrc", ".flaskenv",
+    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk", "*.kdbx", "*.keytab",
+    "*.gpg", "*.pgp", "*.tfstate", "*.tfstate.*", "*.tfvars",
+    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*_rsa", "*_ed25519", "known_hosts",
+    "authorized_keys",
+    ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".gitcredentials", ".pgpass",
+    ".my.cnf", ".htpasswd", ".boto", ".s3cfg", ".vault-token", ".terraformrc", "terraform.rc",
+    ".dockercfg", "credentials", "credentials.*", "*credentials*.json", "*.credentials",
+    "service-account*.json", "secrets.*", ".secrets", "*.secret", "*.secrets",
+    ".bash_history", ".zsh_history", ".python_history", ".psql_history",
+    ".mysql_history", ".lesshst", ".viminfo",
+    ".ssh/", ".aws/", ".gnupg/", ".kube/", ".azure/", ".docker/", ".password-store/",
+    ".config/gh/", ".config/gcloud/", ".config/hub", ".local/share/keyrings/",
+    ".mozilla/", ".config/google-chrome/", ".config/chromium/", ".thunderbird/",
+)
+
+# (why, pattern): shapes of private keys and tokens that are secret wherever they appear.
+SECRET_CONTENT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (why, re.compile(rx)) for why, rx in (
+        ("a private key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"),
+        ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+        ("an AWS access key", r"\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b"),
+        ("an AWS secret key", r"(?i)aws_secret_access_key\s*[=:]\s*\S{20,}"),
+        ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
+        ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+        ("a Slack webhook", r"hooks\.slack\.com/services/T[A-Za-z0-9_/]{20,}"),
+        ("an API key", r"\bsk-(?:proj-|ant-|live_|test_)?[A-Za-z0-9_-]{32,}"),
+        ("a Hugging Face token", r"\bhf_[A-Za-z0-9]{30,}"),
+        ("a Google API key", r"\bAIza[0-9A-Za-z_-]{35}"),
+        ("a Stripe key", r"\b[rs]k_live_[0-9A-Za-z]{20,}"),
+    )
+)
+
+
+def secret_in_text(text: str) -> str | None:
+    """What secret-shaped content the text holds, or None."""
+    for why, rx in SECRET_CONTENT:
+        if rx.search(text):
+            return why
+    return None
+
+
+def unsafe_rel(rel: str) -> bool:
+    """A listed path that does not name a file strictly beneath the root (a hostile index can
+    hold `../x`; git itself would refuse to check it out)."""
+    return (not rel or rel.startswith("/") or "\0" in rel
+            or any(p in ("", ".", "..", ".git") for p in rel.split("/")))
+
+
+class Refused(Exception):
+    """Not read; the message is the reason reported for the file."""
+
+
+def read_beneath(root: Path, rel: str, max_bytes: int) -> bytes:
+    """The bytes of root/rel, opened component by component without following a symlink (a
+    final-component symlink is the caller's to resolve), only a regular file with one link,
+    at most `max_bytes`. Refused(reason) otherwise; FileNotFoundError when it is gone."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+    parts = rel.split("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in parts[:-1]:
+            try:
+                nfd = os.open(part, flags | os.O_DIRECTORY, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):  # a symlink (or a file) on the way
+                    raise Refused("path goes through a symlink") from None
+                raise
+            os.close(fd)
+            fd = nfd
+        try:
+            ffd = os.open(parts[-1], flags | os.O_NONBLOCK, dir_fd=fd)  # a FIFO never blocks
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise Refused("symlink") from None
+            raise
+    finally:
+        os.close(fd)
+    with os.fdopen(ffd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("not a regular file")
+        if st.st_nlink > 1:
+            raise Refused("hard link (the file has other names)")
+        if st.st_size > max_bytes:
+            raise Refused(f"too large ({st.st_size} bytes)")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise Refused(f"too large (more than {max_bytes} bytes)")
+    return data
+
+
+def workspace_refusal(cwd: Path, home: Path | None = None) -> str | None:
+    """Why a session must not start in `cwd` without --allow-home (None: fine)."""
+    where = Path(os.path.realpath(cwd))
+    if home is None:
+        home = Path(os.environ.get("HOME") or Path.home())
+    home = Path(os.path.realpath(home))
+    if where == Path("/"):
+        what = "the root directory"
+    elif where == home:
+        what = "your home directory"
+    elif where in home.parents:
+        what = f"a directory holding your home directory ({home})"
+    else:
+        return None
+    return (f"refusing to start in {where}: it is {what}, and the whole of it would become the "
+            "workspace; start in a project directory, or pass --allow-home to insist")

@@ -1,0 +1,193 @@
+"""`m3agent mcp add|list|get|remove|trust`: the MCP servers sessions start.
+
+`add` writes a `[mcp_servers.NAME]` table to the user config (`--scope user`, the default)
+or an entry to `./.mcp.json` (`--scope project`, Claude Code's file). Nothing here starts a
+server; `m3agent doctor` does, to check them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
+    from m3agent.app.cli_errors import die
+
+    out = {}
+    for v in values:
+        key, found, val = v.partition(sep)
+        if not found or not key.strip():
+            die(f"{what} {v!r}: expected KEY{sep}VALUE")
+        out[key.strip()] = val.strip() if sep == ":" else val
+    return out
+
+
+def _servers(cwd: Path):
+    """(settings, [(server, trusted)]) of the user config and the project's .mcp.json."""
+    import os
+
+    from m3agent.app.cli_errors import die
+    from m3agent.app.mcp_settings import is_trusted, project_servers
+    from m3agent.app.settings import load_settings
+
+    try:
+        settings = load_settings()
+        rows = [(s, True) for s in settings.mcp_servers]
+        rows += [(s, is_trusted(settings.home, cwd, s)) for s in project_servers(cwd, os.environ)]
+    except ValueError as e:
+        die(str(e))
+    return settings, rows
+
+
+def register(app: typer.Typer) -> None:
+    mcp = typer.Typer(help="Configure MCP servers (their tools join new sessions).",
+                      no_args_is_help=True)
+    app.add_typer(mcp, name="mcp")
+
+    @mcp.command("add")
+    def add(
+        name: str = typer.Argument(..., help="Server name (tools become mcp__NAME__TOOL)."),
+        command: list[str] = typer.Argument(None, help="stdio: the command and its arguments "
+                                            "(put them after --)."),
+        url: str | None = typer.Option(None, "--url", help="A remote server's URL."),
+        transport: str = typer.Option("http", "--transport", help="With --url: http|sse."),
+        env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the server."),
+        header: list[str] = typer.Option([], "--header", "-H", help="'Name: value' (remote)."),
+        network: bool = typer.Option(False, "--network",
+                                     help="Let a stdio server use the network."),
+        scope: str = typer.Option("user", "--scope", "-s", help="user|project (./.mcp.json)."),
+    ) -> None:
+        """Add a server: `m3agent mcp add NAME -- CMD ARGS...` or `add NAME --url URL`."""
+        import sys
+
+        from m3agent.app.cli_errors import die
+        from m3agent.app.mcp_store import add_project_server, add_user_server
+        from m3agent.app.settings import load_settings
+        from m3agent.tools.mcp.config import Scope, from_claude
+
+        if scope not in ("user", "project"):
+            die(f"unknown scope {scope!r} (user or project)")
+        if bool(url) == bool(command):
+            die("give either a command (after --) or --url, not both")
+        envs, headers = _parse_pairs(env, "=", "--env"), _parse_pairs(header, ":", "--header")
+        if url:
+            entry = {"type": transport, "url": url, "headers": headers}
+        else:
+            entry = {"command": command[0], "args": command[1:], "env": envs}
+            if network:
+                entry["network"] = True
+        try:
+            from_claude(name, entry, scope=Scope.USER, source="", env={})  # validate first
+            if scope == "project":
+                path = Path.cwd() / ".mcp.json"
+                add_project_server(path, name, entry)
+            else:
+                path = load_settings().config_path
+                table = ({"url": url, "http_headers": headers} if url and transport == "http"
+                         else {"type": transport, "url": url, "http_headers": headers} if url
+                         else {"command": command[0], "args": command[1:], "env": envs,
+                               "network": network or None})
+                add_user_server(path, name, table)
+        except (ValueError, OSError) as e:
+            die(str(e))
+        sys.stdout.write(f"added MCP server {name} to {path}\n")
+
+    @mcp.command("list")
+    def list_(
+        as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to read."),
+    ) -> None:
+        """The configured servers: name, scope, trust, how it starts."""
+        import json
+        import sys
+
+        _, rows = _servers(cwd.resolve())
+        if not rows:
+            sys.stderr.write("no MCP servers configured (add one with `m3agent mcp add`)\n")
+            return
+        for s, trusted in rows:
+            if as_json:
+                sys.stdout.write(json.dumps({**s.to_dict(), "trusted": trusted}) + "\n")
+            else:
+                mark = "" if trusted else "  (not trusted: `m3agent mcp trust`)"
+                off = "" if s.enabled else "  (disabled)"
+                sys.stdout.write(f"{s.name}  {s.scope.value}  {s.describe()}{off}{mark}\n")
+
+    @mcp.command("get")
+    def get(
+        name: str = typer.Argument(...),
+        as_json: bool = typer.Option(False, "--json", help="Print it as JSON."),
+        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to read."),
+    ) -> None:
+        """One server's settings (secrets in env and headers shown as ***)."""
+        import json
+        import sys
+
+        from m3agent.app.cli_errors import die
+
+        _, rows = _servers(cwd.resolve())
+        found = [(s, t) for s, t in rows if s.name == name]
+        if not found:
+            die(f"no MCP server named {name!r}")
+        s, trusted = found[-1]
+        d = {**s.to_dict(), "trusted": trusted}
+        if as_json:
+            sys.stdout.write(json.dumps(d, indent=2) + "\n")
+            return
+        sys.stdout.write(f"{name}\n")
+        for k, v in d.items():
+            if k != "name":
+                sys.stdout.write(f"  {k}: {v}\n")
+
+    @mcp.command("remove")
+    def remove(
+        name: str = typer.Argument(...),
+        scope: str = typer.Option("user", "--scope", "-s", help="user|project (./.mcp.json)."),
+    ) -> None:
+        """Remove a server from the user config or from ./.mcp.json."""
+        import sys
+
+        from m3agent.app.cli_errors import die
+        from m3agent.app.mcp_store import remove_project_server, remove_user_server
+        from m3agent.app.settings import load_settings
+
+        try:
+            if scope == "project":
+                path = Path.cwd() / ".mcp.json"
+                done = remove_project_server(path, name)
+            elif scope == "user":
+                path = load_settings().config_path
+                done = remove_user_server(path, name)
+            else:
+                die(f"unknown scope {scope!r} (user or project)")
+        except (ValueError, OSError) as e:
+            die(str(e))
+        if not done:
+            die(f"no MCP server named {name!r} in {path}")
+        sys.stdout.write(f"removed MCP server {name} from {path}\n")
+
+    @mcp.command("trust")
+    def trust_(
+        names: list[str] = typer.Argument(None, help="Servers to trust (default: all)."),
+        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to trust."),
+    ) -> None:
+        """Trust this project's .mcp.json servers (asked once; a changed entry asks again)."""
+        import sys
+
+        from m3agent.app.cli_errors import die
+        from m3agent.app.mcp_settings import trust
+
+        where = cwd.resolve()
+        settings, rows = _servers(where)
+        project = [s for s, _ in rows if s.scope.value == "project"]
+        chosen = [s for s in project if not names or s.name in names]
+        missing = set(names or ()) - {s.name for s in chosen}
+        if missing:
+            die(f"no server(s) {', '.join(sorted(missing))} in {where / '.mcp.json'}")
+        if not chosen:
+            die(f"no project MCP servers in {where / '.mcp.json'}")
+        for s in chosen:
+            sys.stdout.write(f"trusting {s.name}: {s.describe()}\n")
+        trust(settings.home, where, chosen)

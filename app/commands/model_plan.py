@@ -1,0 +1,71 @@
+"""`m3agent model plan DIR`: where the full M3 would live on one GPU with its experts in RAM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from m3agent.app.cli_errors import die
+from m3agent.app.exit_codes import INTERNAL_ERROR
+
+
+def register_plan(model_app: typer.Typer) -> None:
+    @model_app.command("plan")
+    def plan(
+        path: Path = typer.Argument(..., help="Checkpoint directory (config.json; safetensors "
+                                    "headers when present, else sizes from the config)."),
+        context: int = typer.Option(131072, "--context", help="Tokens of context per sequence."),
+        max_seqs: int = typer.Option(1, "--max-seqs", help="Sequences held in the KV cache."),
+        kv_cache_dtype: str = typer.Option("fp8", "--kv-cache-dtype", help="fp8 or bf16."),
+        expert_form: str = typer.Option(
+            "auto", "--expert-form",
+            help="Routed experts in host memory as: auto, stored, int8 or bf16."),
+        weights: str = typer.Option(
+            "", "--weights", help="Without safetensors: assume bf16, fp8 or mxfp8 storage "
+                                  "(default: the config's quantization_config)."),
+        gpu_mem: float = typer.Option(None, "--gpu-mem", help="GPU memory in GiB (default: "
+                                      "probed)."),
+        gpu_bw: float = typer.Option(None, "--gpu-bw", help="GPU read bandwidth in GB/s."),
+        host_mem: float = typer.Option(None, "--host-mem", help="Host memory to use in GiB "
+                                       "(default: MemAvailable)."),
+        host_bw: float = typer.Option(None, "--host-bw", help="Host read bandwidth in GB/s "
+                                      "(default: measured, ~1 s)."),
+        pcie: float = typer.Option(None, "--pcie-bw", help="Pinned host-to-GPU GB/s "
+                                   "(default 55)."),
+        moe_layers: int = typer.Option(None, "--moe-layers", help="Experts of only the first "
+                                       "N MoE layers (benchmark checkpoints)."),
+        no_hot: bool = typer.Option(False, "--no-hot-experts", help="No GPU cache of experts."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        """Plan GPU and host placement for the full M3 with the routed experts in RAM.
+
+        Exit 0 when the plan fits, 2 on bad input or when it does not fit (with what would).
+        """
+        from m3agent.engine.offload.hardware import probe
+        from m3agent.engine.offload.inventory import StorageFormat, from_checkpoint, from_config
+        from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan, what_would_fit
+        from m3agent.engine.offload.report import plan_dict, plan_text
+
+        try:
+            cfg, inv = from_checkpoint(path)
+            if weights:
+                if inv.source == "safetensors":
+                    die("--weights is for config-only directories; this one has safetensors")
+                inv = from_config(cfg, StorageFormat(weights))
+            req = PlanRequest(context_len=context, max_seqs=max_seqs,
+                              kv_cache_dtype=kv_cache_dtype, expert_form=ExpertForm(expert_form),
+                              hot_experts=not no_hot, moe_layers=moe_layers)
+            machine = probe(gpu_mem_gib=gpu_mem, gpu_bw_gbs=gpu_bw, host_mem_gib=host_mem,
+                            host_bw_gbs=host_bw, pcie_gbs=pcie)
+            result = make_plan(cfg, inv, machine, req)
+        except ValueError as e:
+            die(str(e))
+        except OSError as e:
+            die(str(e), INTERNAL_ERROR)
+        if as_json:
+            typer.echo(json.dumps(plan_dict(result, inv, machine)))
+        else:
+            typer.echo(plan_text(result, inv, machine))
+        if not result.fits:
+            die(f"the plan does not fit; would fit: {what_would_fit(cfg, inv, machine, req)}")

@@ -1,0 +1,144 @@
+"""The MCP part of settings: which servers a session starts, from which files, and trust.
+
+Sources, later ones replacing a server of the same name:
+1. `[mcp_servers.NAME]` tables in the user config (Codex's format; trusted);
+2. `.mcp.json` in the workspace (Claude Code's format; it comes with the repository, so each
+   server needs the user's one-time trust, kept in `<home>/mcp-trust.json` with a
+   fingerprint of its command/url: a changed entry needs trust again);
+3. `--mcp-config FILE` (Claude Code's format; the user named it, so trusted).
+`--strict-mcp-config` keeps only 3. Also here: the persisted "always allow" answers
+(`<home>/permissions.json`), which become allow rules.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent.config import ToolRule
+from m3agent.tools.mcp.config import (
+    McpConfig,
+    McpServerConfig,
+    Scope,
+    from_codex,
+    parse_mcp_json,
+)
+
+PROJECT_FILE = ".mcp.json"
+TRUST_FILE = "mcp-trust.json"
+PERMISSIONS_FILE = "permissions.json"
+
+
+def user_servers(table: Any, source: Path, env: Mapping[str, str]) -> tuple[McpServerConfig, ...]:
+    if not isinstance(table, Mapping):
+        raise ValueError(f"{source}: [mcp_servers] must hold one table per server")
+    return tuple(from_codex(str(n), t, source=str(source), env=env) for n, t in table.items())
+
+
+def read_mcp_json(path: Path, scope: Scope, env: Mapping[str, str]) -> tuple[McpServerConfig, ...]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    try:
+        return parse_mcp_json(data, scope=scope, source=str(path), env=env)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
+
+
+# ---- trust ------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: unreadable ({e}); remove it to start over") from e
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+
+
+def is_trusted(home: Path, project: Path, server: McpServerConfig) -> bool:
+    entry = _read_json(home / TRUST_FILE).get("projects", {}).get(str(project.resolve()), {})
+    return entry.get(server.name) == server.fingerprint()
+
+
+def trust(home: Path, project: Path, servers: Sequence[McpServerConfig]) -> None:
+    path = home / TRUST_FILE
+    data = _read_json(path)
+    projects = data.setdefault("projects", {})
+    entry = projects.setdefault(str(project.resolve()), {})
+    for s in servers:
+        entry[s.name] = s.fingerprint()
+    _write_json(path, data)
+
+
+def project_servers(cwd: Path, env: Mapping[str, str]) -> tuple[McpServerConfig, ...]:
+    path = cwd / PROJECT_FILE
+    return read_mcp_json(path, Scope.PROJECT, env) if path.is_file() else ()
+
+
+# ---- the session's servers ----------------------------------------------------------------
+
+
+def resolve(
+    *,
+    home: Path,
+    cwd: Path,
+    user: Sequence[McpServerConfig],
+    files: Sequence[str],
+    strict: bool,
+    trust_project: bool,
+    env: Mapping[str, str] | None = None,
+) -> McpConfig:
+    env = os.environ if env is None else env
+    chosen: dict[str, McpServerConfig] = {}
+    skipped: list[str] = []
+    if not strict:
+        for s in user:
+            chosen[s.name] = s
+        for s in project_servers(cwd, env):
+            if trust_project or is_trusted(home, cwd, s):
+                chosen[s.name] = s
+            else:  # (a user server of the same name stays: a repository cannot switch it off)
+                skipped.append(
+                    f"MCP server {s.name} from {s.source} is not trusted yet; it was not "
+                    "started (trust it with `m3agent mcp trust`, or pass --trust-project-mcp)"
+                )
+    for f in files:
+        for s in read_mcp_json(Path(f).expanduser(), Scope.FLAG, env):
+            chosen[s.name] = s
+    servers = [s for s in chosen.values() if s.enabled]
+    return McpConfig(tuple(servers), tuple(skipped))
+
+
+# ---- persisted approvals --------------------------------------------------------------------
+
+
+def persisted_rules(home: Path) -> tuple[ToolRule, ...]:
+    allow = _read_json(home / PERMISSIONS_FILE).get("allow", [])
+    return tuple(ToolRule(str(name), "allow") for name in allow if isinstance(name, str) and name)
+
+
+def persist_allow(home: Path, tool: str) -> None:
+    path = home / PERMISSIONS_FILE
+    data = _read_json(path)
+    allow = [a for a in data.get("allow", []) if isinstance(a, str)]
+    if tool not in allow:
+        allow.append(tool)
+    data["allow"] = allow
+    _write_json(path, data)

@@ -1,0 +1,271 @@
+"""Placement of the full M3 on one GPU with the routed experts in host memory.
+
+GPU: attention and the MSA indexer, the dense layers, shared experts, router, embeddings and
+head (as stored: FP8 stays FP8), the KV cache and index keys, a workspace for one prefill
+chunk, double buffers for streaming experts during prefill, and, in what is left, a cache of
+hot experts. Host: every routed expert, pinned, in a form the CPU computes with.
+
+The bounds are byte bounds: a decode step cannot be faster than reading its bytes at the
+measured bandwidths (host experts over the host's read bandwidth, the rest over the GPU's), and
+a streamed prefill pass cannot be faster than moving every expert over PCIe once. The hot-expert
+hit rate assumes uniform routing (a lower bound: real routing is skewed towards some experts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from math import ceil
+
+from ..m3.config import M3TextConfig
+from .hardware import GIB, Machine
+from .inventory import Inventory, Part, StorageFormat
+
+PAGE = 128
+CUDA_CONTEXT = int(1.5 * GIB)  # driver context, allocator slack, CUDA graphs
+HOST_OVERHEAD = 4 * GIB  # the process itself, tokenizer, page tables, Python
+GPU_MARGIN = 0.04  # left free on the GPU: fragmentation and the unexpected
+KNOWN_BF16_TFLOPS = {"H200": 784e12, "H100": 700e12}
+
+
+class ExpertForm(StrEnum):
+    AUTO = "auto"
+    STORED = "stored"  # as the checkpoint stores them (bf16, or fp8 with its scales)
+    INT8 = "int8"  # int8 weights, one fp32 scale per output row (AMX / VNNI int8)
+    BF16 = "bf16"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    context_len: int = 131072
+    max_seqs: int = 1
+    kv_cache_dtype: str = "fp8"  # fp8 (e4m3 K/V and index keys) or bf16
+    expert_form: ExpertForm = ExpertForm.AUTO
+    chunk_tokens: int = 8192  # prefill chunk (workspace size)
+    stream_experts: int = 32  # experts per streamed transfer (two such buffers on the GPU)
+    stream_pass_tokens: int = 65536  # tokens prefilled per pass of streamed experts
+    hot_experts: bool = True  # fill the GPU's remaining memory with hot experts
+    moe_layers: int | None = None  # host experts for only this many MoE layers (benchmarks)
+
+    def __post_init__(self) -> None:
+        if self.context_len < PAGE:
+            raise ValueError(f"context length must be >= {PAGE}, got {self.context_len}")
+        if self.kv_cache_dtype not in ("fp8", "bf16"):
+            raise ValueError(f"kv cache dtype must be fp8 or bf16, got {self.kv_cache_dtype!r}")
+        for name in ("max_seqs", "chunk_tokens", "stream_experts", "stream_pass_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', ' ')} must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    where: str  # "gpu" or "host"
+    label: str
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    rows: tuple[Row, ...]
+    gpu_capacity: int
+    host_capacity: int
+    expert_form: ExpertForm
+    hot_per_layer: int
+    kv_bytes_per_token: int
+    decode_host_s: float  # per token, batch 1, at the full context
+    decode_gpu_s: float
+    stream_pass_s: float  # one pass of every expert over PCIe
+    ttft_1m_s: float | None  # streamed prefill of a 1M-token prompt (byte/FLOP bound)
+    moe_layers_on_host: int
+    moe_layers_total: int
+
+    def total(self, where: str) -> int:
+        return sum(r.nbytes for r in self.rows if r.where == where)
+
+    @property
+    def fits(self) -> bool:
+        return (self.total("gpu") <= self.gpu_capacity
+                and self.total("host") <= self.host_capacity)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode bound with the CPU experts overlapped with the GPU's work."""
+        return 1.0 / max(self.decode_host_s, self.decode_gpu_s)
+
+
+def kv_bytes_per_token(c: M3TextConfig, kv_dtype: str) -> int:
+    b = 1 if kv_dtype == "fp8" else 2
+    sp = c.sparse_attention_config
+    per = 0
+    for i in range(c.num_hidden_layers):
+        per += 2 * c.num_key_value_heads * c.head_dim * b
+        if c.is_sparse_layer(i):
+            per += sp.sparse_index_dim * b
+    return per
+
+
+def kv_read_per_token(c: M3TextConfig, kv_dtype: str, context: int) -> int:
+    """KV and index bytes one decode token reads: dense layers read all K/V, MSA layers all
+    index keys plus the K/V of their top-k blocks."""
+    b = 1 if kv_dtype == "fp8" else 2
+    sp = c.sparse_attention_config
+    kv_tok = 2 * c.num_key_value_heads * c.head_dim * b
+    total = 0
+    for i in range(c.num_hidden_layers):
+        if c.is_sparse_layer(i):
+            selected = min(context, sp.sparse_topk_blocks * sp.sparse_block_size)
+            total += context * sp.sparse_index_dim * b + selected * kv_tok
+        else:
+            total += context * kv_tok
+    return total
+
+
+def host_expert_bytes(c: M3TextConfig, stored: int, fmt: StorageFormat, form: ExpertForm) -> int:
+    weights = 3 * c.hidden_size * c.intermediate_size
+    if form is ExpertForm.STORED:
+        return stored
+    if form is ExpertForm.BF16:
+        return 2 * weights
+    rows = 2 * c.intermediate_size + c.hidden_size  # gate, up (I rows each), down (h rows)
+    return weights + 4 * rows
+
+
+def active_params_per_token(c: M3TextConfig) -> int:
+    """Weights one token multiplies by (embeddings excluded): for the compute bound."""
+    h, hd = c.hidden_size, c.head_dim
+    sp = c.sparse_attention_config
+    n = c.vocab_size * h  # lm head
+    for i in range(c.num_hidden_layers):
+        n += 2 * c.num_attention_heads * hd * h + 2 * c.num_key_value_heads * hd * h
+        if c.is_sparse_layer(i):
+            n += (sp.sparse_num_index_heads + 1) * sp.sparse_index_dim * h
+        if c.is_moe_layer(i):
+            n += 3 * h * c.intermediate_size * (c.num_experts_per_tok + c.n_shared_experts)
+        else:
+            n += 3 * h * c.dense_intermediate_size
+    return n
+
+
+def _workspace(c: M3TextConfig, req: PlanRequest) -> int:
+    t = req.chunk_tokens
+    q = c.num_attention_heads * c.head_dim
+    wide = max(c.dense_intermediate_size, c.intermediate_size * c.num_experts_per_tok)
+    acts = t * (8 * c.hidden_size + 4 * q + 3 * wide) * 2
+    logits = req.max_seqs * c.vocab_size * 4 * 2
+    return acts + logits
+
+
+def _resolve_form(req: PlanRequest, inv: Inventory, fits_bf16: bool) -> ExpertForm:
+    if req.expert_form is not ExpertForm.AUTO:
+        return req.expert_form
+    if inv.fmt is StorageFormat.BF16:
+        return ExpertForm.BF16 if fits_bf16 else ExpertForm.INT8
+    return ExpertForm.INT8  # FP8 has no CPU arithmetic: int8 is the same size and AMX-native
+
+
+def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> Plan:
+    moe = sorted(inv.experts)
+    if req.moe_layers is not None:
+        if not 0 <= req.moe_layers <= len(moe):
+            raise ValueError(f"--moe-layers must be 0..{len(moe)}, got {req.moe_layers}")
+        moe = moe[: req.moe_layers]
+    n_exp = {layer: inv.experts[layer][0] for layer in moe}
+    stored = {layer: inv.experts[layer][1] for layer in moe}
+    k = c.num_experts_per_tok
+    host_cap = m.host_bytes
+
+    def host_rows(form: ExpertForm) -> list[Row]:
+        per = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
+        experts = sum(n_exp[layer] * per[layer] for layer in moe)
+        staging = 2 * req.stream_experts * max(per.values(), default=0)
+        return [Row("host", f"routed experts, {form} ({len(moe)} layers)", experts),
+                Row("host", "pinned staging for streamed prefill", staging),
+                Row("host", "process overhead", HOST_OVERHEAD)]
+
+    fits_bf16 = sum(r.nbytes for r in host_rows(ExpertForm.BF16)) <= host_cap
+    form = _resolve_form(req, inv, fits_bf16)
+    h_rows = host_rows(form)
+    per_host = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
+
+    kv_tok = kv_bytes_per_token(c, req.kv_cache_dtype)
+    kv_pool = req.max_seqs * ceil(req.context_len / PAGE) * PAGE * kv_tok
+    stream_buf = 2 * req.stream_experts * max(per_host.values(), default=0)
+    p = inv.parts
+    g_rows = [
+        Row("gpu", "attention + MSA indexer", p[Part.ATTENTION]),
+        Row("gpu", "dense MLP layers", p[Part.DENSE_MLP]),
+        Row("gpu", "shared experts", p[Part.SHARED_EXPERTS]),
+        Row("gpu", "router + norms", p[Part.ROUTER] + p[Part.NORMS]),
+        Row("gpu", "embeddings + lm head", p[Part.EMBEDDINGS] + p[Part.LM_HEAD]),
+        Row("gpu", "vision tower", p[Part.VISION]),
+        Row("gpu", f"KV cache + index keys, {req.kv_cache_dtype} "
+                   f"({req.max_seqs} x {req.context_len:,} tokens)", kv_pool),
+        Row("gpu", f"workspace ({req.chunk_tokens:,}-token chunk)", _workspace(c, req)),
+        Row("gpu", "expert stream buffers (prefill)", stream_buf),
+        Row("gpu", "CUDA context, allocator, graphs", CUDA_CONTEXT),
+    ]
+    g_rows = [r for r in g_rows if r.nbytes]
+    gpu_cap = m.gpu_bytes
+    left = int(gpu_cap * (1 - GPU_MARGIN)) - sum(r.nbytes for r in g_rows)
+    hot = 0
+    if req.hot_experts and moe and left > 0:
+        one = max(stored.values())
+        hot = min(min(n_exp.values()), left // (one * len(moe)))
+        if hot:
+            g_rows.append(Row("gpu", f"hot-expert cache ({hot} per MoE layer)",
+                              hot * one * len(moe)))
+
+    # Decode bound, batch 1, at the full context.
+    host_bytes = sum(k * (1 - hot / n_exp[layer]) * per_host[layer] for layer in moe)
+    gpu_weights = (p[Part.ATTENTION] + p[Part.DENSE_MLP] + p[Part.SHARED_EXPERTS]
+                   + p[Part.ROUTER] + p[Part.NORMS] + p[Part.LM_HEAD])
+    gpu_hot = sum(k * hot / n_exp[layer] * stored[layer] for layer in moe)
+    gpu_bytes = gpu_weights + gpu_hot + kv_read_per_token(c, req.kv_cache_dtype, req.context_len)
+    all_experts = sum(n_exp[layer] * per_host[layer] for layer in moe)
+    stream_pass = all_experts / m.pcie_bw
+    ttft = None
+    flops = [v for key, v in KNOWN_BF16_TFLOPS.items() if key in m.gpu_name.upper()]
+    if flops:
+        passes = ceil(1_048_576 / req.stream_pass_tokens)
+        compute = 2 * active_params_per_token(c) * req.stream_pass_tokens / flops[0]
+        ttft = passes * max(stream_pass, compute)
+    return Plan(rows=tuple(g_rows + h_rows), gpu_capacity=gpu_cap, host_capacity=host_cap,
+                expert_form=form, hot_per_layer=hot, kv_bytes_per_token=kv_tok,
+                decode_host_s=host_bytes / m.host_read_bw, decode_gpu_s=gpu_bytes / m.gpu_read_bw,
+                stream_pass_s=stream_pass, ttft_1m_s=ttft, moe_layers_on_host=len(moe),
+                moe_layers_total=len(inv.experts))
+
+
+def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> str:
+    """For a plan that does not fit: the nearest plans that do, in one line."""
+    plan = make_plan(c, inv, m, req)
+    hints = []
+    if plan.total("gpu") > plan.gpu_capacity:
+        fixed = plan.total("gpu") - next(r.nbytes for r in plan.rows if r.label.startswith("KV"))
+        room = int(plan.gpu_capacity * (1 - GPU_MARGIN)) - fixed
+        tokens = room // (plan.kv_bytes_per_token * req.max_seqs) // PAGE * PAGE
+        if tokens >= PAGE:
+            hints.append(f"--context {tokens:,}")
+        if req.kv_cache_dtype == "bf16":
+            hints.append("--kv-cache-dtype fp8")
+        if not hints:
+            hints.append(f"a GPU with {plan.total('gpu') / GIB:.0f} GiB")
+    if plan.total("host") > plan.host_capacity:
+        if plan.expert_form is ExpertForm.BF16:
+            alt = make_plan(c, inv, m, replace(req, expert_form=ExpertForm.INT8))
+            if alt.total("host") <= alt.host_capacity:
+                hints.append("--expert-form int8")
+        layers = plan.moe_layers_on_host - 1
+        while layers > 0 and not _host_fits(c, inv, m, replace(req, moe_layers=layers)):
+            layers -= 1
+        if layers:
+            hints.append(f"--moe-layers {layers} (benchmarks only: {layers} of "
+                         f"{plan.moe_layers_total} MoE layers)")
+        hints.append(f"{plan.total('host') / GIB:.0f} GiB of host memory")
+    return "; or ".join(hints)
+
+
+def _host_fits(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> bool:
+    p = make_plan(c, inv, m, req)
+    return p.total("host") <= p.host_capacity
+

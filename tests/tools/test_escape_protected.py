@@ -1,0 +1,111 @@
+"""Issue 13, class 3: `.git`, `.m3agent` and the per-project files (`.m3agentignore`,
+AGENTS.md, CLAUDE.md) are protected before they exist.
+
+A command can neither create, change, replace nor point them elsewhere in the workspace root:
+with bubblewrap an absent `.git`/`.m3agent` is an empty read-only directory mounted in its
+place (and an absent file an empty read-only file), removed again after the command; with
+Landlock alone the workspace root grants no write right at all. Below the root no layer can
+refuse one name, so a command *can* create `src/.git` (pinned here; the agent's own git never
+runs a nested repository, see the gitsafe work); the file tools refuse these names at any
+depth. Each control runs the same attempt with the confining layers off and sees it succeed.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from m3agent.tools.base import ToolContext
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.runner import Sandbox
+from m3agent.tools.toolset import default_toolset
+from sandbox_support import CONFIGS, action_argv, make_sandbox, result_of
+
+
+@pytest.fixture
+def bare(world):
+    """A workspace that is not (yet) a repository: no .git, .m3agent or AGENTS.md."""
+    subprocess.run(["rm", "-rf", str(world.ws / ".git")], check=True)
+    return world
+
+
+def _entries(ws):
+    return sorted(p.name for p in ws.iterdir())
+
+
+# (attempt id) -> (argv for workspace ws, {config: (layer, errno)})
+ATTEMPTS = {
+    "git-init-with-fsmonitor": (lambda ws: action_argv("plant_git", ws, "dir"),
+                                {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+    "git-file-pointing-elsewhere": (lambda ws: action_argv("plant_git", ws, "file"),
+                                    {"bwrap": ("bwrap", "EISDIR"), "no-bwrap": ("landlock", "EACCES")}),
+    "git-symlink-elsewhere": (lambda ws: action_argv("plant_git", ws, "link"),
+                              {"bwrap": ("bwrap", "EEXIST"), "no-bwrap": ("landlock", "EACCES")}),
+    "git-by-rename": (lambda ws: action_argv("replace", ws / "src" / "g", ws / ".git"),
+                      {"bwrap": ("bwrap", "EBUSY"), "no-bwrap": ("landlock", "EACCES")}),
+    "create-m3agent-dir": (lambda ws: action_argv("mkdir_write", ws / ".m3agent" / "state"),
+                           {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+    "create-agents-md": (lambda ws: action_argv("write", ws / "AGENTS.md"),
+                         {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+    "create-m3agentignore": (lambda ws: action_argv("write", ws / ".m3agentignore"),
+                             {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+}
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("attempt", ATTEMPTS)
+def test_protected_name_cannot_be_created(attempt, config, bare):
+    ws = bare.ws
+    before = _entries(ws)
+    make_argv, expect = ATTEMPTS[attempt]
+    r = make_sandbox(config, bare).run(make_argv(ws), timeout_s=30)
+    got = result_of(r)
+    layer, err = expect[config]
+    assert layer in r.layers and not got["ok"] and got["errno"] == err, got
+    # Outside effect: nothing new in the root, and no placeholder left behind.
+    assert _entries(ws) == before
+    assert not (ws / ".git").exists() and not (ws / ".git").is_symlink()
+
+
+@pytest.mark.parametrize("attempt", ATTEMPTS)
+def test_control_protected_name_created_unprotected(attempt, bare):
+    sb = Sandbox(SandboxPolicy(workspace=bare.ws, mode=SandboxMode.FULL_ACCESS,
+                               dangerously_no_sandbox=True,
+                               disabled_layers=frozenset({"bwrap", "landlock", "seccomp"})))
+    got = result_of(sb.run(ATTEMPTS[attempt][0](bare.ws), timeout_s=30))
+    assert got["ok"], got
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_existing_agents_md_cannot_be_changed(config, bare):
+    (bare.ws / "AGENTS.md").write_text("be careful\n")
+    r = make_sandbox(config, bare).run(action_argv("write", bare.ws / "AGENTS.md"), timeout_s=30)
+    got = result_of(r)
+    assert not got["ok"] and got["errno"] == ("EROFS" if config == "bwrap" else "EACCES"), got
+    assert (bare.ws / "AGENTS.md").read_text() == "be careful\n"
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_git_in_sandbox_sees_no_repository_it_could_make(config, bare):
+    """The real thing: `git init` and `git config core.fsmonitor` inside the sandbox fail."""
+    r = make_sandbox(config, bare).run(
+        "git init -q . && git config core.fsmonitor 'touch /tmp/pwned' && echo planted", timeout_s=30)
+    assert r.exit_code != 0 and "planted" not in r.stdout, r.stdout
+    assert not (bare.ws / ".git").exists()
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_nested_repository_below_root_is_not_refused_by_layers(config, bare):
+    """The documented gap: no layer can refuse one name below the root."""
+    r = make_sandbox(config, bare).run(action_argv("plant_git", bare.ws / "src", "dir"), timeout_s=30)
+    assert result_of(r)["ok"]
+    assert (bare.ws / "src" / ".git" / "config").is_file()
+
+
+@pytest.mark.parametrize("path", [".git/config", "src/.git/config", ".m3agent/x", "AGENTS.md",
+                                  "src/.git"])
+def test_file_tools_refuse_protected_names_at_any_depth(path, bare):
+    ctx = ToolContext(cwd=bare.ws, sandbox=SandboxPolicy(workspace=bare.ws))
+    r = default_toolset().dispatch("write_file", {"path": path, "content": "x"}, ctx)
+    assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
+    assert not (bare.ws / path).exists()

@@ -1,0 +1,69 @@
+"""MCP servers as tools: configuration (config.py), connections on a background loop
+(connection.py, hub.py, state.py), sandboxed launch (launch.py) and the tool adapter
+(adapter.py). docs/mcp.md describes the whole."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..base import Tool
+from ..toolset import Toolset
+from .adapter import ReadMcpResource, make_tool_class, tool_name
+from .config import McpConfig, McpServerConfig, Scope, Transport
+from .hub import McpHub
+from .state import McpCallError, ServerState, ServerStatus
+
+__all__ = [
+    "McpConfig", "McpServerConfig", "Scope", "Transport", "McpHub", "McpToolset",
+    "McpStartup", "ServerState", "ServerStatus", "McpCallError", "start_mcp", "tool_name",
+]
+
+
+class McpToolset(Toolset):
+    """The session's tools with its MCP servers' tools after them; `close()` stops the servers."""
+
+    def __init__(self, tools: Iterable[Tool], hub: McpHub) -> None:
+        super().__init__(tools)
+        self.hub = hub
+
+    def close(self) -> None:
+        self.hub.close()
+
+
+@dataclass(frozen=True, slots=True)
+class McpStartup:
+    toolset: McpToolset
+    errors: dict[str, str]  # one line each: a server that did not start, a tool left out
+
+
+def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path,
+              media_dir: Path | None = None, client_version: str = "0") -> McpStartup:
+    """Starts every enabled server, lists its tools once, and fixes the session's tool set."""
+    hub = McpHub(config, sandbox=sandbox, workspace=workspace, client_version=client_version,
+                 media_dir=media_dir)
+    try:
+        errors = {name: f"{why}; its tools are not in this session"
+                  for name, why in hub.start_all().items()}
+        extra: list[Tool] = []
+        taken = set(base.names())
+        for conn in hub.servers():
+            for t in conn.tools:
+                name = tool_name(conn.cfg.name, t.name)
+                if not conn.cfg.wants_tool(t.name):
+                    continue
+                if name in taken:  # two remote names that read the same once made safe
+                    errors[conn.cfg.name + "/" + t.name] = (
+                        f"MCP server {conn.cfg.name}: tool {t.name!r} left out: its name "
+                        f"{name} is taken")
+                    continue
+                taken.add(name)
+                extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))
+        if hub.servers():
+            extra.append(ReadMcpResource(hub))
+        return McpStartup(McpToolset([*base.tools(), *extra], hub), errors)
+    except BaseException:
+        hub.close()
+        raise

@@ -1,0 +1,232 @@
+"""MCP tools as m3agent tools: `mcp__SERVER__TOOL`, the server's own JSON schema and
+description, and a result rendered to bounded text for the model.
+
+Each MCP tool becomes its own `Tool` subclass (the Toolset and the approval step read the
+name, schema and flags from the class). Arguments are not re-validated here: the model's
+arguments were typed by this same schema when parsed, and the server validates them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import mimetypes
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..base import Tool, ToolContext, ToolResult
+from .hub import McpCancelled, McpHub
+from .state import McpCallError
+
+MAX_OUTPUT_CHARS = 100_000  # like every tool result: bounded, with a note where it was cut
+# A server's description goes into the prompt: bounded, since it is the server's text, not ours.
+MAX_DESCRIPTION_CHARS = 2048
+PREFIX = "mcp__"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def tool_name(server: str, tool: str) -> str:
+    """mcp__SERVER__TOOL, with characters a tool name cannot carry in the prompt's markup
+    replaced by "_" (the server still gets its own name)."""
+    return f"{PREFIX}{server}__{_UNSAFE.sub('_', tool)}"[:128]
+
+
+class _AnyArgs(BaseModel):
+    """Whatever object the server's schema allows; the server checks it."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class McpTool(Tool):
+    """Base of the generated classes; `hub`, `server`, `remote_name` are set per class."""
+
+    mutates: ClassVar[bool] = True  # an MCP tool may do anything: checkpoint before it
+    risky: ClassVar[bool] = True  # and ask first unless a rule or --approval never says not to
+    Args: ClassVar[type[BaseModel]] = _AnyArgs
+    server: ClassVar[str]
+    remote_name: ClassVar[str]
+    input_schema: ClassVar[dict[str, Any]]
+    annotations: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, hub: McpHub, timeout_s: float | None) -> None:
+        self.hub = hub
+        self.timeout_s = timeout_s  # the server's own; None: the session's tool timeout
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        return {"type": "function",
+                "function": {"name": cls.name, "description": cls.description,
+                             "parameters": cls.input_schema}}
+
+    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        arguments = args.model_dump()
+        timeout = self.timeout_s or ctx.timeout_s
+        try:
+            result = self.hub.call_tool(self.server, self.remote_name, arguments,
+                                        timeout_s=timeout, cancel=ctx.cancel)
+        except McpCancelled:
+            return ToolResult("interrupted by the user", is_error=True,
+                              metadata={"interrupted": True, "mcp_server": self.server})
+        except McpCallError as e:
+            return ToolResult(str(e), is_error=True,
+                              metadata={"mcp_server": self.server, "mcp_failure": True})
+        return render_result(result, self.server, self.hub.media_dir)
+
+
+def make_tool_class(server: str, tool: Any) -> type[McpTool]:
+    """A Tool subclass for one listed MCP tool (mcp_types.Tool)."""
+    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
+    schema.setdefault("type", "object")
+    schema.pop("title", None)  # the SDK's generated "fooArguments" title is noise in the prompt
+    description = (tool.description or tool.title or tool.name).strip()
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+    ann = tool.annotations.model_dump(exclude_none=True) if tool.annotations else {}
+    attrs = {
+        "name": tool_name(server, tool.name),
+        "description": description,
+        "server": server,
+        "remote_name": tool.name,
+        "input_schema": schema,
+        "annotations": ann,
+        "__module__": __name__,
+    }
+    return type(f"Mcp_{server}_{tool.name}", (McpTool,), attrs)
+
+
+class ReadResourceArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    server: str = Field(description="The MCP server that returned the resource link.")
+    uri: str = Field(description="The resource URI, as given in the tool result.")
+
+
+class ReadMcpResource(Tool):
+    """Reads a resource an MCP tool result linked to (resources/read on its server)."""
+
+    name: ClassVar[str] = "mcp_read_resource"
+    description: ClassVar[str] = (
+        "Read a resource that an MCP tool result linked to (shown as [resource: ...]). "
+        "Give the server name and the URI exactly as in that result."
+    )
+    Args: ClassVar[type[BaseModel]] = ReadResourceArgs
+    mutates: ClassVar[bool] = False
+    risky: ClassVar[bool] = True  # reaches a server, which may do anything
+
+    def __init__(self, hub: McpHub) -> None:
+        self.hub = hub
+
+    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        assert isinstance(args, ReadResourceArgs)
+        conn = self.hub.server(args.server)
+        timeout = (conn.cfg.tool_timeout_s if conn else None) or ctx.timeout_s
+        try:
+            result = self.hub.read_resource(args.server, args.uri, timeout_s=timeout,
+                                            cancel=ctx.cancel)
+        except McpCancelled:
+            return ToolResult("interrupted by the user", is_error=True,
+                              metadata={"interrupted": True})
+        except McpCallError as e:
+            return ToolResult(str(e), is_error=True, metadata={"mcp_server": args.server})
+        rows, images = [], []
+        for item in result.contents:
+            if getattr(item, "text", None) is not None:
+                rows.append(item.text)
+            elif getattr(item, "blob", None) is not None:
+                rows.append(_binary(item.blob, item.mime_type, self.hub.media_dir, images,
+                                    str(item.uri)))
+        return _bounded("\n".join(rows) or "(empty resource)", False,
+                        {"mcp_server": args.server, "images": images})
+
+
+# ---- results --------------------------------------------------------------------------------
+
+
+def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResult:
+    """CallToolResult -> text: text blocks, structured content, images, resources."""
+    rows: list[str] = []
+    images: list[str] = []
+    links: list[str] = []
+    texts: list[str] = []
+    for block in result.content or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            rows.append(block.text)
+            texts.append(block.text)
+        elif kind in ("image", "audio"):
+            rows.append(_binary(block.data, block.mime_type, media_dir, images, kind))
+        elif kind == "resource_link":
+            links.append(str(block.uri))
+            mime = f", {block.mime_type}" if block.mime_type else ""
+            rows.append(f"[resource: {block.name} {block.uri}{mime}; read it with "
+                        f'mcp_read_resource(server="{server}", uri="{block.uri}")]')
+        elif kind == "resource":  # an embedded resource: its text inline, a blob as a file
+            res = block.resource
+            if getattr(res, "text", None) is not None:
+                rows.append(f"[resource {res.uri}]\n{res.text}")
+            else:
+                rows.append(_binary(res.blob, res.mime_type, media_dir, images, str(res.uri)))
+        else:
+            rows.append(f"[{kind or 'unknown'} content not shown]")
+    structured = getattr(result, "structured_content", None)
+    if structured is not None and not any(_same_json(t, structured) for t in texts):
+        rows.append("structured content:\n" + json.dumps(structured, ensure_ascii=False, indent=1))
+    meta: dict[str, Any] = {"mcp_server": server}
+    if structured is not None:
+        meta["structured_content"] = structured
+    if images:
+        meta["images"] = images
+    if links:
+        meta["resource_links"] = links
+    text = "\n".join(rows) if rows else "(no content)"
+    return _bounded(text, bool(result.is_error), meta)
+
+
+def _same_json(text: str, value: Any) -> bool:
+    """Whether a text block already says what the structured content says (servers send
+    both for older clients; a non-object result arrives wrapped as {"result": ...})."""
+    candidates = [value]
+    if isinstance(value, dict) and list(value) == ["result"]:
+        candidates.append(value["result"])
+        if isinstance(value["result"], str) and text == value["result"]:
+            return True
+    try:
+        parsed = json.loads(text)
+    except (ValueError, TypeError):
+        return False
+    return any(parsed == c for c in candidates)
+
+
+def _binary(data: str, mime: str | None, media_dir: Path | None, saved: list[str],
+            label: str) -> str:
+    """Media cannot travel in a tool result to the model yet: save it, say where."""
+    try:
+        raw = base64.b64decode(data, validate=False)
+    except (ValueError, TypeError):
+        return f"[{label}: {mime or 'binary'} data that is not valid base64]"
+    where = ""
+    if media_dir is not None:
+        ext = mimetypes.guess_extension(mime or "") or ".bin"
+        path = media_dir / (hashlib.sha256(raw).hexdigest()[:16] + ext)
+        try:
+            media_dir.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(raw)
+            saved.append(str(path))
+            where = f", saved to {path}"
+        except OSError:
+            where = ""
+    return (f"[{mime or 'binary'} {label if label in ('image', 'audio') else 'data'}, "
+            f"{len(raw)} bytes{where}; not shown to the model]")
+
+
+def _bounded(text: str, is_error: bool, meta: dict[str, Any]) -> ToolResult:
+    if len(text) > MAX_OUTPUT_CHARS:
+        half = MAX_OUTPUT_CHARS // 2
+        cut = len(text) - 2 * half
+        text = (text[:half] + f"\n[... {cut} characters of the MCP result cut; "
+                f"{len(text)} in all ...]\n" + text[-half:])
+        meta = {**meta, "truncated": True}
+    return ToolResult(text, is_error=is_error, metadata=meta)

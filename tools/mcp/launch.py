@@ -1,0 +1,150 @@
+"""How a server is reached: a stdio server's command under the session's sandbox, or an
+HTTP client with the server's headers. Both give an SDK transport (an async context manager
+of read/write streams), wrapped so that a line the server garbles is noticed at once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+
+from ..sandbox.cgroup import Cgroup
+from ..sandbox.runner import Sandbox, SandboxUnavailable
+from .config import McpServerConfig, Transport
+
+# A server lives for the whole session: the per-command CPU budget would end it mid-session.
+_SERVER_CPU_S = 7 * 24 * 3600
+
+
+def server_sandbox(session: Sandbox, cfg: McpServerConfig) -> Sandbox:
+    """The session's policy with this server's network setting and a session-long CPU limit."""
+    policy = session.policy.with_(
+        network=cfg.network, limits=replace(session.policy.limits, cpu_s=_SERVER_CPU_S)
+    )
+    return Sandbox(policy, session.report)
+
+
+def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Path,
+                     workspace: Path) -> tuple[Any, Cgroup | None]:
+    """StdioServerParameters for the confined command (the SDK spawns and stops it), and the
+    server's own pids cgroup where one can be made (the caller removes it when it stops)."""
+    from mcp.client.stdio import StdioServerParameters, get_default_environment
+
+    cwd = Path(cfg.cwd).expanduser() if cfg.cwd else workspace
+    if not cwd.is_absolute():
+        cwd = workspace / cwd
+    argv = [cfg.command, *cfg.args]
+    # The SDK's allow-list (HOME, PATH, USER, ...), then the server's own variables: those the
+    # user wrote for this server pass even when their names look like secrets.
+    env = get_default_environment()
+    full, cgroup = argv, None
+    if sandbox is not None:
+        sandbox = server_sandbox(sandbox, cfg)
+        if not sandbox.report.protective and not sandbox.policy.dangerously_no_sandbox:
+            raise SandboxUnavailable(
+                "no sandbox layer is available here; refusing to start the server "
+                "(pass --dangerously-no-sandbox to run it unprotected)"
+            )
+        # No per-command process watch: as root it would poll /proc for the server's whole
+        # life; a pids cgroup limits processes instead (where none can be made, docs/mcp.md).
+        full, env, _ = sandbox.launch_argv(argv, cwd.resolve(), run_dir, env=env,
+                                           nproc_watch=False)
+        if "cgroup" in sandbox.active_layers():
+            try:
+                cgroup = Cgroup.create(sandbox.policy.limits.nproc)
+            except OSError:  # probed fine but failed now: the launcher's tree kill remains
+                cgroup = None
+        if cgroup is not None:  # join the group before anything starts, then exec
+            procs = cgroup.path / "cgroup.procs"
+            full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
+    env.update(dict(cfg.env))
+    return StdioServerParameters(command=full[0], args=full[1:], env=env, cwd=str(cwd)), cgroup
+
+
+class _WatchedRead:
+    """The transport's read stream; calls `on_garbage` for a line that is not JSON-RPC and
+    `on_closed` when the stream ends (the process exited, the HTTP stream went away), so a
+    server that died between calls is started again before the next one, not blamed on it."""
+
+    def __init__(self, inner: Any, on_garbage: Callable[[Exception], None],
+                 on_closed: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_garbage = on_garbage
+        self._on_closed = on_closed
+
+    def __getattr__(self, name: str) -> Any:  # last_context and friends
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        try:
+            item = await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_closed()
+            raise
+        if isinstance(item, Exception):
+            self._on_garbage(item)
+        return item
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+
+@asynccontextmanager
+async def open_transport(cfg: McpServerConfig, *, stdio: Any, errlog: IO[str],
+                         on_garbage: Callable[[Exception], None],
+                         on_closed: Callable[[], None]) -> AsyncIterator[Any]:
+    """(read, write) streams to the server; `stdio` is the StdioServerParameters."""
+    if cfg.transport is Transport.STDIO:
+        from mcp.client.stdio import stdio_client
+
+        async with stdio_client(stdio, errlog=errlog) as (read, write):
+            yield _WatchedRead(read, on_garbage, on_closed), write
+        return
+    import httpx2
+
+    headers = dict(cfg.headers)
+    timeout = httpx2.Timeout(30.0, read=max(300.0, cfg.tool_timeout_s or 0.0))
+    if cfg.transport is Transport.SSE:
+        from mcp.client.sse import sse_client
+
+        async with sse_client(cfg.url, headers=headers, timeout=30.0,
+                              sse_read_timeout=max(300.0, cfg.tool_timeout_s or 0.0)) as (read, write):
+            yield _WatchedRead(read, on_garbage, on_closed), write
+        return
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:  # noqa: SIM117
+        async with streamable_http_client(cfg.url, http_client=http) as (read, write):
+            yield _WatchedRead(read, on_garbage, on_closed), write
+
+
+def stderr_tail(path: Path, lines: int = 3) -> str:
+    """The server's last stderr lines, for an error message."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 4096))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    rows = [r.strip() for r in text.splitlines() if r.strip()]
+    return " | ".join(rows[-lines:])
