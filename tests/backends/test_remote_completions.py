@@ -210,3 +210,28 @@ def test_completion_stream_is_parsed_and_counted(server, wire):
     body = server.requests[0]
     assert isinstance(body["prompt"], list) and body["skip_special_tokens"] is False
     assert body["stream_options"] == {"include_usage": True}
+
+
+def test_abort_mid_completion_ends_with_abort_and_stops_the_server(tmp_path):
+    scripted = ScriptedEngine(["</mm:think>" + "word " * 300], chunk_chars=2,
+                              chunk_delay_s=0.01)
+
+    async def main(url):
+        remote = RemoteEngine(url, "tiny", retries=0, tokenizer=M3Tokenizer.default())
+        out = []
+        try:
+            async for d in remote.stream(req("ab", "disabled")):
+                out.append(d)
+                if len(out) == 3:
+                    await remote.abort("ab")
+            await asyncio.sleep(0.3)  # the server notices the closed connection
+            return out
+        finally:
+            await remote.close()
+
+    out = serve(scripted, tmp_path, main)
+    assert isinstance(out[-1], UsageDelta) and out[-1].finish_reason == "abort"
+    assert len(out) < 50  # it stopped long before the 1500 characters
+    # The server saw the connection close and closed its engine stream before the end (a
+    # stream that never finished is not counted in the engine's stats).
+    assert scripted.stats().requests == 0
