@@ -11,7 +11,12 @@ from typing import Any
 
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig
+from m3agent.agent.context_cache import CacheTracker
 from m3agent.agent.conversation import Conversation
+from m3agent.engine.api import Engine
+from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.runner import Sandbox
+from m3agent.tools.toolset import ToolsetProtocol
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -29,14 +34,14 @@ class TurnControl:
 class LoopDeps:
     """Everything run_turn needs, passed explicitly (no globals)."""
 
-    engine: Any  # m3agent.engine.api.Engine
-    toolset: Any  # m3agent.tools.toolset.Toolset (schemas / dispatch / get)
+    engine: Engine
+    toolset: ToolsetProtocol | None
     conversation: Conversation
     config: AgentConfig
     gate: ApprovalGate
     cwd: Path
     emit: Emit
-    sandbox: Any = None  # put into ToolContext.sandbox; asked by approvals
+    sandbox: Sandbox | SandboxPolicy | None = None  # into ToolContext.sandbox; approvals read it
     checkpoint: Callable[[str], Any] | None = None  # snapshot(label) before the first mutation
     tool_env: dict[str, str] | None = None
-    cache: Any = None  # context_cache.CacheTracker: annotates each Usage with a miss reason
+    cache: CacheTracker | None = None  # annotates each Usage with a miss reason
