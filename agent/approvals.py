@@ -18,12 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from m3agent.agent.config import ToolRule
 from m3agent.tools.base import Touches
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.precheck import blocks
-from m3agent.tools.sandbox.runner import Sandbox
+
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.runner import Sandbox
 
 
 class Verdict(StrEnum):
@@ -62,7 +65,7 @@ def _sandbox_would_block(sandbox: Sandbox | SandboxPolicy | None, touches: Touch
     arguments did not parse) is judged by the mode alone: no change in a read-only sandbox."""
     if sandbox is None:
         return False
-    policy = sandbox.policy if isinstance(sandbox, Sandbox) else sandbox
+    policy = sandbox if isinstance(sandbox, SandboxPolicy) else sandbox.policy
     if touches is None:
         return mutates and policy.mode is SandboxMode.READ_ONLY
     try:

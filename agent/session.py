@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
@@ -22,8 +22,10 @@ from m3agent.agent.loop import run_turn
 from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine.api import THINKING_MODES, Engine, Message, Usage
 from m3agent.tools.sandbox.policy import SandboxPolicy
-from m3agent.tools.sandbox.runner import Sandbox
-from m3agent.tools.toolset import ToolsetProtocol
+
+if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import ToolsetProtocol
 
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
 _UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta)

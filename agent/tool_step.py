@@ -7,6 +7,7 @@ so the conversation stays well formed whatever stops the turn.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from m3agent.agent import events as ev
 from m3agent.agent.approvals import Verdict
@@ -14,7 +15,9 @@ from m3agent.agent.ops import ApprovalDecision, Decision
 from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine.api import Message, ToolCall
 from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult
-from m3agent.tools.toolset import ToolsetProtocol
+
+if TYPE_CHECKING:
+    from m3agent.tools.toolset import ToolsetProtocol
 
 # How long an interrupted tool may take to notice ctx.cancel before we stop waiting for it.
 _CANCEL_GRACE_S = 10.0

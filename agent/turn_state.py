@@ -7,7 +7,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig
@@ -15,8 +15,10 @@ from m3agent.agent.context_cache import CacheTracker
 from m3agent.agent.conversation import Conversation
 from m3agent.engine.api import Engine
 from m3agent.tools.sandbox.policy import SandboxPolicy
-from m3agent.tools.sandbox.runner import Sandbox
-from m3agent.tools.toolset import ToolsetProtocol
+
+if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import ToolsetProtocol
 
 Emit = Callable[[Any], Awaitable[None]]
 
