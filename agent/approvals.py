@@ -16,23 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from m3agent.agent.config import ToolRule
+from m3agent.agent.config import ApprovalPolicy, ToolRule, Verdict
 from m3agent.tools.base import Touches
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.precheck import blocks
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
-
-
-class Verdict(StrEnum):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
 
 
 _STRENGTH = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
@@ -79,7 +72,7 @@ class ApprovalGate:
 
     def __init__(self, policy: str, rules: tuple[ToolRule, ...] = (),
                  persist: Callable[[str], None] | None = None):
-        self.policy = policy
+        self.policy = ApprovalPolicy(policy)
         self.rules = rules
         self.persist = persist
         self._session_allowed: set[str] = set()
@@ -118,9 +111,9 @@ class ApprovalGate:
             return ApprovalCheck(Verdict.ASK, f"the config asks before {tool_name}")
         if tool_name in self._session_allowed:
             return ApprovalCheck(Verdict.ALLOW, "approved for this session")
-        if self.policy == "never":
+        if self.policy is ApprovalPolicy.NEVER:
             return ApprovalCheck(Verdict.ALLOW, "approval policy is never")
-        if self.policy == "untrusted":
+        if self.policy is ApprovalPolicy.UNTRUSTED:
             if mutates:
                 return ApprovalCheck(Verdict.ASK, f"{tool_name} changes the workspace")
             return ApprovalCheck(Verdict.ALLOW, "read-only tool")
