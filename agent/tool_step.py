@@ -43,7 +43,9 @@ def _preview(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -> Prev
 async def ask_approval(
     deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str
 ) -> ApprovalDecision:
-    ctx = ToolContext(cwd=deps.cwd, sandbox=deps.sandbox, env=deps.tool_env)
+    # The same context the call will run with (a shell preview shows its timeout).
+    ctx = ToolContext(cwd=deps.cwd, sandbox=deps.sandbox, timeout_s=deps.config.tool_timeout_s,
+                      env=deps.tool_env)
     preview = (await asyncio.to_thread(_preview, deps.toolset, call, ctx)
                if deps.toolset is not None else None)
     fut: asyncio.Future = asyncio.get_running_loop().create_future()

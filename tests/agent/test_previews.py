@@ -25,11 +25,11 @@ from m3agent.tools.toolset import default_toolset
 PATCH = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n+adds, never subtracts\n*** End Patch"
 
 
-def _session(home, repo, script, policy="untrusted", sandbox=None) -> Session:
+def _session(home, repo, script, policy="untrusted", sandbox=None, **cfg) -> Session:
     return Session.create(
         ScriptedEngine(script),
         default_toolset(use_ripgrep=False),
-        AgentConfig(thinking_default="enabled", approval_policy=policy),
+        AgentConfig(thinking_default="enabled", approval_policy=policy, **cfg),
         sessions_dir=home / "sessions",
         cwd=repo,
         sandbox=sandbox,
@@ -140,12 +140,12 @@ def test_read_only_sandbox_asks_before_a_patch(home, repo, m3):
     assert asked[0].preview.is_error and "read-only" in asked[0].preview.text
 
 
-def _headless(home, repo, script, answers: str, monkeypatch) -> tuple[int, str]:
+def _headless(home, repo, script, answers: str, monkeypatch, **cfg) -> tuple[int, str]:
     monkeypatch.setattr(sys, "stdin", io.StringIO(answers))
     out, err = io.StringIO(), io.StringIO()
 
     async def go():
-        s = _session(home, repo, script)
+        s = _session(home, repo, script, **cfg)
         return await run_headless(s, UserTurn("go"), make_renderer("text", out, err),
                                   tty_approver(err))
 
@@ -189,3 +189,74 @@ def test_a_misspelt_decision_fails_where_it_is_made():
         ApprovalDecision("c1", "aprove")
     d = ApprovalDecision("c1", "approve_session")
     assert d.decision is Decision.APPROVE_SESSION and d.decision == "approve_session"
+
+
+def test_shell_preview_shows_the_timeout_the_call_gets(home, repo, m3, monkeypatch):
+    script = [m3.calls(m3.invoke("shell", command="make test")), m3.answer("ok")]
+    _, err = _headless(home, repo, script, "n\n", monkeypatch, tool_timeout_s=7)
+    assert f"cwd: {repo} (timeout 7s)\n$ make test\n" in err
+
+
+def test_a_preview_cannot_drive_the_terminal(home, repo, m3, monkeypatch):
+    """The diff quotes the repository and the model: escapes in it are spelled out."""
+    (repo / "evil.txt").write_text("title\n")
+    script = [m3.calls(m3.invoke("write_file", path="evil.txt",
+                                 content="\x1b]0;pwned\x07\x1b[2J\n")), m3.answer("ok")]
+    _, err = _headless(home, repo, script, "n\n", monkeypatch)
+    assert "\x1b" not in err and "\x07" not in err
+    assert "+\\x1b]0;pwned" in err
+
+
+def test_stream_json_carries_the_preview(home, repo, m3):
+    import asyncio
+
+    from m3agent.app.headless import deny_approver
+
+    script = [m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a - b",
+                                 new_string="a + b")), m3.answer("left it")]
+    out = io.StringIO()
+
+    async def go():
+        s = _session(home, repo, script)
+        return await run_headless(s, UserTurn("go"), make_renderer("stream-json", out),
+                                  deny_approver("read-only review"))
+
+    asyncio.run(go())
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    req = next(x for x in lines if x["type"] == "approval_request")
+    assert req["preview"]["kind"] == "diff" and req["preview"]["is_error"] is False
+    assert "-    return a - b\n+    return a + b\n" in req["preview"]["text"]
+    assert req["diff"] == req["preview"]["text"]
+
+
+def test_the_tui_modal_shows_a_command_preview_and_a_failure(tmp_path):
+    """The approval modal renders the request's preview: no diff of its own (Pilot)."""
+    import asyncio
+
+    from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+    from m3agent.tools.base import Preview
+    from textual.app import App
+
+    shell = ev.ApprovalRequest("c1", "shell", {"command": "make"}, reason="asks",
+                               preview=Preview(PreviewKind.COMMAND, "cwd: /w (timeout 9s)\n$ make\n",
+                                               note="[command cut: ...]"))
+    failing = ev.ApprovalRequest("c2", "edit_file", {"path": "x"}, preview=Preview(
+        PreviewKind.TEXT, "x: no such file", is_error=True))
+
+    async def go():
+        shown = []
+        for req in (shell, failing):
+            app = App()
+            async with app.run_test() as pilot:
+                app.push_screen(ApprovalScreen(req))
+                await pilot.pause()
+                screen = app.screen
+                assert not screen.query("#approval-diff")
+                text = str(screen.query_one("#approval-preview").render())
+                notes = [str(n.render()) for n in screen.query("#approval-preview-note")]
+                shown.append((text, notes))
+        return shown
+
+    (cmd, cmd_notes), (fail, _) = asyncio.run(go())
+    assert "$ make" in cmd and "timeout 9s" in cmd and cmd_notes == ["[command cut: ...]"]
+    assert fail == "this call would fail: x: no such file"
