@@ -128,7 +128,11 @@ async def run_call(
     mutates = cls is not None and cls.mutates
     await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
     if cls is not None and deps.toolset is not None:
-        touches = deps.toolset.touches(call.name, call.arguments)
+        try:
+            touches = deps.toolset.touches(call.name, call.arguments)
+        except Exception as e:  # a tool bug: fail closed, with one result as always
+            return ToolResult(f"not run: cannot tell what {call.name} would touch "
+                              f"({type(e).__name__}: {e})", is_error=True, metadata={"denied": True})
         check = deps.gate.check(
             call.name, touches, mutates=mutates, risky=cls.risky, sandbox=deps.sandbox
         )

@@ -260,3 +260,43 @@ def test_the_tui_modal_shows_a_command_preview_and_a_failure(tmp_path):
     (cmd, cmd_notes), (fail, _) = asyncio.run(go())
     assert "$ make" in cmd and "timeout 9s" in cmd and cmd_notes == ["[command cut: ...]"]
     assert fail == "this call would fail: x: no such file"
+
+
+def test_a_tool_whose_touches_fails_is_not_run(home, repo, m3):
+    """Fail closed: a declaration that cannot be read never lets the call through."""
+    from m3agent.tools.base import Tool, ToolResult
+    from m3agent.tools.toolset import Toolset
+    from pydantic import BaseModel
+
+    ran = []
+
+    class A(BaseModel):
+        x: str
+
+    class Broken(Tool):
+        name = "broken"
+        description = "declares badly"
+        Args = A
+        mutates = True
+
+        def touches(self, args):
+            raise RuntimeError("bug")
+
+        def run(self, args, ctx):
+            ran.append(args.x)
+            return ToolResult("ran")
+
+    script = [m3.calls(m3.invoke("broken", x="1")), m3.answer("ok")]
+
+    async def go():
+        s = Session.create(ScriptedEngine(script), Toolset([Broken()]),
+                           AgentConfig(thinking_default="enabled", approval_policy="never"),
+                           sessions_dir=home / "sessions", cwd=repo)
+        seen, done = await m3.drive(s, "go")
+        await s.close()
+        return seen, done
+
+    seen, done = m3.run(go())
+    assert done.reason == "done" and ran == []
+    out = next(e for e in seen if isinstance(e, ev.ToolCallFinished))
+    assert out.is_error and "cannot tell what broken would touch (RuntimeError: bug)" in out.output
