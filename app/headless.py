@@ -21,11 +21,16 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.app import exit_codes
 from m3agent.app.safe_text import SafeStream, dumps, visible
+from m3agent.tools.base import Preview
+from m3agent.tools.bounds import NOT_APPLIED, cut_diff
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
 
 _LIMIT_REASONS = ("max_turns", "max_tool_calls", "timeout")
+# The approval prompt shows the head of the tool's preview (a terminal, not a pager).
+PROMPT_PREVIEW_LINES = 60
+PROMPT_PREVIEW_BYTES = 8_000
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -195,6 +200,15 @@ def deny_approver(note: str) -> Approver:
     return approve
 
 
+def prompt_preview(preview: Preview) -> str:
+    """The tool's preview as the terminal prompt shows it: its head, and what was cut."""
+    text, note = cut_diff(preview.text.splitlines(keepends=True), PROMPT_PREVIEW_LINES,
+                          PROMPT_PREVIEW_BYTES, NOT_APPLIED, str(preview.kind))
+    head = "this call would fail: " if preview.is_error else ""
+    notes = "".join(f"\n{n}" for n in (note, preview.note) if n)
+    return f"{head}{text.rstrip(chr(10))}{notes}\n"
+
+
 def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
     """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
     session and s = always (saved for later sessions too), except for shell, where p allows
@@ -211,9 +225,12 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
         if command is not None and any(matches(command, p) for p in prefixes):
             return ops.ApprovalDecision(req.call_id, "approve")
         prefix = command_prefix(command) if command is not None else None
-        err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")
+        # With a preview (the diff, the command) the arguments only repeat it: kept short.
+        err.write(f"\nApprove {req.name} {_short(req.arguments, 120 if req.preview else 400)}?")
         if req.reason:
             err.write(f" ({req.reason})")
+        if req.preview is not None:
+            err.write("\n" + prompt_preview(req.preview))
         if req.name != "shell":
             err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         elif prefix is not None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.bounds import preview_text
 from m3agent.tools.paths import PathDenied, resolve
 from m3agent.tools.sandbox.budget import WriteBudgetSpent
 from m3agent.tools.sandbox.policy import SandboxPolicy
@@ -32,6 +33,18 @@ def sandbox_of(ctx: ToolContext) -> Sandbox:
     return sandbox
 
 
+def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
+    if not args.workdir:
+        return ctx.cwd
+    try:
+        cwd = resolve(args.workdir, ctx)
+    except PathDenied as e:
+        return ToolResult(str(e), is_error=True)
+    if not cwd.is_dir():
+        return ToolResult(f"workdir {args.workdir}: no such directory", is_error=True)
+    return cwd
+
+
 class Shell(Tool):
     name = "shell"
     description = (
@@ -42,16 +55,25 @@ class Shell(Tool):
     Args = ShellArgs
     mutates = True
 
+    def touches(self, args: ShellArgs) -> Touches:
+        # A command's reach is enforced by the sandbox layers at run time, not predicted.
+        return Touches(reads=(args.workdir,) if args.workdir else (), opaque=True)
+
+    def preview(self, args: ShellArgs, ctx: ToolContext) -> Preview:
+        cwd = _workdir(args, ctx)
+        if isinstance(cwd, ToolResult):
+            return Preview(PreviewKind.TEXT, cwd.output, is_error=True)
+        timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
+        # The directory first: a long command's cut never hides where it runs.
+        text, note = preview_text(f"cwd: {cwd} (timeout {timeout:g}s)\n"
+                                  f"$ {args.command}\n", "command")
+        return Preview(PreviewKind.COMMAND, text, note)
+
     def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
         sandbox = sandbox_of(ctx)
-        cwd = ctx.cwd
-        if args.workdir:
-            try:
-                cwd = resolve(args.workdir, ctx)
-            except PathDenied as e:
-                return ToolResult(str(e), is_error=True)
-            if not cwd.is_dir():
-                return ToolResult(f"workdir {args.workdir}: no such directory", is_error=True)
+        cwd = _workdir(args, ctx)
+        if isinstance(cwd, ToolResult):
+            return cwd
         timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
         try:
             r = sandbox.run(args.command, cwd=cwd, timeout_s=timeout, cancel=ctx.cancel, env=ctx.env)

@@ -48,6 +48,8 @@ async def test_approve_edit_applies_it_and_shows_the_diff(harness, until, m3text
         await send(pilot, "fix add")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         assert "a + b" in str(app.screen.query_one("#approval-args").render())
+        # the edit tool's own preview (Tool.preview), carried by the request
+        assert "+    return a + b" in str(app.screen.query_one("#approval-diff").render())
         await pilot.press("y")
         await turn_done(pilot, until)
         assert (harness.repo / "src/calc.py").read_text() == "def add(a, b):\n    return a + b\n"

@@ -10,7 +10,6 @@ from m3agent.agent import events as ev
 from m3agent.app.tui.attachments import at_token, complete_path, media_in_prompt, media_part
 from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.event_batch import batches, coalesce
-from m3agent.app.tui.preview import preview_diff
 from m3agent.app.tui.slash import SlashError, next_thinking, parse_slash
 from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
@@ -81,18 +80,6 @@ def test_media_from_prompt_and_attach(tmp_path):
         media_part("notes.txt", tmp_path)
     with pytest.raises(ValueError, match="no such file"):
         media_part("gone.mp4", tmp_path)
-
-
-def test_preview_diff_for_edit_and_write(tmp_path):
-    (tmp_path / "a.py").write_text("x = 1\ny = 2\n")
-    diff = preview_diff("edit_file", {"path": "a.py", "old_string": "y = 2", "new_string": "y = 3"},
-                        tmp_path)
-    assert "-y = 2\n+y = 3\n" in diff and diff.startswith("--- a/a.py\n+++ b/a.py\n")
-    assert preview_diff("edit_file", {"path": "a.py", "old_string": "zzz", "new_string": "q"},
-                        tmp_path) is None
-    new = preview_diff("write_file", {"path": "b.py", "content": "print(1)\n"}, tmp_path)
-    assert "+print(1)" in new
-    assert preview_diff("shell", {"command": "ls"}, tmp_path) is None
 
 
 def test_context_notices_carry_no_ids():

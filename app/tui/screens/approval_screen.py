@@ -11,7 +11,6 @@ from m3agent.agent.ops import ApprovalDecision
 from m3agent.app.command_prefix import shown
 from m3agent.app.safe_text import visible
 from m3agent.app.tui.ports import ApprovalAnswer
-from m3agent.app.tui.preview import preview_diff
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.tool_card import format_arguments
 from rich.text import Text
@@ -41,9 +40,9 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         super().__init__()
         self.request = request
         self.prefix = prefix  # shell: the prefix "always allow" would cover, if any
-        self.diff = request.diff
-        if self.diff is None and cwd is not None:
-            self.diff = preview_diff(request.name, request.arguments, cwd)
+        # The tool's own preview (Tool.preview, carried by the request): no diff is computed
+        # here. `cwd` is no longer needed; kept so callers need not change.
+        self.preview = request.preview
 
     def compose(self) -> ComposeResult:
         req = self.request
@@ -53,8 +52,16 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
                 yield Static(visible(req.reason), markup=False, id="approval-reason")
             with VerticalScroll(id="approval-body"):
                 yield Static(format_arguments(req.arguments), markup=False, id="approval-args")
-                if self.diff:
-                    yield DiffView(self.diff, id="approval-diff")
+                p = self.preview
+                if p is not None and p.kind == "diff" and p.text and not p.is_error:
+                    yield DiffView(p.text, id="approval-diff")
+                elif p is not None and p.text:
+                    head = "this call would fail: " if p.is_error else ""
+                    yield Static(visible(head + p.text), markup=False, id="approval-preview")
+                elif req.diff:  # a request built without a preview (older producers)
+                    yield DiffView(req.diff, id="approval-diff")
+                if p is not None and p.note:
+                    yield Static(visible(p.note), markup=False, id="approval-preview-note")
             yield Input(placeholder="note to the model (why not, what instead)", id="deny-note")
             with Horizontal(id="approval-buttons"):
                 yield Button("Approve once (y)", id="approve", variant="success")
