@@ -23,6 +23,7 @@ from m3agent.app import exit_codes
 from m3agent.app.safe_text import SafeStream, dumps, visible
 from m3agent.tools.base import Preview
 from m3agent.tools.bounds import NOT_APPLIED, cut_diff
+from m3agent.tools.shell import Shell
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
@@ -220,7 +221,7 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
     prefixes: list[tuple[str, ...]] = []
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
-        command = req.arguments.get("command") if req.name == "shell" else None
+        command = req.arguments.get("command") if req.name == Shell.name else None
         command = command if isinstance(command, str) else None
         if command is not None and any(matches(command, p) for p in prefixes):
             return ops.ApprovalDecision(req.call_id, "approve")
@@ -231,7 +232,7 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
             err.write(f" ({req.reason})")
         if req.preview is not None:
             err.write("\n" + prompt_preview(req.preview))
-        if req.name != "shell":
+        if req.name != Shell.name:
             err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         elif prefix is not None:
             err.write(f" [y]es / [p] always `{shown(prefix)} …` / [N]o: ")
@@ -242,9 +243,9 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
         answer = (await asyncio.to_thread(reader.readline)).strip().lower()
         if answer in ("y", "yes"):
             return ops.ApprovalDecision(req.call_id, "approve")
-        if answer in ("a", "always") and req.name != "shell":
+        if answer in ("a", "always") and req.name != Shell.name:
             return ops.ApprovalDecision(req.call_id, "approve_session")
-        if answer in ("s", "save") and req.name != "shell":
+        if answer in ("s", "save") and req.name != Shell.name:
             return ops.ApprovalDecision(req.call_id, "approve_always")
         if answer == "p" and prefix is not None:
             prefixes.append(prefix)

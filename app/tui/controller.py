@@ -22,8 +22,9 @@ from m3agent.app.tui.attachments import media_in_prompt, media_part
 from m3agent.app.tui.ports import SessionLike, TuiConfig
 from m3agent.app.tui.slash import next_thinking
 from m3agent.engine.api import MediaPart
+from m3agent.tools.shell import Shell
 
-SHELL_TOOL = "shell"
+SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 
 
 @dataclass(frozen=True, slots=True)

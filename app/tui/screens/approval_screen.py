@@ -13,6 +13,7 @@ from m3agent.app.safe_text import visible
 from m3agent.app.tui.ports import ApprovalAnswer
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.tool_card import format_arguments
+from m3agent.tools.shell import Shell
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-SHELL = "shell"
+SHELL = Shell.name  # the tool whose calls get command-prefix approvals
 
 
 class ApprovalScreen(ModalScreen[ApprovalAnswer]):
