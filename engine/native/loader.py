@@ -23,6 +23,7 @@ from m3agent.engine.m3.config import parse_config
 from m3agent.engine.native.gguf_loader import load_gguf
 from m3agent.engine.native.llama import LlamaConfig, LlamaForCausalLM
 from m3agent.engine.native.model import M3ForCausalLM
+from m3agent.engine.safetensors_meta import read_header
 from torch import nn
 
 log = logging.getLogger(__name__)
@@ -244,21 +245,6 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
     return model.eval()
 
 
-def _safetensors_header(f: Path) -> dict[str, Any]:
-    import struct
-
-    try:
-        with f.open("rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            if n > 100_000_000:
-                raise ValueError("header length is implausible")
-            header = json.loads(fh.read(n))
-    except (OSError, struct.error, json.JSONDecodeError, ValueError) as e:
-        raise ValueError(f"corrupt safetensors file {f}: {e}") from None
-    header.pop("__metadata__", None)
-    return header
-
-
 def checkpoint_info(path: str | Path) -> dict[str, Any]:
     """What `m3agent model info` prints; reads headers only, never the weights."""
     from collections import Counter
@@ -283,7 +269,7 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
     cfg = _read_json(p / "config.json")
     params, dtypes, skipped = 0, Counter(), 0
     for f in safetensors_files(p):
-        for name, meta in _safetensors_header(f).items():
+        for name, meta in read_header(f).items():
             if name.endswith(("weight_scale_inv", "weight_scale")):
                 continue
             if _checkpoint_to_param(name) is None:

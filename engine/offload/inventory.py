@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..m3.config import M3TextConfig, parse_config
+from ..safetensors_meta import read_header
 
 DTYPE_BYTES = {"F64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "I16": 2, "I64": 8,
                "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U8": 1, "I8": 1, "BOOL": 1}
@@ -90,20 +90,6 @@ def classify(name: str) -> Part:
     if ".mlp." in name:
         return Part.DENSE_MLP
     return Part.NORMS
-
-
-def read_header(f: Path) -> dict[str, Any]:
-    """The JSON header of one safetensors file (the weights are never read)."""
-    try:
-        with f.open("rb") as fh:
-            (n,) = struct.unpack("<Q", fh.read(8))
-            if n > 100_000_000:
-                raise ValueError("header length is implausible")
-            header = json.loads(fh.read(n))
-    except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"corrupt safetensors file {f}: {e}") from None
-    header.pop("__metadata__", None)
-    return header
 
 
 def _tensors(model_dir: Path) -> Iterator[tuple[str, int]]:
