@@ -117,6 +117,9 @@ class ChatRequest:
     # The mode written in the prompt's first (system) block. Fixed for a session (its starting
     # default), so a per-turn `thinking_mode` change never rewrites earlier tokens.
     session_thinking_mode: ThinkingMode = "adaptive"
+    # OpenAI's tool_choice: None/"auto" parse calls, "none" keeps the markup as content
+    # (vLLM's behaviour; engine/m3/tool_parser.py).
+    tool_choice: str | dict[str, Any] | None = None
 
 
 # ---- deltas -------------------------------------------------------------------------------
@@ -154,7 +157,7 @@ class Usage:
         return self.prompt_tokens - self.cached_prompt_tokens
 
 
-FinishReason = Literal["stop", "length", "tool_calls", "abort"]
+FinishReason = Literal["stop", "length", "tool_calls", "abort", "repetition", "error"]
 
 
 @dataclass(frozen=True, slots=True)

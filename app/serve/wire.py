@@ -215,6 +215,7 @@ def to_chat_request(
         thinking_mode=mode,
         sampling=sampling,
         session_thinking_mode=session_mode,
+        tool_choice=body.tool_choice,
     )
 
 

@@ -207,7 +207,7 @@ class RemoteEngine:
         resp = await self._open(body)
         self._active[request.request_id] = resp
         decoder = StreamDecoder(
-            ContentReparser(list(request.tools), request.thinking_mode), self.origin
+            ContentReparser(list(request.tools), request.thinking_mode, request.tool_choice), self.origin
         )
         first_at: float | None = None
         try:

@@ -86,7 +86,7 @@ def request_body(request: ChatRequest, model: str, *, raw_text: bool = False) ->
         body["stop"] = list(s.stop)
     if request.tools:
         body["tools"] = list(request.tools)
-        body["tool_choice"] = "auto"
+        body["tool_choice"] = request.tool_choice or "auto"
     return body
 
 

@@ -34,16 +34,18 @@ class ContentReparser:
     either reasoning_content or a `</mm:think>` in content decides which case this is, content
     is held back (a short wait in practice: reasoning comes first)."""
 
-    def __init__(self, tools: list[dict[str, Any]], thinking_mode: str):
+    def __init__(self, tools: list[dict[str, Any]], thinking_mode: str,
+                 tool_choice: Any = None):
         self._tools = tools
         self._mode = thinking_mode
+        self._tool_choice = tool_choice
         self._parser: Any = None
         self._held: list[str] = []
 
     def _start(self, mode: str) -> list[ChatDelta]:
         from m3agent.engine.m3.output_parser import M3OutputParser
 
-        self._parser = M3OutputParser(self._tools, mode)
+        self._parser = M3OutputParser(self._tools, mode, tool_choice=self._tool_choice)
         held, self._held = "".join(self._held), []
         return list(self._parser.feed(held)) if held else []
 

@@ -168,7 +168,8 @@ class Turn:
         self._parser = (
             None
             if request is None
-            else M3OutputParser(list(request.tools), request.thinking_mode)
+            else M3OutputParser(list(request.tools), request.thinking_mode,
+                                tool_choice=request.tool_choice)
         )
         self._started = time.monotonic()
         self._first_at: float | None = None

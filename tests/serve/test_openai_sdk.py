@@ -115,3 +115,29 @@ def test_unsupported_completion_parameters_are_400(tmp_path, extra, words):
         return str(e.value)
 
     assert words in run(ScriptedEngine(["x"]), tmp_path, main)
+
+
+TOOL = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                       "required": ["path"]}}}
+CALL = (f"</mm:think>Reading.{NS}<tool_call>\n{NS}<invoke name=\"read_file\">{NS}<path>a.py"
+        f"{NS}</path>{NS}</invoke>\n{NS}</tool_call>")
+
+
+@pytest.mark.parametrize("choice", ["auto", "none"])
+def test_tool_choice_reaches_the_parser(tmp_path, choice):
+    """vLLM's rule: with tool_choice "none" the model's markup is content, not a call."""
+    engine = ScriptedEngine([CALL], chunk_chars=5)
+
+    async def main(client):
+        return await client.chat.completions.create(
+            model="tiny", max_tokens=64, messages=[{"role": "user", "content": "read a.py"}],
+            tools=[TOOL], tool_choice=choice)
+
+    msg = run(engine, tmp_path, main).choices[0].message
+    if choice == "auto":
+        assert [c.function.name for c in msg.tool_calls] == ["read_file"]
+        assert msg.content == "Reading."
+    else:
+        assert not msg.tool_calls
+        assert msg.content.startswith("Reading.") and "read_file" in msg.content
