@@ -99,7 +99,8 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
     cached_total = 0
     for n, req in enumerate(engine.requests):
         ids = tok.encode_parts(render_prompt_parts(
-            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl))
+            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
+            session_thinking_mode=req.session_thinking_mode))
         best = max((common_prefix_len(s, ids) for s in sequences), default=0)
         expected = min(best // PAGE, (len(ids) - 1) // PAGE) * PAGE
         gen = engine.generated[req.request_id]
@@ -116,7 +117,8 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
     sequences = []
     for req in engine.requests:
         ids = tok.encode_parts(render_prompt_parts(
-            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl))
+            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
+            session_thinking_mode=req.session_thinking_mode))
         best = max((common_prefix_len(s, ids) for s in sequences), default=0)
         expect_each.append(min(best // PAGE, (len(ids) - 1) // PAGE) * PAGE)
         sequences.append(ids + engine.generated[req.request_id][:-1])
