@@ -30,6 +30,7 @@ from m3agent.tools.private_fs import fix_mode
 ENGINES = ("native", "vllm", "remote", "scripted")
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 
+SECRET_ENV = ("M3AGENT_API_KEY", "OPENAI_API_KEY")  # read once, then taken out of the env
 _ENV = {
     "M3AGENT_ENGINE": "engine",
     "M3AGENT_MODEL": "model",
@@ -197,6 +198,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             values[key] = env[var]
     if "api_key" not in values and env.get("OPENAI_API_KEY"):
         values["api_key"] = env["OPENAI_API_KEY"]
+    if env is os.environ:
+        # Held in memory from here on: no child (commands, MCP servers) inherits the keys, and
+        # /proc/<agent>/environ no longer shows them (issue 13: the agent's own secrets).
+        from m3agent.tools.sandbox.selfguard import forget_environ
+
+        forget_environ([name for name in SECRET_ENV if name in env])
     try:
         return Settings(home=home, config_path=config, **values)
     except TypeError as e:  # a value of the wrong type in the file
