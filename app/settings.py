@@ -58,6 +58,7 @@ class Settings:
     network: bool = False  # shell commands may use the network
     add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
     dangerously_no_sandbox: bool = False  # run the shell even when no sandbox layer works
+    accept_sandbox_gaps: bool = False  # without bubblewrap: chmod/utime outside the workspace
     allow_home: bool = False  # start even in $HOME, / or a directory holding them
     max_turns: int = 50
     max_tool_calls: int = 200

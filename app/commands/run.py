@@ -80,6 +80,11 @@ def register(app: typer.Typer) -> None:
         allow_home: bool = typer.Option(
             False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
         ),
+        accept_sandbox_gaps: bool = typer.Option(
+            False, "--accept-sandbox-gaps",
+            help="Without bubblewrap, accept that commands can chmod/touch files outside the "
+            "workspace (asked once in a terminal otherwise).",
+        ),
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", metavar="N", help="Most tokens the model may generate per call."
         ),
@@ -120,6 +125,7 @@ def register(app: typer.Typer) -> None:
                 "add_dirs": tuple(str(d) for d in add_dir) or None,
                 "dangerously_no_sandbox": dangerously_no_sandbox or None,
                 "allow_home": allow_home or None,
+                "accept_sandbox_gaps": accept_sandbox_gaps or None,
                 "max_tokens": max_tokens,
                 "context_budget": context_budget,
                 "context": False if no_context else None,
@@ -199,8 +205,13 @@ def execute(
         if resume is None:
             return fail(exit_codes.USAGE_ERROR, f"no session to continue in {where} "
                         "(m3agent sessions lists them)")
+    from m3agent.app.sandbox_consent import ConsentRefused, consent_for
+
     try:
+        consent_for(settings, (cwd or Path.cwd()).expanduser().resolve())
         session = build_session(settings, cwd=cwd, script=script, resume=resume)
+    except ConsentRefused as e:
+        return fail(exit_codes.SANDBOX_UNAVAILABLE, str(e))
     except (ValueError, SessionLogError) as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:

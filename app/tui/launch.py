@@ -34,8 +34,15 @@ def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
         return fail("the terminal UI needs a terminal; for scripts and pipes use "
                     "`m3agent run PROMPT`")
 
+    from m3agent.app.sandbox_consent import ConsentRefused, consent_for
     from m3agent.app.tui.onboarding import needs_setup
     from m3agent.app.tui.run import run_tui
+
+    try:  # before the screen is taken: a question on the plain terminal
+        consent_for(settings, config.cwd)
+    except ConsentRefused as e:
+        print(f"error: {visible(str(e))}", file=sys.stderr)
+        return exit_codes.SANDBOX_UNAVAILABLE
 
     if needs_setup(settings, flags, script):  # first run: ask instead of failing
         config = replace(config, setup=setup_port(settings, config.cwd))
