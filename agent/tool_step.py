@@ -13,7 +13,7 @@ from m3agent.agent import events as ev
 from m3agent.agent.approvals import Verdict
 from m3agent.agent.ops import ApprovalDecision, Decision
 from m3agent.agent.turn_state import LoopDeps, TurnControl
-from m3agent.engine.api import Message, ToolCall
+from m3agent.engine.api import MediaPart, Message, ToolCall
 from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult
 
 if TYPE_CHECKING:
@@ -106,7 +106,8 @@ def _dispatch_sync(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -
 async def record_result(deps: LoopDeps, call: ToolCall, result: ToolResult) -> None:
     """Log the tool message (before anything else happens), then tell the front ends."""
     deps.conversation.append(
-        Message(role="tool", content=result.output, tool_call_id=call.id, name=call.name)
+        Message(role="tool", content=result.output, tool_call_id=call.id, name=call.name,
+                media=result_media(result))
     )
     await deps.emit(
         ev.ToolCallFinished(
@@ -168,3 +169,18 @@ def not_run(reason: str) -> ToolResult:
 
 def cancelled_result() -> ToolResult:
     return ToolResult("interrupted by the user", is_error=True, metadata={"interrupted": True})
+
+
+def result_media(result: ToolResult) -> tuple[MediaPart, ...]:
+    """The images a tool result shows the model, each checked like an attachment (format,
+    size, decompression bomb); one that fails stays a text note in the result."""
+    from m3agent.agent.attachments import AttachmentError, validate_attachments
+
+    out = []
+    for kind, path, offset in result.media:
+        try:
+            (part,) = validate_attachments([MediaPart(kind, path)])  # type: ignore[arg-type]
+        except AttachmentError:
+            continue
+        out.append(MediaPart(part.kind, part.path, offset=offset))
+    return tuple(out)

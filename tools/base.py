@@ -25,6 +25,9 @@ class ToolResult:
     # Structured extras for front ends: "diff" (unified diff text), "exit_code", "truncated",
     # "paths_changed" (list[str]), "blocked_by" (sandbox layer) ...
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Images the model sees inside the result: (kind, absolute path, character offset of the
+    # placeholder in `output`), offsets non-decreasing (the chat template renders them there).
+    media: tuple[tuple[str, str, int], ...] = ()
 
 
 class PreviewKind(StrEnum):

@@ -139,7 +139,7 @@ class NativeEngine:
         prompt = self._chat.render(request)
         ids = list(prompt.token_ids)
         mm = None
-        if any(m.media for m in request.messages if m.role == "user"):
+        if any(m.media for m in request.messages if m.role in ("user", "tool")):
             if self._media is None:
                 raise EngineRequestError(
                     f"{self._model_name} is a text-only checkpoint (no vision tower): "

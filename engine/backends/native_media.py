@@ -152,5 +152,5 @@ class NativeMedia:
 
 
 def attached_parts(messages: Sequence[Message]) -> list[MediaPart]:
-    """Media parts in prompt order; the chat template places them for user messages only."""
-    return [p for m in messages if m.role == "user" for p in m.media]
+    """Media parts in prompt order; the chat template places them in user and tool messages."""
+    return [p for m in messages if m.role in ("user", "tool") for p in m.media]

@@ -19,7 +19,7 @@ def media_items(
     messages: Sequence[Message], plan: Any, model_name: str, config: Any
 ) -> list[Any]:
     """The request's media as loaded MediaInputs, in prompt order; [] for a text request."""
-    parts = [p for m in messages if m.role == "user" for p in m.media]
+    parts = [p for m in messages if m.role in ("user", "tool") for p in m.media]
     if not parts:
         return []
     limits = plan.engine_args.get("limit_mm_per_prompt")

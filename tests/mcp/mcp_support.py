@@ -13,6 +13,17 @@ from pathlib import Path
 
 NS = "]<]minimax[>["
 
+def _red_png_b64() -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32), (200, 30, 30)).save(buf, "PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
 # One server with every behaviour the tests need; the tool names say what each one does.
 SERVER = textwrap.dedent('''
     import os, sys, time, socket
@@ -117,6 +128,15 @@ SERVER = textwrap.dedent('''
         else:
             s.run()
 ''')
+SERVER = SERVER.replace('@s.resource("mem://report")', textwrap.dedent(f'''
+    @s.tool()
+    def photo() -> list:
+        """A real 32x32 PNG: the model sees it inside the tool response."""
+        return [t.TextContent(type="text", text="the photo"),
+                t.ImageContent(type="image", data="{_red_png_b64()}", mime_type="image/png")]
+
+    ''').lstrip("\n") + '@s.resource("mem://report")', 1)
+
 
 # A server that speaks enough JSON-RPC to start, then answers a tool call with garbage.
 GARBAGE = textwrap.dedent('''

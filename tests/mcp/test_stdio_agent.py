@@ -19,7 +19,7 @@ def test_tools_are_listed_called_and_answered(home, repo, server, user_config, s
     session = open_session(load_settings(), repo, script)
     names = session.toolset.names()
     assert [n for n in names if n.startswith("mcp")] == [
-        "mcp__demo__add", "mcp__demo__pic", "mcp__demo__grow", "mcp__demo__crash",
+        "mcp__demo__add", "mcp__demo__pic", "mcp__demo__photo", "mcp__demo__grow", "mcp__demo__crash",
         "mcp__demo__die_soon", "mcp__demo__hang", "mcp__demo__slow", "mcp__demo__env", "mcp__demo__write",
         "mcp__demo__connect", "mcp__demo__big", "mcp__demo__whoami", "mcp_read_resource"]
     schema = session.toolset.get("mcp__demo__add").schema()
@@ -43,7 +43,7 @@ def test_tools_are_listed_called_and_answered(home, repo, server, user_config, s
     assert tool_msgs[0].name == "mcp__demo__add" and tool_msgs[0].content.startswith("42")
 
 
-def test_image_is_a_placeholder_and_the_linked_resource_is_readable(
+def test_a_broken_image_stays_a_note_and_the_linked_resource_is_readable(
         home, repo, server, user_config, stdio_config, open_session, drive):
     user_config(stdio_config("demo", server))
     script = [calls(invoke("mcp__demo__pic")),
@@ -54,12 +54,31 @@ def test_image_is_a_placeholder_and_the_linked_resource_is_readable(
     pic, res = finished(events)
     assert "here is the chart" in pic.output
     assert "[image/png image, 8 bytes, saved to " in pic.output
-    assert "not shown to the model" in pic.output
     saved = Path(pic.metadata["images"][0])
     assert saved.read_bytes().startswith(b"\x89PNG") and saved.is_relative_to(home)
     assert 'mcp_read_resource(server="demo", uri="mem://report")' in pic.output
     assert pic.metadata["resource_links"] == ["mem://report"]
     assert not res.is_error and res.output == "the full report text"
+    # 8 bytes are no image: the note stays text and no placeholder reaches the prompt.
+    tool = [m for m in session.messages if m.role == "tool"][0]
+    assert tool.media == ()
+
+
+def test_an_image_result_reaches_the_model_inside_the_tool_response(
+        home, repo, server, user_config, stdio_config, open_session, drive):
+    user_config(stdio_config("demo", server))
+    session = open_session(load_settings(), repo,
+                           [calls(invoke("mcp__demo__photo")), answer("a red square")])
+    events, done = drive(session, "look at the photo")
+    assert done.reason == "done"
+    tool = [m for m in session.messages if m.role == "tool"][0]
+    assert [p.kind for p in tool.media] == ["image"]
+    assert Path(tool.media[0].path).read_bytes().startswith(b"\x89PNG")
+    assert tool.content[: tool.media[0].offset].endswith("]")  # right after its own note
+    # The real template's layout: the placeholder inside the tool's <response>.
+    prompt = session.engine.prompts[-1]
+    response = prompt[prompt.rindex("<response>"):].split("</response>")[0]
+    assert "the photo" in response and "]<]image[>[" in response
 
 
 def test_list_changed_is_noted_but_the_session_tool_set_stays(

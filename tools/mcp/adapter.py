@@ -165,13 +165,17 @@ def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResul
     images: list[str] = []
     links: list[str] = []
     texts: list[str] = []
+    shown: dict[int, str] = {}  # row index -> saved image the model sees after that row
     for block in result.content or []:
         kind = getattr(block, "type", "")
         if kind == "text":
             rows.append(block.text)
             texts.append(block.text)
         elif kind in ("image", "audio"):
+            saved_before = len(images)
             rows.append(_binary(block.data, block.mime_type, media_dir, images, kind))
+            if kind == "image" and len(images) > saved_before:
+                shown[len(rows) - 1] = images[-1]
         elif kind == "resource_link":
             links.append(str(block.uri))
             mime = f", {block.mime_type}" if block.mime_type else ""
@@ -196,7 +200,17 @@ def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResul
     if links:
         meta["resource_links"] = links
     text = "\n".join(rows) if rows else "(no content)"
-    return _bounded(text, bool(result.is_error), meta)
+    bounded = _bounded(text, bool(result.is_error), meta)
+    if not shown or bounded.metadata.get("truncated"):
+        return bounded  # a cut result keeps its text notes only (offsets would not hold)
+    media, pos = [], 0
+    for i, row in enumerate(rows):
+        pos += len(row)
+        if i in shown:
+            media.append(("image", shown[i], pos))  # right after the row that names it
+        pos += 1  # the newline
+    return ToolResult(bounded.output, is_error=bounded.is_error, metadata=bounded.metadata,
+                      media=tuple(media))
 
 
 def _same_json(text: str, value: Any) -> bool:
@@ -216,7 +230,8 @@ def _same_json(text: str, value: Any) -> bool:
 
 def _binary(data: str, mime: str | None, media_dir: Path | None, saved: list[str],
             label: str) -> str:
-    """Media cannot travel in a tool result to the model yet: save it, say where."""
+    """Save the data, say where (an image is then shown to the model right after this text,
+    when the agent can read it as an image)."""
     try:
         raw = base64.b64decode(data, validate=False)
     except (ValueError, TypeError):
@@ -232,8 +247,9 @@ def _binary(data: str, mime: str | None, media_dir: Path | None, saved: list[str
             where = f", saved to {path}"
         except OSError:
             where = ""
+    shown = "" if label == "image" and where else "; not shown to the model"
     return (f"[{mime or 'binary'} {label if label in ('image', 'audio') else 'data'}, "
-            f"{len(raw)} bytes{where}; not shown to the model]")
+            f"{len(raw)} bytes{where}{shown}]")
 
 
 def _bounded(text: str, is_error: bool, meta: dict[str, Any]) -> ToolResult:
