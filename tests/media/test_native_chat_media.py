@@ -20,6 +20,7 @@ from m3agent.engine.api import (
     MediaPart,
     Message,
     SamplingParams,
+    ToolCall,
     UsageDelta,
 )
 from m3agent.engine.backends.native import NativeEngine
@@ -230,3 +231,20 @@ def test_cli_run_native_with_an_image(vl_dir, tmp_path):
     assert r.returncode == 0, r.stderr
     # 120x80 -> 112x84: 8x6 patches -> 12 image tokens + 2 wrappers; the same prompt otherwise.
     assert with_image - json.loads(r.stdout)["usage"]["prompt_tokens"] == 12 + 2
+
+
+def test_an_image_in_a_tool_result_is_expanded_like_an_attachment(engine, tmp_path):
+    """A tool message's image (an MCP result) sits inside its <response> and costs the same
+    tokens as the image attached to a user message."""
+    img = _png(tmp_path / "tool.png", (30, 200, 30))
+    call = ToolCall("call_1", "mcp__demo__photo", {})
+    note = "the photo [image/png image]"
+    msgs = [Message("user", "Look at the photo."),
+            Message("assistant", "", tool_calls=(call,)),
+            Message("tool", note, tool_call_id="call_1", name=call.name,
+                    media=(MediaPart("image", str(img), offset=len(note)),))]
+    text, usage = _run(engine, _request("tool-img", msgs))
+    base = _text_ids(engine, msgs)
+    ids = VisionTokenIds.from_vocab(engine._tokenizer.token_to_id)
+    assert base.count(ids.image) == 1
+    assert usage is not None and usage.usage.prompt_tokens == len(base) - 1 + 1 + 16 + 1
