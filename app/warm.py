@@ -15,9 +15,11 @@ server) come back to the front end as Progress events.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -108,10 +110,45 @@ def ensure_server(settings: Any, report: Report | None = None,
         return lock
     deadline = time.monotonic() + timeout_s
     if lock is None:
-        lock = _start(settings, resolved, say, timeout_s)
+        # One starter at a time per model (runs in two workspaces may start together): the
+        # others wait here, then find the winner's server ready.
+        with _start_lock(settings.home, resolved.key, say, deadline):
+            lock = find_lock(settings.home, resolved.key)
+            if lock is None:
+                lock = _start(settings, resolved, say, timeout_s)
     if lock is None or lock.state != "ready":
         lock = _wait_ready(settings.home, resolved.key, say, deadline)
     return lock
+
+
+@contextlib.contextmanager
+def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[None]:
+    """An exclusive flock on <serve dir>/<model>.start, polled so that the model-load lines
+    of the server being started elsewhere keep coming while this run waits."""
+    import fcntl
+
+    path = _log_path(home, key).with_suffix(".start")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    relay = LoadRelay(_log_path(home, key), say)
+    with open(path, "a") as f:
+        said = False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise EngineUnavailable(f"another m3agent run is still starting the "
+                                            f"server for {key}") from None
+                if not said:
+                    say(_server("another m3agent run is starting the server; waiting for it"))
+                    said = True
+                relay.poll()
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _log_path(home: Path, key: str) -> Path:
@@ -129,8 +166,12 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
     relay = LoadRelay(log, say)
     argv = ["serve", "--engine", settings.engine, "--model", str(resolved.path)]
     # The data home as its working directory: the server outlives the run's workspace.
+    # Its data home and config are ours whatever the environment says: its lock must be where
+    # we look, and it must load the model as this run would (device, dtype).
+    env = {**os.environ, "M3AGENT_HOME": str(settings.home),
+           "M3AGENT_CONFIG": str(settings.config_path)}
     lock, _, tail = start_detached(argv, settings.home, resolved.key, timeout_s,
-                                   cwd=settings.home, on_wait=relay.poll)
+                                   cwd=settings.home, on_wait=relay.poll, env=env)
     if lock is not None:
         relay.poll()
         say(_server(f"started m3agent serve ({lock.backend}, {lock.served_model_name}) on "

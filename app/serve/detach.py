@@ -19,16 +19,17 @@ from m3agent.app.serve.lock import ServerLock, find_lock, lock_path
 
 def start_detached(argv: list[str], home: Path, model_key: str, timeout_s: float = 3600.0,
                    *, cwd: Path | None = None, on_wait: Callable[[], None] | None = None,
-                   ) -> tuple[ServerLock | None, Path, str]:
+                   env: dict[str, str] | None = None) -> tuple[ServerLock | None, Path, str]:
     """(lock, log path, log tail). lock is None when the server exited or timed out.
-    cwd: the server's working directory; on_wait: called between polls (progress)."""
+    cwd: the server's working directory; on_wait: called between polls (progress);
+    env: the server's environment (default: ours)."""
     log_path = lock_path(home, model_key).with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "m3agent.app.cli", *argv],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=dict(os.environ), cwd=cwd,
+            start_new_session=True, env=dict(os.environ) if env is None else env, cwd=cwd,
         )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
