@@ -218,7 +218,7 @@ def _context(settings: Settings, cwd: Path, engine: Any, *, new: bool,
         return build_snapshot(cwd, tokenizer, config, progress=report)
 
     out: dict[str, Any] = {
-        "snapshot_builder": lambda: take().message(),
+        "snapshot_builder": lambda report=None: take(report).message(),
         "auto_compact_tokens": max(1, int(info.max_context_tokens * 0.9)),
     }
     if not new:

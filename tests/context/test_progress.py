@@ -52,3 +52,49 @@ def test_updates_are_throttled_but_the_listing_and_the_end_always_come():
     tally.done(99_999)
     assert [(p.done, p.final) for p in seen] == [(0, False), (10_001, False), (10_001, True)]
     assert "99,999 tokens" in seen[-1].message
+
+
+def test_a_refresh_reports_progress_in_the_session_stream_not_in_its_log(make_repo, tmp_path):
+    """Opening: the factory's callback; a refresh inside the session: Progress events in the
+    session's own stream (the session log keeps only what a resume needs)."""
+    import asyncio
+    import json
+
+    from m3agent.agent import events as ev
+    from m3agent.agent.ops import Compact, UserTurn
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import Settings
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    repo = make_repo(repo_files(12))
+    settings = Settings(home=tmp_path / "home", config_path=tmp_path / "none.toml",
+                        engine="scripted", approval="never", thinking="disabled")
+    engine = ScriptedEngine(["</mm:think>ok", "</mm:think>summary", "</mm:think>ok again"])
+    opening: list[Progress] = []
+    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None,
+                            progress=opening.append)
+    assert opening[0].total == 13 and opening[-1].final and opening[-1].done == 13
+
+    async def drive() -> list:
+        seen: list = []
+        stream = session.events()
+        for op in (UserTurn("hi"), Compact(refresh_snapshot=True)):
+            session.submit(op)
+            async for e in stream:
+                seen.append(e)
+                if isinstance(e, ev.TurnComplete) or (
+                        isinstance(e, ev.ContextEvent) and e.action == "refresh"):
+                    break
+        await session.close()
+        return seen
+
+    seen = asyncio.run(drive())
+    progress = [e for e in seen if isinstance(e, ev.Progress)]
+    assert progress and progress[-1].final and progress[-1].done == 13
+    refresh_at = next(i for i, e in enumerate(seen)
+                      if isinstance(e, ev.ContextEvent) and e.action == "refresh")
+    assert all(seen.index(p) < refresh_at for p in progress)  # before the refresh's report
+    assert progress[-1].to_dict()["stage"] == "snapshot"
+    log = (settings.sessions_dir / f"{session.id}.jsonl").read_text()
+    assert '"type": "progress"' not in log and '"progress"' not in json.dumps(
+        [json.loads(line).get("type") for line in log.splitlines()])
