@@ -204,3 +204,28 @@ def test_a_server_that_cannot_load_is_one_error_line(homes, tmp_path, workspace)
     assert len(error) == 1 and "m3agent serve did not start (log " in error[0]
     assert "--in-process" in error[0]
     assert all_locks(home) == []
+
+
+def test_the_tui_session_factory_starts_the_server_and_shows_progress(homes, tiny, workspace):
+    """The TUI's loading thread calls this factory: its loading line gets the server's and
+    the snapshot's messages, and the session runs on the background server."""
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.launch import session_factory
+    from m3agent.engine.backends.remote import RemoteEngine
+
+    home = homes("tui")
+    settings = load_settings(env_for(home)).override(engine="native", model=str(tiny))
+    lines: list[tuple[str, float | None]] = []
+    session = session_factory(settings, workspace, None)(None, lambda *a: lines.append(a))
+    try:
+        assert isinstance(session.engine, RemoteEngine)
+        (lock,) = all_locks(home)
+        labels = [label for label, _ in lines]
+        assert any(lb.startswith("starting m3agent serve --engine native") for lb in labels)
+        assert any(f"pid {lock.pid}" in lb and "m3agent serve --stop" in lb for lb in labels)
+        snap = [(lb, f) for lb, f in lines if lb.startswith("repository snapshot:")]
+        assert snap and snap[-1][1] == 1.0 and "5 files listed, 5 read" in snap[-1][0]
+    finally:
+        import asyncio
+
+        asyncio.run(session.engine.close())
