@@ -19,7 +19,6 @@ from m3agent.app.progress_line import ProgressLine
 from m3agent.app.warm import LoadRelay, load_log_writer, load_progress
 
 M3AGENT = Path(sys.executable).parent / "m3agent"
-NS = "]<]minimax[>["
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +100,7 @@ def test_progress_line_on_a_terminal_and_elsewhere():
 def _run_scripted(tmp_path: Path, repo: Path, stderr_tty: bool) -> tuple[int, str, str]:
     home = tmp_path / ("home-tty" if stderr_tty else "home-pipe")
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([f"</mm:think>hello"]))
+    script.write_text(json.dumps(["</mm:think>hello"]))
     env = {**os.environ, "M3AGENT_HOME": str(home), "COLUMNS": "200"}
     env.pop("M3AGENT_CONFIG", None)
     cmd = [str(M3AGENT), "run", "hi", "--engine", "scripted", "--script", str(script),
