@@ -3,7 +3,8 @@
 Codex's meaning of the policies:
 - untrusted:  ask before every tool that mutates (writes files, runs commands);
 - on-request: run inside the sandbox without asking; ask when the sandbox would block the call
-              or the tool declares itself risky;
+              (judged from the paths the tool declares it touches: Tool.touches, through
+              tools/sandbox/precheck.py) or the tool declares itself risky;
 - never:      never ask; what the sandbox blocks fails and the model sees the failure.
 Per-tool rules from config override the policy; when several rules match, deny wins, then ask.
 A rule names a tool, "*", a glob ("mcp__github__*"), or an MCP server as `mcp__SERVER` (all of
@@ -16,12 +17,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import TYPE_CHECKING
 
-from m3agent.agent.config import ToolRule
+from m3agent.agent.config import ApprovalPolicy, ToolRule, Verdict
+from m3agent.tools.base import Touches
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.precheck import blocks
 
-Verdict = Literal["allow", "ask", "deny"]
-_STRENGTH = {"allow": 0, "ask": 1, "deny": 2}
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.runner import Sandbox
+
+
+_STRENGTH = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,26 +46,25 @@ def rule_matches(rule: str, tool_name: str) -> bool:
 
 
 def _rule_verdict(tool_name: str, rules: tuple[ToolRule, ...]) -> Verdict | None:
-    matching = [r.action for r in rules if rule_matches(r.tool, tool_name)]
+    matching = [Verdict(r.action) for r in rules if rule_matches(r.tool, tool_name)]
     if not matching:
         return None
-    return max(matching, key=lambda a: _STRENGTH[a])  # type: ignore[return-value]
+    return max(matching, key=lambda a: _STRENGTH[a])
 
 
-def _sandbox_would_block(sandbox: Any, tool_name: str, arguments: dict[str, Any], mutates: bool):
-    """Asks the sandbox policy when it can answer; otherwise infers from its mode name."""
+def _sandbox_would_block(sandbox: Sandbox | SandboxPolicy | None, touches: Touches | None,
+                         mutates: bool) -> bool:
+    """From the paths the call declares (touches); a call that declared nothing (its
+    arguments did not parse) is judged by the mode alone: no change in a read-only sandbox."""
     if sandbox is None:
         return False
-    probe = getattr(sandbox, "would_block", None)
-    if callable(probe):
-        try:
-            return bool(probe(tool_name, arguments))
-        except Exception:  # a probe failure must not stop the turn; asking is the safe side
-            return True
-    policy = getattr(sandbox, "policy", sandbox)  # a Sandbox runner or a bare policy
-    mode = getattr(policy, "mode", None)
-    mode = getattr(mode, "value", mode)
-    return bool(mutates and mode == "read-only")
+    policy = sandbox if isinstance(sandbox, SandboxPolicy) else sandbox.policy
+    if touches is None:
+        return mutates and policy.mode is SandboxMode.READ_ONLY
+    try:
+        return blocks(policy, touches)
+    except Exception:  # a precheck failure must not stop the turn; asking is the safe side
+        return True
 
 
 class ApprovalGate:
@@ -66,7 +72,7 @@ class ApprovalGate:
 
     def __init__(self, policy: str, rules: tuple[ToolRule, ...] = (),
                  persist: Callable[[str], None] | None = None):
-        self.policy = policy
+        self.policy = ApprovalPolicy(policy)
         self.rules = rules
         self.persist = persist
         self._session_allowed: set[str] = set()
@@ -86,32 +92,34 @@ class ApprovalGate:
     def check(
         self,
         tool_name: str,
-        arguments: dict[str, Any],
+        touches: Touches | None = None,
         *,
         mutates: bool,
         risky: bool = False,
-        sandbox: Any = None,
+        sandbox: Sandbox | SandboxPolicy | None = None,
     ) -> ApprovalCheck:
+        """`touches`: what the call declares (Toolset.touches; None when it declared
+        nothing)."""
         rule = _rule_verdict(tool_name, self.rules)
-        if rule == "deny":
-            return ApprovalCheck("deny", f"the config denies the tool {tool_name}")
-        if rule == "allow":
-            return ApprovalCheck("allow", "allowed by a config rule")
-        if rule == "ask":
+        if rule is Verdict.DENY:
+            return ApprovalCheck(Verdict.DENY, f"the config denies the tool {tool_name}")
+        if rule is Verdict.ALLOW:
+            return ApprovalCheck(Verdict.ALLOW, "allowed by a config rule")
+        if rule is Verdict.ASK:
             if tool_name in self._session_allowed:
-                return ApprovalCheck("allow", "approved for this session")
-            return ApprovalCheck("ask", f"the config asks before {tool_name}")
+                return ApprovalCheck(Verdict.ALLOW, "approved for this session")
+            return ApprovalCheck(Verdict.ASK, f"the config asks before {tool_name}")
         if tool_name in self._session_allowed:
-            return ApprovalCheck("allow", "approved for this session")
-        if self.policy == "never":
-            return ApprovalCheck("allow", "approval policy is never")
-        if self.policy == "untrusted":
+            return ApprovalCheck(Verdict.ALLOW, "approved for this session")
+        if self.policy is ApprovalPolicy.NEVER:
+            return ApprovalCheck(Verdict.ALLOW, "approval policy is never")
+        if self.policy is ApprovalPolicy.UNTRUSTED:
             if mutates:
-                return ApprovalCheck("ask", f"{tool_name} changes the workspace")
-            return ApprovalCheck("allow", "read-only tool")
+                return ApprovalCheck(Verdict.ASK, f"{tool_name} changes the workspace")
+            return ApprovalCheck(Verdict.ALLOW, "read-only tool")
         # on-request
-        if _sandbox_would_block(sandbox, tool_name, arguments, mutates):
-            return ApprovalCheck("ask", f"the sandbox would block {tool_name}")
+        if _sandbox_would_block(sandbox, touches, mutates):
+            return ApprovalCheck(Verdict.ASK, f"the sandbox would block {tool_name}")
         if risky:
-            return ApprovalCheck("ask", f"{tool_name} is marked risky")
-        return ApprovalCheck("allow", "runs inside the sandbox")
+            return ApprovalCheck(Verdict.ASK, f"{tool_name} is marked risky")
+        return ApprovalCheck(Verdict.ALLOW, "runs inside the sandbox")

@@ -7,11 +7,29 @@ value is one clear line, whoever built it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from m3agent.engine.api import THINKING_MODES, SamplingParams, ThinkingMode
 
-APPROVAL_POLICIES: tuple[str, ...] = ("untrusted", "on-request", "never")
-RULE_ACTIONS: tuple[str, ...] = ("allow", "ask", "deny")
+
+class ApprovalPolicy(StrEnum):
+    """When to ask (agent/approvals.py says what each means)."""
+
+    UNTRUSTED = "untrusted"
+    ON_REQUEST = "on-request"
+    NEVER = "never"
+
+
+class Verdict(StrEnum):
+    """What a tool rule says, and what the approval gate decides for a call."""
+
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+APPROVAL_POLICIES: tuple[str, ...] = tuple(ApprovalPolicy)
+RULE_ACTIONS: tuple[str, ...] = tuple(Verdict)
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are m3agent, a coding agent working in the user's repository. Use the tools to read, "

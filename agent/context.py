@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent.context_files import FileRules, SnapshotProgress, list_candidates, read_source
-from m3agent.agent.context_rank import rank_scores
-from m3agent.agent.context_select import select
+from m3agent.agent.context_rank import outline, rank_scores
+from m3agent.agent.context_select import file_cap, select
 from m3agent.agent.context_tokens import TokenCounter
 from m3agent.agent.events import Progress
 from m3agent.engine.api import Message
@@ -48,8 +48,10 @@ class SnapshotConfig:
 @dataclass(frozen=True, slots=True)
 class FileEntry:
     path: str
-    status: str  # "included" | "listed" (over budget: path only) | "skipped" | "instructions"
-    tokens: int = 0  # of its section (included/instructions) or its path line (listed)
+    # "included" | "outline" (over the per-file cap: its top-level symbols) | "listed" (over
+    # budget: path only) | "skipped" | "instructions"
+    status: str
+    tokens: int = 0  # of its section (included/outline/instructions) or its path line (listed)
     reason: str = ""  # for skipped / listed
     score: float = 0.0
 
@@ -78,6 +80,7 @@ class Snapshot:
             "budget_tokens": self.budget_tokens,
             "content_hash": self.content_hash,
             "files_included": len(self.entries("included")),
+            "files_outlined": len(self.entries("outline")),
             "files_listed": len(self.entries("listed")),
             "files_skipped": len(self.entries("skipped")),
             "instructions": self.instructions,
@@ -91,6 +94,13 @@ class Snapshot:
 def _section(path: str, text: str) -> str:
     body = text if text.endswith("\n") or not text else text + "\n"
     return f'<file path="{path}">\n{body}</file>\n'
+
+
+def _outline_section(path: str, symbols: str, tokens: int) -> str:
+    return (
+        f'<file path="{path}" outline="top-level symbols only; the file is {tokens} tokens">\n'
+        f"{symbols}</file>\n"
+    )
 
 
 def _instructions(name: str, text: str) -> str:
@@ -162,19 +172,34 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig,
 
     total_all = fixed + sum(section_tokens)
     scores: dict[str, float] = {}
+    outlines: dict[int, tuple[str, int]] = {}  # files over the per-file cap: (section, tokens)
     if total_all <= config.budget_tokens:
         inc_idx, shown_idx = set(range(len(order))), set()
     else:
-        scores = rank_scores(texts)
-        ranked = sorted(range(len(order)), key=lambda i: (-scores[order[i]], i))
         room = config.budget_tokens - fixed - listing_tokens
-        inc_idx, shown_idx = select(ranked, section_tokens, path_tokens, room)
+        cap = file_cap(room)
+        # A file too large to include whole competes with its outline (top-level symbols).
+        cost = list(section_tokens)
+        for i, p in enumerate(order):
+            if section_tokens[i] > cap and (symbols := outline(texts[p])):
+                sec = _outline_section(p, symbols, section_tokens[i])
+                n = counter.count([sec], remember=False)[0]
+                if n <= cap:
+                    outlines[i] = (sec, n)
+                    cost[i] = n
+        scores = rank_scores(texts, dict(zip(order, cost, strict=True)))
+        ranked = sorted(range(len(order)), key=lambda i: (-scores[order[i]], i))
+        inc_idx, shown_idx = select(ranked, cost, path_tokens, room, cap=cap)
+        outlines = {i: v for i, v in outlines.items() if i in inc_idx}
+        inc_idx -= set(outlines)
     included = {order[i] for i in inc_idx}
-    listed = [p for p in order if p not in included]
+    outlined = {order[i] for i in outlines}
+    listed = [p for p in order if p not in included and p not in outlined]
     shown = {order[i] for i in shown_idx}
 
     body_parts: list[str] = [instr_text] if instr_text else []
     body_parts += [s for p, s in zip(order, sections, strict=True) if p in included]
+    body_parts += [outlines[i][0] for i in sorted(outlines)]
     if listed:
         open_l, close_l = _listing(listed)
         more = len(listed) - len(shown)
@@ -184,7 +209,7 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig,
     body = "".join(body_parts)
     digest = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     text = _header(len(order), digest) + body + SNAPSHOT_CLOSE
-    tokens = fixed + sum(section_tokens[i] for i in inc_idx)
+    tokens = fixed + sum(section_tokens[i] for i in inc_idx) + sum(n for _, n in outlines.values())
     if listed:
         tokens += listing_tokens + sum(path_tokens[i] for i in shown_idx)
 
@@ -193,6 +218,9 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig,
         i = by_path[p]
         if p in included:
             entries.append(FileEntry(p, "included", section_tokens[i], score=scores.get(p, 0.0)))
+        elif i in outlines:
+            why = f"over the per-file cap ({section_tokens[i]} tokens)"
+            entries.append(FileEntry(p, "outline", outlines[i][1], why, scores.get(p, 0.0)))
         else:
             why = "over budget" if p in shown else "over budget (not listed)"
             entries.append(FileEntry(p, "listed", path_tokens[i], why, scores.get(p, 0.0)))

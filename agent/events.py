@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 from m3agent.engine.api import Usage
+from m3agent.tools.base import Preview
 
 EVENT_SCHEMA_VERSION = 1
 
@@ -28,6 +29,8 @@ class _Event:
             v = getattr(self, f.name)
             if isinstance(v, Usage):
                 v = asdict(v)
+            elif isinstance(v, Preview):
+                v = v.to_dict()
             d[f.name] = v
         return d
 
@@ -82,7 +85,9 @@ class ToolCallFinished(_Event):
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest(_Event):
     """Asks the front end to approve a call; answer with Session.submit(ApprovalDecision)
-    or by setting `future`'s result to an ApprovalDecision."""
+    or by setting `future`'s result to an ApprovalDecision. `preview` is the tool's own
+    (Tool.preview: the diff, command or request it would make; bounded); `diff` is its text
+    when it is a diff, kept for front ends that read only that."""
 
     type: ClassVar[str] = "approval_request"
     call_id: str
@@ -90,6 +95,7 @@ class ApprovalRequest(_Event):
     arguments: dict[str, Any]
     diff: str | None = None
     reason: str = ""
+    preview: Preview | None = None
     _future: asyncio.Future | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from m3agent.agent import events as ev
@@ -97,9 +98,8 @@ async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) 
         await deps.engine.abort(request.request_id)
         raise
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        if isinstance(stream, AsyncGenerator):  # Engine.stream promises an iterator only
+            await stream.aclose()
 
 
 async def run_turn(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from m3agent.engine.api import MediaPart, ThinkingMode
 
@@ -19,11 +20,26 @@ class Interrupt:
     """Stop the running generation or tool; the turn ends with reason "interrupted"."""
 
 
+class Decision(StrEnum):
+    """The answers to an approval request (the one definition; front ends pass these or
+    their string values)."""
+
+    APPROVE = "approve"  # this call
+    APPROVE_SESSION = "approve_session"  # this tool, for the rest of the session
+    APPROVE_ALWAYS = "approve_always"  # this tool, in later sessions too (persisted)
+    DENY = "deny"
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalDecision:
     call_id: str
-    decision: str  # "approve" | "approve_session" | "approve_always" (persisted) | "deny"
+    decision: Decision
     note: str = ""  # for deny: told to the model
+
+    def __post_init__(self) -> None:
+        # A string is accepted and checked here: a misspelt answer must fail where it is
+        # made, never read as an approval further on.
+        object.__setattr__(self, "decision", Decision(self.decision))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
@@ -20,7 +20,12 @@ from m3agent.agent.context_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.loop import run_turn
 from m3agent.agent.turn_state import LoopDeps, TurnControl
-from m3agent.engine.api import THINKING_MODES, Message, Usage
+from m3agent.engine.api import THINKING_MODES, Engine, Message, Usage
+from m3agent.tools.sandbox.policy import SandboxPolicy
+
+if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import ToolsetProtocol
 
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
 _UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
@@ -30,13 +35,13 @@ _END = object()
 class Session:
     def __init__(
         self,
-        engine: Any,
-        toolset: Any,
+        engine: Engine,
+        toolset: ToolsetProtocol | None,
         config: AgentConfig,
         *,
         conversation: Conversation,
         cwd: Path,
-        sandbox: Any = None,
+        sandbox: Sandbox | SandboxPolicy | None = None,
         checkpoint: Callable[[str], Any] | None = None,
         tool_env: dict[str, str] | None = None,
         resumed: bool = False,
@@ -80,8 +85,8 @@ class Session:
     @classmethod
     def create(
         cls,
-        engine: Any,
-        toolset: Any,
+        engine: Engine,
+        toolset: ToolsetProtocol | None,
         config: AgentConfig,
         *,
         sessions_dir: Path,
@@ -107,8 +112,8 @@ class Session:
     def resume(
         cls,
         session_id: str,
-        engine: Any,
-        toolset: Any,
+        engine: Engine,
+        toolset: ToolsetProtocol | None,
         config: AgentConfig,
         *,
         sessions_dir: Path,
@@ -208,11 +213,11 @@ class Session:
         if self._runner is not None:
             await asyncio.gather(self._runner, return_exceptions=True)
         self.conversation.close()
-        close_tools = getattr(self.toolset, "close", None)  # MCP servers stop with the session
-        if callable(close_tools):
-            await asyncio.to_thread(close_tools)
+        if self.toolset is not None:  # MCP servers stop with the session
+            await asyncio.to_thread(self.toolset.close)
 
-    def replace_toolset(self, toolset: Any, detail: dict[str, Any] | None = None) -> Any:
+    def replace_toolset(self, toolset: ToolsetProtocol,
+                        detail: dict[str, Any] | None = None) -> ToolsetProtocol | None:
         """Between turns only: the next request carries the new tools. The tools open the
         prompt, so that request recomputes it all; the cache figures say why. Returns the old
         toolset (the caller closes it). Front ends call this only on the user's word."""

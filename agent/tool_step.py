@@ -7,43 +7,47 @@ so the conversation stays well formed whatever stops the turn.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.agent import events as ev
-from m3agent.agent.ops import ApprovalDecision
+from m3agent.agent.approvals import Verdict
+from m3agent.agent.ops import ApprovalDecision, Decision
 from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine.api import Message, ToolCall
-from m3agent.tools.base import ToolContext, ToolResult
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult
+
+if TYPE_CHECKING:
+    from m3agent.tools.toolset import ToolsetProtocol
 
 # How long an interrupted tool may take to notice ctx.cancel before we stop waiting for it.
 _CANCEL_GRACE_S = 10.0
 
 
-def tool_class(toolset: Any, name: str) -> Any:
+def tool_class(toolset: ToolsetProtocol | None, name: str) -> type[Tool] | None:
+    if toolset is None:
+        return None
     try:
         return toolset.get(name)
-    except (KeyError, LookupError):
+    except KeyError:
         return None
 
 
-def _preview(cls: Any, call: ToolCall, ctx: ToolContext) -> str | None:
-    """The change a call would make (a unified diff), when its tool offers a `preview`
-    classmethod taking (arguments, ctx); shown with the approval request. Best effort."""
-    preview = getattr(cls, "preview", None)
-    if not callable(preview):
-        return None
+def _preview(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -> Preview | None:
+    """The tool's own preview of the call (Tool.preview), shown with the approval request."""
     try:
-        diff = preview(call.arguments, ctx)
-    except Exception:  # a preview is a courtesy; the approval must still be asked
-        return None
-    return diff if isinstance(diff, str) and diff else None
+        return toolset.preview(call.name, call.arguments, ctx)
+    except Exception as e:  # Toolset promises not to raise; the approval must still be asked
+        return Preview(PreviewKind.TEXT, f"no preview: {type(e).__name__}: {e}", is_error=True)
 
 
 async def ask_approval(
-    deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str, cls: Any = None
+    deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str
 ) -> ApprovalDecision:
-    ctx = ToolContext(cwd=deps.cwd, sandbox=deps.sandbox, env=deps.tool_env)
-    diff = await asyncio.to_thread(_preview, cls, call, ctx) if cls is not None else None
+    # The same context the call will run with (a shell preview shows its timeout).
+    ctx = ToolContext(cwd=deps.cwd, sandbox=deps.sandbox, timeout_s=deps.config.tool_timeout_s,
+                      env=deps.tool_env)
+    preview = (await asyncio.to_thread(_preview, deps.toolset, call, ctx)
+               if deps.toolset is not None else None)
     fut: asyncio.Future = asyncio.get_running_loop().create_future()
     control.approvals[call.id] = fut
     try:
@@ -52,8 +56,9 @@ async def ask_approval(
                 call_id=call.id,
                 name=call.name,
                 arguments=call.arguments,
-                diff=diff,
+                diff=preview.text if preview and preview.kind is PreviewKind.DIFF else None,
                 reason=reason,
+                preview=preview,
                 _future=fut,
             )
         )
@@ -61,7 +66,7 @@ async def ask_approval(
     finally:
         control.approvals.pop(call.id, None)
     if not isinstance(decision, ApprovalDecision):
-        return ApprovalDecision(call.id, "deny", "no valid answer to the approval request")
+        return ApprovalDecision(call.id, Decision.DENY, "no valid answer to the approval request")
     return decision
 
 
@@ -88,7 +93,7 @@ async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> Tool
         control.tool_cancel = None
 
 
-def _dispatch_sync(toolset: Any, call: ToolCall, ctx: ToolContext) -> ToolResult:
+def _dispatch_sync(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -> ToolResult:
     try:
         result = toolset.dispatch(call.name, call.arguments, ctx)
     except Exception as e:  # Toolset promises not to raise; a tool bug still must not kill us
@@ -120,27 +125,31 @@ async def run_call(
     """Approval -> checkpoint (first mutation of the turn) -> dispatch. Returns the result;
     the caller records it."""
     cls = tool_class(deps.toolset, call.name)
-    mutates = bool(getattr(cls, "mutates", False))
-    risky = bool(getattr(cls, "risky", False))
+    mutates = cls is not None and cls.mutates
     await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
-    if cls is not None:
+    if cls is not None and deps.toolset is not None:
+        try:
+            touches = deps.toolset.touches(call.name, call.arguments)
+        except Exception as e:  # a tool bug: fail closed, with one result as always
+            return ToolResult(f"not run: cannot tell what {call.name} would touch "
+                              f"({type(e).__name__}: {e})", is_error=True, metadata={"denied": True})
         check = deps.gate.check(
-            call.name, call.arguments, mutates=mutates, risky=risky, sandbox=deps.sandbox
+            call.name, touches, mutates=mutates, risky=cls.risky, sandbox=deps.sandbox
         )
-        if check.verdict == "deny":
+        if check.verdict is Verdict.DENY:
             return ToolResult(f"not run: {check.reason}", is_error=True, metadata={"denied": True})
-        if check.verdict == "ask":
-            decision = await ask_approval(deps, control, call, check.reason, cls)
-            if decision.decision == "deny":
+        if check.verdict is Verdict.ASK:
+            decision = await ask_approval(deps, control, call, check.reason)
+            if decision.decision is Decision.DENY:
                 note = f": {decision.note}" if decision.note else ""
                 return ToolResult(
                     f"not run: the user denied this call{note}",
                     is_error=True,
                     metadata={"denied": True},
                 )
-            if decision.decision == "approve_session":
+            if decision.decision is Decision.APPROVE_SESSION:
                 deps.gate.allow_for_session(call.name)
-            elif decision.decision == "approve_always":
+            elif decision.decision is Decision.APPROVE_ALWAYS:
                 deps.gate.allow_always(call.name)
     if mutates and deps.checkpoint is not None and not turn_flags.get("checkpointed"):
         turn_flags["checkpointed"] = True

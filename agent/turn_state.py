@@ -7,11 +7,18 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig
+from m3agent.agent.context_cache import CacheTracker
 from m3agent.agent.conversation import Conversation
+from m3agent.engine.api import Engine
+from m3agent.tools.sandbox.policy import SandboxPolicy
+
+if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import ToolsetProtocol
 
 Emit = Callable[[Any], Awaitable[None]]
 
@@ -29,14 +36,14 @@ class TurnControl:
 class LoopDeps:
     """Everything run_turn needs, passed explicitly (no globals)."""
 
-    engine: Any  # m3agent.engine.api.Engine
-    toolset: Any  # m3agent.tools.toolset.Toolset (schemas / dispatch / get)
+    engine: Engine
+    toolset: ToolsetProtocol | None
     conversation: Conversation
     config: AgentConfig
     gate: ApprovalGate
     cwd: Path
     emit: Emit
-    sandbox: Any = None  # put into ToolContext.sandbox; asked by approvals
+    sandbox: Sandbox | SandboxPolicy | None = None  # into ToolContext.sandbox; approvals read it
     checkpoint: Callable[[str], Any] | None = None  # snapshot(label) before the first mutation
     tool_env: dict[str, str] | None = None
-    cache: Any = None  # context_cache.CacheTracker: annotates each Usage with a miss reason
+    cache: CacheTracker | None = None  # annotates each Usage with a miss reason

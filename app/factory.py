@@ -44,6 +44,24 @@ def _scripted(settings: Settings, script: Path | None, progress: Report | None =
     return ScriptedEngine.from_file(script)
 
 
+def local_chat_files(model: str | None) -> dict[str, Any]:
+    """The tokenizer and chat template of `model` when its files are on this machine (a local
+    directory, or a hub snapshot already cached): the remote backend then renders prompts
+    with the checkpoint's own template and sends token ids. Never downloads; {} otherwise."""
+    if not model:
+        return {}
+    from m3agent.engine.m3.chat_template import ChatTemplate
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+    from m3agent.engine.model_source import resolve_model
+
+    try:
+        path = resolve_model(model, local_only=True, check=False).path
+        return {"tokenizer": M3Tokenizer.from_model_dir(path),
+                "template": ChatTemplate.from_model_dir(path)}
+    except (ValueError, OSError, EngineUnavailable):
+        return {}
+
+
 def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
     from m3agent.engine.backends.remote import RemoteEngine
 
@@ -53,6 +71,7 @@ def _remote(settings: Settings, script: Path | None, progress: Report | None = N
         api_key=settings.api_key,
         timeout=settings.request_timeout_s,
         retries=settings.retries,
+        **local_chat_files(settings.model),
     )
 
 

@@ -21,11 +21,17 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.app import exit_codes
 from m3agent.app.safe_text import SafeStream, dumps, visible
+from m3agent.tools.base import Preview
+from m3agent.tools.bounds import NOT_APPLIED, cut_diff
+from m3agent.tools.shell import Shell
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
 
 _LIMIT_REASONS = ("max_turns", "max_tool_calls", "timeout")
+# The approval prompt shows the head of the tool's preview (a terminal, not a pager).
+PROMPT_PREVIEW_LINES = 60
+PROMPT_PREVIEW_BYTES = 8_000
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -204,24 +210,55 @@ def deny_approver(note: str) -> Approver:
     return approve
 
 
-def tty_approver(err: TextIO) -> Approver:
-    """Asks on the terminal: y = once, a = for this session, s = always (saved for later
-    sessions too), anything else = deny."""
+def prompt_preview(preview: Preview) -> str:
+    """The tool's preview as the terminal prompt shows it: its head, and what was cut."""
+    text, note = cut_diff(preview.text.splitlines(keepends=True), PROMPT_PREVIEW_LINES,
+                          PROMPT_PREVIEW_BYTES, NOT_APPLIED, str(preview.kind))
+    head = "this call would fail: " if preview.is_error else ""
+    notes = "".join(f"\n{n}" for n in (note, preview.note) if n)
+    return f"{head}{text.rstrip(chr(10))}{notes}\n"
+
+
+def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
+    """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
+    session and s = always (saved for later sessions too), except for shell, where p allows
+    the command's prefix (`pytest`, `git status`) instead of every command
+    (app/command_prefix.py decides what a prefix covers)."""
+    from m3agent.app.command_prefix import command_prefix, matches, shown
+
     err = SafeStream(err)  # the arguments and the reason quote the model and the repository
+    prefixes: list[tuple[str, ...]] = []
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
-        err.write(f"\nApprove {req.name} {_short(req.arguments, 400)}?")
+        command = req.arguments.get("command") if req.name == Shell.name else None
+        command = command if isinstance(command, str) else None
+        if command is not None and any(matches(command, p) for p in prefixes):
+            return ops.ApprovalDecision(req.call_id, "approve")
+        prefix = command_prefix(command) if command is not None else None
+        # With a preview (the diff, the command) the arguments only repeat it: kept short.
+        err.write(f"\nApprove {req.name} {_short(req.arguments, 120 if req.preview else 400)}?")
         if req.reason:
             err.write(f" ({req.reason})")
-        err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
+        if req.preview is not None:
+            err.write("\n" + prompt_preview(req.preview))
+        if req.name != Shell.name:
+            err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
+        elif prefix is not None:
+            err.write(f" [y]es / [p] always `{shown(prefix)} …` / [N]o: ")
+        else:
+            err.write(" [y]es / [N]o: ")
         err.flush()
-        answer = (await asyncio.to_thread(sys.stdin.readline)).strip().lower()
+        reader = stdin or sys.stdin
+        answer = (await asyncio.to_thread(reader.readline)).strip().lower()
         if answer in ("y", "yes"):
             return ops.ApprovalDecision(req.call_id, "approve")
-        if answer in ("a", "always"):
+        if answer in ("a", "always") and req.name != Shell.name:
             return ops.ApprovalDecision(req.call_id, "approve_session")
-        if answer in ("s", "save"):
+        if answer in ("s", "save") and req.name != Shell.name:
             return ops.ApprovalDecision(req.call_id, "approve_always")
+        if answer == "p" and prefix is not None:
+            prefixes.append(prefix)
+            return ops.ApprovalDecision(req.call_id, "approve")
         return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
 
     return approve

@@ -14,6 +14,7 @@ Precedence, lowest first: built-in defaults < config.toml < environment < comman
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
@@ -203,3 +204,36 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         return Settings(home=home, config_path=config, **values)
     except TypeError as e:  # a value of the wrong type in the file
         raise ValueError(f"{config}: {e}") from e
+
+
+def save_settings(path: Path, values: Mapping[str, str]) -> None:
+    """Writes top-level keys into the config file (first-run setup). The keys go before the
+    file's own text (before any [table], where TOML wants them); the file is private (0600)."""
+    known = {f.name for f in fields(Settings)}
+    lines = []
+    for key, value in values.items():
+        if key not in known:
+            raise ValueError(f"unknown setting {key!r}")
+        lines.append(f"{key} = {json.dumps(str(value))}\n")  # a JSON string is a TOML string
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    old = _without_top_level(old, set(values))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    text = "# written by m3agent's first-run setup\n" + "".join(lines) + old
+    tomllib.loads(text)  # never leave a file that the next start cannot read
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _without_top_level(text: str, keys: set[str]) -> str:
+    """The text without its top-level `key = ...` lines for these keys (they are rewritten)."""
+    out, top = [], True
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            top = False
+        if top and stripped.split("=", 1)[0].strip() in keys and "=" in stripped:
+            continue
+        out.append(line)
+    return "".join(out)

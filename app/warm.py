@@ -70,6 +70,7 @@ def attach(settings: Any, lock: Any) -> Any:
     """A RemoteEngine on the server of this lock when it is ready, else None."""
     if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
         return None
+    from m3agent.app.factory import local_chat_files
     from m3agent.engine.backends.remote import RemoteEngine
 
     # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
@@ -81,6 +82,7 @@ def attach(settings: Any, lock: Any) -> Any:
         max_context_tokens=lock.max_context_tokens or 196_608,
         send_raw_text=True,
         unix_socket=None if lock.base_url else lock.socket,
+        **local_chat_files(lock.model),
     )
 
 

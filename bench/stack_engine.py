@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import statistics
@@ -61,18 +62,21 @@ TIMED_STEPS = 24
 PROFILED_STEPS = 3
 
 
-def build_model(shape: dict, device: str, max_pos: int):
+def build_model(shape: dict, device: str, max_pos: int, moe_experts: int = 0):
     from m3agent.engine.native.model import M3ForCausalLM
     from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(layers=shape["layers"], hidden=shape["hidden"], heads=shape["heads"],
                     kv_heads=shape["kv_heads"], dense_layers=shape["dense_layers"],
                     vocab=shape["vocab"], head_dim=shape["head_dim"],
-                    topk_blocks=shape["topk_blocks"], experts=1, experts_per_tok=1,
-                    intermediate=256, dense_intermediate=shape["dense_intermediate"],
+                    topk_blocks=shape["topk_blocks"], experts=max(1, moe_experts),
+                    experts_per_tok=4 if moe_experts else 1,
+                    intermediate=3072 if moe_experts else 256,
+                    dense_intermediate=shape["dense_intermediate"],
                     max_position_embeddings=max_pos)
     c = tiny_text_config(spec, eos_id=0, bos_id=1)
-    c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(shape["layers"])))
+    if not moe_experts:  # every MLP dense; else layers 3.. are MoE (E experts, top-4, shared)
+        c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(shape["layers"])))
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = M3ForCausalLM(c, dtype=dtype, device=device)
     g = torch.Generator(device=device).manual_seed(0)
@@ -114,14 +118,20 @@ def skip_prefill(engine) -> None:
 
 def step_bytes(model, batch: int, ctx: int, cache_elem: int) -> dict:
     """Bytes one decode step must read: every weight once (the embedding: B rows), and per
-    request the dense layers' whole K/V, the MSA layers' index keys and 16 selected pages."""
+    request the dense layers' whole K/V, the MSA layers' index keys and 16 selected pages.
+    Routed experts: the expected number a batch touches under uniform routing,
+    E * (1 - (1 - k/E)^B), of the E experts each layer holds."""
+    c = model.config
+    n_exp, k_exp = c.num_local_experts, c.num_experts_per_tok
+    touched = n_exp * (1 - (1 - k_exp / n_exp) ** batch) / n_exp
     w = 0
     for name, p in model.named_parameters():
         if "embed_tokens" in name:
             w += batch * p.shape[1] * p.element_size()
+        elif ".experts." in name:
+            w += touched * p.numel() * p.element_size()
         else:
             w += p.numel() * p.element_size()
-    c = model.config
     hkv, d = c.num_key_value_heads, c.head_dim
     di = c.sparse_attention_config.sparse_index_dim
     topk = c.sparse_attention_config.sparse_topk_blocks
@@ -134,7 +144,7 @@ def step_bytes(model, batch: int, ctx: int, cache_elem: int) -> dict:
     return {"weight_bytes": w, "kv_index_bytes": kv, "total_bytes": w + kv}
 
 
-def count_launches(engine, steps: int) -> dict:
+def count_launches(engine, steps: int, table_path: Path | None = None) -> dict:
     from torch.profiler import ProfilerActivity, profile
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -150,6 +160,9 @@ def count_launches(engine, steps: int) -> dict:
             launches += 1
         elif e.name == "cudaGraphLaunch":
             graphs += 1
+    if table_path is not None:  # where a step's GPU time goes, kernel by kernel
+        table_path.write_text(prof.key_averages().table(sort_by="cuda_time_total",
+                                                        row_limit=40, max_name_column_width=70))
     return {"gpu_ops_per_step": kernels / steps, "kernel_launch_calls_per_step": launches / steps,
             "graph_launches_per_step": graphs / steps}
 
@@ -180,7 +193,9 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
     for i in range(batch):
         prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,),
                                generator=gen).tolist()
-        engine.add_request(f"r{i}", prompt, TokenSamplingParams(max_tokens=steps,
+        # never finishes inside the run: the first request decodes while the others are
+        # still (skip-)prefilling
+        engine.add_request(f"r{i}", prompt, TokenSamplingParams(max_tokens=100_000,
                                                                 ignore_eos=True))
     while any(r.num_computed_tokens < r.num_prompt_tokens
               for r in engine.scheduler.requests.values()):
@@ -200,7 +215,9 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
         walls.append(dt)
         hosts.append(dt - getattr(runner, "last_sync_wait_s", 0.0))
         assert len(outs) == batch and not any(o.error for o in outs), [o.error for o in outs]
-    launches = count_launches(engine, PROFILED_STEPS) if profile_it and device == "cuda" else {}
+    table = Path(os.environ["OUT"]) / f"kernels_{name}.txt" if os.environ.get("OUT") else None
+    launches = (count_launches(engine, PROFILED_STEPS, table)
+                if profile_it and device == "cuda" else {})
     cache_elem = torch.empty((), dtype=cache_dtype).element_size()
     by = step_bytes(model, batch, ctx + WARM_STEPS + TIMED_STEPS // 2, cache_elem)
     ms = 1e3 * statistics.median(walls)
@@ -221,10 +238,15 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
         row["roofline_ms"] = by["total_bytes"] / (read_tbps * 1e12) * 1e3
         row["roofline_share"] = row["roofline_ms"] / ms
     print(json.dumps(row), flush=True)
-    del engine
+    del engine, runner
+    free_memory(device)
+    return row
+
+
+def free_memory(device: str) -> None:
+    gc.collect()  # skip_prefill's wrapper makes the runner a cycle: the caches wait for gc
     if device == "cuda":
         torch.cuda.empty_cache()
-    return row
 
 
 def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dict:
@@ -260,12 +282,11 @@ def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dic
         row["gemm_ceiling_share"] = gemm_flops / (gemm_tflops * 1e12) / dt
     print(json.dumps(row), flush=True)
     del engine
-    if device == "cuda":
-        torch.cuda.empty_cache()
+    free_memory(device)
     return row
 
 
-def legacy_rows(root: str, cases: str, shape_args: list[str]) -> list[dict]:
+def legacy_rows(root: str, cases: str, shape_args: list[str], prefill: bool) -> list[dict]:
     """The same decode cases with an older checkout's engine (its own process)."""
     farm = Path("/tmp/legacy_farm/m3agent")
     farm.mkdir(parents=True, exist_ok=True)
@@ -275,7 +296,7 @@ def legacy_rows(root: str, cases: str, shape_args: list[str]) -> list[dict]:
             link.symlink_to(Path(root).resolve() / pkg)
     env = dict(os.environ, PYTHONPATH=str(farm.parent))
     cmd = [sys.executable, str(Path(root) / "bench" / "stack_engine.py"), "--cases", cases,
-           "--no-prefill", "--no-ceilings", "--read-tbps", os.environ.get("_READ_TBPS", "0"),
+           *([] if prefill else ["--no-prefill"]), "--no-ceilings", "--read-tbps", os.environ.get("_READ_TBPS", "0"),
            "--json-only", *shape_args]
     if not (Path(root) / "bench" / "stack_engine.py").exists():
         cmd[1] = str(Path(__file__).resolve())  # this script, driving the old engine
@@ -305,6 +326,9 @@ def main() -> None:
     ap.add_argument("--json-only", action="store_true")
     ap.add_argument("--legacy-root", default=None)
     ap.add_argument("--legacy-cases", default="b1_32k_bf16_eager,b8_32k_bf16_eager")
+    ap.add_argument("--legacy-prefill", action="store_true")
+    ap.add_argument("--moe-experts", type=int, default=8)
+    ap.add_argument("--moe-cases", default="", help="e.g. b1_32k_bf16,b8_32k_bf16")
     ap.add_argument("--profile", default="b1_32k_bf16_eager,b1_32k_bf16,b8_32k_bf16")
     args = ap.parse_args()
     shape = dict(SHAPE, layers=args.layers, hidden=args.hidden, vocab=args.vocab,
@@ -334,7 +358,9 @@ def main() -> None:
     if args.ctx:
         for n in CASES:
             CASES[n] = (CASES[n][0], args.ctx, *CASES[n][2:])
-    max_ctx = max([CASES[n][1] for n in names] + [args.prefill_ctx if not args.no_prefill else 0])
+    moe_names = [n for n in args.moe_cases.split(",") if n]
+    max_ctx = max([CASES[n][1] for n in names + moe_names]
+                  + [args.prefill_ctx if not args.no_prefill else 0])
     t = time.perf_counter()
     model = build_model(shape, args.device, max_pos=max_ctx + 4096)
     record["model_build_s"] = time.perf_counter() - t
@@ -349,8 +375,8 @@ def main() -> None:
             import traceback
             record["errors"][name] = traceback.format_exc()[-3000:]
             print(f"[{name}] FAILED: {exc}", flush=True)
-            if args.device == "cuda":
-                torch.cuda.empty_cache()
+            del exc
+        free_memory(args.device)
         save()
     if not args.no_prefill:
         try:
@@ -359,14 +385,35 @@ def main() -> None:
             import traceback
             record["errors"]["prefill"] = traceback.format_exc()[-3000:]
             print(f"[prefill] FAILED: {exc}", flush=True)
+            del exc
         save()
+    if args.moe_cases:
+        del model
+        free_memory(args.device)
+        model = build_model(shape, args.device, max_pos=max_ctx + 4096,
+                            moe_experts=args.moe_experts)
+        record["moe_params"] = sum(p.numel() for p in model.parameters())
+        for name in moe_names:
+            batch, ctx, kv, eager = CASES[name]
+            try:
+                row = decode_case(model, name, batch, ctx, kv, eager, args.device, read_tbps,
+                                  False)
+                row.update(case=f"moe{args.moe_experts}_{name}", moe_experts=args.moe_experts)
+                record["rows"].append(row)
+            except Exception as exc:
+                import traceback
+                record["errors"][f"moe_{name}"] = traceback.format_exc()[-3000:]
+                print(f"[moe {name}] FAILED: {exc}", flush=True)
+                del exc
+            free_memory(args.device)
+            save()
     if args.legacy_root:
         del model
-        if args.device == "cuda":
-            torch.cuda.empty_cache()
+        free_memory(args.device)
         os.environ["_READ_TBPS"] = str(read_tbps or 0)
         try:
-            record["rows"] += legacy_rows(args.legacy_root, args.legacy_cases, shape_args)
+            record["rows"] += legacy_rows(args.legacy_root, args.legacy_cases, shape_args,
+                                          not args.no_prefill and args.legacy_prefill)
         except Exception as exc:
             record["errors"]["legacy"] = repr(exc)
         for r in record["rows"]:
@@ -375,6 +422,28 @@ def main() -> None:
         save()
     if not args.json_only:
         print(f"wrote {path}", flush=True)
+        for r in record["rows"]:
+            print(summary(r), flush=True)
+        for k, v in record["errors"].items():
+            print(f"ERROR {k}: {v.splitlines()[-1] if v else v}", flush=True)
+
+
+def summary(r: dict) -> str:
+    f = lambda k, fmt="{:.2f}": fmt.format(r[k]) if r.get(k) is not None else "-"  # noqa: E731
+    if r.get("name") == "stack_decode":
+        return (f"{r.get('code', 'new'):6} {r['case']:18} {f('ms_per_step')} ms/step "
+                f"(p10 {f('p10_ms')} p90 {f('p90_ms')}) host {f('host_ms_per_step')} ms "
+                f"roofline {f('roofline_ms')} ms share {f('roofline_share', '{:.1%}')} "
+                f"ops/step {f('gpu_ops_per_step', '{:.0f}')} "
+                f"launch calls {f('kernel_launch_calls_per_step', '{:.0f}')} "
+                f"graphs {r.get('cuda_graphs')} {r.get('graphs_disabled') or ''}")
+    if r.get("name") == "stack_prefill":
+        return (f"prefill {r['context']} tok: {f('seconds')} s, {f('tok_per_s', '{:.0f}')} "
+                f"tok/s, GEMM-ceiling share {f('gemm_ceiling_share', '{:.1%}')}")
+    if r.get("name") == "ceilings":
+        return (f"ceilings: read {r['read_TBps']:.2f} TB/s, copy {r['copy_rw_TBps']:.2f}, "
+                f"gemm {r['bf16_gemm_TFLOPs']:.0f} TFLOP/s")
+    return json.dumps(r)[:600]
 
 
 if __name__ == "__main__":

@@ -32,15 +32,36 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = ("enabled", "disabled", "adaptive")
 
 
-def make_repo(dest: Path, target_tokens: int, tokenizer) -> None:
+SUFFIXES = (".py", ".md", ".toml", ".tcss", ".txt", ".sh", ".cfg", ".ini")
+
+
+def _source_files() -> list[Path]:
+    """This checkout's text files (a walk: a copied tree has no .git)."""
+    out = []
+    for p in sorted(ROOT.rglob("*")):
+        rel = p.relative_to(ROOT)
+        if any(part.startswith(".") for part in rel.parts) or "results" in rel.parts:
+            continue
+        if p.suffix in SUFFIXES and p.is_file():
+            out.append(p)
+    return out
+
+
+def make_repo(dest: Path, target_tokens: int, tokenizer) -> int:
     """Copies of this checkout's text files until about target tokens (a real code base)."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    from context_session import _copy_source
+    files = [(p.relative_to(ROOT), p.read_text(encoding="utf-8", errors="replace"))
+             for p in _source_files()]
+    per_copy = sum(len(ids) for ids in tokenizer.encode_text_batch([t for _, t in files]))
+    copies = max(1, -(-target_tokens // max(per_copy, 1)))
+    for c in range(copies):
+        for rel, text in files:
+            out = dest / f"copy{c}" / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text, encoding="utf-8")
+    return per_copy * copies
 
-    _copy_source(dest, target_tokens, tokenizer)
 
-
-def run(args, work: Path) -> dict:
+def run(args, work: Path, save) -> dict:
     from m3agent.agent import events as ev
     from m3agent.agent.ops import SetThinking, UserTurn
     from m3agent.app.factory import build_session
@@ -86,72 +107,81 @@ def run(args, work: Path) -> dict:
     turn_modes = [MODES[i % 3] for i in range(args.turns)]
     announced: dict = {}
 
-    async def drive() -> list:
-        seen = []
+    tmpl = ChatTemplate.from_model_dir(model_dir)
+    seen: list = []
+    t0 = time.perf_counter()
+
+    def analyze(default_change: bool) -> dict:
+        errors = [e.message for e in seen if isinstance(e, ev.Error)]
+        usages = [e.usage for e in seen if isinstance(e, ev.ModelRequestFinished)]
+        if errors or len(usages) != len(engine.requests):
+            raise SystemExit(f"the session failed: {errors}")
+        snap = next(e.detail for e in seen
+                    if isinstance(e, ev.ContextEvent) and e.action == "snapshot")
+        previous: list[int] = []
+        turns = []
+        for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
+            ids = tok.encode_parts(render_prompt_parts(
+                list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
+                session_thinking_mode=req.session_thinking_mode))
+            assert len(ids) == u.prompt_tokens, (len(ids), u.prompt_tokens)
+            new = len(ids) - common_prefix_len(previous, ids)
+            previous = ids + engine.generated[req.request_id][:-1]
+            changed = default_change and n == len(engine.requests) - 1
+            turns.append({
+                "turn": n + 1, "thinking_mode": req.thinking_mode,
+                "session_thinking_mode": req.session_thinking_mode,
+                "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_prompt_tokens,
+                "recomputed_tokens": u.recomputed_prompt_tokens, "new_tokens": new,
+                "extra_recomputed": u.recomputed_prompt_tokens - new,
+                "within_target": n == 0 or changed or u.recomputed_prompt_tokens <= new + PAGE,
+                "ttft_s": u.time_to_first_token_s, "cache_miss_reason": u.cache_miss_reason,
+            })
+        toggles = turns[1 : args.turns]
+        out = {
+            "model": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
+                      "kv_heads": args.kv_heads, "experts": args.experts, "vocab": args.vocab,
+                      "dense_layers": args.dense_layers, "head_dim": args.head_dim,
+                      "dtype": args.dtype, "device": args.device},
+            "snapshot": snap, "turns": turns, "wall_s": round(time.perf_counter() - t0, 1),
+            "toggle_turns_all_within_target": all(t["within_target"] for t in toggles),
+            "toggle_turns_max_extra_recomputed": max(t["extra_recomputed"] for t in toggles),
+            "toggle_turns_max_recomputed": max(t["recomputed_tokens"] for t in toggles),
+        }
+        if default_change:
+            out["default_change"] = {
+                "announced_recompute_tokens": announced.get("recompute_tokens"),
+                "recomputed_tokens": turns[-1]["recomputed_tokens"],
+                "prompt_tokens": turns[-1]["prompt_tokens"],
+                "cached_tokens": turns[-1]["cached_tokens"],
+            }
+        return out
+
+    async def turn(stream, op) -> None:
+        session.submit(op)
+        async for e in stream:
+            seen.append(e)
+            if isinstance(e, ev.ContextEvent) and e.action == "thinking_default":
+                announced.update(e.detail)
+            if isinstance(e, ev.TurnComplete):
+                return
+
+    async def drive() -> dict:
         stream = session.events()
-        plan: list = [UserTurn(f"Turn {i + 1}: where is the prompt rendered?", thinking_mode=m)
-                      for i, m in enumerate(turn_modes)]
+        for i, m in enumerate(turn_modes):
+            await turn(stream, UserTurn(f"Turn {i + 1}: where is the prompt rendered?",
+                                        thinking_mode=m))
+        result = analyze(False)
+        save(result)  # the toggle figures are kept even if the last, long turn is cut short
         if args.default_change:
-            plan += [SetThinking("disabled", session_default=True),
-                     UserTurn("After the default change.", thinking_mode="disabled")]
-        for op in plan:
-            session.submit(op)
-            if isinstance(op, SetThinking):
-                continue
-            async for e in stream:
-                seen.append(e)
-                if isinstance(e, ev.ContextEvent) and e.action == "thinking_default":
-                    announced.update(e.detail)
-                if isinstance(e, ev.TurnComplete):
-                    break
+            session.submit(SetThinking("disabled", session_default=True))
+            await turn(stream, UserTurn("After the default change.", thinking_mode="disabled"))
+            result = analyze(True)
         await session.close()
         await engine.close()
-        return seen
+        return result
 
-    t0 = time.perf_counter()
-    seen = asyncio.run(drive())
-    wall = time.perf_counter() - t0
-    errors = [e.message for e in seen if isinstance(e, ev.Error)]
-    usages = [e.usage for e in seen if isinstance(e, ev.ModelRequestFinished)]
-    if errors or len(usages) != len(engine.requests):
-        raise SystemExit(f"the session failed: {errors}")
-    snap = next(e.detail for e in seen if isinstance(e, ev.ContextEvent) and e.action == "snapshot")
-    tmpl = ChatTemplate.from_model_dir(model_dir)
-    previous: list[int] = []
-    turns = []
-    for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
-        ids = tok.encode_parts(render_prompt_parts(
-            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
-            session_thinking_mode=req.session_thinking_mode))
-        assert len(ids) == u.prompt_tokens, (len(ids), u.prompt_tokens)
-        new = len(ids) - common_prefix_len(previous, ids)
-        previous = ids + engine.generated[req.request_id][:-1]
-        default_change = args.default_change and n == len(engine.requests) - 1
-        turns.append({
-            "turn": n + 1, "thinking_mode": req.thinking_mode,
-            "session_thinking_mode": req.session_thinking_mode,
-            "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_prompt_tokens,
-            "recomputed_tokens": u.recomputed_prompt_tokens, "new_tokens": new,
-            "extra_recomputed": u.recomputed_prompt_tokens - new,
-            "within_target": n == 0 or default_change or u.recomputed_prompt_tokens <= new + PAGE,
-            "ttft_s": u.time_to_first_token_s, "cache_miss_reason": u.cache_miss_reason,
-        })
-    toggles = turns[1 : args.turns]
-    out = {
-        "model": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
-                  "kv_heads": args.kv_heads, "experts": args.experts, "vocab": args.vocab,
-                  "dense_layers": args.dense_layers, "head_dim": args.head_dim,
-                  "dtype": args.dtype, "device": args.device},
-        "snapshot": snap, "turns": turns, "wall_s": round(wall, 1),
-        "toggle_turns_all_within_target": all(t["within_target"] for t in toggles),
-        "toggle_turns_max_extra_recomputed": max(t["extra_recomputed"] for t in toggles),
-        "toggle_turns_max_recomputed": max(t["recomputed_tokens"] for t in toggles),
-    }
-    if args.default_change:
-        out["default_change"] = {"announced_recompute_tokens": announced.get("recompute_tokens"),
-                                 "recomputed_tokens": turns[-1]["recomputed_tokens"],
-                                 "prompt_tokens": turns[-1]["prompt_tokens"]}
-    return out
+    return asyncio.run(drive())
 
 
 def main() -> None:
@@ -177,15 +207,20 @@ def main() -> None:
     args = ap.parse_args()
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     work = Path(tempfile.mkdtemp(prefix="m3toggle-bench-"))
+    head = {"python": sys.version.split()[0], "machine": platform.machine(),
+            "cpus": len(os.sched_getaffinity(0))}
+
+    def save(part: dict) -> None:
+        result = {**head, **part,
+                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2), flush=True)
+
     try:
-        result = {"python": sys.version.split()[0], "machine": platform.machine(),
-                  "cpus": len(os.sched_getaffinity(0)), **run(args, work)}
+        save(run(args, work, save))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -172,6 +172,8 @@ def main() -> int:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--head-dim", type=int, default=32)
+    p.add_argument("--dense-layers", type=int, default=0,
+                   help="dense-attention layers (the rest are MSA: sparse, cheap at 100K on CPU)")
     p.add_argument("--out", type=Path, default=Path("bench/results/toggle_session_cpu.json"))
     a = p.parse_args()
     from m3agent.engine.native.tiny import TinySpec, init_tiny
@@ -179,10 +181,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         model = init_tiny(Path(d) / "tiny", TinySpec(
             layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=1, head_dim=a.head_dim,
-            experts=2, dense_layers=1, intermediate=64, dense_intermediate=64))
+            experts=2, dense_layers=a.dense_layers, intermediate=64, dense_intermediate=64))
         result = measure(model, a.snapshot, a.turns, a.max_tokens, a.device)
-    result["model"] = {"layers": a.layers, "hidden": a.hidden, "heads": a.heads,
-                       "head_dim": a.head_dim, "device": a.device}
+    result["model"] = {"layers": a.layers, "dense_layers": a.dense_layers, "hidden": a.hidden,
+                       "heads": a.heads, "head_dim": a.head_dim, "device": a.device}
     result["python"] = sys.version.split()[0]
     result["machine"] = platform.machine()
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
-from m3agent.tools.bounds import bounded_diff
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.bounds import bounded_diff, preview_diff
 from m3agent.tools.fsutil import atomic_write
 from m3agent.tools.patch_parse import FileOp, Hunk, PatchError, parse
 from m3agent.tools.paths import PathDenied, check_write, display
@@ -80,6 +80,24 @@ class ApplyPatch(Tool):
     Args = ApplyPatchArgs
     mutates = True
 
+    def touches(self, args: ApplyPatchArgs) -> Touches:
+        try:
+            ops = parse(args.patch)
+        except PatchError:
+            return Touches()  # malformed: names nothing; the call itself reports it
+        reads = tuple(op.path for op in ops if op.kind != "add")
+        writes = tuple(p for op in ops for p in (op.path, op.move_to) if p)
+        return Touches(reads=reads, writes=writes)
+
+    def preview(self, args: ApplyPatchArgs, ctx: ToolContext) -> Preview:
+        try:
+            plan = self._plan(parse(args.patch), ctx)
+        except (PatchError, PathDenied) as e:
+            return Preview(PreviewKind.TEXT, f"patch would not apply, nothing would change: {e}",
+                           is_error=True)
+        text, note = preview_diff(_diffs(plan, ctx)[0])
+        return Preview(PreviewKind.DIFF, text, note)
+
     def run(self, args: ApplyPatchArgs, ctx: ToolContext) -> ToolResult:
         try:
             ops = parse(args.patch)
@@ -87,21 +105,8 @@ class ApplyPatch(Tool):
         except (PatchError, PathDenied) as e:
             return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
         self._commit(plan)
-        diffs: list[str] = []
-        summary: list[str] = []
-        for src, dst, old, new in plan:
-            target = dst or src
-            name = display(target, ctx)
-            diffs.extend(difflib.unified_diff(
-                (old or "").splitlines(True), (new or "").splitlines(True),
-                f"a/{display(src, ctx)}" if old is not None else "/dev/null",
-                f"b/{name}" if new is not None else "/dev/null",
-            ))
-            verb = "added" if old is None else "deleted" if new is None else "updated"
-            if dst and dst != src and new is not None:
-                verb = f"moved from {display(src, ctx)} and updated"
-            summary.append(f"{verb} {name}")
-        diff, note, full = bounded_diff(diffs)
+        lines, summary = _diffs(plan, ctx)
+        diff, note, full = bounded_diff(lines)
         changed = sorted({str(p) for src, dst, _, _ in plan for p in (src, dst) if p})
         return ToolResult("\n".join(summary) + "\n" + diff + (note + "\n" if note else ""),
                           metadata={"diff": full, "paths_changed": changed,
@@ -174,3 +179,22 @@ class ApplyPatch(Tool):
                 else:
                     atomic_write(path, before.encode("utf-8"))
             raise
+
+
+def _diffs(plan, ctx: ToolContext) -> tuple[list[str], list[str]]:
+    """(the unified diff lines of a plan, one summary line per file)."""
+    diffs: list[str] = []
+    summary: list[str] = []
+    for src, dst, old, new in plan:
+        target = dst or src
+        name = display(target, ctx)
+        diffs.extend(difflib.unified_diff(
+            (old or "").splitlines(True), (new or "").splitlines(True),
+            f"a/{display(src, ctx)}" if old is not None else "/dev/null",
+            f"b/{name}" if new is not None else "/dev/null",
+        ))
+        verb = "added" if old is None else "deleted" if new is None else "updated"
+        if dst and dst != src and new is not None:
+            verb = f"moved from {display(src, ctx)} and updated"
+        summary.append(f"{verb} {name}")
+    return diffs, summary

@@ -1,4 +1,7 @@
-"""The tool protocol: name, description, pydantic Args (-> JSON schema), run(args, ctx).
+"""The tool contract: name, description, pydantic Args (-> JSON schema), run(args, ctx), and
+what a call would do before it runs: `mutates`, `touches(args)` (the paths it reads and
+writes) and `preview(args, ctx)` (the diff, command or request it would make). Approvals and
+the sandbox precheck read these; no table elsewhere repeats which tool touches what.
 
 Tools are synchronous; the agent runs them in a worker thread. A long tool polls
 `ctx.cancel` (a threading.Event) so an interrupt stops it cleanly.
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +27,39 @@ class ToolResult:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+class PreviewKind(StrEnum):
+    DIFF = "diff"  # a unified diff: what an edit, write or patch would change
+    COMMAND = "command"  # a command line and the directory it runs in
+    TEXT = "text"  # anything else (an MCP request; why a call would fail)
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """What a call would do, computed without doing it. `text` is bounded (tools/bounds.py);
+    `note` says what was cut ("" when nothing was). `is_error`: the call would fail, and
+    `text` says why (the tool reports the same when it runs)."""
+
+    kind: PreviewKind
+    text: str
+    note: str = ""
+    is_error: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": str(self.kind), "text": self.text, "note": self.note,
+                "is_error": self.is_error}
+
+
+@dataclass(frozen=True, slots=True)
+class Touches:
+    """The paths a call names, as the model wrote them (relative to the workspace or
+    absolute). `opaque`: the tool may reach further than it can say before running (a shell
+    command, an MCP server); the sandbox layers confine it at run time."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    opaque: bool = False
+
+
 @dataclass(slots=True)
 class ToolContext:
     cwd: Path  # the workspace root; relative paths resolve against it
@@ -34,15 +71,26 @@ class ToolContext:
 
 
 class Tool:
-    """Subclass with a pydantic `Args` model and `run`. Class attributes describe it."""
+    """Subclass with a pydantic `Args` model and `run`. Class attributes describe it;
+    `touches` and `preview` say what a call would do (override both in a tool with paths)."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]]
     mutates: ClassVar[bool] = False  # writes files or runs commands (approvals, checkpoints)
+    risky: ClassVar[bool] = False  # ask first even inside the sandbox (on-request policy)
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError
+
+    def touches(self, args: BaseModel) -> Touches:
+        """The paths `args` name. A tool that cannot say declares itself opaque."""
+        return Touches(opaque=True)
+
+    def preview(self, args: BaseModel, ctx: ToolContext) -> Preview | None:
+        """What `run(args, ctx)` would do, without doing it (no write, no command, no
+        request). None: nothing to show beyond the arguments."""
+        return None
 
     @classmethod
     def schema(cls) -> dict[str, Any]:

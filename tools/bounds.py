@@ -19,11 +19,17 @@ LISTING_CHARS = 64_000
 RESULT_CHARS = 512_000
 
 
+APPLIED = "the change itself was applied in full; read_file shows the result"
+NOT_APPLIED = "nothing is changed until the call runs"  # a preview's cut (Tool.preview)
+
+
 def cut_diff(lines: Iterable[str], max_lines: int = DIFF_LINES,
-             max_bytes: int = DIFF_BYTES) -> tuple[str, str]:
+             max_bytes: int = DIFF_BYTES, after: str = APPLIED,
+             what: str = "diff") -> tuple[str, str]:
     """(the diff's head within both bounds, a note saying what was cut, or "").
 
-    `lines` may be a generator (difflib.unified_diff): the rest is counted, not kept."""
+    `lines` may be a generator (difflib.unified_diff): the rest is counted, not kept.
+    `after` ends the note: what became of the part not shown; `what` names the text."""
     kept: list[str] = []
     size = 0
     total_lines = 0
@@ -48,9 +54,8 @@ def cut_diff(lines: Iterable[str], max_lines: int = DIFF_LINES,
         return text, ""
     if text and not text.endswith("\n"):
         text += "\n"
-    note = (f"[diff cut: showing {len(kept)} of {total_lines} lines ({size:,} of "
-            f"{total_bytes:,} bytes); the change itself was applied in full; read_file shows "
-            "the result]")
+    note = (f"[{what} cut: showing {len(kept)} of {total_lines} lines ({size:,} of "
+            f"{total_bytes:,} bytes); {after}]")
     return text, note
 
 
@@ -59,6 +64,19 @@ def bounded_diff(lines: list[str]) -> tuple[str, str, str]:
     shown, note = cut_diff(lines)
     meta, meta_note = cut_diff(lines, META_DIFF_LINES, META_DIFF_BYTES)
     return shown, note, meta + (meta_note + "\n" if meta_note else "")
+
+
+def preview_diff(lines: list[str]) -> tuple[str, str]:
+    """(the diff a front end is shown before the call, its cut note): the same head as the
+    result's metadata["diff"] (bounded_diff), so the preview is the diff the call makes."""
+    return cut_diff(lines, META_DIFF_LINES, META_DIFF_BYTES, NOT_APPLIED)
+
+
+def preview_text(text: str, what: str) -> tuple[str, str]:
+    """(a command or request as a front end is shown it before the call, its cut note):
+    bounded like a diff preview; the call itself gets the whole text."""
+    return cut_diff(text.splitlines(keepends=True), META_DIFF_LINES, DIFF_BYTES,
+                    "the call gets it whole", what)
 
 
 def cut_rows(rows: list[str], max_chars: int = LISTING_CHARS) -> tuple[list[str], int]:

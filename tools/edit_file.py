@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
+from pathlib import Path
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
-from m3agent.tools.bounds import bounded_diff
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.bounds import bounded_diff, preview_diff
 from m3agent.tools.fsutil import atomic_write, looks_binary
 from m3agent.tools.paths import check_write, display
 from pydantic import BaseModel, Field
@@ -28,7 +30,31 @@ class EditFile(Tool):
     Args = EditFileArgs
     mutates = True
 
+    def touches(self, args: EditFileArgs) -> Touches:
+        return Touches(reads=(args.path,), writes=(args.path,))
+
+    def preview(self, args: EditFileArgs, ctx: ToolContext) -> Preview:
+        plan = self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return Preview(PreviewKind.TEXT, plan.output, is_error=True)
+        text, note = preview_diff(_diff(plan))
+        return Preview(PreviewKind.DIFF, text, note)
+
     def run(self, args: EditFileArgs, ctx: ToolContext) -> ToolResult:
+        plan = self._plan(args, ctx)
+        if isinstance(plan, ToolResult):
+            return plan
+        atomic_write(plan.path, plan.new.encode("utf-8"))
+        diff, note, full = bounded_diff(_diff(plan))
+        head = f"edited {plan.shown} ({plan.count} replacement(s))"
+        return ToolResult(
+            "\n".join(x for x in (head, diff.rstrip("\n"), note) if x),
+            metadata={"diff": full, "paths_changed": [str(plan.path)], "truncated": bool(note)},
+        )
+
+    def _plan(self, args: EditFileArgs, ctx: ToolContext) -> _Edit | ToolResult:
+        """The edit `args` ask for, read but not written; or the error result saying why not
+        (one check for run and preview, so a preview fails exactly when the call would)."""
         path = check_write(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
         if not path.is_file():
@@ -61,13 +87,20 @@ class EditFile(Tool):
                 is_error=True,
             )
         new = old.replace(args.old_string, args.new_string, -1 if args.replace_all else 1)
-        atomic_write(path, new.encode("utf-8"))
-        diff, note, full = bounded_diff(list(difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True),
-            f"a/{shown}", f"b/{shown}",
-        )))
-        head = f"edited {shown} ({count if args.replace_all else 1} replacement(s))"
-        return ToolResult(
-            "\n".join(x for x in (head, diff.rstrip("\n"), note) if x),
-            metadata={"diff": full, "paths_changed": [str(path)], "truncated": bool(note)},
-        )
+        return _Edit(path, shown, old, new, count if args.replace_all else 1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    path: Path
+    shown: str
+    old: str
+    new: str
+    count: int
+
+
+def _diff(e: _Edit) -> list[str]:
+    return list(difflib.unified_diff(
+        e.old.splitlines(keepends=True), e.new.splitlines(keepends=True),
+        f"a/{e.shown}", f"b/{e.shown}",
+    ))

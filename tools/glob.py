@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
 from m3agent.tools.bounds import LISTING_CHARS, cut_rows
 from m3agent.tools.ignore import _glob_to_regex, walk
 from m3agent.tools.paths import check_read, display, is_secret
@@ -23,6 +23,9 @@ class Glob(Tool):
     name = "glob"
     description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
     Args = GlobArgs
+
+    def touches(self, args: GlobArgs) -> Touches:
+        return Touches(reads=(args.path,))
 
     def run(self, args: GlobArgs, ctx: ToolContext) -> ToolResult:
         root = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
 from m3agent.tools.bounds import LISTING_CHARS, cut_rows
 from m3agent.tools.fsutil import looks_binary
 from m3agent.tools.ignore import _glob_to_regex, walk
@@ -37,6 +37,9 @@ class Grep(Tool):
 
     def __init__(self, use_ripgrep: bool = True) -> None:
         self._rg = shutil.which("rg") if use_ripgrep else None
+
+    def touches(self, args: GrepArgs) -> Touches:
+        return Touches(reads=(args.path,))
 
     def run(self, args: GrepArgs, ctx: ToolContext) -> ToolResult:
         root = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
 from m3agent.tools.bounds import LISTING_CHARS, cut_rows
 from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
@@ -20,6 +20,9 @@ class ListDir(Tool):
     name = "list_dir"
     description = "List the entries of a directory; subdirectories end with '/'."
     Args = ListDirArgs
+
+    def touches(self, args: ListDirArgs) -> Touches:
+        return Touches(reads=(args.path,))
 
     def run(self, args: ListDirArgs, ctx: ToolContext) -> ToolResult:
         path = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it

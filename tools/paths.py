@@ -34,6 +34,8 @@ def _within(path: Path, root: Path) -> bool:
 def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
     if any(_within(path, s) for s in policy.secret_locations()):
         return True
+    if any(_within(path, p) for p in policy.private_locations()):  # m3agent's own data/config
+        return True
     # .env files outside the workspace (the workspace's own .env is the user's project).
     name = path.name
     if (name == ".env" or name.startswith(".env.")) and not _within(path, policy.workspace):

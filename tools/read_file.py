@@ -6,7 +6,7 @@ import os
 import stat
 from collections.abc import Iterator
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
+from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
 from m3agent.tools.fsutil import looks_binary
 from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
@@ -56,6 +56,9 @@ class ReadFile(Tool):
         "Use offset/limit to read part of a large file."
     )
     Args = ReadFileArgs
+
+    def touches(self, args: ReadFileArgs) -> Touches:
+        return Touches(reads=(args.path,))
 
     def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
         path = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it

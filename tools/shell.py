@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
+from pathlib import Path
+
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.bounds import preview_text
 from m3agent.tools.paths import PathDenied, resolve
+from m3agent.tools.sandbox.budget import WriteBudgetSpent
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox, SandboxUnavailable
 from pydantic import BaseModel, Field
@@ -29,6 +33,18 @@ def sandbox_of(ctx: ToolContext) -> Sandbox:
     return sandbox
 
 
+def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
+    if not args.workdir:
+        return ctx.cwd
+    try:
+        cwd = resolve(args.workdir, ctx)
+    except PathDenied as e:
+        return ToolResult(str(e), is_error=True)
+    if not cwd.is_dir():
+        return ToolResult(f"workdir {args.workdir}: no such directory", is_error=True)
+    return cwd
+
+
 class Shell(Tool):
     name = "shell"
     description = (
@@ -39,21 +55,32 @@ class Shell(Tool):
     Args = ShellArgs
     mutates = True
 
+    def touches(self, args: ShellArgs) -> Touches:
+        # A command's reach is enforced by the sandbox layers at run time, not predicted.
+        return Touches(reads=(args.workdir,) if args.workdir else (), opaque=True)
+
+    def preview(self, args: ShellArgs, ctx: ToolContext) -> Preview:
+        cwd = _workdir(args, ctx)
+        if isinstance(cwd, ToolResult):
+            return Preview(PreviewKind.TEXT, cwd.output, is_error=True)
+        timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
+        # The directory first: a long command's cut never hides where it runs.
+        text, note = preview_text(f"cwd: {cwd} (timeout {timeout:g}s)\n"
+                                  f"$ {args.command}\n", "command")
+        return Preview(PreviewKind.COMMAND, text, note)
+
     def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
         sandbox = sandbox_of(ctx)
-        cwd = ctx.cwd
-        if args.workdir:
-            try:
-                cwd = resolve(args.workdir, ctx)
-            except PathDenied as e:
-                return ToolResult(str(e), is_error=True)
-            if not cwd.is_dir():
-                return ToolResult(f"workdir {args.workdir}: no such directory", is_error=True)
+        cwd = _workdir(args, ctx)
+        if isinstance(cwd, ToolResult):
+            return cwd
         timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
         try:
             r = sandbox.run(args.command, cwd=cwd, timeout_s=timeout, cancel=ctx.cancel, env=ctx.env)
         except SandboxUnavailable as e:
             return ToolResult(str(e), is_error=True, metadata={"blocked_by": "no_sandbox"})
+        except WriteBudgetSpent as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "write_budget"})
         if not r.started:  # never a success, never mistaken for the command's own failure
             why = (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1]
             return ToolResult(
@@ -64,20 +91,28 @@ class Shell(Tool):
         parts = [f"exit code: {r.exit_code}"]
         if r.timed_out:
             parts.append(f"[timed out after {timeout:g}s; the command and its children were killed]")
+        if r.write_budget_exceeded:
+            parts.append(f"[killed: the session's commands grew the disk past the write budget "
+                         f"({sandbox.policy.limits.write_budget_mb} MiB)]")
         if r.cancelled:
             parts.append("[interrupted; the command and its children were killed]")
         if r.stdout:
             parts.append("stdout:\n" + r.stdout.rstrip("\n"))
         if r.stderr:
             parts.append("stderr:\n" + r.stderr.rstrip("\n"))
+        if r.set_aside:
+            parts.append("[sandbox: commands may not create " + ", ".join(
+                Path(p).name.split(".m3agent-blocked-")[0] for p in r.set_aside)
+                + "; set aside as " + ", ".join(r.set_aside) + "]")
         if r.restored_modes:
             parts.append(f"[sandbox: restored the permissions of {len(r.restored_modes)} protected file(s)]")
         return ToolResult(
             "\n".join(parts),
-            is_error=r.exit_code != 0 or r.timed_out or r.cancelled,
+            is_error=r.exit_code != 0 or r.timed_out or r.cancelled or r.write_budget_exceeded,
             metadata={
                 "exit_code": r.exit_code, "timed_out": r.timed_out, "truncated": r.truncated,
                 "stdout_bytes": r.stdout_bytes, "stderr_bytes": r.stderr_bytes,
                 "layers": list(r.layers), "duration_s": round(r.duration_s, 3),
+                "write_budget_exceeded": r.write_budget_exceeded,
             },
         )

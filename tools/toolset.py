@@ -1,15 +1,36 @@
-"""Toolset: the registry, the schema export (stable order) and a dispatch that never raises."""
+"""Toolset: the registry, the schema export (stable order), a dispatch that never raises, and
+each call's declared contract (touches, preview) read before it runs.
+
+`ToolsetProtocol` is what the agent relies on; `Toolset` (and tools/mcp's McpToolset) is it.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult
-from m3agent.tools.bounds import cut_middle
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.bounds import cut_middle, preview_text
 from m3agent.tools.paths import PathDenied
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+
+@runtime_checkable
+class ToolsetProtocol(Protocol):
+    """What a session needs of its tools."""
+
+    def schemas(self) -> list[dict[str, Any]]: ...
+
+    def get(self, name: str) -> type[Tool]: ...
+
+    def touches(self, name: str, arguments: Any) -> Touches | None: ...
+
+    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None: ...
+
+    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult: ...
+
+    def close(self) -> None: ...
 
 
 def _validation_message(name: str, err: ValidationError) -> str:
@@ -57,7 +78,42 @@ class Toolset:
         """Releases what the tools hold (MCP servers: tools/mcp); the base set holds nothing.
         The session calls it when it closes."""
 
+    def touches(self, name: str, arguments: Any) -> Touches | None:
+        """The paths a call names; None for an unknown tool or invalid arguments (the call
+        itself reports those)."""
+        parsed = self._parse(name, arguments)
+        if isinstance(parsed, ToolResult):
+            return None
+        return self._tools[name].touches(parsed)
+
+    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
+        """What a call would do, computed without doing it; never raises. A call that would
+        fail previews as an error saying why (the same words its result would carry)."""
+        parsed = self._parse(name, arguments)
+        if isinstance(parsed, ToolResult):
+            return Preview(PreviewKind.TEXT, preview_text(parsed.output, "message")[0],
+                           is_error=True)
+        try:
+            return self._tools[name].preview(parsed, ctx)
+        except PathDenied as e:
+            return Preview(PreviewKind.TEXT, str(e), is_error=True)
+        except Exception as e:  # a preview bug must not stop the approval being asked
+            return Preview(PreviewKind.TEXT, f"no preview: {type(e).__name__}: {e}",
+                           is_error=True)
+
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
+        parsed = self._parse(name, arguments)
+        if isinstance(parsed, ToolResult):
+            return parsed
+        try:
+            return _bounded(self._tools[name].run(parsed, ctx))
+        except PathDenied as e:  # the one path guard every tool goes through
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
+            return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
+
+    def _parse(self, name: str, arguments: Any) -> BaseModel | ToolResult:
+        """The tool's typed arguments, or the error result saying what is wrong with them."""
         tool = self._tools.get(name)
         if tool is None:
             known = ", ".join(self._tools)
@@ -73,15 +129,9 @@ class Toolset:
                 is_error=True,
             )
         try:
-            args = tool.Args.model_validate(arguments)
+            return tool.Args.model_validate(arguments)
         except ValidationError as e:
             return ToolResult(_validation_message(name, e), is_error=True)
-        try:
-            return _bounded(tool.run(args, ctx))
-        except PathDenied as e:  # the one path guard every tool goes through
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
-        except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
-            return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
 
 
 def _bounded(result: ToolResult) -> ToolResult:

@@ -1,9 +1,12 @@
-"""`m3agent context [--json] [--cwd DIR] [--budget N]`: what the repository snapshot holds.
+"""`m3agent context [--json] [--cwd DIR] [--budget N] [--engine E --model M --base-url U]`.
 
-Files included (tokens each), listed by path only (over budget), skipped (with the reason),
-the total, the budget and the content hash. No engine is loaded: the budget comes from
---budget, the `context_budget` setting, or the model's context (its config.json for a native
-or vLLM model directory, else M3's) minus `context_reserve`.
+What the repository snapshot of a session started here would hold: files included (tokens
+each), listed by path only (over budget; with their real size on disk), skipped (with the
+reason), the total, the budget and the content hash. The budget is --budget, the
+`context_budget` setting, or the session's real window minus `context_reserve`; the window is
+what the session would get: a running `m3agent serve` of the model, the server's
+`max_model_len` (remote), or the model's own maximum (native: capped by the CPU KV cache as
+the native engine caps it). No model is loaded.
 """
 
 from __future__ import annotations
@@ -13,17 +16,81 @@ from pathlib import Path
 import typer
 
 M3_CONTEXT_TOKENS = 1_048_576  # MiniMax M3's window when no model directory says otherwise
+DEFAULT_SESSION_TOKENS = 196_608  # what remote/scripted sessions assume when not told
 
 
-def _max_context(settings) -> int:
+def _native_cpu_window(text_config, max_len: int) -> int:
+    """The window LLMEngine gives a model on CPU: the default KV budget caps it."""
+    from m3agent.engine.native.engine_config import DEFAULT_CPU_KV_BYTES
+
+    c = text_config
+    index = c.sparse_attention_config.sparse_index_dim
+    per_token = sum(
+        c.num_key_value_heads * 2 * c.head_dim + (index if c.is_sparse_layer(i) else 0)
+        for i in range(c.num_hidden_layers)
+    )
+    blocks = DEFAULT_CPU_KV_BYTES // (per_token * 128 * 4)  # fp32 on CPU
+    return max(0, min(max_len, (max(2, blocks) - 1) * 128))
+
+
+def _server_max_model_len(settings) -> int | None:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+    r = httpx.get(settings.base_url.rstrip("/") + "/models", headers=headers, timeout=10.0)
+    r.raise_for_status()
+    cards = r.json().get("data") or []
+    wanted = [c for c in cards if c.get("id") == settings.model] or cards
+    lens = [c.get("max_model_len") for c in wanted if isinstance(c.get("max_model_len"), int)]
+    return lens[0] if lens else None
+
+
+def session_window(settings) -> tuple[int, str]:
+    """(tokens, where the figure comes from) for a session with these settings."""
     from m3agent.engine.m3.config import load_config
 
-    if settings.engine in ("native", "vllm") and settings.model:
+    if settings.engine == "remote":
         try:
-            return load_config(Path(settings.model).expanduser()).text_config.max_model_len
-        except ValueError:
-            pass  # no readable config: fall back to M3's own window
-    return M3_CONTEXT_TOKENS
+            n = _server_max_model_len(settings)
+        except Exception as e:  # noqa: BLE001 (any failure: say so and assume the default)
+            return DEFAULT_SESSION_TOKENS, f"default: {settings.base_url} did not answer ({e})"
+        if n is None:
+            return DEFAULT_SESSION_TOKENS, "default: the server names no max_model_len"
+        return n, f"max_model_len of {settings.base_url}"
+    if settings.engine == "scripted" or not settings.model:
+        return DEFAULT_SESSION_TOKENS if settings.engine == "scripted" else M3_CONTEXT_TOKENS, (
+            "default"
+        )
+    from m3agent.app.factory import attach_to_server
+
+    server = attach_to_server(settings)
+    if server is not None:
+        return server.info().max_context_tokens, "the running m3agent serve of this model"
+    try:
+        text = load_config(Path(settings.model).expanduser()).text_config
+    except ValueError:
+        return M3_CONTEXT_TOKENS, "M3's window (no readable config.json)"
+    if settings.engine == "vllm":
+        return min(262_144, text.max_model_len), "vLLM's default max_model_len for this model"
+    device = settings.device or "cpu"
+    if device == "cpu" and settings.device is None:
+        try:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            device = "cpu"
+    if device == "cpu":
+        return _native_cpu_window(text, text.max_model_len), "native engine on CPU (KV cache)"
+    return text.max_model_len, "the model's maximum (the GPU KV cache may lower it)"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +100,15 @@ def register(app: typer.Typer) -> None:
         cwd: Path = typer.Option(Path("."), "--cwd", help="Repository (default: here)."),
         budget: int | None = typer.Option(None, "--budget", help="Token budget of the snapshot."),
         files: bool = typer.Option(False, "--files", help="Text: list every file, not a summary."),
+        engine: str | None = typer.Option(
+            None, "--engine", help="The session's backend: native|vllm|remote|scripted."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", help="Model directory (native, vllm) or served model name (remote)."
+        ),
+        base_url: str | None = typer.Option(
+            None, "--base-url", help="OpenAI-compatible server URL (remote): its max_model_len."
+        ),
     ) -> None:
         """Show what the repository snapshot of a session started here would hold."""
         import json
@@ -49,8 +125,9 @@ def register(app: typer.Typer) -> None:
         if budget is not None and budget < 1:
             fail(f"--budget must be positive, got {budget}")
         try:
-            settings = load_settings()
-            config = snapshot_config(settings, _max_context(settings), budget)
+            settings = load_settings().override(engine=engine, model=model, base_url=base_url)
+            window, window_source = session_window(settings)
+            config = snapshot_config(settings, window, budget)
             if config is None:
                 fail("the context reserve leaves no room for a snapshot (lower context_reserve)")
             tokenizer = snapshot_tokenizer(settings)
@@ -65,23 +142,39 @@ def register(app: typer.Typer) -> None:
         except ValueError as e:
             fail(str(e))
             return
+        sizes = {}
+        for f in snap.entries("listed"):
+            try:
+                sizes[f.path] = (root / f.path).stat().st_size
+            except OSError:
+                pass
         if as_json:
-            sys.stdout.write(json.dumps({"root": str(root), **snap.to_dict()}) + "\n")
+            d = {"root": str(root), "window_tokens": window, "window_source": window_source}
+            d.update(snap.to_dict())
+            for f in d["files"]:
+                if f["path"] in sizes:
+                    f["size_bytes"] = sizes[f["path"]]
+            sys.stdout.write(json.dumps(d) + "\n")
             return
         out = sys.stdout
         s = snap.summary()
         out.write(
             f"{root}: {s['tokens']} of {s['budget_tokens']} tokens, "
-            f"{s['files_included']} files included, {s['files_listed']} listed by path, "
+            f"{s['files_included']} files included, {s['files_outlined']} as outlines, "
+            f"{s['files_listed']} listed by path, "
             f"{s['files_skipped']} skipped ({s['build_time_s']:.2f} s)\n"
             f"content {snap.content_hash[:16]}"
             + (f", instructions from {snap.instructions}" if snap.instructions else "")
             + "\n"
+            + f"window {window} tokens ({window_source})\n"
         )
         if files:
             for f in snap.files:
                 extra = f" ({f.reason})" if f.reason else ""
-                out.write(f"  {f.status:<12} {f.tokens:>8}  {f.path}{extra}\n")
+                if f.path in sizes:  # its real size, not the cost of its path line
+                    out.write(f"  {f.status:<12} {_size(sizes[f.path]):>10}  {f.path}{extra}\n")
+                else:
+                    out.write(f"  {f.status:<12} {f.tokens:>10}  {f.path}{extra}\n")
             return
         biggest = sorted(snap.entries("included"), key=lambda f: (-f.tokens, f.path))[:10]
         if biggest:
@@ -92,4 +185,6 @@ def register(app: typer.Typer) -> None:
         for f in snap.entries("skipped"):
             reasons[f.reason] = reasons.get(f.reason, 0) + 1
         if reasons:
-            out.write("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + "\n")
+            out.write(
+                "skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + "\n"
+            )

@@ -17,6 +17,10 @@ def register(app: typer.Typer) -> None:
         ),
         network: bool = typer.Option(False, "--network", help="Judge a policy with network on."),
         mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Start and check MCP servers."),
+        without: list[str] = typer.Option(
+            [], "--without", help="Judge as if this layer were unavailable (repeatable), e.g. "
+            "--without bwrap for a machine where user namespaces are restricted."
+        ),
     ) -> None:
         """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you."""
         import json
@@ -32,11 +36,13 @@ def register(app: typer.Typer) -> None:
         try:
             settings = load_settings()
             policy = SandboxPolicy(
-                workspace=cwd, mode=sandbox or settings.sandbox, network=network
+                workspace=cwd, mode=sandbox or settings.sandbox, network=network,
+                disabled_layers=frozenset(without),
             )
         except ValueError as e:
             die(str(e))
         report = probe(policy)
+        gaps = [*report.to_dict()["gaps"], *_private_dir_gaps(settings)]
         extras = {
             "ripgrep": shutil.which("rg") or None,
             "git": shutil.which("git") or None,
@@ -45,10 +51,12 @@ def register(app: typer.Typer) -> None:
 
         servers = check_servers(settings, policy) if mcp else []
         if as_json:
-            out = {**report.to_dict(), "tools": extras, "mcp": servers}
+            out = {**report.to_dict(), "gaps": gaps, "tools": extras, "mcp": servers}
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
             sys.stdout.write(format_report(report) + "\n")
+            for gap in gaps[len(report.to_dict()["gaps"]):]:
+                sys.stdout.write(f"  gap     {gap}\n")
             sys.stdout.write(f"  workspace  {policy.workspace}\n")
             sys.stdout.write(f"  grep       {'ripgrep ' + extras['ripgrep'] if extras['ripgrep'] else 'Python fallback (ripgrep not found)'}\n")
             sys.stdout.write(f"  undo       {'git ' + extras['git'] if extras['git'] else 'unavailable: git not found'}\n")
@@ -56,3 +64,19 @@ def register(app: typer.Typer) -> None:
                 sys.stdout.write(format_rows(servers) + "\n")
         if not report.protective:
             raise typer.Exit(exit_codes.SANDBOX_UNAVAILABLE)
+
+
+def _private_dir_gaps(settings) -> list[str]:
+    """m3agent's data dir must be 0700: session logs and checkpoints hold the user's code."""
+    import os
+    import stat
+
+    out = []
+    for path in (settings.home, settings.sessions_dir, settings.checkpoints_dir):
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            out.append(f"{path} is mode {mode:04o}: other users can read it (chmod 700 it)")
+    return out

@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
     @mcp.command("add")
     def add(
         name: str = typer.Argument(..., help="Server name (tools become mcp__NAME__TOOL)."),
-        command: list[str] = typer.Argument(None, help="stdio: the command and its arguments "
+        command: list[str] = typer.Argument(None, metavar="ARGS",
+                                            help="stdio: the command and its arguments "
                                             "(put them after --)."),
         url: str | None = typer.Option(None, "--url", help="A remote server's URL."),
         transport: str = typer.Option("http", "--transport", help="With --url: http|sse."),
@@ -59,7 +60,7 @@ def register(app: typer.Typer) -> None:
                                      help="Let a stdio server use the network."),
         scope: str = typer.Option("user", "--scope", "-s", help="user|project (./.mcp.json)."),
     ) -> None:
-        """Add a server: `m3agent mcp add NAME -- CMD ARGS...` or `add NAME --url URL`."""
+        """Add a server: `m3agent mcp add NAME -- CMD [ARG]` or `add NAME --url URL`."""
         import sys
 
         from m3agent.app.cli_errors import die
@@ -170,7 +171,7 @@ def register(app: typer.Typer) -> None:
 
     @mcp.command("trust")
     def trust_(
-        names: list[str] = typer.Argument(None, help="Servers to trust (default: all)."),
+        names: list[str] = typer.Argument(None, metavar="ARGS", help="Servers to trust (default: all)."),
         cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to trust."),
     ) -> None:
         """Trust this project's .mcp.json servers (asked once; a changed entry asks again)."""

@@ -30,6 +30,9 @@ def register(app: typer.Typer) -> None:
             1, "--dense-layers", help="Leading layers with dense attention and dense MLP."),
         topk_blocks: int = typer.Option(16, "--topk-blocks", help="MSA blocks per query."),
         fp8: bool = typer.Option(False, "--fp8", help="Store projections as FP8 e4m3."),
+        mxfp8: bool = typer.Option(
+            False, "--mxfp8",
+            help="Store projections as MXFP8 (e4m3, one e8m0 scale per 1x32 block)."),
     ) -> None:
         """Write a random MiniMax M3 checkpoint in HF layout (config, safetensors, tokenizer)."""
         from m3agent.engine.native.tiny import TinySpec
@@ -38,7 +41,7 @@ def register(app: typer.Typer) -> None:
         try:
             spec = TinySpec(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                             experts=experts, vocab=vocab, seed=seed, dense_layers=dense_layers,
-                            fp8=fp8, topk_blocks=topk_blocks)
+                            fp8=fp8, mxfp8=mxfp8, topk_blocks=topk_blocks)
             out = write(path, spec)
         except ValueError as e:
             die(str(e))

@@ -11,7 +11,7 @@ def register(app: typer.Typer) -> None:
     @app.command("resume")
     def resume(
         session_id: str | None = typer.Argument(
-            None, metavar="[ID]", help="The session (m3agent sessions lists them)."
+            None, metavar="ID", help="The session (m3agent sessions lists them)."
         ),
         last: bool = typer.Option(
             False, "--last", "-l", help="The last session of this workspace."

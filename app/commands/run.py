@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
         ),
         output_format: str = typer.Option(
             "text", "--output-format", metavar="FORMAT",
-            help="text (the default), json or stream-json.",
+            help="text, json or stream-json.",
         ),
         output_last_message: Path | None = typer.Option(
             None, "--output-last-message", "-o", metavar="FILE",

@@ -50,13 +50,16 @@ def register(app: typer.Typer) -> None:
         gpu_memory_utilization: float = typer.Option(
             0.9, "--gpu-memory-utilization", help="vllm: share of each GPU's memory to use."
         ),
+        verbose: bool = typer.Option(
+            False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
+        ),
     ) -> None:
         """Serve one model over HTTP until stopped."""
         vllm_options = {
             "tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len,
             "kv_cache_dtype": kv_cache_dtype, "speculative_draft": speculative_draft,
             "max_images": max_images, "max_videos": max_videos,
-            "gpu_memory_utilization": gpu_memory_utilization,
+            "gpu_memory_utilization": gpu_memory_utilization, "verbose": verbose,
         }
         if detach:
             import sys

@@ -9,6 +9,7 @@ generation prefix and every earlier token stays cached.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -130,3 +131,66 @@ def not_served(engine: Any) -> HttpResponse | None:
     return HttpResponse(404, error_json(
         f"the {backend} engine serves chat completions only (no /v1/completions)",
         "not_found", 404))
+
+
+async def serve_completion(engine: Any, model: str, body: CompletionBody,
+                           creq: CompletionRequest, status_of: Any) -> HttpResponse:
+    """The response to one completion: SSE (the status line only after the first delta, so
+    that a request the engine refuses at once is an HTTP error) or one JSON object."""
+    rid = creq.request_id
+    if body.stream:
+        stream = aiter(engine.complete(creq))
+        try:
+            first = await anext(stream)
+        except StopAsyncIteration:
+            first = None
+        except EngineError as e:
+            code = status_of(e)
+            return HttpResponse(code, error_json(str(e), "engine_error", code))
+        except asyncio.CancelledError:
+            await engine.abort(rid)
+            raise
+        return HttpResponse(events=_guarded(engine, rid, stream, first, lambda deltas:
+                            completion_events(rid, model, body, deltas, status_of)))
+    text: list[str] = []
+    final: UsageDelta | None = None
+    ended = False
+    try:
+        async for d in engine.complete(creq):
+            if isinstance(d, ContentDelta):
+                text.append(d.text)
+            elif isinstance(d, UsageDelta):
+                final = d
+        ended = True
+    except EngineError as e:
+        ended = True
+        code = status_of(e)
+        return HttpResponse(code, error_json(str(e), "engine_error", code))
+    finally:
+        if not ended:  # the client hung up: stop generating for nobody
+            await engine.abort(rid)
+    return HttpResponse.json(completion_json(rid, model, "".join(text), final))
+
+
+async def _guarded(engine: Any, request_id: str, stream: AsyncIterator[ChatDelta],
+                   first: ChatDelta | None, render: Any) -> AsyncIterator[str]:
+    """`render`'s events over first + the rest; the engine request is aborted if the client
+    leaves before the end."""
+    ended = False
+
+    async def deltas() -> AsyncIterator[ChatDelta]:
+        if first is not None:
+            yield first
+        async for d in stream:
+            yield d
+
+    try:
+        async for event in render(deltas()):
+            yield event
+        ended = True
+    finally:
+        if not ended:
+            await engine.abort(request_id)
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -1,8 +1,10 @@
 """A small HTTP/1.1 server on asyncio streams: enough for an OpenAI-compatible endpoint.
 
-One request per connection (`Connection: close`): clients such as httpx open a new
-connection when the server closes one, and a closed connection is also how a streaming
-client says "stop" (the handler is cancelled, which aborts the engine request).
+Keep-alive for ordinary responses (HTTP/1.1's default; `Connection: close` from the client or
+an idle connection ends it); a streamed (SSE) response ends its connection, which is how the
+client knows the body is complete. A client that closes its connection while its request runs
+has left: the handler is cancelled (which aborts the engine request). Each request is one
+line in the access log, when one is given.
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 512 * 1024 * 1024  # videos travel as data URLs
+KEEP_ALIVE_S = 30.0  # an idle kept-alive connection is closed after this
+_GONE_POLL_S = 0.05
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
@@ -27,6 +32,14 @@ class HttpRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    version: str = "HTTP/1.1"
+
+    @property
+    def keep_alive(self) -> bool:
+        conn = self.headers.get("connection", "").lower()
+        if self.version == "HTTP/1.0":
+            return conn == "keep-alive"
+        return conn != "close"
 
 
 @dataclass(slots=True)
@@ -63,7 +76,7 @@ async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
     parts = lines[0].split(" ")
     if len(parts) != 3:
         raise BadRequest(400, "malformed request line")
-    method, path, _ = parts
+    method, path, version = parts
     headers: dict[str, str] = {}
     for line in lines[1:]:
         if ":" in line:
@@ -78,12 +91,14 @@ async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
     if length > MAX_BODY_BYTES:
         raise BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
     body = await reader.readexactly(length) if length else b""
-    return HttpRequest(method.upper(), path.split("?", 1)[0], headers, body)
+    return HttpRequest(method.upper(), path.split("?", 1)[0], headers, body, version.upper())
 
 
-def _head(status: int, content_type: str, extra: dict[str, str], length: int | None) -> bytes:
+def _head(status: int, content_type: str, extra: dict[str, str], length: int | None,
+          keep_alive: bool = False) -> bytes:
     lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-             f"Content-Type: {content_type}", "Connection: close"]
+             f"Content-Type: {content_type}",
+             "Connection: keep-alive" if keep_alive else "Connection: close"]
     if length is not None:
         lines.append(f"Content-Length: {length}")
     else:
@@ -106,7 +121,7 @@ async def _send_events(
 
     pumping = asyncio.ensure_future(pump())
     # EOF from the client while we stream means it went away: stop generating.
-    gone = asyncio.ensure_future(reader.read(1))
+    gone = asyncio.ensure_future(_client_gone(reader))
     try:
         done, _ = await asyncio.wait({pumping, gone}, return_when=asyncio.FIRST_COMPLETED)
         if pumping not in done:
@@ -128,7 +143,7 @@ async def _unless_client_leaves(
     """The handler's response, or None (handler cancelled) when the client hangs up first:
     a non-streaming completion nobody waits for should not keep the engine busy."""
     task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(reader.read(1))
+    gone = asyncio.ensure_future(_client_gone(reader))
     try:
         await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
@@ -141,39 +156,79 @@ async def _unless_client_leaves(
         gone.cancel()
 
 
-def connection_handler(handler: Handler):
+async def _client_gone(reader: asyncio.StreamReader) -> None:
+    """Returns once the client has closed its side. Polls instead of reading, so that a
+    kept-alive client's next request stays in the buffer for read_request."""
+    while not reader.at_eof():
+        await asyncio.sleep(_GONE_POLL_S)
+
+
+def _access(log: TextIO | None, peer: str, req: HttpRequest | None, status: int | str,
+            started: float) -> None:
+    if log is None:
+        return
+    what = f"{req.method} {req.path}" if req is not None else "-"
+    with contextlib.suppress(Exception):
+        log.write(f"{peer} \"{what}\" {status} {time.monotonic() - started:.3f}s\n")
+        log.flush()
+
+
+def connection_handler(handler: Handler, log: TextIO | None = None):
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else "unix"
         try:
-            try:
-                req = await read_request(reader)
-                if req is None:
-                    return
-                resp = await _unless_client_leaves(handler(req), reader)
-                if resp is None:
-                    return
-            except BadRequest as e:
-                body = json.dumps({"error": {"message": str(e), "code": e.status}}).encode()
-                resp = HttpResponse(e.status, body)
-            if resp.events is not None:
-                await _send_events(resp, reader, writer)
-            else:
-                writer.write(_head(resp.status, resp.content_type, resp.headers, len(resp.body)))
-                writer.write(resp.body)
-                await writer.drain()
+            while await _one(reader, writer, peer):
+                pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away; nothing to answer
+        except asyncio.CancelledError:
+            pass  # the server is shutting down: an idle kept-alive connection just ends
         finally:
             with contextlib.suppress(Exception):
                 writer.close()
                 await writer.wait_closed()
 
+    async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                   peer: str) -> bool:
+        """One request and its response; True when the connection stays open for another."""
+        req: HttpRequest | None = None
+        try:
+            try:
+                req = await asyncio.wait_for(read_request(reader), KEEP_ALIVE_S)
+            except TimeoutError:
+                return False
+            if req is None:
+                return False
+            started = time.monotonic()
+            resp = await _unless_client_leaves(handler(req), reader)
+            if resp is None:
+                _access(log, peer, req, "client left", started)
+                return False
+        except BadRequest as e:
+            started = time.monotonic()
+            body = json.dumps({"error": {"message": str(e), "code": e.status}}).encode()
+            resp = HttpResponse(e.status, body)
+            req = None
+        keep = req is not None and req.keep_alive and resp.events is None
+        if resp.events is not None:
+            await _send_events(resp, reader, writer)
+        else:
+            writer.write(_head(resp.status, resp.content_type, resp.headers, len(resp.body),
+                               keep_alive=keep))
+            writer.write(resp.body)
+            await writer.drain()
+        _access(log, peer, req, resp.status, started)
+        return keep
+
     return serve
 
 
 async def start(handler: Handler, *, host: str = "127.0.0.1", port: int | None = None,
-                socket_path: str | None = None) -> asyncio.base_events.Server:
+                socket_path: str | None = None,
+                access_log: TextIO | None = None) -> asyncio.base_events.Server:
     """Listens on host:port or on a unix socket; port 0 picks a free one."""
-    cb = connection_handler(handler)
+    cb = connection_handler(handler, access_log)
     if socket_path is not None:
         return await asyncio.start_unix_server(cb, path=socket_path, limit=MAX_HEADER_BYTES)
     return await asyncio.start_server(cb, host, port or 0, limit=MAX_HEADER_BYTES)

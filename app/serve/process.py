@@ -27,9 +27,14 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def _wait_gone(pids: list[int], deadline: float) -> list[int]:
+def _wait_gone(pids: list[int], deadline: float, root: int | None = None) -> list[int]:
+    """Waits until none of `pids` lives; children `root` starts meanwhile (a vLLM engine core
+    spawned while it was still loading) join the wait."""
+    family = list(pids)
     while True:
-        left = [p for p in pids if pid_alive(p)]
+        if root is not None and pid_alive(root):
+            family += [c for c in descendants(root) if c not in family]
+        left = [p for p in family if pid_alive(p)]
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.1)
@@ -41,7 +46,7 @@ def stop_process(pid: int, grace_s: float = 30.0) -> bool:
     family = [pid, *descendants(pid)]
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    left = _wait_gone(family, time.monotonic() + grace_s)
+    left = _wait_gone(family, time.monotonic() + grace_s, root=pid)
     for p in left:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)

@@ -35,7 +35,8 @@ async def serve_forever(
             if _socket_in_use(socket_path):
                 raise ValueError(f"{socket_path} is in use by another server")
             sock.unlink()  # a stale socket left by a server that died
-    server = await start(app.handle, host=host, port=port, socket_path=socket_path)
+    server = await start(app.handle, host=host, port=port, socket_path=socket_path,
+                         access_log=log)
     bound_port = None if socket_path else server.sockets[0].getsockname()[1]
     # Clients on this machine reach a wildcard listener through loopback.
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -57,6 +58,9 @@ async def serve_forever(
         log.flush()
     finally:
         server.close()
+        close_clients = getattr(server, "close_clients", None)  # Python 3.13+: idle keep-alives
+        if close_clients is not None:
+            close_clients()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), 5.0)
         await engine.close()

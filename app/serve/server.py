@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.app.serve.completions import (
-    completion_events,
-    completion_json,
     new_request_id,
     not_served,
     parse_completion,
+    serve_completion,
 )
 from m3agent.app.serve.http import HttpRequest, HttpResponse
 from m3agent.app.serve.wire import (
@@ -139,64 +138,8 @@ class ChatServer:
             return HttpResponse(400, error_json(str(e)))
         if (unknown := self._unknown_model(body.model)) is not None:
             return unknown
-        name = self.config.served_model_name
-        if body.stream:
-            stream = aiter(self.engine.complete(creq))
-            try:
-                first = await anext(stream)
-            except StopAsyncIteration:
-                first = None
-            except EngineError as e:
-                code = _status_of(e)
-                return HttpResponse(code, error_json(str(e), "engine_error", code))
-            except asyncio.CancelledError:
-                await self.engine.abort(request_id)
-                raise
-            return HttpResponse(events=self._guarded(request_id, stream, first, lambda deltas:
-                                completion_events(request_id, name, body, deltas, _status_of)))
-        text: list[str] = []
-        final: UsageDelta | None = None
-        ended = False
-        try:
-            async for d in self.engine.complete(creq):
-                if isinstance(d, ContentDelta):
-                    text.append(d.text)
-                elif isinstance(d, UsageDelta):
-                    final = d
-            ended = True
-        except EngineError as e:
-            ended = True
-            code = _status_of(e)
-            return HttpResponse(code, error_json(str(e), "engine_error", code))
-        finally:
-            if not ended:
-                await self.engine.abort(request_id)
-        return HttpResponse.json(completion_json(request_id, name, "".join(text), final))
-
-    async def _guarded(self, request_id: str, stream: AsyncIterator[ChatDelta],
-                       first: ChatDelta | None, render: Any) -> AsyncIterator[str]:
-        """`render`'s events over first + the rest; the engine request aborted if the client
-        leaves before the end."""
-        ended = False
-
-        async def deltas() -> AsyncIterator[ChatDelta]:
-            nonlocal ended
-            if first is not None:
-                yield first
-            async for d in stream:
-                yield d
-            ended = True
-
-        try:
-            async for event in render(deltas()):
-                yield event
-            ended = True
-        finally:
-            if not ended:
-                await self.engine.abort(request_id)
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+        return await serve_completion(self.engine, self.config.served_model_name, body, creq,
+                                      _status_of)
 
     async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
         """Waits for the first delta before the status line, so that a request the engine

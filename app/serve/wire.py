@@ -75,15 +75,39 @@ class ChatBody(BaseModel):
     seed: int | None = None
     stop: str | list[str] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
+    # Accepted so that an unsupported value is a clear 400, not silently ignored.
+    n: int = 1
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+    response_format: dict[str, Any] | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 def parse_body(raw: bytes) -> ChatBody:
     try:
-        return ChatBody.model_validate_json(raw)
+        body = ChatBody.model_validate_json(raw)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise WireError(f"bad request: {where}: {first['msg']}") from None
+    check_supported(body)
+    return body
+
+
+def check_supported(body: ChatBody) -> None:
+    """What this server does not do, refused by name instead of answered wrongly."""
+    if body.n != 1:
+        raise WireError(f"bad request: n must be 1 (one choice per request), got {body.n}")
+    if body.logprobs or body.top_logprobs:
+        raise WireError("bad request: logprobs are not supported by this server")
+    kind = (body.response_format or {}).get("type", "text")
+    if kind != "text":
+        raise WireError(f"bad request: response_format {kind!r} is not supported "
+                        "(no structured output); leave it out or use 'text'")
+    if body.tool_choice not in (None, "auto", "none"):
+        shown = body.tool_choice if isinstance(body.tool_choice, str) else "a named function"
+        raise WireError(f"bad request: tool_choice {shown!r} is not supported; use 'auto' "
+                        "or 'none'")
 
 
 def _text_of(content: str | list[dict[str, Any]] | None) -> str:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import inspect
+import io
 import time
 from pathlib import Path
 from typing import Any
 
-from m3agent.app.tui.crash import write_crash_log
 from m3agent.app.tui.messages import EngineProgress, SessionFailed, SessionReady
 from m3agent.app.tui.ports import SessionFactory, TuiConfig
 from m3agent.app.tui.screens.main_screen import MainScreen
 from m3agent.app.tui.slash_actions import shutdown_session
+from rich.console import Console
 from textual import work
 from textual.app import App
 from textual.binding import Binding
@@ -19,15 +20,26 @@ from textual.binding import Binding
 
 class M3App(App):
     TITLE = "m3agent"
-    BINDINGS = [Binding("ctrl+q", "quit", "quit", priority=True)]
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "quit", priority=True),
+        # Textual's own ctrl+c pops a "press ctrl+q" toast, and each screen binds it to copy.
+        # Here it is one key everywhere: on the main screen interrupt / clear / quit (twice);
+        # over a modal it interrupts the turn, which also closes a pending question.
+        Binding("ctrl+c", "ctrl_c", show=False, priority=True),
+    ]
 
     def __init__(self, session_factory: SessionFactory, config: TuiConfig) -> None:
         super().__init__()
         self.session_factory = session_factory
         self.config = config
-        self.crash_log: Path | None = None
         self.first_paint_s: float | None = None
+        self.resume_hint: str | None = None  # printed by run.py once the terminal is back
         self._t0 = time.perf_counter()
+        # Textual prints a crash's traceback to error_console as it exits. Into memory here:
+        # run.py writes it to the crash log and shows one line instead of a screenful.
+        self.crash_report = io.StringIO()
+        self.error_console = Console(file=self.crash_report, width=160, color_system=None,
+                                     markup=False, highlight=False)
 
     @property
     def main(self) -> MainScreen:
@@ -36,11 +48,24 @@ class M3App(App):
     def on_mount(self) -> None:
         self.install_screen(MainScreen(self.config), "main")
         self.push_screen("main")
+        if self.config.setup is not None:  # first run: which engine? (onboarding_screen)
+            from m3agent.app.tui.screens.onboarding_screen import OnboardingScreen
+
+            self.push_screen(OnboardingScreen(self.config.setup), self._setup_done)
         # Load only after the first frame is on screen: the window is usable at once.
         self.call_after_refresh(self._first_frame)
 
     def _first_frame(self) -> None:
         self.first_paint_s = time.perf_counter() - self._t0
+        if self.config.setup is None:
+            self.load_session(self.config.resume)
+
+    async def _setup_done(self, result: tuple[SessionFactory, str] | None) -> None:
+        if result is None:
+            self.exit()
+            return
+        self.session_factory, saved = result
+        await self.main.transcript.notice(saved)
         self.load_session(self.config.resume)
 
     @work(thread=True, exclusive=True, group="engine-load")
@@ -77,41 +102,26 @@ class M3App(App):
     async def switch_session(self, session_id: str) -> None:
         """/sessions picked one: close the current session and load the chosen one."""
         screen = self.main
-        await shutdown_session(screen.session)
-        screen.session = None
-        screen.busy = False
-        await screen.transcript.clear()
-        screen.query_one("#loading").display = True
-        screen.set_status(state="loading")
+        await shutdown_session(screen.controller.detach())
+        await screen.show_loading()
         self.load_session(session_id)
 
     async def shutdown(self) -> None:
         self.main.set_status(state="closing")  # an engine can take a moment to stop
+        self.resume_hint = self.main.controller.resume_command()
         try:
-            await shutdown_session(self.main.session, close_engine=True)
+            await shutdown_session(self.main.controller.session, close_engine=True)
         finally:
             self.exit()
 
+    async def action_ctrl_c(self) -> None:
+        if self.screen is self.main:
+            await self.main.action_ctrl_c()
+        else:
+            await self.main.controller.interrupt()
+
     async def action_quit(self) -> None:
         await self.shutdown()
-
-    def _handle_exception(self, error: Exception) -> None:
-        # Log first: Textual then restores the terminal and the CLI prints the log's path.
-        if self.crash_log is None:
-            try:
-                self.crash_log = write_crash_log(error, _log_dir(self.config))
-            except OSError:
-                pass
-        super()._handle_exception(error)
-
-    def _fatal_error(self) -> None:
-        # With the traceback safely in the log, the terminal gets the one line run.py prints
-        # instead of a screenful of locals. Without a log, keep Textual's full report.
-        if self.crash_log is None:
-            super()._fatal_error()
-            return
-        self.bell()
-        self._close_messages_no_wait()
 
 
 def _log_dir(config: TuiConfig) -> Path:

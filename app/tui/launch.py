@@ -4,6 +4,7 @@ behind /sessions, /undo and /context. The only TUI module that knows about app/f
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +34,47 @@ def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
         return fail("the terminal UI needs a terminal; for scripts and pipes use "
                     "`m3agent run PROMPT`")
 
+    from m3agent.app.tui.onboarding import needs_setup
     from m3agent.app.tui.run import run_tui
 
+    if needs_setup(settings, flags, script):  # first run: ask instead of failing
+        config = replace(config, setup=setup_port(settings, config.cwd))
     return run_tui(session_factory(settings, config.cwd, script), config)
+
+
+def setup_port(settings: Any, cwd: Path) -> Any:
+    """The onboarding screen's services over the real settings: probes, and the choice saved
+    to the config file (the demo writes nothing but its script, in the data home)."""
+    import json
+
+    from m3agent.app.settings import save_settings
+    from m3agent.app.tui.onboarding import (
+        DEMO_SCRIPT,
+        SetupPort,
+        check_model_dir,
+        probe_server,
+        running_servers,
+    )
+
+    def complete(choice: Any) -> tuple[Any, str]:
+        values = choice.settings()
+        if not values:
+            demo = settings.home / "demo-script.json"
+            demo.parent.mkdir(parents=True, exist_ok=True)
+            demo.write_text(json.dumps(list(DEMO_SCRIPT)), encoding="utf-8")
+            return (session_factory(settings.override(engine="scripted"), cwd, demo),
+                    "starting the scripted demo; nothing was saved")
+        save_settings(settings.config_path, values)
+        chosen = settings.override(**values)
+        return (session_factory(chosen, cwd, None),
+                f"saved {choice.describe()} to {settings.config_path}")
+
+    return SetupPort(
+        probe=lambda url: probe_server(url, settings.api_key),
+        check_dir=check_model_dir,
+        servers=lambda: running_servers(settings.home),
+        complete=complete,
+    )
 
 
 def _pick_session(settings: Any, cwd: Path | None, resume: str | None,
@@ -96,7 +135,7 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
             # native/vllm: a background `m3agent serve` (app/warm.py) unless warm = false.
             engines.append(build_engine(settings, script=script, start_server=True,
                                         progress=report))
-        progress("opening the session…", None)
+        progress("opening the session (repository snapshot)…", None)
         return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id,
                              progress=report)
 

@@ -7,11 +7,13 @@ in real use.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from m3agent.agent.ops import ApprovalDecision
 from m3agent.engine.api import ThinkingMode
 
 # progress(label, fraction or None) is called from the loading thread while the engine loads.
@@ -30,6 +32,15 @@ class SessionLike(Protocol):
 # session_factory(resume_id, progress) -> a started Session. It may block (loading weights):
 # the app calls it in a worker thread so the window stays responsive.
 SessionFactory = Callable[[str | None, Progress], SessionLike]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """What the approval modal returns: the decision for the session, and a command prefix
+    the user allowed from now on (shell: "always allow `pytest ...`")."""
+
+    decision: ApprovalDecision
+    allow_prefix: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +73,9 @@ class TuiConfig:
     undo: Callable[[], str] | None = None  # default: the session's own checkpoints
     # Called in the loading thread with the new session: the sandbox layers really active.
     probe_sandbox: Callable[[Any], tuple[str, ...]] | None = None
+    clock: Callable[[], float] = time.monotonic  # the turn timer (tests pin it)
+    # First run (app/tui/onboarding.py): nothing configured, so ask for an engine first.
+    setup: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

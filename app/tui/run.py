@@ -1,4 +1,5 @@
-"""Runs the app in the real terminal: exit code, and the crash log's path on a crash."""
+"""Runs the app in the real terminal: exit code, the crash log's path on a crash, and the
+command that resumes the session on a normal exit."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from m3agent.app import exit_codes
 from m3agent.app.tui.app import _log_dir, create_app
-from m3agent.app.tui.crash import write_crash_log
+from m3agent.app.tui.crash import crash_summary, write_crash_log, write_crash_text
 from m3agent.app.tui.ports import SessionFactory, TuiConfig
 
 
@@ -15,26 +16,29 @@ def run_tui(session_factory: SessionFactory, config: TuiConfig, *, headless: boo
     app = create_app(session_factory, config)
     try:
         app.run(headless=headless)
-    except Exception as e:  # outside Textual's own handler (driver start-up, teardown)
-        path = _safe_log(e, _log_dir(config))
-        _report(e, path)
+    except Exception as error:  # outside Textual's own handler (driver start-up, teardown)
+        crash = error  # the except name is unbound once the block ends
+        path = _safe(lambda: write_crash_log(crash, _log_dir(config)))
+        _report(f"{type(error).__name__}: {error}", path)
         return exit_codes.INTERNAL_ERROR
-    if app.crash_log is not None or app.return_code not in (0, None):
-        # Textual has already restored the terminal (and printed the traceback).
-        error = getattr(app, "_exception", None)
-        _report(error, app.crash_log)
+    report = app.crash_report.getvalue()
+    if report.strip() or app.return_code not in (0, None):
+        # Textual has restored the terminal; its traceback went to app.error_console.
+        path = _safe(lambda: write_crash_text(report, _log_dir(config))) if report else None
+        _report(crash_summary(report), path)
         return exit_codes.INTERNAL_ERROR
+    if app.resume_hint:
+        print(f"resume this session with: {app.resume_hint}")
     return exit_codes.OK
 
 
-def _safe_log(error: BaseException, log_dir: Path) -> Path | None:
+def _safe(write) -> Path | None:
     try:
-        return write_crash_log(error, log_dir)
+        return write()
     except OSError:
         return None
 
 
-def _report(error: BaseException | None, path: Path | None) -> None:
-    cause = f"{type(error).__name__}: {error}" if error is not None else "unexpected error"
+def _report(cause: str, path: Path | None) -> None:
     where = f"; the traceback is in {path}" if path else ""
     print(f"m3agent crashed ({cause}){where}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Slash commands typed in the prompt: parsed here, executed by the main screen."""
+"""Slash commands typed in the prompt: the list (for /help and the `/` menu), parsed here,
+executed by slash_actions."""
 
 from __future__ import annotations
 
@@ -6,21 +7,41 @@ from dataclasses import dataclass
 
 from m3agent.engine.api import THINKING_MODES
 
-HELP = {
-    "/think enabled|disabled|adaptive": "thinking mode of the next turns (ctrl+t cycles it)",
-    "/think default MODE": "also the session's mode in the prompt (recomputes it once)",
-    "/attach PATH": "attach an image or video to the next prompt (or write @path.png)",
-    "/undo": "restore the files as they were before the last edit",
-    "/diff": "show the uncommitted changes in the workspace (git diff)",
-    "/compact": "summarise the conversation to free context",
-    "/sessions": "browse saved sessions and resume one",
-    "/context": "what the repository snapshot holds, with token counts",
-    "/mcp [reload [yes]]": "MCP servers: status and tools; reload the config (asks first)",
-    "/help": "this list",
-    "/quit": "leave (also ctrl+q)",
-}
-NAMES = ("think", "attach", "undo", "diff", "compact", "sessions", "context", "mcp", "help",
-         "quit")
+
+@dataclass(frozen=True, slots=True)
+class SlashSpec:
+    name: str
+    args: str  # "" when it takes none; shown after the name
+    help: str
+
+    @property
+    def runs_alone(self) -> bool:
+        """Enter in the `/` menu runs it: no argument, or an optional one ("[...]")."""
+        return not self.args or self.args.startswith("[")
+
+    @property
+    def usage(self) -> str:
+        return f"/{self.name} {self.args}".rstrip()
+
+
+COMMANDS = (
+    SlashSpec("think", "[enabled|disabled|adaptive]",
+              "thinking mode of the next turns; alone, the next mode (like ctrl+t); "
+              "/think default MODE also sets the session's mode in the prompt (recomputes it "
+              "once)"),
+    SlashSpec("attach", "PATH", "attach an image or video to the next prompt (or write @path.png)"),
+    SlashSpec("undo", "", "restore the files as they were before the last edit"),
+    SlashSpec("diff", "", "show the uncommitted changes in the workspace (git diff)"),
+    SlashSpec("compact", "", "summarise the conversation to free context"),
+    SlashSpec("sessions", "", "browse saved sessions and resume one"),
+    SlashSpec("context", "", "what the repository snapshot holds, with token counts"),
+    SlashSpec("mcp", "[reload [yes]]",
+              "MCP servers: status and tools; reload the config (asks first)"),
+    SlashSpec("help", "", "commands and keys"),
+    SlashSpec("quit", "", "leave (also ctrl+q, or ctrl+c twice)"),
+)
+NAMES = tuple(c.name for c in COMMANDS)
+HELP = {c.usage: c.help for c in COMMANDS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +64,21 @@ def parse_slash(text: str) -> SlashCommand | None:
     if name not in NAMES:
         raise SlashError(f"unknown command /{head}; type /help for the list")
     arg = arg.strip()
-    if name == "think":
-        if arg.removeprefix("default ").strip() not in THINKING_MODES:
-            raise SlashError("usage: /think enabled|disabled|adaptive")
+    if name == "think" and arg and arg.removeprefix("default ").strip() not in THINKING_MODES:
+        raise SlashError("usage: /think [enabled|disabled|adaptive] or /think default MODE")
     if name == "attach" and not arg:
         raise SlashError("usage: /attach PATH")
     return SlashCommand(name, arg)
+
+
+def menu_matches(text: str) -> list[SlashSpec]:
+    """The commands the `/` menu offers for what is typed: names starting with it first, then
+    names containing it. Empty once the text is no longer a bare `/word`."""
+    if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
+        return []
+    typed = text[1:].lower()
+    first = [c for c in COMMANDS if c.name.startswith(typed)]
+    return first + [c for c in COMMANDS if typed in c.name and c not in first]
 
 
 def next_thinking(mode: str) -> str:

@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.ops import Compact, SetThinking, Shutdown
-from m3agent.app.tui.attachments import media_part
 from m3agent.app.tui.context_report import format_snapshot, format_summary
-from m3agent.app.tui.slash import HELP, SlashCommand
+from m3agent.app.tui.slash import HELP, SlashCommand, next_thinking
 from m3agent.tools.safe_git import SafeGitError, UserRepo
 
 if TYPE_CHECKING:
@@ -20,9 +19,13 @@ if TYPE_CHECKING:
 KEYS = {
     "Enter": "send",
     "ctrl+j": "new line",
-    "↑ / ↓": "prompt history",
-    "Tab": "complete an @path",
+    "↑ / ↓": "prompt history (in the / menu: choose)",
+    "/": "the command menu; Tab completes, Enter runs",
+    "Tab": "complete an @path or a /command (the focus stays in the prompt)",
+    "PageUp / PageDown": "scroll the conversation",
+    "Home / End": "top / bottom of the conversation (when the prompt is empty)",
     "Esc": "interrupt the model or the running tool",
+    "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
     "ctrl+q": "quit",
 }
@@ -37,24 +40,24 @@ class SlashActions:
         await handler(command.arg)
 
     async def do_think(self, arg: str) -> None:
-        mode = arg.removeprefix("default ").strip()
+        explicit = arg.removeprefix("default ").strip()
+        mode = explicit or next_thinking(self.screen.controller.thinking)  # alone: the next mode
         self.screen.set_thinking(mode)
-        if mode != arg:  # the session's own mode: the session says what it will recompute
+        if arg.startswith("default "):  # the session's own mode: it says what it will recompute
             await self.screen.submit(SetThinking(mode, session_default=True))  # type: ignore[arg-type]
             return
         await self.screen.transcript.notice(f"thinking: {mode} from the next turn on")
 
     async def do_attach(self, arg: str) -> None:
-        try:
-            part = media_part(arg, self.screen.config.cwd)
+        try:  # checked now (exists, readable media, limits), not when the prompt is sent
+            part = await asyncio.to_thread(self.screen.controller.attach_file, arg)
         except ValueError as e:
             await self.screen.transcript.error(str(e), "usage")
             return
-        self.screen.attachments.append(part)
         await self.screen.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
 
     async def do_undo(self, arg: str) -> None:
-        undo = self.screen.config.undo or _checkpoint_undo(self.screen.session)
+        undo = self.screen.config.undo or _checkpoint_undo(self.screen.controller.session)
         if undo is None:
             await self.screen.transcript.error("undo is not available in this session", "usage")
             return
@@ -78,7 +81,7 @@ class SlashActions:
             await self.screen.transcript.diff(text)
 
     async def do_compact(self, arg: str) -> None:
-        if self.screen.session is None:
+        if self.screen.controller.session is None:
             await self.screen.transcript.error("the engine is still loading", "usage")
             return
         await self.screen.transcript.notice("compacting the conversation…")
@@ -95,20 +98,21 @@ class SlashActions:
         self.screen.app.push_screen(SessionsScreen(sessions), self._resume)
 
     async def _resume(self, session_id: str | None) -> None:
-        current = getattr(self.screen.session, "id", None)
+        current = getattr(self.screen.controller.session, "id", None)
         if session_id and session_id != current:
             await self.screen.app.switch_session(session_id)
 
     async def do_context(self, arg: str) -> None:
         screen = self.screen
-        report = screen.config.context_report or getattr(screen.session, "context_report", None)
+        session, detail = screen.controller.session, screen.controller.last_snapshot_detail
+        report = screen.config.context_report or getattr(session, "context_report", None)
         try:
             if report is not None:
                 text = str(await asyncio.to_thread(report))
-            elif getattr(screen.session, "snapshot", None) is not None:
-                text = format_snapshot(screen.session.snapshot)
-            elif screen.last_snapshot_detail is not None:
-                text = format_summary(screen.last_snapshot_detail)
+            elif getattr(session, "snapshot", None) is not None:
+                text = format_snapshot(session.snapshot)
+            elif detail is not None:
+                text = format_summary(detail)
             else:
                 text = "context: not available (this session has no repository snapshot)"
         except Exception as e:  # a report that fails is shown, not fatal
@@ -120,7 +124,7 @@ class SlashActions:
         from m3agent.app.mcp_reload import slash_mcp
 
         try:
-            text = await slash_mcp(self.screen.session, arg)
+            text = await slash_mcp(self.screen.controller.session, arg)
         except ValueError as e:  # a usage mistake, a busy session, a bad config file
             await self.screen.transcript.error(str(e), "usage")
             return

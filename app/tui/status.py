@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from m3agent.engine.api import Usage
 
@@ -67,3 +68,21 @@ class StatusState:
 
 def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def usage_fields(state: StatusState) -> dict[str, Any]:
+    return {
+        "context_used": state.context_used,
+        "cached_tokens": state.cached_tokens,
+        "cache_hit_pct": state.cache_hit_pct,
+        "tokens_per_s": state.tokens_per_s,
+    }
+
+
+def engine_info(session: Any) -> Any:
+    """EngineInfo when the session exposes its engine; optional, for the status bar."""
+    engine = getattr(session, "engine", None)
+    try:
+        return engine.info() if engine is not None else None
+    except Exception:
+        return None

@@ -91,8 +91,10 @@ class Transcript:
         await self.end_segment()
         await self._mount(DiffView(diff))
 
-    async def history(self, messages: Any) -> None:
-        """A resumed session's earlier messages, shown as they were (reasoning folded)."""
+    async def history(self, messages: Any, tool_errors: dict[str, bool] | None = None) -> None:
+        """A resumed session's earlier messages, shown as they were (reasoning folded).
+        tool_errors: call id -> is_error from the session log's tool_call_finished events."""
+        errors = tool_errors or {}
         for m in messages:
             if m.role == "user":
                 await self.user(m.content, tuple(p.path for p in m.media))
@@ -104,7 +106,7 @@ class Transcript:
                 for call in m.tool_calls:
                     await self.tool_started(call.id, call.name, call.arguments)
             elif m.role == "tool" and m.tool_call_id:
-                is_error = m.content.startswith(("Error", "error"))
+                is_error = errors.get(m.tool_call_id, False)
                 await self.tool_finished(m.tool_call_id, m.name or "tool", m.content, is_error, {})
         await self.end_segment()
 

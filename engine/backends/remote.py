@@ -18,7 +18,6 @@ stream -> EngineProtocolError.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -37,33 +36,19 @@ from m3agent.engine.api import (
     Usage,
     UsageDelta,
 )
-from m3agent.engine.backends.remote_format import completion_body, error_message, request_body
+from m3agent.engine.backends.remote_completion import (
+    NoCompletions,
+    chunk_object,
+    completion_body,
+    renders_prompts,
+)
+from m3agent.engine.backends.remote_format import error_message, request_body
 from m3agent.engine.backends.remote_stream import ContentReparser, StreamDecoder
 from m3agent.engine.m3.chat import ChatLayer, render_parts
 
 _RETRY_STATUS = (502, 503, 504)
-_RENDERING_SERVERS = ("vllm", "m3agent")  # /v1/models owned_by of servers with /v1/completions
-
-
-class _NoCompletions(Exception):
-    """The server answered 404 to /v1/completions: use its chat endpoint from now on."""
-
-
-def _chunk_object(payload: str, origin: str) -> dict[str, Any]:
-    try:
-        obj = json.loads(payload)
-    except ValueError as e:
-        raise EngineProtocolError(
-            f"malformed stream from {origin}: not JSON ({e}): {payload[:80]!r}"
-        ) from e
-    if not isinstance(obj, dict):
-        raise EngineProtocolError(f"malformed stream from {origin}: chunk is not an object")
-    if "error" in obj:
-        err = obj["error"]
-        msg = err.get("message") if isinstance(err, dict) else str(err)
-        raise EngineError(f"the server {origin} failed mid-stream: {msg}")
-    return obj
-_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort"}
+_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort",
+           "repetition": "repetition"}
 
 
 class RemoteEngine:
@@ -137,7 +122,7 @@ class RemoteEngine:
                 async for d in self._stream_completion(request):
                     yield d
                 return
-            except _NoCompletions:
+            except NoCompletions:
                 self._completions = False  # a 404: this server has no /v1/completions
         async for d in self._stream_chat(request):
             yield d
@@ -152,11 +137,9 @@ class RemoteEngine:
         client = self._http()
         try:
             resp = await client.get(f"{self.base_url}/models", headers={"Accept": "*/*"})
-            cards = resp.json().get("data") or [] if resp.status_code == 200 else []
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except httpx.HTTPError:
             return False
-        return any(isinstance(c, dict) and c.get("owned_by") in _RENDERING_SERVERS
-                   for c in cards)
+        return renders_prompts(resp.status_code, resp.content)
 
     async def _stream_completion(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
         try:
@@ -180,7 +163,7 @@ class RemoteEngine:
                 if payload == "[DONE]":
                     done = True
                     break
-                obj = _chunk_object(payload, self.origin)
+                obj = chunk_object(payload, self.origin)
                 for ch in obj.get("choices") or []:
                     for d in turn.feed(str(ch.get("text") or "")):
                         yield d
@@ -318,7 +301,7 @@ class RemoteEngine:
                 last = EngineError(f"the server {self.origin} answered HTTP {status}: {text}")
                 continue
             if status == 404 and path == "/completions":
-                raise _NoCompletions(text)
+                raise NoCompletions(text)
             if status < 500:
                 raise EngineRequestError(
                     f"the server {self.origin} rejected the request (HTTP {status}): {text}"

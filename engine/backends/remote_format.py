@@ -90,28 +90,6 @@ def request_body(request: ChatRequest, model: str, *, raw_text: bool = False) ->
     return body
 
 
-def completion_body(request: ChatRequest, model: str, prompt: str | list[int]) -> dict[str, Any]:
-    """A /v1/completions body for a prompt we rendered (vLLM's extra sampling fields kept:
-    top_k; special tokens kept in the text, M3's markup is what our parsers read)."""
-    s = request.sampling
-    body: dict[str, Any] = {
-        "model": model,
-        "prompt": prompt,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "max_tokens": s.max_tokens,
-        "temperature": s.temperature,
-        "top_p": s.top_p,
-        "top_k": s.top_k,
-        "skip_special_tokens": False,
-    }
-    if s.seed is not None:
-        body["seed"] = s.seed
-    if s.stop:
-        body["stop"] = list(s.stop)
-    return body
-
-
 def error_message(body: bytes) -> str:
     """The server's own words from an error body ({"error": {"message"}}, {"detail"}, text)."""
     text = body.decode("utf-8", "replace").strip()

@@ -23,11 +23,11 @@ from m3agent.engine.api import (
     ChatRequest,
     EngineError,
     EngineInfo,
-    EngineRequestError,
     EngineStats,
     EngineUnavailable,
-    Message,
+    SamplingParams,
 )
+from m3agent.engine.backends.completion import CompletionRequest
 from m3agent.engine.backends.vllm_args import (
     EnginePlan,
     GpuInfo,
@@ -37,8 +37,9 @@ from m3agent.engine.backends.vllm_args import (
 )
 from m3agent.engine.backends.vllm_core_log import CoreOutputTail
 from m3agent.engine.backends.vllm_errors import load_error, request_error
+from m3agent.engine.backends.vllm_media import expanded_len, media_config_of, media_items
 from m3agent.engine.backends.vllm_sampling import check_sampling
-from m3agent.engine.m3.chat import ChatLayer, check_prompt_len
+from m3agent.engine.m3.chat import ChatLayer, Turn, check_prompt_len
 from m3agent.engine.model_source import checkpoint_facts, resolve_model
 
 
@@ -97,7 +98,7 @@ class VllmEngine:
         try:
             template = ChatTemplate.from_model_dir(resolved.path)
             tokenizer = M3Tokenizer.from_model_dir(resolved.path)
-            media_config = _media_config(resolved.path)  # before the load: fail cheaply
+            media_config = media_config_of(resolved.path)  # before the load: fail cheaply
         except (OSError, ValueError) as e:
             raise EngineUnavailable(f"cannot read the tokenizer or chat template of "
                                     f"{resolved.path}: {e}") from None
@@ -146,18 +147,45 @@ class VllmEngine:
         prompt = chat.render(request)
         ids = list(prompt.token_ids)
         vllm_prompt: dict[str, Any] = {"prompt_token_ids": ids}
-        items = self._media_items(request.messages)
+        items = media_items(request.messages, self.plan, self._model_name, self._media_config)
         # vLLM counts the prompt after each placeholder has grown into its vision tokens.
-        check_prompt_len(self._expanded_len(ids, items), self.plan.max_model_len)
+        expanded = expanded_len(ids, items, self._tokenizer.encode_text)
+        check_prompt_len(expanded, self.plan.max_model_len)
         if items:
             from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
 
             vllm_prompt["multi_modal_data"] = to_vllm_multimodal_data(items, self._media_config)
-        params = self._sampling(request)
-        rid = request.request_id
+        turn = chat.start(request, prompt)
+        async with contextlib.aclosing(
+            self._generate(request.request_id, vllm_prompt, request.sampling, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """A raw completion (/v1/completions): vLLM tokenizes a text prompt itself."""
+        if self._closed:
+            raise EngineUnavailable("the vllm engine is closed")
+        check_sampling(request.sampling)
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+        else:
+            ids = self._chat.encode_prompt_text(request.prompt_text or "")
+        check_prompt_len(len(ids), self.plan.max_model_len)
+        turn = self._chat.start_raw(len(ids))
+        async with contextlib.aclosing(
+            self._generate(request.request_id, {"prompt_token_ids": ids}, request.sampling, turn)
+        ) as deltas:
+            async for d in deltas:
+                yield d
+
+    async def _generate(
+        self, rid: str, vllm_prompt: dict[str, Any], sampling: SamplingParams, turn: Turn
+    ) -> AsyncIterator[ChatDelta]:
+        params = self._sampling(sampling)
+        ids = vllm_prompt["prompt_token_ids"]
         self._aborted.discard(rid)
         self._abort_events[rid] = stop = asyncio.Event()
-        turn = chat.start(request, prompt)
         generated = prompt_tokens = cached = 0
         finish: str | None = None
         ended = False  # vLLM said finished, or failed: nothing left to abort
@@ -204,8 +232,7 @@ class VllmEngine:
 
     # ---- helpers ------------------------------------------------------------------------
 
-    def _sampling(self, request: ChatRequest) -> Any:
-        s = request.sampling
+    def _sampling(self, s: SamplingParams) -> Any:
         kwargs: dict[str, Any] = {
             "max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p,
             "top_k": s.top_k, "seed": s.seed, "stop": list(s.stop) or None,
@@ -222,36 +249,6 @@ class VllmEngine:
             return self._vllm.SamplingParams(**kwargs)
         except Exception as e:  # VLLMValidationError for a rule check_sampling does not know
             raise request_error(e) from None
-
-    def _media_items(self, messages: tuple[Message, ...]) -> list[Any]:
-        parts = [p for m in messages if m.role == "user" for p in m.media]
-        if not parts:
-            return []
-        limits = self.plan.engine_args.get("limit_mm_per_prompt")
-        if limits is None:
-            raise EngineRequestError(
-                f"{self._model_name} is served text-only (no vision tower loaded); "
-                "start it with image/video limits above 0"
-            )
-        for kind in ("image", "video"):
-            n = sum(1 for p in parts if p.kind == kind)
-            if n > limits[kind]:
-                raise EngineRequestError(f"{n} {kind}s in one request; the limit is {limits[kind]}")
-        from m3agent.engine.m3.media import load_media
-
-        try:
-            return [load_media(p, self._media_config) for p in parts]
-        except OSError as e:  # MediaError is an EngineRequestError and passes as it is
-            raise EngineRequestError(f"cannot read media: {e.strerror or e}") from None
-
-    def _expanded_len(self, ids: list[int], items: list[Any]) -> int:
-        """Prompt length once every placeholder id stands for its item's full token run."""
-        if not items:
-            return len(ids)
-        from m3agent.engine.m3.media.placeholders import prompt_token_count
-
-        encode = self._tokenizer.encode_text
-        return len(ids) + sum(prompt_token_count(item, encode) - 1 for item in items)
 
 
 async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
@@ -273,19 +270,3 @@ async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncItera
                 return
     finally:
         waiter.cancel()
-
-
-def _media_config(path: Path) -> Any:
-    import json
-
-    from m3agent.engine.m3.media import MediaConfig
-
-    pre = path / "preprocessor_config.json"
-    if pre.is_file():
-        try:
-            return MediaConfig.from_preprocessor_config(json.loads(pre.read_text()))
-        except (OSError, ValueError) as e:
-            raise EngineUnavailable(f"{pre} is unreadable: {e}") from None
-    return MediaConfig()
-
-

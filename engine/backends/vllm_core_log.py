@@ -39,8 +39,11 @@ class CoreOutputTail:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        read_fd, write_fd = os.pipe()
-        self._saved = [os.dup(1), os.dup(2)]
+        try:
+            read_fd, write_fd = os.pipe()
+            self._saved = [os.dup(1), os.dup(2)]
+        except OSError:  # no stdout/stderr to pass through (a closed fd): capture nothing
+            return self
         out_fd = os.dup(self._saved[1])  # the thread's own copy of the real stderr
         os.dup2(write_fd, 1)
         os.dup2(write_fd, 2)
@@ -52,6 +55,8 @@ class CoreOutputTail:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if not self._saved:
+            return
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()

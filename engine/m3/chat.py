@@ -35,6 +35,7 @@ from ..api import (
 )
 from .chat_template import ChatTemplate, PromptPart
 from .output_parser import M3OutputParser
+from .tokens import SPECIAL_TOKENS, held_suffix_len
 
 # What the backends report (vLLM's FinishReason strings; native uses the same words).
 # "error" is vLLM's retryable request-level failure (it always answers 500 for it): raised.
@@ -172,6 +173,7 @@ class Turn:
         self._started = time.monotonic()
         self._first_at: float | None = None
         self._raw: list[str] = []
+        self._held = ""  # a possible start of a special token, not yet given to the parser
         self._prompt_tokens = prompt_tokens
         self.saw_tool_call = False
         self.finished = False
@@ -188,7 +190,17 @@ class Turn:
         self._raw.append(text)
         if self._parser is None:
             return [ContentDelta(text)]
-        return self._seen(self._parser.feed(text))
+        return self._seen(self._parser.feed(self._without_specials(text)))
+
+    def _without_specials(self, text: str, *, final: bool = False) -> str:
+        """Text minus M3's special tokens (role, end-of-turn, media markers): they are never
+        content or reasoning. A tail that could still grow into one waits for the next text."""
+        buf = self._held + text
+        for token in SPECIAL_TOKENS:
+            buf = buf.replace(token, "")
+        keep = 0 if final else held_suffix_len(buf, SPECIAL_TOKENS)
+        self._held = buf[len(buf) - keep :] if keep else ""
+        return buf[: len(buf) - keep] if keep else buf
 
     def _seen(self, deltas: list[ChatDelta]) -> list[ChatDelta]:
         self.saw_tool_call = self.saw_tool_call or any(
@@ -211,7 +223,10 @@ class Turn:
         if self.finished:
             return []
         self.finished = True
-        deltas = [] if self._parser is None else self._seen(self._parser.finish())
+        deltas: list[ChatDelta] = []
+        if self._parser is not None:
+            tail = self._without_specials("", final=True)
+            deltas = self._seen((self._parser.feed(tail) if tail else []) + self._parser.finish())
         prompt = self._prompt_tokens if prompt_tokens is None else prompt_tokens
         generated = (
             self._layer.count_text(self.raw_text) if generated_tokens is None else generated_tokens

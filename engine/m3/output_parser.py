@@ -25,13 +25,22 @@ class ParsedOutput:
 
 
 class M3OutputParser:
-    """One instance per generation (it is stateful). `id_seed` makes tool-call ids repeatable."""
+    """One instance per generation (it is stateful). `id_seed` makes tool-call ids repeatable.
+
+    `tools` and `tool_choice` are the request's: without tools, or with tool_choice "none",
+    tool markup stays content (as vLLM returns it).
+    """
 
     def __init__(
-        self, tools: Sequence[dict[str, Any]], thinking_mode: str, *, id_seed: int | None = None
+        self,
+        tools: Sequence[dict[str, Any]] = (),
+        thinking_mode: str = "adaptive",
+        *,
+        tool_choice: Any = None,
+        id_seed: int | None = None,
     ):
         self._reasoning = ReasoningParser(thinking_mode)
-        self._tools = ToolCallParser(tools, CallIds(id_seed))
+        self._tools = ToolCallParser(tools, CallIds(id_seed), tool_choice=tool_choice)
         self._finished = False
 
     @property
@@ -78,9 +87,14 @@ def collect(deltas: Sequence[ChatDelta], reasoning_seen: bool) -> ParsedOutput:
 
 
 def parse_output(
-    text: str, tools: Sequence[dict[str, Any]], thinking_mode: str, *, id_seed: int | None = None
+    text: str,
+    tools: Sequence[dict[str, Any]] = (),
+    thinking_mode: str = "adaptive",
+    *,
+    tool_choice: Any = None,
+    id_seed: int | None = None,
 ) -> ParsedOutput:
-    parser = M3OutputParser(tools, thinking_mode, id_seed=id_seed)
+    parser = M3OutputParser(tools, thinking_mode, tool_choice=tool_choice, id_seed=id_seed)
     deltas = parser.feed(text) + parser.finish()
     return collect(deltas, parser.reasoning_seen)
 

@@ -1,15 +1,24 @@
 """Incremental split of M3 output text into reasoning and content (SPEC §4.6).
 
-* "enabled": the prompt opened the think block, so the text starts as reasoning up to the
-  first `</mm:think>`; unclosed means everything is reasoning (reasoning is never None).
-* otherwise: text before `<mm:think>` and after the first following `</mm:think>` is content;
-  one stray `</mm:think>` at the very start is dropped; a closer elsewhere stays content; an
-  unclosed `<mm:think>` makes the rest reasoning.
+The results are vLLM 0.33.0's non-streaming ones
+(`reasoning/minimax_m3_reasoning_parser.py::MiniMaxM3ReasoningParser.extract_reasoning`):
+
+* not "enabled": a leading `</mm:think>` is dropped and the rest is content, markers and
+  all; otherwise text before the first `<mm:think>` and after the first `</mm:think>` that
+  follows it is content, the text between is reasoning (a second `<mm:think>` inside it is
+  reasoning text); an unclosed `<mm:think>` makes the rest reasoning.
+* "enabled": the prompt opened the think block, so the text is reasoning up to the first
+  `</mm:think>` (a leading `<mm:think>` is dropped); unclosed, everything is reasoning
+  (reasoning is never None).
 
 The markers are never emitted, partial markers are held back until the next chunk decides
-them and flushed (not lost) at `finish()`. A `<mm:think>` inside reasoning is dropped as a
-marker. Once `lock()` is called (the tool parser has entered a tool block), later think markers
-are plain content: tool arguments may legitimately contain them.
+them and flushed (not lost) at `finish()`.
+
+Two deliberate differences, both where vLLM's rule needs the whole text and could not be
+streamed: (1) once `lock()` is called (the tool parser has entered a tool block), later think
+markers are plain content, as tool arguments may contain them (vLLM splits the whole text
+first and mangles such arguments); (2) in "enabled" mode a `<mm:think>` that is not leading
+is text (vLLM then re-reads everything before it as content).
 """
 
 from __future__ import annotations
@@ -22,9 +31,10 @@ from m3agent.engine.m3.tokens import THINK_END, THINK_START, check_thinking_mode
 
 class _State(Enum):
     START = 0  # not "enabled": deciding whether the text opens with a stray closer
-    CONTENT_PRE = 1  # content; a <mm:think> opens the think block
-    REASONING = 2
-    PASS = 3  # content, and no more markers are recognised
+    START_ENABLED = 1  # "enabled": deciding whether the text repeats the opener
+    CONTENT_PRE = 2  # content; a <mm:think> opens the think block
+    REASONING = 3
+    PASS = 4  # content, and no more markers are recognised
 
 
 Segment = tuple[str, str]  # ("reasoning" | "content", text)
@@ -34,7 +44,7 @@ class ReasoningParser:
     def __init__(self, thinking_mode: str):
         check_thinking_mode(thinking_mode)
         enabled = thinking_mode == "enabled"
-        self._state = _State.REASONING if enabled else _State.START
+        self._state = _State.START_ENABLED if enabled else _State.START
         self.reasoning_seen = enabled  # a think block was opened (reasoning is "" not None)
         self._buf = ""
         self._locked = False
@@ -54,19 +64,26 @@ class ReasoningParser:
         s, self._buf = self._buf[:n], self._buf[n:]
         return s
 
+    def _leading(self, marker: str, final: bool) -> bool | None:
+        """Whether the text starts with `marker`; None while it cannot be told yet."""
+        if not final and len(self._buf) < len(marker) and marker.startswith(self._buf):
+            return None
+        return self._buf.startswith(marker)
+
     def _drain(self, final: bool) -> Iterator[Segment]:
         while True:
             st = self._state
-            if st is _State.START:
-                if (
-                    not final
-                    and len(self._buf) < len(THINK_END)
-                    and THINK_END.startswith(self._buf)
-                ):
+            if st is _State.START or st is _State.START_ENABLED:
+                marker = THINK_END if st is _State.START else THINK_START
+                lead = self._leading(marker, final)
+                if lead is None:
                     return
-                if self._buf.startswith(THINK_END):
-                    self._take(len(THINK_END))
-                self._state = _State.CONTENT_PRE
+                if lead:
+                    self._take(len(marker))
+                if st is _State.START_ENABLED:
+                    self._state = _State.REASONING
+                else:  # a stray leading closer: everything after it is content
+                    self._state = _State.PASS if lead else _State.CONTENT_PRE
             elif st is _State.CONTENT_PRE:
                 i = self._buf.find(THINK_START)
                 n = (
@@ -85,19 +102,14 @@ class ReasoningParser:
                 self._take(len(THINK_START))
                 self._state, self.reasoning_seen = _State.REASONING, True
             elif st is _State.REASONING:
-                i, j = self._buf.find(THINK_START), self._buf.find(THINK_END)
-                if i >= 0 and (j < 0 or i < j):  # a nested opener: drop the marker only
-                    if i:
-                        yield ("reasoning", self._take(i))
-                    self._take(len(THINK_START))
-                    continue
+                j = self._buf.find(THINK_END)
                 if j >= 0:
                     if j:
                         yield ("reasoning", self._take(j))
                     self._take(len(THINK_END))
                     self._state = _State.PASS
                     continue
-                k = 0 if final else held_suffix_len(self._buf, (THINK_START, THINK_END))
+                k = 0 if final else held_suffix_len(self._buf, (THINK_END,))
                 n = len(self._buf) - k
                 if n:
                     yield ("reasoning", self._take(n))

@@ -1,7 +1,19 @@
-"""Typing of tool-call argument text by JSON schema (SPEC §4.3, vLLM's coerce_to_schema_type).
+"""Typing of tool-call argument text by JSON schema, as vLLM 0.33.0 does it for M3.
 
-Deliberately stricter than vLLM where the Addendum says so: integers are `[+-]?digits` only
-(Python's int() would take `1_000`), numbers follow JSON's number grammar.
+The rules (SPEC §4.3; vLLM `tool_parsers/utils.py::extract_types_from_schema` and
+`coerce_to_schema_type`, `parser/minimax_m3.py::_container_schema`,
+`parser/engine/parser_engine.py::_fix_arg_types`):
+
+* the types a schema admits come from `type`, `enum` values and anyOf/oneOf/allOf; a schema
+  with none of them admits "string" (so a typeless alternative of an anyOf adds "string");
+* a leaf tries null > integer > number > boolean > object > array > string; when no admitted
+  type accepts the text, the text is still read as JSON if it is JSON (an integer parameter
+  given `4.5` gets 4.5, given `null` gets None), else it stays the raw string;
+* object/array accept any JSON value (vLLM does not check that `[1]` is an object).
+
+Deliberately stricter than vLLM where the SPEC's Addendum says so: integers are `[+-]?digits`
+and numbers JSON-like decimals (Python's int()/float() would take `1_000`), and absurdly deep
+JSON text stays a string instead of raising RecursionError.
 """
 
 from __future__ import annotations
@@ -14,23 +26,44 @@ from typing import Any
 _PRIORITY = ("null", "integer", "number", "boolean", "object", "array", "string")
 _INT_RE = re.compile(r"[+-]?\d+")
 _NUM_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-# Python refuses int() of longer strings (sys.get_int_max_str_digits); such text stays a string.
-_MAX_INT_DIGITS = 4000
-_JSON_TYPE = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string"}
+# Type names that schemas in the wild use instead of JSON Schema's (vLLM accepts them too).
+_ALIASES = {
+    **dict.fromkeys(("str", "text", "varchar", "char", "enum"), "string"),
+    **dict.fromkeys(
+        ("int", "int32", "int64", "uint", "uint32", "uint64", "long", "short", "unsigned"),
+        "integer",
+    ),
+    **dict.fromkeys(("float", "float32", "float64", "double"), "number"),
+    "bool": "boolean",
+    "dict": "object",
+    **dict.fromkeys(("arr", "list", "sequence"), "array"),
+}
+_MAX_SCHEMA_DEPTH = 64
+_NO_JSON = object()
 
 
-def _value_type(v: Any) -> str:
+def _value_type(v: Any) -> str | None:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
     if isinstance(v, list):
         return "array"
     if isinstance(v, dict):
         return "object"
-    return _JSON_TYPE.get(type(v), "string")
+    return None
 
 
 def schema_types(schema: Any, _depth: int = 0) -> set[str]:
-    """Every JSON type `schema` admits: from `type`, `enum` values and anyOf/oneOf/allOf."""
-    if not isinstance(schema, dict) or _depth > 32:
-        return set()
+    """The JSON types `schema` admits; {"string"} when it says nothing about types."""
+    if not isinstance(schema, dict) or _depth > _MAX_SCHEMA_DEPTH:
+        return {"string"}
     out: set[str] = set()
     t = schema.get("type")
     if isinstance(t, str):
@@ -39,89 +72,127 @@ def schema_types(schema: Any, _depth: int = 0) -> set[str]:
         out.update(x for x in t if isinstance(x, str))
     enum = schema.get("enum")
     if isinstance(enum, list):
-        out.update(_value_type(v) for v in enum)
-    if "const" in schema:
-        out.add(_value_type(schema["const"]))
+        out.update(vt for vt in map(_value_type, enum) if vt is not None)
     for key in ("anyOf", "oneOf", "allOf"):
         alts = schema.get(key)
         if isinstance(alts, list):
             for alt in alts:
                 out |= schema_types(alt, _depth + 1)
-    return out
+    return out or {"string"}
 
 
-def coerce_leaf(text: str, schema: Any) -> Any:
-    """Convert a leaf's raw text to the highest-priority type of `schema` that accepts it."""
-    types = schema_types(schema)
-    if not types:
-        return text
-    s = text.strip()
-    if not s and "string" not in types:
-        if "object" in types:
-            return {}
-        if "array" in types:
-            return []
+def _strict_int(s: str) -> int | None:
+    s = s.strip()
+    if not _INT_RE.fullmatch(s):
+        return None
+    try:
+        return int(s)
+    except ValueError:  # more digits than sys.get_int_max_str_digits()
+        return None
+
+
+def _json_value(text: str) -> Any:
+    """json.loads(text) when it is finite JSON, else _NO_JSON."""
+    try:
+        value = json.loads(text)
+        json.dumps(value, allow_nan=False)  # inf/nan anywhere in it is not JSON
+    except (ValueError, RecursionError):
+        return _NO_JSON
+    return value
+
+
+def coerce_text(text: str, types: set[str] | list[str]) -> Any:
+    """Convert raw leaf text to the highest-priority admitted type that accepts it."""
+    admitted = {_ALIASES.get(k, k) for k in (t.strip().lower() for t in types)}
     for t in _PRIORITY:
-        if t not in types:
+        if t not in admitted:
             continue
-        if t == "null" and s == "null":
-            return None
-        if t == "integer" and _INT_RE.fullmatch(s) and len(s) <= _MAX_INT_DIGITS:
-            return int(s)
-        if t == "number" and _NUM_RE.fullmatch(s):
-            f = float(s)
-            if math.isfinite(f):
-                if _INT_RE.fullmatch(s):
-                    return int(s) if len(s) <= _MAX_INT_DIGITS else f
-                return int(f) if f.is_integer() else f
-        if t == "boolean" and s.lower() in ("true", "false", "1", "0"):
-            return s.lower() in ("true", "1")
-        if t in ("object", "array") and s[:1] in "{[":
-            try:
-                v = json.loads(s)
-            except (ValueError, RecursionError):  # RecursionError: absurdly deep JSON text
-                continue
-            if isinstance(v, dict if t == "object" else list):
-                return v
-        if t == "string":
+        if t == "null":
+            if text.lower() == "null":
+                return None
+        elif t == "string":
             return text
-    return text
+        elif t == "integer":
+            n = _strict_int(text)
+            if n is not None:
+                return n
+        elif t == "number":
+            n = _strict_int(text)
+            if n is not None:
+                return n
+            s = text.strip()
+            if _NUM_RE.fullmatch(s):
+                f = float(s)
+                if math.isfinite(f):
+                    return int(f) if f.is_integer() else f
+        elif t == "boolean":
+            low = text.lower().strip()
+            if low in ("true", "1", "false", "0"):
+                return low in ("true", "1")
+        else:  # object / array: any JSON value
+            v = _json_value(text)
+            if v is not _NO_JSON:
+                return v
+    v = _json_value(text)
+    return text if v is _NO_JSON else v
 
 
-def container_kind(schema: Any, _depth: int = 0) -> tuple[str, Any] | None:
-    """('array', items schema) or ('object', schema) for an element that has children.
+def container_schema(schema: Any, _depth: int = 0) -> tuple[str, dict[str, Any]] | None:
+    """("array" | "object", the alternative that says so) for an element with children.
 
-    The first array/object alternative found through `type`, `items`, `properties`, then
-    anyOf/oneOf/allOf; None when the schema says neither.
+    `type` naming array wins over object; without `type`, `items` means array and
+    `properties`/`additionalProperties` object; then the anyOf/oneOf alternatives in order.
     """
-    if not isinstance(schema, dict) or _depth > 32:
+    if not isinstance(schema, dict) or _depth > _MAX_SCHEMA_DEPTH:
         return None
     t = schema.get("type")
-    for name in [t] if isinstance(t, str) else (t if isinstance(t, list) else []):
-        if name == "array":
-            return ("array", schema.get("items"))
-        if name == "object":
-            return ("object", schema)
-    if "items" in schema:
-        return ("array", schema.get("items"))
-    if "properties" in schema or "additionalProperties" in schema:
-        return ("object", schema)
-    for key in ("anyOf", "oneOf", "allOf"):
+    for kind in ("array", "object"):
+        if t == kind or (isinstance(t, list) and kind in t):
+            return kind, schema
+    if t is None:
+        if "items" in schema:
+            return "array", schema
+        if "properties" in schema or "additionalProperties" in schema:
+            return "object", schema
+    for key in ("anyOf", "oneOf"):
         alts = schema.get(key)
         if isinstance(alts, list):
             for alt in alts:
-                found = container_kind(alt, _depth + 1)
+                found = container_schema(alt, _depth + 1)
                 if found is not None:
                     return found
     return None
 
 
-def property_schema(obj_schema: Any, name: str) -> Any:
-    """The schema of property `name` of an object schema (additionalProperties for unknowns)."""
-    if not isinstance(obj_schema, dict):
-        return None
-    props = obj_schema.get("properties")
-    if isinstance(props, dict) and name in props:
-        return props[name]
-    extra = obj_schema.get("additionalProperties")
-    return extra if isinstance(extra, dict) else None
+def properties_of(schema: Any) -> dict[str, Any]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+# ---- the second pass over converted arguments (vLLM's _fix_arg_types) ------------------------
+
+
+def _refine_value(value: Any, schema: dict[str, Any]) -> Any:
+    if isinstance(value, str):
+        return coerce_text(value, schema_types(schema))
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        return refine_arguments(value, props) if isinstance(props, dict) else value
+    if isinstance(value, list):
+        items = schema.get("items")
+        return [_refine_value(v, items) for v in value] if isinstance(items, dict) else value
+    redone = coerce_text(json.dumps(value, ensure_ascii=False), schema_types(schema))
+    return redone if type(redone) is not type(value) or redone != value else value
+
+
+def refine_arguments(args: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
+    """Re-type converted arguments by the tool's top-level `properties`, recursing through
+    nested `properties`/`items`. vLLM applies this after the M3 conversion; it matters where
+    the first pass produced a string or JSON value that the schema types further (e.g. an
+    integer parameter given `"5"` with quotes: JSON "5" first, then 5)."""
+    out = dict(args)
+    for key, value in args.items():
+        prop = properties.get(key)
+        if isinstance(prop, dict):
+            out[key] = _refine_value(value, prop)
+    return out

@@ -1,131 +1,145 @@
 """The element grammar inside one `<invoke>` body, and its conversion to typed arguments.
 
-Grammar (SPEC §4.2–4.3): only `NS<name>` opens an element and only `NS</name>` closes it; a
-leaf's value is the raw text between its tags (not stripped, not entity-decoded); children
-make an object, or a list when the schema says array; repeated names at one level collect into
-a list; non-whitespace text mixed with children goes under "$text" (stripped: it sits
-between tags, where whitespace is layout). Parsing stops at the first
-malformed or unterminated element and keeps the finished top-level parameters before it.
+Grammar, as vLLM 0.33.0 reads it (SPEC §4.2-4.3; `parser/minimax_m3.py::_parse_element`,
+`_parse_invoke_params`, `_convert_element`, `_convert_object`):
+
+* `NS<name>` opens an element; its name is everything up to the next `>` (not empty, not
+  starting with `/`); only the exact `NS</name>` closes it.
+* Inside a value, every `NS` must start the closing tag or a child element: any other `NS`
+  (a stray namespace token) makes the element malformed.
+* A leaf's value is the raw text between its tags (not stripped, not entity-decoded). With
+  children, the element is an object (or a list when its schema is an array); non-whitespace
+  text mixed with the children is kept, raw, under "$text" (or "$$text"... when a child has
+  that name), as one more child.
+* The invoke body is a sequence of elements separated by whitespace; parsing stops at the
+  first thing that is not a well-formed element (prose, a malformed or unterminated element),
+  keeping the parameters before it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+from typing import Any, Union
 
-from m3agent.engine.m3.schema_coerce import coerce_leaf, container_kind, property_schema
+from m3agent.engine.m3.schema_coerce import (
+    coerce_text,
+    container_schema,
+    properties_of,
+    schema_types,
+)
 from m3agent.engine.m3.tokens import NS
 
-MAX_DEPTH = 128
+MAX_DEPTH = 128  # top-level parameters are depth 1
+MIXED_TEXT = "$text"
 _OPEN = NS + "<"
-_BAD_NAME_CHARS = frozenset(" \t\r\n\f\v<>/\"'=")
+
+# A leaf's raw text, or an element's (name, value) children in order.
+Value = Union[str, list[tuple[str, "Value"]]]  # noqa: UP007 (a recursive alias needs a string)
 
 
-class Status(Enum):
-    COMPLETE = "complete"  # the closing tag of the level was found
-    INCOMPLETE = "incomplete"  # the text ended first (more may come, or it was truncated)
-    MALFORMED = "malformed"  # a tag that cannot be right: parsing stops here for good
-
-
-@dataclass(slots=True)
-class Element:
-    name: str
-    children: list[Element] = field(default_factory=list)
-    text: str = ""  # the raw text of a leaf, or the text mixed between children
-
-
-@dataclass(frozen=True, slots=True)
-class BodyParse:
-    params: list[Element]  # finished top-level parameters, in order
-    status: Status
-    end: int  # COMPLETE: just past NS</invoke>; MALFORMED: where the bad tag starts
-    # INCOMPLETE only: True when it stopped inside a tag waiting for '>', False when it ran
-    # out of text looking for the next `NS<`. A streaming caller re-parses only when new text
-    # could change that (a '>' resp. a new `NS<`), which keeps long values linear.
-    needs_gt: bool = False
-
-
-def _valid_name(name: str) -> bool:
-    return bool(name) and not (_BAD_NAME_CHARS & set(name)) and "]<]" not in name
-
-
-def _parse_level(
-    text: str, pos: int, closer: str, depth: int
-) -> tuple[list[Element], str, Status, int]:
-    """Children, mixed text, status, end; INCOMPLETE's end is -1 inside a tag (needs '>')."""
-    children: list[Element] = []
-    texts: list[str] = []
+def _element(text: str, pos: int, depth: int) -> tuple[str, Value, int] | None:
+    """The element whose `NS<` starts at `pos`: (name, value, end), or None if malformed."""
+    if depth > MAX_DEPTH:
+        return None
+    start = pos + len(_OPEN)
+    gt = text.find(">", start)
+    if gt <= start:
+        return None
+    name = text[start:gt]
+    if name.startswith("/") or not name.strip():
+        return None
+    closer = f"{NS}</{name}>"
+    pos = gt + 1
+    pieces: list[str] = []
+    children: list[tuple[str, Value]] = []
     while True:
-        i = text.find(_OPEN, pos)
-        if i < 0:
-            texts.append(text[pos:])
-            return children, "".join(texts), Status.INCOMPLETE, len(text)
-        texts.append(text[pos:i])
-        j = i + len(_OPEN)
-        gt = text.find(">", j)
-        if gt < 0:
-            return children, "".join(texts), Status.INCOMPLETE, -1
-        tag = text[j:gt]
-        if tag.startswith("/"):
-            if tag[1:] == closer:
-                return children, "".join(texts), Status.COMPLETE, gt + 1
-            return children, "".join(texts), Status.MALFORMED, i
-        if not _valid_name(tag) or depth + 1 > MAX_DEPTH:
-            return children, "".join(texts), Status.MALFORMED, i
-        sub, sub_text, status, end = _parse_level(text, gt + 1, tag, depth + 1)
-        if status is not Status.COMPLETE:
-            return children, "".join(texts), status, end
-        children.append(Element(tag, sub, sub_text))
-        pos = end
+        ns = text.find(NS, pos)
+        if ns < 0:
+            return None  # unterminated
+        pieces.append(text[pos:ns])
+        if text.startswith(closer, ns):
+            pos = ns + len(closer)
+            break
+        if not text.startswith(_OPEN, ns):
+            return None  # a stray NS inside the value
+        child = _element(text, ns, depth + 1)
+        if child is None:
+            return None
+        children.append((child[0], child[1]))
+        pos = child[2]
+    body = "".join(pieces)
+    if not children:
+        return name, body, pos
+    if body.strip():
+        key = MIXED_TEXT
+        while any(n == key for n, _ in children):
+            key = "$" + key
+        children.append((key, body))
+    return name, children, pos
 
 
-def parse_invoke_body(body: str) -> BodyParse:
-    """Parse the text after `<invoke name=...>` up to and including `NS</invoke>`."""
-    params, _, status, end = _parse_level(body, 0, "invoke", 0)
-    if status is Status.INCOMPLETE:
-        return BodyParse(params, status, len(body), needs_gt=end < 0)
-    return BodyParse(params, status, end)
+def parse_invoke_body(body: str) -> list[tuple[str, Value]]:
+    """The parameters of one invoke body (the text between its header and `NS</invoke>`)."""
+    params: list[tuple[str, Value]] = []
+    pos, n = 0, len(body)
+    while True:
+        while pos < n and body[pos].isspace():
+            pos += 1
+        if not body.startswith(_OPEN, pos):
+            return params
+        el = _element(body, pos, 1)
+        if el is None:
+            return params
+        params.append((el[0], el[1]))
+        pos = el[2]
 
 
 # ---- conversion ----------------------------------------------------------------------------
 
 
-def _convert(el: Element, schema: Any) -> Any:
-    if not el.children:
-        return el.text if schema is None else coerce_leaf(el.text, schema)
-    kind = container_kind(schema)
-    if kind is not None and kind[0] == "array":
-        return [_convert(c, kind[1]) for c in el.children]
-    return _convert_object(el.children, el.text, kind[1] if kind is not None else None)
+def _convert(value: Value, schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        schema = None
+    container = container_schema(schema) if schema is not None else None
+    if isinstance(value, str):
+        if schema is None:
+            return value  # no schema: leaves stay strings
+        types = schema_types(schema)
+        # the template renders an empty list or dict as an empty element
+        if container is not None and "string" not in types and not value.strip():
+            return [] if container[0] == "array" else {}
+        return coerce_text(value, types)
+    if container is not None and container[0] == "array":
+        items = container[1].get("items")
+        return [_convert(child, items) for _, child in value]  # child names are ignored
+    return _convert_object(value, container[1] if container is not None else None)
 
 
-def _convert_object(children: list[Element], text: str, schema: Any) -> dict[str, Any]:
-    groups: dict[str, list[Element]] = {}
-    for c in children:
-        groups.setdefault(c.name, []).append(c)
+def _convert_object(elements: list[tuple[str, Value]], schema: Any) -> dict[str, Any]:
+    props = properties_of(schema)
+    extra = schema.get("additionalProperties") if isinstance(schema, dict) else None
     out: dict[str, Any] = {}
-    for name, els in groups.items():
-        ps = property_schema(schema, name)
-        if len(els) == 1:
-            out[name] = _convert(els[0], ps)
-            continue
-        # A repeated name is a list; when the property is an array, each repeat is one item.
-        kind = container_kind(ps)
-        item_schema = kind[1] if kind is not None and kind[0] == "array" else ps
-        out[name] = [_convert(e, item_schema) for e in els]
-    if text.strip():
-        out["$text"] = text.strip()
+    repeated: set[str] = set()
+    for name, value in elements:
+        converted = _convert(value, props.get(name, extra))
+        if name not in out:
+            out[name] = converted
+        elif name in repeated:
+            out[name].append(converted)
+        else:  # a repeated name collects its values into a list
+            out[name] = [out[name], converted]
+            repeated.add(name)
     return out
 
 
-def convert_arguments(params: list[Element], parameters_schema: Any) -> dict[str, Any]:
-    """Typed arguments of one invoke; `parameters_schema` is its own tool's schema (or None).
+def convert_arguments(
+    params: list[tuple[str, Value]], properties: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Typed arguments of one invoke, by its own tool's top-level `properties` (or none).
 
-    Text between top-level parameters is ignored (there is no "$text" at the invoke level).
+    As in vLLM, the top level uses `properties` only (not the tool's additionalProperties);
+    nested objects use their schema's additionalProperties for unknown keys.
     """
-    schema = parameters_schema if isinstance(parameters_schema, dict) else None
-    return _convert_object(params, "", schema)
+    return _convert_object(params, {"properties": properties or {}})
 
 
 # ---- rendering (the chat template's recursive to_xml macro) ---------------------------------

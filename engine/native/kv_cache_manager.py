@@ -31,6 +31,9 @@ class KVCacheManager:
         self.hash_fn = hash_fn
         self.block_pool = BlockPool(num_blocks, enable_caching)
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
+        # Each request's block ids as a tuple, extended as its (append-only) list grows: a
+        # decode step at 1M tokens would otherwise rebuild 8192 ids per request in Python.
+        self._block_ids: dict[str, tuple[int, ...]] = {}
         self._num_cached_blocks: dict[str, int] = {}
         # Prefix-cache statistics, in tokens.
         self.num_queried_tokens = 0
@@ -156,11 +159,17 @@ class KVCacheManager:
 
     def free(self, request: Request) -> None:
         blocks = self.req_to_blocks.pop(request.request_id, [])
+        self._block_ids.pop(request.request_id, None)
         self._num_cached_blocks.pop(request.request_id, None)
         self.block_pool.free_blocks(list(reversed(blocks)))
 
-    def get_block_ids(self, request_id: str) -> list[int]:
-        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
+    def get_block_ids(self, request_id: str) -> tuple[int, ...]:
+        blocks = self.req_to_blocks.get(request_id, ())
+        ids = self._block_ids.get(request_id, ())
+        if len(ids) != len(blocks):  # blocks were appended since (lists only grow until freed)
+            ids = ids + tuple(b.block_id for b in blocks[len(ids):])
+            self._block_ids[request_id] = ids
+        return ids
 
     def reset_prefix_cache(self) -> bool:
         return self.block_pool.reset_prefix_cache()

@@ -56,6 +56,44 @@ def quantize_fp8(w: torch.Tensor, block: int = FP8_BLOCK) -> tuple[torch.Tensor,
     return q.to(torch.float8_e4m3fn), scale
 
 
+MX_BLOCK = 32
+# e8m0 exponents: uint8 on disk here (safetensors "U8"), torch's float8_e8m0fnu where it exists
+_E8M0 = tuple(d for d in (torch.uint8, getattr(torch, "float8_e8m0fnu", None)) if d is not None)
+
+
+def is_mx_scale(scale: torch.Tensor) -> bool:
+    """MXFP8 (ModelOpt) scales are e8m0 bytes, one per 1x32 block; 128x128 block scales are
+    floats (vLLM's M3 loader reads both from `weight_scale_inv`)."""
+    return scale.dtype in _E8M0
+
+
+def dequantize_mxfp8(w: torch.Tensor, scale: torch.Tensor,
+                     block: int = MX_BLOCK) -> torch.Tensor:
+    """e4m3 weight [out, in] times 2^(e - 127) per 1x32 block, e [out, ceil(in/32)] e8m0."""
+    out_f, in_f = w.shape
+    want = (out_f, -(-in_f // block))
+    if tuple(scale.shape) != want:
+        raise ValueError(f"MXFP8 scale has shape {tuple(scale.shape)}, expected {want}")
+    e = scale.view(torch.uint8).float()
+    if (e == 255).any():
+        raise ValueError("MXFP8 scale holds the e8m0 NaN code 255")
+    s = torch.exp2(e - 127.0).repeat_interleave(block, 1)[:, :in_f]
+    return w.float() * s
+
+
+def quantize_mxfp8(w: torch.Tensor, block: int = MX_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inverse, for writing MXFP8 test checkpoints: per 1x32 block the smallest power of
+    two that brings the absmax within e4m3's 448; scales as uint8 e8m0 exponents."""
+    out_f, in_f = w.shape
+    nb = -(-in_f // block)
+    pad = torch.zeros(out_f, nb * block, dtype=torch.float32)
+    pad[:, :in_f] = w.float()
+    g = pad.view(out_f, nb, block)
+    ex = torch.ceil(torch.log2(g.abs().amax(-1).clamp(min=1e-30) / 448.0)).clamp(-127, 127)
+    q = (g / torch.exp2(ex)[..., None]).clamp(-448.0, 448.0).view(out_f, nb * block)[:, :in_f]
+    return q.to(torch.float8_e4m3fn), (ex + 127).to(torch.uint8)
+
+
 def _read_json(p: Path) -> dict[str, Any]:
     try:
         return json.loads(p.read_text())
@@ -142,7 +180,9 @@ def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype,
                 raise ValueError(f"{f.name}: FP8 tensor {name} has no weight_scale_inv")
             sh, sf = handles[sname]
             try:
-                w = dequantize_fp8(w, sh.get_tensor(sname))
+                scale = sh.get_tensor(sname)
+                w = (dequantize_mxfp8(w, scale) if is_mx_scale(scale)
+                     else dequantize_fp8(w, scale))
             except ValueError as e:
                 raise ValueError(f"{sf.name}: {sname}: {e}") from None
         if tuple(w.shape) != tuple(param.shape):

@@ -101,9 +101,13 @@ class M3Attention(nn.Module):
             _, iq, k, v, ik = views
             iq = iq.view(t, self.hidx, self.di)
             k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
+            # an e4m3 index cache is scored with e4m3 queries: the fused kernel writes them
+            iq_out = (torch.empty(iq.shape, dtype=cache.index.dtype, device=iq.device)
+                      if cache.index.dtype == torch.float8_e4m3fn else None)
             fused(q, k, v, iq, ik, self.q_norm.weight, self.k_norm.weight,
                   self.index_q_norm.weight, self.index_k_norm.weight, cs, rows, self.eps,
-                  cache.kv, cache.index, md.slot_mapping)
+                  cache.kv, cache.index, md.slot_mapping, iq_out)
+            iq = iq if iq_out is None else iq_out
             sel = index_select_blocks(iq, cache.index, md, self.topk, self.init_blocks,
                                       self.local_blocks)
             o = sparse_attention(q, cache.kv, sel, md, self.scale)
@@ -171,9 +175,9 @@ class M3ForCausalLM(nn.Module):
             architecture="minimax_m3", vocab_size=config.vocab_size,
             max_position_embeddings=max_model_len or limit,
             eos_token_ids=config.eos_token_id, dtype=dtype,
-            # A decode step can be one CUDA graph when nothing in it needs the host: the
-            # MoE's per-expert loop (torch.unique -> host) does, until a grouped kernel lands.
-            cuda_graphs=not any(config.is_moe_layer(i) for i in range(config.num_hidden_layers)))
+            # On CUDA nothing in a decode step needs the host (the MoE runs the grouped
+            # kernel), so the runner may replay it from a CUDA graph.
+            cuda_graphs=True)
         self.model = M3Model(config, dtype, device)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 

@@ -145,7 +145,7 @@ class Scheduler:
                     request_id=request.request_id,
                     token_ids=tuple(request.token_slice(start, start + n)),
                     num_computed_tokens=start,
-                    block_ids=tuple(self.kv.get_block_ids(request.request_id)),
+                    block_ids=self.kv.get_block_ids(request.request_id),
                     samples=start + n == request.num_tokens,
                 )
             )

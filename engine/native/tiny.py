@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from m3agent.engine.m3 import tokens as m3tokens
 from m3agent.engine.m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
-from m3agent.engine.native.loader import quantize_fp8
+from m3agent.engine.native.loader import quantize_fp8, quantize_mxfp8
 
 PREFIX = "language_model."
 
@@ -31,6 +31,7 @@ class TinySpec:
     seed: int = 0
     dense_layers: int = 1
     fp8: bool = False
+    mxfp8: bool = False  # e4m3 with one e8m0 scale per 1x32 block (ModelOpt MXFP8)
     head_dim: int = 128
     topk_blocks: int = 16
     experts_per_tok: int = 2
@@ -42,6 +43,8 @@ class TinySpec:
         if not 0 <= self.dense_layers <= self.layers:
             raise ValueError(f"--dense-layers {self.dense_layers} must be in 0..--layers "
                              f"({self.layers})")
+        if self.fp8 and self.mxfp8:
+            raise ValueError("--fp8 and --mxfp8 are two formats: pick one")
         need = 256 + len(m3tokens.ALL_ADDED_TOKENS)
         if self.vocab < need:
             raise ValueError(f"--vocab {self.vocab} is too small: the byte-level tokenizer "
@@ -138,8 +141,9 @@ def init_tiny(path: str | Path, spec: TinySpec = TinySpec()) -> Path:
     weights = random_weights(c, spec.seed)
     tensors: dict[str, torch.Tensor] = {}
     for name, t in weights.items():
-        if spec.fp8 and _fp8_eligible(name, t):
-            q, scale = quantize_fp8(t)
+        if (spec.fp8 or spec.mxfp8) and _fp8_eligible(name, t):
+            # both formats name the scale weight_scale_inv, as M3's released checkpoints do
+            q, scale = quantize_mxfp8(t) if spec.mxfp8 else quantize_fp8(t)
             tensors[PREFIX + name] = q
             tensors[PREFIX + name + "_scale_inv"] = scale
         elif name.endswith(("block_sparse_moe.gate.weight", "e_score_correction_bias")):
@@ -168,6 +172,9 @@ def init_tiny(path: str | Path, spec: TinySpec = TinySpec()) -> Path:
         cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
                                       "activation_scheme": "dynamic",
                                       "weight_block_size": [128, 128]}
+    if spec.mxfp8:
+        cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "MXFP8",
+                                      "group_size": 32}
     (p / "config.json").write_text(json.dumps(cfg, indent=2))
     (p / "generation_config.json").write_text(json.dumps(
         {"bos_token_id": bos, "eos_token_id": eos, "do_sample": True, "temperature": 1.0,

@@ -27,19 +27,19 @@ from m3agent.tools.sandbox.policy import SandboxPolicy
 def test_policy_matrix(tmp_path, policy, mutates, mode, expected):
     gate = ApprovalGate(policy)
     sandbox = SandboxPolicy(workspace=tmp_path, mode=mode)
-    assert gate.check("t", {}, mutates=mutates, sandbox=sandbox).verdict == expected
+    assert gate.check("t", None, mutates=mutates, sandbox=sandbox).verdict == expected
 
 
 def test_rules_deny_wins_and_session_approval():
     gate = ApprovalGate("never", (ToolRule("*", "allow"), ToolRule("shell", "deny")))
-    assert gate.check("shell", {}, mutates=True).verdict == "deny"
-    assert gate.check("read_file", {}, mutates=False).verdict == "allow"
+    assert gate.check("shell", None, mutates=True).verdict == "deny"
+    assert gate.check("read_file", None, mutates=False).verdict == "allow"
     ask = ApprovalGate("never", (ToolRule("shell", "ask"),))
-    assert ask.check("shell", {}, mutates=True).verdict == "ask"
+    assert ask.check("shell", None, mutates=True).verdict == "ask"
     ask.allow_for_session("shell")
-    assert ask.check("shell", {}, mutates=True).verdict == "allow"
+    assert ask.check("shell", None, mutates=True).verdict == "allow"
     risky = ApprovalGate("on-request")
-    assert risky.check("x", {}, mutates=True, risky=True).verdict == "ask"
+    assert risky.check("x", None, mutates=True, risky=True).verdict == "ask"
 
 
 def test_config_validation():

@@ -324,7 +324,7 @@ def test_interrupt_submitted_from_another_thread(home, repo, m3):
 
 
 def test_approval_request_carries_the_tools_preview(home, repo, m3):
-    from m3agent.tools.base import Tool, ToolResult
+    from m3agent.tools.base import Preview, PreviewKind, Tool, ToolResult
     from m3agent.tools.toolset import Toolset
     from pydantic import BaseModel
 
@@ -337,9 +337,8 @@ def test_approval_request_carries_the_tools_preview(home, repo, m3):
         Args = NoteArgs
         mutates = True
 
-        @classmethod
-        def preview(cls, arguments, ctx):
-            return f"+++ b/NOTES\n+{arguments['text']}\n"
+        def preview(self, args, ctx):
+            return Preview(PreviewKind.DIFF, f"+++ b/NOTES\n+{args.text}\n")
 
         def run(self, args, ctx):
             with open(ctx.cwd / "NOTES", "a") as f:
@@ -368,4 +367,5 @@ def test_approval_request_carries_the_tools_preview(home, repo, m3):
 
     m3.run(go())
     assert [a.diff for a in asked] == ["+++ b/NOTES\n+remember\n"]
+    assert [a.preview.kind for a in asked] == ["diff"]
     assert (repo / "NOTES").read_text() == "remember\n"

@@ -45,8 +45,9 @@ def test_every_help_is_readable(capsys):
         assert out.startswith("Usage: m3agent"), path
         # No type labels, no braces around arguments, nothing cut short.
         assert not re.search(r"<(str|int|float|bool|path|list\[\w+\])>", out), (path, out)
-        assert "{" not in out.splitlines()[0] and "…" not in out and "..." not in out.replace(
-            "[ARGS]...", ""), (path, out)
+        assert "{" not in out.splitlines()[0], (path, out)
+        cut = [line for line in out.splitlines()[1:] if line.rstrip().endswith(("...", "…"))]
+        assert not cut, (path, cut)  # a help line cut short ends in an ellipsis
     assert run_cli(["run", "--help"]) == 0
     run_help = capsys.readouterr().out
     for short in ("-m, --model MODEL", "-C, --cwd DIR", "-c, --continue", "-r, --resume ID",

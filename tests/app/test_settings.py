@@ -60,3 +60,15 @@ def test_bad_config_is_one_clear_line(tmp_path: Path, text, message):
     with pytest.raises(ValueError) as ei:
         load_settings({"M3AGENT_HOME": str(tmp_path)})
     assert message in str(ei.value) and "\n" not in str(ei.value).strip()
+
+
+def test_save_settings_keeps_the_tables_and_replaces_the_keys(tmp_path):
+    from m3agent.app.settings import load_settings, save_settings
+
+    path = tmp_path / "config.toml"
+    path.write_text('engine = "native"\napproval = "untrusted"\n[tools]\nshell = "ask"\n')
+    save_settings(path, {"engine": "remote", "base_url": "http://h:1/v1", "model": "m\\"})
+    settings = load_settings({"M3AGENT_CONFIG": str(path), "M3AGENT_HOME": str(tmp_path)})
+    assert (settings.engine, settings.base_url, settings.model) == ("remote", "http://h:1/v1", "m\\")
+    assert settings.approval == "untrusted" and [r.tool for r in settings.rules] == ["shell"]
+    assert path.stat().st_mode & 0o777 == 0o600

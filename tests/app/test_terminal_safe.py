@@ -85,3 +85,30 @@ def test_visible_and_dumps_units():
     assert all(ord(c) >= 0x20 and not 0x7F <= ord(c) < 0xA0 for c in text)
     assert "\u202e" not in text and "\u2028" not in text
     assert json.loads(text) == {"s": HOSTILE + "\u2028\x7f"}
+
+
+def test_headless_prompt_allows_a_command_prefix_not_every_shell_command(capsys):
+    """The terminal prompt of `m3agent run`: `p` allows `echo ...`; `echo x; rm` is still
+    asked about; `a` (every call of the tool) is not offered for shell."""
+    import asyncio
+    import io
+
+    from m3agent.agent.events import ApprovalRequest
+    from m3agent.app.headless import tty_approver
+
+    answers = io.StringIO("a\np\nn\n")
+    err = io.StringIO()
+    approve = tty_approver(err, stdin=answers)
+
+    def req(i: int, command: str) -> ApprovalRequest:
+        return ApprovalRequest(call_id=f"c{i}", name="shell", arguments={"command": command})
+
+    async def main():
+        return [await approve(req(0, "echo one")), await approve(req(1, "echo one")),
+                await approve(req(2, "echo two --x")), await approve(req(3, "echo x; rm -rf ~"))]
+
+    d = asyncio.run(main())
+    assert [x.decision for x in d] == ["deny", "approve", "approve", "deny"]
+    asked = err.getvalue()
+    assert asked.count("Approve shell") == 3  # "echo two --x" was covered: not asked
+    assert "[p] always `echo …`" in asked and "[a]lways" not in asked

@@ -74,6 +74,18 @@ def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
     _gate(iq.float(), iq2.float(), 0.01, 0.9999, "iq")
     _gate(b.kv_cache.float(), kv2.float(), tol, 0.999, "kv cache")
     _gate(b.index_cache.float(), idx2.float(), tol, 0.999, "index cache")
+    if kv_dtype == torch.float8_e4m3fn:  # e4m3 index queries written beside (iq_out)
+        iq3 = r(t, hi, d)
+        iq4 = iq3.clone()
+        out = torch.empty(iq3.shape, dtype=kv_dtype, device=device)
+        ref = torch.empty(iq3.shape, dtype=kv_dtype, device=device)
+        kv3, idx3 = b.kv_cache.clone(), b.index_cache.clone()
+        fused_qknorm_rope.fused_qknorm_rope_insert(q.clone(), k, v, iq3, ik, *ws, kv_cache=kv3,
+                                                   index_cache=idx3, iq_out=out, **args)
+        fused_qknorm_rope.reference(q.clone(), k, v, iq4, ik, *ws, kv_cache=kv3.clone(),
+                                    index_cache=idx3.clone(), iq_out=ref, **args)
+        _gate(out.float(), ref.float(), tol, 0.999, "iq_out e4m3")
+        assert torch.equal(iq3, iq4), "iq must stay untouched when iq_out is given"
 
 
 def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
@@ -168,7 +180,45 @@ def case_swiglu(device="cpu", t=5, inter=1500):
     return _gate(out.float(), ref.float(), 1e-2, 0.9999, "swiglu_oai")
 
 
+def _moe_weights(e, n, k, fmt, device, act):
+    from m3agent.engine.native.loader import quantize_fp8
+    w = torch.randn(e, n, k, device=device) * k ** -0.5
+    if fmt == "bf16":
+        return w.to(act), None
+    if fmt == "fp8":
+        qs = [quantize_fp8(w[i].cpu()) for i in range(e)]
+        return (torch.stack([q for q, _ in qs]).to(device),
+                torch.stack([s for _, s in qs]).float().to(device))
+    # mxfp8: a power-of-two scale per 32 k-values, e4m3 mantissas
+    g = w.view(e, n, k // 32, 32)
+    ex = torch.ceil(torch.log2(g.abs().amax(-1).clamp(min=1e-30) / 448.0)).clamp(-127, 127)
+    q = (g / torch.exp2(ex)[..., None]).clamp(-448, 448).view(e, n, k)
+    return q.to(torch.float8_e4m3fn), (ex + 127).to(torch.uint8)
+
+
+def case_moe(device="cpu", fmt="bf16", t=5, e=8, hidden=256, inter=128, k=2):
+    from m3agent.engine.native.kernels import moe_grouped, moe_router
+    act = ACT[str(device).split(':')[0]]
+    x = torch.randn(t, hidden, device=device).to(act)
+    logits = torch.randn(t, e, device=device)
+    bias = 0.01 * torch.randn(e, device=device)
+    w, ids = moe_router.route(logits, bias, k, 2.0)
+    rw, rids = moe_router.reference(logits, bias, k, 2.0)
+    assert torch.equal(ids.sort(-1).values, rids.sort(-1).values), "router picks differ"
+    assert torch.allclose(w.sort(-1).values, rw.sort(-1).values, atol=1e-5), "router weights"
+    w13, s13 = _moe_weights(e, 2 * inter, hidden, fmt, device, act)
+    w2, s2 = _moe_weights(e, hidden, inter, fmt, device, act)
+    out = moe_grouped.grouped_moe(x, w13, w2, w, ids, fmt=fmt, w13_scale=s13, w2_scale=s2)
+    ref = moe_grouped.reference(x, w13, w2, w, ids, fmt=fmt, w13_scale=s13, w2_scale=s2)
+    return _gate(out, ref, 1e-2, 0.9999, f"moe {fmt}")
+
+
 CPU_CASES = {
+    "moe_bf16": lambda: case_moe(),
+    "moe_fp8": lambda: case_moe(fmt="fp8"),
+    "moe_mxfp8": lambda: case_moe(fmt="mxfp8"),
+    "moe_prefill": lambda: case_moe(t=150, e=4, hidden=128, inter=64),
+    "moe_decode_t1": lambda: case_moe(t=1, k=4, fmt="fp8"),
     "add_rmsnorm": lambda: (case_add_rmsnorm(), case_add_rmsnorm(residual=False)),
     "swiglu": lambda: case_swiglu(),
     "insert": lambda: case_insert(),

@@ -110,3 +110,9 @@ def test_add_rmsnorm(kc, residual):
 
 def test_swiglu(kc):
     kc.case_swiglu("cuda", t=33, inter=12288)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8", "mxfp8"])
+@pytest.mark.parametrize("t", [1, 8, 300])
+def test_grouped_moe(kc, fmt, t):
+    kc.case_moe("cuda", fmt=fmt, t=t, e=32, hidden=1024, inter=512, k=4)

@@ -15,6 +15,11 @@ pytest.importorskip("triton")
 
 CASES = Path(__file__).with_name("kernel_cases.py")
 NAMES = [
+    "moe_bf16",
+    "moe_fp8",
+    "moe_mxfp8",
+    "moe_prefill",
+    "moe_decode_t1",
     "add_rmsnorm",
     "swiglu",
     "insert",

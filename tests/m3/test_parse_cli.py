@@ -44,10 +44,9 @@ def test_parse_without_tools_default_mode():
     r = run([], TEXT)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    # adaptive: the closer is not leading, so it stays content; no schema: "30" stays a string
-    assert out["reasoning"] is None
-    assert out["content"].startswith("I should check.</mm:think>Checking.")
-    assert out["tool_calls"][0]["arguments"] == {"command": "ls -la", "timeout": "30"}
+    # adaptive: the closer is not leading, so it stays content; no tools offered: as vLLM, the
+    # tool markup stays content too
+    assert out == {"reasoning": None, "content": TEXT, "tool_calls": []}
 
 
 @pytest.mark.parametrize(

@@ -60,9 +60,19 @@ def test_streaming_example_disabled(m3h):
     assert "".join(d.text for d in deltas) == "Done."
 
 
-def test_markers_never_emitted_and_nested_opener_dropped():
-    out = parse_output("<mm:think>a<mm:think>b</mm:think>c", [], "enabled")
-    assert (out.reasoning, out.content) == ("ab", "c")
+@pytest.mark.parametrize("mode", ["enabled", "adaptive", "disabled"])
+def test_nested_opener_is_reasoning_text(mode, m3h):
+    # vLLM's extract_reasoning partitions on the first opener, then the first closer
+    for chunk in (1, 3, 100):
+        out = m3h.parse_chunked("<mm:think>a<mm:think>b</mm:think>c", [], mode, [chunk])
+        assert (out.reasoning, out.content) == ("a<mm:think>b", "c")
+
+
+@pytest.mark.parametrize("mode", NOT_ENABLED)
+def test_leading_closer_makes_the_rest_plain_content(mode, m3h):
+    for chunk in (1, 4, 100):
+        out = m3h.parse_chunked("</mm:think>a<mm:think>b</mm:think>c", [], mode, [chunk])
+        assert (out.reasoning, out.content) == (None, "a<mm:think>b</mm:think>c")
 
 
 def test_empty_reasoning_block_is_empty_string_streamed_too(m3h):

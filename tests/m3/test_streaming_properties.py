@@ -172,5 +172,5 @@ _plain = st.recursive(
 @given(args=st.dictionaries(_names, _plain, max_size=4), sizes=sizes_st)
 def test_no_schema_strings_and_objects_parse_back(m3h, args, sizes):
     text = render_tool_calls([ToolCall("x", "not_in_tools", args)])
-    out = m3h.parse_chunked(text, [], "adaptive", sizes)
+    out = m3h.parse_chunked(text, m3h.tools, "adaptive", sizes)  # tools offered, not this one
     assert [(c.name, c.arguments) for c in out.tool_calls] == [("not_in_tools", args)]

@@ -99,13 +99,34 @@ def test_invoke_name_quoting(spec_tools, header):
     assert calls(parse_output(text, spec_tools, "adaptive")) == [("run_shell", {"timeout": 5})]
 
 
-@pytest.mark.parametrize("header", ['name="a" x="y"', 'name="a', "name=", 'nam="a"', "", 'name=""'])
+@pytest.mark.parametrize(
+    "header", ['name="a" x="y"', "name=", 'nam="a"', "", 'name=""', 'name="  "']
+)
 def test_malformed_invoke_header_is_skipped(spec_tools, header):
     text = (
         f"{NS}<tool_call>{NS}<invoke {header}>{NS}<p>1{NS}</p>{NS}</invoke>\n"
         f'{NS}<invoke name="b">{NS}<q>2{NS}</q>{NS}</invoke>{NS}</tool_call>'
     )
     assert calls(parse_output(text, spec_tools, "adaptive")) == [("b", {"q": "2"})]
+
+
+def test_unclosed_quote_name_ends_at_gt(spec_tools):
+    # vLLM's lexer: any of `">`, `'>`, `>` ends the name, whatever quote opened it
+    text = f'{NS}<tool_call>{NS}<invoke name="a>{NS}<p>1{NS}</p>{NS}</invoke>'
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [("a", {"p": "1"})]
+
+
+def test_no_tools_or_tool_choice_none_keeps_markup_as_content(spec_tools):
+    for tools, choice in (([], None), (spec_tools, "none")):
+        out = parse_output(EX1, tools, "adaptive", tool_choice=choice)
+        assert out.tool_calls == [] and out.content == EX1
+
+
+def test_bad_tool_choice_raises_value_error(spec_tools):
+    with pytest.raises(ValueError, match="tool_choice"):
+        M3OutputParser(spec_tools, "adaptive", tool_choice="always")
+    with pytest.raises(ValueError, match="tool_choice"):
+        M3OutputParser(spec_tools, "adaptive", tool_choice={"type": "function"})
 
 
 def test_not_an_invoke_tag(spec_tools):
@@ -118,9 +139,11 @@ def test_strict_integers(spec_tools):
         _tool("f", {"n": {"type": "integer"}, "m": {"type": "integer"}, "k": {"type": "integer"}})
     ]
     text = _invoke("f", f"{NS}<n>1_000{NS}</n>{NS}<m> -42 {NS}</m>{NS}<k>4.0{NS}</k>")
-    assert calls(parse_output(text, tools, "adaptive")) == [
-        ("f", {"n": "1_000", "m": -42, "k": "4.0"})
-    ]
+    # `1_000` stays text (strict, unlike Python's int()); `4.0` is no integer, so vLLM's
+    # last resort reads it as JSON: 4.0
+    got = calls(parse_output(text, tools, "adaptive"))
+    assert got == [("f", {"n": "1_000", "m": -42, "k": 4.0})]
+    assert type(got[0][1]["k"]) is float
 
 
 def test_each_invoke_typed_by_its_own_schema():
@@ -145,7 +168,10 @@ def test_each_invoke_typed_by_its_own_schema():
         ({"type": "boolean"}, "0", False),
         ({"type": "boolean"}, "yes", "yes"),
         ({"type": "object"}, '{"a": [1]}', {"a": [1]}),
-        ({"type": "object"}, "[1]", "[1]"),
+        ({"type": "object"}, "[1]", [1]),  # vLLM: object/array accept any JSON
+        ({"type": "integer"}, "null", None),  # no type accepts it: read as JSON
+        ({"type": "integer"}, "2.5", 2.5),
+        ({"type": "string"}, "null", "null"),
         ({"type": "array"}, "[1, 2]", [1, 2]),
         ({"type": "array"}, "  ", []),
         ({"type": "object"}, "\n", {}),
@@ -166,18 +192,32 @@ def test_coercion_rules(schema, text, expected):
     assert type(got[0][1]["v"]) is type(expected)
 
 
-def test_additional_properties_schema_types_unknown_keys():
+def test_additional_properties_type_nested_unknown_keys_only():
+    nested = {"type": "object", "additionalProperties": {"type": "integer"}}
     tools = [
         {
             "type": "function",
             "function": {
                 "name": "f",
-                "parameters": {"type": "object", "additionalProperties": {"type": "integer"}},
+                "parameters": {**nested, "properties": {"env": nested}},
             },
         }
     ]
-    text = _invoke("f", f"{NS}<anything>9{NS}</anything>")
-    assert calls(parse_output(text, tools, "adaptive")) == [("f", {"anything": 9})]
+    text = _invoke("f", f"{NS}<anything>9{NS}</anything>{NS}<env>{NS}<K>1{NS}</K>{NS}</env>")
+    # as vLLM: the top level uses `properties` only, nested objects their additionalProperties
+    assert calls(parse_output(text, tools, "adaptive")) == [
+        ("f", {"anything": "9", "env": {"K": 1}})
+    ]
+
+
+def test_stray_namespace_token_in_a_value_stops_parsing(spec_tools):
+    text = _invoke("run_shell", f"{NS}<command>ls{NS}</command>{NS}<timeout>1{NS}2{NS}</timeout>")
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [("run_shell", {"command": "ls"})]
+
+
+def test_prose_between_parameters_stops_parsing(spec_tools):
+    text = _invoke("run_shell", f"{NS}<command>ls{NS}</command> then {NS}<timeout>1{NS}</timeout>")
+    assert calls(parse_output(text, spec_tools, "adaptive")) == [("run_shell", {"command": "ls"})]
 
 
 def test_raw_markup_in_values_is_not_decoded(spec_tools):
@@ -198,16 +238,16 @@ def test_malformed_element_keeps_earlier_params_and_ends_at_invoke_end(spec_tool
     ]
 
 
-def test_nesting_depth_limit():
+def test_nesting_depth_limit(spec_tools):
     def nest(depth):
         inner = "v"
         for _ in range(depth):
             inner = f"{NS}<a>{inner}{NS}</a>"
         return _invoke("f", f"{NS}<ok>1{NS}</ok>{inner}")
 
-    deep = calls(parse_output(nest(MAX_DEPTH), [], "adaptive"))[0][1]
+    deep = calls(parse_output(nest(MAX_DEPTH), spec_tools, "adaptive"))[0][1]
     assert "a" in deep
-    too_deep = calls(parse_output(nest(MAX_DEPTH + 1), [], "adaptive"))
+    too_deep = calls(parse_output(nest(MAX_DEPTH + 1), spec_tools, "adaptive"))
     assert too_deep == [("f", {"ok": "1"})]
 
 

@@ -42,9 +42,9 @@ async def test_slash_mcp_lists_servers_state_and_tools(home, repo, server, tmp_p
                      tui_config(settings, cwd=repo, resume=None))
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(pilot, lambda: main.session is not None and main.status.state == "ready")
+        await _until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
         await send(pilot, "add")
-        await _until(pilot, lambda: main.completed_turns >= 1)
+        await _until(pilot, lambda: main.controller.completed_turns >= 1)
         await send(pilot, "/mcp")
         await pilot.pause(0.2)
         notices = "\n".join(str(n.render()) for n in main.query(NoticeView))
@@ -71,11 +71,11 @@ async def test_s_in_the_approval_modal_saves_an_always_allow(home, repo, server,
                      tui_config(settings, cwd=repo, resume=None))
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(pilot, lambda: main.session is not None and main.status.state == "ready")
+        await _until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
         await send(pilot, "add")
         await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         await pilot.press("s")
-        await _until(pilot, lambda: main.completed_turns >= 1)
+        await _until(pilot, lambda: main.controller.completed_turns >= 1)
         await app.shutdown()
     assert json.loads((home / "permissions.json").read_text())["allow"] == ["mcp__demo__add"]
     assert load_settings().agent_config().rules[-1].tool == "mcp__demo__add"
@@ -97,10 +97,10 @@ async def test_mcp_reload_says_what_it_recomputes_and_acts_only_on_yes(
                      tui_config(settings, cwd=repo, resume=None))
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(pilot, lambda: main.session is not None and main.status.state == "ready")
-        session = main.session
+        await _until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
+        session = main.controller.session
         await send(pilot, "hi")
-        await _until(pilot, lambda: main.completed_turns >= 1)
+        await _until(pilot, lambda: main.controller.completed_turns >= 1)
         # A server added to the config while the session runs: not applied by itself.
         user_config('engine = "scripted"\napproval = "never"\n' + stdio_config("demo", server)
                     + stdio_config("two", server))
@@ -113,7 +113,7 @@ async def test_mcp_reload_says_what_it_recomputes_and_acts_only_on_yes(
         await send(pilot, "/mcp reload yes")
         await _until(pilot, lambda: "mcp__two__add" in session.toolset.names())
         await send(pilot, "add")
-        await _until(pilot, lambda: main.completed_turns >= 2)
+        await _until(pilot, lambda: main.controller.completed_turns >= 2)
         await app.shutdown()
     done = [m for m in session.messages if m.role == "tool"]
     assert done[-1].name == "mcp__two__add" and done[-1].content.startswith("2")

@@ -9,7 +9,13 @@ import sys
 import pytest
 import torch
 from m3agent.app.cli import build_app
-from m3agent.engine.native.loader import dequantize_fp8, load_model, quantize_fp8
+from m3agent.engine.native.loader import (
+    dequantize_fp8,
+    dequantize_mxfp8,
+    load_model,
+    quantize_fp8,
+    quantize_mxfp8,
+)
 from m3agent.engine.native.model import M3ForCausalLM
 from m3agent.engine.native.tiny import TinySpec, init_tiny
 from safetensors.torch import load_file, save_file
@@ -128,6 +134,67 @@ def test_fp8_checkpoint_loads_dequantised(tmp_path):
     want = dequantize_fp8(stored[name], stored[name + "_scale_inv"])
     assert torch.equal(pb, want)
     assert (pa - pb).abs().max() < 0.1 * pa.abs().max()
+
+
+def test_mxfp8_round_trip():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(70, 200, generator=g)
+    w[:, :32] *= 1000  # blocks of 32 with different ranges get different exponents
+    q, e = quantize_mxfp8(w)
+    assert q.dtype == torch.float8_e4m3fn and e.dtype == torch.uint8 and e.shape == (70, 7)
+    assert len(set(e[:, 0].tolist()) & set(e[:, 1].tolist())) == 0
+    back = dequantize_mxfp8(q, e)
+    rel = ((back - w).abs() / w.abs().clamp(min=1e-3)).median()
+    assert rel < 0.04  # e4m3 keeps 3 mantissa bits; power-of-two scales lose no more
+    with pytest.raises(ValueError, match="MXFP8 scale has shape"):
+        dequantize_mxfp8(q, e[:, :3])
+    nan = e.clone()
+    nan[0, 0] = 255
+    with pytest.raises(ValueError, match="NaN"):
+        dequantize_mxfp8(q, nan)
+
+
+def _logits(path, ids):
+    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.llm_engine import LLMEngine
+    from m3agent.engine.native.sampling_params import TokenSamplingParams
+
+    engine = LLMEngine(load_model(path), None, EngineConfig(num_gpu_blocks=16, keep_logits=True))
+    out = engine.generate([ids], TokenSamplingParams(max_tokens=3, ignore_eos=True))[0]
+    return out.token_ids, torch.stack(engine.kept_logits[out.request_id])
+
+
+def test_mxfp8_checkpoint_matches_bf16_within_fp8_error(tmp_path):
+    """`model init-tiny --mxfp8` writes ModelOpt-style MXFP8 (e4m3 + e8m0 per 1x32 in
+    weight_scale_inv); the native loader widens it and the model matches the BF16 one."""
+    opts = ["--layers", "3", "--hidden", "256", "--experts", "3", "--seed", "7",
+            "--topk-blocks", "2"]
+    runner = CliRunner()
+    for name, extra in (("bf", []), ("mx", ["--mxfp8"])):
+        r = runner.invoke(build_app(), ["model", "init-tiny", str(tmp_path / name)] + opts + extra)
+        assert r.exit_code == 0, r.output
+    stored = {}
+    for f in (tmp_path / "mx").glob("*.safetensors"):
+        stored.update(load_file(str(f)))
+    name = "language_model.model.layers.2.block_sparse_moe.experts.1.w2.weight"
+    assert stored[name].dtype == torch.float8_e4m3fn
+    assert stored[name + "_scale_inv"].dtype == torch.uint8
+    cfg = json.loads((tmp_path / "mx" / "config.json").read_text())
+    assert cfg["quantization_config"]["quant_algo"] == "MXFP8"
+    mx = load_model(tmp_path / "mx")
+    p = dict(mx.named_parameters())["model.layers.2.block_sparse_moe.experts.1.w2.weight"]
+    assert torch.equal(p, dequantize_mxfp8(stored[name], stored[name + "_scale_inv"]))
+    ids = torch.randint(3, 250, (300,), generator=torch.Generator().manual_seed(3)).tolist()
+    bf_tokens, bf = _logits(tmp_path / "bf", ids)
+    mx_tokens, mxl = _logits(tmp_path / "mx", ids)
+    # the prefill's logits (same inputs): within e4m3's ~3% per-weight error
+    cos = torch.nn.functional.cosine_similarity(bf[0], mxl[0], dim=0).item()
+    assert cos > 0.995, cos
+    assert ((bf[0] - mxl[0]).abs().max() / bf[0].abs().max()).item() < 0.15
+    assert bf_tokens[0] == mx_tokens[0]
+    r = runner.invoke(build_app(), ["model", "init-tiny", str(tmp_path / "both"), "--fp8",
+                                    "--mxfp8"])
+    assert r.exit_code == 2 and "pick one" in r.output
 
 
 def test_errors_name_the_cause(tiny, tmp_path):

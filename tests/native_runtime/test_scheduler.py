@@ -83,7 +83,7 @@ def test_preemption_by_recompute_when_pages_run_out():
     # old's third page was new's second (the least recently freed), so only one page hits.
     assert new.num_computed_tokens == 128 + 129
     assert out.num_scheduled_tokens == {"new": 129}
-    assert s.kv.get_block_ids("new") == [3, 4, 2]
+    assert s.kv.get_block_ids("new") == (3, 4, 2)
     assert new.output_token_ids == [7] * 8
 
 

@@ -95,6 +95,7 @@ def test_serve_run_twice_cached_then_stop(tiny, tmp_path):
         stop = cli(home, "serve", "--stop", "--model", str(tiny), timeout=60)
         assert stop.returncode == 0, stop.stderr
         assert f"stopped pid {proc.pid}" in stop.stdout
+        assert proc.poll() is not None  # --stop returned once the process had exited
         assert proc.wait(timeout=30) == 0
         assert not pid_alive(proc.pid)
         assert list((home / "serve").glob("*.json")) == []

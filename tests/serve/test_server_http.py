@@ -216,3 +216,35 @@ def test_a_stream_refused_at_once_is_an_http_error(tmp_path):
 
     r = asyncio.run(main())
     assert r.status_code == 400 and "no reply left" in r.json()["error"]["message"]
+
+
+def test_keep_alive_and_access_log(tmp_path):
+    """Two requests on one kept-alive connection (one peer port in the access log); a
+    streamed response closes its connection; each request is one log line."""
+    import io
+
+    engine = ScriptedEngine(["</mm:think>one", "</mm:think>two", "</mm:think>three"])
+    log = io.StringIO()
+
+    async def main():
+        app = ChatServer(engine, ServeConfig("tiny", tmp_path / "media"))
+        server = await start(app.handle, port=0, access_log=log)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+                a = await c.post("/v1/chat/completions", json=body())
+                b = await c.post("/v1/chat/completions", json=body())
+                s = await c.post("/v1/chat/completions", json=body(stream=True))
+                m = await c.get("/v1/models/nope")
+            return a, b, s, m
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    a, b, s, m = asyncio.run(main())
+    assert a.headers["connection"] == "keep-alive" and b.status_code == 200
+    assert s.headers["connection"] == "close" and s.text.rstrip().endswith("[DONE]")
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 4 and all('"POST /v1/chat/completions" 200' in x for x in lines[:3])
+    assert '"GET /v1/models/nope" 404' in lines[3]
+    assert lines[0].split()[0] == lines[1].split()[0]  # the same client port: one connection

@@ -214,6 +214,18 @@ def disk_fill(path, mb):
     return "filled"
 
 
+def disk_fill_slow(prefix, files, mb):
+    """Files of `mb` MiB each, a MiB at a time (a command filling a disk takes a while)."""
+    chunk = b"\1" * (1024 * 1024)
+    for i in range(int(files)):
+        with open(f"{prefix}{i}", "wb") as f:
+            for _ in range(int(mb)):
+                f.write(chunk)
+                f.flush()
+                time.sleep(0.01)
+    return "filled"
+
+
 def cpu_hog():
     while True:
         pass
@@ -262,7 +274,7 @@ ACTIONS = {
     "unix_abstract": unix_abstract, "memory_hog": memory_hog, "disk_fill": disk_fill,
     "cpu_hog": cpu_hog, "ptrace": ptrace, "signal": signal_outside, "link": link_outside,
     "rename": rename, "chmod": chmod, "unlink": unlink, "env": env_secrets,
-    "unix_connect": unix_connect, "plant_git": plant_git, "caps": caps, "mknod": mknod, "tty_write": tty_write,
+    "unix_connect": unix_connect, "plant_git": plant_git, "disk_fill_slow": disk_fill_slow, "caps": caps, "mknod": mknod, "tty_write": tty_write,
     "tiocsti": tiocsti, "tiocsti_own": tiocsti_own, "ctty": ctty, "chown": chown,
     "setxattr": setxattr, "utime": utime, "proc_environ": proc_environ, "mkdir_write": mkdir_write, "replace": replace_by_rename, "socket_family": socket_family,
 }

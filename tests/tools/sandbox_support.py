@@ -160,7 +160,8 @@ def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **lim
     policy = SandboxPolicy(
         workspace=world.ws, home=world.home, disabled_layers=disabled,
         limits=Limits(cpu_s=limits.get("cpu_s", 20), address_space_mb=limits.get("as_mb", 1024),
-                      file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64)),
+                      file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64),
+                      write_budget_mb=limits.get("budget_mb", 8192)),
         **(policy_kw or {}),
     )
     report = probe(policy)
@@ -205,4 +206,6 @@ def serve_unix(path: Path):
 
 
 def action_argv(name: str, *args) -> list[str]:
-    return [sys.executable, "-S", str(ACTIONS), name, *map(str, args)]
+    # The script's text rides on the command line: a checkout under /tmp or $HOME is hidden
+    # inside bubblewrap, and the attempt must not depend on where the tests live.
+    return [sys.executable, "-S", "-c", ACTIONS.read_text(), name, *map(str, args)]

@@ -237,3 +237,25 @@ def test_control_socket_family_unprotected(family, cred):
     if not got["ok"] and got["errno"] in ("EAFNOSUPPORT", "EPROTONOSUPPORT", "EINVAL"):
         pytest.skip(f"the kernel has no {family} sockets ({got['errno']})")
     assert got["ok"], got
+
+
+@pytest.mark.parametrize("tool", ["read_file", "list_dir"])
+def test_file_tools_refuse_the_data_dir(tool, cred):
+    from m3agent.tools.base import ToolContext
+    from m3agent.tools.toolset import default_toolset
+
+    policy = SandboxPolicy(workspace=cred.ws, home=cred.home, private_paths=(cred.data,))
+    target = cred.data / "sessions" / ("s1.jsonl" if tool == "read_file" else "")
+    r = default_toolset().dispatch(tool, {"path": str(target)}, ToolContext(cwd=cred.ws, sandbox=policy))
+    assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
+    assert SECRET not in r.output
+
+
+def test_control_file_tools_read_the_data_dir_when_not_private(cred):
+    from m3agent.tools.base import ToolContext
+    from m3agent.tools.toolset import default_toolset
+
+    policy = SandboxPolicy(workspace=cred.ws, home=cred.home, private_paths=())
+    r = default_toolset().dispatch("read_file", {"path": str(cred.data / "sessions" / "s1.jsonl")},
+                                   ToolContext(cwd=cred.ws, sandbox=policy))
+    assert not r.is_error and SECRET in r.output

@@ -117,3 +117,19 @@ def test_fork_bomb_without_cgroup_or_bwrap(world):
     else:
         got = _result(r)
         assert not got["ok"] and got["errno"] == "EAGAIN" and got["made"] < 100, got
+
+
+def test_stale_cgroups_are_swept(tmp_path):
+    """A group left by an agent killed mid-command is removed by the next create once it is
+    empty and old; one with members (a running command) is never touched."""
+    from m3agent.tools.sandbox import cgroup
+
+    root = tmp_path / "pids"
+    (root / "m3agent-stale").mkdir(parents=True)
+    (root / "m3agent-fresh").mkdir()
+    (root / "other").mkdir()
+    old = os.stat(root).st_mtime - 2 * cgroup.STALE_S
+    os.utime(root / "m3agent-stale", (old, old))
+    os.utime(root / "other", (old, old))
+    cgroup._sweep(root)
+    assert sorted(p.name for p in root.iterdir()) == ["m3agent-fresh", "other"]

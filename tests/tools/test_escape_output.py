@@ -2,7 +2,7 @@
 before launch, bounded in bytes and time, never by reopening a path the sandbox can replace.
 
 Each attempt replaces every name its stdout could have (the name the old runner reopened,
-`$TMPDIR/../stdout`, and whatever /proc/self/fd/1 says) by a symlink to a secret, a FIFO or
+`$TMPDIR/../stdout`, and whatever /proc/$$/fd/1 says) by a symlink to a secret, a FIFO or
 /dev/zero. The control replays the same command against a host that reopens the file by path
 (what the runner did before): there the secret is read, the FIFO hangs, /dev/zero is endless.
 """
@@ -21,7 +21,8 @@ from sandbox_support import CONFIGS, SECRET, make_sandbox
 REPLACE = r"""
 echo BEFORE
 n=0
-for p in "$TMPDIR/../stdout" "$(readlink /proc/self/fd/1 | sed 's/ (deleted)$//')"; do
+for p in "$TMPDIR/../stdout" "$(readlink /proc/$$/fd/1 | sed 's/ (deleted)$//')"; do
+  case "$p" in /*) ;; *) continue ;; esac  # "pipe:[N]" names no file: never litter the cwd
   rm -f "$p" 2>/dev/null
   if {make} 2>/dev/null; then n=$((n+1)); fi
 done
@@ -65,7 +66,8 @@ def _legacy_run(tmp_path, command: str) -> str:
     (run_dir / "tmp").mkdir(parents=True)
     with open(run_dir / "stdout", "wb") as out:
         subprocess.run(["/bin/bash", "-c", command], stdout=out, stderr=subprocess.DEVNULL,
-                       env={**os.environ, "TMPDIR": str(run_dir / "tmp")}, timeout=20)
+                       env={**os.environ, "TMPDIR": str(run_dir / "tmp")}, timeout=20,
+                       cwd=run_dir)
     return str(run_dir / "stdout")
 
 

@@ -306,3 +306,13 @@ def test_mode_and_times_outside(op, config, world):
 
 def sb_report(world):
     return make_sandbox("no-bwrap", world).report
+
+
+def test_full_access_keeps_privileges_and_metadata(world):
+    """full-access confines no file system: chown works and root keeps its capabilities."""
+    sb = Sandbox(SandboxPolicy(workspace=world.ws, mode=SandboxMode.FULL_ACCESS))
+    r, got = _got(sb, action_argv("chown", world.outside / "victim.txt"))
+    assert "privileges" not in r.layers and got["ok"], got
+    if os.geteuid() == 0:
+        _, got = _got(sb, action_argv("caps"))
+        assert int(json.loads(got["data"])["CapEff"], 16) != 0

@@ -3,7 +3,8 @@ AGENTS.md, CLAUDE.md) are protected before they exist.
 
 A command can neither create, change, replace nor point them elsewhere in the workspace root:
 with bubblewrap an absent `.git`/`.m3agent` is an empty read-only directory mounted in its
-place (and an absent file an empty read-only file), removed again after the command; with
+place, removed again after the command, and whatever a command creates under an absent file
+name is renamed aside after it (never deleted: it may hold something moved there); with
 Landlock alone the workspace root grants no write right at all. Below the root no layer can
 refuse one name, so a command *can* create `src/.git` (pinned here; the agent's own git never
 runs a nested repository, see the gitsafe work); the file tools refuse these names at any
@@ -12,6 +13,7 @@ depth. Each control runs the same attempt with the confining layers off and sees
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -46,9 +48,9 @@ ATTEMPTS = {
     "create-m3agent-dir": (lambda ws: action_argv("mkdir_write", ws / ".m3agent" / "state"),
                            {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
     "create-agents-md": (lambda ws: action_argv("write", ws / "AGENTS.md"),
-                         {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+                         {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")}),
     "create-m3agentignore": (lambda ws: action_argv("write", ws / ".m3agentignore"),
-                             {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
+                             {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")}),
 }
 
 
@@ -61,7 +63,13 @@ def test_protected_name_cannot_be_created(attempt, config, bare):
     r = make_sandbox(config, bare).run(make_argv(ws), timeout_s=30)
     got = result_of(r)
     layer, err = expect[config]
-    assert layer in r.layers and not got["ok"] and got["errno"] == err, got
+    if err == "set-aside":  # a file name: it exists during the run, and is renamed after it
+        name = make_argv(ws)[-1].rsplit("/", 1)[-1]
+        assert got["ok"] and len(r.set_aside) == 1 and f"/{name}.m3agent-blocked-" in r.set_aside[0]
+        assert not (ws / name).exists()
+        os.unlink(r.set_aside[0])
+    else:
+        assert layer in r.layers and not got["ok"] and got["errno"] == err, got
     # Outside effect: nothing new in the root, and no placeholder left behind.
     assert _entries(ws) == before
     assert not (ws / ".git").exists() and not (ws / ".git").is_symlink()
@@ -109,3 +117,36 @@ def test_file_tools_refuse_protected_names_at_any_depth(path, bare):
     r = default_toolset().dispatch("write_file", {"path": path, "content": "x"}, ctx)
     assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
     assert not (bare.ws / path).exists()
+
+
+@pytest.fixture
+def own_source(bare, monkeypatch):
+    """m3agent run on its own source tree: the launcher's package lies in the workspace."""
+    import shutil
+
+    from m3agent.tools.sandbox import boot
+
+    pkg = bare.ws / "tools" / "sandbox"
+    shutil.copytree(boot.PKG_DIR, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(boot, "PKG_DIR", pkg)  # the launcher really runs from this copy
+    return pkg
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_launcher_package_in_workspace_is_read_only(config, bare, own_source):
+    launch = own_source / "launch.py"
+    before = launch.read_text()
+    r = make_sandbox(config, bare).run(action_argv("write", launch), timeout_s=30)
+    got = result_of(r)
+    assert r.started and not got["ok"], got
+    assert got["errno"] == ("EROFS" if config == "bwrap" else "EACCES"), got
+    assert launch.read_text() == before
+    r = make_sandbox(config, bare).run(action_argv("write", own_source / "__pycache__" / "x.pyc"),
+                                       timeout_s=30)
+    assert not result_of(r)["ok"]
+
+
+def test_control_launcher_package_writable_unconfined(bare, own_source):
+    sb = Sandbox(SandboxPolicy(workspace=bare.ws, dangerously_no_sandbox=True,
+                               disabled_layers=frozenset({"bwrap", "landlock", "seccomp"})))
+    assert result_of(sb.run(action_argv("write", own_source / "launch.py"), timeout_s=30))["ok"]

@@ -3,7 +3,8 @@ installed `m3agent` console script with bubblewrap active, and a tool that could
 never reported as a success.
 
 The installs are real: a copy of this tree under /tmp (where bubblewrap's private /tmp hides
-it), installed editable and as a plain wheel into fresh venvs with `--no-deps` (the
+it), installed editable, as a plain wheel, and pipx-style (an isolated venv under $HOME,
+which bubblewrap also hides) into fresh venvs with `--no-deps` (the
 dependencies come from this venv's site-packages through a .pth line, so nothing is
 downloaded). The control runs the launcher the way it used to be started (`python -m
 m3agent.tools.sandbox.launch`) from the editable install: bubblewrap hides the source tree
@@ -58,6 +59,11 @@ def installs():
     if not shutil.which("git"):
         pytest.skip("git is needed to list the tree")
     base = Path(tempfile.mkdtemp(prefix="m3-install-", dir="/tmp"))
+    try:
+        _need_bwrap(base)  # before spending ~10 s on the installs
+    except BaseException:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
     clone = base / "clone"
     clone.mkdir()
     files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
@@ -71,7 +77,10 @@ def installs():
     _pip_install(editable, "-e", str(clone))
     plain = _venv(base / "venv-plain")
     _pip_install(plain, str(clone))
-    yield {"base": base, "clone": clone, "editable": editable, "plain": plain}
+    # pipx's layout: an isolated venv under the user's home, which bubblewrap hides
+    pipx = _venv(base / "home" / ".local" / "pipx" / "venvs" / "m3agent")
+    _pip_install(pipx, str(clone))
+    yield {"base": base, "clone": clone, "editable": editable, "plain": plain, "pipx": pipx}
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -91,6 +100,8 @@ def _run_console_script(py: Path, base: Path, name: str) -> dict:
     exe = py.parent / "m3agent"
     assert exe.is_file(), "the console script was not installed"
     env = {**os.environ, "M3AGENT_HOME": str(base / f"home-{name}")}
+    if name == "pipx":
+        env["HOME"] = str(base / "home")
     env.pop("M3AGENT_CONFIG", None)
     r = subprocess.run([str(exe), "run", "go", "--engine", "scripted", "--script",
                         str(_script(base / f"script-{name}.json")), "--output-format",
@@ -101,7 +112,7 @@ def _run_console_script(py: Path, base: Path, name: str) -> dict:
     return next(e for e in evs if e["type"] == "tool_call_finished")
 
 
-@pytest.mark.parametrize("layout", ["editable", "plain"])
+@pytest.mark.parametrize("layout", ["editable", "plain", "pipx"])
 def test_console_script_runs_sandboxed_shell(layout, installs):
     _need_bwrap(installs["base"])
     done = _run_console_script(installs[layout], installs["base"], layout)

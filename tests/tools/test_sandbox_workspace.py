@@ -61,3 +61,34 @@ def test_extra_writable_root(config, world):
     r = Sandbox(policy, report).run(f"echo added > {world.outside}/added.txt", timeout_s=30)
     assert r.exit_code == 0, r.stderr
     assert (world.outside / "added.txt").read_text() == "added\n"
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_git_works_with_a_hidden_global_config(config, world):
+    """The home directory is hidden; an existing ~/.gitconfig (unreadable under Landlock,
+    which git treats as fatal) must not break read-only git commands."""
+    (world.home / ".gitconfig").write_text("[user]\n\tname = someone\n")
+    r = make_sandbox(config, world).run("git status --short && git config user.name; echo rc=$?",
+                                        timeout_s=30)
+    assert "rc=1" in r.stdout and "fatal" not in r.stderr, (r.stdout, r.stderr)  # no name: hidden
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_multiprocessing_semaphores(config, world):
+    """POSIX semaphores live in /dev/shm: private and writable inside bubblewrap; without it
+    the host's shared /dev/shm stays read-only (a documented cost)."""
+    code = "import multiprocessing as m; print(m.Pool(2).map(abs, [-1, -2]))"
+    r = make_sandbox(config, world).run(["python3", "-c", code], timeout_s=60)
+    if config == "bwrap":
+        assert r.exit_code == 0 and "[1, 2]" in r.stdout, r.stderr
+    else:
+        assert r.exit_code != 0 and "PermissionError" in r.stderr
+
+
+def test_control_git_dies_on_unreadable_global_config(world):
+    """Without GIT_CONFIG_GLOBAL=/dev/null (the user passing their own), Landlock's EACCES on
+    ~/.gitconfig is fatal to git: why the runner sets it."""
+    (world.home / ".gitconfig").write_text("[user]\n\tname = someone\n")
+    sb = make_sandbox("no-bwrap", world, {"env_allow": ("GIT_CONFIG_GLOBAL",)})
+    r = sb.run("git status --short", timeout_s=30)
+    assert r.exit_code == 128 and "Permission denied" in r.stderr, r.stderr

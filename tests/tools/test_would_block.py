@@ -1,4 +1,5 @@
-"""Sandbox.would_block: what approvals ask before a call the path guard would refuse."""
+"""Sandbox.would_block: what approvals ask before a call the path guard would refuse (derived
+from each tool's declared touches: tools/sandbox/precheck.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def test_would_block_paths(tmp_path):
     assert sb.mode.value == "workspace-write"
     assert not sb.would_block("write_file", {"path": "src/a.py", "content": ""})
     assert sb.would_block("write_file", {"path": "../a.py", "content": ""})
-    assert sb.would_block("edit_file", {"path": ".git/config"})
+    assert sb.would_block("edit_file", {"path": ".git/config", "old_string": "a",
+                                         "new_string": "b"})
     assert not sb.would_block("read_file", {"path": "/etc/hostname"})
     assert sb.would_block("read_file", {"path": "~/.ssh/id_rsa"})
     patch = "*** Begin Patch\n*** Add File: ../x.py\n+x\n*** End Patch"

@@ -126,6 +126,7 @@ class Harness:
         kw.setdefault("engine", "scripted")
         kw.setdefault("model", "scripted")
         kw.setdefault("sandbox_layers", ("landlock", "seccomp"))
+        kw.setdefault("clock", lambda: 1000.0)  # the turn timer shows 0s: stable snapshots
         return TuiConfig(cwd=self.repo, state_dir=self.home, **kw)
 
     def app(self, script: list[str], *, resume: str | None = None, approval: str = "on-request",

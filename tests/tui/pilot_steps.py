@@ -7,7 +7,7 @@ from m3agent.app.tui.widgets.prompt_input import PromptInput
 
 async def ready(pilot, until):
     main = pilot.app.main
-    await until(pilot, lambda: main.session is not None and main.status.state == "ready")
+    await until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
     return main
 
 
@@ -19,5 +19,5 @@ async def send(pilot, text: str) -> None:
 
 
 async def turn_done(pilot, until, n: int = 1) -> None:
-    await until(pilot, lambda: pilot.app.main.completed_turns >= n)
+    await until(pilot, lambda: pilot.app.main.controller.completed_turns >= n)
     await pilot.pause(0.05)

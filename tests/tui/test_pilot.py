@@ -48,6 +48,8 @@ async def test_approve_edit_applies_it_and_shows_the_diff(harness, until, m3text
         await send(pilot, "fix add")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         assert "a + b" in str(app.screen.query_one("#approval-args").render())
+        # the edit tool's own preview (Tool.preview), carried by the request
+        assert "+    return a + b" in str(app.screen.query_one("#approval-diff").render())
         await pilot.press("y")
         await turn_done(pilot, until)
         assert (harness.repo / "src/calc.py").read_text() == "def add(a, b):\n    return a + b\n"
@@ -89,7 +91,7 @@ async def test_escape_interrupts_a_streaming_answer(harness, until):
         notices = [str(n.render()) for n in main.query(NoticeView)]
         assert any("interrupted" in n for n in notices)
         assert len(main.query_one(AnswerView).text) < len(long_answer)
-        assert not main.busy
+        assert not main.controller.busy
         assert main.status.state == "ready"
 
 
@@ -136,7 +138,7 @@ async def test_resume_shows_history_and_continues_the_conversation(harness, unti
         main = await ready(pilot, until)
         await send(pilot, "what is the answer?")
         await turn_done(pilot, until)
-        session_id = main.session.id
+        session_id = main.controller.session.id
     app2 = harness.app(["Still 42."], resume=session_id)
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
@@ -183,7 +185,7 @@ async def test_slash_commands_help_diff_unknown_and_context(harness, until):
         await send(pilot, "/context")
         await pilot.pause(0.1)
         notices = "\n".join(str(n.render()) for n in main.query(NoticeView))
-        assert "/think enabled|disabled|adaptive" in notices and "ctrl+t" in notices
+        assert "/think [enabled|disabled|adaptive]" in notices and "ctrl+t" in notices
         assert "+changed" in str(main.query_one(DiffView).render())
         assert "unknown command /nope" in str(main.query(ErrorView).first().render())
         assert "context" in notices

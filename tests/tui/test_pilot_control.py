@@ -27,12 +27,12 @@ async def test_sessions_browser_resumes_the_chosen_session(harness, until):
         main = await ready(pilot, until)
         await send(pilot, "remember this")
         await turn_done(pilot, until)
-        old_id = main.session.id
+        old_id = main.controller.session.id
     app2 = harness.app(["Second answer."],
                        list_sessions=lambda: list_sessions(harness.home / "sessions"))
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
-        new_id = main.session.id
+        new_id = main.controller.session.id
         await send(pilot, "/sessions")
         await until(pilot, lambda: isinstance(app2.screen, SessionsScreen))
         listed = [s.session_id for s in app2.screen.sessions]
@@ -41,7 +41,7 @@ async def test_sessions_browser_resumes_the_chosen_session(harness, until):
         option_list.focus()
         option_list.highlighted = listed.index(old_id)
         await pilot.press("enter")
-        await until(pilot, lambda: main.session is not None and main.session.id == old_id
+        await until(pilot, lambda: main.controller.session is not None and main.controller.session.id == old_id
                     and main.status.state == "ready")
         await pilot.pause(0.1)
         assert new_id != old_id
@@ -124,7 +124,7 @@ async def test_interrupt_while_asking_closes_the_question(harness, until, m3text
         await send(pilot, "fix add")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         await main.action_interrupt()  # as a time limit would end the turn
-        await until(pilot, lambda: main.completed_turns >= 1)
+        await until(pilot, lambda: main.controller.completed_turns >= 1)
         await until(pilot, lambda: app.screen is main)
         assert main.query_one(ToolCard).status == "interrupted"
         assert (harness.repo / "src/calc.py").read_text().endswith("a - b\n")
@@ -191,19 +191,27 @@ async def test_long_tool_output_opens_on_click(harness, until, m3text):
         assert out.hidden_lines == 0 and "line 39" in str(out.render())
 
 
-async def test_ctrl_c_interrupts_only_while_busy(harness, until):
+async def test_ctrl_c_interrupts_then_clears_then_quits_twice(harness, until):
     app = harness.app(["word " * 400, "short"], pause_after=20)
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "talk")
         await until(pilot, lambda: harness.engine.paused.is_set())
-        await pilot.press("ctrl+c")
+        await pilot.press("ctrl+c")  # busy: interrupts
         await turn_done(pilot, until)
         assert any("interrupted" in str(n.render()) for n in main.query(NoticeView))
         prompt = main.query_one(PromptInput)
-        prompt.load_text("keep me")
-        await pilot.press("ctrl+c")  # idle: the prompt's own key, nothing is interrupted
-        assert prompt.text == "keep me" and app.is_running
+        prompt.load_text("drop me")
+        await pilot.press("ctrl+c")  # idle with text: clears it, nothing else
+        assert prompt.text == "" and app.is_running
+        await pilot.press("ctrl+c")  # idle, empty: a hint, not a toast, and no quit yet
+        await pilot.pause(0.05)
+        assert "ctrl+c again to quit" in str(main.query_one("#activity").render())
+        assert not app.screen.query("Toast") and app.is_running
+        assert app.resume_hint is None
+        await pilot.press("ctrl+c")  # twice: quits, with the command that resumes
+        await until(pilot, lambda: app.resume_hint is not None)
+        assert app.resume_hint == f"m3agent resume {main.controller.session.id}"
 
 
 async def test_prompt_sent_while_busy_waits_and_keeps_the_order(harness, until):

@@ -30,7 +30,7 @@ async def _wait(pilot, predicate, timeout: float = 15.0) -> None:
 def _prompt_then(text: str, until_fn, settle: float = 0.3):
     async def run_before(pilot) -> None:
         main = pilot.app.main
-        await _wait(pilot, lambda: main.session is not None and main.status.state == "ready")
+        await _wait(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
         prompt = main.query_one(PromptInput)
         prompt.cursor_blink = False
         prompt.load_text(text)
@@ -59,13 +59,13 @@ def test_approval_modal(harness, snap_compare, m3text):
 
 def test_reasoning_collapsed_after_the_answer(harness, snap_compare):
     app = harness.app([THINK_ANSWER], fixed_usage=True)
-    done = lambda pilot: pilot.app.main.completed_turns >= 1  # noqa: E731
+    done = lambda pilot: pilot.app.main.controller.completed_turns >= 1  # noqa: E731
     assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("why is add wrong?", done))
 
 
 def test_reasoning_expanded_on_click(harness, snap_compare):
     app = harness.app([THINK_ANSWER], fixed_usage=True)
-    done = lambda pilot: pilot.app.main.completed_turns >= 1  # noqa: E731
+    done = lambda pilot: pilot.app.main.controller.completed_turns >= 1  # noqa: E731
     first = _prompt_then("why is add wrong?", done)
 
     async def run_before(pilot) -> None:
@@ -86,5 +86,39 @@ def test_reasoning_open_while_streaming(harness, snap_compare):
 
 def test_error_state(harness, snap_compare):
     app = harness.app([])  # no scripted reply: the engine call fails
-    done = lambda pilot: pilot.app.main.completed_turns >= 1  # noqa: E731
+    done = lambda pilot: pilot.app.main.controller.completed_turns >= 1  # noqa: E731
     assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("hello", done))
+
+
+def test_command_menu_filtered(harness, snap_compare):
+    app = harness.app([])
+
+    async def run_before(pilot) -> None:
+        main = pilot.app.main
+        await _wait(pilot, lambda: main.controller.session is not None
+                    and main.status.state == "ready")
+        prompt = main.query_one(PromptInput)
+        prompt.cursor_blink = False
+        prompt.focus()
+        await pilot.press("/", "s")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_first_run_setup_screen(harness, snap_compare):
+    from dataclasses import replace
+
+    from m3agent.app.tui.app import create_app
+    from m3agent.app.tui.onboarding import SetupPort
+    from m3agent.app.tui.screens.onboarding_screen import OnboardingScreen
+
+    port = SetupPort(probe=None, check_dir=None, servers=list, complete=None)
+    config = replace(harness.config(), setup=port)
+    app = create_app(harness.session_factory([]), config)
+
+    async def run_before(pilot) -> None:
+        await _wait(pilot, lambda: isinstance(pilot.app.screen, OnboardingScreen))
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

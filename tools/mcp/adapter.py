@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..base import Tool, ToolContext, ToolResult
+from ..base import Preview, PreviewKind, Tool, ToolContext, ToolResult
+from ..bounds import preview_text
 from .hub import McpCancelled, McpHub
 from .state import McpCallError
 
@@ -61,6 +62,13 @@ class McpTool(Tool):
         return {"type": "function",
                 "function": {"name": cls.name, "description": cls.description,
                              "parameters": cls.input_schema}}
+
+    def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
+        """The request the server would get (touches: opaque, the Tool default)."""
+        body = json.dumps(args.model_dump(), ensure_ascii=False, indent=1)
+        text, note = preview_text(f"MCP server {self.server}, tool {self.remote_name}\n"
+                                  f"arguments: {body}\n", "request")
+        return Preview(PreviewKind.TEXT, text, note)
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         arguments = args.model_dump()
@@ -118,6 +126,12 @@ class ReadMcpResource(Tool):
 
     def __init__(self, hub: McpHub) -> None:
         self.hub = hub
+
+    def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
+        assert isinstance(args, ReadResourceArgs)
+        text, note = preview_text(f"MCP server {args.server}, read resource {args.uri}\n",
+                                  "request")
+        return Preview(PreviewKind.TEXT, text, note)
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         assert isinstance(args, ReadResourceArgs)

@@ -45,9 +45,12 @@ def launcher_argv(spec_json: str, command: list[str]) -> list[str]:
 
 
 def needed_paths() -> tuple[Path, ...]:
-    """What the launcher reads: the interpreter's prefix (stdlib, libpython) and this package."""
+    """What the launcher reads: the interpreter's prefix (stdlib, libpython) and this package;
+    and the agent's own environment (a venv under /tmp or $HOME), whose `python` runs MCP
+    servers and the commands that name `sys.executable`."""
     exe = Path(interpreter())
-    return tuple(dict.fromkeys([Path(sys.base_prefix).resolve(), exe.parent, PKG_DIR]))
+    return tuple(dict.fromkeys([Path(sys.base_prefix).resolve(), exe.parent, PKG_DIR,
+                                Path(sys.prefix)]))
 
 
 def inside_roots(policy) -> tuple[Path, ...]:

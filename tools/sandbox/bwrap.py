@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
-import stat
 import subprocess
+import time
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot
@@ -27,7 +28,9 @@ def probe() -> tuple[bool, str]:
     if proc.returncode != 0:
         why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         return False, f"bwrap is blocked here: {why[-1] if why else 'exit ' + str(proc.returncode)}"
-    return True, f"{exe}: read-only /, workspace bound read-write, new pid/net namespaces"
+    return True, (f"{exe}: read-only /; /tmp, /run and home private (toolchain allow-list "
+                  "read-only); workspace read-write, .git and project files read-only; new "
+                  "pid/net namespaces")
 
 
 def _under(p: Path, root: Path) -> bool:
@@ -37,6 +40,17 @@ def _under(p: Path, root: Path) -> bool:
 # Inside hidden trees, what stays visible (read-only) when present: DNS configuration, and the
 # system profile on NixOS. No sockets of agents or services.
 RUN_KEEP = (Path("/run/systemd/resolve"), Path("/run/current-system"), Path("/run/opengl-driver"))
+
+
+@functools.cache
+def _has_size() -> bool:
+    """bubblewrap >= 0.5 takes --size for a tmpfs."""
+    try:
+        out = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in out.stdout + out.stderr
 
 
 def hidden_trees(policy: SandboxPolicy) -> tuple[Path, ...]:
@@ -52,32 +66,53 @@ def hidden_trees(policy: SandboxPolicy) -> tuple[Path, ...]:
 
 
 def placeholders(policy: SandboxPolicy) -> list[Path]:
-    """Protected paths that are absent now: bubblewrap creates their mount points on the
-    host (an empty dir or file), which `remove_placeholders` takes away after the run."""
-    return [p for p in policy.protected_paths() if not os.path.lexists(p)]
+    """Protected directories (.git, .m3agent) that are absent now: bubblewrap mounts an empty
+    read-only dir there, creating its mount point on the host, which `remove_placeholders`
+    takes away after the run (an empty dir is invisible to git)."""
+    return [p for p in policy.protected_paths()
+            if p.name in PROTECTED_DIRS and not os.path.lexists(p)]
 
 
 def remove_placeholders(paths: list[Path]) -> None:
     for p in paths:
-        try:
-            st = os.lstat(p)
-        except OSError:
-            continue
-        try:  # only what is still an empty mount point: anything else is not ours
-            if p.name in PROTECTED_DIRS and os.path.isdir(p) and not os.path.islink(p):
+        try:  # only what is still an empty directory: anything else is not ours
+            if os.path.isdir(p) and not os.path.islink(p):
                 os.rmdir(p)
-            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
-                os.unlink(p)
         except OSError:
             pass
+
+
+def absent_files(policy: SandboxPolicy) -> list[Path]:
+    """Protected files (AGENTS.md, .m3agentignore...) that are absent now. A mount point
+    would show up as an empty file inside and out, so instead whatever a command creates
+    under these names is set aside after the run (`set_aside`)."""
+    return [p for p in policy.protected_paths()
+            if p.name not in PROTECTED_DIRS and not os.path.lexists(p)]
+
+
+def set_aside(paths: list[Path]) -> list[str]:
+    """Rename what a command created under a protected file name (never delete: it may hold
+    something the command moved there); the new names."""
+    moved = []
+    for p in paths:
+        if not os.path.lexists(p):
+            continue
+        dest = p.with_name(f"{p.name}.m3agent-blocked-{time.strftime('%Y%m%d-%H%M%S')}")
+        try:
+            os.rename(p, dest)  # renames a symlink itself, never its target
+            moved.append(str(dest))
+        except OSError:
+            pass
+    return moved
 
 
 def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
     exe = shutil.which("bwrap") or "bwrap"
     trees = hidden_trees(policy)
     a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for tree in trees:
-        a += ["--tmpfs", str(tree)]
+    size = ["--size", str(policy.limits.write_budget_mb * 1024 * 1024)] if _has_size() else []
+    for tree in trees:  # in memory, so bounded like the disk (the budget, per tmpfs)
+        a += [*size, "--tmpfs", str(tree)]
     # Brought back read-only from the hidden trees: the launcher's interpreter and package
     # (an editable clone or a venv under /tmp or $HOME), the toolchain allow-list, DNS.
     shown = [*boot.needed_paths(), *policy.home_allowed(), *RUN_KEEP]
@@ -97,8 +132,6 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
             a += ["--ro-bind", str(prot), str(prot)]  # a symlink is bound as what it names
         elif prot.name in PROTECTED_DIRS:  # protected before it exists: an empty, read-only dir
             a += ["--tmpfs", str(prot), "--remount-ro", str(prot)]
-        else:
-            a += ["--ro-bind", str(empty), str(prot)]
     visible = (*shown, *roots)
     for secret in hidden_paths(policy):
         if any(_under(secret, t) for t in trees) and not any(_under(secret, v) for v in visible):

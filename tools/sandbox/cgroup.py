@@ -39,6 +39,25 @@ def _v1_root() -> Path | None:
     return p if (p / "cgroup.procs").exists() else None
 
 
+STALE_S = 600.0
+
+
+def _sweep(root: Path) -> None:
+    """Remove groups left by agents that died mid-command (kill -9): empty and ten minutes old.
+    rmdir refuses a group that still has members, so a running command is never touched."""
+    now = time.time()
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith("m3agent-") and e.is_dir()]
+    except OSError:
+        return
+    for e in entries:
+        try:
+            if now - e.stat().st_mtime > STALE_S:
+                os.rmdir(e.path)
+        except OSError:
+            continue
+
+
 class Cgroup:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -49,6 +68,7 @@ class Cgroup:
         root = _v2_root() or _v1_root()
         if root is None:
             raise OSError("no writable cgroup with the pids controller")
+        _sweep(root)
         path = root / f"m3agent-{uuid.uuid4().hex[:12]}"
         path.mkdir()
         try:

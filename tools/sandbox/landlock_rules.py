@@ -60,6 +60,8 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = Fa
                     rs.grant_except(child, write_all, protected, dir_rights=read)
     for dev in (*_DEVICES, *(_BWRAP_DEVICES if mounts_protect else ())):
         rs.allow(Path(dev), ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE | ll.READ_DIR)
-    rs.allow(Path("/dev/shm"), read)
+    # /dev/shm (POSIX semaphores, multiprocessing): private inside bubblewrap, so writable
+    # there; without it the host's shared one stays read-only.
+    rs.allow(Path("/dev/shm"), write_all if mounts_protect else read)
     rs.allow(run_dir, write_all)
     rs.restrict_self()

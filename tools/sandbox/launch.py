@@ -85,7 +85,7 @@ def _user_process_count() -> int:
 
 def _confine(spec: dict) -> None:
     """In the child: rlimits, then Landlock, then seccomp (last, since it limits prctl users)."""
-    from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
+    from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
 
     policy = SandboxPolicy.from_json(spec["policy"])
     if spec["rlimits"]:
@@ -94,7 +94,8 @@ def _confine(spec: dict) -> None:
         from m3agent.tools.sandbox import rlimits
 
         # RLIMIT_NPROC counts all of the user's processes, so allow for those already running.
-        limits: Limits = replace(policy.limits, nproc=policy.limits.nproc + _user_process_count())
+        limits: Limits = replace(policy.limits, nproc=policy.limits.nproc + _user_process_count(),
+                                 file_size_mb=spec.get("fsize_mb") or policy.limits.file_size_mb)
         rlimits.apply(limits)
     if spec["landlock"]:
         from m3agent.tools.sandbox.landlock_rules import apply_policy
@@ -103,7 +104,8 @@ def _confine(spec: dict) -> None:
     if spec["seccomp"]:
         from m3agent.tools.sandbox import seccomp
 
-        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False))
+        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False),
+                        metadata=policy.mode is not SandboxMode.FULL_ACCESS)
     if spec.get("privileges"):
         from m3agent.tools.sandbox import privileges
 

@@ -77,9 +77,11 @@ class Limits:
     file_size_mb: int = 1024
     nproc: int = 512
     output_bytes: int = 200_000  # kept of each of stdout / stderr; the rest is cut with a note
+    write_budget_mb: int = 8192  # net disk growth all of a session's commands may cause
 
     def __post_init__(self) -> None:
-        for name in ("cpu_s", "address_space_mb", "file_size_mb", "nproc", "output_bytes"):
+        for name in ("cpu_s", "address_space_mb", "file_size_mb", "nproc", "output_bytes",
+                     "write_budget_mb"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox limit {name} must be positive, got {getattr(self, name)}")
 

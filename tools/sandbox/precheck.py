@@ -1,38 +1,37 @@
-"""Would a tool call be refused by the path guard? Answered without running it."""
+"""Would a tool call be refused by the path guard? Answered without running it, from what the
+tool itself declares it touches (Tool.touches): no table here repeats which tool reads or
+writes what, so a new tool (an MCP tool, a plugin) is judged by its own declaration.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
-
-_READS = {"read_file": "path", "list_dir": "path", "glob": "path", "grep": "path"}
-_WRITES = {"write_file": "path", "edit_file": "path"}
+from m3agent.tools.base import ToolContext, Touches
+from m3agent.tools.sandbox.policy import SandboxPolicy
 
 
-def would_block(policy: SandboxPolicy, tool_name: str, arguments: dict[str, Any]) -> bool:
-    from m3agent.tools.base import ToolContext
+def blocks(policy: SandboxPolicy, touches: Touches) -> bool:
+    """Whether the path guard would refuse one of the paths a call names (a read of a secret
+    location, a write outside the writable roots, into a protected name, or any write in a
+    read-only sandbox). An opaque tool's other reach is left to the layers at run time."""
     from m3agent.tools.paths import PathDenied, check_read, check_write
 
     ctx = ToolContext(cwd=policy.workspace, sandbox=policy)
     try:
-        if tool_name in _READS:
-            check_read(str(arguments.get(_READS[tool_name]) or "."), ctx)
-        elif tool_name in _WRITES:
-            check_write(str(arguments.get(_WRITES[tool_name]) or ""), ctx)
-        elif tool_name == "apply_patch":
-            from m3agent.tools.patch_parse import PatchError, parse
-
-            try:
-                ops = parse(str(arguments.get("patch") or ""))
-            except PatchError:
-                return False  # malformed: the tool itself reports it
-            for op in ops:
-                check_write(op.path, ctx)
-                if op.move_to:
-                    check_write(op.move_to, ctx)
-        elif tool_name == "shell":
-            return False  # a command's reach is enforced by the layers, not predicted
+        for raw in touches.reads:
+            check_read(raw, ctx)
+        for raw in touches.writes:
+            check_write(raw, ctx)
     except PathDenied:
         return True
-    return policy.mode is SandboxMode.READ_ONLY and tool_name in {*_WRITES, "apply_patch"}
+    return False
+
+
+def would_block(policy: SandboxPolicy, tool_name: str, arguments: dict[str, Any]) -> bool:
+    """`blocks` for a call of one of the standard tools, named (Sandbox.would_block); the
+    agent asks its own toolset instead, which knows its MCP tools too."""
+    from m3agent.tools.toolset import default_toolset
+
+    touches = default_toolset(use_ripgrep=False).touches(tool_name, arguments)
+    return touches is not None and blocks(policy, touches)

@@ -74,10 +74,16 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     add("landlock", bool(abi), ll, not full, "not used in full-access mode")
 
     why = seccomp.supported()
-    sc = "denies ptrace, io_uring, bpf" + ("" if policy.network else ", inet/inet6 sockets")
+    unix = (ok and "bwrap" not in policy.disabled_layers) or full
+    families = "AF_UNIX" if unix else "not AF_UNIX (no bwrap hides the host's sockets)"
+    if policy.network:
+        families += ", AF_INET/6, NETLINK_ROUTE"
+    sc = (f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
+          f"families: {families}, no other")
     add("seccomp", why is None, sc if why is None else why)
 
-    rl = "CPU time, address space, file size, process count"
+    rl = ("CPU time, address space, file size, process count; a session write budget of "
+          f"{policy.limits.write_budget_mb} MiB of disk growth")
     if os.geteuid() == 0:
         rl += " (RLIMIT_NPROC is not enforced for root: the cgroup layer limits processes)"
     add("rlimits", True, rl)
@@ -95,7 +101,8 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     add("tree_kill", os.name == "posix", tk)
     add("env_scrub", True, "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)")
     add("privileges", os.name == "posix", "no_new_privs and every capability dropped before exec"
-        " (root keeps uid 0, none of its powers); TIOCSTI/TIOCLINUX refused; no controlling tty")
+        " (root keeps uid 0, none of its powers); no controlling tty", not full,
+        "not used in full-access mode (root keeps its capabilities, e.g. for a package manager)")
     return SandboxReport(policy.mode.value, policy.network, tuple(out))
 
 

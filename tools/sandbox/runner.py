@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot, bwrap
+from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
 from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
-from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
 
 
@@ -44,6 +45,8 @@ class RunResult:
     # False when the sandbox never got as far as starting the command (a layer failed, the
     # launcher could not be loaded): the exit code and output are then the sandbox's own.
     started: bool = True
+    write_budget_exceeded: bool = False  # killed for growing the disk past the session budget
+    set_aside: tuple[str, ...] = ()  # what it created under protected file names, renamed
 
 
 class Sandbox:
@@ -54,6 +57,7 @@ class Sandbox:
 
         make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
+        self.budget = WriteBudget(policy.limits.write_budget_mb * MIB)  # for the session
         self.report = report or probe(policy)
 
     @property
@@ -88,6 +92,8 @@ class Sandbox:
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         cwd = Path(cwd or self.policy.workspace).resolve()
         layers = list(self.active_layers())
+        if "rlimits" in layers:
+            self.budget.check()  # WriteBudgetSpent: nothing more runs this session
         run_dir = Path(tempfile.mkdtemp(prefix="m3agent-run-"))
         cgroup = None
         try:
@@ -122,17 +128,24 @@ class Sandbox:
         if self.policy.home is not None:
             clean_env["HOME"] = str(self.policy.home_dir())
         clean_env["TMPDIR"] = str(tmp)
+        if self.policy.mode is not SandboxMode.FULL_ACCESS and "GIT_CONFIG_GLOBAL" not in self.policy.env_allow:
+            # The home directory is hidden: git would die on an unreadable ~/.gitconfig
+            # (Landlock answers EACCES, not ENOENT); the user's global config stays out.
+            clean_env["GIT_CONFIG_GLOBAL"] = "/dev/null"
         clean_env.pop("PYTHONSTARTUP", None)
         spec = {
             "policy": self.policy.to_json(),
             "landlock": "landlock" in layers,
             "seccomp": "seccomp" in layers,
             "rlimits": "rlimits" in layers,
+            # one file never passes what is left of the session's write budget
+            "fsize_mb": max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB)),
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
             # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
             # mounts; without it seccomp refuses AF_UNIX sockets altogether.
-            "unix_sockets": "bwrap" in layers,
+            # (full-access confines no file system, so it keeps them too)
+            "unix_sockets": "bwrap" in layers or self.policy.mode is SandboxMode.FULL_ACCESS,
             "privileges": "privileges" in layers,
             # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
             "agent_pid": os.getpid() if "bwrap" not in layers else None,
@@ -150,7 +163,9 @@ class Sandbox:
 
     def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
         status_r, status_w = os.pipe()
-        placeholders = bwrap.placeholders(self.policy) if "bwrap" in layers else []
+        placeholders, absent = [], []
+        if "bwrap" in layers:  # taken before bubblewrap creates the mount points
+            placeholders, absent = bwrap.placeholders(self.policy), bwrap.absent_files(self.policy)
         full, clean_env, removed = self.launch_argv(
             argv, cwd, run_dir, env, layers, nproc_watch=cgroup is None, status_fd=status_w
         )
@@ -159,15 +174,21 @@ class Sandbox:
             procs = cgroup.path / "cgroup.procs"
             full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
         guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
+        watch = Watch.start([*self.policy.writable_roots(), run_dir])
         started = time.monotonic()
-        timed_out = cancelled = False
+        timed_out = cancelled = over_budget = False
         with Capture(self.policy.limits.output_bytes) as capture:
-            proc = subprocess.Popen(
-                full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
-                stdout=capture.out, stderr=capture.err, start_new_session=True, close_fds=True,
-                pass_fds=(status_w,),
-            )
-            os.close(status_w)
+            try:
+                proc = subprocess.Popen(
+                    full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
+                    stdout=capture.out, stderr=capture.err, start_new_session=True,
+                    close_fds=True, pass_fds=(status_w,),
+                )
+            except OSError:
+                os.close(status_r)
+                raise
+            finally:
+                os.close(status_w)
             deadline = started + timeout_s
             while proc.poll() is None:
                 if cancel is not None and cancel.is_set():
@@ -176,13 +197,20 @@ class Sandbox:
                 if time.monotonic() >= deadline:
                     timed_out = True
                     break
+                if "rlimits" in layers and watch.growth() > self.budget.remaining:
+                    over_budget = True
+                    break
                 try:
-                    proc.wait(timeout=0.05)
+                    proc.wait(timeout=0.02)
                 except subprocess.TimeoutExpired:
                     pass
             if proc.poll() is None:
                 _stop(proc)
             out, err = capture.read()  # through our own descriptors, never by path
+            if "rlimits" in layers:
+                net = watch.net()  # before the capture files go
+                over_budget = over_budget or net > self.budget.remaining  # ended between polls
+                self.budget.charge(net)
         launched = _read_status(status_r) == b"R"
         killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
         if cgroup is not None:
@@ -190,6 +218,7 @@ class Sandbox:
             killed_by = "cgroup"
         restored = guard.restore() if guard else []
         bwrap.remove_placeholders(placeholders)
+        set_aside = bwrap.set_aside(absent)
         duration = time.monotonic() - started
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
@@ -197,7 +226,7 @@ class Sandbox:
         return RunResult(code, out.text, err.text, timed_out, cancelled,
                          out.truncated or err.truncated, out.size, err.size,
                          duration, killed_by, layers, tuple(removed), tuple(restored),
-                         launched)
+                         launched, over_budget, tuple(set_aside))
 
 
 def _read_status(fd: int) -> bytes:

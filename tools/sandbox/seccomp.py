@@ -1,7 +1,8 @@
 """A seccomp-BPF filter assembled in Python.
 
 Refused with EPERM (which Landlock never answers, so a test can tell the layers apart):
-ptrace, process_vm_*, io_uring, bpf, perf_event_open, kexec_load; chown and xattr writes;
+ptrace, process_vm_*, io_uring, bpf, perf_event_open, kexec_load; chown and xattr writes
+(but in full-access mode);
 the terminal-injection ioctls TIOCSTI and TIOCLINUX; and every socket family except an
 allow-list: AF_UNIX (only where bubblewrap hides the host's sockets), and with the network on
 AF_INET, AF_INET6 and NETLINK_ROUTE (glibc's getaddrinfo asks it which address families
@@ -17,9 +18,10 @@ import struct
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "kexec_load",
-           "bpf", "perf_event_open", "chown", "fchown", "lchown", "fchownat", "setxattr",
-           "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
-           "setxattrat", "removexattrat")
+           "bpf", "perf_event_open")
+# File metadata no path rule covers (refused in the confining modes, not in full-access)
+_METADATA = ("chown", "fchown", "lchown", "fchownat", "setxattr", "lsetxattr", "fsetxattr",
+             "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "removexattrat")
 # name -> syscall number per architecture (aarch64 has no chown/lchown: fchownat only)
 SYSCALLS = {
     "x86_64": {"ptrace": 101, "socket": 41, "ioctl": 16, "process_vm_readv": 310,
@@ -104,7 +106,8 @@ class _Asm:
         return b"".join(out)
 
 
-def build_program(network: bool, unix_sockets: bool = True, arch: str | None = None) -> bytes:
+def build_program(network: bool, unix_sockets: bool = True, metadata: bool = True,
+                  arch: str | None = None) -> bytes:
     arch = arch or platform.machine()
     nrs = SYSCALLS[arch]
     p = _Asm()
@@ -113,7 +116,7 @@ def build_program(network: bool, unix_sockets: bool = True, arch: str | None = N
     p.ld(NR)
     if arch == "x86_64":
         p.jge(X32_BIT, yes="eperm")
-    for name in _DENIED:
+    for name in (*_DENIED, *(_METADATA if metadata else ())):
         if name in nrs:
             p.jeq(nrs[name], yes="eperm")
     p.jeq(nrs["socket"], yes="socket")
@@ -148,9 +151,9 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install(network: bool, unix_sockets: bool = True) -> None:
+def install(network: bool, unix_sockets: bool = True, metadata: bool = True) -> None:
     """Install the filter on the calling thread (no_new_privs is set first, as required)."""
-    code = build_program(network, unix_sockets)
+    code = build_program(network, unix_sockets, metadata)
     buf = ctypes.create_string_buffer(code, len(code))
     prog = _SockFprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
     libc = ctypes.CDLL(None, use_errno=True)

@@ -1,4 +1,6 @@
-"""The approval modal: approve once, approve the tool for the session, or deny with a note."""
+"""The approval modal: approve once; for a shell command, always allow its command prefix
+(`pytest`, `git status`) rather than every command; for another tool, allow it for the
+session; or deny with a note."""
 
 from __future__ import annotations
 
@@ -6,50 +8,71 @@ from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
 from m3agent.agent.ops import ApprovalDecision
+from m3agent.app.command_prefix import shown
 from m3agent.app.safe_text import visible
-from m3agent.app.tui.preview import preview_diff
+from m3agent.app.tui.ports import ApprovalAnswer
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.tool_card import format_arguments
+from m3agent.tools.shell import Shell
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+SHELL = Shell.name  # the tool whose calls get command-prefix approvals
 
-class ApprovalScreen(ModalScreen[ApprovalDecision]):
+
+class ApprovalScreen(ModalScreen[ApprovalAnswer]):
     CSS_PATH = "approval_screen.tcss"
     BINDINGS = [
         Binding("y", "approve", "approve once", show=False),
         Binding("a", "approve_session", "approve for session", show=False),
         # s: always, saved for later sessions too (docs/mcp.md); no button, keeps the dialog small
         Binding("s", "approve_always", "always allow (saved)", show=False),
+        Binding("p", "approve_prefix", "always allow this command prefix", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("escape", "deny_now", "deny", show=False),
     ]
 
-    def __init__(self, request: ApprovalRequest, cwd: Path | None = None) -> None:
+    def __init__(self, request: ApprovalRequest, cwd: Path | None = None,
+                 prefix: tuple[str, ...] | None = None) -> None:
         super().__init__()
         self.request = request
-        self.diff = request.diff
-        if self.diff is None and cwd is not None:
-            self.diff = preview_diff(request.name, request.arguments, cwd)
+        self.prefix = prefix  # shell: the prefix "always allow" would cover, if any
+        # The tool's own preview (Tool.preview, carried by the request): no diff is computed
+        # here. `cwd` is no longer needed; kept so callers need not change.
+        self.preview = request.preview
 
     def compose(self) -> ComposeResult:
         req = self.request
         with Vertical(id="approval-dialog"):
-            yield Label(visible(f"Allow {req.name}?"), markup=False, id="approval-title")
+            yield Label(Text(visible(f"Allow {req.name}?")), id="approval-title")
             if req.reason:
                 yield Static(visible(req.reason), markup=False, id="approval-reason")
             with VerticalScroll(id="approval-body"):
                 yield Static(format_arguments(req.arguments), markup=False, id="approval-args")
-                if self.diff:
-                    yield DiffView(self.diff, id="approval-diff")
+                p = self.preview
+                if p is not None and p.kind == "diff" and p.text and not p.is_error:
+                    yield DiffView(p.text, id="approval-diff")
+                elif p is not None and p.text:
+                    head = "this call would fail: " if p.is_error else ""
+                    yield Static(visible(head + p.text), markup=False, id="approval-preview")
+                elif req.diff:  # a request built without a preview (older producers)
+                    yield DiffView(req.diff, id="approval-diff")
+                if p is not None and p.note:
+                    yield Static(visible(p.note), markup=False, id="approval-preview-note")
             yield Input(placeholder="note to the model (why not, what instead)", id="deny-note")
             with Horizontal(id="approval-buttons"):
                 yield Button("Approve once (y)", id="approve", variant="success")
-                yield Button(f"Allow {req.name} for this session (a)", id="approve_session",
-                             variant="primary")
+                if req.name == SHELL:
+                    if self.prefix is not None:
+                        label = Text(visible(f"Always allow `{shown(self.prefix)} …` (p)"))
+                        yield Button(label, id="approve_prefix", variant="primary")
+                else:
+                    yield Button(Text(visible(f"Allow {req.name} for this session (a)")),
+                                 id="approve_session", variant="primary")
                 yield Button("Deny… (n)", id="deny", variant="error")
 
     def on_mount(self) -> None:
@@ -59,16 +82,29 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         {"approve": self.action_approve, "approve_session": self.action_approve_session,
+         "approve_prefix": self.action_approve_prefix,
          "deny": self.action_deny}[event.button.id or "deny"]()
 
+    def _answer(self, decision: str, note: str = "",
+                prefix: tuple[str, ...] | None = None) -> None:
+        self.dismiss(ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix))
+
     def action_approve(self) -> None:
-        self.dismiss(ApprovalDecision(self.request.call_id, "approve"))
+        self._answer("approve")
 
     def action_approve_session(self) -> None:
-        self.dismiss(ApprovalDecision(self.request.call_id, "approve_session"))
+        # Every shell command for the rest of the session is too broad: prefixes instead.
+        if self.request.name != SHELL:
+            self._answer("approve_session")
+
+    def action_approve_prefix(self) -> None:
+        if self.prefix is not None:
+            self._answer("approve", prefix=self.prefix)
 
     def action_approve_always(self) -> None:
-        self.dismiss(ApprovalDecision(self.request.call_id, "approve_always"))
+        # Saved for later sessions: never for shell as a whole (prefixes instead).
+        if self.request.name != SHELL:
+            self._answer("approve_always")
 
     def action_deny(self) -> None:
         """First press opens the note field; Enter in it (or Deny again) sends the denial."""
@@ -87,12 +123,11 @@ class ApprovalScreen(ModalScreen[ApprovalDecision]):
         self._deny(event.value)
 
     def _deny(self, note: str) -> None:
-        self.dismiss(ApprovalDecision(self.request.call_id, "deny", note.strip()))
+        self._answer("deny", note.strip())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # While the note field has focus, y/a/n are letters of the note, not shortcuts.
-        if action in ("approve", "approve_session", "approve_always", "deny") and isinstance(
-            self.focused, Input
-        ):
+        # While the note field has focus, y/a/s/p/n are letters of the note, not shortcuts.
+        if action in ("approve", "approve_session", "approve_always", "approve_prefix",
+                      "deny") and isinstance(self.focused, Input):
             return False
         return True

@@ -1,18 +1,18 @@
-"""The conversation screen: transcript, prompt, status bar. It forwards the user's
-intent to the Session as Ops and shows the Session's Events; nothing more."""
+"""The conversation screen: transcript, `/` menu, activity line, prompt, status bar. It renders
+what the SessionController knows and hands it the user's intent; it decides nothing itself."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import replace
 from typing import Any
 
 from m3agent.agent import events as ev
-from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
 from m3agent.app.safe_text import visible
+from m3agent.app.tui.approval_flow import ApprovalFlow
 from m3agent.app.tui.context_notice import describe_context_event
+from m3agent.app.tui.controller import SessionController
 from m3agent.app.tui.event_batch import batches, coalesce
-from m3agent.app.tui.history import load_history
+from m3agent.app.tui.history import append_history, load_history
 from m3agent.app.tui.messages import (
     EngineProgress,
     EventStreamEnded,
@@ -22,23 +22,25 @@ from m3agent.app.tui.messages import (
     SessionReady,
 )
 from m3agent.app.tui.ports import TuiConfig
-from m3agent.app.tui.prompt_flow import PromptFlow
-from m3agent.app.tui.slash import next_thinking
+from m3agent.app.tui.slash import SlashError, parse_slash
 from m3agent.app.tui.slash_actions import SlashActions
-from m3agent.app.tui.status import StatusState
+from m3agent.app.tui.status import StatusState, engine_info, usage_fields
 from m3agent.app.tui.transcript import Transcript
+from m3agent.app.tui.widgets.activity_line import ActivityLine
+from m3agent.app.tui.widgets.command_menu import CommandMenu
 from m3agent.app.tui.widgets.conversation import Conversation
 from m3agent.app.tui.widgets.loading_view import LoadingView
 from m3agent.app.tui.widgets.prompt_input import PromptInput
 from m3agent.app.tui.widgets.status_bar import StatusBar
-from m3agent.engine.api import MediaPart
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Static
 
-WELCOME = "m3agent · type a task and press Enter · /help lists commands and keys"
+WELCOME = "m3agent · type a task and press Enter · / opens the commands · /help lists the keys"
+QUIT_WINDOW_S = 2.0  # a second ctrl+c within this time quits
 
 
 class MainScreen(Screen):
@@ -46,38 +48,39 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
-        # ctrl+c interrupts like in a shell, but only while something runs: otherwise it
-        # stays the prompt's copy key (check_action hands it on).
-        Binding("ctrl+c", "interrupt_running", "interrupt", show=False, priority=True),
+        Binding("pageup", "scroll_transcript('scroll_page_up')", show=False, priority=True),
+        Binding("pagedown", "scroll_transcript('scroll_page_down')", show=False, priority=True),
+        # Home/End scroll the transcript while the prompt is empty; with text they stay the
+        # prompt's own keys (start / end of the line); see check_action.
+        Binding("home", "scroll_transcript('scroll_home')", show=False, priority=True),
+        Binding("end", "scroll_transcript('scroll_end')", show=False, priority=True),
     ]
 
     def __init__(self, config: TuiConfig) -> None:
         super().__init__()
         self.config = config
-        self.session: Any = None
-        self.thinking: str = config.thinking
-        self.busy = False
-        self.attachments: list[MediaPart] = []
-        self.queued: list[tuple[UserTurn, bool]] = []  # (turn, already shown)
+        self.controller = SessionController(config, clock=config.clock)
         self.status = StatusState(
             engine=config.engine, model=config.model, state="loading", thinking=config.thinking,
             context_max=config.max_context_tokens, sandbox=config.sandbox,
             sandbox_layers=config.sandbox_layers,
         )
         self.transcript: Transcript | None = None
-        self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
-        self.completed_turns = 0  # lets tests and scripts wait for "the turn is over"
         self.slash = SlashActions(self)
-        self.prompts = PromptFlow(self)
+        self.approvals = ApprovalFlow(self)
         state = config.state_dir
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
+        self._quit_armed: Timer | None = None
 
     def compose(self) -> ComposeResult:
+        menu = CommandMenu(id="command-menu")
         yield Conversation(id="conversation")
-        yield LoadingView(id="loading")
+        yield LoadingView(clock=self.config.clock, id="loading")
         yield Static("", id="completions", markup=False)
         yield Static("", id="waiting", markup=False)
-        yield PromptInput(self.config.cwd, id="prompt")
+        yield menu
+        yield ActivityLine(self._activity, id="activity")
+        yield PromptInput(self.config.cwd, menu=menu, id="prompt")
         yield StatusBar(self.status, id="status")
 
     def on_mount(self) -> None:
@@ -89,6 +92,10 @@ class MainScreen(Screen):
             prompt.prompt_history = load_history(self.history_path)
         prompt.focus()
         self.call_later(self.transcript.notice, WELCOME)
+
+    def _activity(self) -> tuple[str, float | None]:
+        c = self.controller
+        return c.activity, c.elapsed_s() if c.busy else None
 
     # ---- status ---------------------------------------------------------------------------
 
@@ -102,21 +109,30 @@ class MainScreen(Screen):
         self.query_one(LoadingView).progress(message.label, message.fraction)
 
     async def on_session_ready(self, message: SessionReady) -> None:
-        self.session = message.session
+        session = message.session
+        self.controller.attach(session)
         self.query_one(LoadingView).display = False
-        info = _engine_info(self.session)
+        info = engine_info(session)
         if info is not None:
             self.set_status(engine=info.backend, model=info.model,
                             context_max=self.status.context_max or info.max_context_tokens)
         if message.sandbox_layers is not None:
             self.set_status(sandbox_layers=message.sandbox_layers)
-        if getattr(self.session, "resumed", False):
-            await self.transcript.history(getattr(self.session, "messages", ()))
+        if getattr(session, "resumed", False):
+            await self.transcript.history(getattr(session, "messages", ()),
+                                          self.controller.tool_errors())
         self.set_status(state="ready")
-        self.pump_events(self.session)
-        await self._send_queued()
+        self.pump_events(session)
+        await self.send_next()
+
+    async def show_loading(self) -> None:
+        """Back to "loading" (another session is being opened): an empty transcript."""
+        await self.transcript.clear()
+        self.query_one(LoadingView).display = True
+        self.set_status(state="loading")
 
     async def on_session_failed(self, message: SessionFailed) -> None:
+        self.controller.failed = True
         self.query_one(LoadingView).display = False
         self.set_status(state="failed")
         await self.transcript.error(message.message, message.kind)
@@ -129,9 +145,7 @@ class MainScreen(Screen):
         self.post_message(EventStreamEnded(session))
 
     async def submit(self, op: Any) -> None:
-        result = self.session.submit(op)
-        if inspect.isawaitable(result):
-            await result
+        await self.controller.submit(op)
 
     # ---- events -> widgets ----------------------------------------------------------------
 
@@ -143,6 +157,7 @@ class MainScreen(Screen):
         await self.show_event(message.event)
 
     async def show_event(self, e: Any) -> None:
+        self.controller.observe(e)
         t = self.transcript
         if isinstance(e, ev.ReasoningDelta):
             await t.reasoning(e.text)
@@ -151,18 +166,13 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ToolCallStarted):
             await t.tool_started(e.call_id, e.name, e.arguments)
         elif isinstance(e, ev.ApprovalRequest):
-            card = await t.tool_started(e.call_id, e.name, e.arguments)
-            card.set_status("approval")
-            from m3agent.app.tui.screens.approval_screen import ApprovalScreen
-
-            self.app.push_screen(ApprovalScreen(e, self.config.cwd), self._approval_callback(e))
+            await self.approvals.ask(e)
         elif isinstance(e, ev.ToolCallFinished):
             await t.tool_finished(e.call_id, e.name, e.output, e.is_error, e.metadata)
         elif isinstance(e, ev.ModelRequestFinished):
             await t.end_segment()
-            self.set_status(**_usage_fields(self.status.with_usage(e.usage)))
+            self.set_status(**usage_fields(self.status.with_usage(e.usage)))
         elif isinstance(e, ev.TurnStarted):
-            self.busy = True
             self.set_status(state="working")
         elif isinstance(e, ev.TurnComplete):
             await self._turn_complete(e)
@@ -171,8 +181,6 @@ class MainScreen(Screen):
             if e.fatal:
                 self.set_status(state="failed")
         elif isinstance(e, ev.ContextEvent):
-            if e.action in ("snapshot", "refresh"):
-                self.last_snapshot_detail = dict(e.detail)
             await t.notice(describe_context_event(e.action, e.detail))
         elif isinstance(e, ev.SessionStarted):
             self.set_status(engine=e.engine, model=e.model)
@@ -188,35 +196,72 @@ class MainScreen(Screen):
         for card in t.unfinished_cards():
             card.set_status("interrupted")
         if e.last_usage is not None:
-            self.set_status(**_usage_fields(self.status.with_usage(e.last_usage)))
+            self.set_status(**usage_fields(self.status.with_usage(e.last_usage)))
         if e.reason == "interrupted":
             await t.notice("interrupted: the turn stopped; type a prompt to go on")
         elif e.reason not in ("done", "error"):
             await t.notice(f"turn stopped: {e.reason.replace('_', ' ')} reached")
-        self.busy = False
-        self.completed_turns += 1
         self.set_status(state="ready")
-        await self._send_queued()
+        self.query_one(ActivityLine).refresh_line()
+        await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
-        if message.session is not self.session:
-            return  # a session left for another one (/sessions): not the current state
-        self.busy = False
-        if self.status.state != "failed":
+        # A session left for another one (/sessions) is not the current state.
+        if self.controller.stream_ended(message.session) and self.status.state != "failed":
             self.set_status(state="stopped")
 
-    def _approval_callback(self, request: ev.ApprovalRequest):
-        async def answer(decision: ApprovalDecision | None) -> None:
-            if decision is None:
-                return  # closed by the app (the turn already ended): nothing to answer
-            card = self.transcript.cards.get(request.call_id)
-            if card is not None:
-                card.set_status("running" if decision.decision != "deny" else "denied")
-            await self.submit(decision)
+    # ---- prompts --------------------------------------------------------------------------
 
-        return answer
+    async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
+        await self.submitted(message.text)
 
-    # ---- user input -----------------------------------------------------------------------
+    async def on_prompt_input_menu_chosen(self, message: PromptInput.MenuChosen) -> None:
+        await self.submitted(message.text)
+
+    async def submitted(self, text: str) -> None:
+        """A prompt or a slash command from the prompt (Enter)."""
+        if self.history_path is not None:
+            append_history(self.history_path, text)
+        try:
+            command = parse_slash(text)
+        except SlashError as e:
+            await self.transcript.error(str(e), "usage")
+            return
+        if command is not None:
+            await self.slash.run(command)
+            return
+        c = self.controller
+        if c.session is None and c.failed:
+            await self.transcript.error(
+                "no engine: it failed to start (see above); fix that and start m3agent again",
+                "usage",
+            )
+            return
+        queued = c.enqueue(c.make_turn(text))
+        if queued.shown:
+            await self.transcript.user(text, tuple(m.path for m in queued.turn.media))
+        self.show_waiting()
+        await self.send_next()
+
+    async def send_next(self) -> None:
+        queued = self.controller.take_next()
+        if queued is None:
+            return
+        self.show_waiting()
+        if not queued.shown:
+            await self.transcript.user(queued.turn.text, tuple(m.path for m in queued.turn.media))
+        self.set_status(state="working")
+        self.query_one(ActivityLine).refresh_line()
+        await self.submit(queued.turn)
+
+    def show_waiting(self) -> None:
+        waiting = self.query_one("#waiting", Static)
+        n = self.controller.waiting
+        waiting.update(f"{n} prompt{'s' if n > 1 else ''} waiting for this turn (Esc stops the "
+                       "turn; they are sent after it)" if n else "")
+        waiting.display = n > 0
+
+    # ---- keys -----------------------------------------------------------------------------
 
     @on(PromptInput.Completions)
     def show_completions(self, message: PromptInput.Completions) -> None:
@@ -225,53 +270,49 @@ class MainScreen(Screen):
         hint.display = True
 
     @on(PromptInput.Changed)
-    def hide_completions(self) -> None:
+    def prompt_changed(self, message: PromptInput.Changed) -> None:
         self.query_one("#completions").display = False
         self.query_one("#waiting").display = False
-
-    async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
-        await self.prompts.submitted(message.text)
-
-    async def _send_queued(self) -> None:
-        await self.prompts.send_next()
+        self.query_one(CommandMenu).filter(message.text_area.text)
 
     async def action_interrupt(self) -> None:
-        if self.session is not None and self.busy:
-            await self.submit(Interrupt())
-        elif self.queued:
-            self.queued.clear()
-            self.prompts.show_waiting()
+        outcome = await self.controller.interrupt()
+        if outcome == "dropped":
+            self.show_waiting()
             await self.transcript.notice("queued prompts dropped")
 
-    async def action_interrupt_running(self) -> None:
-        await self.action_interrupt()
+    async def action_ctrl_c(self) -> None:
+        """ctrl+c (bound in app.py): interrupt a running turn, else clear the prompt, else
+        (twice within QUIT_WINDOW_S) quit."""
+        prompt = self.query_one(PromptInput)
+        activity = self.query_one(ActivityLine)
+        if self.controller.busy:
+            await self.controller.interrupt()
+        elif prompt.text:
+            prompt.load_text("")
+        elif self._quit_armed is not None:
+            await self.app.shutdown()
+        else:
+            activity.show_hint("press ctrl+c again to quit")
+            self._quit_armed = self.set_timer(QUIT_WINDOW_S, self._disarm_quit)
+
+    def _disarm_quit(self) -> None:
+        self._quit_armed = None
+        self.query_one(ActivityLine).show_hint("")
+
+    def action_scroll_transcript(self, how: str) -> None:
+        getattr(self.query_one(Conversation), how)(animate=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "interrupt_running":
-            return self.session is not None and self.busy
+        if action == "scroll_transcript" and parameters and parameters[0] in (
+                "scroll_home", "scroll_end"):
+            # Only an empty prompt hands Home/End to the transcript.
+            return not self.query_one(PromptInput).text and self.app.screen is self
         return True
 
     def action_cycle_thinking(self) -> None:
-        self.set_thinking(next_thinking(self.thinking))
+        self.set_thinking(self.controller.cycle_thinking())
 
     def set_thinking(self, mode: str) -> None:
-        self.thinking = mode
+        self.controller.set_thinking(mode)
         self.set_status(thinking=mode)
-
-
-def _usage_fields(state: StatusState) -> dict[str, Any]:
-    return {
-        "context_used": state.context_used,
-        "cached_tokens": state.cached_tokens,
-        "cache_hit_pct": state.cache_hit_pct,
-        "tokens_per_s": state.tokens_per_s,
-    }
-
-
-def _engine_info(session: Any) -> Any:
-    """EngineInfo when the session exposes its engine; optional, for the status bar."""
-    engine = getattr(session, "engine", None)
-    try:
-        return engine.info() if engine is not None else None
-    except Exception:
-        return None

@@ -1,7 +1,12 @@
-"""Engine loading progress, shown above the prompt until the session is ready."""
+"""Engine loading progress, shown above the prompt until the session is ready: what is being
+done, for how long so far, and a bar (a fraction when the loader reports one)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
+from m3agent.app.safe_text import visible
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
@@ -16,13 +21,32 @@ class LoadingView(Horizontal):
     LoadingView ProgressBar { width: 40; }
     """
 
+    def __init__(self, clock: Callable[[], float] = time.monotonic, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.clock = clock
+        self.label = "starting engine…"
+        self.started = clock()
+
     def compose(self):
-        yield Label("starting engine…", id="loading-label")
-        # show_eta off: a clock on screen would make snapshots flaky.
+        yield Label(self.label, id="loading-label", markup=False)
+        # show_eta off: a clock on screen would make snapshots flaky (the label has its own,
+        # from the injectable clock).
         yield ProgressBar(total=None, show_eta=False, id="loading-bar")
 
+    def on_mount(self) -> None:
+        self.set_interval(0.5, self._tick)
+
+    def _tick(self) -> None:
+        if self.display:
+            seconds = int(self.clock() - self.started)
+            shown = f"{self.label} {seconds}s" if seconds else self.label
+            self.query_one("#loading-label", Label).update(visible(shown))
+
     def progress(self, label: str, fraction: float | None) -> None:
-        self.query_one("#loading-label", Label).update(label)
+        if label != self.label:
+            self.label = label
+            self.started = self.clock()  # each step is timed on its own
+        self.query_one("#loading-label", Label).update(visible(label))
         bar = self.query_one("#loading-bar", ProgressBar)
         if fraction is None:
             bar.update(total=None)

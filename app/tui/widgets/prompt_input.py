@@ -1,11 +1,13 @@
 """The multi-line prompt: Enter sends, ctrl+j / shift+enter add a line, ↑/↓ walk the
-history, Tab completes an `@path`."""
+history, Tab completes an `@path` or a `/command` and never moves the focus away (a Tab that
+left the prompt made every later key, Enter too, land elsewhere)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from m3agent.app.tui.attachments import at_token, common_prefix, complete_path
+from m3agent.app.tui.widgets.command_menu import CommandMenu
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
@@ -37,7 +39,14 @@ class PromptInput(TextArea):
             super().__init__()
             self.options = options
 
-    def __init__(self, cwd: Path, **kwargs) -> None:
+    class MenuChosen(Message):
+        """Enter on a `/` menu entry that needs no argument: run it."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, cwd: Path, menu: CommandMenu | None = None, **kwargs) -> None:
         super().__init__(
             "",
             soft_wrap=True,
@@ -48,12 +57,18 @@ class PromptInput(TextArea):
             **kwargs,
         )
         self.cwd = cwd
+        self.menu = menu
         self.prompt_history: list[str] = []
         self._history_pos: int | None = None  # None: editing a fresh draft
         self._draft = ""
 
-    async def _on_key(self, event: events.Key) -> None:
+    async def on_key(self, event: events.Key) -> None:
+        # A subclass's public key handler runs before TextArea's own; prevent_default() keeps
+        # TextArea from handling a key this prompt has taken (Enter, Tab, ↑/↓ in the history).
         key = event.key
+        if self.menu is not None and self.menu.open and self._menu_key(key):
+            self._stop(event)
+            return
         if key == "enter":
             self._stop(event)
             self._submit()
@@ -61,11 +76,11 @@ class PromptInput(TextArea):
         if key in _NEWLINE_KEYS:
             self._stop(event)
             start, end = self.selection
-            self._replace_via_keyboard("\n", start, end)
+            self.replace("\n", start, end, maintain_selection_offset=False)
             return
         if key == "tab":
-            if self._complete():
-                self._stop(event)
+            self._stop(event)  # completes when it can; never leaves the prompt
+            self._complete()
             return
         if key == "up" and self.cursor_location[0] == 0 and self.prompt_history:
             self._stop(event)
@@ -75,7 +90,28 @@ class PromptInput(TextArea):
             self._stop(event)
             self._walk_history(+1)
             return
-        await super()._on_key(event)
+
+    def _menu_key(self, key: str) -> bool:
+        """↑/↓ move in the `/` menu, Tab takes the entry, Enter takes and runs it, Esc closes."""
+        menu = self.menu
+        assert menu is not None
+        spec = menu.selected
+        if key in ("up", "down"):
+            menu.move(-1 if key == "up" else 1)
+        elif key == "escape":
+            menu.close()
+        elif key in ("tab", "enter") and spec is not None:
+            if key == "enter" and spec.runs_alone:
+                menu.close()
+                self.load_text("")
+                self.post_message(self.MenuChosen(f"/{spec.name}"))
+            else:
+                self.load_text(f"/{spec.name}" + (" " if spec.args else ""))
+                self.move_cursor(self.document.end)
+                menu.close()
+        else:
+            return False
+        return True
 
     @staticmethod
     def _stop(event: events.Key) -> None:

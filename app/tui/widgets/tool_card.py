@@ -81,7 +81,7 @@ class ToolCard(Vertical):
             status = "denied"  # the user said no: keep saying so rather than "failed"
         elif metadata.get("interrupted"):
             status = "interrupted"
-        self.note = _note(metadata)
+        self.note = _note(metadata) or self.note  # keep e.g. "allowed: pytest …"
         self.set_status(status)
         diff = metadata.get("diff")
         if isinstance(diff, str) and diff.strip():

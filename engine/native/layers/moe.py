@@ -8,6 +8,7 @@ Checkpoint names: block_sparse_moe.gate.weight, .e_score_correction_bias,
 from __future__ import annotations
 
 import torch
+from m3agent.engine.native.attention import kernel_op
 from m3agent.engine.native.layers.mlp import SwigluOAIMLP
 from torch import nn
 
@@ -45,9 +46,37 @@ class MoE(nn.Module):
             for _ in range(num_experts))
         self.shared_experts = (SwigluOAIMLP(hidden, inter * n_shared, **kw)
                                if n_shared > 0 else None)
+        self.alpha, self.limit, self.beta = alpha, limit, beta
+        # All experts' weights stacked, [E, 2I, H] (gate | up) and [E, H, I], for the grouped
+        # kernel (kernels/moe_grouped.py); each expert's checkpoint-named Linears are views.
+        self._w13 = torch.empty(num_experts, 2 * inter, hidden, dtype=dtype, device=device)
+        self._w2 = torch.empty(num_experts, hidden, inter, dtype=dtype, device=device)
+        for e, ex in enumerate(self.experts):
+            ex._gate_up.weight = self._w13[e]
+            ex.w1.weight = nn.Parameter(self._w13[e, :inter], requires_grad=False)
+            ex.w3.weight = nn.Parameter(self._w13[e, inter:], requires_grad=False)
+            ex.w2.weight = nn.Parameter(self._w2[e], requires_grad=False)
+
+    def _stacked_intact(self) -> bool:
+        first, last = self.experts[0], self.experts[-1]
+        half = self._w13.shape[1] // 2
+        return (first.w1.weight.data_ptr() == self._w13.data_ptr()
+                and last.w2.weight.data_ptr() == self._w2[-1].data_ptr()
+                and last.w3.weight.data_ptr() == self._w13[-1, half:].data_ptr())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = torch.nn.functional.linear(x.float(), self.gate.weight)
+        grouped = kernel_op("grouped_moe", x, self._w13) if x.dim() == 2 else None
+        if grouped is not None and self._stacked_intact():
+            router = kernel_op("route", x)
+            if router is not None:
+                w, ids = router(logits, self.e_score_correction_bias, self.top_k, self.scaling)
+            else:
+                w, ids = route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
+            out = grouped(x, self._w13, self._w2, w, ids, self.alpha, self.limit, self.beta)
+            if self.shared_experts is not None:
+                out += self.shared_experts(x).float()
+            return out.to(x.dtype)
         w, ids = route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
         out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
         # Loop over the experts that received tokens: simple, and fine for a reference/CPU path.

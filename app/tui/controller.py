@@ -1,0 +1,234 @@
+"""The session controller: what the TUI knows and decides about its session, with no widgets.
+
+It owns the session, the prompts waiting for it, whether a turn runs (and since when, doing
+what), the attachments and thinking mode of the next turn, and the command prefixes the user
+allowed. Screens ask it and render what it says; the tests drive it without a terminal.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent import events as ev
+from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
+from m3agent.app.command_prefix import command_prefix, matches, shown
+from m3agent.app.tui.attachments import media_in_prompt, media_part
+from m3agent.app.tui.ports import SessionLike, TuiConfig
+from m3agent.app.tui.slash import next_thinking
+from m3agent.engine.api import MediaPart
+from m3agent.tools.shell import Shell
+
+SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedTurn:
+    turn: UserTurn
+    shown: bool  # already in the transcript (sent while idle) or shown when it is sent
+
+
+class SessionController:
+    def __init__(self, config: TuiConfig, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.session: SessionLike | None = None
+        self.failed = False
+        self.busy = False
+        self.thinking: str = config.thinking
+        self.attachments: list[MediaPart] = []
+        self.queue: list[QueuedTurn] = []
+        self.completed_turns = 0
+        self.prompts_sent = 0
+        self.turn_started_at: float | None = None
+        self.activity = ""  # what the running turn does now: "thinking", "running shell", ...
+        self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
+        self.allowed_prefixes: list[tuple[str, ...]] = []
+        self.last_session_id: str | None = None
+
+    # ---- the session ---------------------------------------------------------------------
+
+    def attach(self, session: SessionLike) -> None:
+        self.session = session
+        self.failed = False
+        self.last_session_id = getattr(session, "id", None)
+        if getattr(session, "resumed", False):
+            self.prompts_sent += 1  # a resumed session is worth resuming again
+
+    def detach(self) -> SessionLike | None:
+        session, self.session = self.session, None
+        self.busy = False
+        self.turn_started_at = None
+        return session
+
+    async def submit(self, op: Any) -> None:
+        if self.session is None:
+            return
+        result = self.session.submit(op)
+        if inspect.isawaitable(result):
+            await result
+
+    # ---- prompts -------------------------------------------------------------------------
+
+    def make_turn(self, text: str) -> UserTurn:
+        """The next UserTurn: attachments, `@image` paths and the thinking mode go with it."""
+        media = tuple(self.attachments) + media_in_prompt(text, self.config.cwd)
+        self.attachments.clear()
+        return UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
+
+    def enqueue(self, turn: UserTurn) -> QueuedTurn:
+        """Queues a turn; it is shown at once only when nothing streams (it would land inside
+        the running answer otherwise)."""
+        queued = QueuedTurn(turn, shown=not self.busy)
+        self.queue.append(queued)
+        return queued
+
+    @property
+    def waiting(self) -> int:
+        return sum(1 for q in self.queue if not q.shown)
+
+    def take_next(self) -> QueuedTurn | None:
+        """The turn to send now, or None (no session yet, busy, nothing queued)."""
+        if self.session is None or self.busy or not self.queue:
+            return None
+        self.busy = True
+        self.turn_started_at = self.clock()
+        self.activity = "working"
+        self.prompts_sent += 1
+        return self.queue.pop(0)
+
+    def drop_queue(self) -> int:
+        n = len(self.queue)
+        self.queue.clear()
+        return n
+
+    async def interrupt(self) -> str | None:
+        """Esc: stops the running turn ("interrupted"), else drops waiting prompts ("dropped")."""
+        if self.session is not None and self.busy:
+            await self.submit(Interrupt())
+            return "interrupted"
+        if self.drop_queue():
+            return "dropped"
+        return None
+
+    # ---- the next turn's settings ----------------------------------------------------------
+
+    def set_thinking(self, mode: str) -> None:
+        self.thinking = mode
+
+    def cycle_thinking(self) -> str:
+        self.thinking = next_thinking(self.thinking)
+        return self.thinking
+
+    def attach_file(self, raw: str) -> MediaPart:
+        """Checks the file now (exists, an image or video this model reads, within limits):
+        ValueError with one line, instead of a failure when the prompt is sent."""
+        from m3agent.agent.attachments import AttachmentError, validate_attachments
+
+        part = media_part(raw, self.config.cwd)
+        try:
+            (checked,) = validate_attachments([part], cwd=self.config.cwd)
+        except AttachmentError as e:
+            raise ValueError(str(e)) from None
+        self.attachments.append(checked)
+        return checked
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def observe(self, e: Any) -> None:
+        """Keeps busy state and activity in step with the session's events."""
+        if isinstance(e, ev.TurnStarted):
+            self.busy = True
+            if self.turn_started_at is None:
+                self.turn_started_at = self.clock()
+            self.activity = "working"
+        elif isinstance(e, ev.ReasoningDelta):
+            self.activity = "thinking"
+        elif isinstance(e, ev.ContentDelta):
+            self.activity = "answering"
+        elif isinstance(e, ev.ToolCallStarted):
+            self.activity = f"running {e.name}"
+        elif isinstance(e, ev.ApprovalRequest):
+            self.activity = "waiting for your approval"
+        elif isinstance(e, ev.ToolCallFinished):
+            self.activity = "working"
+        elif isinstance(e, ev.TurnComplete):
+            self.busy = False
+            self.turn_started_at = None
+            self.activity = ""
+            self.completed_turns += 1
+        elif isinstance(e, ev.ContextEvent) and e.action in ("snapshot", "refresh"):
+            self.last_snapshot_detail = dict(e.detail)
+        elif isinstance(e, ev.Error) and e.fatal:
+            self.failed = True
+
+    def elapsed_s(self) -> float | None:
+        if self.turn_started_at is None:
+            return None
+        return max(0.0, self.clock() - self.turn_started_at)
+
+    def stream_ended(self, session: Any) -> bool:
+        """The event stream of `session` ended; False when it is not the current session."""
+        if session is not self.session:
+            return False
+        self.busy = False
+        self.turn_started_at = None
+        return True
+
+    # ---- approvals -------------------------------------------------------------------------
+
+    @staticmethod
+    def prefix_for(request: ev.ApprovalRequest) -> tuple[str, ...] | None:
+        """The prefix the modal may offer to allow for this call (shell only)."""
+        command = request.arguments.get("command")
+        if request.name != SHELL_TOOL or not isinstance(command, str):
+            return None
+        return command_prefix(command)
+
+    def allow_prefix(self, prefix: tuple[str, ...]) -> None:
+        if prefix not in self.allowed_prefixes:
+            self.allowed_prefixes.append(prefix)
+
+    def auto_decision(self, request: ev.ApprovalRequest) -> tuple[ApprovalDecision, str] | None:
+        """An answer without asking, when an allowed prefix covers this shell command."""
+        command = request.arguments.get("command")
+        if request.name != SHELL_TOOL or not isinstance(command, str):
+            return None
+        for prefix in self.allowed_prefixes:
+            if matches(command, prefix):
+                return ApprovalDecision(request.call_id, "approve"), shown(prefix)
+        return None
+
+    # ---- history and exit ----------------------------------------------------------------
+
+    def tool_errors(self) -> dict[str, bool]:
+        """call id -> is_error, from the tool_call_finished events in the session's log (the
+        tool messages themselves do not carry the flag)."""
+        path = getattr(getattr(self.session, "conversation", None), "path", None)
+        out: dict[str, bool] = {}
+        if path is None:
+            return out
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return out
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            event = record.get("event") if isinstance(record, dict) else None
+            if isinstance(event, dict) and event.get("type") == "tool_call_finished":
+                out[str(event.get("call_id"))] = bool(event.get("is_error"))
+        return out
+
+    def resume_command(self) -> str | None:
+        """What to type to come back, when the session holds a conversation."""
+        if self.last_session_id is None or self.prompts_sent == 0:
+            return None
+        return f"m3agent resume {self.last_session_id}"

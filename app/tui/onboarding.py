@@ -1,0 +1,124 @@
+"""First run: with no engine configured, the TUI asks for one instead of failing.
+
+Four ways: an OpenAI-compatible server (probed with GET /v1/models), a local model directory
+(the native engine), a `m3agent serve` already running here, or the scripted demo. The first
+three are written to the config file; the demo writes nothing. Plain functions and one
+frozen choice: the onboarding screen only asks and shows.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+NS = "]<]minimax[>["
+DEMO_SCRIPT = (
+    "<mm:think>A first look: list the workspace.</mm:think>I will look around first.\n"
+    f"{NS}<tool_call>\n{NS}<invoke name=\"list_dir\">{NS}<path>.{NS}</path>{NS}</invoke>\n"
+    f"{NS}</tool_call>",
+    "This is the **scripted demo**: recorded model text replayed through the real parsers, "
+    "tools and sandbox (above, a real `list_dir` of this workspace). No model answered.\n\n"
+    "To work with a real model, quit (ctrl+q) and start `m3agent` again to pick a server or "
+    "a model directory, or see `m3agent -h`.",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SetupChoice:
+    kind: str  # "remote" | "native" | "demo"
+    base_url: str = ""
+    model: str = ""
+
+    def settings(self) -> dict[str, str]:
+        """The config keys this choice writes (none for the demo)."""
+        if self.kind == "remote":
+            return {"engine": "remote", "base_url": self.base_url, "model": self.model}
+        if self.kind == "native":
+            return {"engine": "native", "model": self.model}
+        return {}
+
+    def describe(self) -> str:
+        if self.kind == "remote":
+            return f"the server {self.base_url} (model {self.model})"
+        if self.kind == "native":
+            return f"the model directory {self.model} (native engine)"
+        return "the scripted demo (nothing saved)"
+
+
+def probe_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> SetupChoice:
+    """GET <url>/models (and <url>/v1/models for a bare host): a remote choice with the
+    server's first model; ValueError with one line when it does not answer like one."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{url or 'the URL'}: give an http:// or https:// URL")
+    candidates = [url] if url.endswith("/v1") else [url, url + "/v1"]
+    last = ""
+    for base in candidates:
+        request = urllib.request.Request(base + "/models", headers={"Accept": "application/json"})
+        if api_key:
+            request.add_header("Authorization", f"Bearer {api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                body = json.loads(response.read(1_000_000) or b"{}")
+        except urllib.error.HTTPError as e:
+            last = f"{base}/models answered HTTP {e.code}"
+            continue
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise ValueError(f"cannot reach {base}: {reason}") from None
+        except ValueError:
+            last = f"{base}/models did not answer JSON"
+            continue
+        models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        models = [m for m in models if isinstance(m, str) and m]
+        if not models:
+            last = f"{base}/models lists no model"
+            continue
+        return SetupChoice("remote", base_url=base, model=models[0])
+    raise ValueError(f"not an OpenAI-compatible server: {last}")
+
+
+def check_model_dir(raw: str) -> SetupChoice:
+    """A native choice for a checkpoint directory (config.json and weights), else ValueError."""
+    path = Path(raw.strip()).expanduser()
+    if not raw.strip():
+        raise ValueError("give the model directory")
+    if not path.is_dir():
+        raise ValueError(f"{path}: not a directory")
+    if not (path / "config.json").is_file():
+        raise ValueError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.gguf")):
+        raise ValueError(f"{path}: no *.safetensors weights")
+    return SetupChoice("native", model=str(path.resolve()))
+
+
+def running_servers(home: Path) -> list[SetupChoice]:
+    """The `m3agent serve` processes ready on this machine, as native choices of their model
+    directory: run and the TUI attach to the server while it runs, and load it otherwise."""
+    from m3agent.app.serve.lock import all_locks, pid_alive
+
+    out = []
+    for lock in all_locks(home):
+        if lock.state == "ready" and pid_alive(lock.pid) and Path(lock.model).is_dir():
+            out.append(SetupChoice("native", model=lock.model))
+    return out
+
+
+def needs_setup(settings: Any, flags: dict[str, Any], script: Path | None) -> bool:
+    """Nothing chose an engine that can start: the default native engine without a model."""
+    chosen = flags.get("engine") is not None or script is not None
+    return not chosen and settings.engine in ("native", "vllm") and not settings.model
+
+
+@dataclass(frozen=True, slots=True)
+class SetupPort:
+    """What the onboarding screen may do; built by launch.py over the real settings."""
+
+    probe: Any  # (url) -> SetupChoice, ValueError
+    check_dir: Any  # (path) -> SetupChoice, ValueError
+    servers: Any  # () -> list[SetupChoice]
+    complete: Any  # (SetupChoice) -> (SessionFactory, one line saying what was saved)

@@ -1,0 +1,109 @@
+"""First run: pick an engine (a server, a model directory, a running `m3agent serve`, or the
+scripted demo). The checks and the saving happen in app/tui/onboarding.py, off the UI thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from m3agent.app.safe_text import visible
+from m3agent.app.tui.onboarding import SetupChoice, SetupPort
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+CHOICES = (
+    ("server", "A server: vLLM or any OpenAI-compatible endpoint (probed via /v1/models)"),
+    ("model", "A local model directory (the native engine loads it)"),
+    ("serve", "A running `m3agent serve` on this machine"),
+    ("demo", "The scripted demo: no model, nothing saved"),
+)
+PLACEHOLDERS = {"server": "http://gpu-box:8000/v1", "model": "/path/to/MiniMax-M3"}
+
+
+class OnboardingScreen(Screen[Any]):
+    CSS_PATH = "onboarding_screen.tcss"
+    BINDINGS = [Binding("escape", "back", "back", show=False)]
+
+    def __init__(self, setup: SetupPort) -> None:
+        super().__init__()
+        self.setup = setup
+        self.kind: str | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="setup-dialog"):
+            yield Static("Set up m3agent", id="setup-title")
+            yield Static("No engine is configured yet. Which model should answer? "
+                         "(↑/↓ and Enter; ctrl+q quits)", id="setup-intro")
+            yield OptionList(*(Option(text, id=key) for key, text in CHOICES), id="setup-choices")
+            yield Input(id="setup-input")
+            yield Static("", id="setup-status", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#setup-input").display = False
+        self.query_one("#setup-choices").focus()
+
+    def say(self, text: str) -> None:
+        self.query_one("#setup-status", Static).update(visible(text))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.kind = event.option.id
+        field = self.query_one("#setup-input", Input)
+        if self.kind in PLACEHOLDERS:
+            field.placeholder = PLACEHOLDERS[self.kind]
+            field.display = True
+            field.value = ""
+            field.focus()
+            self.say("Enter checks it; Esc goes back.")
+        elif self.kind == "serve":
+            self.find_server()
+        else:
+            self.finish(SetupChoice("demo"))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.check(self.kind or "", event.value)
+
+    @work(thread=True, exclusive=True, group="setup")
+    def check(self, kind: str, value: str) -> None:
+        self.app.call_from_thread(self.say, "checking…")
+        try:
+            choice = self.setup.probe(value) if kind == "server" else self.setup.check_dir(value)
+        except ValueError as e:
+            self.app.call_from_thread(self.say, str(e))
+            return
+        self._complete(choice)
+
+    @work(thread=True, exclusive=True, group="setup")
+    def find_server(self) -> None:
+        servers = self.setup.servers()
+        if not servers:
+            self.app.call_from_thread(
+                self.say, "No m3agent serve is running here. Start one with "
+                "`m3agent serve --model DIR --detach`, then choose this again.")
+            return
+        self._complete(servers[0])
+
+    @work(thread=True, exclusive=True, group="setup")
+    def finish(self, choice: SetupChoice) -> None:
+        self._complete(choice)
+
+    def _complete(self, choice: SetupChoice) -> None:
+        """In the worker thread: save the choice and build its session factory."""
+        try:
+            result = self.setup.complete(choice)
+        except (OSError, ValueError) as e:
+            self.app.call_from_thread(self.say, f"could not save the setting: {e}")
+            return
+        self.app.call_from_thread(self.dismiss, result)
+
+    def action_back(self) -> None:
+        field = self.query_one("#setup-input", Input)
+        field.display = False
+        self.kind = None
+        self.say("")
+        self.query_one("#setup-choices").focus()
