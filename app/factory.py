@@ -116,6 +116,14 @@ ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None, Report | None], Any]
 }
 
 
+def attach_to_server(settings: Settings) -> Any:
+    """A RemoteEngine on a running `m3agent serve` of the same model, else None (the code is
+    in app/warm.py; kept here for callers of the factory)."""
+    from m3agent.app.warm import attach_to_server as attach
+
+    return attach(settings)
+
+
 def build_engine(settings: Settings, *, script: Path | None = None, attach: bool = True,
                  start_server: bool = False, progress: Report | None = None) -> Any:
     """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.

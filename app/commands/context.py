@@ -61,7 +61,7 @@ def session_window(settings) -> tuple[int, str]:
         return DEFAULT_SESSION_TOKENS if settings.engine == "scripted" else M3_CONTEXT_TOKENS, (
             "default"
         )
-    from m3agent.app.factory import attach_to_server
+    from m3agent.app.warm import attach_to_server
 
     server = attach_to_server(settings)
     if server is not None:
