@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from m3agent.agent.context_files import FileRules, list_candidates, read_source
+from m3agent.agent.context_files import FileRules, SnapshotProgress, list_candidates, read_source
 from m3agent.agent.context_rank import outline, rank_scores
 from m3agent.agent.context_select import file_cap, select
 from m3agent.agent.context_tokens import TokenCounter
+from m3agent.agent.events import Progress
 from m3agent.engine.api import Message
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
@@ -118,18 +120,27 @@ def _listing(paths: list[str]) -> tuple[str, str]:
     return f'<files_not_shown count="{len(paths)}">\n', "</files_not_shown>\n"
 
 
-def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig) -> Snapshot:
-    """Deterministic for the same files, rules, budget and tokenizer."""
+# Sections are counted this many at a time, so that progress can say how far counting got.
+_COUNT_CHUNK = 256
+
+
+def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig,
+                   progress: Callable[[Progress], None] | None = None) -> Snapshot:
+    """Deterministic for the same files, rules, budget and tokenizer. progress: called with
+    Progress events (files listed, read, tokens counted), a few per second at most."""
     started = time.perf_counter()
     root = Path(root)
     counter = TokenCounter(tokenizer, config.cache_dir)
-    candidates, name_skips = list_candidates(root, config.rules)
+    tally = SnapshotProgress(progress) if progress is not None else None
+    candidates, name_skips = list_candidates(root, config.rules, tally)
     entries: list[FileEntry] = [FileEntry(s.path, "skipped", reason=s.reason) for s in name_skips]
 
     instructions: tuple[str, str] | None = None
     texts: dict[str, str] = {}
     for c in candidates:
         text, why = read_source(root, c.path, config.rules)
+        if tally is not None:
+            tally.read_file()
         if text is None:
             entries.append(FileEntry(c.path, "skipped", reason=why))
         else:
@@ -141,7 +152,11 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig) -> Snapsh
 
     order = [c.path for c in candidates if c.path in texts]
     sections = [_section(p, texts[p]) for p in order]
-    section_tokens = counter.count(sections)
+    section_tokens: list[int] = []
+    for k in range(0, len(sections), _COUNT_CHUNK):
+        section_tokens += counter.count(sections[k:k + _COUNT_CHUNK])
+        if tally is not None:
+            tally.counted(sum(section_tokens[k:]))
     path_tokens = counter.count([p + "\n" for p in order], remember=False) if order else []
     instr_text = _instructions(*instructions) if instructions else ""
     instr_tokens = counter.count([instr_text])[0] if instr_text else 0
@@ -213,6 +228,8 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig) -> Snapsh
         entries.append(FileEntry(instructions[0], "instructions", instr_tokens))
     entries.sort(key=lambda e: e.path)
     counter.save()
+    if tally is not None:
+        tally.done(tokens)
     return Snapshot(
         text=text,
         tokens=tokens,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from m3agent.agent.context_guard import (
     secret_in_text,
     unsafe_rel,
 )
+from m3agent.agent.events import Progress, ProgressStage
 from m3agent.tools.ignore import parse_rules, walk
 from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
 
@@ -92,6 +95,48 @@ class Skipped:
     reason: str
 
 
+class SnapshotProgress:
+    """Counts the snapshot's work (files listed, files read, tokens counted) and reports it as
+    Progress events to `report`, at most once per `interval_s` apart from the first listing and
+    the end: 100,000 files must not become 100,000 updates."""
+
+    def __init__(self, report: Callable[[Progress], None], interval_s: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._report = report
+        self._interval = interval_s
+        self._clock = clock
+        self._last = float("-inf")
+        self.listed = 0
+        self.read = 0
+        self.tokens = 0
+
+    def listed_files(self, n: int) -> None:
+        self.listed = n
+        self._emit(force=True)
+
+    def read_file(self) -> None:
+        self.read += 1
+        self._emit()
+
+    def counted(self, tokens: int) -> None:
+        self.tokens += tokens
+        self._emit()
+
+    def done(self, tokens: int) -> None:
+        self.tokens = tokens
+        self._emit(force=True, final=True)
+
+    def _emit(self, *, force: bool = False, final: bool = False) -> None:
+        now = self._clock()
+        if not force and now - self._last < self._interval:
+            return
+        self._last = now
+        message = (f"repository snapshot: {self.listed:,} files listed, {self.read:,} read, "
+                   f"{self.tokens:,} tokens")
+        self._report(Progress(stage=ProgressStage.SNAPSHOT, message=message, done=self.read,
+                              total=self.listed, unit="files", final=final))
+
+
 class _Patterns:
     """Ordered gitignore rules, each tagged with the reason it gives; last match wins.
 
@@ -156,9 +201,11 @@ def _git_files(root: Path) -> tuple[list[str], set[str], str | None] | None:
     return files, changed, None
 
 
-def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list[Skipped]]:
+def list_candidates(root: Path, rules: FileRules, progress: SnapshotProgress | None = None
+                    ) -> tuple[list[Candidate], list[Skipped]]:
     """Files that may enter the snapshot (stable first, then changed; each by path) and the
-    ones skipped by name-based rules, with their reasons. Content checks come later."""
+    ones skipped by name-based rules, with their reasons. Content checks come later.
+    progress: told how many candidates there are once they are known."""
     root = Path(root)
     git = _git_files(root)
     skipped: list[Skipped] = []
@@ -202,6 +249,8 @@ def list_candidates(root: Path, rules: FileRules) -> tuple[list[Candidate], list
             keep.append(Candidate(rel, rel in changed))
     # Stable files first: an edited file then changes only the tail of the next fresh snapshot.
     keep.sort(key=lambda c: (c.changed, c.path))
+    if progress is not None:
+        progress.listed_files(len(keep))
     return keep, skipped
 
 

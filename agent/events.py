@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from m3agent.engine.api import Usage
@@ -130,6 +131,31 @@ class ContextEvent(_Event):
     detail: dict[str, Any] = field(default_factory=dict)
 
 
+class ProgressStage(StrEnum):
+    SNAPSHOT = "snapshot"  # the repository snapshot: files listed, read, tokens counted
+    MODEL_LOAD = "model_load"  # weights: bytes loaded of the checkpoint's total
+    SERVER = "server"  # the background `m3agent serve` run/TUI use: started, reused, ready
+
+
+@dataclass(frozen=True, slots=True)
+class Progress(_Event):
+    """How far a long step has got: the repository snapshot (files, tokens), the model load
+    (bytes), the background server's start. `message` is one line a UI can show as it is;
+    `final` marks the step's last report."""
+
+    type: ClassVar[str] = "progress"
+    stage: ProgressStage
+    message: str
+    done: int = 0
+    total: int | None = None  # None: not known (yet)
+    unit: str = ""  # "files" | "tokens" | "bytes" | ""
+    final: bool = False
+
+    @property
+    def fraction(self) -> float | None:
+        return min(1.0, self.done / self.total) if self.total else None
+
+
 @dataclass(frozen=True, slots=True)
 class Error(_Event):
     type: ClassVar[str] = "error"
@@ -149,5 +175,6 @@ Event = (
     | ModelRequestFinished
     | TurnComplete
     | ContextEvent
+    | Progress
     | Error
 )

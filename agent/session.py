@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.toolset import ToolsetProtocol
 
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
-_UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta)
+_UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
 _END = object()
 
 
@@ -45,7 +45,8 @@ class Session:
         checkpoint: Callable[[str], Any] | None = None,
         tool_env: dict[str, str] | None = None,
         resumed: bool = False,
-        snapshot_builder: Callable[[], Message] | None = None,
+        # snapshot_builder(progress): a fresh snapshot; progress gets its Progress events.
+        snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None = None,
         startup_events: Sequence[Any] = (),
         auto_compact_tokens: int | None = None,
         persist_allow: Callable[[str], None] | None = None,
@@ -299,7 +300,12 @@ class Session:
                                    kind="usage"))
                 return
             try:
-                snapshot = await asyncio.to_thread(self.snapshot_builder)
+                loop = asyncio.get_running_loop()
+
+                def report(p: ev.Progress) -> None:  # from the builder's thread
+                    loop.call_soon_threadsafe(self._put, p)
+
+                snapshot = await asyncio.to_thread(self.snapshot_builder, report)
             except (OSError, ValueError) as e:
                 self._put(ev.Error(message=f"cannot take a fresh snapshot: {e}", kind="usage"))
                 return

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent.conversation import Conversation
+from m3agent.agent.events import Progress
 from m3agent.agent.session import Session
 from m3agent.app.settings import Settings
 from m3agent.engine.api import EngineUnavailable
 
 DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
+# progress(event): Progress events of the snapshot, the model load and the background server.
+Report = Callable[[Progress], None]
 
 
 def _import_backend(module: str, cls: str, engine: str) -> Any:
@@ -33,7 +36,7 @@ def _import_backend(module: str, cls: str, engine: str) -> Any:
         ) from e
 
 
-def _scripted(settings: Settings, script: Path | None) -> Any:
+def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     if script is None:
@@ -41,7 +44,7 @@ def _scripted(settings: Settings, script: Path | None) -> Any:
     return ScriptedEngine.from_file(script)
 
 
-def _local_chat_files(model: str | None) -> dict[str, Any]:
+def local_chat_files(model: str | None) -> dict[str, Any]:
     """The tokenizer and chat template of `model` when its files are on this machine (a local
     directory, or a hub snapshot already cached): the remote backend then renders prompts
     with the checkpoint's own template and sends token ids. Never downloads; {} otherwise."""
@@ -59,7 +62,7 @@ def _local_chat_files(model: str | None) -> dict[str, Any]:
         return {}
 
 
-def _remote(settings: Settings, script: Path | None) -> Any:
+def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
     from m3agent.engine.backends.remote import RemoteEngine
 
     return RemoteEngine(
@@ -68,7 +71,7 @@ def _remote(settings: Settings, script: Path | None) -> Any:
         api_key=settings.api_key,
         timeout=settings.request_timeout_s,
         retries=settings.retries,
-        **_local_chat_files(settings.model),
+        **local_chat_files(settings.model),
     )
 
 
@@ -81,7 +84,7 @@ def _model_dir(settings: Settings, engine: str) -> Path:
     return resolve_model(settings.model).path
 
 
-def _native(settings: Settings, script: Path | None) -> Any:
+def _native(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
     model_dir = _model_dir(settings, "native")
     engine_cls = _import_backend("native", "NativeEngine", "native")
     device = settings.device
@@ -90,16 +93,22 @@ def _native(settings: Settings, script: Path | None) -> Any:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
-    return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype)
+    if progress is None:
+        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype)
+    from m3agent.app.warm import load_progress
+
+    return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype,
+                                     progress=lambda done, total: progress(
+                                         load_progress(done, total)))
 
 
-def _vllm(settings: Settings, script: Path | None) -> Any:
+def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
     model_dir = _model_dir(settings, "vllm")
     # Default M3 arguments (SPEC §6.2); `m3agent serve --engine vllm` exposes the options.
     return _import_backend("vllm", "VllmEngine", "vllm").from_model_dir(model_dir)
 
 
-ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None], Any]] = {
+ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None, Report | None], Any]] = {
     "scripted": _scripted,
     "remote": _remote,
     "native": _native,
@@ -108,47 +117,33 @@ ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None], Any]] = {
 
 
 def attach_to_server(settings: Settings) -> Any:
-    """A RemoteEngine on a running `m3agent serve` of the same model, else None.
+    """A RemoteEngine on a running `m3agent serve` of the same model, else None (the code is
+    in app/warm.py; kept here for callers of the factory)."""
+    from m3agent.app.warm import attach_to_server as attach
 
-    Only looks at local state (lock files, the hub cache): never downloads, never loads."""
-    if settings.engine not in ("native", "vllm") or not settings.model:
-        return None
-    from m3agent.app.serve.lock import find_lock
-    from m3agent.engine.model_source import resolve_model
-
-    try:
-        key = resolve_model(settings.model, local_only=True, check=False).key
-    except (ValueError, EngineUnavailable):
-        return None
-    lock = find_lock(settings.home, key)
-    if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
-        return None
-    from m3agent.engine.backends.remote import RemoteEngine
-
-    # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
-    return RemoteEngine(
-        lock.base_url or "http://localhost/v1",
-        lock.served_model_name,
-        timeout=settings.request_timeout_s,
-        retries=settings.retries,
-        max_context_tokens=lock.max_context_tokens or 196_608,
-        send_raw_text=True,
-        unix_socket=None if lock.base_url else lock.socket,
-        **_local_chat_files(lock.model),
-    )
+    return attach(settings)
 
 
-def build_engine(settings: Settings, *, script: Path | None = None, attach: bool = True) -> Any:
+def build_engine(settings: Settings, *, script: Path | None = None, attach: bool = True,
+                 start_server: bool = False, progress: Report | None = None) -> Any:
     """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.
 
-    attach: use a running `m3agent serve` of the same model instead of loading it again."""
+    attach: use a running `m3agent serve` of the same model instead of loading it again.
+    start_server: for native/vllm with `warm` on (the default), start that server when none
+    runs (app/warm.py) so that the prefix cache outlives this process; run and the TUI ask
+    for it, tests and `serve` itself do not. progress: Progress events while it loads."""
     try:
         builder = ENGINE_BUILDERS[settings.engine]
     except KeyError:
         raise ValueError(f"unknown engine {settings.engine!r}") from None
-    if attach and (server := attach_to_server(settings)) is not None:
-        return server
-    return builder(settings, script)
+    if attach:
+        from m3agent.app.warm import attach_to_server, server_engine, wants_server
+
+        if start_server and wants_server(settings):
+            return server_engine(settings, progress)
+        if (server := attach_to_server(settings, progress)) is not None:
+            return server
+    return builder(settings, script, progress)
 
 
 def build_sandbox(settings: Settings, cwd: Path) -> Any:
@@ -231,7 +226,8 @@ def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | N
     return SnapshotConfig(budget, rules, settings.home / "context-cache")
 
 
-def _context(settings: Settings, cwd: Path, engine: Any, *, new: bool) -> dict[str, Any]:
+def _context(settings: Settings, cwd: Path, engine: Any, *, new: bool,
+             progress: Report | None = None) -> dict[str, Any]:
     """Session kwargs for the repository snapshot: its message and event (a new session only:
     a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
     if not settings.context:
@@ -245,16 +241,16 @@ def _context(settings: Settings, cwd: Path, engine: Any, *, new: bool) -> dict[s
         return {}
     tokenizer = snapshot_tokenizer(settings)
 
-    def take() -> Any:
-        return build_snapshot(cwd, tokenizer, config)
+    def take(report: Report | None = None) -> Any:
+        return build_snapshot(cwd, tokenizer, config, progress=report)
 
     out: dict[str, Any] = {
-        "snapshot_builder": lambda: take().message(),
+        "snapshot_builder": lambda report=None: take(report).message(),
         "auto_compact_tokens": max(1, int(info.max_context_tokens * 0.9)),
     }
     if not new:
         return out
-    snap = take()
+    snap = take(progress)
     if snap.entries("included") or snap.instructions or snap.entries("listed"):
         detail = {"files": len(snap.entries("included")), **snap.summary()}
         out["context_messages"] = [snap.message()]
@@ -271,8 +267,14 @@ def build_session(
     script: Path | None = None,
     resume: str | None = None,
     checkpoint: Callable[[str], Any] | None = None,
+    progress: Report | None = None,
+    start_server: bool = False,
+    attach: bool = True,
 ) -> Session:
-    """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones."""
+    """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones.
+
+    progress: Progress events (background server, model load, snapshot) while it opens;
+    start_server / attach: as build_engine's (run and the TUI start a server by default)."""
     # A bad session id is a usage error to report before any engine is loaded.
     meta = Conversation.load(settings.sessions_dir, resume, repair=False).meta if resume else None
     if cwd is None:
@@ -290,7 +292,9 @@ def build_session(
 
     private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
-    engine = engine if engine is not None else build_engine(settings, script=script)
+    if engine is None:
+        engine = build_engine(settings, script=script, attach=attach, start_server=start_server,
+                              progress=progress)
     mcp_notes: list = []
     if toolset is None:
         toolset, mcp_notes = build_mcp_toolset(settings, cwd, sandbox, build_toolset(settings, cwd))
@@ -302,7 +306,7 @@ def build_session(
     common = {"sandbox": sandbox, "checkpoint": checkpoint,
               "persist_allow": lambda tool: persist_allow(settings.home, tool)}
     try:
-        context = _context(settings, cwd, engine, new=not resume)
+        context = _context(settings, cwd, engine, new=not resume, progress=progress)
         context["startup_events"] = [*context.get("startup_events", ()), *mcp_notes]
         if resume:
             return Session.resume(

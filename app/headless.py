@@ -102,9 +102,18 @@ def usage_dict(u: Any) -> dict[str, Any]:
 class TextRenderer:
     def __init__(self, out: TextIO, err: TextIO):
         self.out, self.err = out, err
+        self._progress: Any = None
 
     def event(self, e: Any) -> None:
         w = self.err
+        if isinstance(e, ev.Progress):  # a snapshot refresh mid-run: the start-up's line
+            if self._progress is None:
+                from m3agent.app.progress_line import ProgressLine
+
+                # The raw stream: ProgressLine escapes the text itself, keeps its own \r.
+                self._progress = ProgressLine(getattr(w, "stream", w))
+            self._progress(e)
+            return
         if isinstance(e, ev.ToolCallStarted):
             w.write(f"> {e.name} {_short(e.arguments)}\n")
         elif isinstance(e, ev.ToolCallFinished):

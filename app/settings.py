@@ -68,6 +68,9 @@ class Settings:
     max_tokens: int = 8192  # per model call
     device: str | None = None  # native: "cuda", "cpu" (default: cuda when available)
     dtype: str | None = None  # native: "bfloat16", "float32" (default: bf16 on cuda, else fp32)
+    # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
+    # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
+    warm: bool = True
     rules: tuple[ToolRule, ...] = ()
     # Repository snapshot (agent/context.py): on/off, an explicit token budget (else the
     # model's context minus the reserve), extra skip patterns (gitignore syntax), file size cap.

@@ -61,7 +61,7 @@ def session_window(settings) -> tuple[int, str]:
         return DEFAULT_SESSION_TOKENS if settings.engine == "scripted" else M3_CONTEXT_TOKENS, (
             "default"
         )
-    from m3agent.app.factory import attach_to_server
+    from m3agent.app.warm import attach_to_server
 
     server = attach_to_server(settings)
     if server is not None:
@@ -131,7 +131,14 @@ def register(app: typer.Typer) -> None:
             if config is None:
                 fail("the context reserve leaves no room for a snapshot (lower context_reserve)")
             tokenizer = snapshot_tokenizer(settings)
-            snap = build_snapshot(root, tokenizer, config)  # type: ignore[arg-type]
+            from m3agent.app.progress_line import ProgressLine
+
+            progress = ProgressLine(sys.stderr)  # files and tokens so far, on a terminal only
+            try:
+                snap = build_snapshot(root, tokenizer, config,  # type: ignore[arg-type]
+                                      progress=progress)
+            finally:
+                progress.close()
         except ValueError as e:
             fail(str(e))
             return

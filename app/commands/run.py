@@ -94,6 +94,11 @@ def register(app: typer.Typer) -> None:
         no_context: bool = typer.Option(
             False, "--no-context", help="Do not put a repository snapshot in the prompt."
         ),
+        in_process: bool = typer.Option(
+            False, "--in-process",
+            help="native/vllm: load the model in this process instead of starting (or using) "
+                 "a background `m3agent serve` (config: warm = false).",
+        ),
         mcp_config: list[Path] = typer.Option(
             [], "--mcp-config", help="MCP servers from this .mcp.json-style file (repeatable)."
         ),
@@ -129,6 +134,7 @@ def register(app: typer.Typer) -> None:
                 "max_tokens": max_tokens,
                 "context_budget": context_budget,
                 "context": False if no_context else None,
+                "warm": False if in_process else None,
                 "mcp_config_files": tuple(str(p) for p in mcp_config) or None,
                 "strict_mcp_config": strict_mcp_config or None,
                 "trust_project_mcp": trust_project_mcp or None,
@@ -205,11 +211,19 @@ def execute(
         if resume is None:
             return fail(exit_codes.USAGE_ERROR, f"no session to continue in {where} "
                         "(m3agent sessions lists them)")
+    from m3agent.app.progress_line import ProgressLine
     from m3agent.app.sandbox_consent import ConsentRefused, consent_for
 
+    # Which server runs the model and how far the snapshot got: stderr, see progress_line.py.
+    progress = ProgressLine(sys.stderr)
     try:
         consent_for(settings, (cwd or Path.cwd()).expanduser().resolve())
-        session = build_session(settings, cwd=cwd, script=script, resume=resume)
+        try:
+            session = build_session(settings, cwd=cwd, script=script, resume=resume,
+                                    progress=progress, start_server=True,
+                                    attach=flags.get("warm") is not False)
+        finally:
+            progress.close()  # before an error line: no half-written progress in front of it
     except ConsentRefused as e:
         return fail(exit_codes.SANDBOX_UNAVAILABLE, str(e))
     except (ValueError, SessionLogError) as e:

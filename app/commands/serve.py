@@ -141,7 +141,7 @@ def _vllm_builder(options: dict):
 
     opts = VllmOptions(**options)
 
-    def build(settings, attach: bool = False):
+    def build(settings, attach: bool = False, progress=None):
         from m3agent.engine.backends.vllm import VllmEngine
 
         engine = VllmEngine.from_model_dir(settings.model, opts)

@@ -11,21 +11,25 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from m3agent.app.serve.lock import ServerLock, find_lock, lock_path
 
 
-def start_detached(argv: list[str], home: Path, model_key: str,
-                   timeout_s: float = 3600.0) -> tuple[ServerLock | None, Path, str]:
-    """(lock, log path, log tail). lock is None when the server exited or timed out."""
+def start_detached(argv: list[str], home: Path, model_key: str, timeout_s: float = 3600.0,
+                   *, cwd: Path | None = None, on_wait: Callable[[], None] | None = None,
+                   env: dict[str, str] | None = None) -> tuple[ServerLock | None, Path, str]:
+    """(lock, log path, log tail). lock is None when the server exited or timed out.
+    cwd: the server's working directory; on_wait: called between polls (progress);
+    env: the server's environment (default: ours)."""
     log_path = lock_path(home, model_key).with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "m3agent.app.cli", *argv],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=dict(os.environ),
+            start_new_session=True, env=dict(os.environ) if env is None else env, cwd=cwd,
         )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -34,6 +38,8 @@ def start_detached(argv: list[str], home: Path, model_key: str,
         lock = find_lock(home, model_key)
         if lock is not None and lock.pid == child.pid and lock.state == "ready":
             return lock, log_path, ""
+        if on_wait is not None:
+            on_wait()
         time.sleep(0.2)
     return None, log_path, f"not ready after {timeout_s:.0f}s; still loading (pid {child.pid})"
 

@@ -95,7 +95,11 @@ def run_server(settings: Any, *, host: str, port: int | None, socket_path: str |
                             backend=settings.engine, started_at=time.time())
     locks.acquire(settings.home, lock)  # before loading: a second server fails in a second
     try:
-        engine = build_engine(settings.override(model=str(resolved.path)), attach=False)
+        from m3agent.app.warm import load_log_writer
+
+        # Weight-loading lines in the log: a run waiting for this server shows them.
+        engine = build_engine(settings.override(model=str(resolved.path)), attach=False,
+                              progress=load_log_writer(log))
         aliases = tuple({settings.model, resolved.key, str(resolved.path)} - {name})
         config = ServeConfig(name, settings.home / "serve" / "media",
                              default_thinking=settings.thinking, aliases=aliases)

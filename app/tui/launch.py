@@ -134,11 +134,17 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
     def build(resume_id: str | None, progress: Progress) -> Any:
         from m3agent.app.factory import build_engine, build_session
 
+        def report(p: Any) -> None:  # factory Progress events -> the loading view's line
+            progress(p.message, p.fraction)
+
         if not engines:
             progress(f"loading the {settings.engine} engine…", None)
-            engines.append(build_engine(settings, script=script))
+            # native/vllm: a background `m3agent serve` (app/warm.py) unless warm = false.
+            engines.append(build_engine(settings, script=script, start_server=True,
+                                        progress=report))
         progress("opening the session (repository snapshot)…", None)
-        return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id)
+        return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id,
+                             progress=report)
 
     return build
 

@@ -83,8 +83,10 @@ class NativeEngine:
         device: str = "cpu",
         dtype: str = "float32",
         config: EngineConfig | None = None,
+        progress: Any = None,
     ) -> NativeEngine:
-        """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line."""
+        """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line.
+        progress(bytes done, bytes total) while the weights load."""
         import torch
         from m3agent.engine.backends.native_media import NativeMedia, wants_vision
         from m3agent.engine.m3.chat_template import ChatTemplate
@@ -98,7 +100,8 @@ class NativeEngine:
         config = replace(config or EngineConfig(), device=device)
         try:
             model = load_model(
-                path, device=device, dtype=torch_dtype, max_model_len=config.max_model_len
+                path, device=device, dtype=torch_dtype, max_model_len=config.max_model_len,
+                progress=progress,
             )
             tokenizer = M3Tokenizer.from_model_dir(path)
             template = ChatTemplate.from_model_dir(path)

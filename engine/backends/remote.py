@@ -150,9 +150,11 @@ class RemoteEngine:
             prompt: Any = self._chat.encode(parts)
         else:
             prompt = "".join(p.text for p in parts)
+        # Timed from the request, not from the response's headers: a server that sends them
+        # with the first token would otherwise hide its whole prefill from the TTFT.
+        turn = self._chat.start(request)
         resp = await self._open(completion_body(request, self.model, prompt), "/completions")
         self._active[request.request_id] = resp
-        turn = self._chat.start(request)
         usage: dict[str, Any] = {}
         reason: str | None = None
         done = False

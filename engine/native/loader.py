@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -144,8 +144,13 @@ def _checkpoint_to_param(name: str) -> str | None:
     return name
 
 
-def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype) -> None:
+def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype,
+                      progress: Callable[[int, int], None] | None = None) -> None:
     params = dict(model.named_parameters())
+    # Bytes read of the files' total (skipped tensors, e.g. a vision tower, are never read:
+    # the last report says all of it).
+    total = sum(f.stat().st_size for f in files)
+    done = 0
     tied = getattr(getattr(model, "config", None), "tie_word_embeddings", False)
     handles: dict[str, tuple[Any, Path]] = {}
     for name, h, f in iter_tensors(files):
@@ -167,6 +172,7 @@ def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype) -
             w = h.get_tensor(name)
         except Exception as e:
             raise ValueError(f"corrupt safetensors file {f}: cannot read {name}: {e}") from None
+        done += w.numel() * w.element_size()  # as stored in the file
         if w.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
             base = name[: -len("weight")]
             sname = next((base + s for s in ("weight_scale_inv", "weight_scale")
@@ -185,6 +191,8 @@ def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype) -
                              f"implies {tuple(param.shape)}")
         param.data.copy_(w.to(param.dtype))
         seen.add(target)
+        if progress is not None:
+            progress(min(done, total), total)
     if unexpected:  # vLLM ignores weights it has no parameter for; say so, don't fail
         log.warning("ignored %d checkpoint tensor(s) the model has no place for, e.g. %s",
                     len(unexpected), ", ".join(unexpected[:3]))
@@ -192,6 +200,8 @@ def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype) -
     if missing:
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
         raise ValueError(f"checkpoint is missing tensor(s) {', '.join(missing[:5])}{more}")
+    if progress is not None:
+        progress(total, total)
 
 
 def _is_m3(cfg: dict[str, Any]) -> bool:
@@ -210,10 +220,12 @@ def _eos_ids(p: Path, cfg: dict[str, Any]) -> tuple[int, ...]:
 
 def load_model(path: str | Path, device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32, max_model_len: int | None = None,
-               rope_scaling: dict[str, Any] | None = None) -> nn.Module:
+               rope_scaling: dict[str, Any] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> nn.Module:
     """Build and fill a NativeModel from a checkpoint directory or GGUF file.
 
-    rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M)."""
+    rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M).
+    progress(bytes done, bytes total) after each tensor (safetensors only, not GGUF)."""
     p = Path(path)
     if not p.exists():
         raise ValueError(f"model path {p} does not exist")
@@ -241,7 +253,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
     else:
         raise ValueError(f"unknown architecture in {p / 'config.json'}: model_type "
                          f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}")
-    _load_safetensors(model, files, dtype)
+    _load_safetensors(model, files, dtype, progress)
     return model.eval()
 
 

@@ -360,9 +360,11 @@ def test_run_native_engine_on_a_tiny_random_checkpoint(cli, repo, home, tmp_path
         "json",
         "--max-turns",
         "1",
+        "--in-process",  # the in-process wiring; app/test_warm_serve.py covers the server
         timeout=300,
     )
     assert r.returncode in (exit_codes.OK, exit_codes.TURN_LIMIT), r.stderr
+    assert not (home / "serve").exists() and "m3agent serve" not in r.stderr
     out = json.loads(r.stdout)
     assert out["turns"] == 1 and out["usage"]["prompt_tokens"] > 0
     assert 0 < out["usage"]["generated_tokens"] <= 8

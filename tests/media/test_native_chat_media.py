@@ -217,7 +217,7 @@ def _cli(vl_dir, tmp_path, *extra):
     return subprocess.run(
         [sys.executable, "-m", "m3agent.app.cli", "run", "describe", "--engine", "native",
          "--model", str(vl_dir), *extra, "--output-format", "json",
-         "--cwd", str(cwd), "--max-turns", "1"],
+         "--cwd", str(cwd), "--max-turns", "1", "--in-process"],
         env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
     )
 

@@ -1,0 +1,49 @@
+"""Progress events on stderr for `m3agent run` while the session opens.
+
+On a terminal, snapshot and model-load progress is one line rewritten in place (carriage
+return + erase to the end of the line, cut to the terminal's width so it never wraps) and left
+standing by the step's final report. When stderr is not a terminal (a log, a pipe, CI) those
+updates are not written at all: a file would get hundreds of lines of counters. The background
+server's notices (which server is used, that it keeps running, how to stop it) are plain lines
+in both cases: they say that a process outlives the run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import TextIO
+
+from m3agent.agent.events import Progress, ProgressStage
+from m3agent.app.safe_text import visible
+
+_ERASE = "\r\x1b[K"
+
+
+class ProgressLine:
+    def __init__(self, stream: TextIO, tty: bool | None = None) -> None:
+        self._out = stream
+        self._tty = stream.isatty() if tty is None else tty
+        self._open = False  # a progress line is on the screen without its newline
+
+    def __call__(self, p: Progress) -> None:
+        text = visible(p.message)
+        if p.stage == ProgressStage.SERVER:
+            self._clear()
+            self._out.write(f"m3agent: {text}\n")
+        elif self._tty:
+            width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+            self._out.write(_ERASE + text[:width] + ("\n" if p.final else ""))
+            self._open = not p.final
+        else:
+            return
+        self._out.flush()
+
+    def close(self) -> None:
+        """Erases a line left unfinished (a step that failed before its final report)."""
+        self._clear()
+        self._out.flush()
+
+    def _clear(self) -> None:
+        if self._open:
+            self._out.write(_ERASE)
+            self._open = False

@@ -1,0 +1,266 @@
+"""Warm by default: `m3agent run` and the TUI use a background `m3agent serve` for local engines.
+
+A local engine (native, vllm) run in the front end's own process pays the model load and the
+whole prompt's prefill on every start: a resumed 27,814-token session took 472 s on the tiny CPU
+model, against 6.8 s through a server whose prefix cache still held it. So for native and vllm
+the front ends reuse the ready server of the same model (its lock file, app/serve/lock.py) or
+start one detached (app/serve/detach.py) and attach to it. Two workspaces on the same model
+share one server; two runs starting at once start one (the lock picks the winner, the other
+run waits for it). The server keeps running after the run; `m3agent serve --stop` ends it.
+Opting out: `--in-process`, or `warm = false` in config.toml.
+
+While the server loads, its log's weight-loading lines (written by `load_log_writer` in the
+server) come back to the front end as Progress events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from m3agent.agent.events import Progress, ProgressStage
+from m3agent.engine.api import EngineUnavailable
+
+LOCAL_ENGINES = ("native", "vllm")
+STOP_HINT = "stop it with `m3agent serve --stop`"
+_LOAD_LINE = re.compile(r"loading weights (\d+)% \(([\d,]+) of ([\d,]+) bytes\)")
+
+Report = Callable[[Progress], None]
+
+
+def wants_server(settings: Any) -> bool:
+    """True when this front end should run the model in a background server."""
+    return bool(settings.warm and settings.engine in LOCAL_ENGINES and settings.model)
+
+
+def attach_to_server(settings: Any, report: Report | None = None) -> Any:
+    """A RemoteEngine on a running `m3agent serve` of the same model, else None.
+
+    Only looks at local state (lock files, the hub cache): never downloads, never loads."""
+    if settings.engine not in LOCAL_ENGINES or not settings.model:
+        return None
+    from m3agent.app.serve.lock import find_lock
+    from m3agent.engine.model_source import resolve_model
+
+    try:
+        key = resolve_model(settings.model, local_only=True, check=False).key
+    except (ValueError, EngineUnavailable):
+        return None
+    lock = find_lock(settings.home, key)
+    engine = attach(settings, lock)
+    if engine is not None and report is not None:
+        report(_using(lock))
+    return engine
+
+
+def server_engine(settings: Any, report: Report | None = None) -> Any:
+    """A RemoteEngine on the server of settings.model, started now when none runs."""
+    engine = attach(settings, ensure_server(settings, report))
+    if engine is None:  # a ready lock always has an address; a hand-edited one may not
+        raise EngineUnavailable("the m3agent serve for this model has no address in its lock")
+    return engine
+
+
+def attach(settings: Any, lock: Any) -> Any:
+    """A RemoteEngine on the server of this lock when it is ready, else None."""
+    if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
+        return None
+    from m3agent.app.factory import local_chat_files
+    from m3agent.engine.backends.remote import RemoteEngine
+
+    # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
+    return RemoteEngine(
+        lock.base_url or "http://localhost/v1",
+        lock.served_model_name,
+        timeout=settings.request_timeout_s,
+        retries=settings.retries,
+        max_context_tokens=lock.max_context_tokens or 196_608,
+        send_raw_text=True,
+        unix_socket=None if lock.base_url else lock.socket,
+        **local_chat_files(lock.model),
+    )
+
+
+def _using(lock: Any) -> Progress:
+    return _server(f"using m3agent serve ({lock.backend}, {lock.served_model_name}) on "
+                   f"{lock.address}, pid {lock.pid}: it keeps running; {STOP_HINT}", final=True)
+
+
+def _server(message: str, *, final: bool = False) -> Progress:
+    return Progress(stage=ProgressStage.SERVER, message=message, final=final)
+
+
+def ensure_server(settings: Any, report: Report | None = None,
+                  timeout_s: float = 3600.0) -> Any:
+    """The ServerLock of a ready server of settings.model: the running one, else one started
+    now (detached, in its own session). EngineUnavailable with the log's last line when it
+    cannot start."""
+    from m3agent.app.serve.lock import find_lock
+    from m3agent.engine.model_source import resolve_model
+
+    say = report or (lambda p: None)
+    # Downloads a hub model here, in the foreground (progress bars), not in the server.
+    resolved = resolve_model(settings.model)
+    lock = find_lock(settings.home, resolved.key)
+    if lock is not None and lock.state == "ready":
+        say(_using(lock))
+        return lock
+    deadline = time.monotonic() + timeout_s
+    if lock is None:
+        # One starter at a time per model (runs in two workspaces may start together): the
+        # others wait here, then find the winner's server ready.
+        with _start_lock(settings.home, resolved.key, say, deadline):
+            lock = find_lock(settings.home, resolved.key)
+            if lock is None:
+                lock = _start(settings, resolved, say, timeout_s)
+    if lock is None or lock.state != "ready":
+        lock = _wait_ready(settings.home, resolved.key, say, deadline)
+    return lock
+
+
+@contextlib.contextmanager
+def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[None]:
+    """An exclusive flock on <serve dir>/<model>.start, polled so that the model-load lines
+    of the server being started elsewhere keep coming while this run waits."""
+    import fcntl
+
+    path = _log_path(home, key).with_suffix(".start")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    relay = LoadRelay(_log_path(home, key), say)
+    with open(path, "a") as f:
+        said = False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise EngineUnavailable(f"another m3agent run is still starting the "
+                                            f"server for {key}") from None
+                if not said:
+                    say(_server("another m3agent run is starting the server; waiting for it"))
+                    said = True
+                relay.poll()
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _log_path(home: Path, key: str) -> Path:
+    from m3agent.app.serve.lock import lock_path
+
+    return lock_path(home, key).with_suffix(".log")
+
+
+def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
+    from m3agent.app.serve.detach import start_detached
+
+    log = _log_path(settings.home, resolved.key)
+    say(_server(f"starting m3agent serve --engine {settings.engine} for {resolved.path.name} "
+                f"in the background (log {log})"))
+    relay = LoadRelay(log, say)
+    argv = ["serve", "--engine", settings.engine, "--model", str(resolved.path)]
+    # The data home as its working directory: the server outlives the run's workspace.
+    # Its data home and config are ours whatever the environment says: its lock must be where
+    # we look, and it must load the model as this run would (device, dtype).
+    env = {**os.environ, "M3AGENT_HOME": str(settings.home),
+           "M3AGENT_CONFIG": str(settings.config_path)}
+    lock, _, tail = start_detached(argv, settings.home, resolved.key, timeout_s,
+                                   cwd=settings.home, on_wait=relay.poll, env=env)
+    if lock is not None:
+        relay.poll()
+        say(_server(f"started m3agent serve ({lock.backend}, {lock.served_model_name}) on "
+                    f"{lock.address}, pid {lock.pid}: it keeps running for later runs and "
+                    f"keeps their prefix cache; {STOP_HINT}", final=True))
+        return lock
+    from m3agent.app.serve.lock import find_lock
+
+    # It exits at once when another run's server took the lock first: wait for that one.
+    if find_lock(settings.home, resolved.key) is not None:
+        return None
+    last = tail.splitlines()[-1] if tail else "no output"
+    raise EngineUnavailable(f"m3agent serve did not start (log {log}): {last}; "
+                            "--in-process loads the model in this process instead")
+
+
+def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> Any:
+    from m3agent.app.serve.lock import find_lock
+
+    log = _log_path(home, key)
+    relay = LoadRelay(log, say)
+    said = False
+    while time.monotonic() < deadline:
+        lock = find_lock(home, key)
+        if lock is None:
+            raise EngineUnavailable(f"the m3agent serve being started for {key} exited "
+                                    f"(log {log}); --in-process loads the model here instead")
+        if lock.state == "ready":
+            say(_using(lock))
+            return lock
+        if not said:
+            say(_server(f"waiting for m3agent serve pid {lock.pid} to load the model"))
+            said = True
+        relay.poll()
+        time.sleep(0.2)
+    raise EngineUnavailable(f"m3agent serve for {key} is not ready in time (log {log})")
+
+
+class LoadRelay:
+    """Reads the server log's last weight-loading line and reports it when it changes."""
+
+    def __init__(self, log: Path, say: Report) -> None:
+        self._log = log
+        self._say = say
+        self._seen: tuple[int, int] | None = None
+
+    def poll(self) -> None:
+        try:
+            with self._log.open("rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - 4096))
+                tail = f.read().decode("utf-8", "replace")
+        except OSError:
+            return
+        hits = _LOAD_LINE.findall(tail)
+        if not hits:
+            return
+        _, done_s, total_s = hits[-1]
+        done, total = int(done_s.replace(",", "")), int(total_s.replace(",", ""))
+        if (done, total) != self._seen:
+            self._seen = (done, total)
+            self._say(load_progress(done, total))
+
+
+def load_progress(done: int, total: int) -> Progress:
+    """The model-load Progress event for `done` of `total` checkpoint bytes."""
+    pct = 100 * done // total if total else 100
+    return Progress(stage=ProgressStage.MODEL_LOAD,
+                    message=f"loading weights {pct}% ({done / 1e6:,.1f} of {total / 1e6:,.1f} MB)",
+                    done=done, total=total, unit="bytes", final=done >= total)
+
+
+def load_log_writer(log: TextIO, interval_s: float = 0.5,
+                    clock: Callable[[], float] = time.monotonic) -> Report:
+    """The progress callback inside `m3agent serve`: a weight-loading line in its log every
+    interval_s (and the last one), which LoadRelay reads back in the run waiting for it."""
+    last = [float("-inf")]
+
+    def write(p: Progress) -> None:
+        if p.stage != ProgressStage.MODEL_LOAD or p.total is None:
+            return
+        now = clock()
+        if not p.final and now - last[0] < interval_s:
+            return
+        last[0] = now
+        pct = 100 * p.done // p.total if p.total else 100
+        log.write(f"m3agent serve: loading weights {pct}% ({p.done:,} of {p.total:,} bytes)\n")
+        log.flush()
+
+    return write
