@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from m3agent.agent.config import ApprovalPolicy, ToolRule, Verdict
 from m3agent.tools.base import Touches
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.precheck import blocks
+
+from .config import ApprovalPolicy, ToolRule, Verdict
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox

@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from m3agent.agent.context import SNAPSHOT_OPEN
-from m3agent.agent.context_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
-from m3agent.agent.conversation import Conversation
-from m3agent.agent.events import ContextEvent
-from m3agent.agent.prompt_messages import request_messages
 from m3agent.engine import api
+
+from .context import SNAPSHOT_OPEN
+from .context_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
+from .conversation import Conversation
+from .events import ContextEvent
+from .prompt_messages import request_messages
 
 COMPACT_PROMPT = (
     "The conversation is about to be compacted. Write a summary of it for yourself: the user's "

@@ -22,12 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from m3agent.agent.context_files import FileRules, SnapshotProgress, list_candidates, read_source
-from m3agent.agent.context_rank import outline, rank_scores
-from m3agent.agent.context_select import file_cap, select
-from m3agent.agent.context_tokens import TokenCounter
-from m3agent.agent.events import Progress
 from m3agent.engine.api import Message
+
+from .context_files import FileRules, SnapshotProgress, list_candidates, read_source
+from .context_rank import outline, rank_scores
+from .context_select import file_cap, select
+from .context_tokens import TokenCounter
+from .events import Progress
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 SNAPSHOT_OPEN = "<repository_snapshot>"

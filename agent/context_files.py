@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from m3agent.agent.context_guard import (
+from m3agent.tools.ignore import parse_rules, walk
+from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
+
+from .context_guard import (
     SECRET_NAMES,
     Refused,
     read_beneath,
     secret_in_text,
     unsafe_rel,
 )
-from m3agent.agent.events import Progress, ProgressStage
-from m3agent.tools.ignore import parse_rules, walk
-from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
+from .events import Progress, ProgressStage
 
 IGNORE_FILE = ".m3agentignore"
 

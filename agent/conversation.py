@@ -26,9 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from m3agent.agent.log_repair import LogInUse, close_unanswered, cut_torn_tail
 from m3agent.engine.api import Message
 from m3agent.tools.private_fs import fix_mode, open_private, private_dir
+
+from .log_repair import LogInUse, close_unanswered, cut_torn_tail
 
 LOG_VERSION = 1
 

@@ -15,13 +15,14 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
-from m3agent.agent import events as ev
-from m3agent.agent import tool_step
-from m3agent.agent.attachments import AttachmentError, validate_attachments
-from m3agent.agent.ops import UserTurn
-from m3agent.agent.prompt_messages import request_messages
-from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine import api
+
+from . import events as ev
+from . import tool_step
+from .attachments import AttachmentError, validate_attachments
+from .ops import UserTurn
+from .prompt_messages import request_messages
+from .turn_state import LoopDeps, TurnControl
 
 
 @dataclass(slots=True)

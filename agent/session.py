@@ -12,16 +12,17 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.agent import events as ev
-from m3agent.agent import ops
-from m3agent.agent.approvals import ApprovalGate
-from m3agent.agent.config import AgentConfig
-from m3agent.agent.context_cache import THINKING_DEFAULT_CHANGED, CacheTracker
-from m3agent.agent.conversation import Conversation
-from m3agent.agent.loop import run_turn
-from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine.api import THINKING_MODES, Engine, Message, Usage
 from m3agent.tools.sandbox.policy import SandboxPolicy
+
+from . import events as ev
+from . import ops
+from .approvals import ApprovalGate
+from .config import AgentConfig
+from .context_cache import THINKING_DEFAULT_CHANGED, CacheTracker
+from .conversation import Conversation
+from .loop import run_turn
+from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
@@ -291,7 +292,7 @@ class Session:
         return sum(1 for m in self.conversation.messages if m.role == "user") + 1
 
     async def _compact(self, refresh: bool, trigger: str) -> None:
-        from m3agent.agent.compaction import compact
+        from .compaction import compact
 
         snapshot = None
         if refresh:

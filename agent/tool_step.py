@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from m3agent.agent import events as ev
-from m3agent.agent.approvals import Verdict
-from m3agent.agent.ops import ApprovalDecision, Decision
-from m3agent.agent.turn_state import LoopDeps, TurnControl
 from m3agent.engine.api import MediaPart, Message, ToolCall
 from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult
+
+from . import events as ev
+from .approvals import Verdict
+from .ops import ApprovalDecision, Decision
+from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:
     from m3agent.tools.toolset import ToolsetProtocol
@@ -174,7 +175,7 @@ def cancelled_result() -> ToolResult:
 def result_media(result: ToolResult) -> tuple[MediaPart, ...]:
     """The images a tool result shows the model, each checked like an attachment (format,
     size, decompression bomb); one that fails stays a text note in the result."""
-    from m3agent.agent.attachments import AttachmentError, validate_attachments
+    from .attachments import AttachmentError, validate_attachments
 
     out = []
     for kind, path, offset in result.media:

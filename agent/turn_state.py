@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.agent.approvals import ApprovalGate
-from m3agent.agent.config import AgentConfig
-from m3agent.agent.context_cache import CacheTracker
-from m3agent.agent.conversation import Conversation
 from m3agent.engine.api import Engine
 from m3agent.tools.sandbox.policy import SandboxPolicy
+
+from .approvals import ApprovalGate
+from .config import AgentConfig
+from .context_cache import CacheTracker
+from .conversation import Conversation
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox

@@ -28,7 +28,7 @@ COMMANDS = (
 
 
 def build_app() -> typer.Typer:
-    from m3agent.app.cli_help import ReadableGroup, make_readable
+    from .cli_help import ReadableGroup, make_readable
 
     app = typer.Typer(
         name="m3agent",
@@ -54,8 +54,8 @@ def build_app() -> typer.Typer:
 
 def run_cli(args: list[str] | None = None) -> int:
     """Runs the command line; returns the exit code. A usage error is one line on stderr."""
-    from m3agent.app import exit_codes
-    from m3agent.app.cli_help import usage_error_line
+    from . import exit_codes
+    from .cli_help import usage_error_line
 
     try:
         code = build_app()(args=args, prog_name="m3agent", standalone_mode=False)

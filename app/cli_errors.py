@@ -6,8 +6,9 @@ import sys
 from typing import NoReturn
 
 import typer
-from m3agent.app.exit_codes import USAGE_ERROR
-from m3agent.app.safe_text import visible
+
+from .exit_codes import USAGE_ERROR
+from .safe_text import visible
 
 
 def die(message: str, code: int = USAGE_ERROR) -> NoReturn:

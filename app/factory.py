@@ -15,8 +15,9 @@ from typing import Any
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.events import Progress
 from m3agent.agent.session import Session
-from m3agent.app.settings import Settings
 from m3agent.engine.api import EngineUnavailable
+
+from .settings import Settings
 
 DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
 # progress(event): Progress events of the snapshot, the model load and the background server.
@@ -95,7 +96,7 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     if progress is None:
         return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype)
-    from m3agent.app.warm import load_progress
+    from .warm import load_progress
 
     return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype,
                                      progress=lambda done, total: progress(
@@ -119,7 +120,7 @@ ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None, Report | None], Any]
 def attach_to_server(settings: Settings) -> Any:
     """A RemoteEngine on a running `m3agent serve` of the same model, else None (the code is
     in app/warm.py; kept here for callers of the factory)."""
-    from m3agent.app.warm import attach_to_server as attach
+    from .warm import attach_to_server as attach
 
     return attach(settings)
 
@@ -137,7 +138,7 @@ def build_engine(settings: Settings, *, script: Path | None = None, attach: bool
     except KeyError:
         raise ValueError(f"unknown engine {settings.engine!r}") from None
     if attach:
-        from m3agent.app.warm import attach_to_server, server_engine, wants_server
+        from .warm import attach_to_server, server_engine, wants_server
 
         if start_server and wants_server(settings):
             return server_engine(settings, progress)
@@ -301,7 +302,7 @@ def build_session(
     if checkpoint is None:
         checkpoint = build_checkpoint(settings, cwd)
     config = settings.agent_config()
-    from m3agent.app.mcp_settings import persist_allow
+    from .mcp_settings import persist_allow
 
     common = {"sandbox": sandbox, "checkpoint": checkpoint,
               "persist_allow": lambda tool: persist_allow(settings.home, tool)}

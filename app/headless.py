@@ -19,11 +19,12 @@ from typing import Any, TextIO
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
-from m3agent.app import exit_codes
-from m3agent.app.safe_text import SafeStream, dumps, visible
 from m3agent.tools.base import Preview
 from m3agent.tools.bounds import NOT_APPLIED, cut_diff
 from m3agent.tools.shell import Shell
+
+from . import exit_codes
+from .safe_text import SafeStream, dumps, visible
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
@@ -108,7 +109,7 @@ class TextRenderer:
         w = self.err
         if isinstance(e, ev.Progress):  # a snapshot refresh mid-run: the start-up's line
             if self._progress is None:
-                from m3agent.app.progress_line import ProgressLine
+                from .progress_line import ProgressLine
 
                 # The raw stream: ProgressLine escapes the text itself, keeps its own \r.
                 self._progress = ProgressLine(getattr(w, "stream", w))
@@ -125,7 +126,7 @@ class TextRenderer:
         elif isinstance(e, ev.ContextEvent) and e.action == "checkpoint":
             w.write(f"  (checkpoint {e.detail.get('id', '')})\n")
         elif isinstance(e, ev.ContextEvent):  # snapshot / refresh / compact: never silent
-            from m3agent.app.tui.context_notice import describe_context_event
+            from .tui.context_notice import describe_context_event
 
             w.write(f"  ({describe_context_event(e.action, e.detail)})\n")
         w.flush()
@@ -224,7 +225,7 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
     session and s = always (saved for later sessions too), except for shell, where p allows
     the command's prefix (`pytest`, `git status`) instead of every command
     (app/command_prefix.py decides what a prefix covers)."""
-    from m3agent.app.command_prefix import command_prefix, matches, shown
+    from .command_prefix import command_prefix, matches, shown
 
     err = SafeStream(err)  # the arguments and the reason quote the model and the repository
     prefixes: list[tuple[str, ...]] = []

@@ -14,7 +14,8 @@ import shutil
 from typing import TextIO
 
 from m3agent.agent.events import Progress, ProgressStage
-from m3agent.app.safe_text import visible
+
+from .safe_text import visible
 
 _ERASE = "\r\x1b[K"
 

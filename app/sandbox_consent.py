@@ -74,7 +74,7 @@ def _ask_on_terminal(question: str) -> str:
 
 def consent_for(settings: Any, cwd: Path) -> None:
     """The check for a session about to start in `cwd` (run and the TUI)."""
-    from m3agent.app.factory import build_sandbox
+    from .factory import build_sandbox
 
     tty = sys.stdin.isatty() and sys.stderr.isatty()
     sandbox = build_sandbox(settings, cwd)

@@ -117,7 +117,7 @@ class Settings:
 
     def mcp_config(self, cwd: Path, env: Mapping[str, str] | None = None) -> Any:
         """The MCP servers a session in `cwd` starts (McpConfig), trust applied."""
-        from m3agent.app.mcp_settings import resolve
+        from .mcp_settings import resolve
 
         return resolve(
             home=self.home, cwd=cwd, user=self.mcp_servers, files=self.mcp_config_files,
@@ -190,10 +190,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     fix_mode(config)  # 0600: it names the user's models, servers and tool rules
     values = _from_file(config)
     if "mcp_servers" in values:  # parsed with the environment (${VAR}, bearer_token_env_var)
-        from m3agent.app.mcp_settings import user_servers
+        from .mcp_settings import user_servers
 
         values["mcp_servers"] = user_servers(values["mcp_servers"], config, env)
-    from m3agent.app.mcp_settings import persisted_rules
+    from .mcp_settings import persisted_rules
 
     # "Always allow" answers: allow rules after the config's own (a config deny still wins).
     values["rules"] = (*values.get("rules", ()), *persisted_rules(home))

@@ -44,8 +44,9 @@ def attach_to_server(settings: Any, report: Report | None = None) -> Any:
     Only looks at local state (lock files, the hub cache): never downloads, never loads."""
     if settings.engine not in LOCAL_ENGINES or not settings.model:
         return None
-    from m3agent.app.serve.lock import find_lock
     from m3agent.engine.model_source import resolve_model
+
+    from .serve.lock import find_lock
 
     try:
         key = resolve_model(settings.model, local_only=True, check=False).key
@@ -70,8 +71,9 @@ def attach(settings: Any, lock: Any) -> Any:
     """A RemoteEngine on the server of this lock when it is ready, else None."""
     if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
         return None
-    from m3agent.app.factory import local_chat_files
     from m3agent.engine.backends.remote import RemoteEngine
+
+    from .factory import local_chat_files
 
     # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
     return RemoteEngine(
@@ -100,8 +102,9 @@ def ensure_server(settings: Any, report: Report | None = None,
     """The ServerLock of a ready server of settings.model: the running one, else one started
     now (detached, in its own session). EngineUnavailable with the log's last line when it
     cannot start."""
-    from m3agent.app.serve.lock import find_lock
     from m3agent.engine.model_source import resolve_model
+
+    from .serve.lock import find_lock
 
     say = report or (lambda p: None)
     # Downloads a hub model here, in the foreground (progress bars), not in the server.
@@ -154,13 +157,13 @@ def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[
 
 
 def _log_path(home: Path, key: str) -> Path:
-    from m3agent.app.serve.lock import lock_path
+    from .serve.lock import lock_path
 
     return lock_path(home, key).with_suffix(".log")
 
 
 def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
-    from m3agent.app.serve.detach import start_detached
+    from .serve.detach import start_detached
 
     log = _log_path(settings.home, resolved.key)
     say(_server(f"starting m3agent serve --engine {settings.engine} for {resolved.path.name} "
@@ -180,7 +183,7 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
                     f"{lock.address}, pid {lock.pid}: it keeps running for later runs and "
                     f"keeps their prefix cache; {STOP_HINT}", final=True))
         return lock
-    from m3agent.app.serve.lock import find_lock
+    from .serve.lock import find_lock
 
     # It exits at once when another run's server took the lock first: wait for that one.
     if find_lock(settings.home, resolved.key) is not None:
@@ -191,7 +194,7 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
 
 
 def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> Any:
-    from m3agent.app.serve.lock import find_lock
+    from .serve.lock import find_lock
 
     log = _log_path(home, key)
     relay = LoadRelay(log, say)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import EngineUnavailable
+from .api import EngineUnavailable
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 M3_ARCHITECTURES = (

@@ -5,12 +5,13 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import bounded_diff, preview_diff
-from m3agent.tools.fsutil import atomic_write
-from m3agent.tools.patch_parse import FileOp, Hunk, PatchError, parse
-from m3agent.tools.paths import PathDenied, check_write, display
 from pydantic import BaseModel, Field
+
+from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .bounds import bounded_diff, preview_diff
+from .fsutil import atomic_write
+from .patch_parse import FileOp, Hunk, PatchError, parse
+from .paths import PathDenied, check_write, display
 
 
 class ApplyPatchArgs(BaseModel):

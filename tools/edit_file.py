@@ -7,11 +7,12 @@ import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import bounded_diff, preview_diff
-from m3agent.tools.fsutil import atomic_write, looks_binary
-from m3agent.tools.paths import check_write, display
 from pydantic import BaseModel, Field
+
+from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .bounds import bounded_diff, preview_diff
+from .fsutil import atomic_write, looks_binary
+from .paths import check_write, display
 
 
 class EditFileArgs(BaseModel):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import LISTING_CHARS, cut_rows
-from m3agent.tools.ignore import _glob_to_regex, walk
-from m3agent.tools.paths import check_read, display, is_secret
 from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolResult, Touches
+from .bounds import LISTING_CHARS, cut_rows
+from .ignore import _glob_to_regex, walk
+from .paths import check_read, display, is_secret
 
 MAX_RESULTS = 500
 

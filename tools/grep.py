@@ -7,12 +7,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import LISTING_CHARS, cut_rows
-from m3agent.tools.fsutil import looks_binary
-from m3agent.tools.ignore import _glob_to_regex, walk
-from m3agent.tools.paths import check_read, display, is_secret
 from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolResult, Touches
+from .bounds import LISTING_CHARS, cut_rows
+from .fsutil import looks_binary
+from .ignore import _glob_to_regex, walk
+from .paths import check_read, display, is_secret
 
 MAX_MATCHES = 200
 MAX_LINE = 400

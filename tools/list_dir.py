@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import LISTING_CHARS, cut_rows
-from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolResult, Touches
+from .bounds import LISTING_CHARS, cut_rows
+from .paths import check_read, display
 
 MAX_ENTRIES = 1000
 

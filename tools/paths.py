@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from m3agent.tools.base import ToolContext
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from .base import ToolContext
+from .sandbox.policy import SandboxMode, SandboxPolicy
 
 
 class PathDenied(Exception):

@@ -6,10 +6,11 @@ import os
 import stat
 from collections.abc import Iterator
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.fsutil import looks_binary
-from m3agent.tools.paths import check_read, display
 from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolResult, Touches
+from .fsutil import looks_binary
+from .paths import check_read, display
 
 MAX_WHOLE_BYTES = 2_000_000  # larger files must be read by line range
 MAX_OUTPUT_CHARS = 100_000

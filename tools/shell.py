@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import preview_text
-from m3agent.tools.paths import PathDenied, resolve
-from m3agent.tools.sandbox.budget import WriteBudgetSpent
-from m3agent.tools.sandbox.policy import SandboxPolicy
-from m3agent.tools.sandbox.runner import Sandbox, SandboxUnavailable
 from pydantic import BaseModel, Field
+
+from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .bounds import preview_text
+from .paths import PathDenied, resolve
+from .sandbox.budget import WriteBudgetSpent
+from .sandbox.policy import SandboxPolicy
+from .sandbox.runner import Sandbox, SandboxUnavailable
 
 MAX_TIMEOUT_S = 1800.0
 

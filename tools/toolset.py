@@ -10,10 +10,11 @@ import json
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
-from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
-from m3agent.tools.bounds import cut_middle, preview_text
-from m3agent.tools.paths import PathDenied
 from pydantic import BaseModel, ValidationError
+
+from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .bounds import cut_middle, preview_text
+from .paths import PathDenied
 
 
 @runtime_checkable
@@ -144,14 +145,14 @@ def _bounded(result: ToolResult) -> ToolResult:
 
 def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = True) -> Toolset:
     """The standard tools in a fixed order; `include` keeps a subset (same order)."""
-    from m3agent.tools.apply_patch import ApplyPatch
-    from m3agent.tools.edit_file import EditFile
-    from m3agent.tools.glob import Glob
-    from m3agent.tools.grep import Grep
-    from m3agent.tools.list_dir import ListDir
-    from m3agent.tools.read_file import ReadFile
-    from m3agent.tools.shell import Shell
-    from m3agent.tools.write_file import WriteFile
+    from .apply_patch import ApplyPatch
+    from .edit_file import EditFile
+    from .glob import Glob
+    from .grep import Grep
+    from .list_dir import ListDir
+    from .read_file import ReadFile
+    from .shell import Shell
+    from .write_file import WriteFile
 
     tools: list[Tool] = [
         ReadFile(), ListDir(), Glob(), Grep(use_ripgrep=use_ripgrep), WriteFile(), EditFile(),

@@ -61,7 +61,7 @@ def session_window(settings) -> tuple[int, str]:
         return DEFAULT_SESSION_TOKENS if settings.engine == "scripted" else M3_CONTEXT_TOKENS, (
             "default"
         )
-    from m3agent.app.warm import attach_to_server
+    from ..warm import attach_to_server
 
     server = attach_to_server(settings)
     if server is not None:
@@ -115,9 +115,10 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from m3agent.agent.context import build_snapshot
-        from m3agent.app.cli_errors import die as fail
-        from m3agent.app.factory import snapshot_config, snapshot_tokenizer
-        from m3agent.app.settings import load_settings
+
+        from ..cli_errors import die as fail
+        from ..factory import snapshot_config, snapshot_tokenizer
+        from ..settings import load_settings
 
         root = cwd.expanduser().resolve()
         if not root.is_dir():
@@ -131,7 +132,7 @@ def register(app: typer.Typer) -> None:
             if config is None:
                 fail("the context reserve leaves no room for a snapshot (lower context_reserve)")
             tokenizer = snapshot_tokenizer(settings)
-            from m3agent.app.progress_line import ProgressLine
+            from ..progress_line import ProgressLine
 
             progress = ProgressLine(sys.stderr)  # files and tokens so far, on a terminal only
             try:

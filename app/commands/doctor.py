@@ -27,11 +27,12 @@ def register(app: typer.Typer) -> None:
         import shutil
         import sys
 
-        from m3agent.app import exit_codes
-        from m3agent.app.cli_errors import die
-        from m3agent.app.settings import load_settings
         from m3agent.tools.sandbox.policy import SandboxPolicy
         from m3agent.tools.sandbox.report import format_report, probe
+
+        from .. import exit_codes
+        from ..cli_errors import die
+        from ..settings import load_settings
 
         try:
             settings = load_settings()
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
             "ripgrep": shutil.which("rg") or None,
             "git": shutil.which("git") or None,
         }
-        from m3agent.app.mcp_check import check_servers, format_rows
+        from ..mcp_check import check_servers, format_rows
 
         servers = check_servers(settings, policy) if mcp else []
         if as_json:

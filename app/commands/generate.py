@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from m3agent.app import exit_codes
-from m3agent.app.cli_errors import die
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .. import exit_codes
+from ..cli_errors import die
 
 
 class RequestLine(BaseModel):

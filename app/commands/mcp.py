@@ -13,7 +13,7 @@ import typer
 
 
 def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
-    from m3agent.app.cli_errors import die
+    from ..cli_errors import die
 
     out = {}
     for v in values:
@@ -28,9 +28,9 @@ def _servers(cwd: Path):
     """(settings, [(server, trusted)]) of the user config and the project's .mcp.json."""
     import os
 
-    from m3agent.app.cli_errors import die
-    from m3agent.app.mcp_settings import is_trusted, project_servers
-    from m3agent.app.settings import load_settings
+    from ..cli_errors import die
+    from ..mcp_settings import is_trusted, project_servers
+    from ..settings import load_settings
 
     try:
         settings = load_settings()
@@ -63,10 +63,11 @@ def register(app: typer.Typer) -> None:
         """Add a server: `m3agent mcp add NAME -- CMD [ARG]` or `add NAME --url URL`."""
         import sys
 
-        from m3agent.app.cli_errors import die
-        from m3agent.app.mcp_store import add_project_server, add_user_server
-        from m3agent.app.settings import load_settings
         from m3agent.tools.mcp.config import Scope, from_claude
+
+        from ..cli_errors import die
+        from ..mcp_store import add_project_server, add_user_server
+        from ..settings import load_settings
 
         if scope not in ("user", "project"):
             die(f"unknown scope {scope!r} (user or project)")
@@ -126,7 +127,7 @@ def register(app: typer.Typer) -> None:
         import json
         import sys
 
-        from m3agent.app.cli_errors import die
+        from ..cli_errors import die
 
         _, rows = _servers(cwd.resolve())
         found = [(s, t) for s, t in rows if s.name == name]
@@ -150,9 +151,9 @@ def register(app: typer.Typer) -> None:
         """Remove a server from the user config or from ./.mcp.json."""
         import sys
 
-        from m3agent.app.cli_errors import die
-        from m3agent.app.mcp_store import remove_project_server, remove_user_server
-        from m3agent.app.settings import load_settings
+        from ..cli_errors import die
+        from ..mcp_store import remove_project_server, remove_user_server
+        from ..settings import load_settings
 
         try:
             if scope == "project":
@@ -177,8 +178,8 @@ def register(app: typer.Typer) -> None:
         """Trust this project's .mcp.json servers (asked once; a changed entry asks again)."""
         import sys
 
-        from m3agent.app.cli_errors import die
-        from m3agent.app.mcp_settings import trust
+        from ..cli_errors import die
+        from ..mcp_settings import trust
 
         where = cwd.resolve()
         settings, rows = _servers(where)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from m3agent.app.cli_errors import die
+
+from ..cli_errors import die
 
 
 def register(app: typer.Typer) -> None:
     model_app = typer.Typer(help="Create and inspect native model checkpoints.",
                             no_args_is_help=True)
     app.add_typer(model_app, name="model")
-    from m3agent.app.commands.model_plan import register_plan
+    from .model_plan import register_plan
 
     register_plan(model_app)
 

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 
 import typer
-from m3agent.app.cli_errors import die
-from m3agent.app.exit_codes import INTERNAL_ERROR
+
+from ..cli_errors import die
+from ..exit_codes import INTERNAL_ERROR
 
 
 def register_plan(model_app: typer.Typer) -> None:

@@ -30,9 +30,10 @@ def register(app: typer.Typer) -> None:
         import json
         import sys
 
-        from m3agent.app.exit_codes import USAGE_ERROR
         from m3agent.engine.m3.output_parser import M3OutputParser, collect
         from m3agent.engine.m3.tool_parser import tool_schemas
+
+        from ..exit_codes import USAGE_ERROR
 
         def fail(msg: str) -> None:
             typer.echo(f"m3agent parse: {msg}", err=True)

@@ -21,11 +21,11 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Open the terminal UI on a saved session (engine and model from the config)."""
-        from m3agent.app.cli_errors import die
+        from ..cli_errors import die
 
         if (session_id is None) == (not last):
             die("give a session ID or --last (m3agent sessions lists them)")
-        from m3agent.app.tui.launch import launch
+        from ..tui.launch import launch
 
         raise typer.Exit(launch({}, script=None, cwd=cwd, resume=session_id,
                                 continue_last=last))

@@ -172,12 +172,13 @@ def execute(
     from m3agent.agent.attachments import AttachmentError, validate_attachments
     from m3agent.agent.conversation import SessionLogError
     from m3agent.agent.ops import Interrupt, UserTurn
-    from m3agent.app import exit_codes
-    from m3agent.app.factory import build_session
-    from m3agent.app.headless import deny_approver, make_renderer, run_headless, tty_approver
-    from m3agent.app.safe_text import visible
-    from m3agent.app.settings import load_settings
     from m3agent.engine.api import EngineError, EngineUnavailable, MediaPart
+
+    from .. import exit_codes
+    from ..factory import build_session
+    from ..headless import deny_approver, make_renderer, run_headless, tty_approver
+    from ..safe_text import visible
+    from ..settings import load_settings
 
     def fail(code: int, message: str) -> int:
         sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
@@ -202,7 +203,7 @@ def execute(
     if last_message_file is not None and not last_message_file.parent.is_dir():
         return fail(exit_codes.USAGE_ERROR, f"-o {last_message_file}: no such directory")
     if continue_last:
-        from m3agent.app.commands.sessions import latest_session_id
+        from .sessions import latest_session_id
 
         if resume:
             return fail(exit_codes.USAGE_ERROR, "--continue and --resume ID: give one of them")
@@ -211,8 +212,8 @@ def execute(
         if resume is None:
             return fail(exit_codes.USAGE_ERROR, f"no session to continue in {where} "
                         "(m3agent sessions lists them)")
-    from m3agent.app.progress_line import ProgressLine
-    from m3agent.app.sandbox_consent import ConsentRefused, consent_for
+    from ..progress_line import ProgressLine
+    from ..sandbox_consent import ConsentRefused, consent_for
 
     # Which server runs the model and how far the snapshot got: stderr, see progress_line.py.
     progress = ProgressLine(sys.stderr)

@@ -78,8 +78,8 @@ def _fail(code: int, message: str) -> int:
 
 
 def _status(home: Path, key: str | None) -> int:
-    from m3agent.app import exit_codes
-    from m3agent.app.serve.lock import all_locks
+    from .. import exit_codes
+    from ..serve.lock import all_locks
 
     found = [lk for lk in all_locks(home) if key is None or lk.model == key]
     if not found:
@@ -92,9 +92,9 @@ def _status(home: Path, key: str | None) -> int:
 
 
 def _stop(home: Path, key: str | None) -> int:
-    from m3agent.app import exit_codes
-    from m3agent.app.serve.lock import all_locks, lock_path
-    from m3agent.app.serve.process import stop_process
+    from .. import exit_codes
+    from ..serve.lock import all_locks, lock_path
+    from ..serve.process import stop_process
 
     found = [lk for lk in all_locks(home) if key is None or lk.model == key]
     if not found:
@@ -111,11 +111,12 @@ def _stop(home: Path, key: str | None) -> int:
 
 
 def _detach(argv: list[str], engine: str, model: str | None) -> int:
-    from m3agent.app import exit_codes
-    from m3agent.app.serve.detach import start_detached
-    from m3agent.app.settings import load_settings
     from m3agent.engine.api import EngineUnavailable
     from m3agent.engine.model_source import resolve_model
+
+    from .. import exit_codes
+    from ..serve.detach import start_detached
+    from ..settings import load_settings
 
     if not model:
         return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
@@ -155,12 +156,13 @@ def _vllm_builder(options: dict):
 def execute(*, engine: str, model: str | None, port: int | None, socket: Path | None,
             host: str, served_model_name: str | None, status: bool, stop: bool,
             vllm_options: dict | None = None, allow_public: bool = False) -> int:
-    from m3agent.app import exit_codes
-    from m3agent.app.factory import build_engine
-    from m3agent.app.serve.run import run_server
-    from m3agent.app.settings import load_settings
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
+
+    from .. import exit_codes
+    from ..factory import build_engine
+    from ..serve.run import run_server
+    from ..settings import load_settings
 
     try:
         settings = load_settings()

@@ -17,9 +17,10 @@ def register(app: typer.Typer) -> None:
         from dataclasses import asdict
 
         from m3agent.agent.conversation import list_sessions
-        from m3agent.app.cli_errors import die
-        from m3agent.app.safe_text import dumps, visible
-        from m3agent.app.settings import load_settings
+
+        from ..cli_errors import die
+        from ..safe_text import dumps, visible
+        from ..settings import load_settings
 
         try:
             settings = load_settings()

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
             return  # a sub-command runs; the TUI stays closed
-        from m3agent.app.tui.launch import launch
+        from ..tui.launch import launch
 
         flags = {"engine": engine, "model": model, "base_url": base_url, "thinking": thinking,
                  "approval": approval, "sandbox": sandbox, "allow_home": allow_home or None}

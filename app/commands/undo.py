@@ -20,10 +20,11 @@ def register(app: typer.Typer) -> None:
         import sys
         import time
 
-        from m3agent.app import exit_codes
-        from m3agent.app.cli_errors import die
-        from m3agent.app.settings import load_settings
         from m3agent.tools.checkpoint import CheckpointError, Checkpoints, state_dir_for
+
+        from .. import exit_codes
+        from ..cli_errors import die
+        from ..settings import load_settings
 
         try:
             settings = load_settings()

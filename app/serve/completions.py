@@ -16,11 +16,12 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from m3agent.app.serve.http import HttpResponse
-from m3agent.app.serve.wire import WireError, error_json, usage_json
 from m3agent.engine.api import ChatDelta, ContentDelta, EngineError, SamplingParams, UsageDelta
 from m3agent.engine.backends.completion import CompletionRequest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .http import HttpResponse
+from .wire import WireError, error_json, usage_json
 
 
 class CompletionBody(BaseModel):

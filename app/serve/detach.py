@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from m3agent.app.serve.lock import ServerLock, find_lock, lock_path
+from .lock import ServerLock, find_lock, lock_path
 
 
 def start_detached(argv: list[str], home: Path, model_key: str, timeout_s: float = 3600.0,

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from m3agent.app.serve.lock import pid_alive
+from .lock import pid_alive
 
 
 def descendants(pid: int) -> list[int]:

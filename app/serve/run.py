@@ -12,9 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from m3agent.app.serve import lock as locks
-from m3agent.app.serve.http import start
-from m3agent.app.serve.server import ChatServer, ServeConfig
+from . import lock as locks
+from .http import start
+from .server import ChatServer, ServeConfig
 
 
 async def serve_forever(
@@ -95,7 +95,7 @@ def run_server(settings: Any, *, host: str, port: int | None, socket_path: str |
                             backend=settings.engine, started_at=time.time())
     locks.acquire(settings.home, lock)  # before loading: a second server fails in a second
     try:
-        from m3agent.app.warm import load_log_writer
+        from ..warm import load_log_writer
 
         # Weight-loading lines in the log: a run waiting for this server shows them.
         engine = build_engine(settings.override(model=str(resolved.path)), attach=False,

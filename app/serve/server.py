@@ -23,22 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from m3agent.app.serve.completions import (
-    new_request_id,
-    not_served,
-    parse_completion,
-    serve_completion,
-)
-from m3agent.app.serve.http import HttpRequest, HttpResponse
-from m3agent.app.serve.wire import (
-    ChatBody,
-    WireError,
-    error_json,
-    parse_body,
-    to_chat_request,
-    tool_call_json,
-    usage_json,
-)
 from m3agent.engine.api import (
     ChatDelta,
     ChatRequest,
@@ -49,6 +33,23 @@ from m3agent.engine.api import (
     ReasoningDelta,
     ToolCallDelta,
     UsageDelta,
+)
+
+from .completions import (
+    new_request_id,
+    not_served,
+    parse_completion,
+    serve_completion,
+)
+from .http import HttpRequest, HttpResponse
+from .wire import (
+    ChatBody,
+    WireError,
+    error_json,
+    parse_body,
+    to_chat_request,
+    tool_call_json,
+    usage_json,
 )
 
 

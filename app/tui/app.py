@@ -8,14 +8,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from m3agent.app.tui.messages import EngineProgress, SessionFailed, SessionReady
-from m3agent.app.tui.ports import SessionFactory, TuiConfig
-from m3agent.app.tui.screens.main_screen import MainScreen
-from m3agent.app.tui.slash_actions import shutdown_session
 from rich.console import Console
 from textual import work
 from textual.app import App
 from textual.binding import Binding
+
+from .messages import EngineProgress, SessionFailed, SessionReady
+from .ports import SessionFactory, TuiConfig
+from .screens.main_screen import MainScreen
+from .slash_actions import shutdown_session
 
 
 class M3App(App):
@@ -49,7 +50,7 @@ class M3App(App):
         self.install_screen(MainScreen(self.config), "main")
         self.push_screen("main")
         if self.config.setup is not None:  # first run: which engine? (onboarding_screen)
-            from m3agent.app.tui.screens.onboarding_screen import OnboardingScreen
+            from .screens.onboarding_screen import OnboardingScreen
 
             self.push_screen(OnboardingScreen(self.config.setup), self._setup_done)
         # Load only after the first frame is on screen: the window is usable at once.

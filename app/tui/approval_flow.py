@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from m3agent.agent import events as ev
-from m3agent.app.tui.ports import ApprovalAnswer
+
+from .ports import ApprovalAnswer
 
 if TYPE_CHECKING:
-    from m3agent.app.tui.screens.main_screen import MainScreen
+    from .screens.main_screen import MainScreen
 
 
 class ApprovalFlow:
@@ -28,7 +29,7 @@ class ApprovalFlow:
             await screen.submit(decision)
             return
         card.set_status("approval")
-        from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+        from .screens.approval_screen import ApprovalScreen
 
         modal = ApprovalScreen(request, screen.config.cwd, prefix=controller.prefix_for(request))
         screen.app.push_screen(modal, self._answer(request))

@@ -17,12 +17,13 @@ from typing import Any
 
 from m3agent.agent import events as ev
 from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
-from m3agent.app.command_prefix import command_prefix, matches, shown
-from m3agent.app.tui.attachments import media_in_prompt, media_part
-from m3agent.app.tui.ports import SessionLike, TuiConfig
-from m3agent.app.tui.slash import next_thinking
 from m3agent.engine.api import MediaPart
 from m3agent.tools.shell import Shell
+
+from ..command_prefix import command_prefix, matches, shown
+from .attachments import media_in_prompt, media_part
+from .ports import SessionLike, TuiConfig
+from .slash import next_thinking
 
 SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 

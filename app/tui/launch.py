@@ -8,14 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from m3agent.app import exit_codes
-from m3agent.app.tui.ports import Progress, SessionSummary, TuiConfig
+from .. import exit_codes
+from .ports import Progress, SessionSummary, TuiConfig
 
 
 def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
            resume: str | None, continue_last: bool = False) -> int:
-    from m3agent.app.safe_text import visible
-    from m3agent.app.settings import load_settings
+    from ..safe_text import visible
+    from ..settings import load_settings
 
     def fail(message: str) -> int:
         print(f"error: {visible(message)}", file=sys.stderr)
@@ -34,9 +34,9 @@ def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
         return fail("the terminal UI needs a terminal; for scripts and pipes use "
                     "`m3agent run PROMPT`")
 
-    from m3agent.app.sandbox_consent import ConsentRefused, consent_for
-    from m3agent.app.tui.onboarding import needs_setup
-    from m3agent.app.tui.run import run_tui
+    from ..sandbox_consent import ConsentRefused, consent_for
+    from .onboarding import needs_setup
+    from .run import run_tui
 
     try:  # before the screen is taken: a question on the plain terminal
         consent_for(settings, config.cwd)
@@ -54,8 +54,8 @@ def setup_port(settings: Any, cwd: Path) -> Any:
     to the config file (the demo writes nothing but its script, in the data home)."""
     import json
 
-    from m3agent.app.settings import save_settings
-    from m3agent.app.tui.onboarding import (
+    from ..settings import save_settings
+    from .onboarding import (
         DEMO_SCRIPT,
         SetupPort,
         check_model_dir,
@@ -89,7 +89,7 @@ def _pick_session(settings: Any, cwd: Path | None, resume: str | None,
     """--continue / --resume ID: the session id, checked before the screen opens (a bad id is
     one line and exit 2), and its workspace unless --cwd says otherwise."""
     if continue_last:
-        from m3agent.app.commands.sessions import latest_session_id
+        from ..commands.sessions import latest_session_id
 
         if resume:
             raise ValueError("--continue and --resume ID: give one of them")
@@ -132,7 +132,7 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
     engines: list[Any] = []
 
     def build(resume_id: str | None, progress: Progress) -> Any:
-        from m3agent.app.factory import build_engine, build_session
+        from ..factory import build_engine, build_session
 
         def report(p: Any) -> None:  # factory Progress events -> the loading view's line
             progress(p.message, p.fraction)

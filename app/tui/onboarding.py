@@ -99,7 +99,7 @@ def check_model_dir(raw: str) -> SetupChoice:
 def running_servers(home: Path) -> list[SetupChoice]:
     """The `m3agent serve` processes ready on this machine, as native choices of their model
     directory: run and the TUI attach to the server while it runs, and load it otherwise."""
-    from m3agent.app.serve.lock import all_locks, pid_alive
+    from ..serve.lock import all_locks, pid_alive
 
     out = []
     for lock in all_locks(home):

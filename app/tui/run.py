@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from m3agent.app import exit_codes
-from m3agent.app.tui.app import _log_dir, create_app
-from m3agent.app.tui.crash import crash_summary, write_crash_log, write_crash_text
-from m3agent.app.tui.ports import SessionFactory, TuiConfig
+from .. import exit_codes
+from .app import _log_dir, create_app
+from .crash import crash_summary, write_crash_log, write_crash_text
+from .ports import SessionFactory, TuiConfig
 
 
 def run_tui(session_factory: SessionFactory, config: TuiConfig, *, headless: bool = False) -> int:

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.ops import Compact, SetThinking, Shutdown
-from m3agent.app.tui.context_report import format_snapshot, format_summary
-from m3agent.app.tui.slash import HELP, SlashCommand, next_thinking
 from m3agent.tools.safe_git import SafeGitError, UserRepo
 
+from .context_report import format_snapshot, format_summary
+from .slash import HELP, SlashCommand, next_thinking
+
 if TYPE_CHECKING:
-    from m3agent.app.tui.screens.main_screen import MainScreen
+    from .screens.main_screen import MainScreen
 
 KEYS = {
     "Enter": "send",
@@ -92,7 +93,7 @@ class SlashActions:
         if lister is None:
             await self.screen.transcript.error("session browsing is not available", "usage")
             return
-        from m3agent.app.tui.screens.sessions_screen import SessionsScreen
+        from .screens.sessions_screen import SessionsScreen
 
         sessions = await asyncio.to_thread(lister)
         self.screen.app.push_screen(SessionsScreen(sessions), self._resume)
@@ -121,7 +122,7 @@ class SlashActions:
         await screen.transcript.notice(text)
 
     async def do_mcp(self, arg: str) -> None:
-        from m3agent.app.mcp_reload import slash_mcp
+        from ..mcp_reload import slash_mcp
 
         try:
             text = await slash_mcp(self.screen.controller.session, arg)

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from m3agent.app.tui.widgets.conversation import Conversation
-from m3agent.app.tui.widgets.diff_view import DiffView
-from m3agent.app.tui.widgets.error_view import ErrorView
-from m3agent.app.tui.widgets.notice_view import NoticeView
-from m3agent.app.tui.widgets.tool_card import ToolCard
-from m3agent.app.tui.widgets.user_message import UserMessage
 from textual.widget import Widget
 
+from .widgets.conversation import Conversation
+from .widgets.diff_view import DiffView
+from .widgets.error_view import ErrorView
+from .widgets.notice_view import NoticeView
+from .widgets.tool_card import ToolCard
+from .widgets.user_message import UserMessage
+
 if TYPE_CHECKING:
-    from m3agent.app.tui.widgets.answer_view import AnswerView
-    from m3agent.app.tui.widgets.reasoning_view import ReasoningView
+    from .widgets.answer_view import AnswerView
+    from .widgets.reasoning_view import ReasoningView
 
 
 class Transcript:
@@ -38,7 +39,7 @@ class Transcript:
             await self.end_segment()
         if self._reasoning is None:
             # Imported on first use: Collapsible and Markdown would slow the first paint.
-            from m3agent.app.tui.widgets.reasoning_view import ReasoningView
+            from .widgets.reasoning_view import ReasoningView
 
             self._reasoning = await self._mount(ReasoningView())  # type: ignore[assignment]
         self._reasoning.append(text)
@@ -49,7 +50,7 @@ class Transcript:
         if self._answer is None:
             if not text.strip():
                 return  # whitespace between reasoning and answer: nothing to show yet
-            from m3agent.app.tui.widgets.answer_view import AnswerView
+            from .widgets.answer_view import AnswerView
 
             self._answer = await self._mount(AnswerView())  # type: ignore[assignment]
         await self._answer.write(text)

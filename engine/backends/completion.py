@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from m3agent.engine.api import SamplingParams
+from ..api import SamplingParams
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import (
+from ..api import (
     ChatDelta,
     ChatRequest,
     EngineError,
@@ -27,12 +27,12 @@ from m3agent.engine.api import (
     EngineUnavailable,
     SamplingParams,
 )
-from m3agent.engine.backends.completion import CompletionRequest
-from m3agent.engine.m3.chat import ChatLayer, Turn
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.outputs import RequestOutput
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from ..m3.chat import ChatLayer, Turn
+from ..native.engine_config import EngineConfig
+from ..native.llm_engine import LLMEngine
+from ..native.outputs import RequestOutput
+from ..native.sampling_params import TokenSamplingParams
+from .completion import CompletionRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,11 +88,12 @@ class NativeEngine:
         """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line.
         progress(bytes done, bytes total) while the weights load."""
         import torch
-        from m3agent.engine.backends.native_media import NativeMedia, wants_vision
-        from m3agent.engine.m3.chat_template import ChatTemplate
-        from m3agent.engine.m3.tokenizer import M3Tokenizer
-        from m3agent.engine.m3.tokens import EOS
-        from m3agent.engine.native.loader import load_model
+
+        from ..m3.chat_template import ChatTemplate
+        from ..m3.tokenizer import M3Tokenizer
+        from ..m3.tokens import EOS
+        from ..native.loader import load_model
+        from .native_media import NativeMedia, wants_vision
 
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):
@@ -107,7 +108,7 @@ class NativeEngine:
             template = ChatTemplate.from_model_dir(path)
             tower = media = None
             if wants_vision(Path(path)):  # vision_config and vision weights: a VL checkpoint
-                from m3agent.engine.native.vision_loader import load_vision_tower
+                from ..native.vision_loader import load_vision_tower
 
                 media = NativeMedia.for_checkpoint(Path(path), tokenizer)
                 tower = load_vision_tower(path, dtype=torch_dtype, device=device)

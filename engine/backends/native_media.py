@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import EngineRequestError, EngineUnavailable, MediaPart, Message
-from m3agent.engine.m3.media.config import MediaConfig, MediaLimits
-from m3agent.engine.m3.media.load import load_media
-from m3agent.engine.m3.media.placeholders import VisionTokenIds, expand_prompt_ids
-from m3agent.engine.m3.media.result import MediaInput
+from ..api import EngineRequestError, EngineUnavailable, MediaPart, Message
+from ..m3.media.config import MediaConfig, MediaLimits
+from ..m3.media.load import load_media
+from ..m3.media.placeholders import VisionTokenIds, expand_prompt_ids
+from ..m3.media.result import MediaInput
 
 # Names of vision weights in a VL checkpoint (SPEC §1.7), after an optional `model.` prefix.
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
@@ -127,7 +127,7 @@ class NativeMedia:
         self, messages: Sequence[Message], prompt_ids: Sequence[int]
     ) -> tuple[list[int], Any]:
         """(expanded prompt ids, MultiModalInputs) for a rendered prompt; errors are one line."""
-        from m3agent.engine.native.mm_inputs import MultiModalInputs
+        from ..native.mm_inputs import MultiModalInputs
 
         parts = attached_parts(messages)
         for kind, limit in (("image", self.limits.max_images), ("video", self.limits.max_videos)):

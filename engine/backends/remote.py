@@ -23,7 +23,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-from m3agent.engine.api import (
+
+from ..api import (
     ChatDelta,
     ChatRequest,
     EngineError,
@@ -36,15 +37,15 @@ from m3agent.engine.api import (
     Usage,
     UsageDelta,
 )
-from m3agent.engine.backends.remote_completion import (
+from ..m3.chat import ChatLayer, render_parts
+from .remote_completion import (
     NoCompletions,
     chunk_object,
     completion_body,
     renders_prompts,
 )
-from m3agent.engine.backends.remote_format import error_message, request_body
-from m3agent.engine.backends.remote_stream import ContentReparser, StreamDecoder
-from m3agent.engine.m3.chat import ChatLayer, render_parts
+from .remote_format import error_message, request_body
+from .remote_stream import ContentReparser, StreamDecoder
 
 _RETRY_STATUS = (502, 503, 504)
 _FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort",

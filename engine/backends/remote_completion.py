@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from m3agent.engine.api import ChatRequest, EngineError, EngineProtocolError
+from ..api import ChatRequest, EngineError, EngineProtocolError
 
 _RENDERING_SERVERS = ("vllm", "m3agent")  # /v1/models owned_by of servers with /v1/completions
 

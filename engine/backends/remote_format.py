@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from m3agent.engine.api import ChatRequest, EngineRequestError, MediaPart, Message
+from ..api import ChatRequest, EngineRequestError, MediaPart, Message
 
 
 def _media_part(part: MediaPart) -> dict[str, Any]:
     """An image or video as an OpenAI content part with a data URL, prepared by the media
     layer the way the server's own M3 preprocessing expects (see m3/media/openai_parts.py)."""
-    from m3agent.engine.m3.media.openai_parts import to_openai_part
+    from ..m3.media.openai_parts import to_openai_part
 
     try:
         return to_openai_part(part)

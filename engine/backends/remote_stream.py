@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from m3agent.engine.api import (
+from ..api import (
     ChatDelta,
     EngineError,
     EngineProtocolError,
@@ -21,7 +21,7 @@ from m3agent.engine.api import (
     ToolCallDelta,
     Usage,
 )
-from m3agent.engine.backends.remote_format import parse_arguments
+from .remote_format import parse_arguments
 
 THINK_CLOSE = "</mm:think>"
 
@@ -43,7 +43,7 @@ class ContentReparser:
         self._held: list[str] = []
 
     def _start(self, mode: str) -> list[ChatDelta]:
-        from m3agent.engine.m3.output_parser import M3OutputParser
+        from ..m3.output_parser import M3OutputParser
 
         self._parser = M3OutputParser(self._tools, mode, tool_choice=self._tool_choice)
         held, self._held = "".join(self._held), []

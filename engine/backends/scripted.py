@@ -15,15 +15,15 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import (
+from ..api import (
     ChatDelta,
     ChatRequest,
     EngineInfo,
     EngineRequestError,
     EngineStats,
 )
-from m3agent.engine.backends.completion import CompletionRequest
-from m3agent.engine.m3.chat import ChatLayer, Turn
+from ..m3.chat import ChatLayer, Turn
+from .completion import CompletionRequest
 
 PAGE_TOKENS = 128
 
@@ -84,7 +84,7 @@ class ScriptedEngine:
 
     def _tok(self) -> Any:
         if self._tokenizer is None:
-            from m3agent.engine.m3.tokenizer import M3Tokenizer
+            from ..m3.tokenizer import M3Tokenizer
 
             self._tokenizer = M3Tokenizer.default()
         return self._tokenizer

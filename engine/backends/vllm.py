@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import (
+from ..api import (
     ChatDelta,
     ChatRequest,
     EngineError,
@@ -27,20 +27,20 @@ from m3agent.engine.api import (
     EngineUnavailable,
     SamplingParams,
 )
-from m3agent.engine.backends.completion import CompletionRequest
-from m3agent.engine.backends.vllm_args import (
+from ..m3.chat import ChatLayer, Turn, check_prompt_len
+from ..model_source import checkpoint_facts, resolve_model
+from .completion import CompletionRequest
+from .vllm_args import (
     EnginePlan,
     GpuInfo,
     VllmOptions,
     plan_engine_args,
     probe_gpus,
 )
-from m3agent.engine.backends.vllm_core_log import CoreOutputTail
-from m3agent.engine.backends.vllm_errors import load_error, request_error
-from m3agent.engine.backends.vllm_media import expanded_len, media_config_of, media_items
-from m3agent.engine.backends.vllm_sampling import check_sampling
-from m3agent.engine.m3.chat import ChatLayer, Turn, check_prompt_len
-from m3agent.engine.model_source import checkpoint_facts, resolve_model
+from .vllm_core_log import CoreOutputTail
+from .vllm_errors import load_error, request_error
+from .vllm_media import expanded_len, media_config_of, media_items
+from .vllm_sampling import check_sampling
 
 
 def _import_vllm() -> Any:
@@ -86,8 +86,8 @@ class VllmEngine:
     def from_model_dir(cls, path: str | Path, options: VllmOptions | None = None,
                        gpus: GpuInfo | None = None) -> VllmEngine:
         """Plans the arguments, then loads; every failure is one EngineUnavailable line."""
-        from m3agent.engine.m3.chat_template import ChatTemplate
-        from m3agent.engine.m3.tokenizer import M3Tokenizer
+        from ..m3.chat_template import ChatTemplate
+        from ..m3.tokenizer import M3Tokenizer
 
         resolved = resolve_model(str(path))
         options = options or VllmOptions()
@@ -152,7 +152,7 @@ class VllmEngine:
         expanded = expanded_len(ids, items, self._tokenizer.encode_text)
         check_prompt_len(expanded, self.plan.max_model_len)
         if items:
-            from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
+            from ..m3.media.vllm_data import to_vllm_multimodal_data
 
             vllm_prompt["multi_modal_data"] = to_vllm_multimodal_data(items, self._media_config)
         turn = chat.start(request, prompt)

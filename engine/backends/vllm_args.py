@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from m3agent.engine.api import EngineUnavailable
-from m3agent.engine.model_source import CheckpointFacts
+from ..api import EngineUnavailable
+from ..model_source import CheckpointFacts
 
 TP_SIZES = (1, 2, 4, 8)
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import EngineError, EngineRequestError, EngineUnavailable
+from ..api import EngineError, EngineRequestError, EngineUnavailable
 
 _OOM = ("out of memory", "outofmemory", "cuda error: out of memory")
 _KV = ("max seq len", "kv cache is needed", "larger than the maximum number of tokens",

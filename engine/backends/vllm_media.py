@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import EngineRequestError, EngineUnavailable, Message
+from ..api import EngineRequestError, EngineUnavailable, Message
 
 
 def media_items(
@@ -32,7 +32,7 @@ def media_items(
         n = sum(1 for p in parts if p.kind == kind)
         if n > limits[kind]:
             raise EngineRequestError(f"{n} {kind}s in one request; the limit is {limits[kind]}")
-    from m3agent.engine.m3.media import load_media
+    from ..m3.media import load_media
 
     try:
         return [load_media(p, config) for p in parts]
@@ -45,14 +45,14 @@ def expanded_len(ids: Sequence[int], items: Sequence[Any],
     """Prompt length once every placeholder id stands for its item's full token run."""
     if not items:
         return len(ids)
-    from m3agent.engine.m3.media.placeholders import prompt_token_count
+    from ..m3.media.placeholders import prompt_token_count
 
     return len(ids) + sum(prompt_token_count(item, encode) - 1 for item in items)
 
 
 def media_config_of(path: Path) -> Any:
     """The checkpoint's preprocessing (preprocessor_config.json), else M3's defaults."""
-    from m3agent.engine.m3.media import MediaConfig
+    from ..m3.media import MediaConfig
 
     pre = path / "preprocessor_config.json"
     if pre.is_file():

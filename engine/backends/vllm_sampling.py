@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from m3agent.engine.api import EngineRequestError, SamplingParams
+from ..api import EngineRequestError, SamplingParams
 
 
 def vllm_sampling_error(s: SamplingParams) -> str | None:

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from m3agent.engine.m3.tokens import BOS, EOS, NON_SPECIAL_ADDED_TOKENS, SPECIAL_TOKENS
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from .tokens import BOS, EOS, NON_SPECIAL_ADDED_TOKENS, SPECIAL_TOKENS
 
 VOCAB_SIZE = 8192
 SEED = 20260601

@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import Message
-from m3agent.engine.m3.m3_render import render_builtin, render_tool_calls, tool_json
-from m3agent.engine.m3.prompt_parts import PromptPart
-from m3agent.engine.m3.prompt_text import GENERATION_PREFIX
-from m3agent.engine.m3.tokens import BOS, EOS, check_thinking_mode
+from ..api import Message
+from .m3_render import render_builtin, render_tool_calls, tool_json
+from .prompt_parts import PromptPart
+from .prompt_text import GENERATION_PREFIX
+from .tokens import BOS, EOS, check_thinking_mode
 
 __all__ = [
     "ChatTemplate",
@@ -57,7 +57,7 @@ class ChatTemplate:
         self._template = None
         self._gen_prompts: dict[str, str] = {}
         if source is not None:
-            from m3agent.engine.m3.jinja_env import compile_template
+            from .jinja_env import compile_template
 
             self._template = compile_template(source, origin)
 
@@ -116,7 +116,7 @@ class ChatTemplate:
             return render_builtin(
                 messages, tools, thinking_mode, add_generation_prompt, session_thinking_mode
             )
-        from m3agent.engine.m3.jinja_runs import outside_text_runs
+        from .jinja_runs import outside_text_runs
 
         same = thinking_mode == session_thinking_mode
         parts = outside_text_runs(
@@ -136,7 +136,7 @@ class ChatTemplate:
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], mode: str,
         add_generation_prompt: bool,
     ) -> str:
-        from m3agent.engine.m3.jinja_env import message_to_openai, render_template
+        from .jinja_env import message_to_openai, render_template
 
         return render_template(
             self._template,

@@ -9,7 +9,8 @@ from typing import Any
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from m3agent.engine.api import Message
+
+from ..api import Message
 
 
 class _TemplateRaised(Exception):

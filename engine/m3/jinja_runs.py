@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from m3agent.engine.api import Message
-from m3agent.engine.m3.prompt_parts import PartsBuilder, PromptPart
+from ..api import Message
+from .prompt_parts import PartsBuilder, PromptPart
 
 _OPEN, _CLOSE = "\U000f0000", "\U000f0001"  # supplementary private use: never in real text
 _MARK = re.compile(f"{_OPEN}(\\d+){_CLOSE}")

@@ -31,10 +31,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from m3agent.engine.api import Message, ToolCall
-from m3agent.engine.m3 import prompt_text as P
-from m3agent.engine.m3.prompt_parts import Kind, PartsBuilder, PromptPart
-from m3agent.engine.m3.tokens import (
+from ..api import Message, ToolCall
+from . import prompt_text as P
+from .prompt_parts import Kind, PartsBuilder, PromptPart
+from .tokens import (
     BOS,
     EOS,
     IMAGE,
@@ -47,7 +47,7 @@ from m3agent.engine.m3.tokens import (
     TOOL_CALL_START,
     VIDEO,
 )
-from m3agent.engine.m3.xml_args import to_xml
+from .xml_args import to_xml
 
 Runs = list[tuple[Kind, str]]
 _FIRST_ROLES = ("system", "developer")

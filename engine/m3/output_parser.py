@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from m3agent.engine.api import ChatDelta, ContentDelta, ReasoningDelta, ToolCall, ToolCallDelta
-from m3agent.engine.m3.reasoning_parser import ReasoningParser, Segment
-from m3agent.engine.m3.tool_parser import CallIds, ToolCallParser
+from ..api import ChatDelta, ContentDelta, ReasoningDelta, ToolCall, ToolCallDelta
+from .reasoning_parser import ReasoningParser, Segment
+from .tool_parser import CallIds, ToolCallParser
 
 
 @dataclass(frozen=True, slots=True)

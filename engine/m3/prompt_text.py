@@ -9,7 +9,7 @@ was trained to read, so they follow the real template exactly (SPEC §4.8, the r
 
 from __future__ import annotations
 
-from m3agent.engine.m3.tokens import (
+from .tokens import (
     INVOKE_END,
     NS,
     THINK_END,

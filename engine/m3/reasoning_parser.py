@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import Enum
 
-from m3agent.engine.m3.tokens import THINK_END, THINK_START, check_thinking_mode, held_suffix_len
+from .tokens import THINK_END, THINK_START, check_thinking_mode, held_suffix_len
 
 
 class _State(Enum):

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.m3 import tokens as T
 from tokenizers import Tokenizer
+
+from . import tokens as T
 
 _DATA = Path(__file__).parent / "data"
 
@@ -146,7 +147,7 @@ def write_tokenizer_files(model_dir: str | Path) -> Path:
 
     For `m3agent model init-tiny`; returns the tokenizer.json written there.
     """
-    from m3agent.engine.m3.build_tokenizer import tokenizer_config
+    from .build_tokenizer import tokenizer_config
 
     d = Path(model_dir)
     d.mkdir(parents=True, exist_ok=True)

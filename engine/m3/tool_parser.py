@@ -38,16 +38,16 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from m3agent.engine.api import ContentDelta, ToolCall, ToolCallDelta
-from m3agent.engine.m3.schema_coerce import properties_of, refine_arguments
-from m3agent.engine.m3.tokens import (
+from ..api import ContentDelta, ToolCall, ToolCallDelta
+from .schema_coerce import properties_of, refine_arguments
+from .tokens import (
     INVOKE_END,
     NS,
     TOOL_CALL_END,
     TOOL_CALL_START,
     held_suffix_len,
 )
-from m3agent.engine.m3.xml_args import convert_arguments, parse_invoke_body
+from .xml_args import convert_arguments, parse_invoke_body
 
 INVOKE_PREFIX = NS + "<invoke name="
 # Complete markers that are name text when they occur inside an invoke name (longest first):

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from m3agent.engine.m3.schema_coerce import (
+from .schema_coerce import (
     coerce_text,
     container_schema,
     properties_of,
     schema_types,
 )
-from m3agent.engine.m3.tokens import NS
+from .tokens import NS
 
 MAX_DEPTH = 128  # top-level parameters are depth 1
 MIXED_TEXT = "$text"

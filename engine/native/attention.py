@@ -16,7 +16,8 @@ import os
 from collections.abc import Callable, Iterator
 
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+
+from .attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 # Query rows processed at once by the reference: bounds the [rows, Hq, L] fp32 score tensor
 # (and its softmax) to ~256 MiB however long the context.

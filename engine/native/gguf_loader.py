@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from m3agent.engine.native.llama import LlamaConfig, LlamaForCausalLM
+
+from .llama import LlamaConfig, LlamaForCausalLM
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm",

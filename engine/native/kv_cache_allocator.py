@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.model_api import LayerCache, LayerCacheSpec
+
+from .attention_metadata import BLOCK_SIZE
+from .model_api import LayerCache, LayerCacheSpec
 
 
 def bytes_per_block(specs: list[LayerCacheSpec], dtype: torch.dtype) -> int:

@@ -6,10 +6,10 @@ block is never found by a lookup before its K/V and index keys are really in the
 
 from __future__ import annotations
 
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.block_hash import BlockHashFn, hash_block_tokens, token_bytes
-from m3agent.engine.native.block_pool import BlockPool, KVCacheBlock
-from m3agent.engine.native.request import Request
+from .attention_metadata import BLOCK_SIZE
+from .block_hash import BlockHashFn, hash_block_tokens, token_bytes
+from .block_pool import BlockPool, KVCacheBlock
+from .request import Request
 
 
 def cdiv(a: int, b: int) -> int:
@@ -64,7 +64,7 @@ class KVCacheManager:
         if start >= end:
             return
         if request.mm_inputs is not None:  # same placeholder ids, different pictures
-            from m3agent.engine.native.mm_inputs import extend_block_hashes_mm
+            from .mm_inputs import extend_block_hashes_mm
 
             extend_block_hashes_mm(
                 hashes,

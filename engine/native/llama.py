@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from m3agent.engine.native.attention import dense_attention, insert_kv
-from m3agent.engine.native.attention_metadata import AttentionMetadata
-from m3agent.engine.native.layers.linear import Embedding, Linear
-from m3agent.engine.native.layers.mlp import SiluMLP
-from m3agent.engine.native.layers.norm import RMSNorm
-from m3agent.engine.native.layers.rope import RotaryEmbedding
-from m3agent.engine.native.model_api import LayerCache, LayerCacheSpec, ModelInfo
 from torch import nn
+
+from .attention import dense_attention, insert_kv
+from .attention_metadata import AttentionMetadata
+from .layers.linear import Embedding, Linear
+from .layers.mlp import SiluMLP
+from .layers.norm import RMSNorm
+from .layers.rope import RotaryEmbedding
+from .model_api import LayerCache, LayerCacheSpec, ModelInfo
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,19 +11,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
-from m3agent.engine.api import EngineRequestError, PromptTooLong
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.detokenizer import IncrementalDetokenizer, TokenizerLike
-from m3agent.engine.native.engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
-from m3agent.engine.native.kv_cache_allocator import allocate_caches, num_blocks_for_budget
-from m3agent.engine.native.kv_cache_manager import KVCacheManager, cdiv
-from m3agent.engine.native.model_api import NativeModel
-from m3agent.engine.native.model_runner import ModelRunner
-from m3agent.engine.native.outputs import FinishReason, RequestMetrics, RequestOutput
-from m3agent.engine.native.request import Request, RequestStatus
-from m3agent.engine.native.sampling_params import TokenSamplingParams
-from m3agent.engine.native.scheduler import Scheduler, SchedulerConfig
-from m3agent.engine.native.stop_strings import StopStringFilter
+
+from ..api import EngineRequestError, PromptTooLong
+from .attention_metadata import BLOCK_SIZE
+from .detokenizer import IncrementalDetokenizer, TokenizerLike
+from .engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
+from .kv_cache_allocator import allocate_caches, num_blocks_for_budget
+from .kv_cache_manager import KVCacheManager, cdiv
+from .model_api import NativeModel
+from .model_runner import ModelRunner
+from .outputs import FinishReason, RequestMetrics, RequestOutput
+from .request import Request, RequestStatus
+from .sampling_params import TokenSamplingParams
+from .scheduler import Scheduler, SchedulerConfig
+from .stop_strings import StopStringFilter
 
 _FINISH = {
     RequestStatus.FINISHED_STOPPED: "stop",
@@ -76,14 +77,14 @@ class LLMEngine:
         )
         vision = None
         if vision_tower is not None:
-            from m3agent.engine.native.mm_inputs import VisionEmbedder
+            from .mm_inputs import VisionEmbedder
 
             vision = VisionEmbedder(vision_tower, self.device)
         graphs = None
         if (self.device.type == "cuda" and model.info.cuda_graphs and vision is None
                 and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
                 and not config.enforce_eager):
-            from m3agent.engine.native.cuda_graphs import DecodeGraphs
+            from .cuda_graphs import DecodeGraphs
 
             graphs = DecodeGraphs(model, caches, self.device,
                                   min(config.max_graph_batch, config.max_num_seqs),

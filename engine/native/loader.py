@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from m3agent.engine.m3.config import parse_config
-from m3agent.engine.native.gguf_loader import load_gguf
-from m3agent.engine.native.llama import LlamaConfig, LlamaForCausalLM
-from m3agent.engine.native.model import M3ForCausalLM
-from m3agent.engine.safetensors_meta import read_header
 from torch import nn
+
+from ..m3.config import parse_config
+from ..safetensors_meta import read_header
+from .gguf_loader import load_gguf
+from .llama import LlamaConfig, LlamaForCausalLM
+from .model import M3ForCausalLM
 
 log = logging.getLogger(__name__)
 FP8_BLOCK = 128
@@ -267,7 +268,8 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"model path {p} does not exist")
     if p.suffix == ".gguf" or (p.is_dir() and not (p / "config.json").exists()):
         from gguf import GGUFReader
-        from m3agent.engine.native.gguf_loader import find_gguf
+
+        from .gguf_loader import find_gguf
 
         g = find_gguf(p)
         r = GGUFReader(str(g))

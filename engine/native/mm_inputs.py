@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from m3agent.engine.m3.media.placeholders import VisionTokenIds
-from m3agent.engine.m3.media.result import MediaInput
-from m3agent.engine.native.block_hash import BlockHashFn
-from m3agent.engine.native.scheduler_output import SchedulerOutput
+
+from ..m3.media.placeholders import VisionTokenIds
+from ..m3.media.result import MediaInput
+from .block_hash import BlockHashFn
+from .scheduler_output import SchedulerOutput
 
 
 def media_hash(item: MediaInput) -> bytes:

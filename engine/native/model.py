@@ -8,22 +8,23 @@ or MoE per moe_layer_freq; Gemma norms; per-head QK-norm before the partial RoPE
 from __future__ import annotations
 
 import torch
-from m3agent.engine.m3.config import M3TextConfig
-from m3agent.engine.native.attention import (
+from torch import nn
+
+from ..m3.config import M3TextConfig
+from .attention import (
     dense_attention,
     insert_index,
     insert_kv,
     kernel_op,
 )
-from m3agent.engine.native.attention_metadata import AttentionMetadata
-from m3agent.engine.native.layers.linear import Embedding, FusedWeights, Linear
-from m3agent.engine.native.layers.mlp import SwigluOAIMLP
-from m3agent.engine.native.layers.moe import MoE
-from m3agent.engine.native.layers.norm import GemmaRMSNorm
-from m3agent.engine.native.layers.rope import RotaryEmbedding
-from m3agent.engine.native.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from m3agent.engine.native.msa import index_select_blocks, sparse_attention
-from torch import nn
+from .attention_metadata import AttentionMetadata
+from .layers.linear import Embedding, FusedWeights, Linear
+from .layers.mlp import SwigluOAIMLP
+from .layers.moe import MoE
+from .layers.norm import GemmaRMSNorm
+from .layers.rope import RotaryEmbedding
+from .model_api import LayerCache, LayerCacheSpec, ModelInfo
+from .msa import index_select_blocks, sparse_attention
 
 
 class M3Attention(nn.Module):

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
-from m3agent.engine.native.attention_metadata import AttentionMetadata
+
+from .attention_metadata import AttentionMetadata
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,12 @@ import time
 from dataclasses import dataclass
 
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.model_api import LayerCache, NativeModel
-from m3agent.engine.native.sampler import Sampler, seeded_generator
-from m3agent.engine.native.sampling_params import TokenSamplingParams
-from m3agent.engine.native.scheduler_output import SchedulerOutput
+
+from .attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .model_api import LayerCache, NativeModel
+from .sampler import Sampler, seeded_generator
+from .sampling_params import TokenSamplingParams
+from .scheduler_output import SchedulerOutput
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,14 +6,15 @@ tensors dispatch to kernels.ops like attention.py (kernels fall back to the *_to
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.attention import (
+
+from .attention import (
     gather_pages,
     kernel_op,
     masked_gqa,
     q_chunk,
     request_rows,
 )
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).

@@ -6,7 +6,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from .sampling_params import TokenSamplingParams
 
 
 class RequestStatus(enum.Enum):

@@ -8,7 +8,8 @@ tokens whatever else shares its batch.
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+
+from .sampling_params import TokenSamplingParams
 
 
 def seeded_generator(seed: int, device: torch.device | str) -> torch.Generator:

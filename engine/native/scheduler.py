@@ -11,9 +11,9 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from m3agent.engine.native.kv_cache_manager import KVCacheManager
-from m3agent.engine.native.request import Request, RequestStatus
-from m3agent.engine.native.scheduler_output import ScheduledRequest, SchedulerOutput
+from .kv_cache_manager import KVCacheManager
+from .request import Request, RequestStatus
+from .scheduler_output import ScheduledRequest, SchedulerOutput
 
 
 @dataclass(frozen=True, slots=True)

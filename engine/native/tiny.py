@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from m3agent.engine.m3 import tokens as m3tokens
-from m3agent.engine.m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
-from m3agent.engine.native.loader import quantize_fp8, quantize_mxfp8
+
+from ..m3 import tokens as m3tokens
+from ..m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
+from .loader import quantize_fp8, quantize_mxfp8
 
 PREFIX = "language_model."
 
@@ -69,7 +70,7 @@ def tiny_text_config(s: TinySpec, eos_id: int, bos_id: int) -> M3TextConfig:
 
 def random_weights(c: M3TextConfig, seed: int) -> dict[str, torch.Tensor]:
     """Text-layout names (`model.layers.N...`, `lm_head.weight`) -> fp32 tensors."""
-    from m3agent.engine.native.model import M3ForCausalLM
+    from .model import M3ForCausalLM
 
     g = torch.Generator().manual_seed(seed)
     shell = M3ForCausalLM(c, dtype=torch.float32, device="meta")
@@ -120,8 +121,9 @@ def write_tokenizer(path: Path) -> dict[str, int]:
 def write_tokenizer_for_vocab(path: Path, vocab: int) -> dict[str, int]:
     """The bundled M3-style BPE (engine/m3/tokenizer.py) when the vocabulary holds it, else the
     byte-level one above (small vocabularies keep tiny models tiny)."""
-    from m3agent.engine.m3.tokenizer import default_tokenizer_path, write_tokenizer_files
     from tokenizers import Tokenizer
+
+    from ..m3.tokenizer import default_tokenizer_path, write_tokenizer_files
 
     bundled = Tokenizer.from_file(str(default_tokenizer_path()))
     if vocab < bundled.get_vocab_size():

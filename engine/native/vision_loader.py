@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from m3agent.engine.native.vision import M3VisionTower, VisionConfig
+
+from .vision import M3VisionTower, VisionConfig
 
 VISION_FILE = "vision.safetensors"
 _PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")

@@ -30,7 +30,7 @@ spec = importlib.util.spec_from_file_location(
 mod = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = mod
 spec.loader.exec_module(mod)
-from m3agent.tools.sandbox.launch import main
+from .launch import main
 sys.exit(main(sys.argv[1:]))
 """
 

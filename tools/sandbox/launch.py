@@ -85,29 +85,29 @@ def _user_process_count() -> int:
 
 def _confine(spec: dict) -> None:
     """In the child: rlimits, then Landlock, then seccomp (last, since it limits prctl users)."""
-    from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
+    from .policy import Limits, SandboxMode, SandboxPolicy
 
     policy = SandboxPolicy.from_json(spec["policy"])
     if spec["rlimits"]:
         from dataclasses import replace
 
-        from m3agent.tools.sandbox import rlimits
+        from . import rlimits
 
         # RLIMIT_NPROC counts all of the user's processes, so allow for those already running.
         limits: Limits = replace(policy.limits, nproc=policy.limits.nproc + _user_process_count(),
                                  file_size_mb=spec.get("fsize_mb") or policy.limits.file_size_mb)
         rlimits.apply(limits)
     if spec["landlock"]:
-        from m3agent.tools.sandbox.landlock_rules import apply_policy
+        from .landlock_rules import apply_policy
 
         apply_policy(policy, Path(spec["run_dir"]), mounts_protect=spec.get("bwrap", False))
     if spec["seccomp"]:
-        from m3agent.tools.sandbox import seccomp
+        from . import seccomp
 
         seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False),
                         metadata=policy.mode is not SandboxMode.FULL_ACCESS)
     if spec.get("privileges"):
-        from m3agent.tools.sandbox import privileges
+        from . import privileges
 
         privileges.drop_all()
 
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> int:
         signal.signal(s, on_signal)
     agent = spec.get("agent_pid")
     if agent and spec.get("tree_kill", True):
-        from m3agent.tools.sandbox.privileges import die_with_parent
+        from .privileges import die_with_parent
 
         # When the agent dies (kill -9 included) we get SIGTERM and kill the whole tree.
         die_with_parent(signal.SIGTERM)
@@ -140,7 +140,7 @@ def main(argv: list[str]) -> int:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
         if agent and spec.get("tree_kill", True):
-            from m3agent.tools.sandbox.privileges import die_with_parent
+            from .privileges import die_with_parent
 
             die_with_parent(signal.SIGKILL)  # and the command if the launcher itself is killed
         try:

@@ -8,11 +8,6 @@ from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
 from m3agent.agent.ops import ApprovalDecision
-from m3agent.app.command_prefix import shown
-from m3agent.app.safe_text import visible
-from m3agent.app.tui.ports import ApprovalAnswer
-from m3agent.app.tui.widgets.diff_view import DiffView
-from m3agent.app.tui.widgets.tool_card import format_arguments
 from m3agent.tools.shell import Shell
 from rich.text import Text
 from textual.app import ComposeResult
@@ -20,6 +15,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
+
+from ...command_prefix import shown
+from ...safe_text import visible
+from ..ports import ApprovalAnswer
+from ..widgets.diff_view import DiffView
+from ..widgets.tool_card import format_arguments
 
 SHELL = Shell.name  # the tool whose calls get command-prefix approvals
 

@@ -7,13 +7,20 @@ from dataclasses import replace
 from typing import Any
 
 from m3agent.agent import events as ev
-from m3agent.app.safe_text import visible
-from m3agent.app.tui.approval_flow import ApprovalFlow
-from m3agent.app.tui.context_notice import describe_context_event
-from m3agent.app.tui.controller import SessionController
-from m3agent.app.tui.event_batch import batches, coalesce
-from m3agent.app.tui.history import append_history, load_history
-from m3agent.app.tui.messages import (
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Static
+
+from ...safe_text import visible
+from ..approval_flow import ApprovalFlow
+from ..context_notice import describe_context_event
+from ..controller import SessionController
+from ..event_batch import batches, coalesce
+from ..history import append_history, load_history
+from ..messages import (
     EngineProgress,
     EventStreamEnded,
     SessionEvent,
@@ -21,23 +28,17 @@ from m3agent.app.tui.messages import (
     SessionFailed,
     SessionReady,
 )
-from m3agent.app.tui.ports import TuiConfig
-from m3agent.app.tui.slash import SlashError, parse_slash
-from m3agent.app.tui.slash_actions import SlashActions
-from m3agent.app.tui.status import StatusState, engine_info, usage_fields
-from m3agent.app.tui.transcript import Transcript
-from m3agent.app.tui.widgets.activity_line import ActivityLine
-from m3agent.app.tui.widgets.command_menu import CommandMenu
-from m3agent.app.tui.widgets.conversation import Conversation
-from m3agent.app.tui.widgets.loading_view import LoadingView
-from m3agent.app.tui.widgets.prompt_input import PromptInput
-from m3agent.app.tui.widgets.status_bar import StatusBar
-from textual import on, work
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.screen import Screen
-from textual.timer import Timer
-from textual.widgets import Static
+from ..ports import TuiConfig
+from ..slash import SlashError, parse_slash
+from ..slash_actions import SlashActions
+from ..status import StatusState, engine_info, usage_fields
+from ..transcript import Transcript
+from ..widgets.activity_line import ActivityLine
+from ..widgets.command_menu import CommandMenu
+from ..widgets.conversation import Conversation
+from ..widgets.loading_view import LoadingView
+from ..widgets.prompt_input import PromptInput
+from ..widgets.status_bar import StatusBar
 
 WELCOME = "m3agent · type a task and press Enter · / opens the commands · /help lists the keys"
 QUIT_WINDOW_S = 2.0  # a second ctrl+c within this time quits

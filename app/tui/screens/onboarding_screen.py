@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from m3agent.app.safe_text import visible
-from m3agent.app.tui.onboarding import SetupChoice, SetupPort
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,6 +12,9 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
+
+from ...safe_text import visible
+from ..onboarding import SetupChoice, SetupPort
 
 CHOICES = (
     ("server", "A server: vLLM or any OpenAI-compatible endpoint (probed via /v1/models)"),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from m3agent.app.safe_text import visible
-from m3agent.app.tui.ports import SessionSummary
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -11,6 +9,9 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
+
+from ...safe_text import visible
+from ..ports import SessionSummary
 
 
 class SessionsScreen(ModalScreen[str | None]):

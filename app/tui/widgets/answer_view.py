@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from m3agent.app.safe_text import visible
 from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownStream
+
+from ...safe_text import visible
 
 
 class AnswerView(Markdown):

@@ -3,9 +3,10 @@ the focus; it moves the highlight (↑/↓) and takes the choice (Tab, Enter).""
 
 from __future__ import annotations
 
-from m3agent.app.tui.slash import SlashSpec, menu_matches
 from rich.text import Text
 from textual.widgets import Static
+
+from ..slash import SlashSpec, menu_matches
 
 
 class CommandMenu(Static):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from m3agent.app.safe_text import visible
 from rich.text import Text
 from textual.widgets import Static
+
+from ...safe_text import visible
 
 _STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 

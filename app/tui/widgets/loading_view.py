@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from m3agent.app.safe_text import visible
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
+
+from ...safe_text import visible
 
 
 class LoadingView(Horizontal):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from m3agent.app.safe_text import visible
 from textual.widgets import Static
+
+from ...safe_text import visible
 
 
 class NoticeView(Static):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from m3agent.app.safe_text import visible
 from textual.binding import Binding
 from textual.widgets import Static
+
+from ...safe_text import visible
 
 PREVIEW_LINES = 12
 MAX_LINES = 2000  # beyond this the tool itself truncates; keep the widget light too

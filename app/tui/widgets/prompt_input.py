@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from m3agent.app.tui.attachments import at_token, common_prefix, complete_path
-from m3agent.app.tui.widgets.command_menu import CommandMenu
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
+
+from ..attachments import at_token, common_prefix, complete_path
+from .command_menu import CommandMenu
 
 _NEWLINE_KEYS = frozenset({"ctrl+j", "shift+enter", "alt+enter", "newline"})
 

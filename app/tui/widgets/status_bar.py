@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from m3agent.app.safe_text import visible
-from m3agent.app.tui.status import StatusState
 from rich.text import Text
 from textual.widgets import Static
+
+from ...safe_text import visible
+from ..status import StatusState
 
 
 class StatusBar(Static):

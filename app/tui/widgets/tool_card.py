@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from m3agent.app.safe_text import visible
-from m3agent.app.tui.widgets.diff_view import DiffView
-from m3agent.app.tui.widgets.output_view import OutputView
 from rich.text import Text
 from textual.containers import Vertical
 from textual.widgets import Static
+
+from ...safe_text import visible
+from .diff_view import DiffView
+from .output_view import OutputView
 
 _STATUS = {
     "running": ("⋯ running", "yellow"),

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from m3agent.app.safe_text import visible
 from rich.text import Text
 from textual.widgets import Static
+
+from ...safe_text import visible
 
 
 class UserMessage(Static):

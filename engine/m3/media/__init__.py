@@ -1,10 +1,10 @@
 """Images and videos for M3 (SPEC §5): CPU preprocessing shared by every backend."""
 
-from m3agent.engine.m3.media.config import MediaConfig, MediaLimits
-from m3agent.engine.m3.media.errors import MediaError
-from m3agent.engine.m3.media.image import load_image
-from m3agent.engine.m3.media.load import load_media
-from m3agent.engine.m3.media.placeholders import (
+from .config import MediaConfig, MediaLimits
+from .errors import MediaError
+from .image import load_image
+from .load import load_media
+from .placeholders import (
     IMAGE_TOKEN,
     VIDEO_TOKEN,
     VISION_END,
@@ -13,9 +13,9 @@ from m3agent.engine.m3.media.placeholders import (
     expand_prompt_ids,
     expand_prompt_text,
 )
-from m3agent.engine.m3.media.result import MediaInput
-from m3agent.engine.m3.media.sampling import sample_frame_indices
-from m3agent.engine.m3.media.video import load_video, probe_video
+from .result import MediaInput
+from .sampling import sample_frame_indices
+from .video import load_video, probe_video
 
 __all__ = [
     "IMAGE_TOKEN",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from m3agent.engine.api import EngineRequestError
+from ...api import EngineRequestError
 
 
 class MediaError(EngineRequestError):

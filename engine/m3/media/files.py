@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from m3agent.engine.m3.media.errors import MediaError
+from .errors import MediaError
 
 # Leading bytes of the containers we accept, to tell "an image" from "a video" from "neither"
 # without trusting the file name.

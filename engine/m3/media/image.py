@@ -6,13 +6,14 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from m3agent.engine.m3.media.config import MediaConfig, MediaLimits
-from m3agent.engine.m3.media.errors import MediaError
-from m3agent.engine.m3.media.files import check_file
-from m3agent.engine.m3.media.patches import frames_to_patches
-from m3agent.engine.m3.media.resize import smart_resize
-from m3agent.engine.m3.media.result import MediaInput
 from PIL import Image, ImageOps, UnidentifiedImageError
+
+from .config import MediaConfig, MediaLimits
+from .errors import MediaError
+from .files import check_file
+from .patches import frames_to_patches
+from .resize import smart_resize
+from .result import MediaInput
 
 SUPPORTED_FORMATS = frozenset({"PNG", "JPEG", "MPO", "WEBP", "GIF", "BMP"})
 

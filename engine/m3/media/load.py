@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from m3agent.engine.api import MediaPart
-from m3agent.engine.m3.media.config import MediaConfig, MediaLimits
-from m3agent.engine.m3.media.errors import MediaError
-from m3agent.engine.m3.media.files import check_file, sniff_kind
-from m3agent.engine.m3.media.image import load_image
-from m3agent.engine.m3.media.result import MediaInput
-from m3agent.engine.m3.media.video import load_video
+from ...api import MediaPart
+from .config import MediaConfig, MediaLimits
+from .errors import MediaError
+from .files import check_file, sniff_kind
+from .image import load_image
+from .result import MediaInput
+from .video import load_video
 
 
 def load_media(

@@ -13,13 +13,14 @@ import io
 from pathlib import Path
 from typing import Any
 
-from m3agent.engine.api import MediaPart
-from m3agent.engine.m3.media.config import MediaConfig, MediaLimits
-from m3agent.engine.m3.media.image import load_image
-from m3agent.engine.m3.media.patches import patches_to_frames
-from m3agent.engine.m3.media.result import MediaInput
-from m3agent.engine.m3.media.video import probe_video
 from PIL import Image
+
+from ...api import MediaPart
+from .config import MediaConfig, MediaLimits
+from .image import load_image
+from .patches import patches_to_frames
+from .result import MediaInput
+from .video import probe_video
 
 _VIDEO_MIME = {
     "mov,mp4,m4a,3gp,3g2,mj2": "video/mp4",

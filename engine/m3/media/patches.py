@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from m3agent.engine.m3.media.config import MediaConfig
+
+from .config import MediaConfig
 
 
 def _group_patches(group: np.ndarray, cfg: MediaConfig) -> np.ndarray:

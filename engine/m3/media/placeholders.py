@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from m3agent.engine.m3.media.result import MediaInput
+from .result import MediaInput
 
 IMAGE_TOKEN = "]<]image[>["
 VIDEO_TOKEN = "]<]video[>["

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import av
 import numpy as np
-from m3agent.engine.m3.media.config import MediaConfig, MediaLimits
-from m3agent.engine.m3.media.errors import MediaError
-from m3agent.engine.m3.media.files import check_file
-from m3agent.engine.m3.media.image import resize_frame
-from m3agent.engine.m3.media.patches import frames_to_patches
-from m3agent.engine.m3.media.resize import smart_resize
-from m3agent.engine.m3.media.result import MediaInput
-from m3agent.engine.m3.media.sampling import FrameSampler, group_timestamps
+
+from .config import MediaConfig, MediaLimits
+from .errors import MediaError
+from .files import check_file
+from .image import resize_frame
+from .patches import frames_to_patches
+from .resize import smart_resize
+from .result import MediaInput
+from .sampling import FrameSampler, group_timestamps
 
 # A stream may stop this much before its declared duration and still count as complete
 # (B-frame reordering, audio-longer-than-video containers).

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from m3agent.engine.m3.media.config import MediaConfig
-from m3agent.engine.m3.media.patches import patches_to_frames
-from m3agent.engine.m3.media.result import MediaInput
 from PIL import Image
+
+from .config import MediaConfig
+from .patches import patches_to_frames
+from .result import MediaInput
 
 
 def video_frames(item: MediaInput, cfg: MediaConfig | None = None):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+
+from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 FP8_DTYPES = (torch.float8_e4m3fn,)
 # log2(e): the kernels run the softmax in base 2 (exp2), as SPEC 2.5 says vLLM's do.

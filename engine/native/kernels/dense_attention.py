@@ -13,15 +13,16 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.kernels.common import (
+
+from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .common import (
     LOG2E,
     gather_request_kv,
     next_pow2,
     online_softmax_step,
     query_tiles,
 )
-from m3agent.engine.native.kernels.split_k_merge import _merge
+from .split_k_merge import _merge
 
 
 @triton.jit

@@ -12,8 +12,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.kernels.insert import reference_insert_index, reference_insert_kv
+
+from ..attention_metadata import BLOCK_SIZE
+from .insert import reference_insert_index, reference_insert_kv
 
 
 @triton.jit

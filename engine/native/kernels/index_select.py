@@ -16,9 +16,10 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.kernels.common import gather_request_index, next_pow2, query_tiles
-from m3agent.engine.native.kernels.topk import topk_blocks
+
+from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .common import gather_request_index, next_pow2, query_tiles
+from .topk import topk_blocks
 
 NEG_INF = float("-inf")
 

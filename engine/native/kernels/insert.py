@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE
+
+from ..attention_metadata import BLOCK_SIZE
 
 FP8_MAX = 448.0
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.kernels.swiglu import swiglu_oai_merged
+
+from .swiglu import swiglu_oai_merged
 
 FORMATS = ("bf16", "fp8", "mxfp8")
 _FMT = {f: i for i, f in enumerate(FORMATS)}
@@ -169,7 +170,7 @@ def reference(x, w13, w2, topk_weights, topk_ids, alpha=1.702, limit=7.0, beta=1
               fmt="bf16", w13_scale=None, w2_scale=None) -> torch.Tensor:
     """Per-expert loop in fp32 over dequantised weights (the activation rounded to x's dtype
     between the GEMMs, as the kernel path stores it)."""
-    from m3agent.engine.native.kernels.swiglu import reference as swiglu_ref
+    from .swiglu import reference as swiglu_ref
     def one(w, s, e):  # only the routed experts: M3's 128 in fp32 would be 29 GB
         return dequantize(w[e:e + 1], None if s is None else s[e:e + 1], fmt)[0]
 

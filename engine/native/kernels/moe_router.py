@@ -8,7 +8,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.kernels.common import next_pow2
+
+from .common import next_pow2
 
 
 @triton.jit
@@ -49,6 +50,6 @@ def route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
 
 
 def reference(logits, bias, top_k, scaling):
-    from m3agent.engine.native.layers.moe import route as torch_route
+    from ..layers.moe import route as torch_route
     w, ids = torch_route(logits, bias, top_k, scaling)
     return w, ids.to(torch.int32)

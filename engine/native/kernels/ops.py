@@ -3,15 +3,15 @@ the plain-torch paths in engine/native/msa.py and attention.py)."""
 
 from __future__ import annotations
 
-from m3agent.engine.native.kernels.add_rmsnorm import add_rmsnorm
-from m3agent.engine.native.kernels.dense_attention import dense_attention
-from m3agent.engine.native.kernels.fused_qknorm_rope import fused_qknorm_rope_insert
-from m3agent.engine.native.kernels.index_select import index_select_blocks
-from m3agent.engine.native.kernels.insert import insert_index, insert_kv
-from m3agent.engine.native.kernels.moe_grouped import grouped_moe
-from m3agent.engine.native.kernels.moe_router import route
-from m3agent.engine.native.kernels.sparse_attention import sparse_attention
-from m3agent.engine.native.kernels.swiglu import swiglu_oai_merged
+from .add_rmsnorm import add_rmsnorm
+from .dense_attention import dense_attention
+from .fused_qknorm_rope import fused_qknorm_rope_insert
+from .index_select import index_select_blocks
+from .insert import insert_index, insert_kv
+from .moe_grouped import grouped_moe
+from .moe_router import route
+from .sparse_attention import sparse_attention
+from .swiglu import swiglu_oai_merged
 
 __all__ = [
     "add_rmsnorm",

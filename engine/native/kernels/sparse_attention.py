@@ -16,19 +16,20 @@ split_k_merge.py.
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.kernels.common import gather_request_kv, token_to_request
-from m3agent.engine.native.kernels.sparse_decode import (  # noqa: F401  (re-exported)
+
+from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .common import gather_request_kv, token_to_request
+from .sparse_decode import (  # noqa: F401  (re-exported)
     decode_chunks,
     sparse_attention_decode,
 )
-from m3agent.engine.native.kernels.sparse_prefill import (  # noqa: F401  (re-exported)
+from .sparse_prefill import (  # noqa: F401  (re-exported)
     build_block_work,
     prefill_plan,
     sparse_attention_prefill,
     sparse_attention_prefill_planned,
 )
-from m3agent.engine.native.kernels.split_k_merge import _merge  # noqa: F401  (re-exported)
+from .split_k_merge import _merge  # noqa: F401  (re-exported)
 
 
 def sparse_attention(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> torch.Tensor:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+
+from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 
 @dataclass(frozen=True, slots=True)

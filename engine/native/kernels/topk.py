@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from m3agent.engine.native.kernels.common import next_pow2
+
+from .common import next_pow2
 
 
 @triton.jit

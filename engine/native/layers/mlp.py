@@ -4,9 +4,10 @@ gate_proj / up_proj / down_proj)."""
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.attention import kernel_op
-from m3agent.engine.native.layers.linear import FusedWeights, Linear
 from torch import nn
+
+from ..attention import kernel_op
+from .linear import FusedWeights, Linear
 
 
 def swiglu_oai(gate: torch.Tensor, up: torch.Tensor, alpha: float = 1.702,

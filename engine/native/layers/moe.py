@@ -8,9 +8,10 @@ Checkpoint names: block_sparse_moe.gate.weight, .e_score_correction_bias,
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.attention import kernel_op
-from m3agent.engine.native.layers.mlp import SwigluOAIMLP
 from torch import nn
+
+from ..attention import kernel_op
+from .mlp import SwigluOAIMLP
 
 
 def route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,

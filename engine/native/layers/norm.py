@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.attention import kernel_op
 from torch import nn
+
+from ..attention import kernel_op
 
 
 class GemmaRMSNorm(nn.Module):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 
 import torch
-from m3agent.engine.m3.config import RopeScaling
 from torch import nn
+
+from ...m3.config import RopeScaling
 
 
 def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
