@@ -53,8 +53,9 @@ def _rule_verdict(tool_name: str, rules: tuple[ToolRule, ...]) -> Verdict | None
     return max(matching, key=lambda a: _STRENGTH[a])
 
 
-def _sandbox_would_block(sandbox: Sandbox | SandboxPolicy | None, touches: Touches | None,
-                         mutates: bool) -> bool:
+def _sandbox_would_block(
+    sandbox: Sandbox | SandboxPolicy | None, touches: Touches | None, mutates: bool
+) -> bool:
     """From the paths the call declares (touches); a call that declared nothing (its
     arguments did not parse) is judged by the mode alone: no change in a read-only sandbox."""
     if sandbox is None:
@@ -71,8 +72,12 @@ def _sandbox_would_block(sandbox: Sandbox | SandboxPolicy | None, touches: Touch
 class ApprovalGate:
     """Decides per call; remembers "approve for this session" answers."""
 
-    def __init__(self, policy: str, rules: tuple[ToolRule, ...] = (),
-                 persist: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        policy: str,
+        rules: tuple[ToolRule, ...] = (),
+        persist: Callable[[str], None] | None = None,
+    ):
         self.policy = ApprovalPolicy(policy)
         self.rules = rules
         self.persist = persist

@@ -74,8 +74,11 @@ def mechanical_summary(messages: Sequence[api.Message]) -> str:
 
 
 async def model_summary(
-    engine: Any, messages: Sequence[api.Message], tools: Sequence[dict[str, Any]],
-    sampling: api.SamplingParams, session_thinking_mode: str = "adaptive",
+    engine: Any,
+    messages: Sequence[api.Message],
+    tools: Sequence[dict[str, Any]],
+    sampling: api.SamplingParams,
+    session_thinking_mode: str = "adaptive",
 ) -> tuple[str, api.Usage | None]:
     """The model's own summary, or ("", None) when it gave none."""
     request = api.ChatRequest(

@@ -125,8 +125,12 @@ def _listing(paths: list[str]) -> tuple[str, str]:
 _COUNT_CHUNK = 256
 
 
-def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig,
-                   progress: Callable[[Progress], None] | None = None) -> Snapshot:
+def build_snapshot(
+    root: Path,
+    tokenizer: Any,
+    config: SnapshotConfig,
+    progress: Callable[[Progress], None] | None = None,
+) -> Snapshot:
     """Deterministic for the same files, rules, budget and tokenizer. progress: called with
     Progress events (files listed, read, tokens counted), a few per second at most."""
     started = time.perf_counter()
@@ -155,7 +159,7 @@ def build_snapshot(root: Path, tokenizer: Any, config: SnapshotConfig,
     sections = [_section(p, texts[p]) for p in order]
     section_tokens: list[int] = []
     for k in range(0, len(sections), _COUNT_CHUNK):
-        section_tokens += counter.count(sections[k:k + _COUNT_CHUNK])
+        section_tokens += counter.count(sections[k : k + _COUNT_CHUNK])
         if tally is not None:
             tally.counted(sum(section_tokens[k:]))
     path_tokens = counter.count([p + "\n" for p in order], remember=False) if order else []

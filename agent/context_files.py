@@ -36,18 +36,54 @@ IGNORE_FILE = ".m3agentignore"
 
 # Built-in skip rules, gitignore syntax, grouped by the reason reported.
 LOCK_FILES = (
-    "package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock", "uv.lock",
-    "Pipfile.lock", "composer.lock", "Gemfile.lock", "go.sum", "flake.lock", "*.lock",
-    "npm-shrinkwrap.json", "bun.lockb",
+    "package-lock.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "Cargo.lock",
+    "uv.lock",
+    "Pipfile.lock",
+    "composer.lock",
+    "Gemfile.lock",
+    "go.sum",
+    "flake.lock",
+    "*.lock",
+    "npm-shrinkwrap.json",
+    "bun.lockb",
 )
 VENDORED = (
-    "vendor/", "vendors/", "node_modules/", "third_party/", "third-party/", "bower_components/",
-    ".venv/", "venv/", "site-packages/", "Pods/",
+    "vendor/",
+    "vendors/",
+    "node_modules/",
+    "third_party/",
+    "third-party/",
+    "bower_components/",
+    ".venv/",
+    "venv/",
+    "site-packages/",
+    "Pods/",
 )
 GENERATED = (
-    "*.min.js", "*.min.css", "*.map", "*_pb2.py", "*_pb2_grpc.py", "*.pb.go", "*.pb.cc",
-    "*.pb.h", "*.generated.*", "__pycache__/", "*.egg-info/", "dist/", "build/", ".tox/",
-    ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", "*.pyc", "coverage.xml", "htmlcov/",
+    "*.min.js",
+    "*.min.css",
+    "*.map",
+    "*_pb2.py",
+    "*_pb2_grpc.py",
+    "*.pb.go",
+    "*.pb.cc",
+    "*.pb.h",
+    "*.generated.*",
+    "__pycache__/",
+    "*.egg-info/",
+    "dist/",
+    "build/",
+    ".tox/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+    "*.pyc",
+    "coverage.xml",
+    "htmlcov/",
 )
 DATA = ("*.svg", "*.csv", "*.tsv", "*.jsonl", "*.ndjson", "__snapshots__/", "*.ipynb")
 BINARY_EXTENSIONS = frozenset(
@@ -101,8 +137,12 @@ class SnapshotProgress:
     Progress events to `report`, at most once per `interval_s` apart from the first listing and
     the end: 100,000 files must not become 100,000 updates."""
 
-    def __init__(self, report: Callable[[Progress], None], interval_s: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        report: Callable[[Progress], None],
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._report = report
         self._interval = interval_s
         self._clock = clock
@@ -132,10 +172,20 @@ class SnapshotProgress:
         if not force and now - self._last < self._interval:
             return
         self._last = now
-        message = (f"repository snapshot: {self.listed:,} files listed, {self.read:,} read, "
-                   f"{self.tokens:,} tokens")
-        self._report(Progress(stage=ProgressStage.SNAPSHOT, message=message, done=self.read,
-                              total=self.listed, unit="files", final=final))
+        message = (
+            f"repository snapshot: {self.listed:,} files listed, {self.read:,} read, "
+            f"{self.tokens:,} tokens"
+        )
+        self._report(
+            Progress(
+                stage=ProgressStage.SNAPSHOT,
+                message=message,
+                done=self.read,
+                total=self.listed,
+                unit="files",
+                final=final,
+            )
+        )
 
 
 class _Patterns:
@@ -159,8 +209,9 @@ class _Patterns:
 
     def _last(self, path: str, is_dir: bool) -> int:
         if self._any is None:
-            self._any = re.compile("|".join(f"(?:{r.regex.pattern})" for r, _ in self._rules)
-                                   or "(?!)")
+            self._any = re.compile(
+                "|".join(f"(?:{r.regex.pattern})" for r, _ in self._rules) or "(?!)"
+            )
         if not self._any.match(path):
             return -1
         for k in range(len(self._rules) - 1, -1, -1):
@@ -202,8 +253,9 @@ def _git_files(root: Path) -> tuple[list[str], set[str], str | None] | None:
     return files, changed, None
 
 
-def list_candidates(root: Path, rules: FileRules, progress: SnapshotProgress | None = None
-                    ) -> tuple[list[Candidate], list[Skipped]]:
+def list_candidates(
+    root: Path, rules: FileRules, progress: SnapshotProgress | None = None
+) -> tuple[list[Candidate], list[Skipped]]:
     """Files that may enter the snapshot (stable first, then changed; each by path) and the
     ones skipped by name-based rules, with their reasons. Content checks come later.
     progress: told how many candidates there are once they are known."""
@@ -309,6 +361,9 @@ def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str
         head = text[:400].lower()
         if any(m in head for m in _GENERATED_MARKERS):
             return None, "generated"
-        if len(text) > MAX_LINE_CHARS and max(map(len, text.splitlines()), default=0) > MAX_LINE_CHARS:
+        if (
+            len(text) > MAX_LINE_CHARS
+            and max(map(len, text.splitlines()), default=0) > MAX_LINE_CHARS
+        ):
             return None, "minified or data (very long lines)"
     return text, ""

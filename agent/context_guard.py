@@ -25,25 +25,85 @@ from pathlib import Path
 
 # gitignore syntax (a pattern without "/" matches the name at any depth; "dir/" a directory).
 SECRET_NAMES: tuple[str, ...] = (
-    ".env", ".env.*", "*.env", ".envrc", ".flaskenv",
-    "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.ppk", "*.kdbx", "*.keytab",
-    "*.gpg", "*.pgp", "*.tfstate", "*.tfstate.*", "*.tfvars",
-    "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*_rsa", "*_ed25519", "known_hosts",
+    ".env",
+    ".env.*",
+    "*.env",
+    ".envrc",
+    ".flaskenv",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.ppk",
+    "*.kdbx",
+    "*.keytab",
+    "*.gpg",
+    "*.pgp",
+    "*.tfstate",
+    "*.tfstate.*",
+    "*.tfvars",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*_rsa",
+    "*_ed25519",
+    "known_hosts",
     "authorized_keys",
-    ".netrc", "_netrc", ".npmrc", ".pypirc", ".git-credentials", ".gitcredentials", ".pgpass",
-    ".my.cnf", ".htpasswd", ".boto", ".s3cfg", ".vault-token", ".terraformrc", "terraform.rc",
-    ".dockercfg", "credentials", "credentials.*", "*credentials*.json", "*.credentials",
-    "service-account*.json", "secrets.*", ".secrets", "*.secret", "*.secrets",
-    ".bash_history", ".zsh_history", ".python_history", ".psql_history",
-    ".mysql_history", ".lesshst", ".viminfo",
-    ".ssh/", ".aws/", ".gnupg/", ".kube/", ".azure/", ".docker/", ".password-store/",
-    ".config/gh/", ".config/gcloud/", ".config/hub", ".local/share/keyrings/",
-    ".mozilla/", ".config/google-chrome/", ".config/chromium/", ".thunderbird/",
+    ".netrc",
+    "_netrc",
+    ".npmrc",
+    ".pypirc",
+    ".git-credentials",
+    ".gitcredentials",
+    ".pgpass",
+    ".my.cnf",
+    ".htpasswd",
+    ".boto",
+    ".s3cfg",
+    ".vault-token",
+    ".terraformrc",
+    "terraform.rc",
+    ".dockercfg",
+    "credentials",
+    "credentials.*",
+    "*credentials*.json",
+    "*.credentials",
+    "service-account*.json",
+    "secrets.*",
+    ".secrets",
+    "*.secret",
+    "*.secrets",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    ".lesshst",
+    ".viminfo",
+    ".ssh/",
+    ".aws/",
+    ".gnupg/",
+    ".kube/",
+    ".azure/",
+    ".docker/",
+    ".password-store/",
+    ".config/gh/",
+    ".config/gcloud/",
+    ".config/hub",
+    ".local/share/keyrings/",
+    ".mozilla/",
+    ".config/google-chrome/",
+    ".config/chromium/",
+    ".thunderbird/",
 )
 
 # (why, pattern): shapes of private keys and tokens that are secret wherever they appear.
 SECRET_CONTENT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (why, re.compile(rx)) for why, rx in (
+    (why, re.compile(rx))
+    for why, rx in (
         ("a private key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"),
         ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
         ("an AWS access key", r"\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b"),
@@ -70,8 +130,12 @@ def secret_in_text(text: str) -> str | None:
 def unsafe_rel(rel: str) -> bool:
     """A listed path that does not name a file strictly beneath the root (a hostile index can
     hold `../x`; git itself would refuse to check it out)."""
-    return (not rel or rel.startswith("/") or "\0" in rel
-            or any(p in ("", ".", "..", ".git") for p in rel.split("/")))
+    return (
+        not rel
+        or rel.startswith("/")
+        or "\0" in rel
+        or any(p in ("", ".", "..", ".git") for p in rel.split("/"))
+    )
 
 
 class Refused(Exception):
@@ -131,5 +195,7 @@ def workspace_refusal(cwd: Path, home: Path | None = None) -> str | None:
         what = f"a directory holding your home directory ({home})"
     else:
         return None
-    return (f"refusing to start in {where}: it is {what}, and the whole of it would become the "
-            "workspace; start in a project directory, or pass --allow-home to insist")
+    return (
+        f"refusing to start in {where}: it is {what}, and the whole of it would become the "
+        "workspace; start in a project directory, or pass --allow-home to insist"
+    )

@@ -109,8 +109,12 @@ class Conversation:
             raise SessionLogError(f"session log {path} already exists")
         # The header appears whole or not at all (written aside, then linked into place): a
         # crash at any point never leaves a log that cannot be loaded.
-        header = json.dumps({"kind": "session", "v": LOG_VERSION, **_meta_dict(meta)},
-                            ensure_ascii=False) + "\n"
+        header = (
+            json.dumps(
+                {"kind": "session", "v": LOG_VERSION, **_meta_dict(meta)}, ensure_ascii=False
+            )
+            + "\n"
+        )
         tmp = sessions_dir / f".{sid}.{os.getpid()}.new"
         with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
             f.write(header)

@@ -18,8 +18,10 @@ from pathlib import Path
 from m3agent.engine.api import Message
 from m3agent.tools.private_fs import open_private
 
-INTERRUPTED = ("[interrupted: m3agent stopped before this tool call finished, so it has no "
-               "result; it may have run in part. Check the workspace before repeating it.]")
+INTERRUPTED = (
+    "[interrupted: m3agent stopped before this tool call finished, so it has no "
+    "result; it may have run in part. Check the workspace before repeating it.]"
+)
 
 
 class LogInUse(Exception):
@@ -67,8 +69,10 @@ def cut_torn_tail(path: Path) -> str | None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    return (f"the session log ended in a torn line ({len(last)} bytes, from a crash mid-write); "
-            f"cut off, kept in {backup.name}")
+    return (
+        f"the session log ended in a torn line ({len(last)} bytes, from a crash mid-write); "
+        f"cut off, kept in {backup.name}"
+    )
 
 
 def close_unanswered(messages: list[Message]) -> tuple[int, list[Message], list[str]] | None:

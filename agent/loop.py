@@ -47,7 +47,11 @@ class _Usage:
 
     def freeze(self) -> api.Usage:
         return api.Usage(
-            self.prompt, self.cached, self.generated, self.ttft, self.total or None,
+            self.prompt,
+            self.cached,
+            self.generated,
+            self.ttft,
+            self.total or None,
             self.miss_reason,
         )
 
@@ -104,7 +108,11 @@ async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) 
 
 
 async def run_turn(
-    deps: LoopDeps, control: TurnControl, op: UserTurn, turn: int, thinking_mode: str,
+    deps: LoopDeps,
+    control: TurnControl,
+    op: UserTurn,
+    turn: int,
+    thinking_mode: str,
     session_thinking_mode: str = "adaptive",
 ) -> ev.TurnComplete:
     """`thinking_mode` is this turn's (the generation prefix); `session_thinking_mode` the one
@@ -163,7 +171,9 @@ async def run_turn(
             if finished is not None:
                 u = finished.usage if deps.cache is None else deps.cache.annotate(finished.usage)
                 usage.add(u)
-                await deps.emit(ev.ModelRequestFinished(usage=u, finish_reason=finished.finish_reason))
+                await deps.emit(
+                    ev.ModelRequestFinished(usage=u, finish_reason=finished.finish_reason)
+                )
             pending = list(msg.tool_calls)
             if not pending:
                 return done("done")

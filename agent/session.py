@@ -127,11 +127,14 @@ class Session:
         closed = conv.close_unanswered_calls()
         notes = list(conv.repairs)
         if closed:
-            notes.append(f"{len(closed)} tool call(s) had no result (the session stopped while "
-                         "they ran); each now has an \"interrupted\" result")
+            notes.append(
+                f"{len(closed)} tool call(s) had no result (the session stopped while "
+                'they ran); each now has an "interrupted" result'
+            )
         if notes:
-            repair = ev.ContextEvent(action="repair", detail={"notes": notes,
-                                                               "interrupted_calls": closed})
+            repair = ev.ContextEvent(
+                action="repair", detail={"notes": notes, "interrupted_calls": closed}
+            )
             kwargs["startup_events"] = (*kwargs.get("startup_events", ()), repair)
         return cls(engine, toolset, config, conversation=conv, cwd=where, resumed=True, **kwargs)
 
@@ -217,8 +220,9 @@ class Session:
         if self.toolset is not None:  # MCP servers stop with the session
             await asyncio.to_thread(self.toolset.close)
 
-    def replace_toolset(self, toolset: ToolsetProtocol,
-                        detail: dict[str, Any] | None = None) -> ToolsetProtocol | None:
+    def replace_toolset(
+        self, toolset: ToolsetProtocol, detail: dict[str, Any] | None = None
+    ) -> ToolsetProtocol | None:
         """Between turns only: the next request carries the new tools. The tools open the
         prompt, so that request recomputes it all; the cache figures say why. Returns the old
         toolset (the caller closes it). Front ends call this only on the user's word."""
@@ -282,9 +286,16 @@ class Session:
         # The whole conversation as the engine last saw it (prompt + output); 0 before any.
         last = self.cache.history[-1] if self.cache.history else None
         recompute = self.cache.last_total_tokens or (last.prompt_tokens if last else 0)
-        self._put(ev.ContextEvent(action="thinking_default", detail={
-            "mode": mode, "previous": self.session_thinking_mode, "recompute_tokens": recompute,
-        }))
+        self._put(
+            ev.ContextEvent(
+                action="thinking_default",
+                detail={
+                    "mode": mode,
+                    "previous": self.session_thinking_mode,
+                    "recompute_tokens": recompute,
+                },
+            )
+        )
         self.session_thinking_mode = mode
         self.conversation.log_setting(session_thinking_mode=mode)
 
@@ -297,8 +308,11 @@ class Session:
         snapshot = None
         if refresh:
             if self.snapshot_builder is None:
-                self._put(ev.Error(message="this session has no repository snapshot to refresh",
-                                   kind="usage"))
+                self._put(
+                    ev.Error(
+                        message="this session has no repository snapshot to refresh", kind="usage"
+                    )
+                )
                 return
             try:
                 loop = asyncio.get_running_loop()
@@ -313,8 +327,13 @@ class Session:
         tools = tuple(self.toolset.schemas()) if self.toolset is not None else ()
         try:
             event = await compact(
-                self.conversation, self.engine, tools=tools, sampling=self.config.sampling,
-                cache=self.cache, trigger=trigger, new_snapshot=snapshot,
+                self.conversation,
+                self.engine,
+                tools=tools,
+                sampling=self.config.sampling,
+                cache=self.cache,
+                trigger=trigger,
+                new_snapshot=snapshot,
                 session_thinking_mode=self.session_thinking_mode,
             )
         except Exception as e:  # a bug in compaction: report it, keep the session usable

@@ -45,10 +45,14 @@ async def ask_approval(
     deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str
 ) -> ApprovalDecision:
     # The same context the call will run with (a shell preview shows its timeout).
-    ctx = ToolContext(cwd=deps.cwd, sandbox=deps.sandbox, timeout_s=deps.config.tool_timeout_s,
-                      env=deps.tool_env)
-    preview = (await asyncio.to_thread(_preview, deps.toolset, call, ctx)
-               if deps.toolset is not None else None)
+    ctx = ToolContext(
+        cwd=deps.cwd, sandbox=deps.sandbox, timeout_s=deps.config.tool_timeout_s, env=deps.tool_env
+    )
+    preview = (
+        await asyncio.to_thread(_preview, deps.toolset, call, ctx)
+        if deps.toolset is not None
+        else None
+    )
     fut: asyncio.Future = asyncio.get_running_loop().create_future()
     control.approvals[call.id] = fut
     try:
@@ -107,8 +111,13 @@ def _dispatch_sync(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -
 async def record_result(deps: LoopDeps, call: ToolCall, result: ToolResult) -> None:
     """Log the tool message (before anything else happens), then tell the front ends."""
     deps.conversation.append(
-        Message(role="tool", content=result.output, tool_call_id=call.id, name=call.name,
-                media=result_media(result))
+        Message(
+            role="tool",
+            content=result.output,
+            tool_call_id=call.id,
+            name=call.name,
+            media=result_media(result),
+        )
     )
     await deps.emit(
         ev.ToolCallFinished(
@@ -133,8 +142,11 @@ async def run_call(
         try:
             touches = deps.toolset.touches(call.name, call.arguments)
         except Exception as e:  # a tool bug: fail closed, with one result as always
-            return ToolResult(f"not run: cannot tell what {call.name} would touch "
-                              f"({type(e).__name__}: {e})", is_error=True, metadata={"denied": True})
+            return ToolResult(
+                f"not run: cannot tell what {call.name} would touch ({type(e).__name__}: {e})",
+                is_error=True,
+                metadata={"denied": True},
+            )
         check = deps.gate.check(
             call.name, touches, mutates=mutates, risky=cls.risky, sandbox=deps.sandbox
         )

@@ -1,4 +1,4 @@
-""""Always allow this command prefix": which shell commands an approved prefix covers.
+""" "Always allow this command prefix": which shell commands an approved prefix covers.
 
 A prefix is the command's first word, or its first two for tools whose second word picks the
 action (`git status`, `npm test`, `python -m pytest`). A command with shell syntax (`;`, `&&`,
@@ -11,10 +11,31 @@ from __future__ import annotations
 import shlex
 
 # The second word of these names the action: allowing `git status` must not allow `git push`.
-_SUBCOMMAND_TOOLS = frozenset({
-    "git", "npm", "pnpm", "yarn", "bun", "cargo", "go", "uv", "pip", "pip3", "poetry",
-    "docker", "kubectl", "make", "just", "dotnet", "gradle", "mvn", "hatch", "tox", "nox",
-})
+_SUBCOMMAND_TOOLS = frozenset(
+    {
+        "git",
+        "npm",
+        "pnpm",
+        "yarn",
+        "bun",
+        "cargo",
+        "go",
+        "uv",
+        "pip",
+        "pip3",
+        "poetry",
+        "docker",
+        "kubectl",
+        "make",
+        "just",
+        "dotnet",
+        "gradle",
+        "mvn",
+        "hatch",
+        "tox",
+        "nox",
+    }
+)
 _PYTHONS = frozenset({"python", "python3"})
 _SHELL_SYNTAX = frozenset(";&|`$<>(){}\n\r\\*?[]!#~")
 

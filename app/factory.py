@@ -57,8 +57,10 @@ def local_chat_files(model: str | None) -> dict[str, Any]:
 
     try:
         path = resolve_model(model, local_only=True, check=False).path
-        return {"tokenizer": M3Tokenizer.from_model_dir(path),
-                "template": ChatTemplate.from_model_dir(path)}
+        return {
+            "tokenizer": M3Tokenizer.from_model_dir(path),
+            "template": ChatTemplate.from_model_dir(path),
+        }
     except (ValueError, OSError, EngineUnavailable):
         return {}
 
@@ -98,9 +100,12 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
         return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype)
     from .warm import load_progress
 
-    return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype,
-                                     progress=lambda done, total: progress(
-                                         load_progress(done, total)))
+    return engine_cls.from_model_dir(
+        model_dir,
+        device=device,
+        dtype=dtype,
+        progress=lambda done, total: progress(load_progress(done, total)),
+    )
 
 
 def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
@@ -125,8 +130,14 @@ def attach_to_server(settings: Settings) -> Any:
     return attach(settings)
 
 
-def build_engine(settings: Settings, *, script: Path | None = None, attach: bool = True,
-                 start_server: bool = False, progress: Report | None = None) -> Any:
+def build_engine(
+    settings: Settings,
+    *,
+    script: Path | None = None,
+    attach: bool = True,
+    start_server: bool = False,
+    progress: Report | None = None,
+) -> Any:
     """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.
 
     attach: use a running `m3agent serve` of the same model instead of loading it again.
@@ -190,8 +201,14 @@ def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) ->
         ours = version("m3agent")
     except PackageNotFoundError:
         ours = "0"
-    started = start_mcp(base, config, sandbox=sandbox, workspace=cwd,
-                        media_dir=settings.home / "mcp-media", client_version=ours)
+    started = start_mcp(
+        base,
+        config,
+        sandbox=sandbox,
+        workspace=cwd,
+        media_dir=settings.home / "mcp-media",
+        client_version=ours,
+    )
     notes += [Error(message=why, kind="tool") for why in started.errors.values()]
     return started.toolset, notes
 
@@ -227,8 +244,9 @@ def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | N
     return SnapshotConfig(budget, rules, settings.home / "context-cache")
 
 
-def _context(settings: Settings, cwd: Path, engine: Any, *, new: bool,
-             progress: Report | None = None) -> dict[str, Any]:
+def _context(
+    settings: Settings, cwd: Path, engine: Any, *, new: bool, progress: Report | None = None
+) -> dict[str, Any]:
     """Session kwargs for the repository snapshot: its message and event (a new session only:
     a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
     if not settings.context:
@@ -294,8 +312,9 @@ def build_session(
     private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
     if engine is None:
-        engine = build_engine(settings, script=script, attach=attach, start_server=start_server,
-                              progress=progress)
+        engine = build_engine(
+            settings, script=script, attach=attach, start_server=start_server, progress=progress
+        )
     mcp_notes: list = []
     if toolset is None:
         toolset, mcp_notes = build_mcp_toolset(settings, cwd, sandbox, build_toolset(settings, cwd))
@@ -304,18 +323,32 @@ def build_session(
     config = settings.agent_config()
     from .mcp_settings import persist_allow
 
-    common = {"sandbox": sandbox, "checkpoint": checkpoint,
-              "persist_allow": lambda tool: persist_allow(settings.home, tool)}
+    common = {
+        "sandbox": sandbox,
+        "checkpoint": checkpoint,
+        "persist_allow": lambda tool: persist_allow(settings.home, tool),
+    }
     try:
         context = _context(settings, cwd, engine, new=not resume, progress=progress)
         context["startup_events"] = [*context.get("startup_events", ()), *mcp_notes]
         if resume:
             return Session.resume(
-                resume, engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd,
-                **common, **context,
+                resume,
+                engine,
+                toolset,
+                config,
+                sessions_dir=settings.sessions_dir,
+                cwd=cwd,
+                **common,
+                **context,
             )
         return Session.create(
-            engine, toolset, config, sessions_dir=settings.sessions_dir, cwd=cwd, **common,
+            engine,
+            toolset,
+            config,
+            sessions_dir=settings.sessions_dir,
+            cwd=cwd,
+            **common,
             **context,
         )
     except BaseException:

@@ -77,8 +77,12 @@ class Tally:
     def result_fields(self) -> dict[str, Any]:
         """What a script checks first: did it fail, how long did it take, how many calls."""
         api = sum(r.get("total_time_s") or 0.0 for r in self.requests)
-        return {"is_error": self.exit_code() != exit_codes.OK, "duration_s": self.elapsed_s(),
-                "duration_api_s": round(api, 3), "turns": self.turns}
+        return {
+            "is_error": self.exit_code() != exit_codes.OK,
+            "duration_s": self.elapsed_s(),
+            "duration_api_s": round(api, 3),
+            "turns": self.turns,
+        }
 
     def exit_code(self) -> int:
         c = self.complete
@@ -213,8 +217,13 @@ def deny_approver(note: str) -> Approver:
 
 def prompt_preview(preview: Preview) -> str:
     """The tool's preview as the terminal prompt shows it: its head, and what was cut."""
-    text, note = cut_diff(preview.text.splitlines(keepends=True), PROMPT_PREVIEW_LINES,
-                          PROMPT_PREVIEW_BYTES, NOT_APPLIED, str(preview.kind))
+    text, note = cut_diff(
+        preview.text.splitlines(keepends=True),
+        PROMPT_PREVIEW_LINES,
+        PROMPT_PREVIEW_BYTES,
+        NOT_APPLIED,
+        str(preview.kind),
+    )
     head = "this call would fail: " if preview.is_error else ""
     notes = "".join(f"\n{n}" for n in (note, preview.note) if n)
     return f"{head}{text.rstrip(chr(10))}{notes}\n"
@@ -265,8 +274,14 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
     return approve
 
 
-async def run_headless(session: Any, turn: ops.UserTurn, renderer: Any, approver: Approver,
-                       *, last_message_file: Path | None = None) -> int:
+async def run_headless(
+    session: Any,
+    turn: ops.UserTurn,
+    renderer: Any,
+    approver: Approver,
+    *,
+    last_message_file: Path | None = None,
+) -> int:
     """Runs one prompt to its end; returns the exit code. `last_message_file` gets the final
     answer as it is (a file, not a terminal: nothing is escaped)."""
     tally = Tally()
@@ -289,7 +304,8 @@ async def run_headless(session: Any, turn: ops.UserTurn, renderer: Any, approver
         try:
             last_message_file.write_text(answer, encoding="utf-8")
         except OSError as e:
-            sys.stderr.write(f"error: cannot write {visible(str(last_message_file))}: "
-                             f"{e.strerror or e}\n")
+            sys.stderr.write(
+                f"error: cannot write {visible(str(last_message_file))}: {e.strerror or e}\n"
+            )
             return code or exit_codes.INTERNAL_ERROR
     return code

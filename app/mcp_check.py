@@ -14,18 +14,23 @@ def check_servers(settings: Any, policy: Any) -> list[dict[str, Any]]:
         config = settings.mcp_config(policy.workspace)
     except ValueError as e:
         return [{"name": "-", "state": "error", "detail": str(e), "tools": []}]
-    rows = [{"name": "-", "state": "skipped", "detail": line, "tools": []}
-            for line in config.skipped]
+    rows = [
+        {"name": "-", "state": "skipped", "detail": line, "tools": []} for line in config.skipped
+    ]
     if not config.servers:
         return rows
     hub = McpHub(McpConfig(config.servers), sandbox=Sandbox(policy), workspace=policy.workspace)
     try:
         errors = hub.start_all()
         for status in hub.statuses():
-            rows.append({"name": status.name,
-                         "state": "failed" if status.name in errors else status.state.value,
-                         "detail": errors.get(status.name) or status.detail,
-                         "tools": list(status.tools)})
+            rows.append(
+                {
+                    "name": status.name,
+                    "state": "failed" if status.name in errors else status.state.value,
+                    "detail": errors.get(status.name) or status.detail,
+                    "tools": list(status.tools),
+                }
+            )
     finally:
         hub.close()
     return rows
@@ -45,14 +50,15 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-
 def session_report(toolset: Any) -> str:
     """What `/mcp` shows: each server of the running session, its state and tools."""
     hub = getattr(toolset, "hub", None)
-    head = ("MCP servers of this session. Its tool set was fixed when it started (the tools "
-            "open the prompt): servers added to the configuration since, or new tools a server "
-            "announced, come in with /mcp reload (it says what it would recompute and asks "
-            "first) or with the next session.")
+    head = (
+        "MCP servers of this session. Its tool set was fixed when it started (the tools "
+        "open the prompt): servers added to the configuration since, or new tools a server "
+        "announced, come in with /mcp reload (it says what it would recompute and asks "
+        "first) or with the next session."
+    )
     if hub is None or not hub.statuses():
         return head + "\n  (none; add one with `m3agent mcp add`)"
     rows = [head]
@@ -65,8 +71,10 @@ def session_report(toolset: Any) -> str:
         rows.append(f"  {s.name}  {state}")
         rows.append(f"    tools: {', '.join(s.tools) or '(none)'}")
         if s.tools_changed:
-            rows.append("    the server's tool list changed; /mcp reload takes the new list "
-                        "(the whole prompt is then recomputed), else the next session does")
+            rows.append(
+                "    the server's tool list changed; /mcp reload takes the new list "
+                "(the whole prompt is then recomputed), else the next session does"
+            )
         if s.restarts:
             rows.append(f"    restarted {s.restarts} time(s)")
     return "\n".join(rows)

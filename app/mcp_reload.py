@@ -43,8 +43,11 @@ def plan(session: Any) -> ReloadPlan:
     return ReloadPlan(
         added=tuple(n for n in new if n not in now),
         removed=tuple(n for n in now if n not in new),
-        changed=tuple(n for n in new if n in now and (
-            new[n].fingerprint() != now[n].fingerprint() or n in listed_anew)),
+        changed=tuple(
+            n
+            for n in new
+            if n in now and (new[n].fingerprint() != now[n].fingerprint() or n in listed_anew)
+        ),
         skipped=config.skipped,
         prompt_tokens=history[-1].prompt_tokens if history else None,
         config=config,
@@ -55,13 +58,17 @@ def describe(p: ReloadPlan) -> str:
     if p.empty:
         rows = ["MCP servers: the configuration matches this session; nothing to reload."]
     else:
-        parts = [f"{label} {', '.join(names)}" for label, names in
-                 (("add", p.added), ("remove", p.removed), ("restart", p.changed)) if names]
-        cost = (f"about {p.prompt_tokens} prompt tokens" if p.prompt_tokens
-                else "the whole prompt")
-        rows = [f"MCP reload would {'; '.join(parts)}.",
-                "The tool list opens the prompt, so the next request recomputes it all "
-                f"({cost}, nothing of it cached). Type /mcp reload yes to do it."]
+        parts = [
+            f"{label} {', '.join(names)}"
+            for label, names in (("add", p.added), ("remove", p.removed), ("restart", p.changed))
+            if names
+        ]
+        cost = f"about {p.prompt_tokens} prompt tokens" if p.prompt_tokens else "the whole prompt"
+        rows = [
+            f"MCP reload would {'; '.join(parts)}.",
+            "The tool list opens the prompt, so the next request recomputes it all "
+            f"({cost}, nothing of it cached). Type /mcp reload yes to do it.",
+        ]
     rows += [f"  {line}" for line in p.skipped]
     return "\n".join(rows)
 
@@ -72,13 +79,15 @@ def _start(session: Any, p: ReloadPlan) -> tuple[Any, dict[str, str]]:
     from m3agent.tools.mcp.adapter import McpTool, ReadMcpResource
     from m3agent.tools.toolset import Toolset
 
-    base = Toolset([t for t in session.toolset.tools()
-                    if not isinstance(t, McpTool | ReadMcpResource)])
+    base = Toolset(
+        [t for t in session.toolset.tools() if not isinstance(t, McpTool | ReadMcpResource)]
+    )
     if not p.config.servers:
         return base, {}
     media = getattr(getattr(session.toolset, "hub", None), "media_dir", None)
-    started = start_mcp(base, p.config, sandbox=session.sandbox, workspace=session.cwd,
-                        media_dir=media)
+    started = start_mcp(
+        base, p.config, sandbox=session.sandbox, workspace=session.cwd, media_dir=media
+    )
     return started.toolset, started.errors
 
 
@@ -96,14 +105,16 @@ async def apply(session: Any, p: ReloadPlan) -> str:
         return describe(p)
     new, errors = await asyncio.to_thread(_start, session, p)
     try:
-        old = session.replace_toolset(new, {"added": list(p.added), "removed": list(p.removed),
-                                            "restarted": list(p.changed)})
+        old = session.replace_toolset(
+            new, {"added": list(p.added), "removed": list(p.removed), "restarted": list(p.changed)}
+        )
     except RuntimeError:
         await asyncio.to_thread(_close, new)
         raise
     await asyncio.to_thread(_close, old)
-    rows = [f"MCP servers reloaded: {len(new.names())} tools; the next request recomputes "
-            "the prompt."]
+    rows = [
+        f"MCP servers reloaded: {len(new.names())} tools; the next request recomputes the prompt."
+    ]
     rows += [f"  {why}" for why in errors.values()]
     return "\n".join(rows)
 

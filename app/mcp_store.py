@@ -84,8 +84,10 @@ def remove_user_server(path: Path, name: str) -> bool:
             kept.append(line)
     new = "".join(kept)
     if name in tomllib.loads(new).get("mcp_servers", {}):
-        raise ValueError(f"{path}: the server {name!r} is not written as its own "
-                         f"[mcp_servers.{name}] table; remove it by hand")
+        raise ValueError(
+            f"{path}: the server {name!r} is not written as its own "
+            f"[mcp_servers.{name}] table; remove it by hand"
+        )
     path.write_text(new, encoding="utf-8")
     return True
 

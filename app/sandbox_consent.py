@@ -21,9 +21,11 @@ from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport
 
 GAP = "metadata-without-bwrap"
-QUESTION = ("bubblewrap cannot run here: sandboxed commands can still change the permissions "
-            "and timestamps of files outside the workspace (nothing else). Accept this on this "
-            "machine? [y/N] ")
+QUESTION = (
+    "bubblewrap cannot run here: sandboxed commands can still change the permissions "
+    "and timestamps of files outside the workspace (nothing else). Accept this on this "
+    "machine? [y/N] "
+)
 
 
 class ConsentRefused(Exception):
@@ -47,8 +49,14 @@ def needs_consent(policy: SandboxPolicy, report: SandboxReport) -> bool:
     return report.protective and not report.is_active("bwrap")
 
 
-def ensure_consent(policy: SandboxPolicy, report: SandboxReport, home: Path, *,
-                   accept_flag: bool, ask: Callable[[str], str] | None) -> None:
+def ensure_consent(
+    policy: SandboxPolicy,
+    report: SandboxReport,
+    home: Path,
+    *,
+    accept_flag: bool,
+    ask: Callable[[str], str] | None,
+) -> None:
     """Returns when the session may start; ConsentRefused (one line) otherwise. `ask` is None
     without a terminal."""
     if accept_flag or not needs_consent(policy, report) or accepted(home):
@@ -57,7 +65,8 @@ def ensure_consent(policy: SandboxPolicy, report: SandboxReport, home: Path, *,
         raise ConsentRefused(
             "bubblewrap cannot run here, so sandboxed commands could change permissions and "
             "timestamps outside the workspace; accept once in a terminal, or pass "
-            "--accept-sandbox-gaps (m3agent doctor shows the gaps)")
+            "--accept-sandbox-gaps (m3agent doctor shows the gaps)"
+        )
     if ask(QUESTION).strip().lower() not in ("y", "yes"):
         raise ConsentRefused("not accepted: run with --sandbox read-only, or install bubblewrap")
     private_dir(home)
@@ -78,6 +87,10 @@ def consent_for(settings: Any, cwd: Path) -> None:
 
     tty = sys.stdin.isatty() and sys.stderr.isatty()
     sandbox = build_sandbox(settings, cwd)
-    ensure_consent(sandbox.policy, sandbox.report, settings.home,
-                   accept_flag=settings.accept_sandbox_gaps,
-                   ask=_ask_on_terminal if tty else None)
+    ensure_consent(
+        sandbox.policy,
+        sandbox.report,
+        settings.home,
+        accept_flag=settings.accept_sandbox_gaps,
+        ask=_ask_on_terminal if tty else None,
+    )

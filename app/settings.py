@@ -120,8 +120,13 @@ class Settings:
         from .mcp_settings import resolve
 
         return resolve(
-            home=self.home, cwd=cwd, user=self.mcp_servers, files=self.mcp_config_files,
-            strict=self.strict_mcp_config, trust_project=self.trust_project_mcp, env=env,
+            home=self.home,
+            cwd=cwd,
+            user=self.mcp_servers,
+            files=self.mcp_config_files,
+            strict=self.strict_mcp_config,
+            trust_project=self.trust_project_mcp,
+            env=env,
         )
 
     def override(self, **values: Any) -> Settings:
@@ -166,7 +171,12 @@ def _from_file(path: Path) -> dict[str, Any]:
     except OSError as e:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
     known = {f.name for f in fields(Settings)} - {
-        "home", "config_path", "rules", "api_key", "mcp_config_files", "strict_mcp_config",
+        "home",
+        "config_path",
+        "rules",
+        "api_key",
+        "mcp_config_files",
+        "strict_mcp_config",
         "trust_project_mcp",
     }
     out: dict[str, Any] = {}

@@ -89,16 +89,18 @@ def attach(settings: Any, lock: Any) -> Any:
 
 
 def _using(lock: Any) -> Progress:
-    return _server(f"using m3agent serve ({lock.backend}, {lock.served_model_name}) on "
-                   f"{lock.address}, pid {lock.pid}: it keeps running; {STOP_HINT}", final=True)
+    return _server(
+        f"using m3agent serve ({lock.backend}, {lock.served_model_name}) on "
+        f"{lock.address}, pid {lock.pid}: it keeps running; {STOP_HINT}",
+        final=True,
+    )
 
 
 def _server(message: str, *, final: bool = False) -> Progress:
     return Progress(stage=ProgressStage.SERVER, message=message, final=final)
 
 
-def ensure_server(settings: Any, report: Report | None = None,
-                  timeout_s: float = 3600.0) -> Any:
+def ensure_server(settings: Any, report: Report | None = None, timeout_s: float = 3600.0) -> Any:
     """The ServerLock of a ready server of settings.model: the running one, else one started
     now (detached, in its own session). EngineUnavailable with the log's last line when it
     cannot start."""
@@ -143,8 +145,9 @@ def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise EngineUnavailable(f"another m3agent run is still starting the "
-                                            f"server for {key}") from None
+                    raise EngineUnavailable(
+                        f"another m3agent run is still starting the server for {key}"
+                    ) from None
                 if not said:
                     say(_server("another m3agent run is starting the server; waiting for it"))
                     said = True
@@ -166,22 +169,35 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
     from .serve.detach import start_detached
 
     log = _log_path(settings.home, resolved.key)
-    say(_server(f"starting m3agent serve --engine {settings.engine} for {resolved.path.name} "
-                f"in the background (log {log})"))
+    say(
+        _server(
+            f"starting m3agent serve --engine {settings.engine} for {resolved.path.name} "
+            f"in the background (log {log})"
+        )
+    )
     relay = LoadRelay(log, say)
     argv = ["serve", "--engine", settings.engine, "--model", str(resolved.path)]
     # The data home as its working directory: the server outlives the run's workspace.
     # Its data home and config are ours whatever the environment says: its lock must be where
     # we look, and it must load the model as this run would (device, dtype).
-    env = {**os.environ, "M3AGENT_HOME": str(settings.home),
-           "M3AGENT_CONFIG": str(settings.config_path)}
-    lock, _, tail = start_detached(argv, settings.home, resolved.key, timeout_s,
-                                   cwd=settings.home, on_wait=relay.poll, env=env)
+    env = {
+        **os.environ,
+        "M3AGENT_HOME": str(settings.home),
+        "M3AGENT_CONFIG": str(settings.config_path),
+    }
+    lock, _, tail = start_detached(
+        argv, settings.home, resolved.key, timeout_s, cwd=settings.home, on_wait=relay.poll, env=env
+    )
     if lock is not None:
         relay.poll()
-        say(_server(f"started m3agent serve ({lock.backend}, {lock.served_model_name}) on "
-                    f"{lock.address}, pid {lock.pid}: it keeps running for later runs and "
-                    f"keeps their prefix cache; {STOP_HINT}", final=True))
+        say(
+            _server(
+                f"started m3agent serve ({lock.backend}, {lock.served_model_name}) on "
+                f"{lock.address}, pid {lock.pid}: it keeps running for later runs and "
+                f"keeps their prefix cache; {STOP_HINT}",
+                final=True,
+            )
+        )
         return lock
     from .serve.lock import find_lock
 
@@ -189,8 +205,10 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
     if find_lock(settings.home, resolved.key) is not None:
         return None
     last = tail.splitlines()[-1] if tail else "no output"
-    raise EngineUnavailable(f"m3agent serve did not start (log {log}): {last}; "
-                            "--in-process loads the model in this process instead")
+    raise EngineUnavailable(
+        f"m3agent serve did not start (log {log}): {last}; "
+        "--in-process loads the model in this process instead"
+    )
 
 
 def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> Any:
@@ -202,8 +220,10 @@ def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> Any:
     while time.monotonic() < deadline:
         lock = find_lock(home, key)
         if lock is None:
-            raise EngineUnavailable(f"the m3agent serve being started for {key} exited "
-                                    f"(log {log}); --in-process loads the model here instead")
+            raise EngineUnavailable(
+                f"the m3agent serve being started for {key} exited "
+                f"(log {log}); --in-process loads the model here instead"
+            )
         if lock.state == "ready":
             say(_using(lock))
             return lock
@@ -244,13 +264,19 @@ class LoadRelay:
 def load_progress(done: int, total: int) -> Progress:
     """The model-load Progress event for `done` of `total` checkpoint bytes."""
     pct = 100 * done // total if total else 100
-    return Progress(stage=ProgressStage.MODEL_LOAD,
-                    message=f"loading weights {pct}% ({done / 1e6:,.1f} of {total / 1e6:,.1f} MB)",
-                    done=done, total=total, unit="bytes", final=done >= total)
+    return Progress(
+        stage=ProgressStage.MODEL_LOAD,
+        message=f"loading weights {pct}% ({done / 1e6:,.1f} of {total / 1e6:,.1f} MB)",
+        done=done,
+        total=total,
+        unit="bytes",
+        final=done >= total,
+    )
 
 
-def load_log_writer(log: TextIO, interval_s: float = 0.5,
-                    clock: Callable[[], float] = time.monotonic) -> Report:
+def load_log_writer(
+    log: TextIO, interval_s: float = 0.5, clock: Callable[[], float] = time.monotonic
+) -> Report:
     """The progress callback inside `m3agent serve`: a weight-loading line in its log every
     interval_s (and the last one), which LoadRelay reads back in the run waiting for it."""
     last = [float("-inf")]

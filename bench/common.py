@@ -25,9 +25,16 @@ L2_BYTES = 60 * 2**20
 
 def env_record() -> dict:
     smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,"
-         "clocks.max.mem,power.draw,power.limit,temperature.gpu", "--format=csv,noheader"],
-        capture_output=True, text=True, check=False)
+        [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,"
+            "clocks.max.mem,power.draw,power.limit,temperature.gpu",
+            "--format=csv,noheader",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "gpu": torch.cuda.get_device_name(),
@@ -128,14 +135,22 @@ def ceilings(sink: list | None = None) -> dict:
     b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
     tg = time_graph(lambda i: a @ b, 1, 10)
     gemm = 2 * 8192**3 / (tg["median_us"] * 1e-6) / 1e12
-    row = {"name": "ceilings", "read_TBps": read_tbs, "copy_rw_TBps": copy_tbs,
-           "bf16_gemm_TFLOPs": gemm, "protocol_read_TBps": 4.47, "protocol_gemm_TFLOPs": 784,
-           "read_drift": read_tbs / 4.47 - 1, "gemm_drift": gemm / 784 - 1}
+    row = {
+        "name": "ceilings",
+        "read_TBps": read_tbs,
+        "copy_rw_TBps": copy_tbs,
+        "bf16_gemm_TFLOPs": gemm,
+        "protocol_read_TBps": 4.47,
+        "protocol_gemm_TFLOPs": 784,
+        "read_drift": read_tbs / 4.47 - 1,
+        "gemm_drift": gemm / 784 - 1,
+    }
     return emit(row, sink)
 
 
 def sdpa_backends():
     from torch.nn.attention import SDPBackend
+
     return {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash2": SDPBackend.FLASH_ATTENTION}
 
 
@@ -147,17 +162,31 @@ def main_guard(run: Callable[[list, dict], None]) -> None:
     run(rows, ceil)
 
 
-def paged_md(seq_lens: list[int], query_lens: list[int], num_decodes: int = 0,
-             decode_query_len: int = 1, pool_pages: int | None = None, seed: int = 0):
+def paged_md(
+    seq_lens: list[int],
+    query_lens: list[int],
+    num_decodes: int = 0,
+    decode_query_len: int = 1,
+    pool_pages: int | None = None,
+    seed: int = 0,
+):
     """Metadata with shuffled pages. pool_pages: draw every block-table entry at random from a
     pool of that many pages (aliasing allowed), so huge logical contexts fit in memory for
     kernels that only read the selected pages."""
     from m3agent.engine.native.kernels.testing import make_metadata
+
     gen = torch.Generator().manual_seed(seed)
-    md = make_metadata(seq_lens, query_lens, "cuda", gen, num_decodes=num_decodes,
-                       decode_query_len=decode_query_len)
+    md = make_metadata(
+        seq_lens,
+        query_lens,
+        "cuda",
+        gen,
+        num_decodes=num_decodes,
+        decode_query_len=decode_query_len,
+    )
     if pool_pages is not None:
         import dataclasses
+
         bt = torch.randint(0, pool_pages, md.block_tables.shape, generator=gen, dtype=torch.int32)
         md = dataclasses.replace(md, block_tables=bt.cuda())
     return md

@@ -74,8 +74,11 @@ def recording_engine(model_dir: Path, args):
             async for d in super().stream(request):
                 yield d
 
-    cfg = EngineConfig(max_num_batched_tokens=args.chunk, max_model_len=args.max_model_len,
-                       kv_cache_memory_bytes=args.kv_bytes)
+    cfg = EngineConfig(
+        max_num_batched_tokens=args.chunk,
+        max_model_len=args.max_model_len,
+        kv_cache_memory_bytes=args.kv_bytes,
+    )
     return Recording.from_model_dir(model_dir, device=args.device, dtype=args.dtype, config=cfg)
 
 
@@ -90,16 +93,31 @@ def session_bench(args, work: Path) -> dict:
     from m3agent.engine.native.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
-    spec = TinySpec(layers=args.layers, hidden=args.hidden, heads=args.heads,
-                    kv_heads=args.kv_heads, experts=args.experts, vocab=args.vocab,
-                    dense_layers=args.dense_layers, head_dim=args.head_dim, seed=0)
+    spec = TinySpec(
+        layers=args.layers,
+        hidden=args.hidden,
+        heads=args.heads,
+        kv_heads=args.kv_heads,
+        experts=args.experts,
+        vocab=args.vocab,
+        dense_layers=args.dense_layers,
+        head_dim=args.head_dim,
+        seed=0,
+    )
     init_tiny(model_dir, spec)
     t0 = time.perf_counter()
     engine = recording_engine(model_dir, args)
     load_s = time.perf_counter() - t0
-    settings = Settings(home=work / "home", config_path=work / "none.toml", engine="native",
-                        model=str(model_dir), approval="never", thinking="disabled",
-                        max_tokens=args.max_tokens, context_budget=args.budget)
+    settings = Settings(
+        home=work / "home",
+        config_path=work / "none.toml",
+        engine="native",
+        model=str(model_dir),
+        approval="never",
+        thinking="disabled",
+        max_tokens=args.max_tokens,
+        context_budget=args.budget,
+    )
     t0 = time.perf_counter()
     session = build_session(settings, cwd=args.repo, engine=engine, checkpoint=lambda _l: None)
     session_build_s = time.perf_counter() - t0
@@ -128,24 +146,42 @@ def session_bench(args, work: Path) -> dict:
     previous: list[int] = []
     turns = []
     for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
-        ids = tok.encode_parts(render_prompt_parts(list(req.messages), list(req.tools),
-                                                   req.thinking_mode, template=tmpl))
+        ids = tok.encode_parts(
+            render_prompt_parts(
+                list(req.messages), list(req.tools), req.thinking_mode, template=tmpl
+            )
+        )
         new = len(ids) - common_prefix_len(previous, ids)
         previous = ids + engine.generated[req.request_id][:-1]
-        turns.append({
-            "turn": n + 1, "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_prompt_tokens,
-            "recomputed_tokens": u.recomputed_prompt_tokens, "new_tokens": new,
-            "extra_recomputed": u.recomputed_prompt_tokens - new,
-            "within_target": n == 0 or u.recomputed_prompt_tokens <= new + PAGE,
-            "ttft_s": u.time_to_first_token_s, "generated_tokens": u.generated_tokens,
-            "cache_miss_reason": u.cache_miss_reason,
-        })
+        turns.append(
+            {
+                "turn": n + 1,
+                "prompt_tokens": u.prompt_tokens,
+                "cached_tokens": u.cached_prompt_tokens,
+                "recomputed_tokens": u.recomputed_prompt_tokens,
+                "new_tokens": new,
+                "extra_recomputed": u.recomputed_prompt_tokens - new,
+                "within_target": n == 0 or u.recomputed_prompt_tokens <= new + PAGE,
+                "ttft_s": u.time_to_first_token_s,
+                "generated_tokens": u.generated_tokens,
+                "cache_miss_reason": u.cache_miss_reason,
+            }
+        )
     later = [t["ttft_s"] for t in turns[1:] if t["ttft_s"] is not None]
     return {
-        "model": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
-                  "kv_heads": args.kv_heads, "experts": args.experts, "vocab": args.vocab,
-                  "dense_layers": args.dense_layers, "head_dim": args.head_dim,
-                  "dtype": args.dtype, "device": args.device, "load_s": round(load_s, 3)},
+        "model": {
+            "layers": args.layers,
+            "hidden": args.hidden,
+            "heads": args.heads,
+            "kv_heads": args.kv_heads,
+            "experts": args.experts,
+            "vocab": args.vocab,
+            "dense_layers": args.dense_layers,
+            "head_dim": args.head_dim,
+            "dtype": args.dtype,
+            "device": args.device,
+            "load_s": round(load_s, 3),
+        },
         "repository": str(args.repo),
         "snapshot": snap,
         "session_build_s": round(session_build_s, 3),
@@ -159,12 +195,16 @@ def session_bench(args, work: Path) -> dict:
 
 def _copy_source(dest: Path, target_tokens: int, tokenizer) -> int:
     """Copies this checkout's committed text files into dest/copyN/ until about target tokens."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True,
-                           check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout.split()
     texts = []
     for rel in files:
         p = ROOT / rel
-        if p.suffix in (".py", ".md", ".toml", ".tcss", ".txt", ".sh", ".cfg", ".ini") and p.is_file():
+        if (
+            p.suffix in (".py", ".md", ".toml", ".tcss", ".txt", ".sh", ".cfg", ".ini")
+            and p.is_file()
+        ):
             texts.append((rel, p.read_text(encoding="utf-8", errors="replace")))
     per_copy = sum(len(ids) for ids in tokenizer.encode_text_batch([t for _, t in texts]))
     copies = max(1, -(-target_tokens // max(per_copy, 1)))
@@ -181,15 +221,21 @@ def build_bench(args, work: Path) -> dict:
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
     t0 = time.perf_counter()
-    tok = (M3Tokenizer.from_model_dir(args.tokenizer_dir) if args.tokenizer_dir
-           else M3Tokenizer.default())
+    tok = (
+        M3Tokenizer.from_model_dir(args.tokenizer_dir)
+        if args.tokenizer_dir
+        else M3Tokenizer.default()
+    )
     tok.encode_text_batch(["warm"])
     tok_load_s = time.perf_counter() - t0
     src = work / "source"
     approx = _copy_source(src, args.build_tokens, tok)
     cache = work / "token-cache"
-    out = {"tokenizer": str(args.tokenizer_dir or "bundled M3 BPE (vocab 8192)"),
-           "tokenizer_load_s": round(tok_load_s, 3), "source_tokens_approx": approx}
+    out = {
+        "tokenizer": str(args.tokenizer_dir or "bundled M3 BPE (vocab 8192)"),
+        "tokenizer_load_s": round(tok_load_s, 3),
+        "source_tokens_approx": approx,
+    }
     for label, cache_dir in (("cold", None), ("cache_fill", cache), ("warm", cache)):
         t0 = time.perf_counter()
         s = build_snapshot(src, tok, SnapshotConfig(4 * args.build_tokens, cache_dir=cache_dir))
@@ -211,16 +257,25 @@ def large_bench(work: Path) -> dict:
         (d / f"mod_{i}.py").write_text(
             f"from pkg.shared import {callee}\n\n\ndef helper_{i}(x):\n    return {callee}(x) + {i}\n"
         )
-    subprocess.run("git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm i",
-                   shell=True, cwd=root, check=True)
+    subprocess.run(
+        "git init -q && git add -A && git -c user.name=b -c user.email=b@b commit -qm i",
+        shell=True,
+        cwd=root,
+        check=True,
+    )
     tok = M3Tokenizer.default()
     out: dict = {"files": 10_000}
     for label, cache in (("cold", None), ("cache_fill", work / "c10k"), ("warm", work / "c10k")):
         t0 = time.perf_counter()
         s = build_snapshot(root, tok, SnapshotConfig(100_000, cache_dir=cache))
         out[f"{label}_s"] = round(time.perf_counter() - t0, 3)
-    out.update(budget=100_000, tokens=s.tokens, included=len(s.entries("included")),
-               listed=len(s.entries("listed")), skipped=len(s.entries("skipped")))
+    out.update(
+        budget=100_000,
+        tokens=s.tokens,
+        included=len(s.entries("included")),
+        listed=len(s.entries("listed")),
+        skipped=len(s.entries("skipped")),
+    )
     return out
 
 
@@ -251,8 +306,11 @@ def main() -> None:
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     skip = set(filter(None, args.skip.split(",")))
     out_path = args.out or ROOT / "bench" / "results" / f"context_session_{args.device}.json"
-    result: dict = {"python": sys.version.split()[0], "machine": platform.machine(),
-                    "cpus": len(__import__("os").sched_getaffinity(0))}
+    result: dict = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": len(__import__("os").sched_getaffinity(0)),
+    }
     work = Path(tempfile.mkdtemp(prefix="m3ctx-bench-"))
     try:
         if "session" not in skip:

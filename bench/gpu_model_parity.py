@@ -32,13 +32,15 @@ def run(model, ids, device, splits):
     gen = torch.Generator().manual_seed(0)
     nb = -(-len(ids) // 128) + 2
     tables = page_tables([len(ids)], nb, gen)
-    caches = [LayerCache(kv=c.kv.to(device), index=None if c.index is None else c.index.to(device))
-              for c in make_caches(model, nb, dtype=model.info.dtype)]
+    caches = [
+        LayerCache(kv=c.kv.to(device), index=None if c.index is None else c.index.to(device))
+        for c in make_caches(model, nb, dtype=model.info.dtype)
+    ]
     out, c0 = [], 0
     with torch.inference_mode():
         for n in splits:
             md = build_md([(c0, n)], tables, device=device)
-            h = model.forward(torch.tensor(ids[c0:c0 + n], device=device), caches, md)
+            h = model.forward(torch.tensor(ids[c0 : c0 + n], device=device), caches, md)
             out.append(model.compute_logits(h).float().cpu())
             c0 += n
     return torch.cat(out)
@@ -50,9 +52,19 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
-    ckpt = init_tiny(Path(tempfile.mkdtemp()) / "tiny",
-                     TinySpec(layers=3, hidden=256, heads=8, kv_heads=2, experts=4,
-                              dense_layers=1, topk_blocks=2, seed=4))
+    ckpt = init_tiny(
+        Path(tempfile.mkdtemp()) / "tiny",
+        TinySpec(
+            layers=3,
+            hidden=256,
+            heads=8,
+            kv_heads=2,
+            experts=4,
+            dense_layers=1,
+            topk_blocks=2,
+            seed=4,
+        ),
+    )
     ids = torch.randint(0, 512, (700,), generator=torch.Generator().manual_seed(1)).tolist()
     splits = [300, 256, 140] + [1] * 4
     cpu = run(load_model(ckpt), ids, "cpu", splits)
@@ -67,9 +79,13 @@ def main() -> None:
             seg = slice(c0, c0 + n)
             per_split.append(round(((got[seg] - cpu[seg]).abs().max() / cpu.abs().max()).item(), 5))
             c0 += n
-        row = {"dtype": a.dtype, "torch_ops": forced or "none", "rel_err": round(err, 5),
-               "per_chunk": per_split,
-               "argmax_agree": round((got.argmax(-1) == cpu.argmax(-1)).float().mean().item(), 4)}
+        row = {
+            "dtype": a.dtype,
+            "torch_ops": forced or "none",
+            "rel_err": round(err, 5),
+            "per_chunk": per_split,
+            "argmax_agree": round((got.argmax(-1) == cpu.argmax(-1)).float().mean().item(), 4),
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     os.environ.pop("M3AGENT_TORCH_OPS", None)

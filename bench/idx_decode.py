@@ -26,7 +26,9 @@ def gate(dtype) -> dict:
     iq = torch.randn(md.num_tokens, H, DI, device="cuda", dtype=torch.bfloat16)
     sel = index_select.index_select_blocks(iq, cache, md, TOPK)
     rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions)
+    chk = check_selection(
+        sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions
+    )
     if not chk.ok:
         raise SystemExit(f"idx_decode correctness gate failed ({dtype}): {chk}")
     return {"gate_rows": chk.rows, "gate_ok": True}
@@ -41,12 +43,26 @@ def sweep(rows: list, ceil: dict) -> None:
         caches = [rand_cache((pages, 128, DI), torch.bfloat16) for _ in range(nl)]
         iq = torch.randn(1, H, DI, device="cuda", dtype=torch.bfloat16)
         nbytes = pages * 128 * DI * 2
-        for bps in ((1, 2, 4, 8) if ctx < 500_000 else (8, 16, 21, 28, 32, 42, 64)):
+        for bps in (1, 2, 4, 8) if ctx < 500_000 else (8, 16, 21, 28, 32, 42, 64):
             for ns in (2, 3):
-                r = time_graph(lambda i: index_select.index_scores(iq, caches[i], md, bps=bps, num_stages=ns), nl)
-                emit({"name": "idx_decode_sweep", "ctx": ctx, "bps": bps, "num_stages": ns,
-                      "score_us": r["median_us"],
-                      "pct_read_roofline": nbytes / (r["median_us"] * 1e-6) / 1e12 / ceil["read_TBps"]}, rows)
+                r = time_graph(
+                    lambda i: index_select.index_scores(iq, caches[i], md, bps=bps, num_stages=ns),
+                    nl,
+                )
+                emit(
+                    {
+                        "name": "idx_decode_sweep",
+                        "ctx": ctx,
+                        "bps": bps,
+                        "num_stages": ns,
+                        "score_us": r["median_us"],
+                        "pct_read_roofline": nbytes
+                        / (r["median_us"] * 1e-6)
+                        / 1e12
+                        / ceil["read_TBps"],
+                    },
+                    rows,
+                )
 
 
 def run(rows: list, ceil: dict, ctxs=CTXS, batches=BATCHES, qlens=QLENS) -> None:
@@ -65,17 +81,36 @@ def run(rows: list, ceil: dict, ctxs=CTXS, batches=BATCHES, qlens=QLENS) -> None
                     pages = int(md.block_tables.max()) + 1
                     caches = [rand_cache((pages, 128, DI), dtype) for _ in range(nl)]
                     iq = torch.randn(md.num_tokens, H, DI, device="cuda").to(dtype)
-                    full = time_graph(lambda i: index_select.index_select_blocks(iq, caches[i], md, TOPK), nl)
+                    full = time_graph(
+                        lambda i: index_select.index_select_blocks(iq, caches[i], md, TOPK), nl
+                    )
                     score = time_graph(lambda i: index_select.index_scores(iq, caches[i], md), nl)
                     bw = layer_bytes / (full["median_us"] * 1e-6) / 1e12
-                    emit({"name": "idx_decode", "ctx": ctx, "batch": b, "qlen": q,
-                          "index_dtype": str(dtype).split(".")[-1], "us": full["median_us"],
-                          "p10_us": full["p10_us"], "p90_us": full["p90_us"],
-                          "score_only_us": score["median_us"],
-                          "topk_us": full["median_us"] - score["median_us"],
-                          "bytes": layer_bytes, "TBps": bw, "pct_read_roofline": bw / ceil["read_TBps"],
-                          "score_pct_roofline": layer_bytes / (score["median_us"] * 1e-6) / 1e12 / ceil["read_TBps"],
-                          "compile_s": full["compile_s"], "layers_rotated": nl, **g}, rows)
+                    emit(
+                        {
+                            "name": "idx_decode",
+                            "ctx": ctx,
+                            "batch": b,
+                            "qlen": q,
+                            "index_dtype": str(dtype).split(".")[-1],
+                            "us": full["median_us"],
+                            "p10_us": full["p10_us"],
+                            "p90_us": full["p90_us"],
+                            "score_only_us": score["median_us"],
+                            "topk_us": full["median_us"] - score["median_us"],
+                            "bytes": layer_bytes,
+                            "TBps": bw,
+                            "pct_read_roofline": bw / ceil["read_TBps"],
+                            "score_pct_roofline": layer_bytes
+                            / (score["median_us"] * 1e-6)
+                            / 1e12
+                            / ceil["read_TBps"],
+                            "compile_s": full["compile_s"],
+                            "layers_rotated": nl,
+                            **g,
+                        },
+                        rows,
+                    )
                     caches.clear()
 
 

@@ -23,7 +23,9 @@ def gate(dtype) -> dict:
     iq = torch.randn(md.num_tokens, H, DI, device="cuda").to(dtype)
     sel = index_select.index_select_blocks(iq, cache, md, TOPK)
     rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions)
+    chk = check_selection(
+        sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions
+    )
     if not chk.ok:
         raise SystemExit(f"idx_prefill gate failed ({dtype}): {chk}")
     return {"gate_rows": chk.rows, "gate_ok": True}
@@ -37,15 +39,36 @@ def sweep(rows: list, ceil: dict, chunk: int = 4096, ctx: int = 1_048_576) -> No
     for block_t in (16, 32, 64):
         for ns in (2, 3, 4):
             try:
-                r = time_eager(lambda i: index_select.index_scores(iq, cache, md, block_t=block_t,
-                                                                   num_stages=ns), 1, 3)
+                r = time_eager(
+                    lambda i: index_select.index_scores(
+                        iq, cache, md, block_t=block_t, num_stages=ns
+                    ),
+                    1,
+                    3,
+                )
             except Exception as exc:  # noqa: BLE001  (e.g. out of shared memory)
-                emit({"name": "idx_prefill_sweep", "block_t": block_t, "num_stages": ns,
-                      "error": str(exc).splitlines()[0][:160]}, rows)
+                emit(
+                    {
+                        "name": "idx_prefill_sweep",
+                        "block_t": block_t,
+                        "num_stages": ns,
+                        "error": str(exc).splitlines()[0][:160],
+                    },
+                    rows,
+                )
                 continue
-            emit({"name": "idx_prefill_sweep", "chunk": chunk, "ctx": ctx, "block_t": block_t,
-                  "num_stages": ns, "score_us": r["median_us"],
-                  "score_TFLOPs": flops / (r["median_us"] * 1e-6) / 1e12}, rows)
+            emit(
+                {
+                    "name": "idx_prefill_sweep",
+                    "chunk": chunk,
+                    "ctx": ctx,
+                    "block_t": block_t,
+                    "num_stages": ns,
+                    "score_us": r["median_us"],
+                    "score_TFLOPs": flops / (r["median_us"] * 1e-6) / 1e12,
+                },
+                rows,
+            )
 
 
 def run(rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576)) -> None:
@@ -58,20 +81,35 @@ def run(rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576))
             for chunk in chunks:
                 md = paged_md([ctx], [chunk])
                 iq = torch.randn(chunk, H, DI, device="cuda").to(dtype)
-                full = time_eager(lambda i: index_select.index_select_blocks(iq, cache, md, TOPK), 1, 5)
+                full = time_eager(
+                    lambda i: index_select.index_select_blocks(iq, cache, md, TOPK), 1, 5
+                )
                 score = time_eager(lambda i: index_select.index_scores(iq, cache, md), 1, 5)
                 sc = index_select.index_scores(iq, cache, md)
                 topk = time_eager(lambda i: index_select.select_from_scores(sc, TOPK), 1, 5)
                 keys = float((md.positions.double() + 1).sum())
                 flops = 2.0 * H * DI * keys
-                emit({"name": "idx_prefill", "chunk": chunk, "ctx": ctx,
-                      "index_dtype": str(dtype).split(".")[-1], "us": full["median_us"],
-                      "score_us": score["median_us"], "topk_us": topk["median_us"],
-                      "topk_share_of_scoring": topk["median_us"] / score["median_us"],
-                      "score_TFLOPs": flops / (score["median_us"] * 1e-6) / 1e12,
-                      "TFLOPs_incl_topk": flops / (full["median_us"] * 1e-6) / 1e12,
-                      "pct_of_gemm_ceiling": flops / (score["median_us"] * 1e-6) / 1e12 / ceil["bf16_gemm_TFLOPs"],
-                      "compile_s": full["compile_s"], **g}, rows)
+                emit(
+                    {
+                        "name": "idx_prefill",
+                        "chunk": chunk,
+                        "ctx": ctx,
+                        "index_dtype": str(dtype).split(".")[-1],
+                        "us": full["median_us"],
+                        "score_us": score["median_us"],
+                        "topk_us": topk["median_us"],
+                        "topk_share_of_scoring": topk["median_us"] / score["median_us"],
+                        "score_TFLOPs": flops / (score["median_us"] * 1e-6) / 1e12,
+                        "TFLOPs_incl_topk": flops / (full["median_us"] * 1e-6) / 1e12,
+                        "pct_of_gemm_ceiling": flops
+                        / (score["median_us"] * 1e-6)
+                        / 1e12
+                        / ceil["bf16_gemm_TFLOPs"],
+                        "compile_s": full["compile_s"],
+                        **g,
+                    },
+                    rows,
+                )
 
 
 if __name__ == "__main__":

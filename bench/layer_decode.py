@@ -45,8 +45,10 @@ def run(rows: list, ceil: dict, cases=((1_048_576, 1), (1_048_576, 8), (131_072,
     for ctx, b in cases:
         dense = dense_decode(ctx, b)
         best = min(v for k, v in dense.items() if not k.endswith("_error") and v)
-        for kv_dtype, idx_dtype in ((torch.bfloat16, torch.bfloat16),
-                                    (torch.float8_e4m3fn, torch.float8_e4m3fn)):
+        for kv_dtype, idx_dtype in (
+            (torch.bfloat16, torch.bfloat16),
+            (torch.float8_e4m3fn, torch.float8_e4m3fn),
+        ):
             nl = 2
             md = paged_md([ctx] * b, [1] * b, num_decodes=b, decode_query_len=1)
             pages = int(md.block_tables.max()) + 1
@@ -57,19 +59,33 @@ def run(rows: list, ceil: dict, cases=((1_048_576, 1), (1_048_576, 8), (131_072,
 
             def step(i):
                 sel = index_select.index_select_blocks(iq, idxs[i], md, TOPK)
-                return sa.sparse_attention(q, kvs[i], sel, md, D ** -0.5)
+                return sa.sparse_attention(q, kvs[i], sel, md, D**-0.5)
 
             r = time_graph(step, nl)
             dense_bytes = 2 * b * HKV * ctx * D * 2
-            msa_bytes = (b * ctx * DI * idx_dtype.itemsize
-                         + b * HKV * TOPK * 128 * 2 * D * kv_dtype.itemsize)
-            emit({"name": "layer_decode", "ctx": ctx, "batch": b,
-                  "kv_dtype": str(kv_dtype).split(".")[-1], "index_dtype": str(idx_dtype).split(".")[-1],
-                  "msa_us": r["median_us"], "p10_us": r["p10_us"], "p90_us": r["p90_us"],
-                  "dense_us": dense, "speedup_vs_best_dense": best / r["median_us"],
-                  "byte_bound_speedup": dense_bytes / msa_bytes,
-                  "msa_pct_read_roofline": msa_bytes / (r["median_us"] * 1e-6) / 1e12 / ceil["read_TBps"]},
-                 rows)
+            msa_bytes = (
+                b * ctx * DI * idx_dtype.itemsize + b * HKV * TOPK * 128 * 2 * D * kv_dtype.itemsize
+            )
+            emit(
+                {
+                    "name": "layer_decode",
+                    "ctx": ctx,
+                    "batch": b,
+                    "kv_dtype": str(kv_dtype).split(".")[-1],
+                    "index_dtype": str(idx_dtype).split(".")[-1],
+                    "msa_us": r["median_us"],
+                    "p10_us": r["p10_us"],
+                    "p90_us": r["p90_us"],
+                    "dense_us": dense,
+                    "speedup_vs_best_dense": best / r["median_us"],
+                    "byte_bound_speedup": dense_bytes / msa_bytes,
+                    "msa_pct_read_roofline": msa_bytes
+                    / (r["median_us"] * 1e-6)
+                    / 1e12
+                    / ceil["read_TBps"],
+                },
+                rows,
+            )
             kvs.clear()
             idxs.clear()
 

@@ -30,8 +30,13 @@ def dense_chunk(chunk: int, ctx: int) -> dict:
     for name, be in sdpa_backends().items():
         try:
             with sdpa_kernel([be]):
-                r = time_eager(lambda i: F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                                                        enable_gqa=True), 1, 3)
+                r = time_eager(
+                    lambda i: F.scaled_dot_product_attention(
+                        q, k, v, attn_mask=mask, enable_gqa=True
+                    ),
+                    1,
+                    3,
+                )
             out[name] = r["median_us"]
             out[name + "_how"] = "enable_gqa"
         except Exception as exc:  # noqa: BLE001
@@ -39,7 +44,9 @@ def dense_chunk(chunk: int, ctx: int) -> dict:
                 ke = k.repeat_interleave(HQ // HKV, 1)
                 ve = v.repeat_interleave(HQ // HKV, 1)
                 with sdpa_kernel([be]):
-                    r = time_eager(lambda i: F.scaled_dot_product_attention(q, ke, ve, attn_mask=mask), 1, 3)
+                    r = time_eager(
+                        lambda i: F.scaled_dot_product_attention(q, ke, ve, attn_mask=mask), 1, 3
+                    )
                 out[name] = r["median_us"]
                 out[name + "_how"] = "expanded kv; gqa error: " + str(exc).splitlines()[0][:120]
                 del ke, ve
@@ -66,13 +73,23 @@ def run(rows: list, ceil: dict, chunk: int = 4096, ctx: int = 1_048_576) -> None
 
         def step(i):
             sel = index_select.index_select_blocks(iq, idx, md, TOPK)
-            return sa.sparse_attention(q, kv, sel, md, D ** -0.5)
+            return sa.sparse_attention(q, kv, sel, md, D**-0.5)
 
         r = time_eager(step, 1, 5)
-        emit({"name": "layer_prefill_chunk", "chunk": chunk, "ctx": ctx,
-              "index_dtype": str(idx_dtype).split(".")[-1], "msa_us": r["median_us"],
-              "p10_us": r["p10_us"], "p90_us": r["p90_us"], "dense": dense,
-              "speedup_vs_best_dense": best / r["median_us"]}, rows)
+        emit(
+            {
+                "name": "layer_prefill_chunk",
+                "chunk": chunk,
+                "ctx": ctx,
+                "index_dtype": str(idx_dtype).split(".")[-1],
+                "msa_us": r["median_us"],
+                "p10_us": r["p10_us"],
+                "p90_us": r["p90_us"],
+                "dense": dense,
+                "speedup_vs_best_dense": best / r["median_us"],
+            },
+            rows,
+        )
 
 
 if __name__ == "__main__":

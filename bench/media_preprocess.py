@@ -58,7 +58,7 @@ def main() -> None:
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         result = {
             "clip": f"{a.seconds} s, 1920x1080, 30 fps, H.264 (libx264 ultrafast), "
-                    f"{clip.stat().st_size / 1e6:.1f} MB",
+            f"{clip.stat().st_size / 1e6:.1f} MB",
             "generate_clip_s": round(gen_s, 2),
             "preprocess_s": [round(t, 2) for t in times],
             "preprocess_best_s": round(min(times), 2),

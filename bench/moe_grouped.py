@@ -33,7 +33,7 @@ def make_weights(fmt: str, seed: int = 0):
     for n, k in ((2 * INTER, H), (H, INTER)):
         w = torch.empty(E, n, k, device="cuda", dtype=torch.bfloat16)
         for e in range(E):  # one expert at a time: no fp32 copy of 14 GB
-            w[e].normal_(0.0, k ** -0.5, generator=g)
+            w[e].normal_(0.0, k**-0.5, generator=g)
         if fmt == "bf16":
             out += [w, None]
             continue
@@ -50,8 +50,12 @@ def make_weights(fmt: str, seed: int = 0):
             ex = ex.clamp(-127, 127)
             q = torch.empty(E, n, k, device="cuda", dtype=torch.float8_e4m3fn)
             for e in range(E):
-                q[e] = (gb[e].float() / torch.exp2(ex[e])[..., None]).clamp(-448, 448) \
-                    .view(n, k).to(q.dtype)
+                q[e] = (
+                    (gb[e].float() / torch.exp2(ex[e])[..., None])
+                    .clamp(-448, 448)
+                    .view(n, k)
+                    .to(q.dtype)
+                )
             out += [q, (ex + 127).to(torch.uint8)]
         del w
     return out
@@ -60,6 +64,7 @@ def make_weights(fmt: str, seed: int = 0):
 def torch_loop(x, w13, w2, w, ids):
     """The layer's CPU path on the GPU (bf16 only): one pair of GEMMs per routed expert."""
     from m3agent.engine.native.layers.mlp import swiglu_oai_merged
+
     out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     for e in torch.unique(ids).tolist():
         tok, slot = (ids == e).nonzero(as_tuple=True)
@@ -75,8 +80,11 @@ def run_format(fmt: str, tokens: list[int], ceil: dict, gate, record: dict, path
 
     w13, s13, w2, s2 = make_weights(fmt)
     elem = 2 if fmt == "bf16" else 1
-    scale_bytes_per_expert = 0 if s13 is None else (s13[0].numel() * s13.element_size()
-                                                    + s2[0].numel() * s2.element_size())
+    scale_bytes_per_expert = (
+        0
+        if s13 is None
+        else (s13[0].numel() * s13.element_size() + s2[0].numel() * s2.element_size())
+    )
     expert_bytes = 3 * H * INTER * elem + scale_bytes_per_expert
     for t in tokens:
         try:
@@ -85,21 +93,28 @@ def run_format(fmt: str, tokens: list[int], ceil: dict, gate, record: dict, path
             w, ids = moe_router.route(logits, None, TOPK, 2.5)
 
             def run(_i, x=x, w=w, ids=ids):
-                return moe_grouped.grouped_moe(x, w13, w2, w, ids, fmt=fmt,
-                                               w13_scale=s13, w2_scale=s2)
+                return moe_grouped.grouped_moe(
+                    x, w13, w2, w, ids, fmt=fmt, w13_scale=s13, w2_scale=s2
+                )
 
             got = run(0)
             if t <= 32:  # correctness gate (the fp32 loop is slow at 4096)
-                ref = moe_grouped.reference(x, w13, w2, w, ids, fmt=fmt, w13_scale=s13,
-                                            w2_scale=s2)
+                ref = moe_grouped.reference(x, w13, w2, w, ids, fmt=fmt, w13_scale=s13, w2_scale=s2)
                 rel, cos = rel_error(got, ref)
                 if not (rel <= 1e-2 and cos >= 0.9999):
                     raise AssertionError(f"moe {fmt} T={t}: rel {rel:.2e} cos {cos:.6f}")
             timing = time_graph(run, 1, 30)
             us = timing["median_us"]
             uniq = int(torch.unique(ids).numel())
-            row = {"name": "moe_grouped", "fmt": fmt, "tokens": t, "top_k": TOPK,
-                   "experts": E, "unique_experts": uniq, **timing}
+            row = {
+                "name": "moe_grouped",
+                "fmt": fmt,
+                "tokens": t,
+                "top_k": TOPK,
+                "experts": E,
+                "unique_experts": uniq,
+                **timing,
+            }
             if t <= 32:
                 row.update(rel=rel, cos=cos)
                 gbps = uniq * expert_bytes / (us * 1e-6) / 1e9
@@ -109,9 +124,12 @@ def run_format(fmt: str, tokens: list[int], ceil: dict, gate, record: dict, path
                 tf = flops / (us * 1e-6) / 1e12
                 row.update(TFLOPs=tf, gemm_ceiling_share=tf / ceil["bf16_gemm_TFLOPs"])
             if fmt == "bf16" and t in (1, 4096):
-                base = time_eager(lambda _i, x=x, w=w, ids=ids: torch_loop(x, w13, w2, w, ids.long()), 1, 5)
-                row.update(torch_loop_us=base["median_us"],
-                           speedup_vs_torch_loop=base["median_us"] / us)
+                base = time_eager(
+                    lambda _i, x=x, w=w, ids=ids: torch_loop(x, w13, w2, w, ids.long()), 1, 5
+                )
+                row.update(
+                    torch_loop_us=base["median_us"], speedup_vs_torch_loop=base["median_us"] / us
+                )
             emit(row, record["rows"])
         except Exception as exc:  # keep the other rows
             record["errors"][f"{fmt}_T{t}"] = repr(exc)[:2000]
@@ -123,32 +141,64 @@ def tile_sweep(record: dict) -> None:
     """Decode T=1 and T=8 with other tile shapes (BM, BN, BK, warps, stages), bf16."""
     from common import emit, time_graph
     from m3agent.engine.native.kernels import moe_grouped, moe_router
+
     w13, _, w2, _ = make_weights("bf16", seed=1)
-    gate = torch.randn(E, H, device="cuda") * H ** -0.5
+    gate = torch.randn(E, H, device="cuda") * H**-0.5
     for t in (1, 8):
         x = torch.randn(t, H, device="cuda", dtype=torch.bfloat16)
         w, ids = moe_router.route(x.float() @ gate.T, None, TOPK, 2.5)
         uniq = int(torch.unique(ids).numel())
-        for tiles in ((16, 64, 128, 4, 4), (16, 32, 256, 4, 3), (16, 64, 256, 4, 3),
-                      (16, 128, 128, 4, 4), (16, 32, 128, 2, 4), (16, 64, 128, 4, 6)):
+        for tiles in (
+            (16, 64, 128, 4, 4),
+            (16, 32, 256, 4, 3),
+            (16, 64, 256, 4, 3),
+            (16, 128, 128, 4, 4),
+            (16, 32, 128, 2, 4),
+            (16, 64, 128, 4, 6),
+        ):
+
             def run(_i, x=x, w=w, ids=ids, tiles=tiles):
                 p = x.shape[0] * TOPK
                 si, be = moe_grouped.align(ids, E, tiles[0])
-                gu = moe_grouped.grouped_gemm(x, w13, None, "bf16", si, be, p, TOPK, True,
-                                              None, x.dtype, tiles)
+                gu = moe_grouped.grouped_gemm(
+                    x, w13, None, "bf16", si, be, p, TOPK, True, None, x.dtype, tiles
+                )
                 a = moe_grouped.swiglu_oai_merged(gu)
-                return moe_grouped.grouped_gemm(a, w2, None, "bf16", si, be, p, TOPK, False,
-                                                w.reshape(-1).contiguous(), torch.float32,
-                                                tiles)
+                return moe_grouped.grouped_gemm(
+                    a,
+                    w2,
+                    None,
+                    "bf16",
+                    si,
+                    be,
+                    p,
+                    TOPK,
+                    False,
+                    w.reshape(-1).contiguous(),
+                    torch.float32,
+                    tiles,
+                )
+
             tm = time_graph(run, 1, 30)
             gbps = uniq * 3 * H * INTER * 2 / (tm["median_us"] * 1e-6) / 1e9
-            emit({"name": "moe_tile_sweep", "tokens": t, "tiles": tiles, "unique": uniq,
-                  **tm, "expert_GBps": gbps}, record["rows"])
+            emit(
+                {
+                    "name": "moe_tile_sweep",
+                    "tokens": t,
+                    "tiles": tiles,
+                    "unique": uniq,
+                    **tm,
+                    "expert_GBps": gbps,
+                },
+                record["rows"],
+            )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results"))
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
+    )
     ap.add_argument("--tokens", default="1,8,32,4096")
     ap.add_argument("--sweep-only", action="store_true")
     args = ap.parse_args()
@@ -160,27 +210,38 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"moe_grouped_{record['env']['date'][:10]}.json"
-    gate = torch.randn(E, H, device="cuda") * H ** -0.5
+    gate = torch.randn(E, H, device="cuda") * H**-0.5
     if args.sweep_only:
         tile_sweep(record)
         path.write_text(json.dumps(record, indent=1))
         for r in record["rows"]:
             if r["name"] == "moe_tile_sweep":
-                print(f"sweep T={r['tokens']} {r['tiles']}: {r['median_us']:.1f} us "
-                      f"{r['expert_GBps']:.0f} GB/s", flush=True)
+                print(
+                    f"sweep T={r['tokens']} {r['tiles']}: {r['median_us']:.1f} us "
+                    f"{r['expert_GBps']:.0f} GB/s",
+                    flush=True,
+                )
         return
     for fmt in moe_grouped.FORMATS:
         run_format(fmt, [int(v) for v in args.tokens.split(",")], ceil, gate, record, path)
         torch.cuda.empty_cache()
     for r in record["rows"]:
         if r.get("name") == "moe_grouped":
-            fig = (f"{r['expert_GBps']:.0f} GB/s ({r['read_roofline_share']:.0%} of read)"
-                   if "expert_GBps" in r else
-                   f"{r['TFLOPs']:.0f} TFLOP/s ({r['gemm_ceiling_share']:.0%} of GEMM)")
-            base = (f", torch loop {r['torch_loop_us']:.0f} us ({r['speedup_vs_torch_loop']:.1f}x)"
-                    if "torch_loop_us" in r else "")
-            print(f"moe {r['fmt']:6} T={r['tokens']:5} {r['median_us']:9.1f} us  {fig}"
-                  f"  uniq {r['unique_experts']}{base}", flush=True)
+            fig = (
+                f"{r['expert_GBps']:.0f} GB/s ({r['read_roofline_share']:.0%} of read)"
+                if "expert_GBps" in r
+                else f"{r['TFLOPs']:.0f} TFLOP/s ({r['gemm_ceiling_share']:.0%} of GEMM)"
+            )
+            base = (
+                f", torch loop {r['torch_loop_us']:.0f} us ({r['speedup_vs_torch_loop']:.1f}x)"
+                if "torch_loop_us" in r
+                else ""
+            )
+            print(
+                f"moe {r['fmt']:6} T={r['tokens']:5} {r['median_us']:9.1f} us  {fig}"
+                f"  uniq {r['unique_experts']}{base}",
+                flush=True,
+            )
     print(json.dumps(record["errors"])[:1500])
 
 

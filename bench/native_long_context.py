@@ -39,9 +39,21 @@ def build_model(layers: int, dense_layers: int, max_pos: int):
     from m3agent.engine.native.model import M3ForCausalLM
     from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
-    spec = TinySpec(layers=layers, hidden=HIDDEN, heads=64, kv_heads=4, dense_layers=dense_layers,
-                    vocab=VOCAB, head_dim=128, topk_blocks=16, experts=1, experts_per_tok=1,
-                    intermediate=256, dense_intermediate=2 * HIDDEN, max_position_embeddings=max_pos)
+    spec = TinySpec(
+        layers=layers,
+        hidden=HIDDEN,
+        heads=64,
+        kv_heads=4,
+        dense_layers=dense_layers,
+        vocab=VOCAB,
+        head_dim=128,
+        topk_blocks=16,
+        experts=1,
+        experts_per_tok=1,
+        intermediate=256,
+        dense_intermediate=2 * HIDDEN,
+        max_position_embeddings=max_pos,
+    )
     c = tiny_text_config(spec, eos_id=0, bos_id=1)
     c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(layers)))  # MLP, no MoE
     model = M3ForCausalLM(c, dtype=torch.bfloat16, device="cuda")
@@ -60,6 +72,7 @@ def profile_decode(engine, prompt: list[int], path: Path) -> None:
     time of a decode step goes (CPU-side engine work vs GPU kernels)."""
     from m3agent.engine.native.sampling_params import TokenSamplingParams
     from torch.profiler import ProfilerActivity, profile
+
     engine.add_request("profiled", prompt, TokenSamplingParams(max_tokens=8, ignore_eos=True))
     for _ in range(2):
         engine.step()
@@ -71,8 +84,11 @@ def profile_decode(engine, prompt: list[int], path: Path) -> None:
     while engine.has_unfinished_requests():
         engine.step()
     ka = prof.key_averages()
-    path.write_text(ka.table(sort_by="self_cpu_time_total", row_limit=30) + "\n\n"
-                    + ka.table(sort_by="self_cuda_time_total", row_limit=20))
+    path.write_text(
+        ka.table(sort_by="self_cpu_time_total", row_limit=30)
+        + "\n\n"
+        + ka.table(sort_by="self_cuda_time_total", row_limit=20)
+    )
 
 
 def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
@@ -83,11 +99,29 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
 
     total = cfg["prompt"] + NEW_TOKENS + cfg["decode"] + 512
     model = build_model(cfg["layers"], cfg["dense_layers"], max_pos=total + 1024)
-    kv_bytes = int(1.15 * total / 128 * sum(
-        s.num_kv_heads * 128 * 2 * s.head_dim * 2 + 128 * s.index_dim * 2 for s in model.cache_specs())) + 2**30
-    engine = LLMEngine(model, None, EngineConfig(
-        device="cuda", max_num_batched_tokens=cfg["chunk"], max_num_seqs=2,
-        max_model_len=total, kv_cache_memory_bytes=kv_bytes))
+    kv_bytes = (
+        int(
+            1.15
+            * total
+            / 128
+            * sum(
+                s.num_kv_heads * 128 * 2 * s.head_dim * 2 + 128 * s.index_dim * 2
+                for s in model.cache_specs()
+            )
+        )
+        + 2**30
+    )
+    engine = LLMEngine(
+        model,
+        None,
+        EngineConfig(
+            device="cuda",
+            max_num_batched_tokens=cfg["chunk"],
+            max_num_seqs=2,
+            max_model_len=total,
+            kv_cache_memory_bytes=kv_bytes,
+        ),
+    )
     # time the model's forward passes (synchronised) to split engine overhead from GPU work
     fwd_times: list[tuple[int, float]] = []
     inner = model.forward
@@ -104,7 +138,9 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
     gen = torch.Generator().manual_seed(1)
     prompt = torch.randint(2, VOCAB, (cfg["prompt"],), generator=gen).tolist()
     t0 = time.perf_counter()
-    cold = engine.generate([prompt], TokenSamplingParams(max_tokens=cfg["decode"], ignore_eos=True))[0]
+    cold = engine.generate(
+        [prompt], TokenSamplingParams(max_tokens=cfg["decode"], ignore_eos=True)
+    )[0]
     torch.cuda.synchronize()
     cold_wall = time.perf_counter() - t0
     m = cold.metrics
@@ -133,19 +169,32 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
     extend_block_hashes(hashes, extended, 128)
     hash_s = time.perf_counter() - th
     row = {
-        "name": "native_long_context", "case": name, **cfg, "hidden": HIDDEN,
-        "heads": 64, "kv_heads": 4, "head_dim": 128, "index_heads": 4, "index_dim": 128,
-        "kv_dtype": "bfloat16", "kv_cache_GB": kv_bytes / 1e9,
-        "cold_prompt_tokens": cold.num_prompt_tokens, "cold_generated": cold.num_generated_tokens,
-        "ttft_cold_s": ttft_cold, "cold_wall_s": cold_wall,
+        "name": "native_long_context",
+        "case": name,
+        **cfg,
+        "hidden": HIDDEN,
+        "heads": 64,
+        "kv_heads": 4,
+        "head_dim": 128,
+        "index_heads": 4,
+        "index_dim": 128,
+        "kv_dtype": "bfloat16",
+        "kv_cache_GB": kv_bytes / 1e9,
+        "cold_prompt_tokens": cold.num_prompt_tokens,
+        "cold_generated": cold.num_generated_tokens,
+        "ttft_cold_s": ttft_cold,
+        "cold_wall_s": cold_wall,
         "prefill_tok_per_s": cfg["prompt"] / ttft_cold,
         "decode_ms_per_token": 1e3 * decode_s / max(1, cold.num_generated_tokens - 1),
         "decode_tok_per_s": max(1, cold.num_generated_tokens - 1) / decode_s,
-        "hit_prompt_tokens": hit.num_prompt_tokens, "hit_cached_tokens": hit.num_cached_tokens,
-        "ttft_prefix_hit_s": ttft_hit, "hit_wall_s": hit_wall,
+        "hit_prompt_tokens": hit.num_prompt_tokens,
+        "hit_cached_tokens": hit.num_cached_tokens,
+        "ttft_prefix_hit_s": ttft_hit,
+        "hit_wall_s": hit_wall,
         "ttft_speedup_hit_vs_cold": ttft_cold / ttft_hit,
         "first_hit_ttft_s": first_hit.metrics.first_token_time - first_hit.metrics.arrival_time,
-        "first_hit_forward_s": hits[0][2], "warm_hit_forward_s": hit_fwd_s,
+        "first_hit_forward_s": hits[0][2],
+        "warm_hit_forward_s": hit_fwd_s,
         "cold_prefill_forward_s": prefill_fwd_s,
         "decode_forward_ms_median": 1e3 * sorted(dec)[len(dec) // 2] if dec else None,
         "hash_ms_full_prompt": 1e3 * hash_s,
@@ -161,11 +210,14 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="128k,1m")
-    ap.add_argument("--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results"))
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
+    )
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("native_long_context needs a CUDA GPU")
     from common import env_record
+
     record = {"env": env_record(), "rows": [], "errors": {}}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,6 +227,7 @@ def main() -> None:
             record["rows"].append(run_case(name, CASES[name], out))
         except Exception as exc:  # keep the other case's figures
             import traceback
+
             record["errors"][name] = traceback.format_exc()[-3000:]
             print(f"[{name}] FAILED: {exc}", flush=True)
         path.write_text(json.dumps(record, indent=1))

@@ -74,14 +74,20 @@ def main() -> None:
     a = ap.parse_args()
     threads = a.threads or physical_cores()
     torch.set_num_threads(threads)
-    env = {"date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-           "cpu": platform.processor() or platform.machine(), "threads": threads,
-           "cpu_count": os.cpu_count(), "torch": torch.__version__,
-           "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    env = {
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "cpu": platform.processor() or platform.machine(),
+        "threads": threads,
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
     try:
-        env["cpu_model"] = next(line.split(":", 1)[1].strip() for line in
-                                Path("/proc/cpuinfo").read_text().splitlines()
-                                if line.startswith("model name"))
+        env["cpu_model"] = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
     rows = [{"bench": "host_read_bw", **env, "GBps": host_read_bw() / 1e9}]
@@ -89,8 +95,7 @@ def main() -> None:
     bw = rows[0]["GBps"] * 1e9
     for form_name in a.forms.split(","):
         form = ExpertForm(form_name)
-        layers = {i: random_layer(form, a.experts, a.hidden, a.inter, i)
-                  for i in range(a.layers)}
+        layers = {i: random_layer(form, a.experts, a.hidden, a.inter, i) for i in range(a.layers)}
         cpu = CpuExperts(layers)
         one = layers[0].expert_bytes()
         for batch in (1, 8):
@@ -99,8 +104,9 @@ def main() -> None:
             for step in range(a.steps + 2):
                 x = torch.randn(batch, a.hidden, generator=g).to(torch.bfloat16)
                 for layer in range(a.layers):
-                    ids = torch.stack([torch.randperm(a.experts, generator=g)[: a.top_k]
-                                       for _ in range(batch)])
+                    ids = torch.stack(
+                        [torch.randperm(a.experts, generator=g)[: a.top_k] for _ in range(batch)]
+                    )
                     w = torch.full((batch, a.top_k), 1.0 / a.top_k)
                     dt = _timed(lambda: cpu.forward(layer, x, ids, w))  # noqa: B023
                     if step >= 2:  # warm-up steps apart
@@ -109,15 +115,25 @@ def main() -> None:
             med = statistics.median(times)
             gbps = statistics.median(t / s for t, s in zip(touched, times, strict=True)) / 1e9
             per_layer_bytes = statistics.median(touched)
-            row = {"bench": "offload_cpu_experts", "form": form_name, "batch": batch,
-                   "top_k": a.top_k, "hidden": a.hidden, "inter": a.inter,
-                   "experts_allocated_per_layer": a.experts, "layers_rotated": a.layers,
-                   "ms_per_layer_median": med * 1e3,
-                   "ms_per_layer_p10_p90": [statistics.quantiles(times, n=10)[0] * 1e3,
-                                            statistics.quantiles(times, n=10)[-1] * 1e3],
-                   "weights_GBps": gbps, "share_of_host_read_bw": gbps * 1e9 / bw,
-                   "ms_per_token_57_layers": med * 57e3,
-                   "bound_ms_per_token_57_layers": 57 * per_layer_bytes / bw * 1e3}
+            row = {
+                "bench": "offload_cpu_experts",
+                "form": form_name,
+                "batch": batch,
+                "top_k": a.top_k,
+                "hidden": a.hidden,
+                "inter": a.inter,
+                "experts_allocated_per_layer": a.experts,
+                "layers_rotated": a.layers,
+                "ms_per_layer_median": med * 1e3,
+                "ms_per_layer_p10_p90": [
+                    statistics.quantiles(times, n=10)[0] * 1e3,
+                    statistics.quantiles(times, n=10)[-1] * 1e3,
+                ],
+                "weights_GBps": gbps,
+                "share_of_host_read_bw": gbps * 1e9 / bw,
+                "ms_per_token_57_layers": med * 57e3,
+                "bound_ms_per_token_57_layers": 57 * per_layer_bytes / bw * 1e3,
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
     if a.out:

@@ -18,18 +18,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROWS = ["idx_decode", "sparse_decode_attn", "layer_decode", "idx_prefill",
-        "sparse_prefill_attn", "layer_prefill_chunk"]
+ROWS = [
+    "idx_decode",
+    "sparse_decode_attn",
+    "layer_decode",
+    "idx_prefill",
+    "sparse_prefill_attn",
+    "layer_prefill_chunk",
+]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results"))
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
+    )
     ap.add_argument("--only", default="")
     ap.add_argument("--tag", default="h200")
     args = ap.parse_args()
     import torch
     from common import ceilings, env_record
+
     if not torch.cuda.is_available():
         sys.exit("run_all needs a CUDA GPU")
     t_start = time.time()

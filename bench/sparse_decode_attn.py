@@ -25,8 +25,8 @@ def gate(dtype) -> dict:
     kv = rand_cache((int(md.block_tables.max()) + 2, HKV, 128, 2 * D), dtype)
     q = torch.randn(md.num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
     sel = random_selection(md, HKV, TOPK)
-    out = sa.sparse_attention(q, kv, sel, md, D ** -0.5)
-    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D ** -0.5))
+    out = sa.sparse_attention(q, kv, sel, md, D**-0.5)
+    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D**-0.5))
     if rel > 5e-3 or cos < 0.9999:
         raise SystemExit(f"sparse_decode_attn gate failed ({dtype}): rel {rel} cos {cos}")
     return {"gate_rel": rel, "gate_cos": cos}
@@ -40,20 +40,41 @@ def run(rows: list, ceil: dict, batches=(1, 8, 64), qlens=(1, 8)) -> None:
         for b in batches:
             for q in qlens:
                 nl = 8
-                mds = [paged_md([CTX] * b, [q] * b, num_decodes=b, decode_query_len=q,
-                                pool_pages=pool, seed=i) for i in range(nl)]
+                mds = [
+                    paged_md(
+                        [CTX] * b,
+                        [q] * b,
+                        num_decodes=b,
+                        decode_query_len=q,
+                        pool_pages=pool,
+                        seed=i,
+                    )
+                    for i in range(nl)
+                ]
                 sels = [random_selection(m, HKV, TOPK, seed=i) for i, m in enumerate(mds)]
                 qs = torch.randn(mds[0].num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
-                r = time_graph(lambda i: sa.sparse_attention(qs, kv, sels[i], mds[i], D ** -0.5), nl)
+                r = time_graph(lambda i: sa.sparse_attention(qs, kv, sels[i], mds[i], D**-0.5), nl)
                 t = mds[0].num_tokens
                 nbytes = t * HKV * TOPK * 128 * 2 * D * dtype.itemsize + 2 * qs.numel() * 2
                 bw = nbytes / (r["median_us"] * 1e-6) / 1e12
-                emit({"name": "sparse_decode_attn", "batch": b, "qlen": q,
-                      "kv_dtype": str(dtype).split(".")[-1], "us": r["median_us"],
-                      "p10_us": r["p10_us"], "p90_us": r["p90_us"], "gathered_bytes": nbytes,
-                      "TBps": bw, "pct_read_roofline": bw / ceil["read_TBps"],
-                      "partials": sa.decode_chunks(t, HKV, TOPK),
-                      "compile_s": r["compile_s"], **g}, rows)
+                emit(
+                    {
+                        "name": "sparse_decode_attn",
+                        "batch": b,
+                        "qlen": q,
+                        "kv_dtype": str(dtype).split(".")[-1],
+                        "us": r["median_us"],
+                        "p10_us": r["p10_us"],
+                        "p90_us": r["p90_us"],
+                        "gathered_bytes": nbytes,
+                        "TBps": bw,
+                        "pct_read_roofline": bw / ceil["read_TBps"],
+                        "partials": sa.decode_chunks(t, HKV, TOPK),
+                        "compile_s": r["compile_s"],
+                        **g,
+                    },
+                    rows,
+                )
 
 
 if __name__ == "__main__":

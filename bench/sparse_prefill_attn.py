@@ -32,16 +32,24 @@ def gate() -> dict:
     kv = rand_cache((int(md.block_tables.max()) + 2, HKV, 128, 2 * D), torch.bfloat16)
     q = torch.randn(md.num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
     sel = random_selection(md, HKV, TOPK)
-    out = sa.sparse_attention(q, kv, sel, md, D ** -0.5)
-    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D ** -0.5))
+    out = sa.sparse_attention(q, kv, sel, md, D**-0.5)
+    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D**-0.5))
     if rel > 5e-3 or cos < 0.9999:
         raise SystemExit(f"sparse_prefill_attn gate failed: rel {rel} cos {cos}")
     return {"gate_rel": rel, "gate_cos": cos}
 
 
 VARIANTS = [  # (tokens per tile, programs per SM (0: one per tile), num_warps, num_stages)
-    (8, 0, 8, 2), (4, 0, 4, 2), (8, 1, 8, 2), (8, 2, 8, 2), (8, 2, 8, 3), (4, 2, 4, 3),
-    (4, 4, 4, 3), (4, 4, 4, 4), (2, 4, 4, 3), (16, 1, 8, 2),
+    (8, 0, 8, 2),
+    (4, 0, 4, 2),
+    (8, 1, 8, 2),
+    (8, 2, 8, 2),
+    (8, 2, 8, 3),
+    (4, 2, 4, 3),
+    (4, 4, 4, 3),
+    (4, 4, 4, 4),
+    (2, 4, 4, 3),
+    (16, 1, 8, 2),
 ]
 
 
@@ -56,25 +64,53 @@ def sweep(rows: list, chunk: int = 4096, ctx: int = 1_048_576) -> None:
     for tt, per_sm, nw, ns in VARIANTS:
         plan = sa.prefill_plan(sel, md, HQ // HKV, tt)
         try:
-            f = lambda i: sa.sparse_attention_prefill_planned(q, kv, sel, md, D ** -0.5, plan,  # noqa: E731
-                                                              persistent=per_sm, num_warps=nw,
-                                                              num_stages=ns)
+            f = lambda i: sa.sparse_attention_prefill_planned(
+                q,
+                kv,
+                sel,
+                md,
+                D**-0.5,
+                plan,  # noqa: E731
+                persistent=per_sm,
+                num_warps=nw,
+                num_stages=ns,
+            )
             out = f(0)
             ref = out if ref is None else ref
             err = float((out.float() - ref.float()).norm() / ref.float().norm())
             r = time_eager(f, 1, 5)
         except Exception as exc:  # noqa: BLE001
-            emit({"name": "sparse_prefill_sweep", "variant": [tt, per_sm, nw, ns],
-                  "error": str(exc).splitlines()[0][:160]}, rows)
+            emit(
+                {
+                    "name": "sparse_prefill_sweep",
+                    "variant": [tt, per_sm, nw, ns],
+                    "error": str(exc).splitlines()[0][:160],
+                },
+                rows,
+            )
             continue
-        emit({"name": "sparse_prefill_sweep", "chunk": chunk, "ctx": ctx,
-              "variant": {"tokens_per_tile": tt, "per_sm": per_sm, "num_warps": nw, "num_stages": ns},
-              "us": r["median_us"], "TFLOPs_selected": flops / (r["median_us"] * 1e-6) / 1e12,
-              "rel_diff_vs_first_variant": err}, rows)
+        emit(
+            {
+                "name": "sparse_prefill_sweep",
+                "chunk": chunk,
+                "ctx": ctx,
+                "variant": {
+                    "tokens_per_tile": tt,
+                    "per_sm": per_sm,
+                    "num_warps": nw,
+                    "num_stages": ns,
+                },
+                "us": r["median_us"],
+                "TFLOPs_selected": flops / (r["median_us"] * 1e-6) / 1e12,
+                "rel_diff_vs_first_variant": err,
+            },
+            rows,
+        )
 
 
-def run(rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576),
-        tiles=(4, 8)) -> None:
+def run(
+    rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576), tiles=(4, 8)
+) -> None:
     g = gate()
     sweep(rows)
     for ctx in ctxs:
@@ -86,24 +122,45 @@ def run(rows: list, ceil: dict, chunks=(4096, 16384), ctxs=(131_072, 1_048_576),
             md = paged_md([ctx], [chunk])
             q = torch.randn(chunk, HQ, D, device="cuda", dtype=torch.bfloat16)
             iq = torch.randn(chunk, HKV, DI, device="cuda", dtype=torch.bfloat16)
-            sels = {"random": random_selection(md, HKV, TOPK),
-                    "indexer": index_select.index_select_blocks(iq, idx, md, TOPK)}
+            sels = {
+                "random": random_selection(md, HKV, TOPK),
+                "indexer": index_select.index_select_blocks(iq, idx, md, TOPK),
+            }
             for kind, sel in sels.items():
                 flops = selected_flops(sel, md)
                 for tt in tiles:
                     plan_t = time_eager(lambda i: sa.prefill_plan(sel, md, HQ // HKV, tt), 1, 3)
                     plan = sa.prefill_plan(sel, md, HQ // HKV, tt)
-                    kern = time_eager(lambda i: sa.sparse_attention_prefill_planned(
-                        q, kv, sel, md, D ** -0.5, plan), 1, 5)
+                    kern = time_eager(
+                        lambda i: sa.sparse_attention_prefill_planned(
+                            q, kv, sel, md, D**-0.5, plan
+                        ),
+                        1,
+                        5,
+                    )
                     n_work = int(plan[1][0][0].shape[0])
                     entries = int(plan[1][1][0].shape[0])
-                    emit({"name": "sparse_prefill_attn", "chunk": chunk, "ctx": ctx,
-                          "selection": kind, "tokens_per_tile": tt, "us": kern["median_us"],
-                          "plan_us": plan_t["median_us"],
-                          "TFLOPs_selected": flops / (kern["median_us"] * 1e-6) / 1e12,
-                          "TFLOPs_incl_plan": flops / ((kern["median_us"] + plan_t["median_us"]) * 1e-6) / 1e12,
-                          "tile_fill": entries / (n_work * tt), "work_tiles": n_work,
-                          "selected_GFLOP": flops / 1e9, "compile_s": kern["compile_s"], **g}, rows)
+                    emit(
+                        {
+                            "name": "sparse_prefill_attn",
+                            "chunk": chunk,
+                            "ctx": ctx,
+                            "selection": kind,
+                            "tokens_per_tile": tt,
+                            "us": kern["median_us"],
+                            "plan_us": plan_t["median_us"],
+                            "TFLOPs_selected": flops / (kern["median_us"] * 1e-6) / 1e12,
+                            "TFLOPs_incl_plan": flops
+                            / ((kern["median_us"] + plan_t["median_us"]) * 1e-6)
+                            / 1e12,
+                            "tile_fill": entries / (n_work * tt),
+                            "work_tiles": n_work,
+                            "selected_GFLOP": flops / 1e9,
+                            "compile_s": kern["compile_s"],
+                            **g,
+                        },
+                        rows,
+                    )
 
 
 if __name__ == "__main__":

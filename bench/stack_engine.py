@@ -40,8 +40,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-SHAPE = dict(layers=60, dense_layers=3, hidden=6144, heads=64, kv_heads=4, head_dim=128,
-             topk_blocks=16, vocab=200064, dense_intermediate=12288)
+SHAPE = dict(
+    layers=60,
+    dense_layers=3,
+    hidden=6144,
+    heads=64,
+    kv_heads=4,
+    head_dim=128,
+    topk_blocks=16,
+    vocab=200064,
+    dense_intermediate=12288,
+)
 # name -> (batch, context tokens, kv dtype, eager)
 CASES = {
     "b1_32k_bf16_eager": (1, 32768, "auto", True),
@@ -66,14 +75,21 @@ def build_model(shape: dict, device: str, max_pos: int, moe_experts: int = 0):
     from m3agent.engine.native.model import M3ForCausalLM
     from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
-    spec = TinySpec(layers=shape["layers"], hidden=shape["hidden"], heads=shape["heads"],
-                    kv_heads=shape["kv_heads"], dense_layers=shape["dense_layers"],
-                    vocab=shape["vocab"], head_dim=shape["head_dim"],
-                    topk_blocks=shape["topk_blocks"], experts=max(1, moe_experts),
-                    experts_per_tok=4 if moe_experts else 1,
-                    intermediate=3072 if moe_experts else 256,
-                    dense_intermediate=shape["dense_intermediate"],
-                    max_position_embeddings=max_pos)
+    spec = TinySpec(
+        layers=shape["layers"],
+        hidden=shape["hidden"],
+        heads=shape["heads"],
+        kv_heads=shape["kv_heads"],
+        dense_layers=shape["dense_layers"],
+        vocab=shape["vocab"],
+        head_dim=shape["head_dim"],
+        topk_blocks=shape["topk_blocks"],
+        experts=max(1, moe_experts),
+        experts_per_tok=4 if moe_experts else 1,
+        intermediate=3072 if moe_experts else 256,
+        dense_intermediate=shape["dense_intermediate"],
+        max_position_embeddings=max_pos,
+    )
     c = tiny_text_config(spec, eos_id=0, bos_id=1)
     if not moe_experts:  # every MLP dense; else layers 3.. are MoE (E experts, top-4, shared)
         c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(shape["layers"])))
@@ -97,14 +113,16 @@ def fill_caches(caches, seed: int = 0) -> None:
             if t is None:
                 continue
             for chunk in t.split(max(1, 2**28 // max(1, t[0].numel())), dim=0):
-                chunk.copy_(torch.randn(chunk.shape, generator=g, device=t.device,
-                                        dtype=torch.bfloat16))
+                chunk.copy_(
+                    torch.randn(chunk.shape, generator=g, device=t.device, dtype=torch.bfloat16)
+                )
 
 
 def skip_prefill(engine) -> None:
     """Prefill steps return a token without running the model (the caches already hold
     random context); decode steps run the real model."""
     from m3agent.engine.native.model_runner import ModelRunnerOutput
+
     runner = engine.runner
     inner = runner.execute_model
 
@@ -139,13 +157,15 @@ def step_bytes(model, batch: int, ctx: int, cache_elem: int) -> dict:
     n_msa = c.num_hidden_layers - n_dense
     kv_tok = hkv * 2 * d * cache_elem
     blocks = -(-ctx // 128)
-    kv = batch * (n_dense * ctx * kv_tok + n_msa * (ctx * di * cache_elem
-                                                    + min(topk, blocks) * 128 * kv_tok))
+    kv = batch * (
+        n_dense * ctx * kv_tok + n_msa * (ctx * di * cache_elem + min(topk, blocks) * 128 * kv_tok)
+    )
     return {"weight_bytes": w, "kv_index_bytes": kv, "total_bytes": w + kv}
 
 
 def count_launches(engine, steps: int, table_path: Path | None = None) -> dict:
     from torch.profiler import ProfilerActivity, profile
+
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
@@ -155,20 +175,39 @@ def count_launches(engine, steps: int, table_path: Path | None = None) -> dict:
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             kernels += 1
-        elif e.name in ("cudaLaunchKernel", "cuLaunchKernel", "cuLaunchKernelEx",
-                        "cudaLaunchKernelExC"):
+        elif e.name in (
+            "cudaLaunchKernel",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx",
+            "cudaLaunchKernelExC",
+        ):
             launches += 1
         elif e.name == "cudaGraphLaunch":
             graphs += 1
     if table_path is not None:  # where a step's GPU time goes, kernel by kernel
-        table_path.write_text(prof.key_averages().table(sort_by="cuda_time_total",
-                                                        row_limit=40, max_name_column_width=70))
-    return {"gpu_ops_per_step": kernels / steps, "kernel_launch_calls_per_step": launches / steps,
-            "graph_launches_per_step": graphs / steps}
+        table_path.write_text(
+            prof.key_averages().table(
+                sort_by="cuda_time_total", row_limit=40, max_name_column_width=70
+            )
+        )
+    return {
+        "gpu_ops_per_step": kernels / steps,
+        "kernel_launch_calls_per_step": launches / steps,
+        "graph_launches_per_step": graphs / steps,
+    }
 
 
-def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, device: str,
-                read_tbps: float | None, profile_it: bool) -> dict:
+def decode_case(
+    model,
+    name: str,
+    batch: int,
+    ctx: int,
+    kv: str,
+    eager: bool,
+    device: str,
+    read_tbps: float | None,
+    profile_it: bool,
+) -> dict:
     from m3agent.engine.native.engine_config import EngineConfig
     from m3agent.engine.native.kv_cache_allocator import bytes_per_block
     from m3agent.engine.native.llm_engine import LLMEngine
@@ -178,9 +217,13 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
     max_len = ctx + steps + 128
     cache_dtype = torch.float8_e4m3fn if kv == "fp8" else model.info.dtype
     blocks = batch * -(-max_len // 128) + 2
-    kw = dict(device=device, max_num_batched_tokens=16384, max_num_seqs=batch,
-              max_model_len=max_len,
-              kv_cache_memory_bytes=blocks * bytes_per_block(model.cache_specs(), cache_dtype))
+    kw = dict(
+        device=device,
+        max_num_batched_tokens=16384,
+        max_num_seqs=batch,
+        max_model_len=max_len,
+        kv_cache_memory_bytes=blocks * bytes_per_block(model.cache_specs(), cache_dtype),
+    )
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     if "kv_cache_dtype" in fields:
         kw.update(kv_cache_dtype=kv, enforce_eager=eager)
@@ -191,14 +234,15 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
     skip_prefill(engine)
     gen = torch.Generator().manual_seed(1)
     for i in range(batch):
-        prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,),
-                               generator=gen).tolist()
+        prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,), generator=gen).tolist()
         # never finishes inside the run: the first request decodes while the others are
         # still (skip-)prefilling
-        engine.add_request(f"r{i}", prompt, TokenSamplingParams(max_tokens=100_000,
-                                                                ignore_eos=True))
-    while any(r.num_computed_tokens < r.num_prompt_tokens
-              for r in engine.scheduler.requests.values()):
+        engine.add_request(
+            f"r{i}", prompt, TokenSamplingParams(max_tokens=100_000, ignore_eos=True)
+        )
+    while any(
+        r.num_computed_tokens < r.num_prompt_tokens for r in engine.scheduler.requests.values()
+    ):
         engine.step()  # the skipped prefill steps, until every request decodes
     t0 = time.perf_counter()
     for _ in range(WARM_STEPS):  # captures the graphs, compiles the kernels
@@ -216,20 +260,31 @@ def decode_case(model, name: str, batch: int, ctx: int, kv: str, eager: bool, de
         hosts.append(dt - getattr(runner, "last_sync_wait_s", 0.0))
         assert len(outs) == batch and not any(o.error for o in outs), [o.error for o in outs]
     table = Path(os.environ["OUT"]) / f"kernels_{name}.txt" if os.environ.get("OUT") else None
-    launches = (count_launches(engine, PROFILED_STEPS, table)
-                if profile_it and device == "cuda" else {})
+    launches = (
+        count_launches(engine, PROFILED_STEPS, table) if profile_it and device == "cuda" else {}
+    )
     cache_elem = torch.empty((), dtype=cache_dtype).element_size()
     by = step_bytes(model, batch, ctx + WARM_STEPS + TIMED_STEPS // 2, cache_elem)
     ms = 1e3 * statistics.median(walls)
     s = sorted(walls)
-    row = {"name": "stack_decode", "case": name, "batch": batch, "context": ctx,
-           "kv_cache_dtype": kv, "cuda_graphs": getattr(runner, "graphs", None) is not None,
-           "ms_per_step": ms, "p10_ms": 1e3 * s[len(s) // 10],
-           "p90_ms": 1e3 * s[(9 * len(s)) // 10],
-           "tok_per_s": batch / (ms / 1e3),
-           "host_ms_per_step": (1e3 * statistics.median(hosts)
-                                if hasattr(runner, "last_sync_wait_s") else None),
-           "warm_steps_s": warm_s, **by, **launches}
+    row = {
+        "name": "stack_decode",
+        "case": name,
+        "batch": batch,
+        "context": ctx,
+        "kv_cache_dtype": kv,
+        "cuda_graphs": getattr(runner, "graphs", None) is not None,
+        "ms_per_step": ms,
+        "p10_ms": 1e3 * s[len(s) // 10],
+        "p90_ms": 1e3 * s[(9 * len(s)) // 10],
+        "tok_per_s": batch / (ms / 1e3),
+        "host_ms_per_step": (
+            1e3 * statistics.median(hosts) if hasattr(runner, "last_sync_wait_s") else None
+        ),
+        "warm_steps_s": warm_s,
+        **by,
+        **launches,
+    }
     graphs = getattr(runner, "graphs", None)
     if graphs is not None:
         row["graph_captures"] = graphs.num_captures
@@ -257,13 +312,24 @@ def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dic
 
     max_len = ctx + 256
     blocks = -(-max_len // 128) + 4
-    engine = LLMEngine(model, None, EngineConfig(
-        device=device, max_num_batched_tokens=16384, max_num_seqs=1, max_model_len=max_len,
-        kv_cache_memory_bytes=blocks * bytes_per_block(model.cache_specs(), model.info.dtype)))
-    prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,),
-                           generator=torch.Generator().manual_seed(2)).tolist()
+    engine = LLMEngine(
+        model,
+        None,
+        EngineConfig(
+            device=device,
+            max_num_batched_tokens=16384,
+            max_num_seqs=1,
+            max_model_len=max_len,
+            kv_cache_memory_bytes=blocks * bytes_per_block(model.cache_specs(), model.info.dtype),
+        ),
+    )
+    prompt = torch.randint(
+        2, min(4096, model.info.vocab_size), (ctx,), generator=torch.Generator().manual_seed(2)
+    ).tolist()
     # warm: compile the prefill kernels on a short prompt first
-    engine.generate([prompt[:min(20000, ctx // 2)]], TokenSamplingParams(max_tokens=1, ignore_eos=True))
+    engine.generate(
+        [prompt[: min(20000, ctx // 2)]], TokenSamplingParams(max_tokens=1, ignore_eos=True)
+    )
     engine.kv_cache_manager.reset_prefix_cache()
     if device == "cuda":
         torch.cuda.synchronize()
@@ -272,12 +338,22 @@ def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dic
     if device == "cuda":
         torch.cuda.synchronize()
     dt = time.perf_counter() - t
-    lin = sum(p.numel() for n, p in model.named_parameters()
-              if p.dim() == 2 and "embed_tokens" not in n and "lm_head" not in n)
+    lin = sum(
+        p.numel()
+        for n, p in model.named_parameters()
+        if p.dim() == 2 and "embed_tokens" not in n and "lm_head" not in n
+    )
     gemm_flops = 2 * ctx * lin
-    row = {"name": "stack_prefill", "context": ctx, "chunk": 16384, "seconds": dt,
-           "tok_per_s": ctx / dt, "cached_tokens": out.num_cached_tokens,
-           "linear_flops": gemm_flops, "error": out.error}
+    row = {
+        "name": "stack_prefill",
+        "context": ctx,
+        "chunk": 16384,
+        "seconds": dt,
+        "tok_per_s": ctx / dt,
+        "cached_tokens": out.num_cached_tokens,
+        "linear_flops": gemm_flops,
+        "error": out.error,
+    }
     if gemm_tflops:
         row["gemm_ceiling_share"] = gemm_flops / (gemm_tflops * 1e12) / dt
     print(json.dumps(row), flush=True)
@@ -295,9 +371,18 @@ def legacy_rows(root: str, cases: str, shape_args: list[str], prefill: bool) -> 
         if not link.exists():
             link.symlink_to(Path(root).resolve() / pkg)
     env = dict(os.environ, PYTHONPATH=str(farm.parent))
-    cmd = [sys.executable, str(Path(root) / "bench" / "stack_engine.py"), "--cases", cases,
-           *([] if prefill else ["--no-prefill"]), "--no-ceilings", "--read-tbps", os.environ.get("_READ_TBPS", "0"),
-           "--json-only", *shape_args]
+    cmd = [
+        sys.executable,
+        str(Path(root) / "bench" / "stack_engine.py"),
+        "--cases",
+        cases,
+        *([] if prefill else ["--no-prefill"]),
+        "--no-ceilings",
+        "--read-tbps",
+        os.environ.get("_READ_TBPS", "0"),
+        "--json-only",
+        *shape_args,
+    ]
     if not (Path(root) / "bench" / "stack_engine.py").exists():
         cmd[1] = str(Path(__file__).resolve())  # this script, driving the old engine
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -312,7 +397,9 @@ def legacy_rows(root: str, cases: str, shape_args: list[str], prefill: bool) -> 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=DEFAULT_CASES)
-    ap.add_argument("--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results"))
+    ap.add_argument(
+        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
     ap.add_argument("--hidden", type=int, default=SHAPE["hidden"])
@@ -331,14 +418,32 @@ def main() -> None:
     ap.add_argument("--moe-cases", default="", help="e.g. b1_32k_bf16,b8_32k_bf16")
     ap.add_argument("--profile", default="b1_32k_bf16_eager,b1_32k_bf16,b8_32k_bf16")
     args = ap.parse_args()
-    shape = dict(SHAPE, layers=args.layers, hidden=args.hidden, vocab=args.vocab,
-                 dense_intermediate=args.inter, dense_layers=min(3, args.layers))
-    shape_args = ["--layers", str(args.layers), "--hidden", str(args.hidden), "--vocab",
-                  str(args.vocab), "--inter", str(args.inter), "--device", args.device,
-                  "--ctx", str(args.ctx)]
+    shape = dict(
+        SHAPE,
+        layers=args.layers,
+        hidden=args.hidden,
+        vocab=args.vocab,
+        dense_intermediate=args.inter,
+        dense_layers=min(3, args.layers),
+    )
+    shape_args = [
+        "--layers",
+        str(args.layers),
+        "--hidden",
+        str(args.hidden),
+        "--vocab",
+        str(args.vocab),
+        "--inter",
+        str(args.inter),
+        "--device",
+        args.device,
+        "--ctx",
+        str(args.ctx),
+    ]
     record: dict = {"shape": shape, "rows": [], "errors": {}}
     if args.device == "cuda":
         from common import ceilings, env_record
+
         record["env"] = env_record()
     else:
         record["env"] = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "device": args.device}
@@ -359,8 +464,9 @@ def main() -> None:
         for n in CASES:
             CASES[n] = (CASES[n][0], args.ctx, *CASES[n][2:])
     moe_names = [n for n in args.moe_cases.split(",") if n]
-    max_ctx = max([CASES[n][1] for n in names + moe_names]
-                  + [args.prefill_ctx if not args.no_prefill else 0])
+    max_ctx = max(
+        [CASES[n][1] for n in names + moe_names] + [args.prefill_ctx if not args.no_prefill else 0]
+    )
     t = time.perf_counter()
     model = build_model(shape, args.device, max_pos=max_ctx + 4096)
     record["model_build_s"] = time.perf_counter() - t
@@ -369,10 +475,14 @@ def main() -> None:
     for name in names:
         batch, ctx, kv, eager = CASES[name]
         try:
-            record["rows"].append(decode_case(model, name, batch, ctx, kv, eager, args.device,
-                                              read_tbps, name in profiles))
+            record["rows"].append(
+                decode_case(
+                    model, name, batch, ctx, kv, eager, args.device, read_tbps, name in profiles
+                )
+            )
         except Exception as exc:  # keep the other cases' figures
             import traceback
+
             record["errors"][name] = traceback.format_exc()[-3000:]
             print(f"[{name}] FAILED: {exc}", flush=True)
             del exc
@@ -383,6 +493,7 @@ def main() -> None:
             record["rows"].append(prefill_case(model, args.prefill_ctx, args.device, gemm))
         except Exception as exc:
             import traceback
+
             record["errors"]["prefill"] = traceback.format_exc()[-3000:]
             print(f"[prefill] FAILED: {exc}", flush=True)
             del exc
@@ -390,18 +501,19 @@ def main() -> None:
     if args.moe_cases:
         del model
         free_memory(args.device)
-        model = build_model(shape, args.device, max_pos=max_ctx + 4096,
-                            moe_experts=args.moe_experts)
+        model = build_model(
+            shape, args.device, max_pos=max_ctx + 4096, moe_experts=args.moe_experts
+        )
         record["moe_params"] = sum(p.numel() for p in model.parameters())
         for name in moe_names:
             batch, ctx, kv, eager = CASES[name]
             try:
-                row = decode_case(model, name, batch, ctx, kv, eager, args.device, read_tbps,
-                                  False)
+                row = decode_case(model, name, batch, ctx, kv, eager, args.device, read_tbps, False)
                 row.update(case=f"moe{args.moe_experts}_{name}", moe_experts=args.moe_experts)
                 record["rows"].append(row)
             except Exception as exc:
                 import traceback
+
                 record["errors"][f"moe_{name}"] = traceback.format_exc()[-3000:]
                 print(f"[moe {name}] FAILED: {exc}", flush=True)
                 del exc
@@ -412,8 +524,12 @@ def main() -> None:
         free_memory(args.device)
         os.environ["_READ_TBPS"] = str(read_tbps or 0)
         try:
-            record["rows"] += legacy_rows(args.legacy_root, args.legacy_cases, shape_args,
-                                          not args.no_prefill and args.legacy_prefill)
+            record["rows"] += legacy_rows(
+                args.legacy_root,
+                args.legacy_cases,
+                shape_args,
+                not args.no_prefill and args.legacy_prefill,
+            )
         except Exception as exc:
             record["errors"]["legacy"] = repr(exc)
         for r in record["rows"]:
@@ -431,18 +547,24 @@ def main() -> None:
 def summary(r: dict) -> str:
     f = lambda k, fmt="{:.2f}": fmt.format(r[k]) if r.get(k) is not None else "-"  # noqa: E731
     if r.get("name") == "stack_decode":
-        return (f"{r.get('code', 'new'):6} {r['case']:18} {f('ms_per_step')} ms/step "
-                f"(p10 {f('p10_ms')} p90 {f('p90_ms')}) host {f('host_ms_per_step')} ms "
-                f"roofline {f('roofline_ms')} ms share {f('roofline_share', '{:.1%}')} "
-                f"ops/step {f('gpu_ops_per_step', '{:.0f}')} "
-                f"launch calls {f('kernel_launch_calls_per_step', '{:.0f}')} "
-                f"graphs {r.get('cuda_graphs')} {r.get('graphs_disabled') or ''}")
+        return (
+            f"{r.get('code', 'new'):6} {r['case']:18} {f('ms_per_step')} ms/step "
+            f"(p10 {f('p10_ms')} p90 {f('p90_ms')}) host {f('host_ms_per_step')} ms "
+            f"roofline {f('roofline_ms')} ms share {f('roofline_share', '{:.1%}')} "
+            f"ops/step {f('gpu_ops_per_step', '{:.0f}')} "
+            f"launch calls {f('kernel_launch_calls_per_step', '{:.0f}')} "
+            f"graphs {r.get('cuda_graphs')} {r.get('graphs_disabled') or ''}"
+        )
     if r.get("name") == "stack_prefill":
-        return (f"prefill {r['context']} tok: {f('seconds')} s, {f('tok_per_s', '{:.0f}')} "
-                f"tok/s, GEMM-ceiling share {f('gemm_ceiling_share', '{:.1%}')}")
+        return (
+            f"prefill {r['context']} tok: {f('seconds')} s, {f('tok_per_s', '{:.0f}')} "
+            f"tok/s, GEMM-ceiling share {f('gemm_ceiling_share', '{:.1%}')}"
+        )
     if r.get("name") == "ceilings":
-        return (f"ceilings: read {r['read_TBps']:.2f} TB/s, copy {r['copy_rw_TBps']:.2f}, "
-                f"gemm {r['bf16_gemm_TFLOPs']:.0f} TFLOP/s")
+        return (
+            f"ceilings: read {r['read_TBps']:.2f} TB/s, copy {r['copy_rw_TBps']:.2f}, "
+            f"gemm {r['bf16_gemm_TFLOPs']:.0f} TFLOP/s"
+        )
     return json.dumps(r)[:600]
 
 

@@ -49,8 +49,10 @@ def _source_files() -> list[Path]:
 
 def make_repo(dest: Path, target_tokens: int, tokenizer) -> int:
     """Copies of this checkout's text files until about target tokens (a real code base)."""
-    files = [(p.relative_to(ROOT), p.read_text(encoding="utf-8", errors="replace"))
-             for p in _source_files()]
+    files = [
+        (p.relative_to(ROOT), p.read_text(encoding="utf-8", errors="replace"))
+        for p in _source_files()
+    ]
     per_copy = sum(len(ids) for ids in tokenizer.encode_text_batch([t for _, t in files]))
     copies = max(1, -(-target_tokens // max(per_copy, 1)))
     for c in range(copies):
@@ -74,9 +76,20 @@ def run(args, work: Path, save) -> dict:
     from m3agent.engine.native.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
-    init_tiny(model_dir, TinySpec(layers=args.layers, hidden=args.hidden, heads=args.heads,
-                                  kv_heads=args.kv_heads, experts=args.experts, vocab=args.vocab,
-                                  dense_layers=args.dense_layers, head_dim=args.head_dim, seed=0))
+    init_tiny(
+        model_dir,
+        TinySpec(
+            layers=args.layers,
+            hidden=args.hidden,
+            heads=args.heads,
+            kv_heads=args.kv_heads,
+            experts=args.experts,
+            vocab=args.vocab,
+            dense_layers=args.dense_layers,
+            head_dim=args.head_dim,
+            seed=0,
+        ),
+    )
     tok = M3Tokenizer.from_model_dir(model_dir)
     repo = work / "repo"
     make_repo(repo, int(args.budget * 1.2), tok)
@@ -97,12 +110,21 @@ def run(args, work: Path, save) -> dict:
                 yield d
 
     engine = Recording.from_model_dir(
-        model_dir, device=args.device, dtype=args.dtype,
+        model_dir,
+        device=args.device,
+        dtype=args.dtype,
         config=EngineConfig(max_num_batched_tokens=args.chunk, kv_cache_memory_bytes=args.kv_bytes),
     )
-    settings = Settings(home=work / "home", config_path=work / "none.toml", engine="native",
-                        model=str(model_dir), approval="never", thinking="adaptive",
-                        max_tokens=args.max_tokens, context_budget=args.budget)
+    settings = Settings(
+        home=work / "home",
+        config_path=work / "none.toml",
+        engine="native",
+        model=str(model_dir),
+        approval="never",
+        thinking="adaptive",
+        max_tokens=args.max_tokens,
+        context_budget=args.budget,
+    )
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda _l: None)
     turn_modes = [MODES[i % 3] for i in range(args.turns)]
     announced: dict = {}
@@ -116,34 +138,57 @@ def run(args, work: Path, save) -> dict:
         usages = [e.usage for e in seen if isinstance(e, ev.ModelRequestFinished)]
         if errors or len(usages) != len(engine.requests):
             raise SystemExit(f"the session failed: {errors}")
-        snap = next(e.detail for e in seen
-                    if isinstance(e, ev.ContextEvent) and e.action == "snapshot")
+        snap = next(
+            e.detail for e in seen if isinstance(e, ev.ContextEvent) and e.action == "snapshot"
+        )
         previous: list[int] = []
         turns = []
         for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
-            ids = tok.encode_parts(render_prompt_parts(
-                list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
-                session_thinking_mode=req.session_thinking_mode))
+            ids = tok.encode_parts(
+                render_prompt_parts(
+                    list(req.messages),
+                    list(req.tools),
+                    req.thinking_mode,
+                    template=tmpl,
+                    session_thinking_mode=req.session_thinking_mode,
+                )
+            )
             assert len(ids) == u.prompt_tokens, (len(ids), u.prompt_tokens)
             new = len(ids) - common_prefix_len(previous, ids)
             previous = ids + engine.generated[req.request_id][:-1]
             changed = default_change and n == len(engine.requests) - 1
-            turns.append({
-                "turn": n + 1, "thinking_mode": req.thinking_mode,
-                "session_thinking_mode": req.session_thinking_mode,
-                "prompt_tokens": u.prompt_tokens, "cached_tokens": u.cached_prompt_tokens,
-                "recomputed_tokens": u.recomputed_prompt_tokens, "new_tokens": new,
-                "extra_recomputed": u.recomputed_prompt_tokens - new,
-                "within_target": n == 0 or changed or u.recomputed_prompt_tokens <= new + PAGE,
-                "ttft_s": u.time_to_first_token_s, "cache_miss_reason": u.cache_miss_reason,
-            })
+            turns.append(
+                {
+                    "turn": n + 1,
+                    "thinking_mode": req.thinking_mode,
+                    "session_thinking_mode": req.session_thinking_mode,
+                    "prompt_tokens": u.prompt_tokens,
+                    "cached_tokens": u.cached_prompt_tokens,
+                    "recomputed_tokens": u.recomputed_prompt_tokens,
+                    "new_tokens": new,
+                    "extra_recomputed": u.recomputed_prompt_tokens - new,
+                    "within_target": n == 0 or changed or u.recomputed_prompt_tokens <= new + PAGE,
+                    "ttft_s": u.time_to_first_token_s,
+                    "cache_miss_reason": u.cache_miss_reason,
+                }
+            )
         toggles = turns[1 : args.turns]
         out = {
-            "model": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
-                      "kv_heads": args.kv_heads, "experts": args.experts, "vocab": args.vocab,
-                      "dense_layers": args.dense_layers, "head_dim": args.head_dim,
-                      "dtype": args.dtype, "device": args.device},
-            "snapshot": snap, "turns": turns, "wall_s": round(time.perf_counter() - t0, 1),
+            "model": {
+                "layers": args.layers,
+                "hidden": args.hidden,
+                "heads": args.heads,
+                "kv_heads": args.kv_heads,
+                "experts": args.experts,
+                "vocab": args.vocab,
+                "dense_layers": args.dense_layers,
+                "head_dim": args.head_dim,
+                "dtype": args.dtype,
+                "device": args.device,
+            },
+            "snapshot": snap,
+            "turns": turns,
+            "wall_s": round(time.perf_counter() - t0, 1),
             "toggle_turns_all_within_target": all(t["within_target"] for t in toggles),
             "toggle_turns_max_extra_recomputed": max(t["extra_recomputed"] for t in toggles),
             "toggle_turns_max_recomputed": max(t["recomputed_tokens"] for t in toggles),
@@ -169,8 +214,9 @@ def run(args, work: Path, save) -> dict:
     async def drive() -> dict:
         stream = session.events()
         for i, m in enumerate(turn_modes):
-            await turn(stream, UserTurn(f"Turn {i + 1}: where is the prompt rendered?",
-                                        thinking_mode=m))
+            await turn(
+                stream, UserTurn(f"Turn {i + 1}: where is the prompt rendered?", thinking_mode=m)
+            )
         result = analyze(False)
         save(result)  # the toggle figures are kept even if the last, long turn is cut short
         if args.default_change:
@@ -201,18 +247,29 @@ def main() -> None:
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--chunk", type=int, default=4096, help="max_num_batched_tokens")
     ap.add_argument("--kv-bytes", type=int, default=None, help="KV cache budget in bytes")
-    ap.add_argument("--default-change", action="store_true",
-                    help="end with a session-default change and record its announced cost")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "thinking_toggle_cpu.json")
+    ap.add_argument(
+        "--default-change",
+        action="store_true",
+        help="end with a session-default change and record its announced cost",
+    )
+    ap.add_argument(
+        "--out", type=Path, default=ROOT / "bench" / "results" / "thinking_toggle_cpu.json"
+    )
     args = ap.parse_args()
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     work = Path(tempfile.mkdtemp(prefix="m3toggle-bench-"))
-    head = {"python": sys.version.split()[0], "machine": platform.machine(),
-            "cpus": len(os.sched_getaffinity(0))}
+    head = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "cpus": len(os.sched_getaffinity(0)),
+    }
 
     def save(part: dict) -> None:
-        result = {**head, **part,
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+        result = {
+            **head,
+            **part,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps(result, indent=2), flush=True)

@@ -59,10 +59,16 @@ def row(turn: int, mode: str, usage: dict, prev_total: int | None) -> dict:
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
     new = prompt if prev_total is None else prompt - prev_total
     recomputed = prompt - cached
-    return {"turn": turn, "mode": mode, "prompt_tokens": prompt, "cached_tokens": cached,
-            "recomputed_tokens": recomputed, "new_tokens": new,
-            "within_target": turn == 1 or recomputed <= new + PAGE,
-            "completion_tokens": int(usage["completion_tokens"])}
+    return {
+        "turn": turn,
+        "mode": mode,
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "recomputed_tokens": recomputed,
+        "new_tokens": new,
+        "within_target": turn == 1 or recomputed <= new + PAGE,
+        "completion_tokens": int(usage["completion_tokens"]),
+    }
 
 
 async def serve_client(url: str, snapshot: str, turns: int, max_tokens: int) -> list[dict]:
@@ -73,30 +79,49 @@ async def serve_client(url: str, snapshot: str, turns: int, max_tokens: int) -> 
         for t in range(turns):
             mode = MODES[t % 3]
             messages.append({"role": "user", "content": f"Question {t + 1}: what does f{t} do?"})
-            r = await client.post(f"{url}/chat/completions", json={
-                "model": "tiny", "messages": messages, "max_tokens": max_tokens,
-                "temperature": 0, "chat_template_kwargs": {"thinking_mode": mode}})
+            r = await client.post(
+                f"{url}/chat/completions",
+                json={
+                    "model": "tiny",
+                    "messages": messages,
+                    "max_tokens": max_tokens,
+                    "temperature": 0,
+                    "chat_template_kwargs": {"thinking_mode": mode},
+                },
+            )
             r.raise_for_status()
             obj = r.json()
             msg = obj["choices"][0]["message"]
             raw = msg.get("raw_text")
             rows.append(row(t + 1, mode, obj["usage"], prev_total))
             prev_total = obj["usage"]["prompt_tokens"] + obj["usage"]["completion_tokens"]
-            messages.append({"role": "assistant", "content": msg.get("content") or "",
-                             "raw_text": raw, "thinking_mode": mode})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": msg.get("content") or "",
+                    "raw_text": raw,
+                    "thinking_mode": mode,
+                }
+            )
     return rows
 
 
-async def remote_client(url: str, model_dir: Path, snapshot: str, turns: int,
-                        max_tokens: int) -> list[dict]:
+async def remote_client(
+    url: str, model_dir: Path, snapshot: str, turns: int, max_tokens: int
+) -> list[dict]:
     from m3agent.engine.api import ChatRequest, Message, SamplingParams, UsageDelta
     from m3agent.engine.backends.remote import RemoteEngine
     from m3agent.engine.m3.chat_template import ChatTemplate
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-    engine = RemoteEngine(url, "tiny", retries=0, timeout=3600,
-                          tokenizer=M3Tokenizer.from_model_dir(model_dir),
-                          template=ChatTemplate.from_model_dir(model_dir))
+    engine = RemoteEngine(
+        url,
+        "tiny",
+        retries=0,
+        timeout=3600,
+        tokenizer=M3Tokenizer.from_model_dir(model_dir),
+        template=ChatTemplate.from_model_dir(model_dir),
+    )
     messages: list[Message] = [Message("system", snapshot)]
     rows: list[dict] = []
     prev_total = None
@@ -104,16 +129,22 @@ async def remote_client(url: str, model_dir: Path, snapshot: str, turns: int,
         for t in range(turns):
             mode = MODES[t % 3]
             messages.append(Message("user", f"Question {t + 1}: what does f{t} do?"))
-            req = ChatRequest(f"t{t}", tuple(messages), thinking_mode=mode,
-                              sampling=SamplingParams(max_tokens=max_tokens, temperature=0))
+            req = ChatRequest(
+                f"t{t}",
+                tuple(messages),
+                thinking_mode=mode,
+                sampling=SamplingParams(max_tokens=max_tokens, temperature=0),
+            )
             final = [d async for d in engine.stream(req) if isinstance(d, UsageDelta)][-1]
             u = final.usage
-            usage = {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.generated_tokens,
-                     "prompt_tokens_details": {"cached_tokens": u.cached_prompt_tokens}}
+            usage = {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.generated_tokens,
+                "prompt_tokens_details": {"cached_tokens": u.cached_prompt_tokens},
+            }
             rows.append(row(t + 1, mode, usage, prev_total))
             prev_total = u.prompt_tokens + u.generated_tokens
-            messages.append(Message("assistant", "", raw_text=final.raw_text,
-                                    thinking_mode=mode))
+            messages.append(Message("assistant", "", raw_text=final.raw_text, thinking_mode=mode))
         assert engine._completions is True, "the remote backend did not use /v1/completions"
     finally:
         await engine.close()
@@ -128,9 +159,12 @@ async def with_server(model_dir: Path, max_len: int, device: str, run) -> tuple[
 
     blocks = max_len // PAGE + 8
     engine = NativeEngine.from_model_dir(
-        model_dir, device=device,
-        config=EngineConfig(max_model_len=max_len, num_gpu_blocks=blocks,
-                            max_num_batched_tokens=8192))
+        model_dir,
+        device=device,
+        config=EngineConfig(
+            max_model_len=max_len, num_gpu_blocks=blocks, max_num_batched_tokens=8192
+        ),
+    )
     with tempfile.TemporaryDirectory() as media:
         server = await start(ChatServer(engine, ServeConfig("tiny", Path(media))).handle, port=0)
         url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
@@ -144,21 +178,40 @@ async def with_server(model_dir: Path, max_len: int, device: str, run) -> tuple[
     return rows, time.monotonic() - started
 
 
-def measure(model_dir: Path, snapshot_tokens: int, turns: int, max_tokens: int = 1,
-            device: str = "cpu") -> dict:
+def measure(
+    model_dir: Path, snapshot_tokens: int, turns: int, max_tokens: int = 1, device: str = "cpu"
+) -> dict:
     snap = snapshot_text(snapshot_tokens)
     max_len = snapshot_tokens + 4096 + turns * (max_tokens + 64)
-    out: dict = {"snapshot_tokens_requested": snapshot_tokens, "turns": turns,
-                 "modes": [MODES[t % 3] for t in range(turns)], "page": PAGE}
-    rows, secs = asyncio.run(with_server(
-        model_dir, max_len, device, lambda url: serve_client(url, snap, turns, max_tokens)))
-    out["serve"] = {"rows": rows, "seconds": round(secs, 2),
-                    "all_within_target": all(r["within_target"] for r in rows)}
-    rows, secs = asyncio.run(with_server(
-        model_dir, max_len, device,
-        lambda url: remote_client(url, model_dir, snap, turns, max_tokens)))
-    out["remote"] = {"rows": rows, "seconds": round(secs, 2),
-                     "all_within_target": all(r["within_target"] for r in rows)}
+    out: dict = {
+        "snapshot_tokens_requested": snapshot_tokens,
+        "turns": turns,
+        "modes": [MODES[t % 3] for t in range(turns)],
+        "page": PAGE,
+    }
+    rows, secs = asyncio.run(
+        with_server(
+            model_dir, max_len, device, lambda url: serve_client(url, snap, turns, max_tokens)
+        )
+    )
+    out["serve"] = {
+        "rows": rows,
+        "seconds": round(secs, 2),
+        "all_within_target": all(r["within_target"] for r in rows),
+    }
+    rows, secs = asyncio.run(
+        with_server(
+            model_dir,
+            max_len,
+            device,
+            lambda url: remote_client(url, model_dir, snap, turns, max_tokens),
+        )
+    )
+    out["remote"] = {
+        "rows": rows,
+        "seconds": round(secs, 2),
+        "all_within_target": all(r["within_target"] for r in rows),
+    }
     return out
 
 
@@ -172,19 +225,40 @@ def main() -> int:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--head-dim", type=int, default=32)
-    p.add_argument("--dense-layers", type=int, default=0,
-                   help="dense-attention layers (the rest are MSA: sparse, cheap at 100K on CPU)")
+    p.add_argument(
+        "--dense-layers",
+        type=int,
+        default=0,
+        help="dense-attention layers (the rest are MSA: sparse, cheap at 100K on CPU)",
+    )
     p.add_argument("--out", type=Path, default=Path("bench/results/toggle_session_cpu.json"))
     a = p.parse_args()
     from m3agent.engine.native.tiny import TinySpec, init_tiny
 
     with tempfile.TemporaryDirectory() as d:
-        model = init_tiny(Path(d) / "tiny", TinySpec(
-            layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=1, head_dim=a.head_dim,
-            experts=2, dense_layers=a.dense_layers, intermediate=64, dense_intermediate=64))
+        model = init_tiny(
+            Path(d) / "tiny",
+            TinySpec(
+                layers=a.layers,
+                hidden=a.hidden,
+                heads=a.heads,
+                kv_heads=1,
+                head_dim=a.head_dim,
+                experts=2,
+                dense_layers=a.dense_layers,
+                intermediate=64,
+                dense_intermediate=64,
+            ),
+        )
         result = measure(model, a.snapshot, a.turns, a.max_tokens, a.device)
-    result["model"] = {"layers": a.layers, "dense_layers": a.dense_layers, "hidden": a.hidden,
-                       "heads": a.heads, "head_dim": a.head_dim, "device": a.device}
+    result["model"] = {
+        "layers": a.layers,
+        "dense_layers": a.dense_layers,
+        "hidden": a.hidden,
+        "heads": a.heads,
+        "head_dim": a.head_dim,
+        "device": a.device,
+    }
     result["python"] = sys.version.split()[0]
     result["machine"] = platform.machine()
     a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -193,9 +267,11 @@ def main() -> int:
         r = result[path]
         print(path, "within target:", r["all_within_target"], f"{r['seconds']}s")
         for x in r["rows"]:
-            print(f"  turn {x['turn']:2d} {x['mode']:8s} prompt {x['prompt_tokens']:7d} "
-                  f"cached {x['cached_tokens']:7d} recomputed {x['recomputed_tokens']:5d} "
-                  f"new {x['new_tokens']:5d}")
+            print(
+                f"  turn {x['turn']:2d} {x['mode']:8s} prompt {x['prompt_tokens']:7d} "
+                f"cached {x['cached_tokens']:7d} recomputed {x['recomputed_tokens']:5d} "
+                f"new {x['new_tokens']:5d}"
+            )
     return 0
 
 

@@ -138,7 +138,9 @@ def weight_files(path: Path) -> list[Path]:
         names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (path / n).is_file()]
         if missing:
-            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            shown = ", ".join(missing[:3]) + (
+                f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            )
             raise EngineUnavailable(
                 f"checkpoint {path} is incomplete: {len(missing)} of {len(names)} weight "
                 f"shards missing ({shown}); finish the download"

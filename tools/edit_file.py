@@ -73,7 +73,9 @@ class EditFile(Tool):
         if not args.old_string:
             return ToolResult("old_string is empty; give the exact text to replace", is_error=True)
         if args.old_string == args.new_string:
-            return ToolResult("old_string and new_string are identical; nothing to do", is_error=True)
+            return ToolResult(
+                "old_string and new_string are identical; nothing to do", is_error=True
+            )
         count = old.count(args.old_string)
         if count == 0:
             return ToolResult(
@@ -101,7 +103,11 @@ class _Edit:
 
 
 def _diff(e: _Edit) -> list[str]:
-    return list(difflib.unified_diff(
-        e.old.splitlines(keepends=True), e.new.splitlines(keepends=True),
-        f"a/{e.shown}", f"b/{e.shown}",
-    ))
+    return list(
+        difflib.unified_diff(
+            e.old.splitlines(keepends=True),
+            e.new.splitlines(keepends=True),
+            f"a/{e.shown}",
+            f"b/{e.shown}",
+        )
+    )

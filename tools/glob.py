@@ -48,8 +48,10 @@ class Glob(Tool):
         if left_out:
             more = f"{left_out}{'+' if truncated else ''}"  # the walk stopped early too
             truncated = True
-            out += (f"\n[truncated: {more} more paths left out after {LISTING_CHARS:,} "
-                    "characters; narrow the pattern]")
+            out += (
+                f"\n[truncated: {more} more paths left out after {LISTING_CHARS:,} "
+                "characters; narrow the pattern]"
+            )
         elif truncated:
             out += f"\n[truncated at {MAX_RESULTS} results; narrow the pattern]"
         return ToolResult(out, metadata={"truncated": truncated})

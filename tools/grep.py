@@ -60,15 +60,34 @@ class Grep(Tool):
         out = "\n".join(rows) if rows else "(no matches)"
         if left_out:
             truncated = True
-            out += (f"\n[truncated: {left_out} more matching rows left out after {LISTING_CHARS:,}"
-                    " characters; narrow the pattern or path]")
+            out += (
+                f"\n[truncated: {left_out} more matching rows left out after {LISTING_CHARS:,}"
+                " characters; narrow the pattern or path]"
+            )
         elif truncated:
             out += f"\n[truncated at {args.max_matches} matches; narrow the pattern or path]"
-        return ToolResult(out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"})
+        return ToolResult(
+            out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"}
+        )
 
     def _ripgrep(self, args: GrepArgs, root: Path, ctx: ToolContext) -> list[str]:
-        cmd = [self._rg, "--line-number", "--no-heading", "--color", "never", "--max-columns", str(MAX_LINE),
-               "--sort", "path", "--no-require-git", "--hidden", "--glob", "!.git", "--glob", "!.m3agent"]
+        cmd = [
+            self._rg,
+            "--line-number",
+            "--no-heading",
+            "--color",
+            "never",
+            "--max-columns",
+            str(MAX_LINE),
+            "--sort",
+            "path",
+            "--no-require-git",
+            "--hidden",
+            "--glob",
+            "!.git",
+            "--glob",
+            "!.m3agent",
+        ]
         # sorted, so a capped result is always the same subset; hidden files searched like
         # the Python walk does
         if args.ignore_case:
@@ -78,7 +97,9 @@ class Grep(Tool):
         cmd += ["-e", args.pattern, "--", str(root)]
         rows: list[str] = []
         # Read rows as they come and stop rg at the cap, so a huge result never piles up.
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ctx.cwd) as proc:
+        with subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ctx.cwd
+        ) as proc:
             for raw in proc.stdout or ():
                 line = raw.decode("utf-8", "replace").rstrip("\n")
                 file, _, rest = line.partition(":")
@@ -90,7 +111,9 @@ class Grep(Tool):
                     break
         return sorted(rows, key=_row_key)
 
-    def _python(self, args: GrepArgs, regex: re.Pattern[str], root: Path, ctx: ToolContext) -> list[str]:
+    def _python(
+        self, args: GrepArgs, regex: re.Pattern[str], root: Path, ctx: ToolContext
+    ) -> list[str]:
         name_re = re.compile("^(?:.*/)?" + _glob_to_regex(args.glob) + "$") if args.glob else None
         files = [root] if root.is_file() else (root / rel for rel, d in walk(root) if not d)
         rows: list[str] = []

@@ -35,7 +35,9 @@ def parse(text: str) -> list[FileOp]:
         return _parse_envelope(stripped.splitlines())
     if re.search(r"^--- ", text, re.M) and re.search(r"^\+\+\+ ", text, re.M):
         return _parse_unified(text.splitlines())
-    raise PatchError("not a patch: expected '*** Begin Patch' or a unified diff ('--- a/..', '+++ b/..')")
+    raise PatchError(
+        "not a patch: expected '*** Begin Patch' or a unified diff ('--- a/..', '+++ b/..')"
+    )
 
 
 def _parse_envelope(lines: list[str]) -> list[FileOp]:
@@ -123,7 +125,9 @@ def _parse_unified(lines: list[str]) -> list[FileOp]:
     ops: list[FileOp] = []
     i = 0
     while i < len(lines):
-        if not (lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+        if not (
+            lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+        ):
             i += 1
             continue
         old_p, new_p = lines[i][4:], lines[i + 1][4:]
@@ -150,7 +154,9 @@ def _parse_unified(lines: list[str]) -> list[FileOp]:
             if i < len(lines) and lines[i].startswith("\\"):
                 i += 1
             if len(hunk.old) != n_old or len(hunk.new) != n_new:
-                raise PatchError(f"hunk at line {m.group(1)} of {op.path}: line counts do not match its header")
+                raise PatchError(
+                    f"hunk at line {m.group(1)} of {op.path}: line counts do not match its header"
+                )
             if op.kind == "add":
                 op.content += hunk.new
             elif op.kind == "update":

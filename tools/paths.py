@@ -80,7 +80,9 @@ def check_write(raw: str, ctx: ToolContext) -> Path:
         raise PathDenied(f"{raw}: outside the writable roots ({shown}); resolved to {path}")
     for root in roots:  # at any depth: a nested `.git` is a repository planted for later
         if _within(path, root):
-            hit = next((n for n in path.relative_to(root).parts if n in policy.protected_names), None)
+            hit = next(
+                (n for n in path.relative_to(root).parts if n in policy.protected_names), None
+            )
             if hit:
                 raise PathDenied(f"{raw}: {hit} is protected and stays read-only")
     return path

@@ -75,8 +75,9 @@ class ReadFile(Tool):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            return ToolResult(f"{shown}: not a regular file (a FIFO, socket or device); not read",
-                              is_error=True)
+            return ToolResult(
+                f"{shown}: not a regular file (a FIFO, socket or device); not read", is_error=True
+            )
         size = st.st_size
         ranged = args.offset != 1 or "limit" in args.model_fields_set
         if size > MAX_WHOLE_BYTES and not ranged:
@@ -120,15 +121,23 @@ class ReadFile(Tool):
                 lines.append(row)
         out = "\n".join(lines)
         if not lines and n < args.offset and size:
-            return ToolResult(f"{shown}: has only {n} lines; offset {args.offset} is past the end", is_error=True)
+            return ToolResult(
+                f"{shown}: has only {n} lines; offset {args.offset} is past the end", is_error=True
+            )
         notes = []
         if long_lines:
-            notes.append(f"[note: {long_lines} line(s) longer than {MAX_LINE_BYTES:,} bytes were "
-                         "cut; grep finds text inside them]")
+            notes.append(
+                f"[note: {long_lines} line(s) longer than {MAX_LINE_BYTES:,} bytes were "
+                "cut; grep finds text inside them]"
+            )
         if bad_utf8:
-            notes.append("[note: the file is not valid UTF-8; undecodable bytes are shown as U+FFFD]")
+            notes.append(
+                "[note: the file is not valid UTF-8; undecodable bytes are shown as U+FFFD]"
+            )
         if truncated:
-            notes.append(f"[truncated: more lines follow line {args.offset + len(lines) - 1}; read on with offset]")
+            notes.append(
+                f"[truncated: more lines follow line {args.offset + len(lines) - 1}; read on with offset]"
+            )
         if notes:
             out = out + "\n" + "\n".join(notes)
         return ToolResult(out if out else "(empty file)", metadata={"truncated": truncated})

@@ -64,8 +64,10 @@ DIFF_FLAGS: tuple[str, ...] = ("--no-ext-diff", "--no-textconv", "--no-color")
 _INDEX_MAX_BYTES = 512 * 1024 * 1024  # a bigger "index" is not one we copy
 _EXCLUDE_MAX_BYTES = 1024 * 1024
 _IDENTITY = {
-    "GIT_AUTHOR_NAME": "m3agent", "GIT_AUTHOR_EMAIL": "m3agent@localhost",
-    "GIT_COMMITTER_NAME": "m3agent", "GIT_COMMITTER_EMAIL": "m3agent@localhost",
+    "GIT_AUTHOR_NAME": "m3agent",
+    "GIT_AUTHOR_EMAIL": "m3agent@localhost",
+    "GIT_COMMITTER_NAME": "m3agent",
+    "GIT_COMMITTER_EMAIL": "m3agent@localhost",
 }
 
 
@@ -133,9 +135,14 @@ def run_git(
             extra["GIT_CEILING_DIRECTORIES"] = str(Path(scratch).parent)
         try:
             proc = subprocess.run(
-                cmd, cwd=str(work_tree or git_dir or scratch), env=git_env(Path(scratch), **extra),
-                input=input, stdin=None if input is not None else subprocess.DEVNULL,
-                capture_output=True, timeout=timeout, umask=0o077,
+                cmd,
+                cwd=str(work_tree or git_dir or scratch),
+                env=git_env(Path(scratch), **extra),
+                input=input,
+                stdin=None if input is not None else subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                umask=0o077,
             )
         except FileNotFoundError:
             raise SafeGitError("git is not installed") from None
@@ -223,8 +230,18 @@ class UserRepo:
         except OSError:
             return "sha1"
         try:
-            out = run_git(["config", "--file", str(config), "--no-includes",
-                           "--get", "extensions.objectformat"], git_dir=None, timeout=20)
+            out = run_git(
+                [
+                    "config",
+                    "--file",
+                    str(config),
+                    "--no-includes",
+                    "--get",
+                    "extensions.objectformat",
+                ],
+                git_dir=None,
+                timeout=20,
+            )
         except SafeGitError:  # not set (exit 1), or no config file: SHA-1
             return "sha1"
         fmt = out.decode("ascii", "replace").strip().lower()
@@ -251,13 +268,18 @@ class UserRepo:
             _copy_regular(self.dot_git / "index", index, _INDEX_MAX_BYTES)
             for part in self.dot_git.glob("sharedindex.*"):
                 _copy_regular(part, gd / part.name, _INDEX_MAX_BYTES)
-            _copy_regular(self.dot_git / "info" / "exclude", gd / "info" / "exclude",
-                          _EXCLUDE_MAX_BYTES)
+            _copy_regular(
+                self.dot_git / "info" / "exclude", gd / "info" / "exclude", _EXCLUDE_MAX_BYTES
+            )
             objects = self.dot_git / "objects"
             if os.path.islink(objects) or not objects.is_dir():
                 raise RepoRefused(".git/objects is not a directory")
-            yield {"git_dir": gd, "work_tree": self.workspace, "index_file": index,
-                   "object_dir": objects}
+            yield {
+                "git_dir": gd,
+                "work_tree": self.workspace,
+                "index_file": index,
+                "object_dir": objects,
+            }
 
     def git(self, args: Sequence[str], timeout: float = 60.0) -> bytes:
         with self._borrowed() as where:
@@ -266,14 +288,19 @@ class UserRepo:
     def list_files(self, timeout: float = 60.0) -> tuple[list[str], set[str]]:
         """(tracked plus untracked-not-ignored files, the modified or untracked ones)."""
         with self._borrowed() as where:
-            listed = run_git(["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                             timeout=timeout, **where)
-            changed = run_git(["ls-files", "-z", "--modified", "--others", "--exclude-standard"],
-                              timeout=timeout, **where)
+            listed = run_git(
+                ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                timeout=timeout,
+                **where,
+            )
+            changed = run_git(
+                ["ls-files", "-z", "--modified", "--others", "--exclude-standard"],
+                timeout=timeout,
+                **where,
+            )
         files = sorted({p for p in listed.decode("utf-8", "surrogateescape").split("\0") if p})
         return files, {p for p in changed.decode("utf-8", "surrogateescape").split("\0") if p}
 
     def diff(self, timeout: float = 20.0) -> str:
         """`git diff` (work tree against the index), no external diff, textconv or colour."""
         return self.git(["diff", *DIFF_FLAGS], timeout).decode("utf-8", "replace")
-

@@ -66,8 +66,9 @@ class Shell(Tool):
             return Preview(PreviewKind.TEXT, cwd.output, is_error=True)
         timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
         # The directory first: a long command's cut never hides where it runs.
-        text, note = preview_text(f"cwd: {cwd} (timeout {timeout:g}s)\n"
-                                  f"$ {args.command}\n", "command")
+        text, note = preview_text(
+            f"cwd: {cwd} (timeout {timeout:g}s)\n$ {args.command}\n", "command"
+        )
         return Preview(PreviewKind.COMMAND, text, note)
 
     def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
@@ -77,7 +78,9 @@ class Shell(Tool):
             return cwd
         timeout = min(args.timeout_s or ctx.timeout_s, MAX_TIMEOUT_S)
         try:
-            r = sandbox.run(args.command, cwd=cwd, timeout_s=timeout, cancel=ctx.cancel, env=ctx.env)
+            r = sandbox.run(
+                args.command, cwd=cwd, timeout_s=timeout, cancel=ctx.cancel, env=ctx.env
+            )
         except SandboxUnavailable as e:
             return ToolResult(str(e), is_error=True, metadata={"blocked_by": "no_sandbox"})
         except WriteBudgetSpent as e:
@@ -85,16 +88,24 @@ class Shell(Tool):
         if not r.started:  # never a success, never mistaken for the command's own failure
             why = (r.stderr.strip().splitlines() or [f"exit {r.exit_code}"])[-1]
             return ToolResult(
-                f"the sandbox could not start the command (nothing ran): {why}", is_error=True,
-                metadata={"blocked_by": "sandbox_failed", "exit_code": r.exit_code,
-                          "layers": list(r.layers)},
+                f"the sandbox could not start the command (nothing ran): {why}",
+                is_error=True,
+                metadata={
+                    "blocked_by": "sandbox_failed",
+                    "exit_code": r.exit_code,
+                    "layers": list(r.layers),
+                },
             )
         parts = [f"exit code: {r.exit_code}"]
         if r.timed_out:
-            parts.append(f"[timed out after {timeout:g}s; the command and its children were killed]")
+            parts.append(
+                f"[timed out after {timeout:g}s; the command and its children were killed]"
+            )
         if r.write_budget_exceeded:
-            parts.append(f"[killed: the session's commands grew the disk past the write budget "
-                         f"({sandbox.policy.limits.write_budget_mb} MiB)]")
+            parts.append(
+                f"[killed: the session's commands grew the disk past the write budget "
+                f"({sandbox.policy.limits.write_budget_mb} MiB)]"
+            )
         if r.cancelled:
             parts.append("[interrupted; the command and its children were killed]")
         if r.stdout:
@@ -102,18 +113,28 @@ class Shell(Tool):
         if r.stderr:
             parts.append("stderr:\n" + r.stderr.rstrip("\n"))
         if r.set_aside:
-            parts.append("[sandbox: commands may not create " + ", ".join(
-                Path(p).name.split(".m3agent-blocked-")[0] for p in r.set_aside)
-                + "; set aside as " + ", ".join(r.set_aside) + "]")
+            parts.append(
+                "[sandbox: commands may not create "
+                + ", ".join(Path(p).name.split(".m3agent-blocked-")[0] for p in r.set_aside)
+                + "; set aside as "
+                + ", ".join(r.set_aside)
+                + "]"
+            )
         if r.restored_modes:
-            parts.append(f"[sandbox: restored the permissions of {len(r.restored_modes)} protected file(s)]")
+            parts.append(
+                f"[sandbox: restored the permissions of {len(r.restored_modes)} protected file(s)]"
+            )
         return ToolResult(
             "\n".join(parts),
             is_error=r.exit_code != 0 or r.timed_out or r.cancelled or r.write_budget_exceeded,
             metadata={
-                "exit_code": r.exit_code, "timed_out": r.timed_out, "truncated": r.truncated,
-                "stdout_bytes": r.stdout_bytes, "stderr_bytes": r.stderr_bytes,
-                "layers": list(r.layers), "duration_s": round(r.duration_s, 3),
+                "exit_code": r.exit_code,
+                "timed_out": r.timed_out,
+                "truncated": r.truncated,
+                "stdout_bytes": r.stdout_bytes,
+                "stderr_bytes": r.stderr_bytes,
+                "layers": list(r.layers),
+                "duration_s": round(r.duration_s, 3),
                 "write_budget_exceeded": r.write_budget_exceeded,
             },
         )

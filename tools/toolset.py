@@ -43,7 +43,9 @@ def _validation_message(name: str, err: ValidationError) -> str:
         elif e["type"] == "extra_forbidden":
             rows.append(f"unknown argument '{loc}'")
         else:
-            rows.append(f"argument '{loc}': {e['msg']} (got {json.dumps(e.get('input'), default=str)[:80]})")
+            rows.append(
+                f"argument '{loc}': {e['msg']} (got {json.dumps(e.get('input'), default=str)[:80]})"
+            )
     return f"invalid arguments for {name}: " + "; ".join(rows)
 
 
@@ -92,15 +94,15 @@ class Toolset:
         fail previews as an error saying why (the same words its result would carry)."""
         parsed = self._parse(name, arguments)
         if isinstance(parsed, ToolResult):
-            return Preview(PreviewKind.TEXT, preview_text(parsed.output, "message")[0],
-                           is_error=True)
+            return Preview(
+                PreviewKind.TEXT, preview_text(parsed.output, "message")[0], is_error=True
+            )
         try:
             return self._tools[name].preview(parsed, ctx)
         except PathDenied as e:
             return Preview(PreviewKind.TEXT, str(e), is_error=True)
         except Exception as e:  # a preview bug must not stop the approval being asked
-            return Preview(PreviewKind.TEXT, f"no preview: {type(e).__name__}: {e}",
-                           is_error=True)
+            return Preview(PreviewKind.TEXT, f"no preview: {type(e).__name__}: {e}", is_error=True)
 
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
         parsed = self._parse(name, arguments)
@@ -155,8 +157,14 @@ def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = Tr
     from .write_file import WriteFile
 
     tools: list[Tool] = [
-        ReadFile(), ListDir(), Glob(), Grep(use_ripgrep=use_ripgrep), WriteFile(), EditFile(),
-        ApplyPatch(), Shell(),
+        ReadFile(),
+        ListDir(),
+        Glob(),
+        Grep(use_ripgrep=use_ripgrep),
+        WriteFile(),
+        EditFile(),
+        ApplyPatch(),
+        Shell(),
     ]
     if include is not None:
         wanted = set(include)

@@ -56,8 +56,9 @@ class WriteFile(Tool):
         if path.is_dir():
             return ToolResult(f"{shown}: is a directory", is_error=True)
         if path.exists() and not path.is_file():  # reading a FIFO would hang the preview
-            return ToolResult(f"{shown}: not a regular file (a FIFO, socket or device)",
-                              is_error=True)
+            return ToolResult(
+                f"{shown}: not a regular file (a FIFO, socket or device)", is_error=True
+            )
         old = ""
         if path.exists():
             old = path.read_bytes().decode("utf-8", "replace")
@@ -65,6 +66,11 @@ class WriteFile(Tool):
 
 
 def _diff(shown: str, old: str, new: str) -> list[str]:
-    return list(difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{shown}", f"b/{shown}",
-    ))
+    return list(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new.splitlines(keepends=True),
+            f"a/{shown}",
+            f"b/{shown}",
+        )
+    )

@@ -136,8 +136,12 @@ def register(app: typer.Typer) -> None:
 
             progress = ProgressLine(sys.stderr)  # files and tokens so far, on a terminal only
             try:
-                snap = build_snapshot(root, tokenizer, config,  # type: ignore[arg-type]
-                                      progress=progress)
+                snap = build_snapshot(
+                    root,
+                    tokenizer,
+                    config,  # type: ignore[arg-type]
+                    progress=progress,
+                )
             finally:
                 progress.close()
         except ValueError as e:

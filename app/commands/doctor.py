@@ -18,8 +18,10 @@ def register(app: typer.Typer) -> None:
         network: bool = typer.Option(False, "--network", help="Judge a policy with network on."),
         mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Start and check MCP servers."),
         without: list[str] = typer.Option(
-            [], "--without", help="Judge as if this layer were unavailable (repeatable), e.g. "
-            "--without bwrap for a machine where user namespaces are restricted."
+            [],
+            "--without",
+            help="Judge as if this layer were unavailable (repeatable), e.g. "
+            "--without bwrap for a machine where user namespaces are restricted.",
         ),
     ) -> None:
         """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you."""
@@ -37,7 +39,9 @@ def register(app: typer.Typer) -> None:
         try:
             settings = load_settings()
             policy = SandboxPolicy(
-                workspace=cwd, mode=sandbox or settings.sandbox, network=network,
+                workspace=cwd,
+                mode=sandbox or settings.sandbox,
+                network=network,
                 disabled_layers=frozenset(without),
             )
         except ValueError as e:
@@ -56,11 +60,15 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
             sys.stdout.write(format_report(report) + "\n")
-            for gap in gaps[len(report.to_dict()["gaps"]):]:
+            for gap in gaps[len(report.to_dict()["gaps"]) :]:
                 sys.stdout.write(f"  gap     {gap}\n")
             sys.stdout.write(f"  workspace  {policy.workspace}\n")
-            sys.stdout.write(f"  grep       {'ripgrep ' + extras['ripgrep'] if extras['ripgrep'] else 'Python fallback (ripgrep not found)'}\n")
-            sys.stdout.write(f"  undo       {'git ' + extras['git'] if extras['git'] else 'unavailable: git not found'}\n")
+            sys.stdout.write(
+                f"  grep       {'ripgrep ' + extras['ripgrep'] if extras['ripgrep'] else 'Python fallback (ripgrep not found)'}\n"
+            )
+            sys.stdout.write(
+                f"  undo       {'git ' + extras['git'] if extras['git'] else 'unavailable: git not found'}\n"
+            )
             if mcp:
                 sys.stdout.write(format_rows(servers) + "\n")
         if not report.protective:

@@ -222,7 +222,8 @@ def register(app: typer.Typer) -> None:
         ),
         no_prefix_caching: bool = typer.Option(False, "--no-prefix-caching"),
         kv_cache_dtype: str = typer.Option(
-            "auto", "--kv-cache-dtype",
+            "auto",
+            "--kv-cache-dtype",
             help="auto (the model dtype) or fp8 (e4m3 K/V and index keys: half the memory).",
         ),
         enforce_eager: bool = typer.Option(
@@ -259,5 +260,3 @@ def register(app: typer.Typer) -> None:
             warn=lambda msg: typer.echo(msg, err=True),
         )
         raise typer.Exit(code)
-
-

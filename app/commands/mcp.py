@@ -42,22 +42,24 @@ def _servers(cwd: Path):
 
 
 def register(app: typer.Typer) -> None:
-    mcp = typer.Typer(help="Configure MCP servers (their tools join new sessions).",
-                      no_args_is_help=True)
+    mcp = typer.Typer(
+        help="Configure MCP servers (their tools join new sessions).", no_args_is_help=True
+    )
     app.add_typer(mcp, name="mcp")
 
     @mcp.command("add")
     def add(
         name: str = typer.Argument(..., help="Server name (tools become mcp__NAME__TOOL)."),
-        command: list[str] = typer.Argument(None, metavar="ARGS",
-                                            help="stdio: the command and its arguments "
-                                            "(put them after --)."),
+        command: list[str] = typer.Argument(
+            None, metavar="ARGS", help="stdio: the command and its arguments (put them after --)."
+        ),
         url: str | None = typer.Option(None, "--url", help="A remote server's URL."),
         transport: str = typer.Option("http", "--transport", help="With --url: http|sse."),
         env: list[str] = typer.Option([], "--env", "-e", help="KEY=VALUE for the server."),
         header: list[str] = typer.Option([], "--header", "-H", help="'Name: value' (remote)."),
-        network: bool = typer.Option(False, "--network",
-                                     help="Let a stdio server use the network."),
+        network: bool = typer.Option(
+            False, "--network", help="Let a stdio server use the network."
+        ),
         scope: str = typer.Option("user", "--scope", "-s", help="user|project (./.mcp.json)."),
     ) -> None:
         """Add a server: `m3agent mcp add NAME -- CMD [ARG]` or `add NAME --url URL`."""
@@ -87,10 +89,18 @@ def register(app: typer.Typer) -> None:
                 add_project_server(path, name, entry)
             else:
                 path = load_settings().config_path
-                table = ({"url": url, "http_headers": headers} if url and transport == "http"
-                         else {"type": transport, "url": url, "http_headers": headers} if url
-                         else {"command": command[0], "args": command[1:], "env": envs,
-                               "network": network or None})
+                table = (
+                    {"url": url, "http_headers": headers}
+                    if url and transport == "http"
+                    else {"type": transport, "url": url, "http_headers": headers}
+                    if url
+                    else {
+                        "command": command[0],
+                        "args": command[1:],
+                        "env": envs,
+                        "network": network or None,
+                    }
+                )
                 add_user_server(path, name, table)
         except (ValueError, OSError) as e:
             die(str(e))
@@ -172,7 +182,9 @@ def register(app: typer.Typer) -> None:
 
     @mcp.command("trust")
     def trust_(
-        names: list[str] = typer.Argument(None, metavar="ARGS", help="Servers to trust (default: all)."),
+        names: list[str] = typer.Argument(
+            None, metavar="ARGS", help="Servers to trust (default: all)."
+        ),
         cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to trust."),
     ) -> None:
         """Trust this project's .mcp.json servers (asked once; a changed entry asks again)."""

@@ -10,8 +10,9 @@ from ..cli_errors import die
 
 
 def register(app: typer.Typer) -> None:
-    model_app = typer.Typer(help="Create and inspect native model checkpoints.",
-                            no_args_is_help=True)
+    model_app = typer.Typer(
+        help="Create and inspect native model checkpoints.", no_args_is_help=True
+    )
     app.add_typer(model_app, name="model")
     from .model_plan import register_plan
 
@@ -28,29 +29,44 @@ def register(app: typer.Typer) -> None:
         vocab: int = typer.Option(512, "--vocab", help="Vocabulary size (>= 266)."),
         seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same bytes)."),
         dense_layers: int = typer.Option(
-            1, "--dense-layers", help="Leading layers with dense attention and dense MLP."),
+            1, "--dense-layers", help="Leading layers with dense attention and dense MLP."
+        ),
         topk_blocks: int = typer.Option(16, "--topk-blocks", help="MSA blocks per query."),
         fp8: bool = typer.Option(False, "--fp8", help="Store projections as FP8 e4m3."),
         mxfp8: bool = typer.Option(
-            False, "--mxfp8",
-            help="Store projections as MXFP8 (e4m3, one e8m0 scale per 1x32 block)."),
+            False,
+            "--mxfp8",
+            help="Store projections as MXFP8 (e4m3, one e8m0 scale per 1x32 block).",
+        ),
     ) -> None:
         """Write a random MiniMax M3 checkpoint in HF layout (config, safetensors, tokenizer)."""
         from m3agent.engine.native.tiny import TinySpec
         from m3agent.engine.native.tiny import init_tiny as write
 
         try:
-            spec = TinySpec(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-                            experts=experts, vocab=vocab, seed=seed, dense_layers=dense_layers,
-                            fp8=fp8, mxfp8=mxfp8, topk_blocks=topk_blocks)
+            spec = TinySpec(
+                layers=layers,
+                hidden=hidden,
+                heads=heads,
+                kv_heads=kv_heads,
+                experts=experts,
+                vocab=vocab,
+                seed=seed,
+                dense_layers=dense_layers,
+                fp8=fp8,
+                mxfp8=mxfp8,
+                topk_blocks=topk_blocks,
+            )
             out = write(path, spec)
         except ValueError as e:
             die(str(e))
         typer.echo(f"wrote a tiny M3 checkpoint to {out}")
 
     @model_app.command("info")
-    def info(path: Path = typer.Argument(..., help="Checkpoint directory or .gguf file."),
-             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    def info(
+        path: Path = typer.Argument(..., help="Checkpoint directory or .gguf file."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
         """Architecture, layers, parameter count and dtypes of a checkpoint."""
         import json
 

@@ -14,28 +14,41 @@ from ..exit_codes import INTERNAL_ERROR
 def register_plan(model_app: typer.Typer) -> None:
     @model_app.command("plan")
     def plan(
-        path: Path = typer.Argument(..., help="Checkpoint directory (config.json; safetensors "
-                                    "headers when present, else sizes from the config)."),
+        path: Path = typer.Argument(
+            ...,
+            help="Checkpoint directory (config.json; safetensors "
+            "headers when present, else sizes from the config).",
+        ),
         context: int = typer.Option(131072, "--context", help="Tokens of context per sequence."),
         max_seqs: int = typer.Option(1, "--max-seqs", help="Sequences held in the KV cache."),
         kv_cache_dtype: str = typer.Option("fp8", "--kv-cache-dtype", help="fp8 or bf16."),
         expert_form: str = typer.Option(
-            "auto", "--expert-form",
-            help="Routed experts in host memory as: auto, stored, int8 or bf16."),
+            "auto",
+            "--expert-form",
+            help="Routed experts in host memory as: auto, stored, int8 or bf16.",
+        ),
         weights: str = typer.Option(
-            "", "--weights", help="Without safetensors: assume bf16, fp8 or mxfp8 storage "
-                                  "(default: the config's quantization_config)."),
-        gpu_mem: float = typer.Option(None, "--gpu-mem", help="GPU memory in GiB (default: "
-                                      "probed)."),
+            "",
+            "--weights",
+            help="Without safetensors: assume bf16, fp8 or mxfp8 storage "
+            "(default: the config's quantization_config).",
+        ),
+        gpu_mem: float = typer.Option(
+            None, "--gpu-mem", help="GPU memory in GiB (default: probed)."
+        ),
         gpu_bw: float = typer.Option(None, "--gpu-bw", help="GPU read bandwidth in GB/s."),
-        host_mem: float = typer.Option(None, "--host-mem", help="Host memory to use in GiB "
-                                       "(default: MemAvailable)."),
-        host_bw: float = typer.Option(None, "--host-bw", help="Host read bandwidth in GB/s "
-                                      "(default: measured, ~1 s)."),
-        pcie: float = typer.Option(None, "--pcie-bw", help="Pinned host-to-GPU GB/s "
-                                   "(default 55)."),
-        moe_layers: int = typer.Option(None, "--moe-layers", help="Experts of only the first "
-                                       "N MoE layers (benchmark checkpoints)."),
+        host_mem: float = typer.Option(
+            None, "--host-mem", help="Host memory to use in GiB (default: MemAvailable)."
+        ),
+        host_bw: float = typer.Option(
+            None, "--host-bw", help="Host read bandwidth in GB/s (default: measured, ~1 s)."
+        ),
+        pcie: float = typer.Option(None, "--pcie-bw", help="Pinned host-to-GPU GB/s (default 55)."),
+        moe_layers: int = typer.Option(
+            None,
+            "--moe-layers",
+            help="Experts of only the first N MoE layers (benchmark checkpoints).",
+        ),
         no_hot: bool = typer.Option(False, "--no-hot-experts", help="No GPU cache of experts."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
@@ -54,11 +67,21 @@ def register_plan(model_app: typer.Typer) -> None:
                 if inv.source == "safetensors":
                     die("--weights is for config-only directories; this one has safetensors")
                 inv = from_config(cfg, StorageFormat(weights))
-            req = PlanRequest(context_len=context, max_seqs=max_seqs,
-                              kv_cache_dtype=kv_cache_dtype, expert_form=ExpertForm(expert_form),
-                              hot_experts=not no_hot, moe_layers=moe_layers)
-            machine = probe(gpu_mem_gib=gpu_mem, gpu_bw_gbs=gpu_bw, host_mem_gib=host_mem,
-                            host_bw_gbs=host_bw, pcie_gbs=pcie)
+            req = PlanRequest(
+                context_len=context,
+                max_seqs=max_seqs,
+                kv_cache_dtype=kv_cache_dtype,
+                expert_form=ExpertForm(expert_form),
+                hot_experts=not no_hot,
+                moe_layers=moe_layers,
+            )
+            machine = probe(
+                gpu_mem_gib=gpu_mem,
+                gpu_bw_gbs=gpu_bw,
+                host_mem_gib=host_mem,
+                host_bw_gbs=host_bw,
+                pcie_gbs=pcie,
+            )
             result = make_plan(cfg, inv, machine, req)
         except ValueError as e:
             die(str(e))

@@ -27,5 +27,4 @@ def register(app: typer.Typer) -> None:
             die("give a session ID or --last (m3agent sessions lists them)")
         from ..tui.launch import launch
 
-        raise typer.Exit(launch({}, script=None, cwd=cwd, resume=session_id,
-                                continue_last=last))
+        raise typer.Exit(launch({}, script=None, cwd=cwd, resume=session_id, continue_last=last))

@@ -16,60 +16,90 @@ def register(app: typer.Typer) -> None:
             ..., metavar="PROMPT", help="The task. Use - to read it from stdin."
         ),
         engine: str | None = typer.Option(
-            None, "--engine", "-e", metavar="NAME",
+            None,
+            "--engine",
+            "-e",
+            metavar="NAME",
             help="Backend: native, vllm, remote or scripted (default: from the config).",
         ),
         model: str | None = typer.Option(
-            None, "--model", "-m", metavar="MODEL",
+            None,
+            "--model",
+            "-m",
+            metavar="MODEL",
             help="Model directory (native, vllm) or served model name (remote).",
         ),
         base_url: str | None = typer.Option(
-            None, "--base-url", metavar="URL",
+            None,
+            "--base-url",
+            metavar="URL",
             help="OpenAI-compatible server URL (remote), e.g. http://host:8000/v1.",
         ),
         script: Path | None = typer.Option(
-            None, "--script", metavar="FILE",
+            None,
+            "--script",
+            metavar="FILE",
             help="JSON array of raw model outputs (scripted engine).",
         ),
         thinking: str | None = typer.Option(
-            None, "--thinking", "-t", metavar="MODE",
+            None,
+            "--thinking",
+            "-t",
+            metavar="MODE",
             help="Thinking mode: enabled, disabled or adaptive.",
         ),
         output_format: str = typer.Option(
-            "text", "--output-format", metavar="FORMAT",
+            "text",
+            "--output-format",
+            metavar="FORMAT",
             help="text, json or stream-json.",
         ),
         output_last_message: Path | None = typer.Option(
-            None, "--output-last-message", "-o", metavar="FILE",
+            None,
+            "--output-last-message",
+            "-o",
+            metavar="FILE",
             help="Also write the final answer to FILE.",
         ),
         max_turns: int | None = typer.Option(
-            None, "--max-turns", metavar="N",
+            None,
+            "--max-turns",
+            metavar="N",
             help="Most model calls for this prompt (exit 4 when reached).",
         ),
         cwd: Path | None = typer.Option(
             None, "--cwd", "-C", metavar="DIR", help="Workspace (default: here)."
         ),
         continue_last: bool = typer.Option(
-            False, "--continue", "-c",
+            False,
+            "--continue",
+            "-c",
             help="Continue the last session of this workspace.",
         ),
         resume: str | None = typer.Option(
             None, "--resume", "-r", metavar="ID", help="Continue session ID."
         ),
         approval: str | None = typer.Option(
-            None, "--approval", "-a", metavar="POLICY",
+            None,
+            "--approval",
+            "-a",
+            metavar="POLICY",
             help="When to ask: untrusted, on-request or never.",
         ),
         sandbox: str | None = typer.Option(
-            None, "--sandbox", "-s", metavar="MODE",
+            None,
+            "--sandbox",
+            "-s",
+            metavar="MODE",
             help="read-only, workspace-write or full-access.",
         ),
         network: bool = typer.Option(
             False, "--network", help="Let shell commands use the network (off by default)."
         ),
         add_dir: list[Path] = typer.Option(
-            [], "--add-dir", metavar="DIR",
+            [],
+            "--add-dir",
+            metavar="DIR",
             help="Another writable directory besides the workspace (repeatable).",
         ),
         dangerously_no_sandbox: bool = typer.Option(
@@ -81,7 +111,8 @@ def register(app: typer.Typer) -> None:
             False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
         ),
         accept_sandbox_gaps: bool = typer.Option(
-            False, "--accept-sandbox-gaps",
+            False,
+            "--accept-sandbox-gaps",
             help="Without bubblewrap, accept that commands can chmod/touch files outside the "
             "workspace (asked once in a terminal otherwise).",
         ),
@@ -95,9 +126,10 @@ def register(app: typer.Typer) -> None:
             False, "--no-context", help="Do not put a repository snapshot in the prompt."
         ),
         in_process: bool = typer.Option(
-            False, "--in-process",
+            False,
+            "--in-process",
             help="native/vllm: load the model in this process instead of starting (or using) "
-                 "a background `m3agent serve` (config: warm = false).",
+            "a background `m3agent serve` (config: warm = false).",
         ),
         mcp_config: list[Path] = typer.Option(
             [], "--mcp-config", help="MCP servers from this .mcp.json-style file (repeatable)."
@@ -210,8 +242,10 @@ def execute(
         where = (cwd or Path.cwd()).expanduser().resolve()
         resume = latest_session_id(settings.sessions_dir, where)
         if resume is None:
-            return fail(exit_codes.USAGE_ERROR, f"no session to continue in {where} "
-                        "(m3agent sessions lists them)")
+            return fail(
+                exit_codes.USAGE_ERROR,
+                f"no session to continue in {where} (m3agent sessions lists them)",
+            )
     from ..progress_line import ProgressLine
     from ..sandbox_consent import ConsentRefused, consent_for
 
@@ -220,9 +254,15 @@ def execute(
     try:
         consent_for(settings, (cwd or Path.cwd()).expanduser().resolve())
         try:
-            session = build_session(settings, cwd=cwd, script=script, resume=resume,
-                                    progress=progress, start_server=True,
-                                    attach=flags.get("warm") is not False)
+            session = build_session(
+                settings,
+                cwd=cwd,
+                script=script,
+                resume=resume,
+                progress=progress,
+                start_server=True,
+                attach=flags.get("warm") is not False,
+            )
         finally:
             progress.close()  # before an error line: no half-written progress in front of it
     except ConsentRefused as e:
@@ -257,8 +297,9 @@ def execute(
         except (NotImplementedError, RuntimeError):  # not the main thread / platform
             pass
         try:
-            return await run_headless(session, turn, renderer, approver,
-                                      last_message_file=last_message_file)
+            return await run_headless(
+                session, turn, renderer, approver, last_message_file=last_message_file
+            )
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             await session.engine.close()

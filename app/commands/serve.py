@@ -42,7 +42,8 @@ def register(app: typer.Typer) -> None:
         ),
         kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="vllm: auto|fp8."),
         speculative_draft: str | None = typer.Option(
-            None, "--speculative-draft",
+            None,
+            "--speculative-draft",
             help="vllm: EAGLE3 draft (e.g. Inferact/MiniMax-M3-EAGLE3).",
         ),
         max_images: int = typer.Option(16, "--max-images", help="vllm: images per request."),
@@ -56,20 +57,34 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve one model over HTTP until stopped."""
         vllm_options = {
-            "tensor_parallel_size": tensor_parallel_size, "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype, "speculative_draft": speculative_draft,
-            "max_images": max_images, "max_videos": max_videos,
-            "gpu_memory_utilization": gpu_memory_utilization, "verbose": verbose,
+            "tensor_parallel_size": tensor_parallel_size,
+            "max_model_len": max_model_len,
+            "kv_cache_dtype": kv_cache_dtype,
+            "speculative_draft": speculative_draft,
+            "max_images": max_images,
+            "max_videos": max_videos,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "verbose": verbose,
         }
         if detach:
             import sys
 
             argv = [a for a in sys.argv[1:] if a != "--detach"]
             raise typer.Exit(_detach(argv, engine, model))
-        raise typer.Exit(execute(engine=engine, model=model, port=port, socket=socket,
-                                 host=host, served_model_name=served_model_name,
-                                 status=status, stop=stop, vllm_options=vllm_options,
-                                 allow_public=allow_public))
+        raise typer.Exit(
+            execute(
+                engine=engine,
+                model=model,
+                port=port,
+                socket=socket,
+                host=host,
+                served_model_name=served_model_name,
+                status=status,
+                stop=stop,
+                vllm_options=vllm_options,
+                allow_public=allow_public,
+            )
+        )
 
 
 def _fail(code: int, message: str) -> int:
@@ -86,8 +101,10 @@ def _status(home: Path, key: str | None) -> int:
         typer.echo("no m3agent server is running")
         return exit_codes.ENGINE_UNAVAILABLE
     for lk in found:
-        typer.echo(f"pid {lk.pid}  {lk.state:<7}  {lk.backend:<6}  {lk.address}  "
-                   f"{lk.served_model_name}  ({lk.model})")
+        typer.echo(
+            f"pid {lk.pid}  {lk.state:<7}  {lk.backend:<6}  {lk.address}  "
+            f"{lk.served_model_name}  ({lk.model})"
+        )
     return exit_codes.OK
 
 
@@ -129,10 +146,14 @@ def _detach(argv: list[str], engine: str, model: str | None) -> int:
         return _fail(exit_codes.ENGINE_UNAVAILABLE, str(e))
     lock, log, tail = start_detached(argv, settings.home, key)
     if lock is None:
-        return _fail(exit_codes.ENGINE_UNAVAILABLE,
-                     f"the server did not start (log: {log}): {tail.splitlines()[-1] if tail else '?'}")
-    typer.echo(f"serving {lock.served_model_name} ({lock.backend}) on {lock.address} "
-               f"(pid {lock.pid}, log {log})")
+        return _fail(
+            exit_codes.ENGINE_UNAVAILABLE,
+            f"the server did not start (log: {log}): {tail.splitlines()[-1] if tail else '?'}",
+        )
+    typer.echo(
+        f"serving {lock.served_model_name} ({lock.backend}) on {lock.address} "
+        f"(pid {lock.pid}, log {log})"
+    )
     return exit_codes.OK
 
 
@@ -153,9 +174,19 @@ def _vllm_builder(options: dict):
     return build
 
 
-def execute(*, engine: str, model: str | None, port: int | None, socket: Path | None,
-            host: str, served_model_name: str | None, status: bool, stop: bool,
-            vllm_options: dict | None = None, allow_public: bool = False) -> int:
+def execute(
+    *,
+    engine: str,
+    model: str | None,
+    port: int | None,
+    socket: Path | None,
+    host: str,
+    served_model_name: str | None,
+    status: bool,
+    stop: bool,
+    vllm_options: dict | None = None,
+    allow_public: bool = False,
+) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
 
@@ -187,10 +218,15 @@ def execute(*, engine: str, model: str | None, port: int | None, socket: Path | 
     if not settings.model:
         return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
     try:
-        run_server(settings, host=host, port=port,
-                   socket_path=str(socket.expanduser().resolve()) if socket else None,
-                   served_model_name=served_model_name, build_engine=builder,
-                   allow_public=allow_public)
+        run_server(
+            settings,
+            host=host,
+            port=port,
+            socket_path=str(socket.expanduser().resolve()) if socket else None,
+            served_model_name=served_model_name,
+            build_engine=builder,
+            allow_public=allow_public,
+        )
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:

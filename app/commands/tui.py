@@ -23,30 +23,47 @@ def register(app: typer.Typer) -> None:
     def tui(
         ctx: typer.Context,
         engine: str | None = typer.Option(
-            None, "--engine", "-e", metavar="NAME",
+            None,
+            "--engine",
+            "-e",
+            metavar="NAME",
             help="Backend: native, vllm, remote or scripted (default: from the config).",
         ),
         model: str | None = typer.Option(
-            None, "--model", "-m", metavar="MODEL",
+            None,
+            "--model",
+            "-m",
+            metavar="MODEL",
             help="Model directory (native, vllm) or served model name (remote).",
         ),
         base_url: str | None = typer.Option(
             None, "--base-url", metavar="URL", help="OpenAI-compatible server URL (remote)."
         ),
         script: Path | None = typer.Option(
-            None, "--script", metavar="FILE",
+            None,
+            "--script",
+            metavar="FILE",
             help="JSON array of raw model outputs (scripted engine).",
         ),
         thinking: str | None = typer.Option(
-            None, "--thinking", "-t", metavar="MODE",
+            None,
+            "--thinking",
+            "-t",
+            metavar="MODE",
             help="Thinking mode: enabled, disabled or adaptive.",
         ),
         approval: str | None = typer.Option(
-            None, "--approval", "-a", metavar="POLICY",
+            None,
+            "--approval",
+            "-a",
+            metavar="POLICY",
             help="When to ask: untrusted, on-request or never.",
         ),
         sandbox: str | None = typer.Option(
-            None, "--sandbox", "-s", metavar="MODE",
+            None,
+            "--sandbox",
+            "-s",
+            metavar="MODE",
             help="read-only, workspace-write or full-access.",
         ),
         cwd: Path | None = typer.Option(
@@ -59,7 +76,11 @@ def register(app: typer.Typer) -> None:
             None, "--resume", "-r", metavar="ID", help="Continue session ID."
         ),
         version: bool = typer.Option(
-            False, "--version", "-V", is_eager=True, callback=_version,
+            False,
+            "--version",
+            "-V",
+            is_eager=True,
+            callback=_version,
             help="Print the version and exit.",
         ),
         allow_home: bool = typer.Option(
@@ -71,7 +92,15 @@ def register(app: typer.Typer) -> None:
             return  # a sub-command runs; the TUI stays closed
         from ..tui.launch import launch
 
-        flags = {"engine": engine, "model": model, "base_url": base_url, "thinking": thinking,
-                 "approval": approval, "sandbox": sandbox, "allow_home": allow_home or None}
-        raise typer.Exit(launch(flags, script=script, cwd=cwd, resume=resume,
-                                continue_last=continue_last))
+        flags = {
+            "engine": engine,
+            "model": model,
+            "base_url": base_url,
+            "thinking": thinking,
+            "approval": approval,
+            "sandbox": sandbox,
+            "allow_home": allow_home or None,
+        }
+        raise typer.Exit(
+            launch(flags, script=script, cwd=cwd, resume=resume, continue_last=continue_last)
+        )

@@ -84,10 +84,18 @@ def new_request_id() -> str:
 
 def completion_json(request_id: str, model: str, text: str, final: UsageDelta | None) -> dict:
     obj: dict[str, Any] = {
-        "id": request_id, "object": "text_completion", "created": int(time.time()),
+        "id": request_id,
+        "object": "text_completion",
+        "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "text": text, "logprobs": None,
-                     "finish_reason": final.finish_reason if final else "stop"}],
+        "choices": [
+            {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": final.finish_reason if final else "stop",
+            }
+        ],
     }
     if final is not None:
         obj["usage"] = usage_json(final.usage)
@@ -95,17 +103,26 @@ def completion_json(request_id: str, model: str, text: str, final: UsageDelta | 
 
 
 async def completion_events(
-    request_id: str, model: str, body: CompletionBody, deltas: AsyncIterator[ChatDelta],
+    request_id: str,
+    model: str,
+    body: CompletionBody,
+    deltas: AsyncIterator[ChatDelta],
     status_of: Any,
 ) -> AsyncIterator[str]:
     created = int(time.time())
     include_usage = bool((body.stream_options or {}).get("include_usage"))
 
     def chunk(text: str, finish: str | None = None) -> str:
-        return json.dumps({
-            "id": request_id, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-        }, ensure_ascii=False)
+        return json.dumps(
+            {
+                "id": request_id,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+            },
+            ensure_ascii=False,
+        )
 
     final: UsageDelta | None = None
     try:
@@ -120,8 +137,16 @@ async def completion_events(
         return
     yield chunk("", final.finish_reason if final else "stop")
     if include_usage and final is not None:
-        yield json.dumps({"id": request_id, "object": "text_completion", "created": created,
-                          "model": model, "choices": [], "usage": usage_json(final.usage)})
+        yield json.dumps(
+            {
+                "id": request_id,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": usage_json(final.usage),
+            }
+        )
     yield "[DONE]"
 
 
@@ -129,13 +154,19 @@ def not_served(engine: Any) -> HttpResponse | None:
     if callable(getattr(engine, "complete", None)):
         return None
     backend = engine.info().backend
-    return HttpResponse(404, error_json(
-        f"the {backend} engine serves chat completions only (no /v1/completions)",
-        "not_found", 404))
+    return HttpResponse(
+        404,
+        error_json(
+            f"the {backend} engine serves chat completions only (no /v1/completions)",
+            "not_found",
+            404,
+        ),
+    )
 
 
-async def serve_completion(engine: Any, model: str, body: CompletionBody,
-                           creq: CompletionRequest, status_of: Any) -> HttpResponse:
+async def serve_completion(
+    engine: Any, model: str, body: CompletionBody, creq: CompletionRequest, status_of: Any
+) -> HttpResponse:
     """The response to one completion: SSE (the status line only after the first delta, so
     that a request the engine refuses at once is an HTTP error) or one JSON object."""
     rid = creq.request_id
@@ -151,8 +182,15 @@ async def serve_completion(engine: Any, model: str, body: CompletionBody,
         except asyncio.CancelledError:
             await engine.abort(rid)
             raise
-        return HttpResponse(events=_guarded(engine, rid, stream, first, lambda deltas:
-                            completion_events(rid, model, body, deltas, status_of)))
+        return HttpResponse(
+            events=_guarded(
+                engine,
+                rid,
+                stream,
+                first,
+                lambda deltas: completion_events(rid, model, body, deltas, status_of),
+            )
+        )
     text: list[str] = []
     final: UsageDelta | None = None
     ended = False
@@ -173,8 +211,13 @@ async def serve_completion(engine: Any, model: str, body: CompletionBody,
     return HttpResponse.json(completion_json(rid, model, "".join(text), final))
 
 
-async def _guarded(engine: Any, request_id: str, stream: AsyncIterator[ChatDelta],
-                   first: ChatDelta | None, render: Any) -> AsyncIterator[str]:
+async def _guarded(
+    engine: Any,
+    request_id: str,
+    stream: AsyncIterator[ChatDelta],
+    first: ChatDelta | None,
+    render: Any,
+) -> AsyncIterator[str]:
     """`render`'s events over first + the rest; the engine request is aborted if the client
     leaves before the end."""
     ended = False

@@ -17,9 +17,16 @@ from pathlib import Path
 from .lock import ServerLock, find_lock, lock_path
 
 
-def start_detached(argv: list[str], home: Path, model_key: str, timeout_s: float = 3600.0,
-                   *, cwd: Path | None = None, on_wait: Callable[[], None] | None = None,
-                   env: dict[str, str] | None = None) -> tuple[ServerLock | None, Path, str]:
+def start_detached(
+    argv: list[str],
+    home: Path,
+    model_key: str,
+    timeout_s: float = 3600.0,
+    *,
+    cwd: Path | None = None,
+    on_wait: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[ServerLock | None, Path, str]:
     """(lock, log path, log tail). lock is None when the server exited or timed out.
     cwd: the server's working directory; on_wait: called between polls (progress);
     env: the server's environment (default: ours)."""
@@ -28,8 +35,12 @@ def start_detached(argv: list[str], home: Path, model_key: str, timeout_s: float
     with open(log_path, "wb") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "m3agent.app.cli", *argv],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, env=dict(os.environ) if env is None else env, cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ) if env is None else env,
+            cwd=cwd,
         )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

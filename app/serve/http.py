@@ -22,8 +22,15 @@ MAX_BODY_BYTES = 512 * 1024 * 1024  # videos travel as data URLs
 KEEP_ALIVE_S = 30.0  # an idle kept-alive connection is closed after this
 _GONE_POLL_S = 0.05
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Payload Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +101,18 @@ async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
     return HttpRequest(method.upper(), path.split("?", 1)[0], headers, body, version.upper())
 
 
-def _head(status: int, content_type: str, extra: dict[str, str], length: int | None,
-          keep_alive: bool = False) -> bytes:
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
-             f"Content-Type: {content_type}",
-             "Connection: keep-alive" if keep_alive else "Connection: close"]
+def _head(
+    status: int,
+    content_type: str,
+    extra: dict[str, str],
+    length: int | None,
+    keep_alive: bool = False,
+) -> bytes:
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+        f"Content-Type: {content_type}",
+        "Connection: keep-alive" if keep_alive else "Connection: close",
+    ]
     if length is not None:
         lines.append(f"Content-Length: {length}")
     else:
@@ -163,13 +177,14 @@ async def _client_gone(reader: asyncio.StreamReader) -> None:
         await asyncio.sleep(_GONE_POLL_S)
 
 
-def _access(log: TextIO | None, peer: str, req: HttpRequest | None, status: int | str,
-            started: float) -> None:
+def _access(
+    log: TextIO | None, peer: str, req: HttpRequest | None, status: int | str, started: float
+) -> None:
     if log is None:
         return
     what = f"{req.method} {req.path}" if req is not None else "-"
     with contextlib.suppress(Exception):
-        log.write(f"{peer} \"{what}\" {status} {time.monotonic() - started:.3f}s\n")
+        log.write(f'{peer} "{what}" {status} {time.monotonic() - started:.3f}s\n')
         log.flush()
 
 
@@ -189,8 +204,7 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
                 writer.close()
                 await writer.wait_closed()
 
-    async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                   peer: str) -> bool:
+    async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> bool:
         """One request and its response; True when the connection stays open for another."""
         req: HttpRequest | None = None
         try:
@@ -214,8 +228,9 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
         if resp.events is not None:
             await _send_events(resp, reader, writer)
         else:
-            writer.write(_head(resp.status, resp.content_type, resp.headers, len(resp.body),
-                               keep_alive=keep))
+            writer.write(
+                _head(resp.status, resp.content_type, resp.headers, len(resp.body), keep_alive=keep)
+            )
             writer.write(resp.body)
             await writer.drain()
         _access(log, peer, req, resp.status, started)
@@ -224,9 +239,14 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
     return serve
 
 
-async def start(handler: Handler, *, host: str = "127.0.0.1", port: int | None = None,
-                socket_path: str | None = None,
-                access_log: TextIO | None = None) -> asyncio.base_events.Server:
+async def start(
+    handler: Handler,
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    socket_path: str | None = None,
+    access_log: TextIO | None = None,
+) -> asyncio.base_events.Server:
     """Listens on host:port or on a unix socket; port 0 picks a free one."""
     cb = connection_handler(handler, access_log)
     if socket_path is not None:

@@ -35,17 +35,23 @@ async def serve_forever(
             if _socket_in_use(socket_path):
                 raise ValueError(f"{socket_path} is in use by another server")
             sock.unlink()  # a stale socket left by a server that died
-    server = await start(app.handle, host=host, port=port, socket_path=socket_path,
-                         access_log=log)
+    server = await start(app.handle, host=host, port=port, socket_path=socket_path, access_log=log)
     bound_port = None if socket_path else server.sockets[0].getsockname()[1]
     # Clients on this machine reach a wildcard listener through loopback.
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    ready = replace(lock, host=None if socket_path else local, port=bound_port,
-                    socket=socket_path, state="ready",
-                    max_context_tokens=engine.info().max_context_tokens)
+    ready = replace(
+        lock,
+        host=None if socket_path else local,
+        port=bound_port,
+        socket=socket_path,
+        state="ready",
+        max_context_tokens=engine.info().max_context_tokens,
+    )
     locks.update(home, ready)
-    log.write(f"m3agent serve: {config.served_model_name} ({engine.info().backend}) on "
-              f"{ready.address} (pid {os.getpid()})\n")
+    log.write(
+        f"m3agent serve: {config.served_model_name} ({engine.info().backend}) on "
+        f"{ready.address} (pid {os.getpid()})\n"
+    )
     log.flush()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -79,9 +85,17 @@ def _socket_in_use(path: str) -> bool:
     return True
 
 
-def run_server(settings: Any, *, host: str, port: int | None, socket_path: str | None,
-               served_model_name: str | None, build_engine: Any,
-               log: TextIO | None = None, allow_public: bool = False) -> None:
+def run_server(
+    settings: Any,
+    *,
+    host: str,
+    port: int | None,
+    socket_path: str | None,
+    served_model_name: str | None,
+    build_engine: Any,
+    log: TextIO | None = None,
+    allow_public: bool = False,
+) -> None:
     """Blocks until stopped. ValueError for usage errors, EngineError when loading fails."""
     from m3agent.engine.model_source import resolve_model
 
@@ -91,19 +105,39 @@ def run_server(settings: Any, *, host: str, port: int | None, socket_path: str |
         raise ValueError(f"--host {host} is not loopback; add --allow-public to listen there")
     resolved = resolve_model(settings.model)
     name = served_model_name or resolved.repo_id or resolved.path.name
-    lock = locks.ServerLock(pid=os.getpid(), model=resolved.key, served_model_name=name,
-                            backend=settings.engine, started_at=time.time())
+    lock = locks.ServerLock(
+        pid=os.getpid(),
+        model=resolved.key,
+        served_model_name=name,
+        backend=settings.engine,
+        started_at=time.time(),
+    )
     locks.acquire(settings.home, lock)  # before loading: a second server fails in a second
     try:
         from ..warm import load_log_writer
 
         # Weight-loading lines in the log: a run waiting for this server shows them.
-        engine = build_engine(settings.override(model=str(resolved.path)), attach=False,
-                              progress=load_log_writer(log))
+        engine = build_engine(
+            settings.override(model=str(resolved.path)), attach=False, progress=load_log_writer(log)
+        )
         aliases = tuple({settings.model, resolved.key, str(resolved.path)} - {name})
-        config = ServeConfig(name, settings.home / "serve" / "media",
-                             default_thinking=settings.thinking, aliases=aliases)
-        asyncio.run(serve_forever(engine, config, home=settings.home, lock=lock, host=host,
-                                  port=port, socket_path=socket_path, log=log))
+        config = ServeConfig(
+            name,
+            settings.home / "serve" / "media",
+            default_thinking=settings.thinking,
+            aliases=aliases,
+        )
+        asyncio.run(
+            serve_forever(
+                engine,
+                config,
+                home=settings.home,
+                lock=lock,
+                host=host,
+                port=port,
+                socket_path=socket_path,
+                log=log,
+            )
+        )
     finally:
         locks.release(settings.home, lock)

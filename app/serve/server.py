@@ -78,17 +78,23 @@ class ChatServer:
     async def handle(self, req: HttpRequest) -> HttpResponse:
         if req.path in ("/health", "/v1/health"):
             info = self.engine.info()
-            return HttpResponse.json({"status": "ok", "pid": os.getpid(),
-                                      "model": self.config.served_model_name,
-                                      "backend": info.backend})
+            return HttpResponse.json(
+                {
+                    "status": "ok",
+                    "pid": os.getpid(),
+                    "model": self.config.served_model_name,
+                    "backend": info.backend,
+                }
+            )
         if req.path == "/v1/models":
             return HttpResponse.json({"object": "list", "data": [self._model_card()]})
         if req.path.startswith("/v1/models/"):
-            wanted = req.path[len("/v1/models/"):]
+            wanted = req.path[len("/v1/models/") :]
             if wanted in (self.config.served_model_name, *self.config.aliases):
                 return HttpResponse.json(self._model_card())
-            return HttpResponse(404, error_json(f"model {wanted!r} is not served here",
-                                                "not_found", 404))
+            return HttpResponse(
+                404, error_json(f"model {wanted!r} is not served here", "not_found", 404)
+            )
         if req.path == "/v1/completions":
             if req.method != "POST":
                 return HttpResponse(405, error_json("use POST", code=405))
@@ -101,21 +107,33 @@ class ChatServer:
 
     def _model_card(self) -> dict[str, Any]:
         info = self.engine.info()
-        return {"id": self.config.served_model_name, "object": "model", "created": self.started,
-                "owned_by": "m3agent", "max_model_len": info.max_context_tokens,
-                "backend": info.backend}
+        return {
+            "id": self.config.served_model_name,
+            "object": "model",
+            "created": self.started,
+            "owned_by": "m3agent",
+            "max_model_len": info.max_context_tokens,
+            "backend": info.backend,
+        }
 
     async def _chat(self, req: HttpRequest) -> HttpResponse:
         try:
             body = parse_body(req.body)
             names = (self.config.served_model_name, *self.config.aliases)
             if body.model and body.model not in names:
-                return HttpResponse(404, error_json(
-                    f"model {body.model!r} is not served here (this server has "
-                    f"{self.config.served_model_name!r})", "not_found", 404))
+                return HttpResponse(
+                    404,
+                    error_json(
+                        f"model {body.model!r} is not served here (this server has "
+                        f"{self.config.served_model_name!r})",
+                        "not_found",
+                        404,
+                    ),
+                )
             request_id = f"chatcmpl-{uuid.uuid4().hex}"
-            chat = to_chat_request(body, request_id, self.config.media_dir,
-                                   self.config.default_thinking)
+            chat = to_chat_request(
+                body, request_id, self.config.media_dir, self.config.default_thinking
+            )
         except WireError as e:
             return HttpResponse(400, error_json(str(e)))
         if body.stream:
@@ -125,9 +143,15 @@ class ChatServer:
     def _unknown_model(self, model: str) -> HttpResponse | None:
         if not model or model in (self.config.served_model_name, *self.config.aliases):
             return None
-        return HttpResponse(404, error_json(
-            f"model {model!r} is not served here (this server has "
-            f"{self.config.served_model_name!r})", "not_found", 404))
+        return HttpResponse(
+            404,
+            error_json(
+                f"model {model!r} is not served here (this server has "
+                f"{self.config.served_model_name!r})",
+                "not_found",
+                404,
+            ),
+        )
 
     async def _completion(self, req: HttpRequest) -> HttpResponse:
         if (refused := not_served(self.engine)) is not None:
@@ -139,8 +163,9 @@ class ChatServer:
             return HttpResponse(400, error_json(str(e)))
         if (unknown := self._unknown_model(body.model)) is not None:
             return unknown
-        return await serve_completion(self.engine, self.config.served_model_name, body, creq,
-                                      _status_of)
+        return await serve_completion(
+            self.engine, self.config.served_model_name, body, creq, _status_of
+        )
 
     async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
         """Waits for the first delta before the status line, so that a request the engine
@@ -191,26 +216,43 @@ class ChatServer:
             # m3agent's extension: the exact output, for a client to send back as raw_text.
             message["raw_text"] = final.raw_text
         obj = {
-            "id": chat.request_id, "object": "chat.completion", "created": int(time.time()),
+            "id": chat.request_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": self.config.served_model_name,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": final.finish_reason if final else "stop"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": final.finish_reason if final else "stop",
+                }
+            ],
         }
         if final is not None:
             obj["usage"] = usage_json(final.usage)
         return HttpResponse.json(obj)
 
-    async def _sse(self, chat: ChatRequest, body: ChatBody, stream: AsyncIterator[ChatDelta],
-                   first: ChatDelta | None) -> AsyncIterator[str]:
+    async def _sse(
+        self,
+        chat: ChatRequest,
+        body: ChatBody,
+        stream: AsyncIterator[ChatDelta],
+        first: ChatDelta | None,
+    ) -> AsyncIterator[str]:
         created = int(time.time())
         include_usage = bool((body.stream_options or {}).get("include_usage"))
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            return json.dumps({
-                "id": chat.request_id, "object": "chat.completion.chunk", "created": created,
-                "model": self.config.served_model_name,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            }, ensure_ascii=False)
+            return json.dumps(
+                {
+                    "id": chat.request_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": self.config.served_model_name,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                },
+                ensure_ascii=False,
+            )
 
         yield chunk({"role": "assistant", "content": ""})
         final: UsageDelta | None = None
@@ -247,9 +289,14 @@ class ChatServer:
                 await aclose()
         yield chunk({}, final.finish_reason if final else "stop")
         if include_usage and final is not None:
-            yield json.dumps({
-                "id": chat.request_id, "object": "chat.completion.chunk", "created": created,
-                "model": self.config.served_model_name, "choices": [],
-                "usage": usage_json(final.usage),
-            })
+            yield json.dumps(
+                {
+                    "id": chat.request_id,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": self.config.served_model_name,
+                    "choices": [],
+                    "usage": usage_json(final.usage),
+                }
+            )
         yield "[DONE]"

@@ -102,12 +102,15 @@ def check_supported(body: ChatBody) -> None:
         raise WireError("bad request: logprobs are not supported by this server")
     kind = (body.response_format or {}).get("type", "text")
     if kind != "text":
-        raise WireError(f"bad request: response_format {kind!r} is not supported "
-                        "(no structured output); leave it out or use 'text'")
+        raise WireError(
+            f"bad request: response_format {kind!r} is not supported "
+            "(no structured output); leave it out or use 'text'"
+        )
     if body.tool_choice not in (None, "auto", "none"):
         shown = body.tool_choice if isinstance(body.tool_choice, str) else "a named function"
-        raise WireError(f"bad request: tool_choice {shown!r} is not supported; use 'auto' "
-                        "or 'none'")
+        raise WireError(
+            f"bad request: tool_choice {shown!r} is not supported; use 'auto' or 'none'"
+        )
 
 
 def _text_of(content: str | list[dict[str, Any]] | None) -> str:
@@ -180,8 +183,14 @@ def to_message(m: _Message, media_dir: Path) -> Message:
         for i, c in enumerate(m.tool_calls or ())
     )
     reasoning = m.reasoning_content if m.reasoning_content is not None else m.reasoning
-    return Message("assistant", _text_of(m.content), reasoning=reasoning, tool_calls=calls,
-                   raw_text=m.raw_text, thinking_mode=m.thinking_mode)
+    return Message(
+        "assistant",
+        _text_of(m.content),
+        reasoning=reasoning,
+        tool_calls=calls,
+        raw_text=m.raw_text,
+        thinking_mode=m.thinking_mode,
+    )
 
 
 def to_chat_request(
@@ -232,7 +241,10 @@ def tool_call_json(index: int, call: ToolCall, *, with_index: bool) -> dict[str,
     out: dict[str, Any] = {
         "id": call.id,
         "type": "function",
-        "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+        "function": {
+            "name": call.name,
+            "arguments": json.dumps(call.arguments, ensure_ascii=False),
+        },
     }
     if with_index:
         out["index"] = index

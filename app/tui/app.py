@@ -39,8 +39,9 @@ class M3App(App):
         # Textual prints a crash's traceback to error_console as it exits. Into memory here:
         # run.py writes it to the crash log and shows one line instead of a screenful.
         self.crash_report = io.StringIO()
-        self.error_console = Console(file=self.crash_report, width=160, color_system=None,
-                                     markup=False, highlight=False)
+        self.error_console = Console(
+            file=self.crash_report, width=160, color_system=None, markup=False, highlight=False
+        )
 
     @property
     def main(self) -> MainScreen:

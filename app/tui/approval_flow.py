@@ -19,8 +19,9 @@ class ApprovalFlow:
 
     async def ask(self, request: ev.ApprovalRequest) -> None:
         screen, controller = self.screen, self.screen.controller
-        card = await screen.transcript.tool_started(request.call_id, request.name,
-                                                    request.arguments)
+        card = await screen.transcript.tool_started(
+            request.call_id, request.name, request.arguments
+        )
         auto = controller.auto_decision(request)
         if auto is not None:  # an allowed command prefix covers it: no question
             decision, prefix = auto

@@ -17,12 +17,16 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
     if action in ("snapshot", "refresh"):
         files = detail.get("files_included", detail.get("files"))
         tokens = detail.get("tokens")
-        what = "repository snapshot taken" if action == "snapshot" else "repository snapshot refreshed"
+        what = (
+            "repository snapshot taken" if action == "snapshot" else "repository snapshot refreshed"
+        )
         if files is not None and tokens is not None:
             return f"{what}: {files} files, {tokens} tokens"
         return what
     if action == "thinking_default":
-        return (f"session thinking mode: {detail.get('mode')} (was {detail.get('previous')}); "
-                f"the next request recomputes about {detail.get('recompute_tokens', 0)} tokens")
+        return (
+            f"session thinking mode: {detail.get('mode')} (was {detail.get('previous')}); "
+            f"the next request recomputes about {detail.get('recompute_tokens', 0)} tokens"
+        )
     shown = ", ".join(f"{k}={v}" for k, v in detail.items())
     return f"context {action}" + (f": {shown}" if shown else "")

@@ -22,8 +22,11 @@ def format_snapshot(snapshot: Any) -> str:
     instructions = getattr(snapshot, "instructions", None)
     if instructions:
         lines.append(f"instructions from {instructions}")
-    for status, title in (("included", "included"), ("listed", "listed by path (over budget)"),
-                          ("skipped", "skipped")):
+    for status, title in (
+        ("included", "included"),
+        ("listed", "listed by path (over budget)"),
+        ("skipped", "skipped"),
+    ):
         group = by_status.get(status, [])
         if not group:
             continue

@@ -12,8 +12,14 @@ from .. import exit_codes
 from .ports import Progress, SessionSummary, TuiConfig
 
 
-def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
-           resume: str | None, continue_last: bool = False) -> int:
+def launch(
+    flags: dict[str, Any],
+    *,
+    script: Path | None,
+    cwd: Path | None,
+    resume: str | None,
+    continue_last: bool = False,
+) -> int:
     from ..safe_text import visible
     from ..settings import load_settings
 
@@ -31,8 +37,9 @@ def launch(flags: dict[str, Any], *, script: Path | None, cwd: Path | None,
         return fail(f"script {script} does not exist")
 
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return fail("the terminal UI needs a terminal; for scripts and pipes use "
-                    "`m3agent run PROMPT`")
+        return fail(
+            "the terminal UI needs a terminal; for scripts and pipes use `m3agent run PROMPT`"
+        )
 
     from ..sandbox_consent import ConsentRefused, consent_for
     from .onboarding import needs_setup
@@ -69,12 +76,16 @@ def setup_port(settings: Any, cwd: Path) -> Any:
             demo = settings.home / "demo-script.json"
             demo.parent.mkdir(parents=True, exist_ok=True)
             demo.write_text(json.dumps(list(DEMO_SCRIPT)), encoding="utf-8")
-            return (session_factory(settings.override(engine="scripted"), cwd, demo),
-                    "starting the scripted demo; nothing was saved")
+            return (
+                session_factory(settings.override(engine="scripted"), cwd, demo),
+                "starting the scripted demo; nothing was saved",
+            )
         save_settings(settings.config_path, values)
         chosen = settings.override(**values)
-        return (session_factory(chosen, cwd, None),
-                f"saved {choice.describe()} to {settings.config_path}")
+        return (
+            session_factory(chosen, cwd, None),
+            f"saved {choice.describe()} to {settings.config_path}",
+        )
 
     return SetupPort(
         probe=lambda url: probe_server(url, settings.api_key),
@@ -84,8 +95,9 @@ def setup_port(settings: Any, cwd: Path) -> Any:
     )
 
 
-def _pick_session(settings: Any, cwd: Path | None, resume: str | None,
-                  continue_last: bool) -> tuple[str | None, Path | None]:
+def _pick_session(
+    settings: Any, cwd: Path | None, resume: str | None, continue_last: bool
+) -> tuple[str | None, Path | None]:
     """--continue / --resume ID: the session id, checked before the screen opens (a bad id is
     one line and exit 2), and its workspace unless --cwd says otherwise."""
     if continue_last:
@@ -140,11 +152,13 @@ def session_factory(settings: Any, cwd: Path, script: Path | None):
         if not engines:
             progress(f"loading the {settings.engine} engine…", None)
             # native/vllm: a background `m3agent serve` (app/warm.py) unless warm = false.
-            engines.append(build_engine(settings, script=script, start_server=True,
-                                        progress=report))
+            engines.append(
+                build_engine(settings, script=script, start_server=True, progress=report)
+            )
         progress("opening the session (repository snapshot)…", None)
-        return build_session(settings, cwd=cwd, engine=engines[0], resume=resume_id,
-                             progress=report)
+        return build_session(
+            settings, cwd=cwd, engine=engines[0], resume=resume_id, progress=report
+        )
 
     return build
 

@@ -18,7 +18,7 @@ from typing import Any
 NS = "]<]minimax[>["
 DEMO_SCRIPT = (
     "<mm:think>A first look: list the workspace.</mm:think>I will look around first.\n"
-    f"{NS}<tool_call>\n{NS}<invoke name=\"list_dir\">{NS}<path>.{NS}</path>{NS}</invoke>\n"
+    f'{NS}<tool_call>\n{NS}<invoke name="list_dir">{NS}<path>.{NS}</path>{NS}</invoke>\n'
     f"{NS}</tool_call>",
     "This is the **scripted demo**: recorded model text replayed through the real parsers, "
     "tools and sandbox (above, a real `list_dir` of this workspace). No model answered.\n\n"

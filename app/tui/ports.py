@@ -80,4 +80,6 @@ class TuiConfig:
 
     def __post_init__(self) -> None:
         if self.thinking not in ("enabled", "disabled", "adaptive"):
-            raise ValueError(f"thinking mode must be enabled, disabled or adaptive, not {self.thinking!r}")
+            raise ValueError(
+                f"thinking mode must be enabled, disabled or adaptive, not {self.thinking!r}"
+            )

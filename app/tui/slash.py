@@ -25,18 +25,22 @@ class SlashSpec:
 
 
 COMMANDS = (
-    SlashSpec("think", "[enabled|disabled|adaptive]",
-              "thinking mode of the next turns; alone, the next mode (like ctrl+t); "
-              "/think default MODE also sets the session's mode in the prompt (recomputes it "
-              "once)"),
+    SlashSpec(
+        "think",
+        "[enabled|disabled|adaptive]",
+        "thinking mode of the next turns; alone, the next mode (like ctrl+t); "
+        "/think default MODE also sets the session's mode in the prompt (recomputes it "
+        "once)",
+    ),
     SlashSpec("attach", "PATH", "attach an image or video to the next prompt (or write @path.png)"),
     SlashSpec("undo", "", "restore the files as they were before the last edit"),
     SlashSpec("diff", "", "show the uncommitted changes in the workspace (git diff)"),
     SlashSpec("compact", "", "summarise the conversation to free context"),
     SlashSpec("sessions", "", "browse saved sessions and resume one"),
     SlashSpec("context", "", "what the repository snapshot holds, with token counts"),
-    SlashSpec("mcp", "[reload [yes]]",
-              "MCP servers: status and tools; reload the config (asks first)"),
+    SlashSpec(
+        "mcp", "[reload [yes]]", "MCP servers: status and tools; reload the config (asks first)"
+    ),
     SlashSpec("help", "", "commands and keys"),
     SlashSpec("quit", "", "leave (also ctrl+q, or ctrl+c twice)"),
 )

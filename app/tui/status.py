@@ -26,7 +26,9 @@ class StatusState:
     def with_usage(self, usage: Usage) -> StatusState:
         """The last engine call's figures: context held, cache hit, decode speed."""
         used = usage.prompt_tokens + usage.generated_tokens
-        hit = 100.0 * usage.cached_prompt_tokens / usage.prompt_tokens if usage.prompt_tokens else 0.0
+        hit = (
+            100.0 * usage.cached_prompt_tokens / usage.prompt_tokens if usage.prompt_tokens else 0.0
+        )
         tps = self.tokens_per_s
         if usage.total_time_s is not None and usage.generated_tokens:
             # Decode speed: time after the first token, so a long prefill does not hide it.
@@ -39,7 +41,9 @@ class StatusState:
             cached_tokens=usage.cached_prompt_tokens,
             cache_hit_pct=hit,
             # A cold first request is expected; any other miss is worth a word.
-            cache_miss=None if usage.cache_miss_reason == "first request" else usage.cache_miss_reason,
+            cache_miss=None
+            if usage.cache_miss_reason == "first request"
+            else usage.cache_miss_reason,
             tokens_per_s=tps,
         )
 

@@ -72,8 +72,9 @@ class Transcript:
             self.cards[call_id] = card
         return card
 
-    async def tool_finished(self, call_id: str, name: str, output: str, is_error: bool,
-                            metadata: dict[str, Any]) -> None:
+    async def tool_finished(
+        self, call_id: str, name: str, output: str, is_error: bool, metadata: dict[str, Any]
+    ) -> None:
         card = self.cards.get(call_id) or await self.tool_started(call_id, name, {})
         await card.finish(output, is_error, metadata)
 

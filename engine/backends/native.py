@@ -101,7 +101,10 @@ class NativeEngine:
         config = replace(config or EngineConfig(), device=device)
         try:
             model = load_model(
-                path, device=device, dtype=torch_dtype, max_model_len=config.max_model_len,
+                path,
+                device=device,
+                dtype=torch_dtype,
+                max_model_len=config.max_model_len,
                 progress=progress,
             )
             tokenizer = M3Tokenizer.from_model_dir(path)

@@ -139,7 +139,9 @@ class NativeMedia:
             expanded = expand_prompt_ids(prompt_ids, items, self.ids, self._encode)
             return expanded, MultiModalInputs.build(expanded, items, self.ids)
         except ValueError as e:  # a custom chat template that drops or adds placeholders
-            raise EngineRequestError(f"media placeholders do not match the attachments: {e}") from None
+            raise EngineRequestError(
+                f"media placeholders do not match the attachments: {e}"
+            ) from None
 
     def _load(self, part: MediaPart) -> MediaInput:
         try:

@@ -48,8 +48,13 @@ from .remote_format import error_message, request_body
 from .remote_stream import ContentReparser, StreamDecoder
 
 _RETRY_STATUS = (502, 503, 504)
-_FINISH = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort",
-           "repetition": "repetition"}
+_FINISH = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "abort": "abort",
+    "repetition": "repetition",
+}
 
 
 class RemoteEngine:
@@ -210,7 +215,8 @@ class RemoteEngine:
         resp = await self._open(body)
         self._active[request.request_id] = resp
         decoder = StreamDecoder(
-            ContentReparser(list(request.tools), request.thinking_mode, request.tool_choice), self.origin
+            ContentReparser(list(request.tools), request.thinking_mode, request.tool_choice),
+            self.origin,
         )
         first_at: float | None = None
         try:
@@ -311,6 +317,7 @@ class RemoteEngine:
         if last is None or isinstance(last, EngineUnavailable):
             raise last or EngineUnavailable(f"cannot reach {self.origin}")
         raise EngineError(f"{last} (after {self._retries + 1} attempts)")
+
 
 def _why(e: BaseException) -> str:
     """The short cause of a transport error: "connection refused" rather than a trace."""

@@ -115,8 +115,9 @@ class ScriptedEngine:
         chat = self._layer()
         prompt = chat.render(request)
         self.prompts.append(prompt.text)
-        async for d in self._play(request.request_id, list(prompt.token_ids), text,
-                                  chat.start(request, prompt)):
+        async for d in self._play(
+            request.request_id, list(prompt.token_ids), text, chat.start(request, prompt)
+        ):
             yield d
 
     async def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:

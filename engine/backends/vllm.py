@@ -68,8 +68,16 @@ def _async_llm_class(vllm: Any) -> Any:
 
 
 class VllmEngine:
-    def __init__(self, engine: Any, vllm: Any, plan: EnginePlan, model_name: str,
-                 template: Any = None, tokenizer: Any = None, media_config: Any = None):
+    def __init__(
+        self,
+        engine: Any,
+        vllm: Any,
+        plan: EnginePlan,
+        model_name: str,
+        template: Any = None,
+        tokenizer: Any = None,
+        media_config: Any = None,
+    ):
         self._engine = engine
         self._vllm = vllm
         self.plan = plan
@@ -83,8 +91,9 @@ class VllmEngine:
         self._closed = False
 
     @classmethod
-    def from_model_dir(cls, path: str | Path, options: VllmOptions | None = None,
-                       gpus: GpuInfo | None = None) -> VllmEngine:
+    def from_model_dir(
+        cls, path: str | Path, options: VllmOptions | None = None, gpus: GpuInfo | None = None
+    ) -> VllmEngine:
         """Plans the arguments, then loads; every failure is one EngineUnavailable line."""
         from ..m3.chat_template import ChatTemplate
         from ..m3.tokenizer import M3Tokenizer
@@ -100,8 +109,9 @@ class VllmEngine:
             tokenizer = M3Tokenizer.from_model_dir(resolved.path)
             media_config = media_config_of(resolved.path)  # before the load: fail cheaply
         except (OSError, ValueError) as e:
-            raise EngineUnavailable(f"cannot read the tokenizer or chat template of "
-                                    f"{resolved.path}: {e}") from None
+            raise EngineUnavailable(
+                f"cannot read the tokenizer or chat template of {resolved.path}: {e}"
+            ) from None
         tail = CoreOutputTail()
         try:
             with tail:  # the engine core's output passes through; its tail is kept
@@ -234,16 +244,21 @@ class VllmEngine:
 
     def _sampling(self, s: SamplingParams) -> Any:
         kwargs: dict[str, Any] = {
-            "max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p,
-            "top_k": s.top_k, "seed": s.seed, "stop": list(s.stop) or None,
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "top_k": s.top_k,
+            "seed": s.seed,
+            "stop": list(s.stop) or None,
             # Special tokens carry M3's markup (</mm:think>, tool calls): the parser needs them.
             "skip_special_tokens": False,
         }
         try:
             from vllm.sampling_params import RequestOutputKind
         except ImportError:  # an old vLLM: cumulative text is not handled, so refuse clearly
-            raise EngineUnavailable("the installed vLLM has no RequestOutputKind; "
-                                    "install vllm 0.33") from None
+            raise EngineUnavailable(
+                "the installed vLLM has no RequestOutputKind; install vllm 0.33"
+            ) from None
         kwargs["output_kind"] = RequestOutputKind.DELTA  # new text only, not the whole text
         try:
             return self._vllm.SamplingParams(**kwargs)

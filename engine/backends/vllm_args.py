@@ -100,11 +100,14 @@ def choose_tp(facts: CheckpointFacts, gpus: GpuInfo, wanted: int | None) -> int:
         )
     if wanted is not None:
         if wanted > gpus.count:
-            raise EngineUnavailable(f"tensor parallel size {wanted} needs {wanted} GPUs; "
-                                    f"{gpus.count} visible")
+            raise EngineUnavailable(
+                f"tensor parallel size {wanted} needs {wanted} GPUs; {gpus.count} visible"
+            )
         if wanted < needed:
-            raise EngineUnavailable(f"tensor parallel size {wanted} is too small: the weights "
-                                    f"need at least {needed} GPUs of {_gb(gpus.memory_bytes)}")
+            raise EngineUnavailable(
+                f"tensor parallel size {wanted} is too small: the weights "
+                f"need at least {needed} GPUs of {_gb(gpus.memory_bytes)}"
+            )
         return wanted
     return usable
 
@@ -152,9 +155,11 @@ def plan_engine_args(
             f"{gpus.capability[0]}.{gpus.capability[1]}. Use the BF16 checkpoint"
         )
     if opts.kv_cache_dtype.startswith("fp8") and not gpus.rocm and gpus.capability < (8, 9):
-        raise EngineUnavailable(f"--kv-cache-dtype {opts.kv_cache_dtype} needs compute "
-                                f"capability 8.9 or newer; {gpus.name} is "
-                                f"{gpus.capability[0]}.{gpus.capability[1]}")
+        raise EngineUnavailable(
+            f"--kv-cache-dtype {opts.kv_cache_dtype} needs compute "
+            f"capability 8.9 or newer; {gpus.name} is "
+            f"{gpus.capability[0]}.{gpus.capability[1]}"
+        )
     if opts.kv_cache_dtype == "nvfp4" and gpus.capability < (10, 0):
         raise EngineUnavailable("--kv-cache-dtype nvfp4 needs a Blackwell GPU (SM100)")
     tp = choose_tp(facts, gpus, opts.tensor_parallel_size)
@@ -193,8 +198,9 @@ def plan_engine_args(
             "attention_backend": "FLASH_ATTN",
         }
     notes.append(
-        f"tensor parallel {tp}" + (" with expert parallelism" if args["enable_expert_parallel"]
-                                   else "") + f" over {gpus.count} x {gpus.name}"
+        f"tensor parallel {tp}"
+        + (" with expert parallelism" if args["enable_expert_parallel"] else "")
+        + f" over {gpus.count} x {gpus.name}"
     )
     return EnginePlan(args, tuple(notes))
 

@@ -19,10 +19,23 @@ from typing import Any
 from ..api import EngineError, EngineRequestError, EngineUnavailable
 
 _OOM = ("out of memory", "outofmemory", "cuda error: out of memory")
-_KV = ("max seq len", "kv cache is needed", "larger than the maximum number of tokens",
-       "not enough kv cache", "no available memory for the cache blocks")
-_GPU = ("no cuda gpus", "not supported on", "unsupported gpu", "compute capability",
-        "no kernel image", "sm_", "cuda driver", "found no nvidia driver")
+_KV = (
+    "max seq len",
+    "kv cache is needed",
+    "larger than the maximum number of tokens",
+    "not enough kv cache",
+    "no available memory for the cache blocks",
+)
+_GPU = (
+    "no cuda gpus",
+    "not supported on",
+    "unsupported gpu",
+    "compute capability",
+    "no kernel image",
+    "sm_",
+    "cuda driver",
+    "found no nvidia driver",
+)
 _ARCH = ("model architectures", "not supported for now", "unrecognized configuration")
 
 

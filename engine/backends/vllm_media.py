@@ -15,9 +15,7 @@ from typing import Any
 from ..api import EngineRequestError, EngineUnavailable, Message
 
 
-def media_items(
-    messages: Sequence[Message], plan: Any, model_name: str, config: Any
-) -> list[Any]:
+def media_items(messages: Sequence[Message], plan: Any, model_name: str, config: Any) -> list[Any]:
     """The request's media as loaded MediaInputs, in prompt order; [] for a text request."""
     parts = [p for m in messages if m.role in ("user", "tool") for p in m.media]
     if not parts:
@@ -40,8 +38,9 @@ def media_items(
         raise EngineRequestError(f"cannot read media: {e.strerror or e}") from None
 
 
-def expanded_len(ids: Sequence[int], items: Sequence[Any],
-                 encode: Callable[[str], list[int]]) -> int:
+def expanded_len(
+    ids: Sequence[int], items: Sequence[Any], encode: Callable[[str], list[int]]
+) -> int:
     """Prompt length once every placeholder id stands for its item's full token run."""
     if not items:
         return len(ids)

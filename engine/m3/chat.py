@@ -160,16 +160,15 @@ def check_prompt_len(prompt_len: int, max_model_len: int) -> None:
 class Turn:
     """One generation: feed the backend's new text, then finish once with its counts."""
 
-    def __init__(
-        self, layer: ChatLayer, request: ChatRequest | None, prompt_tokens: int
-    ) -> None:
+    def __init__(self, layer: ChatLayer, request: ChatRequest | None, prompt_tokens: int) -> None:
         self._layer = layer
         # None: raw text (a completion); else M3's parsers for this request's tools and mode.
         self._parser = (
             None
             if request is None
-            else M3OutputParser(list(request.tools), request.thinking_mode,
-                                tool_choice=request.tool_choice)
+            else M3OutputParser(
+                list(request.tools), request.thinking_mode, tool_choice=request.tool_choice
+            )
         )
         self._started = time.monotonic()
         self._first_at: float | None = None
@@ -204,9 +203,7 @@ class Turn:
         return buf[: len(buf) - keep] if keep else buf
 
     def _seen(self, deltas: list[ChatDelta]) -> list[ChatDelta]:
-        self.saw_tool_call = self.saw_tool_call or any(
-            isinstance(d, ToolCallDelta) for d in deltas
-        )
+        self.saw_tool_call = self.saw_tool_call or any(isinstance(d, ToolCallDelta) for d in deltas)
         return deltas
 
     def finish(

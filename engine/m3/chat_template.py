@@ -91,7 +91,10 @@ class ChatTemplate:
         session_thinking_mode: str = "adaptive",
     ) -> str:
         parts = self.render_parts(
-            messages, tools, thinking_mode, add_generation_prompt=add_generation_prompt,
+            messages,
+            tools,
+            thinking_mode,
+            add_generation_prompt=add_generation_prompt,
             session_thinking_mode=session_thinking_mode,
         )
         return "".join(p.text for p in parts)
@@ -120,8 +123,9 @@ class ChatTemplate:
 
         same = thinking_mode == session_thinking_mode
         parts = outside_text_runs(
-            lambda ms: self._render_jinja(ms, tools, session_thinking_mode,
-                                          add_generation_prompt and same),
+            lambda ms: self._render_jinja(
+                ms, tools, session_thinking_mode, add_generation_prompt and same
+            ),
             messages,
         )
         if add_generation_prompt and not same:
@@ -133,7 +137,10 @@ class ChatTemplate:
         return parts
 
     def _render_jinja(
-        self, messages: Sequence[Message], tools: Sequence[dict[str, Any]], mode: str,
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[dict[str, Any]],
+        mode: str,
         add_generation_prompt: bool,
     ) -> str:
         from .jinja_env import message_to_openai, render_template
@@ -176,7 +183,10 @@ def render_prompt(
 ) -> str:
     """The prompt text for `messages` (the built-in M3 renderer unless `template` is given)."""
     return (template or ChatTemplate()).render(
-        messages, tools, thinking_mode, add_generation_prompt=add_generation_prompt,
+        messages,
+        tools,
+        thinking_mode,
+        add_generation_prompt=add_generation_prompt,
         session_thinking_mode=session_thinking_mode,
     )
 
@@ -192,6 +202,9 @@ def render_prompt_parts(
 ) -> list[PromptPart]:
     """`render_prompt` as runs, for `M3Tokenizer.encode_parts` (joined, they are its text)."""
     return (template or ChatTemplate()).render_parts(
-        messages, tools, thinking_mode, add_generation_prompt=add_generation_prompt,
+        messages,
+        tools,
+        thinking_mode,
+        add_generation_prompt=add_generation_prompt,
         session_thinking_mode=session_thinking_mode,
     )

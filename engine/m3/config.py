@@ -266,7 +266,9 @@ def parse_config(
         return M3Config(
             text_config=text,
             model_type=d.get("model_type", "minimax_m3_vl"),
-            architectures=tuple(d.get("architectures") or ("MiniMaxM3SparseForConditionalGeneration",)),
+            architectures=tuple(
+                d.get("architectures") or ("MiniMaxM3SparseForConditionalGeneration",)
+            ),
             vision_config=d.get("vision_config"),
             projector_hidden_size=d.get("projector_hidden_size"),
             quantization_config=d.get("quantization_config"),

@@ -76,8 +76,7 @@ def visible_runs(m: Message) -> Runs:
     for p in m.media:
         if not pos <= p.offset <= len(m.content):
             raise ValueError(
-                f"media offset {p.offset} is outside the {m.role} message's content or out of"
-                " order"
+                f"media offset {p.offset} is outside the {m.role} message's content or out of order"
             )
         if p.offset > pos:
             out.append(("text", m.content[pos : p.offset]))

@@ -59,8 +59,9 @@ def to_cache(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype)
 
 
-def insert_kv_torch(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
-                    slot_mapping: torch.Tensor) -> None:
+def insert_kv_torch(
+    k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
     d = k.shape[-1]
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
@@ -69,22 +70,23 @@ def insert_kv_torch(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
     kv_cache[blk, :, off, d:] = to_cache(v[keep], kv_cache.dtype)
 
 
-def insert_index_torch(ik: torch.Tensor, index_cache: torch.Tensor,
-                       slot_mapping: torch.Tensor) -> None:
+def insert_index_torch(
+    ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
     index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache(ik[keep], index_cache.dtype)
 
 
-def insert_kv(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor,
-              slot_mapping: torch.Tensor) -> None:
+def insert_kv(
+    k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
     """k, v [T, Hkv, D] -> written into kv_cache at slot_mapping [T]."""
     op = kernel_op("insert_kv", k, kv_cache)
     (op or insert_kv_torch)(k, v, kv_cache, slot_mapping)
 
 
-def insert_index(ik: torch.Tensor, index_cache: torch.Tensor,
-                 slot_mapping: torch.Tensor) -> None:
+def insert_index(ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
     """ik [T, Di] -> written into index_cache at slot_mapping [T]."""
     op = kernel_op("insert_index", ik, index_cache)
     (op or insert_index_torch)(ik, index_cache, slot_mapping)
@@ -93,8 +95,9 @@ def insert_index(ik: torch.Tensor, index_cache: torch.Tensor,
 def request_rows(md: AttentionMetadata) -> Iterator[tuple[int, int, int, int, int]]:
     """(request, first query row, query length, context length, seq length) per request."""
     start = 0
-    for r, (ql, cl, sl) in enumerate(zip(md.query_lens_cpu, md.context_lens_cpu,
-                                         md.seq_lens_cpu, strict=True)):
+    for r, (ql, cl, sl) in enumerate(
+        zip(md.query_lens_cpu, md.context_lens_cpu, md.seq_lens_cpu, strict=True)
+    ):
         yield r, start, ql, cl, sl
         start += ql
 
@@ -109,8 +112,9 @@ def gather_pages(cache: torch.Tensor, block_table_row: torch.Tensor, seq_len: in
     return pages.reshape(nb * BLOCK_SIZE, cache.shape[2])
 
 
-def masked_gqa(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor,
-               scale: float) -> torch.Tensor:
+def masked_gqa(
+    q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor, scale: float
+) -> torch.Tensor:
     """q [t, Hq, D], kv [Hkv, L, 2D], allowed [t, Hkv, L] bool -> [t, Hq, D] (fp32 maths)."""
     t, hq, d = q.shape
     hkv = kv.shape[0]
@@ -125,8 +129,9 @@ def masked_gqa(q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor,
     return o.reshape(t, hq, d).to(q.dtype)
 
 
-def dense_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
-                          scale: float) -> torch.Tensor:
+def dense_attention_torch(
+    q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
+) -> torch.Tensor:
     out = torch.empty_like(q)
     hkv = kv_cache.shape[1]
     for r, q0, ql, _cl, sl in request_rows(md):
@@ -137,15 +142,16 @@ def dense_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, md: Attention
         step = q_chunk(q.shape[1], kv.shape[1])
         for c0 in range(0, ql, step):
             c1 = min(ql, c0 + step)
-            pos = md.positions[q0 + c0:q0 + c1]
+            pos = md.positions[q0 + c0 : q0 + c1]
             allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
             allowed = allowed[:, None, :].expand(-1, hkv, -1)
-            out[q0 + c0:q0 + c1] = masked_gqa(q[q0 + c0:q0 + c1], kv, allowed, scale)
+            out[q0 + c0 : q0 + c1] = masked_gqa(q[q0 + c0 : q0 + c1], kv, allowed, scale)
     return out
 
 
-def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
-                    scale: float) -> torch.Tensor:
+def dense_attention(
+    q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
+) -> torch.Tensor:
     """Paged causal GQA: q [T, Hq, D] -> [T, Hq, D]; token at position p sees keys 0..p."""
     op = kernel_op("dense_attention", q, kv_cache)
     return (op or dense_attention_torch)(q, kv_cache, md, scale)

@@ -46,13 +46,20 @@ class _Graph:
 
 
 class DecodeGraphs:
-    def __init__(self, model: NativeModel, caches: list[LayerCache], device: torch.device,
-                 max_batch: int, max_model_len: int) -> None:
+    def __init__(
+        self,
+        model: NativeModel,
+        caches: list[LayerCache],
+        device: torch.device,
+        max_batch: int,
+        max_model_len: int,
+    ) -> None:
         self.model = model
         self.caches = caches
         self.device = device
         self.batch_buckets = tuple(b for b in _BATCH_BUCKETS if b < max_batch) + (
-            _bucket(max_batch, _BATCH_BUCKETS + (max_batch,)),)
+            _bucket(max_batch, _BATCH_BUCKETS + (max_batch,)),
+        )
         self.max_batch = self.batch_buckets[-1]
         self.max_width = -(-max_model_len // BLOCK_SIZE)
         b = self.max_batch
@@ -74,9 +81,12 @@ class DecodeGraphs:
 
     def fits(self, out: SchedulerOutput) -> bool:
         rows = out.scheduled
-        return (self.disabled is None and 0 < len(rows) <= self.max_batch
-                and out.num_decodes == len(rows)
-                and all(r.num_tokens == 1 and r.samples for r in rows))
+        return (
+            self.disabled is None
+            and 0 < len(rows) <= self.max_batch
+            and out.num_decodes == len(rows)
+            and all(r.num_tokens == 1 and r.samples for r in rows)
+        )
 
     def forget(self, request_id: str) -> None:
         self._tables.pop(request_id, None)
@@ -107,25 +117,25 @@ class DecodeGraphs:
     def _stage(self, rows, b: int, w: int) -> None:
         n = len(rows)
         h64, h32 = self._np64, self._np32
-        qsl = h32[:b + 1]
+        qsl = h32[: b + 1]
         qsl[:] = np.arange(b + 1, dtype=np.int32)  # one token per row, padding included
-        seq, ctx = h32[b + 1:2 * b + 1], h32[2 * b + 1:3 * b + 1]
-        bt = h32[3 * b + 1:3 * b + 1 + b * w].reshape(b, w)
-        ids, pos, slots = h64[:b], h64[b:2 * b], h64[2 * b:3 * b]
+        seq, ctx = h32[b + 1 : 2 * b + 1], h32[2 * b + 1 : 3 * b + 1]
+        bt = h32[3 * b + 1 : 3 * b + 1 + b * w].reshape(b, w)
+        ids, pos, slots = h64[:b], h64[b : 2 * b], h64[2 * b : 3 * b]
         for i, r in enumerate(rows):
             p = r.num_computed_tokens
             ids[i] = r.token_ids[0]
             pos[i] = p
             seq[i], ctx[i] = p + 1, p
             table = self._table(r.request_id, r.block_ids)
-            bt[i, :table.shape[0]] = table
+            bt[i, : table.shape[0]] = table
             slots[i] = int(table[p // BLOCK_SIZE]) * BLOCK_SIZE + p % BLOCK_SIZE
         # padding rows: position 0 of the null page, nothing written (slot -1)
         ids[n:], pos[n:], slots[n:] = 0, 0, -1
         seq[n:], ctx[n:] = 1, 0
         bt[n:, 0] = 0
         m32 = 3 * b + 1 + b * w
-        self._dev64[:3 * b].copy_(self._host64[:3 * b], non_blocking=True)
+        self._dev64[: 3 * b].copy_(self._host64[: 3 * b], non_blocking=True)
         self._dev32[:m32].copy_(self._host32[:m32], non_blocking=True)
 
     def _table(self, rid: str, block_ids: tuple[int, ...]) -> np.ndarray:
@@ -136,7 +146,7 @@ class DecodeGraphs:
         if t is None or t.shape[0] > n:
             t = np.asarray(block_ids, dtype=np.int32)
         elif t.shape[0] < n:
-            t = np.concatenate([t, np.asarray(block_ids[t.shape[0]:], dtype=np.int32)])
+            t = np.concatenate([t, np.asarray(block_ids[t.shape[0] :], dtype=np.int32)])
         self._tables[rid] = t
         return t
 
@@ -145,14 +155,20 @@ class DecodeGraphs:
     def _metadata(self, b: int, w: int) -> AttentionMetadata:
         d64, d32 = self._dev64, self._dev32
         return AttentionMetadata(
-            positions=d64[b:2 * b], slot_mapping=d64[2 * b:3 * b],
-            query_start_loc=d32[:b + 1], seq_lens=d32[b + 1:2 * b + 1],
-            context_lens=d32[2 * b + 1:3 * b + 1],
-            block_tables=d32[3 * b + 1:3 * b + 1 + b * w].view(b, w),
+            positions=d64[b : 2 * b],
+            slot_mapping=d64[2 * b : 3 * b],
+            query_start_loc=d32[: b + 1],
+            seq_lens=d32[b + 1 : 2 * b + 1],
+            context_lens=d32[2 * b + 1 : 3 * b + 1],
+            block_tables=d32[3 * b + 1 : 3 * b + 1 + b * w].view(b, w),
             # launch decisions only read query lengths (all 1); the lengths below are
             # placeholders for the reference paths, which a graph never takes
-            query_lens_cpu=(1,) * b, seq_lens_cpu=(w * BLOCK_SIZE,) * b,
-            context_lens_cpu=(w * BLOCK_SIZE - 1,) * b, num_decodes=b, decode_query_len=1)
+            query_lens_cpu=(1,) * b,
+            seq_lens_cpu=(w * BLOCK_SIZE,) * b,
+            context_lens_cpu=(w * BLOCK_SIZE - 1,) * b,
+            num_decodes=b,
+            decode_query_len=1,
+        )
 
     def _forward(self, b: int, md: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor]:
         hidden = self.model.forward(self._dev64[:b], self.caches, md)

@@ -30,8 +30,7 @@ _LAYER_NAMES = {
 def unpermute_rows(w: torch.Tensor, n_head: int) -> torch.Tensor:
     """Inverse of llama.cpp's `permute`: rows (head, half, pair) -> (head, pair, half)."""
     out = w.shape[0]
-    return (w.reshape(n_head, out // n_head // 2, 2, *w.shape[1:])
-            .transpose(1, 2).reshape(w.shape))
+    return w.reshape(n_head, out // n_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
 def _field(reader, key: str, default=None):
@@ -60,14 +59,18 @@ def find_gguf(path: Path) -> Path:
     if not files:
         raise ValueError(f"no .gguf file in {path}")
     if len(files) > 1:
-        raise ValueError(f"{path} holds several .gguf files ({', '.join(f.name for f in files)});"
-                         " pass one file")
+        raise ValueError(
+            f"{path} holds several .gguf files ({', '.join(f.name for f in files)}); pass one file"
+        )
     return files[0]
 
 
-def load_gguf(path: str | Path, device: str | torch.device = "cpu",
-              dtype: torch.dtype = torch.float32,
-              max_model_len: int | None = None) -> LlamaForCausalLM:
+def load_gguf(
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    max_model_len: int | None = None,
+) -> LlamaForCausalLM:
     from gguf import GGUFReader
 
     p = find_gguf(Path(path))
@@ -85,7 +88,8 @@ def load_gguf(path: str | Path, device: str | torch.device = "cpu",
     eos = _field(reader, "tokenizer.ggml.eos_token_id")
     bos = _field(reader, "tokenizer.ggml.bos_token_id")
     c = LlamaConfig(
-        vocab_size=int(embd.shape[1]), hidden_size=hidden,
+        vocab_size=int(embd.shape[1]),
+        hidden_size=hidden,
         intermediate_size=int(_field(reader, "llama.feed_forward_length")),
         num_hidden_layers=int(_field(reader, "llama.block_count")),
         num_attention_heads=heads,
@@ -96,7 +100,8 @@ def load_gguf(path: str | Path, device: str | torch.device = "cpu",
         rms_norm_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon", 1e-5)),
         tie_word_embeddings="output.weight" not in tensors,
         eos_token_id=() if eos is None else (int(eos),),
-        bos_token_id=None if bos is None else int(bos))
+        bos_token_id=None if bos is None else int(bos),
+    )
     model = LlamaForCausalLM(c, dtype=dtype, device=device, max_model_len=max_model_len)
     params = dict(model.named_parameters())
     seen: set[str] = set()
@@ -123,8 +128,10 @@ def load_gguf(path: str | Path, device: str | torch.device = "cpu",
         if param is None:
             raise ValueError(f"{p}: tensor {name} has no place in the model")
         if tuple(param.shape) != tuple(w.shape):
-            raise ValueError(f"{p}: tensor {name} has shape {tuple(w.shape)}, the config "
-                             f"implies {tuple(param.shape)}")
+            raise ValueError(
+                f"{p}: tensor {name} has shape {tuple(w.shape)}, the config "
+                f"implies {tuple(param.shape)}"
+            )
         param.data.copy_(w.to(dtype))
         seen.add(target)
     missing = sorted(set(params) - seen)

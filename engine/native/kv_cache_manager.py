@@ -167,7 +167,7 @@ class KVCacheManager:
         blocks = self.req_to_blocks.get(request_id, ())
         ids = self._block_ids.get(request_id, ())
         if len(ids) != len(blocks):  # blocks were appended since (lists only grow until freed)
-            ids = ids + tuple(b.block_id for b in blocks[len(ids):])
+            ids = ids + tuple(b.block_id for b in blocks[len(ids) :])
             self._block_ids[request_id] = ids
         return ids
 

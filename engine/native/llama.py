@@ -38,46 +38,63 @@ class LlamaConfig:
     bos_token_id: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "head_dim"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+        ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"llama config: {name} must be positive, got "
-                                 f"{getattr(self, name)}")
+                raise ValueError(
+                    f"llama config: {name} must be positive, got {getattr(self, name)}"
+                )
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"llama config: num_attention_heads ({self.num_attention_heads}) "
-                             f"is not a multiple of num_key_value_heads "
-                             f"({self.num_key_value_heads})")
+            raise ValueError(
+                f"llama config: num_attention_heads ({self.num_attention_heads}) "
+                f"is not a multiple of num_key_value_heads "
+                f"({self.num_key_value_heads})"
+            )
 
     @staticmethod
     def from_hf(d: dict) -> LlamaConfig:
         heads = int(d["num_attention_heads"])
         rp = d.get("rope_scaling") or d.get("rope_parameters") or {}
         if rp.get("rope_type", rp.get("type", "default")) not in ("default", None):
-            raise ValueError(f"llama config: rope scaling {rp.get('rope_type', rp.get('type'))!r}"
-                             " is not supported by the native Llama model")
+            raise ValueError(
+                f"llama config: rope scaling {rp.get('rope_type', rp.get('type'))!r}"
+                " is not supported by the native Llama model"
+            )
         eos = d.get("eos_token_id")
         return LlamaConfig(
-            vocab_size=int(d["vocab_size"]), hidden_size=int(d["hidden_size"]),
+            vocab_size=int(d["vocab_size"]),
+            hidden_size=int(d["hidden_size"]),
             intermediate_size=int(d["intermediate_size"]),
-            num_hidden_layers=int(d["num_hidden_layers"]), num_attention_heads=heads,
+            num_hidden_layers=int(d["num_hidden_layers"]),
+            num_attention_heads=heads,
             num_key_value_heads=int(d.get("num_key_value_heads") or heads),
             head_dim=int(d.get("head_dim") or int(d["hidden_size"]) // heads),
             max_position_embeddings=int(d.get("max_position_embeddings", 2048)),
             # transformers >= 5 nests rope_theta in rope_parameters
-            rope_theta=float(d.get("rope_theta")
-                             or (d.get("rope_parameters") or {}).get("rope_theta") or 10000.0),
+            rope_theta=float(
+                d.get("rope_theta") or (d.get("rope_parameters") or {}).get("rope_theta") or 10000.0
+            ),
             rms_norm_eps=float(d.get("rms_norm_eps", 1e-5)),
             tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
             eos_token_id=() if eos is None else tuple(eos) if isinstance(eos, list) else (eos,),
-            bos_token_id=d.get("bos_token_id"))
+            bos_token_id=d.get("bos_token_id"),
+        )
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+    def __init__(
+        self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype, device: torch.device | str
+    ) -> None:
         super().__init__()
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        self.scale = c.head_dim ** -0.5
+        self.scale = c.head_dim**-0.5
         self.rope = [rope]
         kw = dict(dtype=dtype, device=device)
         self.q_proj = Linear(c.hidden_size, self.hq * self.d, **kw)
@@ -85,8 +102,13 @@ class LlamaAttention(nn.Module):
         self.v_proj = Linear(c.hidden_size, self.hkv * self.d, **kw)
         self.o_proj = Linear(self.hq * self.d, c.hidden_size, **kw)
 
-    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
-                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: LayerCache,
+        md: AttentionMetadata,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
         t = x.shape[0]
         rope = self.rope[0]
         q = rope.apply(self.q_proj(x).view(t, self.hq, self.d), *cos_sin)
@@ -98,8 +120,9 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+    def __init__(
+        self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype, device: torch.device | str
+    ) -> None:
         super().__init__()
         kw = dict(dtype=dtype, device=device)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
@@ -107,8 +130,13 @@ class LlamaDecoderLayer(nn.Module):
         self.self_attn = LlamaAttention(c, rope, dtype, device)
         self.mlp = SiluMLP(c.hidden_size, c.intermediate_size, **kw)
 
-    def forward(self, h: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
-                cos_sin: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self,
+        h: torch.Tensor,
+        cache: LayerCache,
+        md: AttentionMetadata,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
         h = h + self.self_attn(self.input_layernorm(h), cache, md, cos_sin)
         return h + self.mlp(self.post_attention_layernorm(h))
 
@@ -118,40 +146,51 @@ class LlamaModel(nn.Module):
         super().__init__()
         self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, dtype=dtype, device=device)
         self.rotary_emb = RotaryEmbedding(c.head_dim, c.head_dim, c.rope_theta)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(c, self.rotary_emb, dtype, device)
-                                    for _ in range(c.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(c, self.rotary_emb, dtype, device) for _ in range(c.num_hidden_layers)
+        )
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, dtype=dtype, device=device)
 
 
 class LlamaForCausalLM(nn.Module):
     """Implements engine.native.model_api.NativeModel."""
 
-    def __init__(self, config: LlamaConfig, *, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", max_model_len: int | None = None) -> None:
+    def __init__(
+        self,
+        config: LlamaConfig,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+        max_model_len: int | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         if max_model_len is not None and max_model_len > config.max_position_embeddings:
-            raise ValueError(f"max_model_len {max_model_len} exceeds the model's "
-                             f"max_position_embeddings {config.max_position_embeddings}")
+            raise ValueError(
+                f"max_model_len {max_model_len} exceeds the model's "
+                f"max_position_embeddings {config.max_position_embeddings}"
+            )
         self.info = ModelInfo(
-            architecture="llama", vocab_size=config.vocab_size,
+            architecture="llama",
+            vocab_size=config.vocab_size,
             max_position_embeddings=max_model_len or config.max_position_embeddings,
-            eos_token_ids=config.eos_token_id, dtype=dtype)
+            eos_token_ids=config.eos_token_id,
+            dtype=dtype,
+        )
         self.model = LlamaModel(config, dtype, device)
         if not config.tie_word_embeddings:
-            self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype,
-                                  device=device)
+            self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         c = self.config
         return [LayerCacheSpec(c.num_key_value_heads, c.head_dim)] * c.num_hidden_layers
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, caches: list[LayerCache],
-                md: AttentionMetadata) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, caches: list[LayerCache], md: AttentionMetadata
+    ) -> torch.Tensor:
         if len(caches) != len(self.model.layers):
-            raise ValueError(f"got {len(caches)} layer caches for "
-                             f"{len(self.model.layers)} layers")
+            raise ValueError(f"got {len(caches)} layer caches for {len(self.model.layers)} layers")
         h = self.model.embed_tokens(input_ids)
         cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         for layer, cache in zip(self.model.layers, caches, strict=True):
@@ -160,6 +199,9 @@ class LlamaForCausalLM(nn.Module):
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        w = (self.model.embed_tokens.weight if self.config.tie_word_embeddings
-             else self.lm_head.weight)
+        w = (
+            self.model.embed_tokens.weight
+            if self.config.tie_word_embeddings
+            else self.lm_head.weight
+        )
         return torch.nn.functional.linear(hidden.to(w.dtype), w).float()

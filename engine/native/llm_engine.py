@@ -81,16 +81,28 @@ class LLMEngine:
 
             vision = VisionEmbedder(vision_tower, self.device)
         graphs = None
-        if (self.device.type == "cuda" and model.info.cuda_graphs and vision is None
-                and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
-                and not config.enforce_eager):
+        if (
+            self.device.type == "cuda"
+            and model.info.cuda_graphs
+            and vision is None
+            and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
+            and not config.enforce_eager
+        ):
             from .cuda_graphs import DecodeGraphs
 
-            graphs = DecodeGraphs(model, caches, self.device,
-                                  min(config.max_graph_batch, config.max_num_seqs),
-                                  self.max_model_len)
+            graphs = DecodeGraphs(
+                model,
+                caches,
+                self.device,
+                min(config.max_graph_batch, config.max_num_seqs),
+                self.max_model_len,
+            )
         self.runner = ModelRunner(
-            model, caches, self.device, keep_logits=config.keep_logits, vision=vision,
+            model,
+            caches,
+            self.device,
+            keep_logits=config.keep_logits,
+            vision=vision,
             graphs=graphs,
         )
         self._text: dict[str, _TextState] = {}

@@ -34,8 +34,9 @@ _M3_TYPES = {"minimax_m3_vl", "minimax_m3_text", "minimax_m3"}
 _M3_ARCHS = {"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
 
 
-def dequantize_fp8(w: torch.Tensor, scale_inv: torch.Tensor,
-                   block: int = FP8_BLOCK) -> torch.Tensor:
+def dequantize_fp8(
+    w: torch.Tensor, scale_inv: torch.Tensor, block: int = FP8_BLOCK
+) -> torch.Tensor:
     """e4m3 weight [out, in] times its per-(128x128 block) scale [ceil(out/128), ceil(in/128)]."""
     out_f, in_f = w.shape
     want = (-(-out_f // block), -(-in_f // block))
@@ -69,8 +70,7 @@ def is_mx_scale(scale: torch.Tensor) -> bool:
     return scale.dtype in _E8M0
 
 
-def dequantize_mxfp8(w: torch.Tensor, scale: torch.Tensor,
-                     block: int = MX_BLOCK) -> torch.Tensor:
+def dequantize_mxfp8(w: torch.Tensor, scale: torch.Tensor, block: int = MX_BLOCK) -> torch.Tensor:
     """e4m3 weight [out, in] times 2^(e - 127) per 1x32 block, e [out, ceil(in/32)] e8m0."""
     out_f, in_f = w.shape
     want = (out_f, -(-in_f // block))
@@ -139,14 +139,18 @@ def iter_tensors(files: list[Path]) -> Iterator[tuple[str, Any, Path]]:
 def _checkpoint_to_param(name: str) -> str | None:
     """Checkpoint weight name -> our parameter name, or None to skip it."""
     if name.startswith("language_model."):
-        name = name[len("language_model."):]
+        name = name[len("language_model.") :]
     if name.startswith(_SKIP_PREFIXES) or "mtp." in name:
         return None
     return name
 
 
-def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype,
-                      progress: Callable[[int, int], None] | None = None) -> None:
+def _load_safetensors(
+    model: nn.Module,
+    files: list[Path],
+    dtype: torch.dtype,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
     params = dict(model.named_parameters())
     # Bytes read of the files' total (skipped tensors, e.g. a vision tower, are never read:
     # the last report says all of it).
@@ -176,27 +180,33 @@ def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype,
         done += w.numel() * w.element_size()  # as stored in the file
         if w.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
             base = name[: -len("weight")]
-            sname = next((base + s for s in ("weight_scale_inv", "weight_scale")
-                          if base + s in handles), None)
+            sname = next(
+                (base + s for s in ("weight_scale_inv", "weight_scale") if base + s in handles),
+                None,
+            )
             if sname is None:
                 raise ValueError(f"{f.name}: FP8 tensor {name} has no weight_scale_inv")
             sh, sf = handles[sname]
             try:
                 scale = sh.get_tensor(sname)
-                w = (dequantize_mxfp8(w, scale) if is_mx_scale(scale)
-                     else dequantize_fp8(w, scale))
+                w = dequantize_mxfp8(w, scale) if is_mx_scale(scale) else dequantize_fp8(w, scale)
             except ValueError as e:
                 raise ValueError(f"{sf.name}: {sname}: {e}") from None
         if tuple(w.shape) != tuple(param.shape):
-            raise ValueError(f"{f.name}: tensor {name} has shape {tuple(w.shape)}, the config "
-                             f"implies {tuple(param.shape)}")
+            raise ValueError(
+                f"{f.name}: tensor {name} has shape {tuple(w.shape)}, the config "
+                f"implies {tuple(param.shape)}"
+            )
         param.data.copy_(w.to(param.dtype))
         seen.add(target)
         if progress is not None:
             progress(min(done, total), total)
     if unexpected:  # vLLM ignores weights it has no parameter for; say so, don't fail
-        log.warning("ignored %d checkpoint tensor(s) the model has no place for, e.g. %s",
-                    len(unexpected), ", ".join(unexpected[:3]))
+        log.warning(
+            "ignored %d checkpoint tensor(s) the model has no place for, e.g. %s",
+            len(unexpected),
+            ", ".join(unexpected[:3]),
+        )
     missing = sorted(set(params) - seen)
     if missing:
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
@@ -206,8 +216,9 @@ def _load_safetensors(model: nn.Module, files: list[Path], dtype: torch.dtype,
 
 
 def _is_m3(cfg: dict[str, Any]) -> bool:
-    return (cfg.get("model_type") in _M3_TYPES or bool(set(cfg.get("architectures") or ())
-                                                       & _M3_ARCHS))
+    return cfg.get("model_type") in _M3_TYPES or bool(
+        set(cfg.get("architectures") or ()) & _M3_ARCHS
+    )
 
 
 def _eos_ids(p: Path, cfg: dict[str, Any]) -> tuple[int, ...]:
@@ -219,10 +230,14 @@ def _eos_ids(p: Path, cfg: dict[str, Any]) -> tuple[int, ...]:
     return ()
 
 
-def load_model(path: str | Path, device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float32, max_model_len: int | None = None,
-               rope_scaling: dict[str, Any] | None = None,
-               progress: Callable[[int, int], None] | None = None) -> nn.Module:
+def load_model(
+    path: str | Path,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    max_model_len: int | None = None,
+    rope_scaling: dict[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> nn.Module:
     """Build and fill a NativeModel from a checkpoint directory or GGUF file.
 
     rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M).
@@ -230,8 +245,9 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
     p = Path(path)
     if not p.exists():
         raise ValueError(f"model path {p} does not exist")
-    if p.suffix == ".gguf" or (p.is_dir() and not (p / "config.json").exists()
-                               and any(p.glob("*.gguf"))):
+    if p.suffix == ".gguf" or (
+        p.is_dir() and not (p / "config.json").exists() and any(p.glob("*.gguf"))
+    ):
         return load_gguf(p, device=device, dtype=dtype, max_model_len=max_model_len)
     if not p.is_dir():
         raise ValueError(f"{p} is neither a checkpoint directory nor a .gguf file")
@@ -244,16 +260,17 @@ def load_model(path: str | Path, device: str | torch.device = "cpu",
             eos = _eos_ids(p, cfg)
             text = replace(text, eos_token_id=eos) if eos else text
         model = M3ForCausalLM(text, dtype=dtype, device=device, max_model_len=max_model_len)
-    elif cfg.get("model_type") == "llama" or "LlamaForCausalLM" in (cfg.get("architectures")
-                                                                   or ()):
+    elif cfg.get("model_type") == "llama" or "LlamaForCausalLM" in (cfg.get("architectures") or ()):
         try:
             lc = LlamaConfig.from_hf(cfg)
         except KeyError as e:
             raise ValueError(f"{p / 'config.json'}: missing field {e}") from None
         model = LlamaForCausalLM(lc, dtype=dtype, device=device, max_model_len=max_model_len)
     else:
-        raise ValueError(f"unknown architecture in {p / 'config.json'}: model_type "
-                         f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}")
+        raise ValueError(
+            f"unknown architecture in {p / 'config.json'}: model_type "
+            f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}"
+        )
     _load_safetensors(model, files, dtype, progress)
     return model.eval()
 
@@ -275,11 +292,15 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
         r = GGUFReader(str(g))
         arch = r.fields["general.architecture"].contents()
         types = Counter(t.tensor_type.name for t in r.tensors)
-        return {"path": str(g), "format": "gguf", "architecture": arch,
-                "layers": r.fields[f"{arch}.block_count"].contents(),
-                "hidden_size": r.fields[f"{arch}.embedding_length"].contents(),
-                "params": int(sum(int(t.n_elements) for t in r.tensors)),
-                "dtype": dict(types)}
+        return {
+            "path": str(g),
+            "format": "gguf",
+            "architecture": arch,
+            "layers": r.fields[f"{arch}.block_count"].contents(),
+            "hidden_size": r.fields[f"{arch}.embedding_length"].contents(),
+            "params": int(sum(int(t.n_elements) for t in r.tensors)),
+            "dtype": dict(types),
+        }
     cfg = _read_json(p / "config.json")
     params, dtypes, skipped = 0, Counter(), 0
     for f in safetensors_files(p):
@@ -291,19 +312,32 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
                 continue
             params += prod(meta["shape"])
             dtypes[meta["dtype"]] += 1
-    info: dict[str, Any] = {"path": str(p), "format": "safetensors", "params": params,
-                            "dtype": dict(dtypes), "skipped_tensors": skipped}
+    info: dict[str, Any] = {
+        "path": str(p),
+        "format": "safetensors",
+        "params": params,
+        "dtype": dict(dtypes),
+        "skipped_tensors": skipped,
+    }
     if _is_m3(cfg):
         c = parse_config(cfg).text_config
         info.update(
-            architecture="minimax_m3", layers=c.num_hidden_layers, hidden_size=c.hidden_size,
+            architecture="minimax_m3",
+            layers=c.num_hidden_layers,
+            hidden_size=c.hidden_size,
             heads=f"{c.num_attention_heads}q/{c.num_key_value_heads}kv x {c.head_dim}",
             msa_layers=sum(c.is_sparse_layer(i) for i in range(c.num_hidden_layers)),
             moe_layers=sum(c.is_moe_layer(i) for i in range(c.num_hidden_layers)),
             experts=f"{c.num_local_experts} (top {c.num_experts_per_tok})",
-            max_positions=c.max_model_len, vocab_size=c.vocab_size,
-            quantization=(cfg.get("quantization_config") or {}).get("quant_method"))
+            max_positions=c.max_model_len,
+            vocab_size=c.vocab_size,
+            quantization=(cfg.get("quantization_config") or {}).get("quant_method"),
+        )
     else:
-        info.update(architecture=cfg.get("model_type"), layers=cfg.get("num_hidden_layers"),
-                    hidden_size=cfg.get("hidden_size"), vocab_size=cfg.get("vocab_size"))
+        info.update(
+            architecture=cfg.get("model_type"),
+            layers=cfg.get("num_hidden_layers"),
+            hidden_size=cfg.get("hidden_size"),
+            vocab_size=cfg.get("vocab_size"),
+        )
     return info

@@ -61,8 +61,9 @@ class MultiModalInputs:
             need -= 1
         if need or images or videos:
             raise ValueError("media placeholders in the prompt do not match the attached items")
-        return cls(tuple(ordered), tuple(positions), tuple(starts),
-                   tuple(media_hash(m) for m in ordered))
+        return cls(
+            tuple(ordered), tuple(positions), tuple(starts), tuple(media_hash(m) for m in ordered)
+        )
 
     def block_extra_keys(self, block_index: int, block_size: int) -> tuple[bytes, ...]:
         """Hashes of the items that start before this block ends (chained, so cumulative)."""
@@ -75,8 +76,11 @@ class MultiModalInputs:
 
 
 def extend_block_hashes_mm(
-    block_hashes: list[bytes], token_ids: Sequence[int], block_size: int,
-    hash_fn: BlockHashFn, mm: MultiModalInputs,
+    block_hashes: list[bytes],
+    token_ids: Sequence[int],
+    block_size: int,
+    hash_fn: BlockHashFn,
+    mm: MultiModalInputs,
 ) -> None:
     """Like block_hash.extend_block_hashes, with each block salted by the media before it."""
     for i in range(len(block_hashes), len(token_ids) // block_size):

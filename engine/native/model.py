@@ -28,12 +28,18 @@ from .msa import index_select_blocks, sparse_attention
 
 
 class M3Attention(nn.Module):
-    def __init__(self, c: M3TextConfig, sparse: bool, rope: RotaryEmbedding,
-                 dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(
+        self,
+        c: M3TextConfig,
+        sparse: bool,
+        rope: RotaryEmbedding,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
         super().__init__()
         self.sparse = sparse
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        self.scale = c.head_dim ** -0.5
+        self.scale = c.head_dim**-0.5
         self.rope = [rope]  # shared, not a submodule (it has no weights)
         kw = dict(dtype=dtype, device=device)
         h = c.hidden_size
@@ -47,7 +53,10 @@ class M3Attention(nn.Module):
             s = c.sparse_attention_config
             self.hidx, self.di = s.sparse_num_index_heads, s.sparse_index_dim
             self.topk, self.init_blocks, self.local_blocks = (
-                s.sparse_topk_blocks, s.sparse_init_block, s.sparse_local_block)
+                s.sparse_topk_blocks,
+                s.sparse_init_block,
+                s.sparse_local_block,
+            )
             self.index_q_proj = Linear(h, self.hidx * self.di, **kw)
             self.index_k_proj = Linear(h, self.di, **kw)  # one shared index-key head
             self.index_q_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
@@ -55,14 +64,21 @@ class M3Attention(nn.Module):
         self.eps = c.rms_norm_eps
         # One GEMM for q | index q | k | v | index k (the CUDA path); the checkpoint-named
         # Linears are views of its row blocks.
-        parts = [self.q_proj] + ([self.index_q_proj] if sparse else []) + [self.k_proj,
-                                                                           self.v_proj]
+        parts = [self.q_proj] + ([self.index_q_proj] if sparse else []) + [self.k_proj, self.v_proj]
         self._qkv = FusedWeights(*parts, *([self.index_k_proj] if sparse else []))
 
-    def forward(self, x: torch.Tensor, cache: LayerCache, md: AttentionMetadata,
-                cos_sin: tuple[torch.Tensor, torch.Tensor], rope_rows=None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cache: LayerCache,
+        md: AttentionMetadata,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        rope_rows=None,
+    ) -> torch.Tensor:
         t = x.shape[0]
-        fused = kernel_op("fused_qknorm_rope_insert", x, cache.kv) if rope_rows is not None else None
+        fused = (
+            kernel_op("fused_qknorm_rope_insert", x, cache.kv) if rope_rows is not None else None
+        )
         if fused is not None and self._qkv.intact():
             return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
@@ -76,18 +92,20 @@ class M3Attention(nn.Module):
         else:
             if cache.index is None:
                 raise ValueError("an MSA layer was given no index cache")
-            iq = rope.apply(self.index_q_norm(self.index_q_proj(x).view(t, self.hidx, self.di)),
-                            cos, sin)
-            ik = rope.apply(self.index_k_norm(self.index_k_proj(x).view(t, 1, self.di)),
-                            cos, sin)
+            iq = rope.apply(
+                self.index_q_norm(self.index_q_proj(x).view(t, self.hidx, self.di)), cos, sin
+            )
+            ik = rope.apply(self.index_k_norm(self.index_k_proj(x).view(t, 1, self.di)), cos, sin)
             insert_index(ik[:, 0], cache.index, md.slot_mapping)
-            sel = index_select_blocks(iq, cache.index, md, self.topk, self.init_blocks,
-                                      self.local_blocks)
+            sel = index_select_blocks(
+                iq, cache.index, md, self.topk, self.init_blocks, self.local_blocks
+            )
             o = sparse_attention(q, cache.kv, sel, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
-    def _forward_fused(self, x, cache: LayerCache, md: AttentionMetadata, rope_rows,
-                       fused) -> torch.Tensor:
+    def _forward_fused(
+        self, x, cache: LayerCache, md: AttentionMetadata, rope_rows, fused
+    ) -> torch.Tensor:
         """CUDA: one projection GEMM, one QK-norm + RoPE + KV / index-key insert launch
         (kernels/fused_qknorm_rope.py), then the attention kernels on strided views."""
         t = x.shape[0]
@@ -103,27 +121,67 @@ class M3Attention(nn.Module):
             iq = iq.view(t, self.hidx, self.di)
             k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
             # an e4m3 index cache is scored with e4m3 queries: the fused kernel writes them
-            iq_out = (torch.empty(iq.shape, dtype=cache.index.dtype, device=iq.device)
-                      if cache.index.dtype == torch.float8_e4m3fn else None)
-            fused(q, k, v, iq, ik, self.q_norm.weight, self.k_norm.weight,
-                  self.index_q_norm.weight, self.index_k_norm.weight, cs, rows, self.eps,
-                  cache.kv, cache.index, md.slot_mapping, iq_out)
+            iq_out = (
+                torch.empty(iq.shape, dtype=cache.index.dtype, device=iq.device)
+                if cache.index.dtype == torch.float8_e4m3fn
+                else None
+            )
+            fused(
+                q,
+                k,
+                v,
+                iq,
+                ik,
+                self.q_norm.weight,
+                self.k_norm.weight,
+                self.index_q_norm.weight,
+                self.index_k_norm.weight,
+                cs,
+                rows,
+                self.eps,
+                cache.kv,
+                cache.index,
+                md.slot_mapping,
+                iq_out,
+            )
             iq = iq if iq_out is None else iq_out
-            sel = index_select_blocks(iq, cache.index, md, self.topk, self.init_blocks,
-                                      self.local_blocks)
+            sel = index_select_blocks(
+                iq, cache.index, md, self.topk, self.init_blocks, self.local_blocks
+            )
             o = sparse_attention(q, cache.kv, sel, md, self.scale)
         else:
             _, k, v = views
             k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
-            fused(q, k, v, None, None, self.q_norm.weight, self.k_norm.weight, None, None,
-                  cs, rows, self.eps, cache.kv, None, md.slot_mapping)
+            fused(
+                q,
+                k,
+                v,
+                None,
+                None,
+                self.q_norm.weight,
+                self.k_norm.weight,
+                None,
+                None,
+                cs,
+                rows,
+                self.eps,
+                cache.kv,
+                None,
+                md.slot_mapping,
+            )
             o = dense_attention(q, cache.kv, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
 
 class M3DecoderLayer(nn.Module):
-    def __init__(self, c: M3TextConfig, i: int, rope: RotaryEmbedding, dtype: torch.dtype,
-                 device: torch.device | str) -> None:
+    def __init__(
+        self,
+        c: M3TextConfig,
+        i: int,
+        rope: RotaryEmbedding,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ) -> None:
         super().__init__()
         kw = dict(dtype=dtype, device=device)
         self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
@@ -133,14 +191,27 @@ class M3DecoderLayer(nn.Module):
         self.is_moe = c.is_moe_layer(i)
         if self.is_moe:
             self.block_sparse_moe = MoE(
-                c.hidden_size, c.intermediate_size, c.num_local_experts, c.num_experts_per_tok,
-                c.n_shared_experts, c.routed_scaling_factor, c.use_routing_bias, **act)
+                c.hidden_size,
+                c.intermediate_size,
+                c.num_local_experts,
+                c.num_experts_per_tok,
+                c.n_shared_experts,
+                c.routed_scaling_factor,
+                c.use_routing_bias,
+                **act,
+            )
         else:
             self.mlp = SwigluOAIMLP(c.hidden_size, c.dense_intermediate_size, **act)
 
-    def forward(self, h: torch.Tensor, residual: torch.Tensor | None, cache: LayerCache,
-                md: AttentionMetadata, cos_sin: tuple[torch.Tensor, torch.Tensor],
-                rope_rows=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        h: torch.Tensor,
+        residual: torch.Tensor | None,
+        cache: LayerCache,
+        md: AttentionMetadata,
+        cos_sin: tuple[torch.Tensor, torch.Tensor],
+        rope_rows=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         x, residual = self.input_layernorm.add_forward(h, residual)
         x = self.self_attn(x, cache, md, cos_sin, rope_rows)
         x, residual = self.post_attention_layernorm.add_forward(x, residual)
@@ -155,54 +226,75 @@ class M3Model(nn.Module):
         self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, **kw)
         rope = RotaryEmbedding(c.head_dim, c.rotary_dim, c.rope_theta, c.rope_scaling)
         self.rotary_emb = rope
-        self.layers = nn.ModuleList(M3DecoderLayer(c, i, rope, dtype, device)
-                                    for i in range(c.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            M3DecoderLayer(c, i, rope, dtype, device) for i in range(c.num_hidden_layers)
+        )
         self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
 
 
 class M3ForCausalLM(nn.Module):
     """Implements engine.native.model_api.NativeModel."""
 
-    def __init__(self, config: M3TextConfig, *, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str = "cpu", max_model_len: int | None = None) -> None:
+    def __init__(
+        self,
+        config: M3TextConfig,
+        *,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+        max_model_len: int | None = None,
+    ) -> None:
         super().__init__()
         self.config = config
         limit = config.max_model_len
         if max_model_len is not None and max_model_len > limit:
             raise ValueError(
                 f"max_model_len {max_model_len} exceeds the {limit} positions this config "
-                "serves; pass a YaRN rope_scaling (e.g. {'rope_type': 'yarn', 'factor': 2.0})")
+                "serves; pass a YaRN rope_scaling (e.g. {'rope_type': 'yarn', 'factor': 2.0})"
+            )
         self.info = ModelInfo(
-            architecture="minimax_m3", vocab_size=config.vocab_size,
+            architecture="minimax_m3",
+            vocab_size=config.vocab_size,
             max_position_embeddings=max_model_len or limit,
-            eos_token_ids=config.eos_token_id, dtype=dtype,
+            eos_token_ids=config.eos_token_id,
+            dtype=dtype,
             # On CUDA nothing in a decode step needs the host (the MoE runs the grouped
             # kernel), so the runner may replay it from a CUDA graph.
-            cuda_graphs=True)
+            cuda_graphs=True,
+        )
         self.model = M3Model(config, dtype, device)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         c = self.config
-        return [LayerCacheSpec(c.num_key_value_heads, c.head_dim,
-                               c.sparse_attention_config.sparse_index_dim
-                               if c.is_sparse_layer(i) else 0)
-                for i in range(c.num_hidden_layers)]
+        return [
+            LayerCacheSpec(
+                c.num_key_value_heads,
+                c.head_dim,
+                c.sparse_attention_config.sparse_index_dim if c.is_sparse_layer(i) else 0,
+            )
+            for i in range(c.num_hidden_layers)
+        ]
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, caches: list[LayerCache],
-                md: AttentionMetadata, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        caches: list[LayerCache],
+        md: AttentionMetadata,
+        inputs_embeds: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         # inputs_embeds: the token embeddings with image/video rows merged in (vision.py)
         if len(caches) != len(self.model.layers):
-            raise ValueError(f"got {len(caches)} layer caches for "
-                             f"{len(self.model.layers)} layers")
+            raise ValueError(f"got {len(caches)} layer caches for {len(self.model.layers)} layers")
         h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         rope_rows = None
         if h.is_cuda and caches and kernel_op("fused_qknorm_rope_insert", h, caches[0].kv):
             # the fused kernel reads cos | sin rows by index: this step's rows, row t for token t
-            rope_rows = (torch.cat(cos_sin, dim=-1),
-                         torch.arange(h.shape[0], device=h.device, dtype=torch.int64))
+            rope_rows = (
+                torch.cat(cos_sin, dim=-1),
+                torch.arange(h.shape[0], device=h.device, dtype=torch.int64),
+            )
         residual = None
         for layer, cache in zip(self.model.layers, caches, strict=True):
             h, residual = layer(h, residual, cache, md, cos_sin, rope_rows)

@@ -128,8 +128,9 @@ class ModelRunner:
         ids = [out.scheduled[i].request_id for i in sampling_rows]
         return self._sample(ids, logits, None)
 
-    def _sample(self, ids: list[str], logits: torch.Tensor,
-                greedy: torch.Tensor | None) -> ModelRunnerOutput:
+    def _sample(
+        self, ids: list[str], logits: torch.Tensor, greedy: torch.Tensor | None
+    ) -> ModelRunnerOutput:
         params = [self._params[r] for r in ids]
         t = time.perf_counter()
         if greedy is not None and all(p.greedy for p in params):

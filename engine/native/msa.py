@@ -33,14 +33,16 @@ def block_scores(iq: torch.Tensor, ik: torch.Tensor, pos: torch.Tensor) -> torch
     return s.view(t, h, n // BLOCK_SIZE, BLOCK_SIZE).amax(-1)
 
 
-def select_from_scores(scores: torch.Tensor, pos: torch.Tensor, topk: int, init_blocks: int,
-                       local_blocks: int) -> torch.Tensor:
+def select_from_scores(
+    scores: torch.Tensor, pos: torch.Tensor, topk: int, init_blocks: int, local_blocks: int
+) -> torch.Tensor:
     """scores [t, H, nb] -> [t, H, topk] int32: forced blocks + best others, -1 padded."""
     t, h, nb = scores.shape
     nvis = (pos // BLOCK_SIZE + 1)[:, None, None]  # [t, 1, 1]
     b = torch.arange(nb, device=scores.device)[None, None, :]
-    key = torch.nan_to_num(scores, nan=-_SCORE_CLAMP, posinf=_SCORE_CLAMP,
-                           neginf=-_SCORE_CLAMP).clamp(-_SCORE_CLAMP, _SCORE_CLAMP)
+    key = torch.nan_to_num(
+        scores, nan=-_SCORE_CLAMP, posinf=_SCORE_CLAMP, neginf=-_SCORE_CLAMP
+    ).clamp(-_SCORE_CLAMP, _SCORE_CLAMP)
     key = torch.where(b < init_blocks, torch.full_like(key, _INIT_SCORE), key)
     key = torch.where(b >= nvis - local_blocks, torch.full_like(key, _LOCAL_SCORE), key)
     key = torch.where(b < nvis, key, torch.full_like(key, float("-inf")))
@@ -53,9 +55,14 @@ def select_from_scores(scores: torch.Tensor, pos: torch.Tensor, topk: int, init_
     return out
 
 
-def index_select_blocks_torch(iq: torch.Tensor, index_cache: torch.Tensor,
-                              md: AttentionMetadata, topk: int, init_blocks: int,
-                              local_blocks: int) -> torch.Tensor:
+def index_select_blocks_torch(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    topk: int,
+    init_blocks: int,
+    local_blocks: int,
+) -> torch.Tensor:
     t_all, h, _ = iq.shape
     out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
     for r, q0, ql, _cl, sl in request_rows(md):
@@ -71,17 +78,27 @@ def index_select_blocks_torch(iq: torch.Tensor, index_cache: torch.Tensor,
     return out
 
 
-def index_select_blocks(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
-                        topk: int, init_blocks: int, local_blocks: int) -> torch.Tensor:
+def index_select_blocks(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    topk: int,
+    init_blocks: int,
+    local_blocks: int,
+) -> torch.Tensor:
     """iq [T, H, Di] (normed, roped) -> [T, H, topk] int32 logical block ids per index head
     (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
     op = kernel_op("index_select_blocks", iq, index_cache)
-    return (op or index_select_blocks_torch)(iq, index_cache, md, topk, init_blocks,
-                                             local_blocks)
+    return (op or index_select_blocks_torch)(iq, index_cache, md, topk, init_blocks, local_blocks)
 
 
-def sparse_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, topk_idx: torch.Tensor,
-                           md: AttentionMetadata, scale: float) -> torch.Tensor:
+def sparse_attention_torch(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
     out = torch.empty_like(q)
     hkv = kv_cache.shape[1]
     for r, q0, ql, _cl, sl in request_rows(md):
@@ -105,8 +122,13 @@ def sparse_attention_torch(q: torch.Tensor, kv_cache: torch.Tensor, topk_idx: to
     return out
 
 
-def sparse_attention(q: torch.Tensor, kv_cache: torch.Tensor, topk_idx: torch.Tensor,
-                     md: AttentionMetadata, scale: float) -> torch.Tensor:
+def sparse_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
     """q [T, Hq, D]; query head qh of KV group g = qh // (Hq/Hkv) attends to the keys j <= pos
     of the blocks topk_idx[t, g] (SPEC §2.5). Exact softmax in fp32 -> [T, Hq, D]."""
     op = kernel_op("sparse_attention", q, kv_cache)

@@ -42,30 +42,44 @@ class TinySpec:
 
     def __post_init__(self) -> None:
         if not 0 <= self.dense_layers <= self.layers:
-            raise ValueError(f"--dense-layers {self.dense_layers} must be in 0..--layers "
-                             f"({self.layers})")
+            raise ValueError(
+                f"--dense-layers {self.dense_layers} must be in 0..--layers ({self.layers})"
+            )
         if self.fp8 and self.mxfp8:
             raise ValueError("--fp8 and --mxfp8 are two formats: pick one")
         need = 256 + len(m3tokens.ALL_ADDED_TOKENS)
         if self.vocab < need:
-            raise ValueError(f"--vocab {self.vocab} is too small: the byte-level tokenizer "
-                             f"needs {need} ids")
+            raise ValueError(
+                f"--vocab {self.vocab} is too small: the byte-level tokenizer needs {need} ids"
+            )
 
 
 def tiny_text_config(s: TinySpec, eos_id: int, bos_id: int) -> M3TextConfig:
     plan = tuple(0 if i < s.dense_layers else 1 for i in range(s.layers))
     return M3TextConfig(
-        vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers,
-        num_attention_heads=s.heads, num_key_value_heads=s.kv_heads, head_dim=s.head_dim,
+        vocab_size=s.vocab,
+        hidden_size=s.hidden,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        num_key_value_heads=s.kv_heads,
+        head_dim=s.head_dim,
         max_position_embeddings=s.max_position_embeddings,
-        intermediate_size=s.intermediate, dense_intermediate_size=s.dense_intermediate,
-        num_local_experts=s.experts, num_experts_per_tok=min(s.experts_per_tok, s.experts),
-        moe_layer_freq=plan, num_mtp_modules=0,
+        intermediate_size=s.intermediate,
+        dense_intermediate_size=s.dense_intermediate,
+        num_local_experts=s.experts,
+        num_experts_per_tok=min(s.experts_per_tok, s.experts),
+        moe_layer_freq=plan,
+        num_mtp_modules=0,
         sparse_attention_config=SparseAttentionConfig(
-            sparse_attention_freq=plan, sparse_num_index_heads=s.kv_heads,
-            sparse_index_dim=s.head_dim, sparse_topk_blocks=s.topk_blocks,
-            sparse_disable_index_value=plan),
-        eos_token_id=(eos_id,), bos_token_id=bos_id)
+            sparse_attention_freq=plan,
+            sparse_num_index_heads=s.kv_heads,
+            sparse_index_dim=s.head_dim,
+            sparse_topk_blocks=s.topk_blocks,
+            sparse_disable_index_value=plan,
+        ),
+        eos_token_id=(eos_id,),
+        bos_token_id=bos_id,
+    )
 
 
 def random_weights(c: M3TextConfig, seed: int) -> dict[str, torch.Tensor]:
@@ -91,8 +105,12 @@ def random_weights(c: M3TextConfig, seed: int) -> dict[str, torch.Tensor]:
 
 def _fp8_eligible(name: str, t: torch.Tensor) -> bool:
     # Like the released FP8 checkpoints: projections in FP8; embeddings, head, router, norms not.
-    return (t.dim() == 2 and "embed_tokens" not in name and not name.startswith("lm_head")
-            and not name.endswith("block_sparse_moe.gate.weight"))
+    return (
+        t.dim() == 2
+        and "embed_tokens" not in name
+        and not name.startswith("lm_head")
+        and not name.endswith("block_sparse_moe.gate.weight")
+    )
 
 
 def write_tokenizer(path: Path) -> dict[str, int]:
@@ -104,17 +122,29 @@ def write_tokenizer(path: Path) -> dict[str, int]:
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False)
-                            for t in m3tokens.SPECIAL_TOKENS])
-    tok.add_tokens([AddedToken(t, special=False, normalized=False)
-                    for t in m3tokens.NON_SPECIAL_ADDED_TOKENS])
+    tok.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t in m3tokens.SPECIAL_TOKENS]
+    )
+    tok.add_tokens(
+        [AddedToken(t, special=False, normalized=False) for t in m3tokens.NON_SPECIAL_ADDED_TOKENS]
+    )
     tok.save(str(path / "tokenizer.json"))
     ids = {t: tok.token_to_id(t) for t in m3tokens.ALL_ADDED_TOKENS}
-    (path / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": m3tokens.BOS,
-        "eos_token": m3tokens.EOS, "model_max_length": 524288,
-        "added_tokens_decoder": {str(i): {"content": t, "special": t in m3tokens.SPECIAL_TOKENS}
-                                 for t, i in ids.items()}}, indent=2))
+    (path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": m3tokens.BOS,
+                "eos_token": m3tokens.EOS,
+                "model_max_length": 524288,
+                "added_tokens_decoder": {
+                    str(i): {"content": t, "special": t in m3tokens.SPECIAL_TOKENS}
+                    for t, i in ids.items()
+                },
+            },
+            indent=2,
+        )
+    )
     return ids
 
 
@@ -159,26 +189,45 @@ def init_tiny(path: str | Path, spec: TinySpec = TinySpec()) -> Path:
     weight_map = {}
     for i, part in enumerate(shards):
         fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        save_file({n: tensors[n].contiguous() for n in part}, str(p / fname),
-                  metadata={"format": "pt"})
+        save_file(
+            {n: tensors[n].contiguous() for n in part}, str(p / fname), metadata={"format": "pt"}
+        )
         weight_map.update(dict.fromkeys(part, fname))
     total = sum(t.numel() * t.element_size() for t in tensors.values())
-    (p / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1))
+    (p / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
+    )
     cfg = {
         "architectures": ["MiniMaxM3SparseForConditionalGeneration"],
-        "model_type": "minimax_m3_vl", "torch_dtype": "bfloat16",
-        "text_config": text_config_to_dict(c), "tie_word_embeddings": False,
+        "model_type": "minimax_m3_vl",
+        "torch_dtype": "bfloat16",
+        "text_config": text_config_to_dict(c),
+        "tie_word_embeddings": False,
     }
     if spec.fp8:
-        cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3",
-                                      "activation_scheme": "dynamic",
-                                      "weight_block_size": [128, 128]}
+        cfg["quantization_config"] = {
+            "quant_method": "fp8",
+            "fmt": "e4m3",
+            "activation_scheme": "dynamic",
+            "weight_block_size": [128, 128],
+        }
     if spec.mxfp8:
-        cfg["quantization_config"] = {"quant_method": "modelopt", "quant_algo": "MXFP8",
-                                      "group_size": 32}
+        cfg["quantization_config"] = {
+            "quant_method": "modelopt",
+            "quant_algo": "MXFP8",
+            "group_size": 32,
+        }
     (p / "config.json").write_text(json.dumps(cfg, indent=2))
-    (p / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": bos, "eos_token_id": eos, "do_sample": True, "temperature": 1.0,
-         "top_p": 0.95}, indent=2))
+    (p / "generation_config.json").write_text(
+        json.dumps(
+            {
+                "bos_token_id": bos,
+                "eos_token_id": eos,
+                "do_sample": True,
+                "temperature": 1.0,
+                "top_p": 0.95,
+            },
+            indent=2,
+        )
+    )
     return p

@@ -112,10 +112,12 @@ def rope_cos_sin(cfg: VisionConfig, segments: Sequence[tuple[int, int, int]], de
     for t, h, w in segments:
         # merge-window order: frame, window row, window col, row in window, col in window
         tt = torch.arange(t, device=device).view(t, 1, 1, 1, 1)
-        hh = (torch.arange(h // m, device=device).view(1, -1, 1, 1, 1) * m
-              + torch.arange(m, device=device).view(1, 1, 1, m, 1))
-        ww = (torch.arange(w // m, device=device).view(1, 1, -1, 1, 1) * m
-              + torch.arange(m, device=device).view(1, 1, 1, 1, m))
+        hh = torch.arange(h // m, device=device).view(1, -1, 1, 1, 1) * m + torch.arange(
+            m, device=device
+        ).view(1, 1, 1, m, 1)
+        ww = torch.arange(w // m, device=device).view(1, 1, -1, 1, 1) * m + torch.arange(
+            m, device=device
+        ).view(1, 1, 1, 1, m)
         shape = (t, h // m, w // m, m, m)
         pos.append(torch.stack([x.expand(shape).reshape(-1) for x in (tt, hh, ww)], dim=-1))
     p = torch.cat(pos).to(torch.float32)  # [N, 3]
@@ -212,8 +214,9 @@ class VisionTransformer(nn.Module):
         for t, h, w in segs:
             cu.append(cu[-1] + t * h * w)
         if cu[-1] != pixel_values.shape[0]:
-            raise ValueError(f"grid_thw covers {cu[-1]} patches, pixel_values has "
-                             f"{pixel_values.shape[0]}")
+            raise ValueError(
+                f"grid_thw covers {cu[-1]} patches, pixel_values has {pixel_values.shape[0]}"
+            )
         cos, sin = rope_cos_sin(self.cfg, segs, pixel_values.device)
         x = self.pre_layrnorm(self.embeddings(pixel_values))
         for layer in self.encoder.layers:
@@ -242,12 +245,18 @@ class M3VisionTower(nn.Module):
         m2 = cfg.spatial_merge_size**2
         self.vision_model = VisionTransformer(cfg)
         self.multi_modal_projector = _TwoLayerMLP(
-            cfg.hidden_size, mid, cfg.text_hidden_size,
-            cfg.multimodal_projector_bias, cfg.projector_hidden_act,
+            cfg.hidden_size,
+            mid,
+            cfg.text_hidden_size,
+            cfg.multimodal_projector_bias,
+            cfg.projector_hidden_act,
         )
         self.patch_merge_mlp = _TwoLayerMLP(
-            cfg.text_hidden_size * m2, mid, cfg.text_hidden_size,
-            cfg.patch_merge_bias, cfg.projector_hidden_act,
+            cfg.text_hidden_size * m2,
+            mid,
+            cfg.text_hidden_size,
+            cfg.patch_merge_bias,
+            cfg.projector_hidden_act,
         )
 
     def forward(self, pixel_values: torch.Tensor, grid_thw: Sequence[Sequence[int]]):
@@ -272,8 +281,9 @@ def merge_vision_embeddings(
     mask = (input_ids == image_token_id) | (input_ids == video_token_id)
     n = int(mask.sum())
     if n != vision_embeds.shape[0]:
-        raise ValueError(f"{n} image/video placeholder tokens but {vision_embeds.shape[0]} "
-                         "vision embeddings")
+        raise ValueError(
+            f"{n} image/video placeholder tokens but {vision_embeds.shape[0]} vision embeddings"
+        )
     if n == 0:
         return input_embeds
     out = input_embeds.clone()
@@ -281,8 +291,9 @@ def merge_vision_embeddings(
     return out
 
 
-def placeholder_rows(prompt_ids: Sequence[int], start: int, end: int,
-                     image_token_id: int, video_token_id: int) -> tuple[int, int]:
+def placeholder_rows(
+    prompt_ids: Sequence[int], start: int, end: int, image_token_id: int, video_token_id: int
+) -> tuple[int, int]:
     """[a, b): the vision rows that belong to prompt positions [start, end) (chunked prefill)."""
     ph = {image_token_id, video_token_id}
     a = sum(1 for t in prompt_ids[:start] if t in ph)

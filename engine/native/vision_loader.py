@@ -24,8 +24,11 @@ def _module_name(ckpt_name: str) -> str | None:
     name = ckpt_name.removeprefix("model.")  # newer HF exports nest everything under model.
     if name.startswith("vision_tower."):
         name = name[len("vision_tower.") :]
-        return name if name.startswith(("vision_model.", "multi_modal_projector.",
-                                        "patch_merge_mlp.")) else None
+        return (
+            name
+            if name.startswith(("vision_model.", "multi_modal_projector.", "patch_merge_mlp."))
+            else None
+        )
     return name if name.startswith(_PREFIXES[1:]) else None
 
 
@@ -60,8 +63,10 @@ def load_vision_tower(
                     raise ValueError(f"{shard.name}: unexpected vision weight {key}")
                 t = f.get_tensor(key)
                 if tuple(t.shape) != tuple(params[name].shape):
-                    raise ValueError(f"{shard.name}: {key} has shape {tuple(t.shape)}, "
-                                     f"expected {tuple(params[name].shape)}")
+                    raise ValueError(
+                        f"{shard.name}: {key} has shape {tuple(t.shape)}, "
+                        f"expected {tuple(params[name].shape)}"
+                    )
                 with torch.no_grad():
                     params[name].copy_(t.float())
                 seen.add(name)

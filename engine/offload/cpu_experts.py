@@ -47,22 +47,32 @@ class HostExpertLayer:
 
     def expert_bytes(self) -> int:
         """Bytes read for one expert (weights and scales)."""
-        n = self.w13[0].numel() * self.w13.element_size() + self.w2[0].numel() * self.w2.element_size()
+        n = (
+            self.w13[0].numel() * self.w13.element_size()
+            + self.w2[0].numel() * self.w2.element_size()
+        )
         if self.s13 is not None and self.s2 is not None:
             n += (self.s13[0].numel() + self.s2[0].numel()) * 2
         return n
 
     @classmethod
-    def from_weights(cls, gate: list[torch.Tensor], up: list[torch.Tensor],
-                     down: list[torch.Tensor], form: ExpertForm, pin: bool = False
-                     ) -> HostExpertLayer:
+    def from_weights(
+        cls,
+        gate: list[torch.Tensor],
+        up: list[torch.Tensor],
+        down: list[torch.Tensor],
+        form: ExpertForm,
+        pin: bool = False,
+    ) -> HostExpertLayer:
         """Per-expert [I, h], [I, h], [h, I] float weights -> the host form."""
         if form not in (ExpertForm.INT8, ExpertForm.BF16):
             raise ValueError(f"the CPU computes experts as int8 or bf16, not {form}")
         w13 = torch.stack([torch.cat([g, u], 0) for g, u in zip(gate, up, strict=True)])
         w2 = torch.stack(list(down))
         if form is ExpertForm.BF16:
-            layer = cls(form, w13.to(torch.bfloat16).contiguous(), w2.to(torch.bfloat16).contiguous())
+            layer = cls(
+                form, w13.to(torch.bfloat16).contiguous(), w2.to(torch.bfloat16).contiguous()
+            )
         else:
             q13, s13 = zip(*(quantize_rows_int8(w) for w in w13), strict=True)
             q2, s2 = zip(*(quantize_rows_int8(w) for w in w2), strict=True)
@@ -85,13 +95,20 @@ def _mm(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor | None) -> torch.Tenso
 class CpuExperts:
     """The routed-expert half of M3's MoE for the layers held in host memory."""
 
-    def __init__(self, layers: dict[int, HostExpertLayer], *, alpha: float = 1.702,
-                 limit: float = 7.0, beta: float = 1.0) -> None:
+    def __init__(
+        self,
+        layers: dict[int, HostExpertLayer],
+        *,
+        alpha: float = 1.702,
+        limit: float = 7.0,
+        beta: float = 1.0,
+    ) -> None:
         self.layers = layers
         self.alpha, self.limit, self.beta = alpha, limit, beta
 
-    def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor,
-                weights: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         """x [T, h] (any dtype, CPU), ids [T, k] int64, weights [T, k] fp32 -> [T, h] fp32:
         sum over the chosen experts of weight x expert(x); shared expert not included."""
         L = self.layers[layer]
@@ -112,12 +129,14 @@ class CpuExperts:
         """One expert on bf16 rows -> fp32 rows."""
         s13 = None if L.s13 is None else L.s13[e]
         s2 = None if L.s2 is None else L.s2[e]
-        act = swiglu_oai_merged(_mm(x, L.w13[e], s13).float(), self.alpha, self.limit,
-                                self.beta).to(torch.bfloat16)
+        act = swiglu_oai_merged(
+            _mm(x, L.w13[e], s13).float(), self.alpha, self.limit, self.beta
+        ).to(torch.bfloat16)
         return _mm(act, L.w2[e], s2).float()
 
-    def reference(self, layer: int, x: torch.Tensor, ids: torch.Tensor,
-                  weights: torch.Tensor) -> torch.Tensor:
+    def reference(
+        self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         """The same op on dequantised fp32 weights, token by token."""
         L = self.layers[layer]
         out = torch.zeros(x.shape, dtype=torch.float32)
@@ -138,8 +157,12 @@ def physical_cores(sys_cpu: Path = Path("/sys/devices/system/cpu")) -> int:
     seen = set()
     for topo in sys_cpu.glob("cpu[0-9]*/topology"):
         try:
-            seen.add(((topo / "physical_package_id").read_text().strip(),
-                      (topo / "core_id").read_text().strip()))
+            seen.add(
+                (
+                    (topo / "physical_package_id").read_text().strip(),
+                    (topo / "core_id").read_text().strip(),
+                )
+            )
         except OSError:
             continue
     return len(seen) or (os.cpu_count() or 1)

@@ -65,9 +65,14 @@ def _probe_gpu() -> tuple[str, int] | None:
     return props.name, int(props.total_memory)
 
 
-def probe(gpu_mem_gib: float | None = None, gpu_bw_gbs: float | None = None,
-          host_mem_gib: float | None = None, host_bw_gbs: float | None = None,
-          pcie_gbs: float | None = None, gpu_name: str | None = None) -> Machine:
+def probe(
+    gpu_mem_gib: float | None = None,
+    gpu_bw_gbs: float | None = None,
+    host_mem_gib: float | None = None,
+    host_bw_gbs: float | None = None,
+    pcie_gbs: float | None = None,
+    gpu_name: str | None = None,
+) -> Machine:
     """The machine from what was given, probing the rest; a one-line ValueError where a figure
     can be neither probed nor guessed."""
     measured: list[str] = []
@@ -95,7 +100,13 @@ def probe(gpu_mem_gib: float | None = None, gpu_bw_gbs: float | None = None,
     else:
         host_bw = measure_host_read_bw()
         measured.append("host_bw")
-    return Machine(gpu_name=name, gpu_bytes=gpu_bytes, gpu_read_bw=gpu_bw, host_bytes=host,
-                   host_read_bw=host_bw,
-                   pcie_bw=pcie_gbs * 1e9 if pcie_gbs is not None else DEFAULT_PCIE_BW,
-                   cpu_threads=os.cpu_count() or 1, measured=tuple(measured))
+    return Machine(
+        gpu_name=name,
+        gpu_bytes=gpu_bytes,
+        gpu_read_bw=gpu_bw,
+        host_bytes=host,
+        host_read_bw=host_bw,
+        pcie_bw=pcie_gbs * 1e9 if pcie_gbs is not None else DEFAULT_PCIE_BW,
+        cpu_threads=os.cpu_count() or 1,
+        measured=tuple(measured),
+    )

@@ -20,8 +20,21 @@ from typing import Any
 from ..m3.config import M3TextConfig, parse_config
 from ..safetensors_meta import read_header
 
-DTYPE_BYTES = {"F64": 8, "F32": 4, "I32": 4, "BF16": 2, "F16": 2, "I16": 2, "I64": 8,
-               "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "U8": 1, "I8": 1, "BOOL": 1}
+DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "I32": 4,
+    "BF16": 2,
+    "F16": 2,
+    "I16": 2,
+    "I64": 8,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "U8": 1,
+    "I8": 1,
+    "BOOL": 1,
+}
 FP8_BLOCK = 128  # 128x128 block scales (the released FP8 checkpoints)
 MX_BLOCK = 32  # MXFP8: one e8m0 scale per 1x32 block of a row
 
@@ -78,8 +91,9 @@ def classify(name: str) -> Part:
         return Part.SHARED_EXPERTS
     if ".experts." in name:
         return Part.ROUTED_EXPERTS
-    if name.endswith(("block_sparse_moe.gate.weight", "e_score_correction_bias",
-                      "mlp.gate.weight")):
+    if name.endswith(
+        ("block_sparse_moe.gate.weight", "e_score_correction_bias", "mlp.gate.weight")
+    ):
         return Part.ROUTER
     if "embed_tokens" in name:
         return Part.EMBEDDINGS

@@ -84,8 +84,7 @@ class Plan:
 
     @property
     def fits(self) -> bool:
-        return (self.total("gpu") <= self.gpu_capacity
-                and self.total("host") <= self.host_capacity)
+        return self.total("gpu") <= self.gpu_capacity and self.total("host") <= self.host_capacity
 
     @property
     def tokens_per_s(self) -> float:
@@ -178,9 +177,11 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         per = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
         experts = sum(n_exp[layer] * per[layer] for layer in moe)
         staging = 2 * req.stream_experts * max(per.values(), default=0)
-        return [Row("host", f"routed experts, {form} ({len(moe)} layers)", experts),
-                Row("host", "pinned staging for streamed prefill", staging),
-                Row("host", "process overhead", HOST_OVERHEAD)]
+        return [
+            Row("host", f"routed experts, {form} ({len(moe)} layers)", experts),
+            Row("host", "pinned staging for streamed prefill", staging),
+            Row("host", "process overhead", HOST_OVERHEAD),
+        ]
 
     fits_bf16 = sum(r.nbytes for r in host_rows(ExpertForm.BF16)) <= host_cap
     form = _resolve_form(req, inv, fits_bf16)
@@ -198,8 +199,12 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         Row("gpu", "router + norms", p[Part.ROUTER] + p[Part.NORMS]),
         Row("gpu", "embeddings + lm head", p[Part.EMBEDDINGS] + p[Part.LM_HEAD]),
         Row("gpu", "vision tower", p[Part.VISION]),
-        Row("gpu", f"KV cache + index keys, {req.kv_cache_dtype} "
-                   f"({req.max_seqs} x {req.context_len:,} tokens)", kv_pool),
+        Row(
+            "gpu",
+            f"KV cache + index keys, {req.kv_cache_dtype} "
+            f"({req.max_seqs} x {req.context_len:,} tokens)",
+            kv_pool,
+        ),
         Row("gpu", f"workspace ({req.chunk_tokens:,}-token chunk)", _workspace(c, req)),
         Row("gpu", "expert stream buffers (prefill)", stream_buf),
         Row("gpu", "CUDA context, allocator, graphs", CUDA_CONTEXT),
@@ -212,13 +217,20 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         one = max(stored.values())
         hot = min(min(n_exp.values()), left // (one * len(moe)))
         if hot:
-            g_rows.append(Row("gpu", f"hot-expert cache ({hot} per MoE layer)",
-                              hot * one * len(moe)))
+            g_rows.append(
+                Row("gpu", f"hot-expert cache ({hot} per MoE layer)", hot * one * len(moe))
+            )
 
     # Decode bound, batch 1, at the full context.
     host_bytes = sum(k * (1 - hot / n_exp[layer]) * per_host[layer] for layer in moe)
-    gpu_weights = (p[Part.ATTENTION] + p[Part.DENSE_MLP] + p[Part.SHARED_EXPERTS]
-                   + p[Part.ROUTER] + p[Part.NORMS] + p[Part.LM_HEAD])
+    gpu_weights = (
+        p[Part.ATTENTION]
+        + p[Part.DENSE_MLP]
+        + p[Part.SHARED_EXPERTS]
+        + p[Part.ROUTER]
+        + p[Part.NORMS]
+        + p[Part.LM_HEAD]
+    )
     gpu_hot = sum(k * hot / n_exp[layer] * stored[layer] for layer in moe)
     gpu_bytes = gpu_weights + gpu_hot + kv_read_per_token(c, req.kv_cache_dtype, req.context_len)
     all_experts = sum(n_exp[layer] * per_host[layer] for layer in moe)
@@ -229,11 +241,20 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         passes = ceil(1_048_576 / req.stream_pass_tokens)
         compute = 2 * active_params_per_token(c) * req.stream_pass_tokens / flops[0]
         ttft = passes * max(stream_pass, compute)
-    return Plan(rows=tuple(g_rows + h_rows), gpu_capacity=gpu_cap, host_capacity=host_cap,
-                expert_form=form, hot_per_layer=hot, kv_bytes_per_token=kv_tok,
-                decode_host_s=host_bytes / m.host_read_bw, decode_gpu_s=gpu_bytes / m.gpu_read_bw,
-                stream_pass_s=stream_pass, ttft_1m_s=ttft, moe_layers_on_host=len(moe),
-                moe_layers_total=len(inv.experts))
+    return Plan(
+        rows=tuple(g_rows + h_rows),
+        gpu_capacity=gpu_cap,
+        host_capacity=host_cap,
+        expert_form=form,
+        hot_per_layer=hot,
+        kv_bytes_per_token=kv_tok,
+        decode_host_s=host_bytes / m.host_read_bw,
+        decode_gpu_s=gpu_bytes / m.gpu_read_bw,
+        stream_pass_s=stream_pass,
+        ttft_1m_s=ttft,
+        moe_layers_on_host=len(moe),
+        moe_layers_total=len(inv.experts),
+    )
 
 
 def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> str:
@@ -259,8 +280,10 @@ def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest
         while layers > 0 and not _host_fits(c, inv, m, replace(req, moe_layers=layers)):
             layers -= 1
         if layers:
-            hints.append(f"--moe-layers {layers} (benchmarks only: {layers} of "
-                         f"{plan.moe_layers_total} MoE layers)")
+            hints.append(
+                f"--moe-layers {layers} (benchmarks only: {layers} of "
+                f"{plan.moe_layers_total} MoE layers)"
+            )
         hints.append(f"{plan.total('host') / GIB:.0f} GiB of host memory")
     return "; or ".join(hints)
 
@@ -268,4 +291,3 @@ def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest
 def _host_fits(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> bool:
     p = make_plan(c, inv, m, req)
     return p.total("host") <= p.host_capacity
-

@@ -22,18 +22,31 @@ def plan_dict(plan: Plan, inv: Inventory, m: Machine) -> dict[str, Any]:
         "hot_experts_per_layer": plan.hot_per_layer,
         "moe_layers_on_host": plan.moe_layers_on_host,
         "moe_layers_total": plan.moe_layers_total,
-        "gpu": {"capacity": plan.gpu_capacity, "total": plan.total("gpu"),
-                "rows": {r.label: r.nbytes for r in plan.rows if r.where == "gpu"}},
-        "host": {"capacity": plan.host_capacity, "total": plan.total("host"),
-                 "rows": {r.label: r.nbytes for r in plan.rows if r.where == "host"}},
+        "gpu": {
+            "capacity": plan.gpu_capacity,
+            "total": plan.total("gpu"),
+            "rows": {r.label: r.nbytes for r in plan.rows if r.where == "gpu"},
+        },
+        "host": {
+            "capacity": plan.host_capacity,
+            "total": plan.total("host"),
+            "rows": {r.label: r.nbytes for r in plan.rows if r.where == "host"},
+        },
         "kv_bytes_per_token": plan.kv_bytes_per_token,
-        "decode_bound": {"host_ms": plan.decode_host_s * 1e3, "gpu_ms": plan.decode_gpu_s * 1e3,
-                         "tokens_per_s": plan.tokens_per_s},
+        "decode_bound": {
+            "host_ms": plan.decode_host_s * 1e3,
+            "gpu_ms": plan.decode_gpu_s * 1e3,
+            "tokens_per_s": plan.tokens_per_s,
+        },
         "prefill_stream_pass_s": plan.stream_pass_s,
         "ttft_1m_s": plan.ttft_1m_s,
-        "machine": {"gpu": m.gpu_name, "gpu_read_bw": m.gpu_read_bw,
-                    "host_read_bw": m.host_read_bw, "pcie_bw": m.pcie_bw,
-                    "measured": list(m.measured)},
+        "machine": {
+            "gpu": m.gpu_name,
+            "gpu_read_bw": m.gpu_read_bw,
+            "host_read_bw": m.host_read_bw,
+            "pcie_bw": m.pcie_bw,
+            "measured": list(m.measured),
+        },
     }
 
 
@@ -56,7 +69,8 @@ def plan_text(plan: Plan, inv: Inventory, m: Machine) -> str:
     lines.append(
         f"decode bound, batch 1: host experts {plan.decode_host_s * 1e3:.1f} ms + GPU "
         f"{plan.decode_gpu_s * 1e3:.1f} ms per token -> {plan.tokens_per_s:.1f} tokens/s "
-        f"overlapped ({1 / (plan.decode_host_s + plan.decode_gpu_s):.1f} serial)")
+        f"overlapped ({1 / (plan.decode_host_s + plan.decode_gpu_s):.1f} serial)"
+    )
     prefill = f"prefill: one pass of every expert over PCIe {plan.stream_pass_s:.1f} s"
     if plan.ttft_1m_s is not None:
         prefill += f"; 1M-token prompt >= {plan.ttft_1m_s:.0f} s"

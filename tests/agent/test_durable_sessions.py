@@ -54,8 +54,14 @@ def openai_history_errors(messages) -> list[str]:
 
 
 def settings(home: Path, **kw) -> Settings:
-    return Settings(home=home, config_path=home / "config.toml", engine="scripted",
-                    approval="never", context=False, **kw)
+    return Settings(
+        home=home,
+        config_path=home / "config.toml",
+        engine="scripted",
+        approval="never",
+        context=False,
+        **kw,
+    )
 
 
 def resume_and_continue(home: Path, sid: str, cwd: Path):
@@ -90,18 +96,23 @@ def _log_with(home: Path, messages: list[Message]) -> Conversation:
 
 def test_resume_closes_a_tool_call_killed_mid_run(tmp_path):
     home = tmp_path / "home"
-    conv = _log_with(home, [
-        Message(role="system", content="sys"),
-        Message(role="user", content="do two things"),
-        Message(role="assistant", content="", tool_calls=(_call("c1"), _call("c2"))),
-        Message(role="tool", content="exit code: 0", tool_call_id="c1", name="shell"),
-    ])  # killed while c2 ran
+    conv = _log_with(
+        home,
+        [
+            Message(role="system", content="sys"),
+            Message(role="user", content="do two things"),
+            Message(role="assistant", content="", tool_calls=(_call("c1"), _call("c2"))),
+            Message(role="tool", content="exit code: 0", tool_call_id="c1", name="shell"),
+        ],
+    )  # killed while c2 ran
     before = Conversation.load(home / "sessions", conv.id).messages
     assert openai_history_errors(before)  # control: a server would reject this history
     session, engine, seen = resume_and_continue(home, conv.id, tmp_path)
     msgs = session.messages
     assert openai_history_errors(msgs) == []
-    assert msgs[4].role == "tool" and msgs[4].tool_call_id == "c2" and msgs[4].content == INTERRUPTED
+    assert (
+        msgs[4].role == "tool" and msgs[4].tool_call_id == "c2" and msgs[4].content == INTERRUPTED
+    )
     assert [m.role for m in msgs[5:]] == ["user", "assistant"]
     assert INTERRUPTED in engine.prompts[0]
     assert seen[-1].reason == "done"
@@ -114,26 +125,36 @@ def test_resume_closes_a_tool_call_killed_mid_run(tmp_path):
 def test_resume_repairs_an_old_log_with_a_message_after_the_unanswered_call(tmp_path):
     """An older version appended `user: continue` right after the unanswered call."""
     home = tmp_path / "home"
-    conv = _log_with(home, [
-        Message(role="system", content="sys"),
-        Message(role="user", content="go"),
-        Message(role="assistant", content="", tool_calls=(_call("c1"),)),
-        Message(role="user", content="continue"),
-        Message(role="assistant", content="ok"),
-    ])
+    conv = _log_with(
+        home,
+        [
+            Message(role="system", content="sys"),
+            Message(role="user", content="go"),
+            Message(role="assistant", content="", tool_calls=(_call("c1"),)),
+            Message(role="user", content="continue"),
+            Message(role="assistant", content="ok"),
+        ],
+    )
     assert openai_history_errors(Conversation.load(home / "sessions", conv.id).messages)
     session, _, seen = resume_and_continue(home, conv.id, tmp_path)
     msgs = session.messages
     assert openai_history_errors(msgs) == []
-    assert [m.role for m in msgs[:6]] == ["system", "user", "assistant", "tool", "user",
-                                          "assistant"]
+    assert [m.role for m in msgs[:6]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+    ]
     assert Conversation.load(home / "sessions", conv.id).messages == msgs
 
 
 def test_a_torn_last_line_is_cut_backed_up_and_reported(tmp_path):
     home = tmp_path / "home"
-    conv = _log_with(home, [Message(role="system", content="sys"),
-                            Message(role="user", content="hello")])
+    conv = _log_with(
+        home, [Message(role="system", content="sys"), Message(role="user", content="hello")]
+    )
     torn = b'{"kind": "message", "message": {"role": "assistant", "content": "half'
     with open(conv.path, "ab") as f:
         f.write(torn)
@@ -160,8 +181,12 @@ def test_a_torn_last_line_is_cut_backed_up_and_reported(tmp_path):
     with open(conv.path, "ab") as f:
         f.write(b'{"kind": "mess')
     _, _, seen = resume_and_continue(home, conv.id, tmp_path)
-    notes = [n for e in seen if isinstance(e, ContextEvent) and e.action == "repair"
-             for n in e.detail["notes"]]
+    notes = [
+        n
+        for e in seen
+        if isinstance(e, ContextEvent) and e.action == "repair"
+        for n in e.detail["notes"]
+    ]
     assert any("torn line" in n for n in notes)
 
 
@@ -175,8 +200,11 @@ def test_a_whole_last_record_without_its_newline_is_kept(tmp_path):
     assert [m.content for m in loaded.messages] == ["a", "b"] and not loaded.repairs
     loaded.append(Message(role="user", content="c"))
     loaded.close()
-    assert [m.content for m in Conversation.load(home / "sessions", conv.id).messages] == \
-        ["a", "b", "c"]
+    assert [m.content for m in Conversation.load(home / "sessions", conv.id).messages] == [
+        "a",
+        "b",
+        "c",
+    ]
 
 
 def test_a_log_being_written_is_never_cut(tmp_path):
@@ -196,32 +224,56 @@ def test_a_log_being_written_is_never_cut(tmp_path):
 
 # ---- kill `m3agent run` at random points, then resume every session ---------------------
 
+
 def _shell(cmd: str) -> str:
-    return (f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="shell">{NS}<command>{cmd}'
-            f'{NS}</command>{NS}</invoke>\n{NS}</tool_call>')
+    return (
+        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="shell">{NS}<command>{cmd}'
+        f"{NS}</command>{NS}</invoke>\n{NS}</tool_call>"
+    )
 
 
 def _edit(old: str, new: str) -> str:
-    return (f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="edit_file">{NS}<path>a.py{NS}</path>'
-            f'{NS}<old_string>{old}{NS}</old_string>{NS}<new_string>{new}{NS}</new_string>'
-            f'{NS}</invoke>\n{NS}</tool_call>')
+    return (
+        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="edit_file">{NS}<path>a.py{NS}</path>'
+        f"{NS}<old_string>{old}{NS}</old_string>{NS}<new_string>{new}{NS}</new_string>"
+        f"{NS}</invoke>\n{NS}</tool_call>"
+    )
 
 
 def test_kill_m3agent_run_at_random_points_and_resume_every_session(tmp_path):
     exe = Path(sys.executable).with_name("m3agent")
     home = tmp_path / "m3home"
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([_edit("1", "2"), _shell("sleep 0.4; echo slept"),
-                                  "</mm:think>all done"]))
+    script.write_text(
+        json.dumps([_edit("1", "2"), _shell("sleep 0.4; echo slept"), "</mm:think>all done"])
+    )
     env = dict(os.environ, M3AGENT_HOME=str(home))
     env.pop("M3AGENT_CONFIG", None)
 
     def start(ws: Path) -> subprocess.Popen:
         return subprocess.Popen(
-            [str(exe), "run", "work", "--engine", "scripted", "--script", str(script), "--cwd",
-             str(ws), "--approval", "never", "--no-context", "--output-format", "stream-json"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+            [
+                str(exe),
+                "run",
+                "work",
+                "--engine",
+                "scripted",
+                "--script",
+                str(script),
+                "--cwd",
+                str(ws),
+                "--approval",
+                "never",
+                "--no-context",
+                "--output-format",
+                "stream-json",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def workspace(n: int) -> Path:
         ws = tmp_path / f"ws{n}"
@@ -280,9 +332,11 @@ def test_kill_m3agent_run_at_random_points_and_resume_every_session(tmp_path):
         assert openai_history_errors(session.messages) == [], sid
         assert Conversation.load(home / "sessions", sid).messages == session.messages
     resumed = kills - states["no session yet"]
-    print(f"kills={kills} {states} control run {opened:.2f}+{rest:.2f}s, kills done at "
-          f"{killed_at:.1f}s, "
-          f"total {time.monotonic() - started:.1f}s")
+    print(
+        f"kills={kills} {states} control run {opened:.2f}+{rest:.2f}s, kills done at "
+        f"{killed_at:.1f}s, "
+        f"total {time.monotonic() - started:.1f}s"
+    )
     assert resumed >= 20, states
     assert states["tool call without result"] >= 3, states  # the kills did land mid-tool
     # (about 20 s on a 2-core machine at load average 17; printed, not asserted: a loaded CI

@@ -22,7 +22,9 @@ from m3agent.tools.sandbox.report import SandboxReport
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.toolset import default_toolset
 
-PATCH = "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n+adds, never subtracts\n*** End Patch"
+PATCH = (
+    "*** Begin Patch\n*** Add File: docs/notes.md\n+# notes\n+adds, never subtracts\n*** End Patch"
+)
 
 
 def _session(home, repo, script, policy="untrusted", sandbox=None, **cfg) -> Session:
@@ -61,8 +63,9 @@ def test_each_approval_carries_the_diff_the_call_then_makes(home, repo, m3):
                 # What the workspace looks like while the user decides: nothing written yet.
                 asked.append((e, (repo / "calc.py").read_text(), (repo / "README.md").exists()))
                 shell = e.name == "shell"
-                sess.submit(ApprovalDecision(e.call_id, Decision.DENY if shell else "approve",
-                                             "not that"))
+                sess.submit(
+                    ApprovalDecision(e.call_id, Decision.DENY if shell else "approve", "not that")
+                )
 
         seen, done = await m3.drive(s, "fix and document", on_event=on)
         await s.close()
@@ -86,7 +89,11 @@ def test_each_approval_carries_the_diff_the_call_then_makes(home, repo, m3):
 
     # The stream-json form and the session log on disk carry the same preview.
     assert asked[0][0].to_dict()["preview"] == {
-        "kind": "diff", "text": asked[0][0].preview.text, "note": "", "is_error": False}
+        "kind": "diff",
+        "text": asked[0][0].preview.text,
+        "note": "",
+        "is_error": False,
+    }
     log = session_log_path(home / "sessions", s.id).read_text().splitlines()
     logged = [json.loads(x)["event"] for x in log if '"approval_request"' in x]
     assert [e["preview"]["kind"] for e in logged] == ["diff", "diff", "diff", "command"]
@@ -94,8 +101,10 @@ def test_each_approval_carries_the_diff_the_call_then_makes(home, repo, m3):
 
 def test_on_request_asks_before_a_declared_write_the_sandbox_refuses(home, repo, m3):
     script = [
-        m3.calls(m3.invoke("write_file", path="inside.txt", content="ok\n"),
-                 m3.invoke("write_file", path="../escape.txt", content="out\n")),
+        m3.calls(
+            m3.invoke("write_file", path="inside.txt", content="ok\n"),
+            m3.invoke("write_file", path="../escape.txt", content="out\n"),
+        ),
         m3.answer("done"),
     ]
     asked = []
@@ -124,8 +133,9 @@ def test_read_only_sandbox_asks_before_a_patch(home, repo, m3):
     asked = []
 
     async def go():
-        s = _session(home, repo, script, policy="on-request",
-                     sandbox=_no_probe_sandbox(repo, "read-only"))
+        s = _session(
+            home, repo, script, policy="on-request", sandbox=_no_probe_sandbox(repo, "read-only")
+        )
 
         async def on(sess, e):
             if isinstance(e, ev.ApprovalRequest):
@@ -146,8 +156,9 @@ def _headless(home, repo, script, answers: str, monkeypatch, **cfg) -> tuple[int
 
     async def go():
         s = _session(home, repo, script, **cfg)
-        return await run_headless(s, UserTurn("go"), make_renderer("text", out, err),
-                                  tty_approver(err))
+        return await run_headless(
+            s, UserTurn("go"), make_renderer("text", out, err), tty_approver(err)
+        )
 
     import asyncio
 
@@ -155,8 +166,10 @@ def _headless(home, repo, script, answers: str, monkeypatch, **cfg) -> tuple[int
 
 
 def test_headless_prompt_shows_the_preview(home, repo, m3, monkeypatch):
-    script = [m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a - b",
-                                 new_string="a + b")), m3.answer("fixed")]
+    script = [
+        m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a - b", new_string="a + b")),
+        m3.answer("fixed"),
+    ]
     code, err = _headless(home, repo, script, "y\n", monkeypatch)
     assert code == 0
     assert "Approve edit_file" in err
@@ -167,10 +180,9 @@ def test_headless_prompt_shows_the_preview(home, repo, m3, monkeypatch):
 
 def test_headless_prompt_is_bounded_and_says_what_it_cut(home, repo, m3, monkeypatch):
     (repo / "big.txt").write_text("".join(f"row {i}\n" for i in range(500)))
-    script = [m3.calls(m3.invoke("write_file", path="big.txt", content="new\n")),
-              m3.answer("ok")]
+    script = [m3.calls(m3.invoke("write_file", path="big.txt", content="new\n")), m3.answer("ok")]
     code, err = _headless(home, repo, script, "n\n", monkeypatch)
-    prompt = err[err.index("Approve write_file"):err.index("[y]es")]
+    prompt = err[err.index("Approve write_file") : err.index("[y]es")]
     assert "-row 0\n" in prompt and "-row 100\n" not in prompt
     assert "[diff cut: showing 60 of 504 lines" in prompt
     assert "nothing is changed until the call runs" in prompt
@@ -178,8 +190,10 @@ def test_headless_prompt_is_bounded_and_says_what_it_cut(home, repo, m3, monkeyp
 
 
 def test_a_failing_call_is_previewed_as_failing_in_the_prompt(home, repo, m3, monkeypatch):
-    script = [m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a * b",
-                                 new_string="q")), m3.answer("ok")]
+    script = [
+        m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a * b", new_string="q")),
+        m3.answer("ok"),
+    ]
     _, err = _headless(home, repo, script, "n\n", monkeypatch)
     assert "this call would fail: calc.py: old_string not found" in err
 
@@ -200,8 +214,10 @@ def test_shell_preview_shows_the_timeout_the_call_gets(home, repo, m3, monkeypat
 def test_a_preview_cannot_drive_the_terminal(home, repo, m3, monkeypatch):
     """The diff quotes the repository and the model: escapes in it are spelled out."""
     (repo / "evil.txt").write_text("title\n")
-    script = [m3.calls(m3.invoke("write_file", path="evil.txt",
-                                 content="\x1b]0;pwned\x07\x1b[2J\n")), m3.answer("ok")]
+    script = [
+        m3.calls(m3.invoke("write_file", path="evil.txt", content="\x1b]0;pwned\x07\x1b[2J\n")),
+        m3.answer("ok"),
+    ]
     _, err = _headless(home, repo, script, "n\n", monkeypatch)
     assert "\x1b" not in err and "\x07" not in err
     assert "+\\x1b]0;pwned" in err
@@ -212,14 +228,17 @@ def test_stream_json_carries_the_preview(home, repo, m3):
 
     from m3agent.app.headless import deny_approver
 
-    script = [m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a - b",
-                                 new_string="a + b")), m3.answer("left it")]
+    script = [
+        m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a - b", new_string="a + b")),
+        m3.answer("left it"),
+    ]
     out = io.StringIO()
 
     async def go():
         s = _session(home, repo, script)
-        return await run_headless(s, UserTurn("go"), make_renderer("stream-json", out),
-                                  deny_approver("read-only review"))
+        return await run_headless(
+            s, UserTurn("go"), make_renderer("stream-json", out), deny_approver("read-only review")
+        )
 
     asyncio.run(go())
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
@@ -237,11 +256,21 @@ def test_the_tui_modal_shows_a_command_preview_and_a_failure(tmp_path):
     from m3agent.tools.base import Preview
     from textual.app import App
 
-    shell = ev.ApprovalRequest("c1", "shell", {"command": "make"}, reason="asks",
-                               preview=Preview(PreviewKind.COMMAND, "cwd: /w (timeout 9s)\n$ make\n",
-                                               note="[command cut: ...]"))
-    failing = ev.ApprovalRequest("c2", "edit_file", {"path": "x"}, preview=Preview(
-        PreviewKind.TEXT, "x: no such file", is_error=True))
+    shell = ev.ApprovalRequest(
+        "c1",
+        "shell",
+        {"command": "make"},
+        reason="asks",
+        preview=Preview(
+            PreviewKind.COMMAND, "cwd: /w (timeout 9s)\n$ make\n", note="[command cut: ...]"
+        ),
+    )
+    failing = ev.ApprovalRequest(
+        "c2",
+        "edit_file",
+        {"path": "x"},
+        preview=Preview(PreviewKind.TEXT, "x: no such file", is_error=True),
+    )
 
     async def go():
         shown = []
@@ -289,9 +318,13 @@ def test_a_tool_whose_touches_fails_is_not_run(home, repo, m3):
     script = [m3.calls(m3.invoke("broken", x="1")), m3.answer("ok")]
 
     async def go():
-        s = Session.create(ScriptedEngine(script), Toolset([Broken()]),
-                           AgentConfig(thinking_default="enabled", approval_policy="never"),
-                           sessions_dir=home / "sessions", cwd=repo)
+        s = Session.create(
+            ScriptedEngine(script),
+            Toolset([Broken()]),
+            AgentConfig(thinking_default="enabled", approval_policy="never"),
+            sessions_dir=home / "sessions",
+            cwd=repo,
+        )
         seen, done = await m3.drive(s, "go")
         await s.close()
         return seen, done

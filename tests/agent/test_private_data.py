@@ -126,17 +126,24 @@ def test_a_real_run_leaves_only_private_files(tmp_path):
     ws.mkdir()
     (ws / "a.py").write_text("x = 1\n")
     ns = "]<]minimax[>["
-    call = (f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>a.py{ns}</path>'
-            f'{ns}<old_string>1{ns}</old_string>{ns}<new_string>2{ns}</new_string>'
-            f'{ns}</invoke>\n{ns}</tool_call>')
+    call = (
+        f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>a.py{ns}</path>'
+        f"{ns}<old_string>1{ns}</old_string>{ns}<new_string>2{ns}</new_string>"
+        f"{ns}</invoke>\n{ns}</tool_call>"
+    )
     script = tmp_path / "s.json"
     script.write_text(json.dumps([call, "</mm:think>done"]))
     home = tmp_path / "m3home"
     env = dict(os.environ, M3AGENT_HOME=str(home))
     env.pop("M3AGENT_CONFIG", None)
     exe = Path(sys.executable).with_name("m3agent")
-    r = subprocess.run([str(exe), "run", "go", "--engine", "scripted", "--script", str(script),
-                        "--cwd", str(ws)], env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(exe), "run", "go", "--engine", "scripted", "--script", str(script), "--cwd", str(ws)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert (ws / "a.py").read_text() == "x = 2\n"
     assert stat.S_IMODE(os.stat(ws / "a.py").st_mode) == 0o644  # the workspace keeps its modes

@@ -50,29 +50,43 @@ def test_every_help_is_readable(capsys):
         assert not cut, (path, cut)  # a help line cut short ends in an ellipsis
     assert run_cli(["run", "--help"]) == 0
     run_help = capsys.readouterr().out
-    for short in ("-m, --model MODEL", "-C, --cwd DIR", "-c, --continue", "-r, --resume ID",
-                  "-o, --output-last-message FILE", "-s, --sandbox MODE", "-a, --approval POLICY",
-                  "-i, --image FILE", "--network ", "-h, --help"):
+    for short in (
+        "-m, --model MODEL",
+        "-C, --cwd DIR",
+        "-c, --continue",
+        "-r, --resume ID",
+        "-o, --output-last-message FILE",
+        "-s, --sandbox MODE",
+        "-a, --approval POLICY",
+        "-i, --image FILE",
+        "--network ",
+        "-h, --help",
+    ):
         assert short in run_help, short
     assert "read-only, workspace-write or full-access." in run_help
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["run", "--bogus", "x"], "No such option: --bogus (m3agent run -h for help)"),
-    (["run"], "Missing argument 'PROMPT'"),
-    (["frobnicate"], "No such command 'frobnicate'"),
-    (["sessions", "-n", "lots"], "Invalid value for '--limit'"),
-    (["run", "x", "--engine", "warp"], "unknown engine 'warp'"),
-    (["run", "x", "-c", "-r", "someid"], "--continue and --resume ID: give one of them"),
-    (["run", "x", "-c"], "no session to continue in"),
-    (["run", "x", "-o", "/nonexistent-dir/answer.txt", "--engine", "scripted"],
-     "-o /nonexistent-dir/answer.txt: no such directory"),
-    (["resume"], "give a session ID or --last"),
-    (["resume", "--last"], "no session to continue in"),
-    (["resume", "20200101-000000-abcdef"], "no session '20200101-000000-abcdef'"),
-    (["-c"], "no session to continue in"),
-    (["--thinking", "lots"], "thinking mode 'lots' is not one of"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--bogus", "x"], "No such option: --bogus (m3agent run -h for help)"),
+        (["run"], "Missing argument 'PROMPT'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["sessions", "-n", "lots"], "Invalid value for '--limit'"),
+        (["run", "x", "--engine", "warp"], "unknown engine 'warp'"),
+        (["run", "x", "-c", "-r", "someid"], "--continue and --resume ID: give one of them"),
+        (["run", "x", "-c"], "no session to continue in"),
+        (
+            ["run", "x", "-o", "/nonexistent-dir/answer.txt", "--engine", "scripted"],
+            "-o /nonexistent-dir/answer.txt: no such directory",
+        ),
+        (["resume"], "give a session ID or --last"),
+        (["resume", "--last"], "no session to continue in"),
+        (["resume", "20200101-000000-abcdef"], "no session '20200101-000000-abcdef'"),
+        (["-c"], "no session to continue in"),
+        (["--thinking", "lots"], "thinking mode 'lots' is not one of"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(home, capsys, args, message):
     assert run_cli(args) == exit_codes.USAGE_ERROR
     captured = capsys.readouterr()
@@ -82,23 +96,44 @@ def test_bad_input_is_one_line_and_exit_2(home, capsys, args, message):
 
 
 def test_bad_option_through_the_console_script_is_one_line(home):
-    r = subprocess.run([str(EXE), "run", "--max-turns", "many", "x"], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [str(EXE), "run", "--max-turns", "many", "x"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: Invalid value for '--max-turns'")
     assert r.stderr.endswith("(m3agent run -h for help)\n") and len(r.stderr.splitlines()) == 1
 
 
 def test_continue_output_file_and_json_result(cli, repo, m3, tmp_path):
-    first = cli.run("run", "remember 42", "--engine", "scripted", "--script",
-                    str(cli.script(m3.answer("Noted."))), "-C", str(repo), "--output-format",
-                    "json")
+    first = cli.run(
+        "run",
+        "remember 42",
+        "--engine",
+        "scripted",
+        "--script",
+        str(cli.script(m3.answer("Noted."))),
+        "-C",
+        str(repo),
+        "--output-format",
+        "json",
+    )
     assert first.returncode == 0, first.stderr
     sid = json.loads(first.stdout)["session_id"]
     answer_file = tmp_path / "last.txt"
-    again = cli.run("run", "what was it?", "-c", "-e", "scripted", "--script",
-                    str(cli.script(m3.answer("It was 42."))), "-o", str(answer_file),
-                    "--output-format", "json", cwd=repo)
+    again = cli.run(
+        "run",
+        "what was it?",
+        "-c",
+        "-e",
+        "scripted",
+        "--script",
+        str(cli.script(m3.answer("It was 42."))),
+        "-o",
+        str(answer_file),
+        "--output-format",
+        "json",
+        cwd=repo,
+    )
     assert again.returncode == 0, again.stderr
     out = json.loads(again.stdout)
     assert out["session_id"] == sid  # continued the last session of this workspace
@@ -111,13 +146,37 @@ def test_continue_output_file_and_json_result(cli, repo, m3, tmp_path):
 def test_json_result_flags_an_error_and_stream_json_carries_it(cli, repo, m3):
     loop = m3.calls(m3.invoke("list_dir", path="."))
     script = cli.script(loop, loop, loop)
-    r = cli.run("run", "loop", "--engine", "scripted", "--script", str(script), "-C", str(repo),
-                "--max-turns", "2", "--output-format", "json")
+    r = cli.run(
+        "run",
+        "loop",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "-C",
+        str(repo),
+        "--max-turns",
+        "2",
+        "--output-format",
+        "json",
+    )
     assert r.returncode == exit_codes.TURN_LIMIT
     out = json.loads(r.stdout)
     assert out["is_error"] is True and out["reason"] == "max_turns" and out["turns"] == 2
-    s = cli.run("run", "loop", "--engine", "scripted", "--script", str(script), "-C", str(repo),
-                "--max-turns", "2", "--output-format", "stream-json")
+    s = cli.run(
+        "run",
+        "loop",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "-C",
+        str(repo),
+        "--max-turns",
+        "2",
+        "--output-format",
+        "stream-json",
+    )
     last = json.loads(s.stdout.splitlines()[-1])
     assert last["type"] == "turn_complete" and last["is_error"] is True
     assert last["turns"] == 2 and last["duration_s"] > 0

@@ -21,8 +21,21 @@ def protective(repo):
 
 def _shell_run(cli, m3, repo, command, *flags):
     script = cli.script(m3.calls(m3.invoke("shell", command=command)), m3.answer("done"))
-    r = cli.run("run", "go", "--engine", "scripted", "--script", str(script), "--cwd", str(repo),
-                "--approval", "never", "--output-format", "stream-json", *flags)
+    r = cli.run(
+        "run",
+        "go",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(repo),
+        "--approval",
+        "never",
+        "--output-format",
+        "stream-json",
+        *flags,
+    )
     assert r.returncode == 0, r.stderr
     (finished,) = [e for e in m3.events(r.stdout) if e["type"] == "tool_call_finished"]
     return finished
@@ -56,8 +69,10 @@ def test_network_flag_lets_commands_connect(cli, m3, repo, protective):
             pass
 
     threading.Thread(target=serve, daemon=True).start()
-    cmd = (f"python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', {port}), 5); "
-           "s.sendall(b'ping')\"")
+    cmd = (
+        f"python3 -c \"import socket; s=socket.create_connection(('127.0.0.1', {port}), 5); "
+        "s.sendall(b'ping')\""
+    )
     try:
         off = _shell_run(cli, m3, repo, cmd)
         assert off["is_error"] and got == [], off
@@ -69,8 +84,20 @@ def test_network_flag_lets_commands_connect(cli, m3, repo, protective):
 
 def test_missing_add_dir_is_a_usage_error(cli, repo, tmp_path):
     script = cli.script("unused")
-    r = cli.run("run", "go", "--engine", "scripted", "--script", str(script), "--cwd", str(repo),
-                "--add-dir", str(tmp_path / "nope"), "--output-format", "json")
+    r = cli.run(
+        "run",
+        "go",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(repo),
+        "--add-dir",
+        str(tmp_path / "nope"),
+        "--output-format",
+        "json",
+    )
     assert r.returncode == exit_codes.USAGE_ERROR
     assert "not a directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert json.loads(r.stdout or "null") is None

@@ -52,4 +52,3 @@ def test_no_question_with_bwrap_or_in_other_modes(tmp_path):
         assert check(with_bwrap, home, None) == []
     assert check(policy(tmp_path, SandboxMode.READ_ONLY), home, None) == []
     assert not accepted(home)
-

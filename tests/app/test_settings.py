@@ -69,6 +69,10 @@ def test_save_settings_keeps_the_tables_and_replaces_the_keys(tmp_path):
     path.write_text('engine = "native"\napproval = "untrusted"\n[tools]\nshell = "ask"\n')
     save_settings(path, {"engine": "remote", "base_url": "http://h:1/v1", "model": "m\\"})
     settings = load_settings({"M3AGENT_CONFIG": str(path), "M3AGENT_HOME": str(tmp_path)})
-    assert (settings.engine, settings.base_url, settings.model) == ("remote", "http://h:1/v1", "m\\")
+    assert (settings.engine, settings.base_url, settings.model) == (
+        "remote",
+        "http://h:1/v1",
+        "m\\",
+    )
     assert settings.approval == "untrusted" and [r.tool for r in settings.rules] == ["shell"]
     assert path.stat().st_mode & 0o777 == 0o600

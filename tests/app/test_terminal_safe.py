@@ -29,9 +29,26 @@ def hostile_repo(make_repo) -> Path:
 def _run(cli, repo: Path, script: Path, fmt: str) -> subprocess.CompletedProcess:
     assert EXE.exists(), "the m3agent console script is not installed in this venv"
     return subprocess.run(
-        [str(EXE), "run", "look", "--engine", "scripted", "--script", str(script),
-         "--cwd", str(repo), "--output-format", fmt, "--approval", "never"],
-        env=cli.env(), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        [
+            str(EXE),
+            "run",
+            "look",
+            "--engine",
+            "scripted",
+            "--script",
+            str(script),
+            "--cwd",
+            str(repo),
+            "--output-format",
+            fmt,
+            "--approval",
+            "never",
+        ],
+        env=cli.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -53,8 +70,9 @@ def test_text_mode_shows_escapes_visibly(cli, hostile_repo, home, m3):
     assert "\\x1b]52;c;" in r.stderr
     # Control: the agent itself got the raw bytes (the model must see the true output).
     sid = next(p.stem for p in (home / "sessions").glob("*.jsonl"))
-    tool_out = [m.content for m in Conversation.load(home / "sessions", sid).messages
-                if m.role == "tool"]
+    tool_out = [
+        m.content for m in Conversation.load(home / "sessions", sid).messages if m.role == "tool"
+    ]
     assert any(HOSTILE in t for t in tool_out)
     assert any(EVIL_NAME in t for t in tool_out)
 
@@ -104,8 +122,12 @@ def test_headless_prompt_allows_a_command_prefix_not_every_shell_command(capsys)
         return ApprovalRequest(call_id=f"c{i}", name="shell", arguments={"command": command})
 
     async def main():
-        return [await approve(req(0, "echo one")), await approve(req(1, "echo one")),
-                await approve(req(2, "echo two --x")), await approve(req(3, "echo x; rm -rf ~"))]
+        return [
+            await approve(req(0, "echo one")),
+            await approve(req(1, "echo one")),
+            await approve(req(2, "echo two --x")),
+            await approve(req(3, "echo x; rm -rf ~")),
+        ]
 
     d = asyncio.run(main())
     assert [x.decision for x in d] == ["deny", "approve", "approve", "deny"]

@@ -55,8 +55,10 @@ def test_load_lines_in_a_server_log_come_back_as_progress(tmp_path):
         relay.poll()  # unchanged: not reported twice
         write(load_progress(4_000_000, 4_000_000))
         relay.poll()
-    assert [(p.done, p.total, p.final) for p in seen] == [(1_000, 4_000_000, False),
-                                                         (4_000_000, 4_000_000, True)]
+    assert [(p.done, p.total, p.final) for p in seen] == [
+        (1_000, 4_000_000, False),
+        (4_000_000, 4_000_000, True),
+    ]
     assert seen[-1].stage == ProgressStage.MODEL_LOAD and "100%" in seen[-1].message
 
 
@@ -74,8 +76,10 @@ def test_load_log_writer_is_throttled_except_for_the_last_line():
 
 
 def test_progress_line_on_a_terminal_and_elsewhere():
-    snap = [Progress(stage=ProgressStage.SNAPSHOT, message=f"snapshot {i}", done=i, total=2)
-            for i in range(2)]
+    snap = [
+        Progress(stage=ProgressStage.SNAPSHOT, message=f"snapshot {i}", done=i, total=2)
+        for i in range(2)
+    ]
     done = Progress(stage=ProgressStage.SNAPSHOT, message="snapshot done", final=True)
     server = Progress(stage=ProgressStage.SERVER, message="using m3agent serve", final=True)
     tty = io.StringIO()
@@ -83,8 +87,10 @@ def test_progress_line_on_a_terminal_and_elsewhere():
     for p in (*snap, server, done):
         line(p)
     # each update rewrites the line; a server notice first erases an unfinished one
-    assert tty.getvalue() == ("\r\x1b[Ksnapshot 0\r\x1b[Ksnapshot 1\r\x1b[K"
-                              "m3agent: using m3agent serve\n\r\x1b[Ksnapshot done\n")
+    assert tty.getvalue() == (
+        "\r\x1b[Ksnapshot 0\r\x1b[Ksnapshot 1\r\x1b[K"
+        "m3agent: using m3agent serve\n\r\x1b[Ksnapshot done\n"
+    )
     pipe = io.StringIO()
     line = ProgressLine(pipe, tty=False)
     for p in (*snap, server, done):
@@ -92,8 +98,9 @@ def test_progress_line_on_a_terminal_and_elsewhere():
     line.close()
     assert pipe.getvalue() == "m3agent: using m3agent serve\n"  # counters stay out of logs
     hostile = io.StringIO()
-    ProgressLine(hostile, tty=True)(Progress(stage=ProgressStage.SNAPSHOT,
-                                             message="evil\x1b]0;title\x07 name", final=True))
+    ProgressLine(hostile, tty=True)(
+        Progress(stage=ProgressStage.SNAPSHOT, message="evil\x1b]0;title\x07 name", final=True)
+    )
     assert "\x1b]" not in hostile.getvalue() and "\x07" not in hostile.getvalue()
 
 
@@ -103,15 +110,26 @@ def _run_scripted(tmp_path: Path, repo: Path, stderr_tty: bool) -> tuple[int, st
     script.write_text(json.dumps(["</mm:think>hello"]))
     env = {**os.environ, "M3AGENT_HOME": str(home), "COLUMNS": "200"}
     env.pop("M3AGENT_CONFIG", None)
-    cmd = [str(M3AGENT), "run", "hi", "--engine", "scripted", "--script", str(script),
-           "--cwd", str(repo)]
+    cmd = [
+        str(M3AGENT),
+        "run",
+        "hi",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(repo),
+    ]
     if not stderr_tty:
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+        )
         return r.returncode, r.stdout, r.stderr
     master, slave = pty.openpty()
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=slave)
+    proc = subprocess.Popen(
+        cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave
+    )
     os.close(slave)
     chunks: list[bytes] = []
     while True:

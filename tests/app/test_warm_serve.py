@@ -31,15 +31,31 @@ def env_for(home: Path) -> dict[str, str]:
 
 
 def m3agent(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([str(M3AGENT), *args], env=env_for(home), capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(M3AGENT), *args],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("model") / "tiny"
-    r = m3agent(model.parent, "model", "init-tiny", str(model), "--layers", "2", "--hidden",
-                "128", "--experts", "2")
+    r = m3agent(
+        model.parent,
+        "model",
+        "init-tiny",
+        str(model),
+        "--layers",
+        "2",
+        "--hidden",
+        "128",
+        "--experts",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     return model
 
@@ -87,13 +103,29 @@ def homes(tmp_path):
 
 @pytest.fixture
 def workspace(make_repo):
-    return make_repo({f"pkg/m{i}.py": f"def f{i}(x):\n    return x * {i}\n" for i in range(4)}
-                     | {"README.md": "# demo\n"})
+    return make_repo(
+        {f"pkg/m{i}.py": f"def f{i}(x):\n    return x * {i}\n" for i in range(4)}
+        | {"README.md": "# demo\n"}
+    )
 
 
 def run(home: Path, tiny: Path, cwd: Path, prompt: str, *extra: str) -> tuple[dict, str]:
-    r = m3agent(home, "run", prompt, "--engine", "native", "--model", str(tiny), "--cwd",
-                str(cwd), "--output-format", "json", "--max-turns", "1", *extra)
+    r = m3agent(
+        home,
+        "run",
+        prompt,
+        "--engine",
+        "native",
+        "--model",
+        str(tiny),
+        "--cwd",
+        str(cwd),
+        "--output-format",
+        "json",
+        "--max-turns",
+        "1",
+        *extra,
+    )
     assert r.returncode in (0, 4), r.stderr  # 4: the random model may call a tool
     return json.loads(r.stdout), r.stderr
 
@@ -121,9 +153,14 @@ def test_run_starts_a_server_and_a_resume_hits_its_cache(homes, tiny, workspace)
 
     # The reference: the same two runs through a server started by hand (`m3agent serve`).
     ref_home = homes("by-hand")
-    proc = subprocess.Popen([str(M3AGENT), "serve", "--engine", "native", "--model", str(tiny)],
-                            env=env_for(ref_home), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(M3AGENT), "serve", "--engine", "native", "--model", str(tiny)],
+        env=env_for(ref_home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not any(lk.state == "ready" for lk in all_locks(ref_home)):
@@ -135,9 +172,13 @@ def test_run_starts_a_server_and_a_resume_hits_its_cache(homes, tiny, workspace)
         proc.wait(timeout=60)
     assert "using m3agent serve" in ref_err
     ttft_ref = ref["usage"]["time_to_first_token_s"]
-    figures = {"prompt_tokens": prompt, "cached_prompt_tokens": cached,
-               "resume_ttft_auto_s": round(ttft_auto, 3), "resume_ttft_by_hand_s":
-               round(ttft_ref, 3), "first_run_ttft_s": first["usage"]["time_to_first_token_s"]}
+    figures = {
+        "prompt_tokens": prompt,
+        "cached_prompt_tokens": cached,
+        "resume_ttft_auto_s": round(ttft_auto, 3),
+        "resume_ttft_by_hand_s": round(ttft_ref, 3),
+        "first_run_ttft_s": first["usage"]["time_to_first_token_s"],
+    }
     print("\nwarm resume figures:", json.dumps(figures))
     # within 2x of the in-serve figure (+0.25 s: two busy cores make sub-second times noisy)
     assert ttft_auto <= 2 * ttft_ref + 0.25, figures
@@ -197,8 +238,9 @@ def test_a_server_that_cannot_load_is_one_error_line(homes, tmp_path, workspace)
     bad.mkdir()
     (bad / "config.json").write_text("{}")
     (bad / "model.safetensors").write_bytes(b"not safetensors")
-    r = m3agent(home, "run", "hi", "--engine", "native", "--model", str(bad), "--cwd",
-                str(workspace))
+    r = m3agent(
+        home, "run", "hi", "--engine", "native", "--model", str(bad), "--cwd", str(workspace)
+    )
     assert r.returncode == 3, r.stderr
     error = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(error) == 1 and "m3agent serve did not start (log " in error[0]

@@ -19,8 +19,13 @@ from m3agent.engine.m3.chat import ChatLayer, finish_reason
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 
 NS = "]<]minimax[>["
-TOOL = {"type": "function", "function": {"name": "ls", "parameters": {
-    "type": "object", "properties": {"path": {"type": "string"}}}}}
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "ls",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +34,13 @@ def tok():
 
 
 def req(mode="adaptive", session="adaptive", text="hi", tools=(TOOL,)):
-    return ChatRequest("r", (Message("system", "be brief"), Message("user", text)),
-                       tools=tools, thinking_mode=mode, session_thinking_mode=session)
+    return ChatRequest(
+        "r",
+        (Message("system", "be brief"), Message("user", text)),
+        tools=tools,
+        thinking_mode=mode,
+        session_thinking_mode=session,
+    )
 
 
 def run(layer, request, chunks, reason="stop", **counts):
@@ -57,10 +67,17 @@ def test_toggle_changes_only_the_generation_prefix(tok):
 
 def test_parses_counts_and_maps_finish_reasons(tok):
     layer = ChatLayer(tok)
-    call = (f"plan</mm:think>ok\n{NS}<tool_call>\n{NS}<invoke name=\"ls\">{NS}<path>.{NS}</path>"
-            f"{NS}</invoke>\n{NS}</tool_call>")
-    out = run(layer, req(mode="enabled"), [call[i:i + 5] for i in range(0, len(call), 5)],
-              cached_tokens=128, generated_tokens=40)
+    call = (
+        f'plan</mm:think>ok\n{NS}<tool_call>\n{NS}<invoke name="ls">{NS}<path>.{NS}</path>'
+        f"{NS}</invoke>\n{NS}</tool_call>"
+    )
+    out = run(
+        layer,
+        req(mode="enabled"),
+        [call[i : i + 5] for i in range(0, len(call), 5)],
+        cached_tokens=128,
+        generated_tokens=40,
+    )
     assert text(out, ReasoningDelta) == "plan" and text(out, ContentDelta).strip() == "ok"
     assert [d.call.arguments for d in out if isinstance(d, ToolCallDelta)] == [{"path": "."}]
     last = out[-1]

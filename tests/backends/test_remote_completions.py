@@ -26,18 +26,30 @@ from m3agent.engine.m3.tokenizer import M3Tokenizer
 from PIL import Image
 
 NS = "]<]minimax[>["
-TOOL = {"type": "function", "function": {
-    "name": "grep", "description": "search",
-    "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}},
-                   "required": ["pattern"]}}}
-CALL = (f"looking</mm:think>Searching.\n{NS}<tool_call>\n{NS}<invoke name=\"grep\">{NS}<pattern>"
-        f"TODO{NS}</pattern>{NS}</invoke>\n{NS}</tool_call>")
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "grep",
+        "description": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}},
+            "required": ["pattern"],
+        },
+    },
+}
+CALL = (
+    f'looking</mm:think>Searching.\n{NS}<tool_call>\n{NS}<invoke name="grep">{NS}<pattern>'
+    f"TODO{NS}</pattern>{NS}</invoke>\n{NS}</tool_call>"
+)
 SYSTEM = "You are a careful coding agent working in a repository. " * 30
 
 
 def req(rid: str, mode: str, messages=None, media=()) -> ChatRequest:
-    msgs = messages or (Message("system", SYSTEM),
-                        Message("user", "find todos", media=tuple(media)))
+    msgs = messages or (
+        Message("system", SYSTEM),
+        Message("user", "find todos", media=tuple(media)),
+    )
     return ChatRequest(rid, tuple(msgs), tools=(TOOL,), thinking_mode=mode)
 
 
@@ -67,10 +79,12 @@ def test_renders_itself_sends_ids_and_parses_with_our_parsers(tmp_path):
         remote = RemoteEngine(url, "tiny", retries=0, tokenizer=tok)
         try:
             first = await collect(remote, req("a", "enabled"))
-            history = (Message("system", SYSTEM), Message("user", "find todos"),
-                       Message("assistant", "", raw_text=first[-1].raw_text,
-                               thinking_mode="enabled"),
-                       Message("user", "thanks"))
+            history = (
+                Message("system", SYSTEM),
+                Message("user", "find todos"),
+                Message("assistant", "", raw_text=first[-1].raw_text, thinking_mode="enabled"),
+                Message("user", "thanks"),
+            )
             second = await collect(remote, req("b", "disabled", history))
             return remote, first, second
         finally:
@@ -136,19 +150,34 @@ def test_media_turns_use_the_chat_endpoint(tmp_path):
 
 
 def sse_completion(*texts: str, finish: str = "stop") -> list[bytes]:
-    objs = [{"object": "text_completion", "choices": [{"index": 0, "text": t,
-                                                      "finish_reason": None}]} for t in texts]
-    objs.append({"object": "text_completion",
-                 "choices": [{"index": 0, "text": "", "finish_reason": finish}]})
-    objs.append({"choices": [], "usage": {"prompt_tokens": 300, "completion_tokens": 3,
-                                          "prompt_tokens_details": {"cached_tokens": 256}}})
+    objs = [
+        {"object": "text_completion", "choices": [{"index": 0, "text": t, "finish_reason": None}]}
+        for t in texts
+    ]
+    objs.append(
+        {
+            "object": "text_completion",
+            "choices": [{"index": 0, "text": "", "finish_reason": finish}],
+        }
+    )
+    objs.append(
+        {
+            "choices": [],
+            "usage": {
+                "prompt_tokens": 300,
+                "completion_tokens": 3,
+                "prompt_tokens_details": {"cached_tokens": 256},
+            },
+        }
+    )
     return [f"data: {json.dumps(o)}\n\n".encode() for o in objs] + [b"data: [DONE]\n\n"]
 
 
 def test_other_servers_get_the_chat_endpoint(server, wire):
     """No /v1/models saying vLLM or m3agent: chat completions, as before."""
-    server.replies.append(wire.Reply(chunks=wire.sse(
-        wire.chunk({"content": "hi"}), wire.chunk(finish="stop"))))
+    server.replies.append(
+        wire.Reply(chunks=wire.sse(wire.chunk({"content": "hi"}), wire.chunk(finish="stop")))
+    )
 
     async def main():
         remote = RemoteEngine(server.url, "m", retries=0)
@@ -187,15 +216,20 @@ def test_a_404_on_completions_falls_back_to_chat_once(server, wire):
 
 def test_completion_stream_is_parsed_and_counted(server, wire):
     server.replies.append(wire.Reply(chunks=sse_completion("</mm:think>", "all ", "done")))
-    server.replies.append(wire.Reply(chunks=sse_completion("</mm:think>again " * 3,
-                                                           finish="repetition")))
+    server.replies.append(
+        wire.Reply(chunks=sse_completion("</mm:think>again " * 3, finish="repetition"))
+    )
 
     async def main():
-        remote = RemoteEngine(server.url, "m", retries=0, completions=True,
-                              tokenizer=M3Tokenizer.default())
+        remote = RemoteEngine(
+            server.url, "m", retries=0, completions=True, tokenizer=M3Tokenizer.default()
+        )
         try:
-            return (remote, await collect(remote, req("c", "disabled")),
-                    await collect(remote, req("d", "disabled")))
+            return (
+                remote,
+                await collect(remote, req("c", "disabled")),
+                await collect(remote, req("d", "disabled")),
+            )
         finally:
             await remote.close()
 
@@ -213,8 +247,7 @@ def test_completion_stream_is_parsed_and_counted(server, wire):
 
 
 def test_abort_mid_completion_ends_with_abort_and_stops_the_server(tmp_path):
-    scripted = ScriptedEngine(["</mm:think>" + "word " * 300], chunk_chars=2,
-                              chunk_delay_s=0.01)
+    scripted = ScriptedEngine(["</mm:think>" + "word " * 300], chunk_chars=2, chunk_delay_s=0.01)
 
     async def main(url):
         remote = RemoteEngine(url, "tiny", retries=0, tokenizer=M3Tokenizer.default())

@@ -32,8 +32,12 @@ def answer(text: str) -> str:
 
 def settings_for(tmp_path, **kw) -> Settings:
     return Settings(
-        home=tmp_path / "home", config_path=tmp_path / "none.toml", engine="scripted",
-        approval="never", thinking="disabled", **kw,
+        home=tmp_path / "home",
+        config_path=tmp_path / "none.toml",
+        engine="scripted",
+        approval="never",
+        thinking="disabled",
+        **kw,
     )
 
 
@@ -47,8 +51,10 @@ async def drive(session, ops_in) -> list:
             seen.append(e)
             if isinstance(op, UserTurn) and isinstance(e, ev.TurnComplete):
                 break
-            if isinstance(op, Compact) and isinstance(e, (ev.ContextEvent, ev.Error)) and (
-                not isinstance(e, ev.ContextEvent) or e.action in ("compact", "refresh")
+            if (
+                isinstance(op, Compact)
+                and isinstance(e, (ev.ContextEvent, ev.Error))
+                and (not isinstance(e, ev.ContextEvent) or e.action in ("compact", "refresh"))
             ):
                 break
     await session.close()
@@ -58,29 +64,41 @@ async def drive(session, ops_in) -> list:
 def test_prefix_property_across_edits_and_compaction(make_repo, tmp_path):
     from m3agent.engine.backends.scripted import ScriptedEngine
 
-    repo = make_repo({
-        "AGENTS.md": "Run the tests before answering.\n",
-        "calc.py": "def add(a, b):\n    return a - b\n",
-        "test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n",
-    })
-    engine = ScriptedEngine([
-        calls(invoke("read_file", path="calc.py")),
-        calls(invoke("edit_file", path="calc.py", old_string="a - b", new_string="a + b")),
-        answer("Fixed add()."),
-        answer("I read calc.py and fixed add() to return a + b."),  # the compaction summary
-        calls(invoke("read_file", path="calc.py")),
-        answer("calc.py now returns a + b."),
-    ])
-    session = build_session(settings_for(tmp_path), cwd=repo, engine=engine,
-                            checkpoint=lambda label: None)
+    repo = make_repo(
+        {
+            "AGENTS.md": "Run the tests before answering.\n",
+            "calc.py": "def add(a, b):\n    return a - b\n",
+            "test_calc.py": "from calc import add\n\ndef test_add():\n    assert add(2, 2) == 4\n",
+        }
+    )
+    engine = ScriptedEngine(
+        [
+            calls(invoke("read_file", path="calc.py")),
+            calls(invoke("edit_file", path="calc.py", old_string="a - b", new_string="a + b")),
+            answer("Fixed add()."),
+            answer("I read calc.py and fixed add() to return a + b."),  # the compaction summary
+            calls(invoke("read_file", path="calc.py")),
+            answer("calc.py now returns a + b."),
+        ]
+    )
+    session = build_session(
+        settings_for(tmp_path), cwd=repo, engine=engine, checkpoint=lambda label: None
+    )
     snapshot_before = session.messages[1]
     assert snapshot_before.role == "system" and snapshot_before.content.startswith(SNAPSHOT_OPEN)
     assert "return a - b" in snapshot_before.content
     assert "Run the tests before answering." in snapshot_before.content
 
-    seen = asyncio.run(drive(session, [
-        UserTurn("fix add"), Compact(), UserTurn("what changed?"),
-    ]))
+    seen = asyncio.run(
+        drive(
+            session,
+            [
+                UserTurn("fix add"),
+                Compact(),
+                UserTurn("what changed?"),
+            ],
+        )
+    )
     ctx = [e for e in seen if isinstance(e, ev.ContextEvent) and e.action != "checkpoint"]
     assert [e.action for e in ctx] == ["snapshot", "compact"]
     assert ctx[0].detail["files"] == 2 and ctx[0].detail["instructions"] == "AGENTS.md"
@@ -124,14 +142,24 @@ def test_refresh_is_an_explicit_reported_event(make_repo, tmp_path):
 
     repo = make_repo({"a.py": "x = 1\n"})
     engine = ScriptedEngine([answer("ok"), answer("summary"), answer("ok again")])
-    session = build_session(settings_for(tmp_path), cwd=repo, engine=engine,
-                            checkpoint=lambda label: None)
+    session = build_session(
+        settings_for(tmp_path), cwd=repo, engine=engine, checkpoint=lambda label: None
+    )
     first = session.messages[1].content
     (repo / "a.py").write_text("x = 2\n")
-    seen = asyncio.run(drive(session, [
-        UserTurn("hi"), Compact(refresh_snapshot=True), UserTurn("and now?"),
-    ]))
-    actions = [e.action for e in seen if isinstance(e, ev.ContextEvent) and e.action != "checkpoint"]
+    seen = asyncio.run(
+        drive(
+            session,
+            [
+                UserTurn("hi"),
+                Compact(refresh_snapshot=True),
+                UserTurn("and now?"),
+            ],
+        )
+    )
+    actions = [
+        e.action for e in seen if isinstance(e, ev.ContextEvent) and e.action != "checkpoint"
+    ]
     assert actions == ["snapshot", "refresh"]
     fresh = session.messages[1].content
     assert "x = 1" in first and "x = 2" in fresh and fresh != first
@@ -144,15 +172,21 @@ def test_no_snapshot_when_disabled_or_empty(tmp_path):
 
     empty = tmp_path / "empty"
     empty.mkdir()
-    s = build_session(settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]),
-                      checkpoint=lambda label: None)
+    s = build_session(
+        settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]), checkpoint=lambda label: None
+    )
     assert [m.role for m in s.messages] == ["system"]
     (empty / "f.py").write_text("y = 1\n")
-    s2 = build_session(settings_for(tmp_path, context=False), cwd=empty,
-                       engine=ScriptedEngine([]), checkpoint=lambda label: None)
+    s2 = build_session(
+        settings_for(tmp_path, context=False),
+        cwd=empty,
+        engine=ScriptedEngine([]),
+        checkpoint=lambda label: None,
+    )
     assert [m.role for m in s2.messages] == ["system"]
-    s3 = build_session(settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]),
-                       checkpoint=lambda label: None)
+    s3 = build_session(
+        settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]), checkpoint=lambda label: None
+    )
     assert [m.role for m in s3.messages] == ["system", "system"]
     for x in (s, s2, s3):
         asyncio.run(x.close())
@@ -168,10 +202,17 @@ def test_automatic_compaction_near_the_limit(make_repo, tmp_path):
     settings = settings_for(tmp_path, context_reserve=3_000)
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
     seen = asyncio.run(drive(session, [UserTurn("first"), UserTurn("second")]))
-    kinds = [(type(e).__name__, getattr(e, "action", None)) for e in seen
-             if isinstance(e, (ev.ContextEvent, ev.TurnStarted))]
-    assert kinds == [("ContextEvent", "snapshot"), ("TurnStarted", None),
-                     ("ContextEvent", "compact"), ("TurnStarted", None)]
+    kinds = [
+        (type(e).__name__, getattr(e, "action", None))
+        for e in seen
+        if isinstance(e, (ev.ContextEvent, ev.TurnStarted))
+    ]
+    assert kinds == [
+        ("ContextEvent", "snapshot"),
+        ("TurnStarted", None),
+        ("ContextEvent", "compact"),
+        ("TurnStarted", None),
+    ]
     compact = next(e for e in seen if isinstance(e, ev.ContextEvent) and e.action == "compact")
     assert compact.detail["trigger"] == "auto"
     assert len(engine.prompt_token_ids) == 3

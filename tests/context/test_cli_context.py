@@ -23,8 +23,14 @@ FILES = {
 def cli(home, *args, cwd=None):
     env = {**os.environ, "M3AGENT_HOME": str(home)}
     env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "m3agent.app.cli", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_context_command_json_and_text(make_repo, tmp_path):
@@ -42,7 +48,9 @@ def test_context_command_json_and_text(make_repo, tmp_path):
     assert r2.returncode == 0, r2.stderr
     assert "of 30 tokens" in r2.stdout and "listed" in r2.stdout
     bad = cli(tmp_path / "home", "context", "--cwd", str(tmp_path / "nope"))
-    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "not a directory" in bad.stderr
+    assert (
+        bad.returncode == 2 and bad.stderr.startswith("error: ") and "not a directory" in bad.stderr
+    )
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -50,13 +58,30 @@ def test_run_json_reports_snapshot_and_cache(make_repo, tmp_path):
     repo = make_repo(FILES)
     ns = "]<]minimax[>["
     script = tmp_path / "s.json"
-    script.write_text(json.dumps([
-        f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="read_file">{ns}<path>main.py{ns}</path>'
-        f"{ns}</invoke>\n{ns}</tool_call>",
-        "</mm:think>It prints hi.",
-    ]))
-    r = cli(tmp_path / "home", "run", "what does main do?", "--engine", "scripted", "--script",
-            str(script), "--output-format", "json", "--approval", "never", "--cwd", str(repo))
+    script.write_text(
+        json.dumps(
+            [
+                f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="read_file">{ns}<path>main.py{ns}</path>'
+                f"{ns}</invoke>\n{ns}</tool_call>",
+                "</mm:think>It prints hi.",
+            ]
+        )
+    )
+    r = cli(
+        tmp_path / "home",
+        "run",
+        "what does main do?",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--output-format",
+        "json",
+        "--approval",
+        "never",
+        "--cwd",
+        str(repo),
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["context"][0]["action"] == "snapshot" and d["context"][0]["files"] == 1
@@ -97,8 +122,19 @@ def test_run_text_mode_reports_the_snapshot(make_repo, tmp_path):
     repo = make_repo(FILES)
     script = tmp_path / "s.json"
     script.write_text(json.dumps(["</mm:think>Hello."]))
-    r = cli(tmp_path / "home", "run", "hi", "--engine", "scripted", "--script", str(script),
-            "--approval", "never", "--cwd", str(repo))
+    r = cli(
+        tmp_path / "home",
+        "run",
+        "hi",
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--approval",
+        "never",
+        "--cwd",
+        str(repo),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Hello.\n"
     assert "(repository snapshot taken: 1 files, " in r.stderr

@@ -26,7 +26,7 @@ def generate(root, n_files: int = 10_000) -> dict[str, int]:
             callee = f"helper_{(i * 7919) % n_files}"
             body = (
                 f"from pkg.shared import {callee}\n\n\n"
-                f"def helper_{i}(x):\n    \"\"\"Step {i}: calls {callee}.\"\"\"\n"
+                f'def helper_{i}(x):\n    """Step {i}: calls {callee}."""\n'
                 f"    return {callee}(x) + {i}\n"
             )
             rel, data, kind = f"{d}/mod_{i}.py", body.encode(), "source"
@@ -41,8 +41,14 @@ def test_ten_thousand_files(tmp_path, tokenizer):
     root = tmp_path / "big"
     root.mkdir()
     kinds = generate(root)
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "HOME": str(tmp_path),
+        "PATH": os.environ["PATH"],
+    }
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
         subprocess.run(["git", "-C", str(root), *args], check=True, env=env, capture_output=True)
 
@@ -52,8 +58,10 @@ def test_ten_thousand_files(tmp_path, tokenizer):
     took = time.perf_counter() - t0
     included, listed = s.entries("included"), s.entries("listed")
     skipped = s.entries("skipped")
-    print(f"\n10k files: {took:.2f} s, {s.tokens} tokens, {len(included)} included, "
-          f"{len(listed)} listed, {len(skipped)} skipped, {len(s.text)} chars")
+    print(
+        f"\n10k files: {took:.2f} s, {s.tokens} tokens, {len(included)} included, "
+        f"{len(listed)} listed, {len(skipped)} skipped, {len(s.text)} chars"
+    )
     assert len(s.files) == 10_000
     assert len(skipped) == kinds["vendored"] + kinds["binary"] + kinds["lock"]
     assert len(included) + len(listed) == kinds["source"]
@@ -62,8 +70,17 @@ def test_ten_thousand_files(tmp_path, tokenizer):
 
     # The command a user runs on every start: a real subprocess, JSON out; warm cache is fast.
     home = tmp_path / "home"
-    cmd = [sys.executable, "-m", "m3agent.app.cli", "context", "--json", "--cwd", str(root),
-           "--budget", str(budget)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "m3agent.app.cli",
+        "context",
+        "--json",
+        "--cwd",
+        str(root),
+        "--budget",
+        str(budget),
+    ]
     run_env = {**os.environ, "M3AGENT_HOME": str(home)}
     run_env.pop("M3AGENT_CONFIG", None)
     times = []
@@ -73,8 +90,10 @@ def test_ten_thousand_files(tmp_path, tokenizer):
         times.append(time.perf_counter() - t0)
         assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    print(f"m3agent context --json: cold {times[0]:.2f} s, warm {times[1]:.2f} s, "
-          f"build (warm) {report['build_time_s']:.2f} s")
+    print(
+        f"m3agent context --json: cold {times[0]:.2f} s, warm {times[1]:.2f} s, "
+        f"build (warm) {report['build_time_s']:.2f} s"
+    )
     assert report["content_hash"] == s.content_hash
     assert report["files_included"] == len(included)
     assert {f["status"] for f in report["files"]} == {"included", "listed", "skipped"}

@@ -21,8 +21,9 @@ def tiny_dir(tmp_path_factory):
     from m3agent.engine.native.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
-    init_tiny(path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512,
-                             seed=5))
+    init_tiny(
+        path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, seed=5)
+    )
     return path
 
 
@@ -71,20 +72,37 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-    repo = make_repo({
-        "AGENTS.md": "Keep answers short.\n",
-        "pkg/core.py": "class Store:\n    def get(self, k):\n        return k\n" * 12,
-        "pkg/use.py": "from pkg.core import Store\n\nSTORE = Store()\n" * 6,
-    })
+    repo = make_repo(
+        {
+            "AGENTS.md": "Keep answers short.\n",
+            "pkg/core.py": "class Store:\n    def get(self, k):\n        return k\n" * 12,
+            "pkg/use.py": "from pkg.core import Store\n\nSTORE = Store()\n" * 6,
+        }
+    )
     engine = recording_engine(tiny_dir)
-    settings = Settings(home=tmp_path / "home", config_path=tmp_path / "none.toml",
-                        engine="native", model=str(tiny_dir), approval="never",
-                        thinking="disabled", max_tokens=12, context_budget=4000)
+    settings = Settings(
+        home=tmp_path / "home",
+        config_path=tmp_path / "none.toml",
+        engine="native",
+        model=str(tiny_dir),
+        approval="never",
+        thinking="disabled",
+        max_tokens=12,
+        context_budget=4000,
+    )
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
-    seen = asyncio.run(drive(session, [
-        UserTurn("Summarise pkg/core.py."), UserTurn("And pkg/use.py?"), Compact(),
-        UserTurn("Anything else?"), UserTurn("Thanks."),
-    ]))
+    seen = asyncio.run(
+        drive(
+            session,
+            [
+                UserTurn("Summarise pkg/core.py."),
+                UserTurn("And pkg/use.py?"),
+                Compact(),
+                UserTurn("Anything else?"),
+                UserTurn("Thanks."),
+            ],
+        )
+    )
     errors = [e for e in seen if isinstance(e, ev.Error)]
     assert not errors, errors
     tok = M3Tokenizer.from_model_dir(tiny_dir)
@@ -98,9 +116,15 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
     assert len(engine.requests) == 5  # four turns' requests and the compaction's summary call
     cached_total = 0
     for n, req in enumerate(engine.requests):
-        ids = tok.encode_parts(render_prompt_parts(
-            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
-            session_thinking_mode=req.session_thinking_mode))
+        ids = tok.encode_parts(
+            render_prompt_parts(
+                list(req.messages),
+                list(req.tools),
+                req.thinking_mode,
+                template=tmpl,
+                session_thinking_mode=req.session_thinking_mode,
+            )
+        )
         best = max((common_prefix_len(s, ids) for s in sequences), default=0)
         expected = min(best // PAGE, (len(ids) - 1) // PAGE) * PAGE
         gen = engine.generated[req.request_id]
@@ -109,16 +133,22 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
         if n == 0:
             assert expected == 0
         if n in (1, 2):  # plain appends: everything but the new tokens and one page is a hit
-            assert len(ids) - expected <= (len(ids) - len(sequences[n - 1][: best])) + PAGE
+            assert len(ids) - expected <= (len(ids) - len(sequences[n - 1][:best])) + PAGE
     reported = [u.cached_prompt_tokens for u in usages.values()]
     assert stats.cached_prompt_tokens == cached_total, (reported, cached_total)
     # Per request too: the session's four requests are 0, 1, 3, 4 of the engine's five.
     expect_each = []
     sequences = []
     for req in engine.requests:
-        ids = tok.encode_parts(render_prompt_parts(
-            list(req.messages), list(req.tools), req.thinking_mode, template=tmpl,
-            session_thinking_mode=req.session_thinking_mode))
+        ids = tok.encode_parts(
+            render_prompt_parts(
+                list(req.messages),
+                list(req.tools),
+                req.thinking_mode,
+                template=tmpl,
+                session_thinking_mode=req.session_thinking_mode,
+            )
+        )
         best = max((common_prefix_len(s, ids) for s in sequences), default=0)
         expect_each.append(min(best // PAGE, (len(ids) - 1) // PAGE) * PAGE)
         sequences.append(ids + engine.generated[req.request_id][:-1])

@@ -18,8 +18,9 @@ def repo_files(n: int) -> dict[str, str]:
 def test_snapshot_reports_listing_reading_and_tokens(make_repo, tokenizer):
     root = make_repo(repo_files(40))
     seen: list[Progress] = []
-    snap = build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=100_000),
-                          progress=seen.append)
+    snap = build_snapshot(
+        root, tokenizer, SnapshotConfig(budget_tokens=100_000), progress=seen.append
+    )
     assert seen and all(p.stage == ProgressStage.SNAPSHOT for p in seen)
     first, last = seen[0], seen[-1]
     # The listing is reported before any file is read: 40 modules and the README.
@@ -35,8 +36,10 @@ def test_snapshot_reports_listing_reading_and_tokens(make_repo, tokenizer):
 def test_snapshot_without_a_callback_is_the_same_snapshot(make_repo, tokenizer):
     root = make_repo(repo_files(5))
     config = SnapshotConfig(budget_tokens=100_000)
-    assert build_snapshot(root, tokenizer, config).text == build_snapshot(
-        root, tokenizer, config, progress=lambda p: None).text
+    assert (
+        build_snapshot(root, tokenizer, config).text
+        == build_snapshot(root, tokenizer, config, progress=lambda p: None).text
+    )
 
 
 def test_updates_are_throttled_but_the_listing_and_the_end_always_come():
@@ -67,12 +70,18 @@ def test_a_refresh_reports_progress_in_the_session_stream_not_in_its_log(make_re
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     repo = make_repo(repo_files(12))
-    settings = Settings(home=tmp_path / "home", config_path=tmp_path / "none.toml",
-                        engine="scripted", approval="never", thinking="disabled")
+    settings = Settings(
+        home=tmp_path / "home",
+        config_path=tmp_path / "none.toml",
+        engine="scripted",
+        approval="never",
+        thinking="disabled",
+    )
     engine = ScriptedEngine(["</mm:think>ok", "</mm:think>summary", "</mm:think>ok again"])
     opening: list[Progress] = []
-    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None,
-                            progress=opening.append)
+    session = build_session(
+        settings, cwd=repo, engine=engine, checkpoint=lambda label: None, progress=opening.append
+    )
     assert opening[0].total == 13 and opening[-1].final and opening[-1].done == 13
 
     async def drive() -> list:
@@ -83,7 +92,8 @@ def test_a_refresh_reports_progress_in_the_session_stream_not_in_its_log(make_re
             async for e in stream:
                 seen.append(e)
                 if isinstance(e, ev.TurnComplete) or (
-                        isinstance(e, ev.ContextEvent) and e.action == "refresh"):
+                    isinstance(e, ev.ContextEvent) and e.action == "refresh"
+                ):
                     break
         await session.close()
         return seen
@@ -91,10 +101,12 @@ def test_a_refresh_reports_progress_in_the_session_stream_not_in_its_log(make_re
     seen = asyncio.run(drive())
     progress = [e for e in seen if isinstance(e, ev.Progress)]
     assert progress and progress[-1].final and progress[-1].done == 13
-    refresh_at = next(i for i, e in enumerate(seen)
-                      if isinstance(e, ev.ContextEvent) and e.action == "refresh")
+    refresh_at = next(
+        i for i, e in enumerate(seen) if isinstance(e, ev.ContextEvent) and e.action == "refresh"
+    )
     assert all(seen.index(p) < refresh_at for p in progress)  # before the refresh's report
     assert progress[-1].to_dict()["stage"] == "snapshot"
     log = (settings.sessions_dir / f"{session.id}.jsonl").read_text()
     assert '"type": "progress"' not in log and '"progress"' not in json.dumps(
-        [json.loads(line).get("type") for line in log.splitlines()])
+        [json.loads(line).get("type") for line in log.splitlines()]
+    )

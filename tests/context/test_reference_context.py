@@ -52,8 +52,10 @@ async def drive(session, ops_in, repo):
             seen.append(e)
             if isinstance(op, UserTurn) and isinstance(e, ev.TurnComplete):
                 break
-            if isinstance(op, Compact) and (isinstance(e, ev.Error) or (
-                    isinstance(e, ev.ContextEvent) and e.action in ("compact", "refresh"))):
+            if isinstance(op, Compact) and (
+                isinstance(e, ev.Error)
+                or (isinstance(e, ev.ContextEvent) and e.action in ("compact", "refresh"))
+            ):
                 break
     await session.close()
     return seen
@@ -61,21 +63,30 @@ async def drive(session, ops_in, repo):
 
 def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make_repo, tmp_path):
     source = reference_source()
-    repo = make_repo({
-        "AGENTS.md": "Always run pytest -q before answering. MARKER-AGENTS-7731\n",
-        "calc.py": "def add(a, b):\n    return a - b  # MARKER-CALC-OLD\n",
-        "notes/design.md": "The store keeps MARKER-DESIGN-0042 entries.\n",
-    })
-    engine = Recording([
-        invoke("read_file", path="calc.py"),
-        "</mm:think>add() subtracts.",
-        "</mm:think>SUMMARY-MARKER-5150: the user asked about add().",  # compaction summary
-        "</mm:think>Still subtracts.",
-        "</mm:think>SUMMARY-MARKER-6060 after refresh.",  # the refresh's summary call
-        "</mm:think>Now it adds.",
-    ])
-    settings = Settings(home=tmp_path / "home", config_path=tmp_path / "none.toml",
-                        engine="scripted", approval="never", thinking="enabled")
+    repo = make_repo(
+        {
+            "AGENTS.md": "Always run pytest -q before answering. MARKER-AGENTS-7731\n",
+            "calc.py": "def add(a, b):\n    return a - b  # MARKER-CALC-OLD\n",
+            "notes/design.md": "The store keeps MARKER-DESIGN-0042 entries.\n",
+        }
+    )
+    engine = Recording(
+        [
+            invoke("read_file", path="calc.py"),
+            "</mm:think>add() subtracts.",
+            "</mm:think>SUMMARY-MARKER-5150: the user asked about add().",  # compaction summary
+            "</mm:think>Still subtracts.",
+            "</mm:think>SUMMARY-MARKER-6060 after refresh.",  # the refresh's summary call
+            "</mm:think>Now it adds.",
+        ]
+    )
+    settings = Settings(
+        home=tmp_path / "home",
+        config_path=tmp_path / "none.toml",
+        engine="scripted",
+        approval="never",
+        thinking="enabled",
+    )
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
     system_prompt = session.messages[0].content
     assert session.messages[1].content.startswith(SNAPSHOT_OPEN)
@@ -83,10 +94,20 @@ def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make
     def edit():
         (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # MARKER-CALC-NEW\n")
 
-    seen = asyncio.run(drive(session, [
-        UserTurn("what does add do?"), Compact(), UserTurn("and now?"), edit,
-        Compact(refresh_snapshot=True), UserTurn("after the refresh?"),
-    ], repo))
+    seen = asyncio.run(
+        drive(
+            session,
+            [
+                UserTurn("what does add do?"),
+                Compact(),
+                UserTurn("and now?"),
+                edit,
+                Compact(refresh_snapshot=True),
+                UserTurn("after the refresh?"),
+            ],
+            repo,
+        )
+    )
     assert not [e for e in seen if isinstance(e, ev.Error)]
     reqs = engine.requests
     assert len(reqs) == 6
@@ -99,15 +120,21 @@ def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make
         # the session's starting default is in the system block; the turn's is the prefix
         assert r.session_thinking_mode == "enabled"
         msgs, tools = list(r.messages), list(r.tools)
-        prompt = render_reference_split(source, msgs, tools, r.thinking_mode,
-                                        r.session_thinking_mode, True)
+        prompt = render_reference_split(
+            source, msgs, tools, r.thinking_mode, r.session_thinking_mode, True
+        )
         prompts.append(prompt)
         # and our renderer builds the same prompt (prose aside) from the same parsed messages;
         # with raw_text it writes the model's exact output instead (prefix caching)
         parsed = [replace(m, raw_text=None) for m in msgs]
-        assert ours.normalize(render_prompt(
-            parsed, tools, r.thinking_mode, session_thinking_mode=r.session_thinking_mode,
-        )) == theirs.normalize(prompt)
+        assert ours.normalize(
+            render_prompt(
+                parsed,
+                tools,
+                r.thinking_mode,
+                session_thinking_mode=r.session_thinking_mode,
+            )
+        ) == theirs.normalize(prompt)
         assert system_prompt.strip().splitlines()[0] in prompt
         assert "MARKER-AGENTS-7731" in prompt and "MARKER-DESIGN-0042" in prompt
         assert prompt.count(SNAPSHOT_OPEN) == 1
@@ -117,8 +144,10 @@ def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make
     assert all("MARKER-CALC-OLD" in p for p in before_refresh)
     assert all("MARKER-CALC-NEW" in p and "MARKER-CALC-OLD" not in p for p in after_refresh)
     # the tool result (read_file's output) is in the next prompt as tool text
-    assert "]~b]tool\n<response>" in prompts[1] and "MARKER-CALC-OLD" in prompts[1].split(
-        "]~b]tool", 1)[1]
+    assert (
+        "]~b]tool\n<response>" in prompts[1]
+        and "MARKER-CALC-OLD" in prompts[1].split("]~b]tool", 1)[1]
+    )
     # the compaction summary reaches the model as user text, after it and after the refresh
     assert SUMMARY_HEADER.strip() in prompts[3] and "SUMMARY-MARKER-5150" in prompts[3]
     assert "SUMMARY-MARKER-6060" in prompts[5]

@@ -28,10 +28,20 @@ KEY_BLOCK = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA{m}\n--
 
 
 def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env={"PATH": os.environ["PATH"], "HOME": str(root), "GIT_AUTHOR_NAME": "t",
-                        "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"})
+    subprocess.run(
+        ["git", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(root),
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "GIT_CONFIG_NOSYSTEM": "1",
+        },
+    )
 
 
 @pytest.fixture
@@ -96,6 +106,7 @@ def _named(name: str, text: str):
         p.write_text(text)
         _commit(repo)
         return name
+
     attack.__name__ = "name " + name
     return attack
 
@@ -107,29 +118,49 @@ def _content(name: str, text: str):
 
 
 ATTACKS = {
-    "symlinked directory": (symlinked_dir, "MARK-through-symlinked-dir", "path goes through a symlink"),
+    "symlinked directory": (
+        symlinked_dir,
+        "MARK-through-symlinked-dir",
+        "path goes through a symlink",
+    ),
     "hard link": (hard_link, "MARK-hard-link", "hard link"),
     "symlink out": (symlink_out, "MARK-ssh-key", "symlink outside the repository"),
     "symlink to .env": (symlink_to_secret_inside, "MARK-env-inside", "symlink to a secret"),
     ".env": (_named(".env", "SECRET=MARK-dotenv\n"), "MARK-dotenv", "secret"),
-    ".env.production": (_named(".env.production", "K=MARK-dotenv-prod\n"), "MARK-dotenv-prod", "secret"),
+    ".env.production": (
+        _named(".env.production", "K=MARK-dotenv-prod\n"),
+        "MARK-dotenv-prod",
+        "secret",
+    ),
     "id_rsa": (_named("deploy/id_rsa", "MARK-id-rsa\n"), "MARK-id-rsa", "secret"),
     "*.pem": (_named("certs/server.pem", "MARK-pem\n"), "MARK-pem", "secret"),
     "credentials": (_named("aws/credentials", "MARK-credentials\n"), "MARK-credentials", "secret"),
     ".netrc": (_named(".netrc", "password MARK-repo-netrc\n"), "MARK-repo-netrc", "secret"),
-    ".git-credentials": (_named(".git-credentials", "MARK-repo-gitcred\n"), "MARK-repo-gitcred", "secret"),
+    ".git-credentials": (
+        _named(".git-credentials", "MARK-repo-gitcred\n"),
+        "MARK-repo-gitcred",
+        "secret",
+    ),
     "ghp_ token": (_content("src/settings.py", f"GITHUB = '{TOKEN}'\n"), TOKEN, "a GitHub token"),
     "AKIA key": (_content("src/cloud.py", f"KEY_ID = '{AWS_ID}'\n"), AWS_ID, "an AWS access key"),
-    "private key block": (_content("docs/setup.md", "Use:\n" + KEY_BLOCK.format(m="MARK-pkey")),
-                          "MARK-pkey", "a private key"),
+    "private key block": (
+        _content("docs/setup.md", "Use:\n" + KEY_BLOCK.format(m="MARK-pkey")),
+        "MARK-pkey",
+        "a private key",
+    ),
 }
 
 
 def _requests(repo: Path, home: Path, settings_home: Path, **settings) -> list[str]:
     """Every prompt the model receives in a one-turn session started in `repo`."""
     engine = ScriptedEngine(["</mm:think>done"])
-    s = Settings(home=settings_home, config_path=settings_home / "config.toml",
-                 engine="scripted", approval="never", **settings)
+    s = Settings(
+        home=settings_home,
+        config_path=settings_home / "config.toml",
+        engine="scripted",
+        approval="never",
+        **settings,
+    )
     session = build_session(s, cwd=repo, engine=engine)
 
     async def go() -> None:
@@ -168,8 +199,13 @@ def test_user_rules_cannot_re_include_a_secret(world, tokenizer):
     (repo / ".env").write_text("K=MARK-reincluded\n")
     (repo / "server.pem").write_text("MARK-reincluded-pem\n")
     (repo / ".m3agentignore").write_text("!.env\n")
-    snap = build_snapshot(repo, tokenizer, SnapshotConfig(
-        1_000_000, FileRules(extra_skip=("!*.pem", "!.env"), use_builtin_rules=False)))
+    snap = build_snapshot(
+        repo,
+        tokenizer,
+        SnapshotConfig(
+            1_000_000, FileRules(extra_skip=("!*.pem", "!.env"), use_builtin_rules=False)
+        ),
+    )
     assert "MARK-reincluded" not in snap.text
     assert {f.path: f.status for f in snap.files}[".env"] == "skipped"
 
@@ -198,8 +234,13 @@ def _cli(args: list[str], home: Path, tmp: Path) -> subprocess.CompletedProcess:
     env.pop("M3AGENT_CONFIG", None)
     script = tmp / "script.json"
     script.write_text('["</mm:think>done"]')
-    return subprocess.run([str(exe), "run", "hi", "--engine", "scripted", "--script", str(script),
-                           *args], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(exe), "run", "hi", "--engine", "scripted", "--script", str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("where", ["home", "root", "parent of home"])
@@ -210,7 +251,9 @@ def test_starting_in_home_or_root_is_refused(where, world, tmp_path):
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "refusing to start in" in lines[0] and "--allow-home" in lines[0]
-    assert not (tmp_path / "m3home/sessions").exists() or not any((tmp_path / "m3home/sessions").iterdir())
+    assert not (tmp_path / "m3home/sessions").exists() or not any(
+        (tmp_path / "m3home/sessions").iterdir()
+    )
 
 
 def test_a_project_below_home_is_not_refused(world, tmp_path):
@@ -231,6 +274,12 @@ def test_insisting_on_home_still_sends_no_secret(world, tmp_path):
     assert r.returncode == 0, r.stderr
     prompts = _requests(home, home, tmp_path / "m3home2", allow_home=True)
     assert all("MARK-home-todo" in p for p in prompts)
-    for marker in ("MARK-aws-credentials", AWS_ID, "MARK-ssh-key", "MARK-git-credentials",
-                   "MARK-gh-hosts", "MARK-netrc"):
+    for marker in (
+        "MARK-aws-credentials",
+        AWS_ID,
+        "MARK-ssh-key",
+        "MARK-git-credentials",
+        "MARK-gh-hosts",
+        "MARK-netrc",
+    ):
         assert not any(marker in p for p in prompts), marker

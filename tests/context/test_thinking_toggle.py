@@ -23,8 +23,13 @@ PREFIX = {"enabled": "<mm:think>", "disabled": "</mm:think>", "adaptive": ""}
 
 
 def settings_for(tmp_path, **kw) -> Settings:
-    base = dict(home=tmp_path / "home", config_path=tmp_path / "none.toml", engine="scripted",
-                approval="never", thinking="adaptive")
+    base = dict(
+        home=tmp_path / "home",
+        config_path=tmp_path / "none.toml",
+        engine="scripted",
+        approval="never",
+        thinking="adaptive",
+    )
     return Settings(**{**base, **kw})
 
 
@@ -49,8 +54,12 @@ def tiny_dir(tmp_path_factory):
     from m3agent.engine.native.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3_toggle")
-    init_tiny(path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512,
-                             head_dim=64, seed=3))
+    init_tiny(
+        path,
+        TinySpec(
+            layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, head_dim=64, seed=3
+        ),
+    )
     return path
 
 
@@ -75,17 +84,27 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
             async for d in super().stream(request):
                 yield d
 
-    repo = make_repo({
-        "AGENTS.md": "Answer in one line.\n",
-        "pkg/core.py": "class Store:\n    def get(self, k):\n        return k\n" * 20,
-    })
+    repo = make_repo(
+        {
+            "AGENTS.md": "Answer in one line.\n",
+            "pkg/core.py": "class Store:\n    def get(self, k):\n        return k\n" * 20,
+        }
+    )
     engine = Recording.from_model_dir(tiny_dir, config=EngineConfig(num_gpu_blocks=400))
-    session = build_session(settings_for(tmp_path, engine="native", model=str(tiny_dir),
-                                         max_tokens=4, context_budget=3000),
-                            cwd=repo, engine=engine, checkpoint=lambda label: None)
+    session = build_session(
+        settings_for(
+            tmp_path, engine="native", model=str(tiny_dir), max_tokens=4, context_budget=3000
+        ),
+        cwd=repo,
+        engine=engine,
+        checkpoint=lambda label: None,
+    )
     modes = [MODES[i % 3] for i in range(10)]
     plan = [UserTurn(f"turn {i}", thinking_mode=m) for i, m in enumerate(modes)]
-    plan += [SetThinking("enabled", session_default=True), UserTurn("after", thinking_mode="enabled")]
+    plan += [
+        SetThinking("enabled", session_default=True),
+        UserTurn("after", thinking_mode="enabled"),
+    ]
     seen = asyncio.run(drive(session, plan))
     asyncio.run(engine.close())
     assert not [e for e in seen if isinstance(e, ev.Error)]
@@ -99,8 +118,13 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
     for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
         assert req.thinking_mode == (modes + ["enabled"])[n]
         assert req.session_thinking_mode == ("adaptive" if n < 10 else "enabled")
-        parts = render_prompt_parts(list(req.messages), list(req.tools), req.thinking_mode,
-                                    template=tmpl, session_thinking_mode=req.session_thinking_mode)
+        parts = render_prompt_parts(
+            list(req.messages),
+            list(req.tools),
+            req.thinking_mode,
+            template=tmpl,
+            session_thinking_mode=req.session_thinking_mode,
+        )
         assert "".join(p.text for p in parts).endswith("]~b]ai\n" + PREFIX[req.thinking_mode])
         ids = tok.encode_parts(parts)
         assert len(ids) == u.prompt_tokens
@@ -114,8 +138,11 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
 
     # The session-default change: announced first, then the whole prompt (after the first
     # pages, which come before the mode line) is recomputed once.
-    at = next(i for i, e in enumerate(seen) if isinstance(e, ev.ContextEvent)
-              and e.action == "thinking_default")
+    at = next(
+        i
+        for i, e in enumerate(seen)
+        if isinstance(e, ev.ContextEvent) and e.action == "thinking_default"
+    )
     change = seen[at]
     done = [i for i, e in enumerate(seen) if isinstance(e, ev.TurnComplete)]
     started = [i for i, e in enumerate(seen) if isinstance(e, ev.TurnStarted)]
@@ -140,16 +167,25 @@ def test_session_mode_is_the_starting_default_and_survives_resume(make_repo, tmp
         return stream(request)
 
     engine.stream = spy  # type: ignore[method-assign]
-    session = build_session(settings_for(tmp_path, thinking="disabled"), cwd=repo, engine=engine,
-                            checkpoint=lambda label: None)
-    seen = asyncio.run(drive(session, [
-        UserTurn("a"),
-        SetThinking("enabled"),  # later turns only: no event, no recompute
-        UserTurn("b", thinking_mode="disabled"),
-        UserTurn("c"),
-        SetThinking("adaptive", session_default=True),
-        UserTurn("d"),
-    ]))
+    session = build_session(
+        settings_for(tmp_path, thinking="disabled"),
+        cwd=repo,
+        engine=engine,
+        checkpoint=lambda label: None,
+    )
+    seen = asyncio.run(
+        drive(
+            session,
+            [
+                UserTurn("a"),
+                SetThinking("enabled"),  # later turns only: no event, no recompute
+                UserTurn("b", thinking_mode="disabled"),
+                UserTurn("c"),
+                SetThinking("adaptive", session_default=True),
+                UserTurn("d"),
+            ],
+        )
+    )
     assert [r.session_thinking_mode for r in recorded] == ["disabled"] * 3 + ["adaptive"]
     assert [r.thinking_mode for r in recorded] == ["disabled", "disabled", "enabled", "adaptive"]
     changes = [e for e in seen if isinstance(e, ev.ContextEvent) and e.action == "thinking_default"]
@@ -165,10 +201,15 @@ def test_session_mode_is_the_starting_default_and_survives_resume(make_repo, tmp
 def test_default_change_before_any_request_costs_nothing(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    session = build_session(settings_for(tmp_path), cwd=empty, engine=ScriptedEngine(["ok"]),
-                            checkpoint=lambda label: None)
-    seen = asyncio.run(drive(session, [SetThinking("enabled", session_default=True),
-                                       UserTurn("hi")]))
+    session = build_session(
+        settings_for(tmp_path),
+        cwd=empty,
+        engine=ScriptedEngine(["ok"]),
+        checkpoint=lambda label: None,
+    )
+    seen = asyncio.run(
+        drive(session, [SetThinking("enabled", session_default=True), UserTurn("hi")])
+    )
     events = [e for e in seen if isinstance(e, ev.ContextEvent) and e.action == "thinking_default"]
     assert len(events) == 1 and events[0].detail["recompute_tokens"] == 0
     assert session.session_thinking_mode == "enabled"
@@ -183,5 +224,6 @@ def test_tui_think_default_and_its_notice():
     with pytest.raises(SlashError):
         parse_slash("/think default sometimes")
     line = describe_context_event(
-        "thinking_default", {"mode": "enabled", "previous": "adaptive", "recompute_tokens": 1234})
+        "thinking_default", {"mode": "enabled", "previous": "adaptive", "recompute_tokens": 1234}
+    )
     assert "enabled" in line and "1234 tokens" in line

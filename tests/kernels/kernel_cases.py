@@ -32,14 +32,23 @@ def _gate(out, ref, rel_max=5e-3, cos_min=0.9999, what=""):
 
 
 def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
-    act = ACT[str(device).split(':')[0]]
+    act = ACT[str(device).split(":")[0]]
     kv_dtype = kv_dtype or act
-    b = make_batch([300, 90], [200, 90], hkv=hkv, head_dim=d, index_dim=d, kv_dtype=kv_dtype,
-                   index_dtype=kv_dtype, device=device, seed=1)
+    b = make_batch(
+        [300, 90],
+        [200, 90],
+        hkv=hkv,
+        head_dim=d,
+        index_dim=d,
+        kv_dtype=kv_dtype,
+        index_dtype=kv_dtype,
+        device=device,
+        seed=1,
+    )
     t = b.md.num_tokens
-    k = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(':')[0]])
-    v = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(':')[0]])
-    ik = torch.randn(t, d, device=device).to(ACT[str(device).split(':')[0]])
+    k = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(":")[0]])
+    v = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(":")[0]])
+    ik = torch.randn(t, d, device=device).to(ACT[str(device).split(":")[0]])
     slots = b.md.slot_mapping.clone()
     slots[3] = -1  # padding row: must be skipped
     kv_ref, idx_ref = b.kv_cache.clone(), b.index_cache.clone()
@@ -48,26 +57,40 @@ def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
     insert.reference_insert_kv(k, v, kv_ref, slots)
     insert.reference_insert_index(ik, idx_ref, slots)
     assert torch.equal(b.kv_cache.view(torch.uint8), kv_ref.view(torch.uint8)), "kv insert differs"
-    assert torch.equal(b.index_cache.view(torch.uint8), idx_ref.view(torch.uint8)), "index insert differs"
+    assert torch.equal(b.index_cache.view(torch.uint8), idx_ref.view(torch.uint8)), (
+        "index insert differs"
+    )
 
 
 def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
-    act = ACT[str(device).split(':')[0]]
+    act = ACT[str(device).split(":")[0]]
     kv_dtype = kv_dtype or act
-    b = make_batch([260, 40], [130, 40], hkv=hkv, head_dim=d, index_dim=d, kv_dtype=kv_dtype,
-                   index_dtype=kv_dtype, device=device, seed=2)
+    b = make_batch(
+        [260, 40],
+        [130, 40],
+        hkv=hkv,
+        head_dim=d,
+        index_dim=d,
+        kv_dtype=kv_dtype,
+        index_dtype=kv_dtype,
+        device=device,
+        seed=2,
+    )
     t = b.md.num_tokens
-    r = lambda *s: torch.randn(*s, device=device).to(ACT[str(device).split(':')[0]])  # noqa: E731
+    r = lambda *s: torch.randn(*s, device=device).to(ACT[str(device).split(":")[0]])  # noqa: E731
     q, k, v, iq, ik = r(t, hq, d), r(t, hkv, d), r(t, hkv, d), r(t, hi, d), r(t, d)
     ws = [r(d) * 0.1 for _ in range(4)]
     pos = torch.arange(1024, dtype=torch.float32, device=device)
     inv = 10000.0 ** (-torch.arange(0, rot, 2, device=device).float() / rot)
     ang = pos[:, None] * inv[None]
-    cs = torch.cat([ang.cos(), ang.sin()], -1).to(ACT[str(device).split(':')[0]])
-    args = dict(cos_sin_cache=cs, positions=b.md.positions, eps=1e-6, slot_mapping=b.md.slot_mapping)
+    cs = torch.cat([ang.cos(), ang.sin()], -1).to(ACT[str(device).split(":")[0]])
+    args = dict(
+        cos_sin_cache=cs, positions=b.md.positions, eps=1e-6, slot_mapping=b.md.slot_mapping
+    )
     q2, iq2, kv2, idx2 = q.clone(), iq.clone(), b.kv_cache.clone(), b.index_cache.clone()
-    fused_qknorm_rope.fused_qknorm_rope_insert(q, k, v, iq, ik, *ws, kv_cache=b.kv_cache,
-                                               index_cache=b.index_cache, **args)
+    fused_qknorm_rope.fused_qknorm_rope_insert(
+        q, k, v, iq, ik, *ws, kv_cache=b.kv_cache, index_cache=b.index_cache, **args
+    )
     fused_qknorm_rope.reference(q2, k, v, iq2, ik, *ws, kv_cache=kv2, index_cache=idx2, **args)
     tol = 0.07 if kv_dtype == torch.float8_e4m3fn else 0.02
     _gate(q.float(), q2.float(), 0.01, 0.9999, "q")
@@ -80,23 +103,53 @@ def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
         out = torch.empty(iq3.shape, dtype=kv_dtype, device=device)
         ref = torch.empty(iq3.shape, dtype=kv_dtype, device=device)
         kv3, idx3 = b.kv_cache.clone(), b.index_cache.clone()
-        fused_qknorm_rope.fused_qknorm_rope_insert(q.clone(), k, v, iq3, ik, *ws, kv_cache=kv3,
-                                                   index_cache=idx3, iq_out=out, **args)
-        fused_qknorm_rope.reference(q.clone(), k, v, iq4, ik, *ws, kv_cache=kv3.clone(),
-                                    index_cache=idx3.clone(), iq_out=ref, **args)
+        fused_qknorm_rope.fused_qknorm_rope_insert(
+            q.clone(), k, v, iq3, ik, *ws, kv_cache=kv3, index_cache=idx3, iq_out=out, **args
+        )
+        fused_qknorm_rope.reference(
+            q.clone(),
+            k,
+            v,
+            iq4,
+            ik,
+            *ws,
+            kv_cache=kv3.clone(),
+            index_cache=idx3.clone(),
+            iq_out=ref,
+            **args,
+        )
         _gate(out.float(), ref.float(), tol, 0.999, "iq_out e4m3")
         assert torch.equal(iq3, iq4), "iq must stay untouched when iq_out is given"
 
 
-def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
-                query_lens=(200, 1, 300), h=2, di=64, topk=4, init=0, local=1, num_decodes=0):
-    act = ACT[str(device).split(':')[0]]
+def case_select(
+    device="cpu",
+    index_dtype=None,
+    seq_lens=(1500, 700, 300),
+    query_lens=(200, 1, 300),
+    h=2,
+    di=64,
+    topk=4,
+    init=0,
+    local=1,
+    num_decodes=0,
+):
+    act = ACT[str(device).split(":")[0]]
     index_dtype = index_dtype or act
-    b = make_batch(list(seq_lens), list(query_lens), hkv=h, head_dim=di, index_dim=di,
-                   index_dtype=index_dtype, device=device, seed=3, num_decodes=num_decodes,
-                   decode_query_len=query_lens[0])
+    b = make_batch(
+        list(seq_lens),
+        list(query_lens),
+        hkv=h,
+        head_dim=di,
+        index_dim=di,
+        index_dtype=index_dtype,
+        device=device,
+        seed=3,
+        num_decodes=num_decodes,
+        decode_query_len=query_lens[0],
+    )
     t = b.md.num_tokens
-    iq = torch.randn(t, h, di, device=device).to(ACT[str(device).split(':')[0]])
+    iq = torch.randn(t, h, di, device=device).to(ACT[str(device).split(":")[0]])
     sel = index_select.index_select_blocks(iq, b.index_cache, b.md, topk, init, local)
     ref_scores = index_select.reference_scores(iq, b.index_cache, b.md, init, local)
     ref_sel = index_select.reference_select_from_scores(ref_scores, topk)
@@ -107,6 +160,7 @@ def case_select(device="cpu", index_dtype=None, seq_lens=(1500, 700, 300),
 
 def case_topk(device="cpu", rows=37, nb=300, topk=16):
     from m3agent.engine.native.kernels.topk import topk_blocks
+
     s = torch.randn(rows, nb, device=device)
     s[:2, 10:] = float("-inf")  # rows with fewer than topk finite scores
     s[2, :] = float("-inf")
@@ -118,19 +172,38 @@ def case_topk(device="cpu", rows=37, nb=300, topk=16):
         assert sorted(g) == sorted(w), f"row {r}: {g} vs {w}"
 
 
-def case_sparse(device="cpu", kv_dtype=None, seq_lens=(1500, 700, 300),
-                query_lens=(200, 5, 300), hq=8, hkv=2, d=64, topk=4, num_decodes=0,
-                decode_query_len=1, rel_max=5e-3):
-    act = ACT[str(device).split(':')[0]]
+def case_sparse(
+    device="cpu",
+    kv_dtype=None,
+    seq_lens=(1500, 700, 300),
+    query_lens=(200, 5, 300),
+    hq=8,
+    hkv=2,
+    d=64,
+    topk=4,
+    num_decodes=0,
+    decode_query_len=1,
+    rel_max=5e-3,
+):
+    act = ACT[str(device).split(":")[0]]
     kv_dtype = kv_dtype or act
-    b = make_batch(list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, index_dim=d,
-                   kv_dtype=kv_dtype, device=device, seed=4, num_decodes=num_decodes,
-                   decode_query_len=decode_query_len)
+    b = make_batch(
+        list(seq_lens),
+        list(query_lens),
+        hkv=hkv,
+        head_dim=d,
+        index_dim=d,
+        kv_dtype=kv_dtype,
+        device=device,
+        seed=4,
+        num_decodes=num_decodes,
+        decode_query_len=decode_query_len,
+    )
     t = b.md.num_tokens
-    q = torch.randn(t, hq, d, device=device).to(ACT[str(device).split(':')[0]])
-    iq = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(':')[0]])
+    q = torch.randn(t, hq, d, device=device).to(ACT[str(device).split(":")[0]])
+    iq = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(":")[0]])
     sel = index_select.reference(iq, b.index_cache, b.md, topk)
-    scale = d ** -0.5
+    scale = d**-0.5
     out = sparse_attention.sparse_attention(q, b.kv_cache, sel, b.md, scale)
     ref = sparse_attention.reference(q, b.kv_cache, sel, b.md, scale)
     return _gate(out.float(), ref, rel_max, 0.9999, "sparse attention")
@@ -138,30 +211,49 @@ def case_sparse(device="cpu", kv_dtype=None, seq_lens=(1500, 700, 300),
 
 def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2):
     """Several selected blocks per split-K chunk (the unrolled in-program loop)."""
-    act = ACT[str(device).split(':')[0]]
-    b = make_batch([900, 1500, 3000], [2, 2, 2], hkv=2, head_dim=64, index_dim=64,
-                   kv_dtype=kv_dtype or act, device=device, seed=6, num_decodes=3, decode_query_len=2)
+    act = ACT[str(device).split(":")[0]]
+    b = make_batch(
+        [900, 1500, 3000],
+        [2, 2, 2],
+        hkv=2,
+        head_dim=64,
+        index_dim=64,
+        kv_dtype=kv_dtype or act,
+        device=device,
+        seed=6,
+        num_decodes=3,
+        decode_query_len=2,
+    )
     t = b.md.num_tokens
     q = torch.randn(t, 8, 64, device=device).to(act)
-    sel = index_select.reference(torch.randn(t, 2, 64, device=device).to(act), b.index_cache, b.md, 8)
+    sel = index_select.reference(
+        torch.randn(t, 2, 64, device=device).to(act), b.index_cache, b.md, 8
+    )
     out = sparse_attention.sparse_attention_decode(q, b.kv_cache, sel, b.md, 0.125, chunks=chunks)
-    return _gate(out.float(), sparse_attention.reference(q, b.kv_cache, sel, b.md, 0.125), 5e-3, 0.9999,
-                 f"decode chunks={chunks}")
+    return _gate(
+        out.float(),
+        sparse_attention.reference(q, b.kv_cache, sel, b.md, 0.125),
+        5e-3,
+        0.9999,
+        f"decode chunks={chunks}",
+    )
 
 
 def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv=2, d=64):
-    act = ACT[str(device).split(':')[0]]
-    b = make_batch(list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, device=device, seed=5,
-                   kv_dtype=act)
-    q = torch.randn(b.md.num_tokens, hq, d, device=device).to(ACT[str(device).split(':')[0]])
-    out = dense_attention.dense_attention(q, b.kv_cache, b.md, d ** -0.5)
-    ref = dense_attention.reference(q, b.kv_cache, b.md, d ** -0.5)
+    act = ACT[str(device).split(":")[0]]
+    b = make_batch(
+        list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, device=device, seed=5, kv_dtype=act
+    )
+    q = torch.randn(b.md.num_tokens, hq, d, device=device).to(ACT[str(device).split(":")[0]])
+    out = dense_attention.dense_attention(q, b.kv_cache, b.md, d**-0.5)
+    ref = dense_attention.reference(q, b.kv_cache, b.md, d**-0.5)
     return _gate(out.float(), ref, 1e-2, 0.9999, "dense attention")
 
 
 def case_add_rmsnorm(device="cpu", t=7, n=300, residual=True):
     from m3agent.engine.native.kernels import add_rmsnorm
-    act = ACT[str(device).split(':')[0]]
+
+    act = ACT[str(device).split(":")[0]]
     x = torch.randn(t, n, device=device).to(act)
     r = torch.randn(t, n, device=device).to(act) if residual else None
     w = (0.1 * torch.randn(n, device=device)).to(act)
@@ -173,7 +265,8 @@ def case_add_rmsnorm(device="cpu", t=7, n=300, residual=True):
 
 def case_swiglu(device="cpu", t=5, inter=1500):
     from m3agent.engine.native.kernels import swiglu
-    act = ACT[str(device).split(':')[0]]
+
+    act = ACT[str(device).split(":")[0]]
     gu = (4 * torch.randn(t, 2 * inter, device=device)).to(act)  # past the +-7 clamp too
     out = swiglu.swiglu_oai_merged(gu, 1.702, 7.0, 1.0)
     ref = swiglu.reference(gu, 1.702, 7.0, 1.0)
@@ -182,13 +275,16 @@ def case_swiglu(device="cpu", t=5, inter=1500):
 
 def _moe_weights(e, n, k, fmt, device, act):
     from m3agent.engine.native.loader import quantize_fp8
-    w = torch.randn(e, n, k, device=device) * k ** -0.5
+
+    w = torch.randn(e, n, k, device=device) * k**-0.5
     if fmt == "bf16":
         return w.to(act), None
     if fmt == "fp8":
         qs = [quantize_fp8(w[i].cpu()) for i in range(e)]
-        return (torch.stack([q for q, _ in qs]).to(device),
-                torch.stack([s for _, s in qs]).float().to(device))
+        return (
+            torch.stack([q for q, _ in qs]).to(device),
+            torch.stack([s for _, s in qs]).float().to(device),
+        )
     # mxfp8: a power-of-two scale per 32 k-values, e4m3 mantissas
     g = w.view(e, n, k // 32, 32)
     ex = torch.ceil(torch.log2(g.abs().amax(-1).clamp(min=1e-30) / 448.0)).clamp(-127, 127)
@@ -198,7 +294,8 @@ def _moe_weights(e, n, k, fmt, device, act):
 
 def case_moe(device="cpu", fmt="bf16", t=5, e=8, hidden=256, inter=128, k=2):
     from m3agent.engine.native.kernels import moe_grouped, moe_router
-    act = ACT[str(device).split(':')[0]]
+
+    act = ACT[str(device).split(":")[0]]
     x = torch.randn(t, hidden, device=device).to(act)
     logits = torch.randn(t, e, device=device)
     bias = 0.01 * torch.randn(e, device=device)
@@ -240,8 +337,11 @@ CPU_CASES = {
     "dense": lambda: case_dense(),
     "dense_split": lambda: case_dense(seq_lens=(3000, 2100), query_lens=(1, 1)),
     "topk": lambda: case_topk(),
-    "decode_chunks": lambda: (case_decode_chunks(chunks=2), case_decode_chunks(chunks=1),
-                              case_decode_chunks(kv_dtype=torch.float8_e4m3fn, chunks=2)),
+    "decode_chunks": lambda: (
+        case_decode_chunks(chunks=2),
+        case_decode_chunks(chunks=1),
+        case_decode_chunks(kv_dtype=torch.float8_e4m3fn, chunks=2),
+    ),
     "topk_two_stage": lambda: case_topk(rows=5, nb=3000),
     # fp8 e4m3 caches: loads and products only (the interpreter's fp32->fp8 rounding is wrong,
     # so fp8 *inserts* are checked on the GPU).

@@ -21,7 +21,9 @@ def kc():
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     pytest.importorskip("triton")
-    spec = importlib.util.spec_from_file_location("kernel_cases", Path(__file__).with_name("kernel_cases.py"))
+    spec = importlib.util.spec_from_file_location(
+        "kernel_cases", Path(__file__).with_name("kernel_cases.py")
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -52,8 +54,9 @@ def test_index_select(kc, shape, index_dtype):
 
 SPARSE = {
     "decode_q1": dict(seq_lens=(70_000, 3000, 129, 40_000), query_lens=(1, 1, 1, 1), num_decodes=4),
-    "decode_q8": dict(seq_lens=(70_000, 3000, 40_000), query_lens=(8, 8, 8), num_decodes=3,
-                      decode_query_len=8),
+    "decode_q8": dict(
+        seq_lens=(70_000, 3000, 40_000), query_lens=(8, 8, 8), num_decodes=3, decode_query_len=8
+    ),
     "prefill": dict(seq_lens=(20_000, 1500), query_lens=(1024, 700)),
     "mixed": dict(seq_lens=(9000, 5000, 6000), query_lens=(1, 1, 500), num_decodes=2),
 }
@@ -85,15 +88,24 @@ def test_sparse_prefill_variants(kc, persistent):
     from m3agent.engine.native.kernels import index_select
     from m3agent.engine.native.kernels import sparse_attention as sa
     from m3agent.engine.native.kernels.testing import make_batch
+
     b = make_batch([20_000, 1500], [1024, 700], device="cuda", seed=21)
     q = t.randn(b.md.num_tokens, 64, 128, device="cuda", dtype=t.bfloat16)
     iq = t.randn(b.md.num_tokens, 4, 128, device="cuda", dtype=t.bfloat16)
     sel = index_select.index_select_blocks(iq, b.index_cache, b.md, 16)
-    ref = sa.reference(q, b.kv_cache, sel, b.md, 128 ** -0.5)
+    ref = sa.reference(q, b.kv_cache, sel, b.md, 128**-0.5)
     for tt in (4, 8):
         plan = sa.prefill_plan(sel, b.md, 16, tt)
-        out = sa.sparse_attention_prefill_planned(q, b.kv_cache, sel, b.md, 128 ** -0.5, plan,
-                                                  persistent=persistent, num_stages=3 if tt == 4 else 2)
+        out = sa.sparse_attention_prefill_planned(
+            q,
+            b.kv_cache,
+            sel,
+            b.md,
+            128**-0.5,
+            plan,
+            persistent=persistent,
+            num_stages=3 if tt == 4 else 2,
+        )
         kc._gate(out.float(), ref, 5e-3, 0.9999, f"tt={tt} persistent={persistent}")
 
 

@@ -20,15 +20,26 @@ def _contig(b, r):
 
 def _brute_select(iq_t, ik, pos, k, init, local):
     n = pos // 128 + 1
-    scores = [max(float(iq_t @ ik[j]) for j in range(128 * b, min(128 * b + 128, pos + 1))) for b in range(n)]
+    scores = [
+        max(float(iq_t @ ik[j]) for j in range(128 * b, min(128 * b + 128, pos + 1)))
+        for b in range(n)
+    ]
     forced = {b for b in range(min(init, n))} | {b for b in range(max(0, n - local), n)}
     free = sorted((b for b in range(n) if b not in forced), key=lambda b: -scores[b])
     return forced | set(free[: min(k, n) - len(forced)])
 
 
 def test_selection_reference_equals_brute_force():
-    b = make_batch([700, 300, 1100], [150, 1, 3], hkv=2, head_dim=16, index_dim=16,
-                   kv_dtype=torch.float32, index_dtype=torch.float32, seed=11)
+    b = make_batch(
+        [700, 300, 1100],
+        [150, 1, 3],
+        hkv=2,
+        head_dim=16,
+        index_dim=16,
+        kv_dtype=torch.float32,
+        index_dtype=torch.float32,
+        seed=11,
+    )
     iq = torch.randn(b.md.num_tokens, 2, 16)
     for init, local, k in [(0, 1, 4), (1, 1, 4), (1, 2, 3), (0, 1, 16)]:
         sel = index_select.reference(iq, b.index_cache, b.md, k, init, local)
@@ -69,13 +80,22 @@ def test_sparse_reference_equals_brute_force_and_dense_when_all_blocks_chosen():
         start += qlen
     every = torch.arange(16, dtype=torch.int32).expand(t, 2, 16).contiguous()
     dense = dense_attention.reference(q, b.kv_cache, b.md, 0.25)
-    torch.testing.assert_close(sparse_attention.reference(q, b.kv_cache, every, b.md, 0.25), dense,
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        sparse_attention.reference(q, b.kv_cache, every, b.md, 0.25), dense, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_observed_triton_example_position_300():
     """SPEC 2.4: topk=4 at position 300 selects blocks {0, 1, 2} and one -1."""
-    b = make_batch([301], [1], hkv=1, head_dim=16, index_dim=16, kv_dtype=torch.float32,
-                   index_dtype=torch.float32, seed=13)
+    b = make_batch(
+        [301],
+        [1],
+        hkv=1,
+        head_dim=16,
+        index_dim=16,
+        kv_dtype=torch.float32,
+        index_dtype=torch.float32,
+        seed=13,
+    )
     sel = index_select.reference(torch.randn(1, 1, 16), b.index_cache, b.md, 4)
     assert sorted(sel[0, 0].tolist()) == [-1, 0, 1, 2]

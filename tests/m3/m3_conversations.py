@@ -12,25 +12,65 @@ from m3agent.engine.api import MediaPart, Message, ToolCall
 
 NS = "]<]minimax[>["
 PIECES = [
-    "hello", "Fix the bug in calc.py.", "multi\nline\ntext", "\n\nleading newlines",
-    "trailing newlines\n\n", "  spaced  ", "héllo ✓ 日本語 🚀", "<b>html &amp; stuff</b>",
-    "{{ not jinja }}", "{% raw %}x{% endraw %}", "[e~[ a fake end", "]~b]user\n", f"{NS}<x>",
-    "</mm:think>", "<mm:think>", "\n</mm:think>\n", "'quotes' \"double\"", "\t\ttabs",
-    "def f(x):\n    return x\n", "\\n backslash", "",
+    "hello",
+    "Fix the bug in calc.py.",
+    "multi\nline\ntext",
+    "\n\nleading newlines",
+    "trailing newlines\n\n",
+    "  spaced  ",
+    "héllo ✓ 日本語 🚀",
+    "<b>html &amp; stuff</b>",
+    "{{ not jinja }}",
+    "{% raw %}x{% endraw %}",
+    "[e~[ a fake end",
+    "]~b]user\n",
+    f"{NS}<x>",
+    "</mm:think>",
+    "<mm:think>",
+    "\n</mm:think>\n",
+    "'quotes' \"double\"",
+    "\t\ttabs",
+    "def f(x):\n    return x\n",
+    "\\n backslash",
+    "",
 ]
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                       "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "run_shell", "description": "Lancer une commande — ✓",
-        "parameters": {"type": "object", "properties": {
-            "command": {"type": "string"}, "timeout": {"type": "integer"}}}}},
-    {"type": "function", "function": {
-        "name": "edit_file", "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"},
-            "edits": {"type": "array", "items": {"type": "object"}}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run_shell",
+            "description": "Lancer une commande — ✓",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "edit_file",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "edits": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+    },
 ]
 KEYS = ["path", "command", "edits", "old", "new", "n", "opts", "a_b", "x-y", "ключ"]
 
@@ -81,24 +121,36 @@ def assistant(rng: random.Random, calls: bool) -> Message:
     elif style == "empty_reasoning":
         reasoning = ""
     elif style == "inline_think":
-        content = rng.choice(["", "<mm:think>", "\n<mm:think>\n"]) + text(rng) + "</mm:think>" + (
-            "\n" * rng.randint(0, 2)) + content
+        content = (
+            rng.choice(["", "<mm:think>", "\n<mm:think>\n"])
+            + text(rng)
+            + "</mm:think>"
+            + ("\n" * rng.randint(0, 2))
+            + content
+        )
     tool_calls: tuple[ToolCall, ...] = ()
     if calls:
         tool_calls = tuple(
-            ToolCall(f"c{i}", rng.choice(TOOLS)["function"]["name"],
-                     {rng.choice(KEYS): value(rng) for _ in range(rng.randint(0, 4))})
+            ToolCall(
+                f"c{i}",
+                rng.choice(TOOLS)["function"]["name"],
+                {rng.choice(KEYS): value(rng) for _ in range(rng.randint(0, 4))},
+            )
             for i in range(rng.randint(1, 3))
         )
     m_media = media(rng, content) if rng.random() < 0.15 else ()
-    return Message("assistant", content, reasoning=reasoning, tool_calls=tool_calls,
-                   media=m_media)
+    return Message("assistant", content, reasoning=reasoning, tool_calls=tool_calls, media=m_media)
 
 
 def tool_result(rng: random.Random, i: int) -> Message:
     content = text(rng)
-    return Message("tool", content, tool_call_id=f"c{i}", name="read_file",
-                   media=media(rng, content) if rng.random() < 0.3 else ())
+    return Message(
+        "tool",
+        content,
+        tool_call_id=f"c{i}",
+        name="read_file",
+        media=media(rng, content) if rng.random() < 0.3 else (),
+    )
 
 
 def first_messages(rng: random.Random) -> list[Message]:

@@ -12,7 +12,11 @@ from m3agent.engine.api import Message
 from m3agent.engine.m3 import prompt_text
 
 REFERENCE = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "m3" / "reference" / "chat_template.jinja"
+    Path(__file__).resolve().parents[2].parent
+    / "shared"
+    / "m3"
+    / "reference"
+    / "chat_template.jinja"
 )
 MODES = ("enabled", "disabled", "adaptive")
 SYSTEM_HEAD = "]~!b[]~b]system\n"
@@ -53,7 +57,10 @@ def to_openai(m: Message) -> dict[str, Any]:
 
 
 def render_reference(
-    source: str, messages: list[Message], tools: list[dict[str, Any]], mode: str | None,
+    source: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    mode: str | None,
     add_generation_prompt: bool,
 ) -> str:
     """transformers' render_jinja_template, as apply_chat_template calls it."""
@@ -61,15 +68,22 @@ def render_reference(
 
     kwargs = {} if mode is None else {"thinking_mode": mode}
     out, _ = render_jinja_template(
-        [[to_openai(m) for m in messages]], tools=list(tools) or None, chat_template=source,
-        add_generation_prompt=add_generation_prompt, **kwargs,
+        [[to_openai(m) for m in messages]],
+        tools=list(tools) or None,
+        chat_template=source,
+        add_generation_prompt=add_generation_prompt,
+        **kwargs,
     )
     return out[0]
 
 
 def render_reference_split(
-    source: str, messages: list[Message], tools: list[dict[str, Any]], turn_mode: str,
-    session_mode: str, add_generation_prompt: bool,
+    source: str,
+    messages: list[Message],
+    tools: list[dict[str, Any]],
+    turn_mode: str,
+    session_mode: str,
+    add_generation_prompt: bool,
 ) -> str:
     """What a session-mode system block plus a turn-mode generation prompt is under the real
     template: its rendering in the session mode without a generation prompt, then its

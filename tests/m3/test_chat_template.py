@@ -179,8 +179,13 @@ def test_prefix_property_when_the_mode_changes_every_turn(spec_tools):
         prompts.append(render_prompt(history, spec_tools, mode))
         out = parse_output(raw, spec_tools, mode)
         history.append(
-            Message("assistant", out.content or "", reasoning=out.reasoning, raw_text=raw,
-                    thinking_mode=mode)
+            Message(
+                "assistant",
+                out.content or "",
+                reasoning=out.reasoning,
+                raw_text=raw,
+                thinking_mode=mode,
+            )
         )
         history.append(Message("user", f"next after {mode}"))
     for a, b in zip(prompts, prompts[1:], strict=False):
@@ -251,9 +256,14 @@ def test_tools_none_is_no_tools():
 
 
 def test_media_offsets_keep_content_part_order_and_round_trip():
-    m = Message("user", "before after", media=(MediaPart("image", "a.png", 7),
-                                                MediaPart("video", "b.mp4", 12)))
+    m = Message(
+        "user",
+        "before after",
+        media=(MediaPart("image", "a.png", 7), MediaPart("video", "b.mp4", 12)),
+    )
     p = render_prompt([m], [], "adaptive")
     assert "]~b]user\nbefore ]<]image[>[after]<]video[>[[e~[\n" in p
     assert Message.from_dict(m.to_dict()) == m
-    assert "offset" not in Message("user", "x", media=(MediaPart("image", "a"),)).to_dict()["media"][0]
+    assert (
+        "offset" not in Message("user", "x", media=(MediaPart("image", "a"),)).to_dict()["media"][0]
+    )

@@ -35,8 +35,9 @@ def ref():
 def check(ref, messages, tools, turn, session, agp=True):
     source, theirs, ours = ref
     expected = render_reference_split(source, messages, tools, turn, session, agp)
-    got = render_prompt(messages, tools, turn, add_generation_prompt=agp,
-                        session_thinking_mode=session)
+    got = render_prompt(
+        messages, tools, turn, add_generation_prompt=agp, session_thinking_mode=session
+    )
     a, b = ours.normalize(got), theirs.normalize(expected)
     assert a == b
     STATS["conversations"] += 1
@@ -77,8 +78,12 @@ def test_prose_is_our_own(ref):
 @pytest.mark.parametrize("session", MODES)
 @pytest.mark.parametrize("turn", MODES)
 def test_every_mode_pair(ref, turn, session):
-    msgs = [Message("system", "Be terse."), Message("user", "hi"),
-            Message("assistant", "hello", reasoning="greet"), Message("user", "bye")]
+    msgs = [
+        Message("system", "Be terse."),
+        Message("user", "hi"),
+        Message("assistant", "hello", reasoning="greet"),
+        Message("user", "bye"),
+    ]
     got = check(ref, msgs, TOOLS, turn, session)
     assert got.endswith("]~b]ai\n" + prompt_text.GENERATION_PREFIX[turn])
     # the session's mode lives in the system block, the turn's only at the end
@@ -90,7 +95,8 @@ def test_undefined_mode_is_adaptive_in_the_reference(ref):
     source = ref[0]
     msgs = [Message("user", "x")]
     assert render_reference(source, msgs, [], None, True) == render_reference(
-        source, msgs, [], "adaptive", True)
+        source, msgs, [], "adaptive", True
+    )
 
 
 EDGE_CASES = {
@@ -103,66 +109,131 @@ EDGE_CASES = {
     "root then developer": [Message("root", "R"), Message("developer", "D"), Message("user", "u")],
     "empty root keeps the identity": [Message("root", ""), Message("user", "u")],
     "root with an image only": [
-        Message("root", "", media=(MediaPart("image", "a.png"),)), Message("user", "u")],
+        Message("root", "", media=(MediaPart("image", "a.png"),)),
+        Message("user", "u"),
+    ],
     "root then root": [Message("root", "R"), Message("root", "R2"), Message("user", "u")],
     "later system dropped": [
-        Message("system", "S"), Message("user", "u"), Message("system", "LATE"),
-        Message("assistant", "a"), Message("system", "LATER"), Message("user", "v")],
-    "media in any order": [Message("user", "abcdef", media=(
-        MediaPart("video", "v.mp4", 0), MediaPart("image", "a.png", 2),
-        MediaPart("image", "b.png", 2), MediaPart("video", "w.mp4", 6)))],
+        Message("system", "S"),
+        Message("user", "u"),
+        Message("system", "LATE"),
+        Message("assistant", "a"),
+        Message("system", "LATER"),
+        Message("user", "v"),
+    ],
+    "media in any order": [
+        Message(
+            "user",
+            "abcdef",
+            media=(
+                MediaPart("video", "v.mp4", 0),
+                MediaPart("image", "a.png", 2),
+                MediaPart("image", "b.png", 2),
+                MediaPart("video", "w.mp4", 6),
+            ),
+        )
+    ],
     "media only": [Message("user", "", media=(MediaPart("image", "a.png"),))],
     "assistant without reasoning": [Message("user", "u"), Message("assistant", "a")],
     "assistant with empty reasoning": [Message("user", "u"), Message("assistant", "a", "")],
     "assistant, empty everything": [Message("user", "u"), Message("assistant", "")],
     "reasoning inside the content": [
         Message("user", "u"),
-        Message("assistant", "\n<mm:think>\nplan\n</mm:think>\n\nanswer\n")],
+        Message("assistant", "\n<mm:think>\nplan\n</mm:think>\n\nanswer\n"),
+    ],
     "closer only inside the content": [
-        Message("user", "u"), Message("assistant", "plan</mm:think>answer")],
+        Message("user", "u"),
+        Message("assistant", "plan</mm:think>answer"),
+    ],
     "two think blocks in the content": [
         Message("user", "u"),
-        Message("assistant", "<mm:think>a</mm:think>mid<mm:think>b</mm:think>end")],
+        Message("assistant", "<mm:think>a</mm:think>mid<mm:think>b</mm:think>end"),
+    ],
     "given reasoning wins over markers in the content": [
-        Message("user", "u"), Message("assistant", "x</mm:think>y", reasoning="r")],
+        Message("user", "u"),
+        Message("assistant", "x</mm:think>y", reasoning="r"),
+    ],
     "tool calls with nested arguments": [
         Message("user", "u"),
-        Message("assistant", "Editing.", reasoning="need edit", tool_calls=(
-            ToolCall("1", "edit_file", {"path": "a.py", "edits": [
-                {"old": "x = 1", "new": "x = 2", "gone": None}, [1, [2, None]], True, 1.5]}),
-            ToolCall("2", "run_shell", {"command": "ls", "timeout": None, "bg": False}),
-            ToolCall("3", "noargs", {}))),
-        Message("tool", "r1", tool_call_id="1"), Message("tool", "", tool_call_id="2"),
-        Message("tool", "r3", tool_call_id="3"), Message("user", "thanks")],
+        Message(
+            "assistant",
+            "Editing.",
+            reasoning="need edit",
+            tool_calls=(
+                ToolCall(
+                    "1",
+                    "edit_file",
+                    {
+                        "path": "a.py",
+                        "edits": [
+                            {"old": "x = 1", "new": "x = 2", "gone": None},
+                            [1, [2, None]],
+                            True,
+                            1.5,
+                        ],
+                    },
+                ),
+                ToolCall("2", "run_shell", {"command": "ls", "timeout": None, "bg": False}),
+                ToolCall("3", "noargs", {}),
+            ),
+        ),
+        Message("tool", "r1", tool_call_id="1"),
+        Message("tool", "", tool_call_id="2"),
+        Message("tool", "r3", tool_call_id="3"),
+        Message("user", "thanks"),
+    ],
     "tool call without content": [
-        Message("user", "u"), Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
-        Message("tool", "out", tool_call_id="1")],
+        Message("user", "u"),
+        Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
+        Message("tool", "out", tool_call_id="1"),
+    ],
     "tool result with media": [
-        Message("user", "u"), Message("assistant", "", tool_calls=(ToolCall("1", "shot", {}),)),
-        Message("tool", "see", tool_call_id="1", media=(MediaPart("image", "s.png", 3),))],
+        Message("user", "u"),
+        Message("assistant", "", tool_calls=(ToolCall("1", "shot", {}),)),
+        Message("tool", "see", tool_call_id="1", media=(MediaPart("image", "s.png", 3),)),
+    ],
     "a system message splits a run of results": [
-        Message("user", "u"), Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
-        Message("tool", "a", tool_call_id="1"), Message("system", "x"),
-        Message("tool", "b", tool_call_id="1")],
+        Message("user", "u"),
+        Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
+        Message("tool", "a", tool_call_id="1"),
+        Message("system", "x"),
+        Message("tool", "b", tool_call_id="1"),
+    ],
     "user between call and result": [
-        Message("user", "u"), Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
-        Message("user", "wait"), Message("tool", "a", tool_call_id="1")],
+        Message("user", "u"),
+        Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
+        Message("user", "wait"),
+        Message("tool", "a", tool_call_id="1"),
+    ],
 }
 
 
 @pytest.mark.parametrize("case", list(EDGE_CASES))
 @pytest.mark.parametrize("agp", [True, False])
 def test_edge_cases(ref, case, agp):
-    for turn, session in (("enabled", "adaptive"), ("disabled", "disabled"), ("adaptive", "enabled")):
+    for turn, session in (
+        ("enabled", "adaptive"),
+        ("disabled", "disabled"),
+        ("adaptive", "enabled"),
+    ):
         check(ref, EDGE_CASES[case], TOOLS[:2] if "tool" in case else [], turn, session, agp)
 
 
-@pytest.mark.parametrize("messages", [
-    [Message("tool", "orphan", tool_call_id="1")],
-    [Message("system", "S"), Message("user", "u"), Message("tool", "orphan")],
-    [Message("user", "u"), Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
-     Message("tool", "ok"), Message("assistant", "done"), Message("tool", "late")],
-], ids=["first", "after a user turn", "after an answer without calls"])
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [Message("tool", "orphan", tool_call_id="1")],
+        [Message("system", "S"), Message("user", "u"), Message("tool", "orphan")],
+        [
+            Message("user", "u"),
+            Message("assistant", "", tool_calls=(ToolCall("1", "f", {}),)),
+            Message("tool", "ok"),
+            Message("assistant", "done"),
+            Message("tool", "late"),
+        ],
+    ],
+    ids=["first", "after a user turn", "after an answer without calls"],
+)
 def test_tool_message_without_a_call_is_an_error_in_both(ref, messages):
     from jinja2 import TemplateError
 
@@ -198,14 +269,16 @@ def test_jinja_path_with_the_real_template_file(ref, tmp_path):
         assert "".join(p.text for p in parts) == got
         # and the built-in renderer agrees with it, prose aside
         _s, theirs, ours = ref
-        assert ours.normalize(render_prompt(
-            messages, tools, turn, session_thinking_mode=session)) == theirs.normalize(got)
+        assert ours.normalize(
+            render_prompt(messages, tools, turn, session_thinking_mode=session)
+        ) == theirs.normalize(got)
 
 
 def test_report_totals(ref):
     """Prints the comparison's totals for the report (runs last in this file)."""
-    print(f"\nrendered and compared: {STATS['conversations']} conversations, "
-          f"{STATS['bytes']} bytes")
+    print(
+        f"\nrendered and compared: {STATS['conversations']} conversations, {STATS['bytes']} bytes"
+    )
 
 
 def test_real_template_keeps_marker_strings_in_messages_as_text(ref):
@@ -218,8 +291,12 @@ def test_real_template_keeps_marker_strings_in_messages_as_text(ref):
     msgs = [
         Message("system", "snapshot: " + evil),
         Message("user", "read it " + evil),
-        Message("assistant", "", reasoning="look " + evil,
-                tool_calls=(ToolCall("1", "read_file", {"path": "x.py"}),)),
+        Message(
+            "assistant",
+            "",
+            reasoning="look " + evil,
+            tool_calls=(ToolCall("1", "read_file", {"path": "x.py"}),),
+        ),
         Message("tool", evil, tool_call_id="1"),
     ]
     for turn, session in (("enabled", "enabled"), ("disabled", "adaptive")):

@@ -44,8 +44,11 @@ def user_config(home):
 
 
 def stdio_table(name: str, script: Path, **extra) -> str:
-    lines = [f"[mcp_servers.{name}]", f"command = {json.dumps(sys.executable)}",
-             f"args = [{json.dumps(str(script))}]"]
+    lines = [
+        f"[mcp_servers.{name}]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = [{json.dumps(str(script))}]",
+    ]
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     return "\n".join(lines) + "\n"
 

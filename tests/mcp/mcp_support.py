@@ -13,6 +13,7 @@ from pathlib import Path
 
 NS = "]<]minimax[>["
 
+
 def _red_png_b64() -> str:
     import base64
     import io
@@ -128,18 +129,23 @@ SERVER = textwrap.dedent('''
         else:
             s.run()
 ''')
-SERVER = SERVER.replace('@s.resource("mem://report")', textwrap.dedent(f'''
+SERVER = SERVER.replace(
+    '@s.resource("mem://report")',
+    textwrap.dedent(f'''
     @s.tool()
     def photo() -> list:
         """A real 32x32 PNG: the model sees it inside the tool response."""
         return [t.TextContent(type="text", text="the photo"),
                 t.ImageContent(type="image", data="{_red_png_b64()}", mime_type="image/png")]
 
-    ''').lstrip("\n") + '@s.resource("mem://report")', 1)
+    ''').lstrip("\n")
+    + '@s.resource("mem://report")',
+    1,
+)
 
 
 # A server that speaks enough JSON-RPC to start, then answers a tool call with garbage.
-GARBAGE = textwrap.dedent('''
+GARBAGE = textwrap.dedent("""
     import json, sys
     for line in sys.stdin:
         msg = json.loads(line)
@@ -164,12 +170,12 @@ GARBAGE = textwrap.dedent('''
             continue
         sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}) + "\\n")
         sys.stdout.flush()
-''')
+""")
 
 
 # A pre-2026 server (initialize handshake only, written by hand, as many servers in the wild
 # are): its tool call announces notifications/tools/list_changed before answering.
-LEGACY = textwrap.dedent('''
+LEGACY = textwrap.dedent("""
     import json, sys
 
     def send(obj):
@@ -196,7 +202,7 @@ LEGACY = textwrap.dedent('''
         else:
             send({"jsonrpc": "2.0", "id": mid,
                   "error": {"code": -32601, "message": "method not found"}})
-''')
+""")
 
 
 def write_server(dir: Path, source: str = SERVER, name: str = "server.py") -> Path:
@@ -229,11 +235,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_http_server(script: Path, transport: str = "streamable-http",
-                      port: int | None = None) -> tuple[subprocess.Popen, int]:
+def start_http_server(
+    script: Path, transport: str = "streamable-http", port: int | None = None
+) -> tuple[subprocess.Popen, int]:
     port = port or free_port()
-    proc = subprocess.Popen([sys.executable, str(script), transport, str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), transport, str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:

@@ -12,10 +12,14 @@ from mcp_support import answer, calls, finished, invoke, of_type
 
 
 def test_crash_is_an_error_result_and_the_next_call_restarts(
-        home, repo, server, user_config, stdio_config, open_session, drive):
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
-    script = [calls(invoke("mcp__demo__crash")), calls(invoke("mcp__demo__add", a=1, b=2)),
-              answer("ok")]
+    script = [
+        calls(invoke("mcp__demo__crash")),
+        calls(invoke("mcp__demo__add", a=1, b=2)),
+        answer("ok"),
+    ]
     session = open_session(load_settings(), repo, script)
     events, done = drive(session, "crash it")
     crash, add = finished(events)
@@ -27,10 +31,14 @@ def test_crash_is_an_error_result_and_the_next_call_restarts(
 
 
 def test_a_server_that_died_between_calls_is_started_again_for_the_next(
-        home, repo, server, user_config, stdio_config, open_session, drive):
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
-    script = [calls(invoke("mcp__demo__die_soon")), calls(invoke("mcp__demo__add", a=1, b=2)),
-              answer("ok")]
+    script = [
+        calls(invoke("mcp__demo__die_soon")),
+        calls(invoke("mcp__demo__add", a=1, b=2)),
+        answer("ok"),
+    ]
     session = open_session(load_settings(), repo, script)
 
     def decide(req):
@@ -45,11 +53,15 @@ def test_a_server_that_died_between_calls_is_started_again_for_the_next(
     assert session.toolset.hub.statuses()[0].restarts == 1
 
 
-def test_hang_times_out_and_the_next_call_restarts(home, repo, server, user_config,
-                                                    stdio_config, open_session, drive):
+def test_hang_times_out_and_the_next_call_restarts(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server, tool_timeout_sec=1))
-    script = [calls(invoke("mcp__demo__hang")), calls(invoke("mcp__demo__add", a=2, b=2)),
-              answer("ok")]
+    script = [
+        calls(invoke("mcp__demo__hang")),
+        calls(invoke("mcp__demo__add", a=2, b=2)),
+        answer("ok"),
+    ]
     session = open_session(load_settings(), repo, script)
     started = time.monotonic()
     events, done = drive(session, "hang")
@@ -60,8 +72,9 @@ def test_hang_times_out_and_the_next_call_restarts(home, repo, server, user_conf
     assert session.toolset.hub.statuses()[0].restarts == 1
 
 
-def test_garbage_on_stdout_is_reported_at_once(home, repo, garbage_server, user_config,
-                                               stdio_config, open_session, drive):
+def test_garbage_on_stdout_is_reported_at_once(
+    home, repo, garbage_server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("junk", garbage_server, tool_timeout_sec=30))
     script = [calls(invoke("mcp__junk__talk")), answer("broken")]
     session = open_session(load_settings(), repo, script)
@@ -73,14 +86,16 @@ def test_garbage_on_stdout_is_reported_at_once(home, repo, garbage_server, user_
 
 
 def test_not_executable_is_named_at_start_and_its_tools_are_absent(
-        home, repo, user_config, open_session, drive):
+    home, repo, user_config, open_session, drive
+):
     script_path = repo / ".servers" / "noexec.sh"
     script_path.parent.mkdir()
     script_path.write_text("#!/bin/sh\necho hi\n")
     os.chmod(script_path, 0o644)
     user_config(f'[mcp_servers.noexec]\ncommand = "{script_path}"\nstartup_timeout_sec = 10\n')
-    session = open_session(load_settings(), repo,
-                           [calls(invoke("mcp__noexec__anything")), answer("none")])
+    session = open_session(
+        load_settings(), repo, [calls(invoke("mcp__noexec__anything")), answer("none")]
+    )
     assert not [n for n in session.toolset.names() if n.startswith("mcp__")]
     events, done = drive(session, "try")
     (err,) = [e for e in of_type(events, ev.Error) if "noexec" in e.message]
@@ -91,8 +106,7 @@ def test_not_executable_is_named_at_start_and_its_tools_are_absent(
     assert done.reason == "done"
 
 
-def test_missing_command_fails_the_start_with_its_stderr(home, repo, user_config,
-                                                         open_session):
+def test_missing_command_fails_the_start_with_its_stderr(home, repo, user_config, open_session):
     user_config('[mcp_servers.ghost]\ncommand = "/no/such/server"\n')
     session = open_session(load_settings(), repo, [answer("x")])
     (status,) = session.toolset.hub.statuses()

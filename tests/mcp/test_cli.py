@@ -16,28 +16,53 @@ M3AGENT = str(Path(sys.executable).parent / "m3agent")
 def m3(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "M3AGENT_HOME": str(home)}
     env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run([M3AGENT, *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [M3AGENT, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_add_list_get_remove_in_the_user_config(home, repo, server):
     (home).mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text('# my settings\nthinking = "enabled"\n')
-    r = m3("mcp", "add", "demo", "-e", "API_TOKEN=s3cret", "--", sys.executable, str(server),
-           cwd=repo, home=home)
+    r = m3(
+        "mcp",
+        "add",
+        "demo",
+        "-e",
+        "API_TOKEN=s3cret",
+        "--",
+        sys.executable,
+        str(server),
+        cwd=repo,
+        home=home,
+    )
     assert r.returncode == 0, r.stderr
-    r = m3("mcp", "add", "web", "--url", "http://127.0.0.1:9/mcp", "-H", "Authorization: Bearer x",
-           cwd=repo, home=home)
+    r = m3(
+        "mcp",
+        "add",
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "-H",
+        "Authorization: Bearer x",
+        cwd=repo,
+        home=home,
+    )
     assert r.returncode == 0, r.stderr
     text = (home / "config.toml").read_text()
     assert text.startswith("# my settings\n")  # the user's own lines stay
     data = tomllib.loads(text)
-    assert data["mcp_servers"]["demo"] == {"command": sys.executable, "args": [str(server)],
-                                           "env": {"API_TOKEN": "s3cret"}}
+    assert data["mcp_servers"]["demo"] == {
+        "command": sys.executable,
+        "args": [str(server)],
+        "env": {"API_TOKEN": "s3cret"},
+    }
     assert data["mcp_servers"]["web"]["http_headers"] == {"Authorization": "Bearer x"}
     r = m3("mcp", "list", cwd=repo, home=home)
-    assert r.stdout.splitlines() == [f"demo  user  {sys.executable} {server}",
-                                     "web  user  http http://127.0.0.1:9/mcp"]
+    assert r.stdout.splitlines() == [
+        f"demo  user  {sys.executable} {server}",
+        "web  user  http http://127.0.0.1:9/mcp",
+    ]
     r = m3("mcp", "get", "demo", "--json", cwd=repo, home=home)
     got = json.loads(r.stdout)
     assert got["env"] == {"API_TOKEN": "***"} and got["trusted"] is True  # secrets not shown
@@ -53,8 +78,18 @@ def test_add_list_get_remove_in_the_user_config(home, repo, server):
 
 
 def test_project_scope_writes_mcp_json_and_trust_is_asked_once(home, repo, server):
-    r = m3("mcp", "add", "-s", "project", "demo", "--", sys.executable, str(server),
-           cwd=repo, home=home)
+    r = m3(
+        "mcp",
+        "add",
+        "-s",
+        "project",
+        "demo",
+        "--",
+        sys.executable,
+        str(server),
+        cwd=repo,
+        home=home,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads((repo / ".mcp.json").read_text())
     assert data == {"mcpServers": {"demo": {"command": sys.executable, "args": [str(server)]}}}
@@ -68,10 +103,12 @@ def test_project_scope_writes_mcp_json_and_trust_is_asked_once(home, repo, serve
 
 
 def test_add_refuses_bad_input_with_one_line(home, repo):
-    for args, msg in [(("bad__name", "--", "x"), "no '__'"),
-                      (("a",), "give either a command"),
-                      (("a", "--url", "http://h", "--", "x"), "give either a command"),
-                      (("a", "-e", "NOEQUALS", "--", "x"), "expected KEY=VALUE")]:
+    for args, msg in [
+        (("bad__name", "--", "x"), "no '__'"),
+        (("a",), "give either a command"),
+        (("a", "--url", "http://h", "--", "x"), "give either a command"),
+        (("a", "-e", "NOEQUALS", "--", "x"), "expected KEY=VALUE"),
+    ]:
         r = m3("mcp", "add", *args, cwd=repo, home=home)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1
@@ -80,9 +117,10 @@ def test_add_refuses_bad_input_with_one_line(home, repo):
 def test_doctor_starts_and_checks_the_servers(home, repo, server):
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
-        f'[mcp_servers.demo]\ncommand = {json.dumps(sys.executable)}\n'
-        f'args = [{json.dumps(str(server))}]\n'
-        '[mcp_servers.ghost]\ncommand = "/no/such/server"\n')
+        f"[mcp_servers.demo]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(server))}]\n"
+        '[mcp_servers.ghost]\ncommand = "/no/such/server"\n'
+    )
     r = m3("doctor", "--json", "--cwd", str(repo), cwd=repo, home=home)
     report = json.loads(r.stdout)
     demo, ghost = report["mcp"]

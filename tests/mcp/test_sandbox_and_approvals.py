@@ -13,13 +13,19 @@ from m3agent.app.settings import load_settings
 from mcp_support import answer, calls, finished, invoke
 
 
-def test_server_cannot_write_outside_the_workspace(home, repo, server, tmp_path, user_config,
-                                                   stdio_config, open_session, drive):
+def test_server_cannot_write_outside_the_workspace(
+    home, repo, server, tmp_path, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
     outside = tmp_path / "outside.txt"
     inside = repo / "inside.txt"
-    script = [calls(invoke("mcp__demo__write", path=str(outside)),
-                    invoke("mcp__demo__write", path=str(inside))), answer("tried")]
+    script = [
+        calls(
+            invoke("mcp__demo__write", path=str(outside)),
+            invoke("mcp__demo__write", path=str(inside)),
+        ),
+        answer("tried"),
+    ]
     events, _ = drive(open_session(load_settings(), repo, script), "write")
     out, ins = finished(events)
     assert not outside.exists()
@@ -27,16 +33,21 @@ def test_server_cannot_write_outside_the_workspace(home, repo, server, tmp_path,
     assert ins.output.startswith("written") and inside.read_text() == "x"
 
 
-def test_server_env_is_the_allow_list_plus_its_own(home, repo, server, user_config,
-                                                   stdio_config, open_session, drive,
-                                                   monkeypatch):
+def test_server_env_is_the_allow_list_plus_its_own(
+    home, repo, server, user_config, stdio_config, open_session, drive, monkeypatch
+):
     monkeypatch.setenv("LEAKY_API_TOKEN", "from-m3agent")
     monkeypatch.setenv("PLAIN_SETTING", "also-from-m3agent")
     user_config(stdio_config("demo", server) + 'env = { SERVER_TOKEN = "given-to-it" }\n')
-    script = [calls(invoke("mcp__demo__env", name="LEAKY_API_TOKEN"),
-                    invoke("mcp__demo__env", name="PLAIN_SETTING"),
-                    invoke("mcp__demo__env", name="SERVER_TOKEN"),
-                    invoke("mcp__demo__env", name="PATH")), answer("env")]
+    script = [
+        calls(
+            invoke("mcp__demo__env", name="LEAKY_API_TOKEN"),
+            invoke("mcp__demo__env", name="PLAIN_SETTING"),
+            invoke("mcp__demo__env", name="SERVER_TOKEN"),
+            invoke("mcp__demo__env", name="PATH"),
+        ),
+        answer("env"),
+    ]
     events, _ = drive(open_session(load_settings(), repo, script), "env")
     leaky, plain, own, path = (r.output for r in finished(events))
     assert leaky == "<unset>" and plain == "<unset>"
@@ -66,7 +77,8 @@ def _server_groups(server: Path) -> list[Path]:
 
 
 def test_a_stdio_server_runs_in_its_own_pids_cgroup_removed_when_it_stops(
-        home, repo, server, user_config, stdio_config, open_session, drive):
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
 
@@ -87,14 +99,19 @@ def _listener() -> socket.socket:
     return s
 
 
-def test_network_only_when_the_server_config_allows_it(home, repo, server, user_config,
-                                                       stdio_config, open_session, drive):
+def test_network_only_when_the_server_config_allows_it(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     lst = _listener()
     port = lst.getsockname()[1]
     try:
         user_config(stdio_config("closed", server) + stdio_config("open", server, network=True))
-        script = [calls(invoke("mcp__closed__connect", port=port),
-                        invoke("mcp__open__connect", port=port)), answer("net")]
+        script = [
+            calls(
+                invoke("mcp__closed__connect", port=port), invoke("mcp__open__connect", port=port)
+            ),
+            answer("net"),
+        ]
         events, _ = drive(open_session(load_settings(), repo, script), "net")
         closed, opened = finished(events)
         assert closed.output.startswith("refused")
@@ -103,23 +120,37 @@ def test_network_only_when_the_server_config_allows_it(home, repo, server, user_
         lst.close()
 
 
-def test_rules_deny_a_server_and_allow_a_tool(home, repo, server, user_config, stdio_config,
-                                              open_session, drive):
-    user_config('[tools]\n"mcp__blocked" = "deny"\n"mcp__demo__add" = "allow"\n'
-                + stdio_config("demo", server) + stdio_config("blocked", server))
-    script = [calls(invoke("mcp__blocked__add", a=1, b=1), invoke("mcp__demo__add", a=1, b=1),
-                    invoke("mcp__demo__env", name="HOME")), answer("done")]
+def test_rules_deny_a_server_and_allow_a_tool(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
+    user_config(
+        '[tools]\n"mcp__blocked" = "deny"\n"mcp__demo__add" = "allow"\n'
+        + stdio_config("demo", server)
+        + stdio_config("blocked", server)
+    )
+    script = [
+        calls(
+            invoke("mcp__blocked__add", a=1, b=1),
+            invoke("mcp__demo__add", a=1, b=1),
+            invoke("mcp__demo__env", name="HOME"),
+        ),
+        answer("done"),
+    ]
     asked = []
-    events, _ = drive(open_session(load_settings(), repo, script), "go",
-                      decide=lambda r: asked.append(r.name) or "deny")
+    events, _ = drive(
+        open_session(load_settings(), repo, script),
+        "go",
+        decide=lambda r: asked.append(r.name) or "deny",
+    )
     blocked, add, env = finished(events)
     assert blocked.metadata.get("denied") and "denies the tool mcp__blocked__add" in blocked.output
     assert not add.is_error and add.output.startswith("2")
     assert env.metadata.get("denied") and asked == ["mcp__demo__env"]
 
 
-def test_always_allow_is_persisted_for_later_sessions(home, repo, server, user_config,
-                                                      stdio_config, open_session, drive):
+def test_always_allow_is_persisted_for_later_sessions(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
     asked = []
 
@@ -138,12 +169,19 @@ def test_always_allow_is_persisted_for_later_sessions(home, repo, server, user_c
 
 
 def test_approval_never_runs_without_asking_and_a_glob_rule_matches(
-        home, repo, server, user_config, stdio_config, open_session, drive):
-    user_config('approval = "never"\n[tools]\n"mcp__demo__e*" = "deny"\n'
-                + stdio_config("demo", server))
-    script = [calls(invoke("mcp__demo__add", a=5, b=5), invoke("mcp__demo__env", name="HOME")),
-              answer("ok")]
-    events, _ = drive(open_session(load_settings(), repo, script), "go",
-                      decide=lambda r: (_ for _ in ()).throw(AssertionError("asked")))
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
+    user_config(
+        'approval = "never"\n[tools]\n"mcp__demo__e*" = "deny"\n' + stdio_config("demo", server)
+    )
+    script = [
+        calls(invoke("mcp__demo__add", a=5, b=5), invoke("mcp__demo__env", name="HOME")),
+        answer("ok"),
+    ]
+    events, _ = drive(
+        open_session(load_settings(), repo, script),
+        "go",
+        decide=lambda r: (_ for _ in ()).throw(AssertionError("asked")),
+    )
     add, env = finished(events)
     assert add.output.startswith("10") and env.metadata.get("denied")

@@ -12,16 +12,29 @@ from m3agent.app.settings import load_settings
 from mcp_support import answer, calls, finished, invoke, of_type
 
 
-def test_tools_are_listed_called_and_answered(home, repo, server, user_config, stdio_config,
-                                              open_session, drive):
+def test_tools_are_listed_called_and_answered(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
     script = [calls(invoke("mcp__demo__add", a=2, b=40)), answer("2 + 40 = 42")]
     session = open_session(load_settings(), repo, script)
     names = session.toolset.names()
     assert [n for n in names if n.startswith("mcp")] == [
-        "mcp__demo__add", "mcp__demo__pic", "mcp__demo__photo", "mcp__demo__grow", "mcp__demo__crash",
-        "mcp__demo__die_soon", "mcp__demo__hang", "mcp__demo__slow", "mcp__demo__env", "mcp__demo__write",
-        "mcp__demo__connect", "mcp__demo__big", "mcp__demo__whoami", "mcp_read_resource"]
+        "mcp__demo__add",
+        "mcp__demo__pic",
+        "mcp__demo__photo",
+        "mcp__demo__grow",
+        "mcp__demo__crash",
+        "mcp__demo__die_soon",
+        "mcp__demo__hang",
+        "mcp__demo__slow",
+        "mcp__demo__env",
+        "mcp__demo__write",
+        "mcp__demo__connect",
+        "mcp__demo__big",
+        "mcp__demo__whoami",
+        "mcp_read_resource",
+    ]
     schema = session.toolset.get("mcp__demo__add").schema()
     assert schema["function"]["description"] == "Add two integers."
     assert schema["function"]["parameters"]["required"] == ["a", "b"]
@@ -44,11 +57,14 @@ def test_tools_are_listed_called_and_answered(home, repo, server, user_config, s
 
 
 def test_a_broken_image_stays_a_note_and_the_linked_resource_is_readable(
-        home, repo, server, user_config, stdio_config, open_session, drive):
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
-    script = [calls(invoke("mcp__demo__pic")),
-              calls(invoke("mcp_read_resource", server="demo", uri="mem://report")),
-              answer("read it")]
+    script = [
+        calls(invoke("mcp__demo__pic")),
+        calls(invoke("mcp_read_resource", server="demo", uri="mem://report")),
+        answer("read it"),
+    ]
     session = open_session(load_settings(), repo, script)
     events, done = drive(session, "show the chart")
     pic, res = finished(events)
@@ -65,10 +81,12 @@ def test_a_broken_image_stays_a_note_and_the_linked_resource_is_readable(
 
 
 def test_an_image_result_reaches_the_model_inside_the_tool_response(
-        home, repo, server, user_config, stdio_config, open_session, drive):
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
-    session = open_session(load_settings(), repo,
-                           [calls(invoke("mcp__demo__photo")), answer("a red square")])
+    session = open_session(
+        load_settings(), repo, [calls(invoke("mcp__demo__photo")), answer("a red square")]
+    )
     events, done = drive(session, "look at the photo")
     assert done.reason == "done"
     tool = [m for m in session.messages if m.role == "tool"][0]
@@ -77,15 +95,20 @@ def test_an_image_result_reaches_the_model_inside_the_tool_response(
     assert tool.content[: tool.media[0].offset].endswith("]")  # right after its own note
     # The real template's layout: the placeholder inside the tool's <response>.
     prompt = session.engine.prompts[-1]
-    response = prompt[prompt.rindex("<response>"):].split("</response>")[0]
+    response = prompt[prompt.rindex("<response>") :].split("</response>")[0]
     assert "the photo" in response and "]<]image[>[" in response
 
 
 def test_list_changed_is_noted_but_the_session_tool_set_stays(
-        home, repo, server, user_config, stdio_config, open_session, drive):
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
-    script = [calls(invoke("mcp__demo__grow")), answer("grew"),
-              calls(invoke("mcp__demo__add", a=1, b=1)), answer("2")]
+    script = [
+        calls(invoke("mcp__demo__grow")),
+        answer("grew"),
+        calls(invoke("mcp__demo__add", a=1, b=1)),
+        answer("2"),
+    ]
     session = open_session(load_settings(), repo, script)
     before = session.toolset.schemas()
     events, done = drive(session, "grow", "add")
@@ -103,8 +126,9 @@ def test_list_changed_is_noted_but_the_session_tool_set_stays(
     assert "  demo  " in report and "tool list changed" in report
 
 
-def test_list_changed_from_a_pre_2026_server(home, repo, user_config, stdio_config,
-                                             open_session, drive):
+def test_list_changed_from_a_pre_2026_server(
+    home, repo, user_config, stdio_config, open_session, drive
+):
     from mcp_support import LEGACY, write_server
 
     script_path = write_server(repo / ".servers", LEGACY, "legacy.py")
@@ -128,8 +152,9 @@ def test_output_is_bounded(home, repo, server, user_config, stdio_config, open_s
     assert len(big.output) < 101_000 and "characters of the MCP result cut" in big.output
 
 
-def test_interrupt_cancels_the_call_on_the_server(home, repo, server, user_config, stdio_config,
-                                                  open_session, drive):
+def test_interrupt_cancels_the_call_on_the_server(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
     user_config(stdio_config("demo", server))
     marker = repo / "cancelled.txt"
     script = [calls(invoke("mcp__demo__slow", marker=str(marker)))]
@@ -150,16 +175,34 @@ def test_stream_json_carries_mcp_calls_like_any_tool(home, repo, server, tmp_pat
     import sys
 
     cfg = tmp_path / "servers.json"
-    cfg.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable,
-                                                       "args": [str(server)]}}}))
+    cfg.write_text(
+        json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [str(server)]}}})
+    )
     script = tmp_path / "script.json"
     script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=1, b=2)), answer("3")]))
     exe = Path(sys.executable).parent / "m3agent"
     proc = subprocess.run(
-        [str(exe), "run", "add", "--engine", "scripted", "--script", str(script), "--cwd",
-         str(repo), "--mcp-config", str(cfg), "--approval", "never", "--output-format",
-         "stream-json", "--no-context"],
-        capture_output=True, text=True, timeout=120,
+        [
+            str(exe),
+            "run",
+            "add",
+            "--engine",
+            "scripted",
+            "--script",
+            str(script),
+            "--cwd",
+            str(repo),
+            "--mcp-config",
+            str(cfg),
+            "--approval",
+            "never",
+            "--output-format",
+            "stream-json",
+            "--no-context",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(x) for x in proc.stdout.splitlines()]

@@ -25,24 +25,31 @@ async def _until(pilot, predicate, timeout: float = 30.0) -> None:
         await pilot.pause(0.05)
 
 
-async def test_slash_mcp_lists_servers_state_and_tools(home, repo, server, tmp_path,
-                                                        user_config, stdio_config):
+async def test_slash_mcp_lists_servers_state_and_tools(
+    home, repo, server, tmp_path, user_config, stdio_config
+):
     from m3agent.app.tui.app import create_app
     from m3agent.app.tui.launch import session_factory, tui_config
     from m3agent.app.tui.widgets.notice_view import NoticeView
     from m3agent.app.tui.widgets.tool_card import ToolCard
     from pilot_steps import send
 
-    user_config('engine = "scripted"\napproval = "never"\n' + stdio_config("demo", server)
-                + '[mcp_servers.ghost]\ncommand = "/no/such/server"\n')
+    user_config(
+        'engine = "scripted"\napproval = "never"\n'
+        + stdio_config("demo", server)
+        + '[mcp_servers.ghost]\ncommand = "/no/such/server"\n'
+    )
     script = tmp_path / "script.json"
     script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")]))
     settings = load_settings()
-    app = create_app(session_factory(settings, repo, script),
-                     tui_config(settings, cwd=repo, resume=None))
+    app = create_app(
+        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    )
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
+        await _until(
+            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
+        )
         await send(pilot, "add")
         await _until(pilot, lambda: main.controller.completed_turns >= 1)
         await send(pilot, "/mcp")
@@ -56,8 +63,9 @@ async def test_slash_mcp_lists_servers_state_and_tools(home, repo, server, tmp_p
         await app.shutdown()
 
 
-async def test_s_in_the_approval_modal_saves_an_always_allow(home, repo, server, tmp_path,
-                                                             user_config, stdio_config):
+async def test_s_in_the_approval_modal_saves_an_always_allow(
+    home, repo, server, tmp_path, user_config, stdio_config
+):
     from m3agent.app.tui.app import create_app
     from m3agent.app.tui.launch import session_factory, tui_config
     from m3agent.app.tui.screens.approval_screen import ApprovalScreen
@@ -67,11 +75,14 @@ async def test_s_in_the_approval_modal_saves_an_always_allow(home, repo, server,
     script = tmp_path / "script.json"
     script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")]))
     settings = load_settings()
-    app = create_app(session_factory(settings, repo, script),
-                     tui_config(settings, cwd=repo, resume=None))
+    app = create_app(
+        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    )
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
+        await _until(
+            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
+        )
         await send(pilot, "add")
         await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         await pilot.press("s")
@@ -82,7 +93,8 @@ async def test_s_in_the_approval_modal_saves_an_always_allow(home, repo, server,
 
 
 async def test_mcp_reload_says_what_it_recomputes_and_acts_only_on_yes(
-        home, repo, server, tmp_path, user_config, stdio_config):
+    home, repo, server, tmp_path, user_config, stdio_config
+):
     from m3agent.app.tui.app import create_app
     from m3agent.app.tui.launch import session_factory, tui_config
     from m3agent.app.tui.widgets.notice_view import NoticeView
@@ -90,20 +102,27 @@ async def test_mcp_reload_says_what_it_recomputes_and_acts_only_on_yes(
 
     user_config('engine = "scripted"\napproval = "never"\n' + stdio_config("demo", server))
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([answer("hello"), calls(invoke("mcp__two__add", a=1, b=1)),
-                                  answer("2")]))
+    script.write_text(
+        json.dumps([answer("hello"), calls(invoke("mcp__two__add", a=1, b=1)), answer("2")])
+    )
     settings = load_settings()
-    app = create_app(session_factory(settings, repo, script),
-                     tui_config(settings, cwd=repo, resume=None))
+    app = create_app(
+        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    )
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
+        await _until(
+            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
+        )
         session = main.controller.session
         await send(pilot, "hi")
         await _until(pilot, lambda: main.controller.completed_turns >= 1)
         # A server added to the config while the session runs: not applied by itself.
-        user_config('engine = "scripted"\napproval = "never"\n' + stdio_config("demo", server)
-                    + stdio_config("two", server))
+        user_config(
+            'engine = "scripted"\napproval = "never"\n'
+            + stdio_config("demo", server)
+            + stdio_config("two", server)
+        )
         await send(pilot, "/mcp reload")
         await pilot.pause(0.5)
         notices = "\n".join(str(n.render()) for n in main.query(NoticeView))

@@ -35,7 +35,11 @@ def test_limits_and_bad_files(tmp_path, make_video):
         ([MediaPart("image", str(text))], None, "notes.txt: not an image"),
         ([MediaPart("video", str(img))], None, "attached as video but the file is a image file"),
         ([MediaPart("image", str(bomb))], None, "bomb.png: image is 10000x10000 = 100.0 MP"),
-        ([MediaPart("video", str(vid))], MediaLimits(max_video_seconds=2), "above the limit of 2 s"),
+        (
+            [MediaPart("video", str(vid))],
+            MediaLimits(max_video_seconds=2),
+            "above the limit of 2 s",
+        ),
     ]
     for parts, limits, needle in cases:
         with pytest.raises(AttachmentError) as e:

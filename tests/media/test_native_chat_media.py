@@ -58,8 +58,12 @@ def _png(path, colour, size=(100, 100)):
 
 
 def _request(rid, messages, max_tokens=4):
-    return ChatRequest(rid, tuple(messages), thinking_mode="disabled",
-                       sampling=SamplingParams(max_tokens=max_tokens, temperature=0.0, seed=0))
+    return ChatRequest(
+        rid,
+        tuple(messages),
+        thinking_mode="disabled",
+        sampling=SamplingParams(max_tokens=max_tokens, temperature=0.0, seed=0),
+    )
 
 
 def _run(engine, request):
@@ -84,8 +88,13 @@ def _text_ids(engine, messages):
 def test_image_and_video_answer_with_exact_prompt_tokens(engine, tmp_path, make_video):
     img = _png(tmp_path / "a.png", (200, 30, 30))  # 100x100 -> 112x112: 8x8 patches, 16 tokens
     clip = make_video(fps=10, frames=20, width=64, height=48)  # 2 s at 1 fps: 2 groups of 2x2
-    msgs = [Message("user", "Compare the picture and the clip.",
-                    media=(MediaPart("image", str(img)), MediaPart("video", str(clip))))]
+    msgs = [
+        Message(
+            "user",
+            "Compare the picture and the clip.",
+            media=(MediaPart("image", str(img)), MediaPart("video", str(clip))),
+        )
+    ]
     text, usage = _run(engine, _request("av", msgs))
     assert usage is not None and usage.usage.generated_tokens == 4
     tok = engine._tokenizer
@@ -133,8 +142,9 @@ def test_bad_image_is_one_clear_error_and_the_engine_goes_on(engine, tmp_path):
         _run(engine, _request("bad", msgs))
     assert "\n" not in str(err.value)
     good = _png(tmp_path / "fine.png", (1, 2, 3))
-    _, usage = _run(engine, _request("good", [Message("user", "Now?", media=(
-        MediaPart("image", str(good)),))]))
+    _, usage = _run(
+        engine, _request("good", [Message("user", "Now?", media=(MediaPart("image", str(good)),))])
+    )
     assert usage.usage.generated_tokens == 4
 
 
@@ -160,8 +170,9 @@ def test_vision_config_without_weights_loads_text_only(tmp_path):
     index = d / "model.safetensors.index.json"
     if index.exists():
         idx = json.loads(index.read_text())
-        idx["weight_map"] = {k: v for k, v in idx["weight_map"].items()
-                             if v != "vision.safetensors"}
+        idx["weight_map"] = {
+            k: v for k, v in idx["weight_map"].items() if v != "vision.safetensors"
+        }
         index.write_text(json.dumps(idx))
     assert "vision_config" in json.loads((d / "config.json").read_text())
     eng = NativeEngine.from_model_dir(d)
@@ -193,12 +204,15 @@ def test_per_request_limits_are_one_clear_error(engine, tmp_path):
     from m3agent.engine.backends.native_media import NativeMedia
     from m3agent.engine.m3.media import MediaLimits
 
-    media = NativeMedia(engine._media.ids, engine._tokenizer.encode,
-                        limits=MediaLimits(max_images=1))
+    media = NativeMedia(
+        engine._media.ids, engine._tokenizer.encode, limits=MediaLimits(max_images=1)
+    )
     img = _png(tmp_path / "l.png", (7, 7, 7))
-    msgs = [Message("user", "one", media=(MediaPart("image", str(img)),)),
-            Message("assistant", "ok"),
-            Message("user", "two", media=(MediaPart("image", str(img)),))]
+    msgs = [
+        Message("user", "one", media=(MediaPart("image", str(img)),)),
+        Message("assistant", "ok"),
+        Message("user", "two", media=(MediaPart("image", str(img)),)),
+    ]
     ids = _text_ids(engine, msgs)
     with pytest.raises(EngineRequestError, match="2 images in one request; the limit is 1"):
         media.prepare(msgs, ids)
@@ -215,10 +229,30 @@ def _cli(vl_dir, tmp_path, *extra):
     env = {k: v for k, v in os.environ.items() if k != "M3AGENT_CONFIG"}
     env["M3AGENT_HOME"] = str(home)
     return subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", "run", "describe", "--engine", "native",
-         "--model", str(vl_dir), *extra, "--output-format", "json",
-         "--cwd", str(cwd), "--max-turns", "1", "--in-process"],
-        env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "m3agent.app.cli",
+            "run",
+            "describe",
+            "--engine",
+            "native",
+            "--model",
+            str(vl_dir),
+            *extra,
+            "--output-format",
+            "json",
+            "--cwd",
+            str(cwd),
+            "--max-turns",
+            "1",
+            "--in-process",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -239,10 +273,17 @@ def test_an_image_in_a_tool_result_is_expanded_like_an_attachment(engine, tmp_pa
     img = _png(tmp_path / "tool.png", (30, 200, 30))
     call = ToolCall("call_1", "mcp__demo__photo", {})
     note = "the photo [image/png image]"
-    msgs = [Message("user", "Look at the photo."),
-            Message("assistant", "", tool_calls=(call,)),
-            Message("tool", note, tool_call_id="call_1", name=call.name,
-                    media=(MediaPart("image", str(img), offset=len(note)),))]
+    msgs = [
+        Message("user", "Look at the photo."),
+        Message("assistant", "", tool_calls=(call,)),
+        Message(
+            "tool",
+            note,
+            tool_call_id="call_1",
+            name=call.name,
+            media=(MediaPart("image", str(img), offset=len(note)),),
+        ),
+    ]
     text, usage = _run(engine, _request("tool-img", msgs))
     base = _text_ids(engine, msgs)
     ids = VisionTokenIds.from_vocab(engine._tokenizer.token_to_id)

@@ -34,8 +34,9 @@ def _answer(ckpt, tok, items, max_tokens=6, chunk=2048):
         config=EngineConfig(keep_logits=True, max_num_batched_tokens=chunk, max_model_len=4096),
         vision_tower=load_vision_tower(ckpt),
     )
-    engine.add_request("r", prompt, TokenSamplingParams(max_tokens=max_tokens, ignore_eos=True),
-                       mm_inputs=mm)
+    engine.add_request(
+        "r", prompt, TokenSamplingParams(max_tokens=max_tokens, ignore_eos=True), mm_inputs=mm
+    )
     final = None
     while engine.has_unfinished_requests():
         for out in engine.step():
@@ -58,8 +59,10 @@ def test_image_and_video_prompt_runs_end_to_end(vl_checkpoint, make_video, tmp_p
     assert out.num_generated_tokens == 6
     enc = lambda s: tok.encode(s).ids  # noqa: E731
     base = len(tok.encode("Compare ]<]image[>[ with ]<]video[>[ please.").ids) - 2
-    assert out.num_prompt_tokens == len(prompt) == (
-        base + prompt_token_count(image, enc) + prompt_token_count(video, enc)
+    assert (
+        out.num_prompt_tokens
+        == len(prompt)
+        == (base + prompt_token_count(image, enc) + prompt_token_count(video, enc))
     )
     # The pictures reach the model: another image changes the first logits, and chunked
     # prefill (placeholder runs cut across chunks) gives the same answer as one chunk.

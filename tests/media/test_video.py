@@ -91,7 +91,9 @@ def test_video_longer_than_limit(make_video):
     path = make_video(fps=10, frames=40)
     with pytest.raises(MediaError, match=r"4\.0 s long, above the limit of 3 s"):
         load_video(path, limits=MediaLimits(max_video_seconds=3))
-    assert load_video(path, limits=MediaLimits(max_video_seconds=5)).grid_thw[0] == 3  # 0,10,20,30,39
+    assert (
+        load_video(path, limits=MediaLimits(max_video_seconds=5)).grid_thw[0] == 3
+    )  # 0,10,20,30,39
 
 
 def test_sampled_frame_cap(make_video):
@@ -99,8 +101,10 @@ def test_sampled_frame_cap(make_video):
         load_video(make_video(fps=1, frames=10), limits=MediaLimits(max_video_frames=5))
 
 
-@pytest.mark.parametrize(("codec", "ext"), [("libx264", "mp4"), ("libvpx-vp9", "webm"),
-                                           ("mpeg4", "avi"), ("libx264", "mkv")])
+@pytest.mark.parametrize(
+    ("codec", "ext"),
+    [("libx264", "mp4"), ("libvpx-vp9", "webm"), ("mpeg4", "avi"), ("libx264", "mkv")],
+)
 def test_truncated_video(make_video, tmp_path, codec, ext):
     path = make_video(codec=codec, ext=ext, fps=30, frames=120)
     data = path.read_bytes()
@@ -133,7 +137,9 @@ def test_audio_only_file_has_no_video_stream(tmp_path):
     path = tmp_path / "tone.wav"
     with av.open(str(path), "w") as out:
         s = out.add_stream("pcm_s16le", rate=8000)
-        frame = av.AudioFrame.from_ndarray(np.zeros((1, 800), np.int16), format="s16", layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.zeros((1, 800), np.int16), format="s16", layout="mono"
+        )
         frame.sample_rate = 8000
         for p in s.encode(frame):
             out.mux(p)

@@ -16,13 +16,23 @@ from m3agent.engine.native.vision import (
 from m3agent.engine.native.vision_loader import load_vision_tower, write_random_vision_weights
 from torch import nn
 
-CFG = VisionConfig(hidden_size=48, num_attention_heads=3, num_hidden_layers=2,
-                   intermediate_size=64, text_hidden_size=32)
+CFG = VisionConfig(
+    hidden_size=48,
+    num_attention_heads=3,
+    num_hidden_layers=2,
+    intermediate_size=64,
+    text_hidden_size=32,
+)
 
 
 def test_rotated_dims_match_spec():
-    big = VisionConfig(hidden_size=1280, num_attention_heads=16, num_hidden_layers=1,
-                       intermediate_size=8, text_hidden_size=8)
+    big = VisionConfig(
+        hidden_size=1280,
+        num_attention_heads=16,
+        num_hidden_layers=1,
+        intermediate_size=8,
+        text_hidden_size=8,
+    )
     assert big.head_dim == 80 and 3 * big.axis_dim == 78
     cos, sin = rope_cos_sin(big, [(1, 4, 4)])
     assert cos.shape == (16, 39)
@@ -111,8 +121,10 @@ def test_loader_roundtrip_and_errors(tmp_path):
     assert "multi_modal_projector.linear_1.weight" in raw
     assert "vision_tower.vision_model.encoder.layers.1.mlp.fc2.bias" in raw
     sd = tower.state_dict()
-    torch.testing.assert_close(sd["vision_model.pre_layrnorm.weight"],
-                               raw["vision_tower.vision_model.pre_layrnorm.weight"].float())
+    torch.testing.assert_close(
+        sd["vision_model.pre_layrnorm.weight"],
+        raw["vision_tower.vision_model.pre_layrnorm.weight"].float(),
+    )
     del raw["patch_merge_mlp.linear_2.bias"]
     save_file(raw, str(tmp_path / "vision.safetensors"))
     with pytest.raises(ValueError, match="vision weights missing"):

@@ -10,8 +10,15 @@ from m3agent.engine.m3.config import load_config, parse_config
 
 def test_defaults_are_the_released_model():
     c = parse_config({"model_type": "minimax_m3_vl", "text_config": {}}).text_config
-    assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
-            c.head_dim, c.rotary_dim, c.vocab_size) == (6144, 60, 64, 4, 128, 64, 200064)
+    assert (
+        c.hidden_size,
+        c.num_hidden_layers,
+        c.num_attention_heads,
+        c.num_key_value_heads,
+        c.head_dim,
+        c.rotary_dim,
+        c.vocab_size,
+    ) == (6144, 60, 64, 4, 128, 64, 200064)
     assert [c.is_sparse_layer(i) for i in (0, 2, 3, 59)] == [False, False, True, True]
     assert [c.is_moe_layer(i) for i in (0, 2, 3, 59)] == [False, False, True, True]
     s = c.sparse_attention_config
@@ -21,8 +28,12 @@ def test_defaults_are_the_released_model():
 
 
 def test_bare_text_config_and_yarn_override(tmp_path):
-    d = {"num_hidden_layers": 4, "hidden_size": 64, "eos_token_id": [7, 8],
-         "rope_scaling": {"type": "yarn", "factor": 2.0}}
+    d = {
+        "num_hidden_layers": 4,
+        "hidden_size": 64,
+        "eos_token_id": [7, 8],
+        "rope_scaling": {"type": "yarn", "factor": 2.0},
+    }
     (tmp_path / "config.json").write_text(json.dumps(d))
     c = load_config(tmp_path).text_config
     assert c.eos_token_id == (7, 8)
@@ -33,18 +44,25 @@ def test_bare_text_config_and_yarn_override(tmp_path):
     assert c2.text_config.max_model_len == 4 * 524288
 
 
-@pytest.mark.parametrize("text,field", [
-    ({"sparse_attention_config": {"sparse_num_index_heads": 8}}, "sparse_num_index_heads"),
-    ({"sparse_attention_config": {"sparse_index_dim": 64}}, "sparse_index_dim"),
-    ({"num_hidden_layers": 4, "moe_layer_freq": [0, 1]}, "moe_layer_freq"),
-    ({"num_hidden_layers": 4, "sparse_attention_config": {"sparse_attention_freq": [1] * 5}},
-     "sparse_attention_freq"),
-    ({"num_attention_heads": 10}, "num_attention_heads"),
-    ({"hidden_act": "gelu"}, "hidden_act"),
-    ({"rope_scaling": {"rope_type": "linear", "factor": 2}}, "rope_scaling"),
-    ({"sparse_attention_config": {"sparse_init_block": 10, "sparse_local_block": 10}},
-     "sparse_init_block"),
-])
+@pytest.mark.parametrize(
+    "text,field",
+    [
+        ({"sparse_attention_config": {"sparse_num_index_heads": 8}}, "sparse_num_index_heads"),
+        ({"sparse_attention_config": {"sparse_index_dim": 64}}, "sparse_index_dim"),
+        ({"num_hidden_layers": 4, "moe_layer_freq": [0, 1]}, "moe_layer_freq"),
+        (
+            {"num_hidden_layers": 4, "sparse_attention_config": {"sparse_attention_freq": [1] * 5}},
+            "sparse_attention_freq",
+        ),
+        ({"num_attention_heads": 10}, "num_attention_heads"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": 2}}, "rope_scaling"),
+        (
+            {"sparse_attention_config": {"sparse_init_block": 10, "sparse_local_block": 10}},
+            "sparse_init_block",
+        ),
+    ],
+)
 def test_bad_configs_name_the_field(text, field):
     with pytest.raises(ValueError, match=field):
         parse_config({"text_config": text})

@@ -15,9 +15,19 @@ pytestmark = pytest.mark.gpu
 def ckpt(tmp_path_factory):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
-    return init_tiny(tmp_path_factory.mktemp("gpu"),
-                     TinySpec(layers=3, hidden=256, heads=8, kv_heads=2, experts=4,
-                              dense_layers=1, topk_blocks=2, seed=4))
+    return init_tiny(
+        tmp_path_factory.mktemp("gpu"),
+        TinySpec(
+            layers=3,
+            hidden=256,
+            heads=8,
+            kv_heads=2,
+            experts=4,
+            dense_layers=1,
+            topk_blocks=2,
+            seed=4,
+        ),
+    )
 
 
 def _run(model, ids, paged, device, splits):
@@ -25,12 +35,14 @@ def _run(model, ids, paged, device, splits):
 
     gen = torch.Generator().manual_seed(0)
     tables = paged.page_tables([len(ids)], -(-len(ids) // 128) + 2, gen)
-    caches = [LayerCache(kv=c.kv.to(device), index=None if c.index is None else c.index.to(device))
-              for c in paged.make_caches(model, -(-len(ids) // 128) + 2, dtype=model.info.dtype)]
+    caches = [
+        LayerCache(kv=c.kv.to(device), index=None if c.index is None else c.index.to(device))
+        for c in paged.make_caches(model, -(-len(ids) // 128) + 2, dtype=model.info.dtype)
+    ]
     out, c0 = [], 0
     for n in splits:
         md = paged.build_md([(c0, n)], tables, device=device)
-        h = model.forward(torch.tensor(ids[c0:c0 + n], device=device), caches, md)
+        h = model.forward(torch.tensor(ids[c0 : c0 + n], device=device), caches, md)
         out.append(model.compute_logits(h).cpu())
         c0 += n
     return torch.cat(out)

@@ -97,8 +97,19 @@ def test_router_bias_selects_but_does_not_weight():
 
 def test_moe_block_equals_hand_sum():
     torch.manual_seed(0)
-    moe = MoE(8, 4, num_experts=3, top_k=2, n_shared=1, routed_scaling_factor=2.0,
-              use_bias=True, alpha=1.702, limit=7.0, beta=1.0, dtype=torch.float32)
+    moe = MoE(
+        8,
+        4,
+        num_experts=3,
+        top_k=2,
+        n_shared=1,
+        routed_scaling_factor=2.0,
+        use_bias=True,
+        alpha=1.702,
+        limit=7.0,
+        beta=1.0,
+        dtype=torch.float32,
+    )
     for p in moe.parameters():
         p.data.normal_()
     x = torch.randn(5, 8)
@@ -112,8 +123,9 @@ def test_moe_block_equals_hand_sum():
         s = torch.sigmoid(moe.gate.weight @ x[t])
         top = torch.topk(s + moe.e_score_correction_bias, 2).indices.tolist()
         w = s[top] / s[top].sum() * 2.0
-        want = sum(w[i] * expert(moe.experts[e], x[t], ("w1", "w3", "w2"))
-                   for i, e in enumerate(top))
+        want = sum(
+            w[i] * expert(moe.experts[e], x[t], ("w1", "w3", "w2")) for i, e in enumerate(top)
+        )
         want = want + expert(moe.shared_experts, x[t], ("gate_proj", "up_proj", "down_proj"))
         assert torch.allclose(out[t], want, atol=1e-4)
 
@@ -124,14 +136,28 @@ def test_yarn_matches_transformers():
     from transformers.modeling_rope_utils import _compute_yarn_parameters
 
     for factor, beta_fast in ((2.0, 32.0), (4.0, 16.0)):
-        cfg = LlamaConfig(hidden_size=8192, num_attention_heads=64, head_dim=128,
-                          max_position_embeddings=int(524288 * factor),
-                          rope_parameters={"rope_type": "yarn", "factor": factor,
-                                           "rope_theta": 5e6, "beta_fast": beta_fast,
-                                           "original_max_position_embeddings": 524288,
-                                           "partial_rotary_factor": 0.5})
+        cfg = LlamaConfig(
+            hidden_size=8192,
+            num_attention_heads=64,
+            head_dim=128,
+            max_position_embeddings=int(524288 * factor),
+            rope_parameters={
+                "rope_type": "yarn",
+                "factor": factor,
+                "rope_theta": 5e6,
+                "beta_fast": beta_fast,
+                "original_max_position_embeddings": 524288,
+                "partial_rotary_factor": 0.5,
+            },
+        )
         inv, att = _compute_yarn_parameters(cfg)
-        ours = RotaryEmbedding(128, 64, 5e6, RopeScaling(
-            factor=factor, beta_fast=beta_fast, original_max_position_embeddings=524288))
+        ours = RotaryEmbedding(
+            128,
+            64,
+            5e6,
+            RopeScaling(
+                factor=factor, beta_fast=beta_fast, original_max_position_embeddings=524288
+            ),
+        )
         assert torch.allclose(ours.inv_freq.float(), inv.float(), rtol=1e-6, atol=0)
         assert math.isclose(ours.mscale, att, rel_tol=1e-12)

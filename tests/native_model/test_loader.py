@@ -43,8 +43,12 @@ def test_init_tiny_cli_is_deterministic_and_loads(tmp_path):
     r = runner.invoke(build_app(), ["model", "init-tiny", str(tmp_path / "b")] + opts)
     assert r.exit_code == 0, r.output
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert {"config.json", "generation_config.json", "tokenizer.json",
-            "model.safetensors.index.json"} <= set(files)
+    assert {
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "model.safetensors.index.json",
+    } <= set(files)
     for f in files:
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
     cfg = json.loads((tmp_path / "a" / "config.json").read_text())
@@ -53,8 +57,9 @@ def test_init_tiny_cli_is_deterministic_and_loads(tmp_path):
     assert isinstance(m, M3ForCausalLM) and m.info.vocab_size == 300
     assert [s.index_dim for s in m.cache_specs()] == [0, 128]
     keys = load_file(str(tmp_path / "a" / "model-00001-of-00002.safetensors"))
-    assert all(k.startswith("language_model.model.") or k == "language_model.lm_head.weight"
-               for k in keys)
+    assert all(
+        k.startswith("language_model.model.") or k == "language_model.lm_head.weight" for k in keys
+    )
     r = runner.invoke(build_app(), ["model", "info", str(tmp_path / "a"), "--json"])
     info = json.loads(r.stdout)
     assert info["architecture"] == "minimax_m3" and info["layers"] == 2
@@ -64,8 +69,9 @@ def test_init_tiny_cli_is_deterministic_and_loads(tmp_path):
 def test_cli_errors_are_one_line(tmp_path):
     r = CliRunner().invoke(build_app(), ["model", "info", str(tmp_path / "nope")])
     assert r.exit_code == 2 and "does not exist" in r.output
-    r = CliRunner().invoke(build_app(), ["model", "init-tiny", str(tmp_path / "x"),
-                                         "--vocab", "100"])
+    r = CliRunner().invoke(
+        build_app(), ["model", "init-tiny", str(tmp_path / "x"), "--vocab", "100"]
+    )
     assert r.exit_code == 2 and "--vocab 100 is too small" in r.output
 
 
@@ -94,8 +100,9 @@ def test_weights_round_trip_and_layout(tiny, tmp_path):
     # the text layout (model.layers.N...) plus vision/mtp keys loads to the same weights
     text = tmp_path / "text"
     text.mkdir()
-    (text / "config.json").write_text(json.dumps(
-        json.loads((tiny / "config.json").read_text())["text_config"]))
+    (text / "config.json").write_text(
+        json.dumps(json.loads((tiny / "config.json").read_text())["text_config"])
+    )
     extra = {k.removeprefix("language_model."): v for k, v in stored.items()}
     extra["vision_tower.blocks.0.fc1.weight"] = torch.zeros(2, 2)
     extra["multi_modal_projector.linear_1.weight"] = torch.zeros(2, 2)
@@ -167,8 +174,18 @@ def _logits(path, ids):
 def test_mxfp8_checkpoint_matches_bf16_within_fp8_error(tmp_path):
     """`model init-tiny --mxfp8` writes ModelOpt-style MXFP8 (e4m3 + e8m0 per 1x32 in
     weight_scale_inv); the native loader widens it and the model matches the BF16 one."""
-    opts = ["--layers", "3", "--hidden", "256", "--experts", "3", "--seed", "7",
-            "--topk-blocks", "2"]
+    opts = [
+        "--layers",
+        "3",
+        "--hidden",
+        "256",
+        "--experts",
+        "3",
+        "--seed",
+        "7",
+        "--topk-blocks",
+        "2",
+    ]
     runner = CliRunner()
     for name, extra in (("bf", []), ("mx", ["--mxfp8"])):
         r = runner.invoke(build_app(), ["model", "init-tiny", str(tmp_path / name)] + opts + extra)
@@ -192,8 +209,9 @@ def test_mxfp8_checkpoint_matches_bf16_within_fp8_error(tmp_path):
     assert cos > 0.995, cos
     assert ((bf[0] - mxl[0]).abs().max() / bf[0].abs().max()).item() < 0.15
     assert bf_tokens[0] == mx_tokens[0]
-    r = runner.invoke(build_app(), ["model", "init-tiny", str(tmp_path / "both"), "--fp8",
-                                    "--mxfp8"])
+    r = runner.invoke(
+        build_app(), ["model", "init-tiny", str(tmp_path / "both"), "--fp8", "--mxfp8"]
+    )
     assert r.exit_code == 2 and "pick one" in r.output
 
 
@@ -237,8 +255,7 @@ def test_errors_name_the_cause(tiny, tmp_path):
 def test_max_model_len_needs_yarn(tiny):
     with pytest.raises(ValueError, match="rope_scaling"):
         load_model(tiny, max_model_len=1_048_576)
-    m = load_model(tiny, max_model_len=1_048_576,
-                   rope_scaling={"rope_type": "yarn", "factor": 2.0})
+    m = load_model(tiny, max_model_len=1_048_576, rope_scaling={"rope_type": "yarn", "factor": 2.0})
     assert m.info.max_position_embeddings == 1_048_576
 
 

@@ -17,12 +17,24 @@ BLK = 128
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, one_thread):
-    path = init_tiny(tmp_path_factory.mktemp("m3"),
-                     TinySpec(layers=3, hidden=128, heads=4, kv_heads=2, experts=4,
-                              dense_layers=1, topk_blocks=2, seed=11))
+    path = init_tiny(
+        tmp_path_factory.mktemp("m3"),
+        TinySpec(
+            layers=3,
+            hidden=128,
+            heads=4,
+            kv_heads=2,
+            experts=4,
+            dense_layers=1,
+            topk_blocks=2,
+            seed=11,
+        ),
+    )
     w = {}
     for f in path.glob("*.safetensors"):
-        w.update({k.removeprefix("language_model."): v.float() for k, v in load_file(str(f)).items()})
+        w.update(
+            {k.removeprefix("language_model."): v.float() for k, v in load_file(str(f)).items()}
+        )
     return path, load_model(path), w
 
 
@@ -65,18 +77,33 @@ def reference_logits(w, cfg, ids):
         v = (x @ w[a + "v_proj.weight"].T).view(L, hkv, d)
         sel = None
         if cfg.is_sparse_layer(i):
-            iq = rope(gemma((x @ w[a + "index_q_proj.weight"].T).view(L, hkv, d),
-                            w[a + "index_q_norm.weight"]), pos)
-            ik = rope(gemma((x @ w[a + "index_k_proj.weight"].T).view(L, 1, d),
-                            w[a + "index_k_norm.weight"]), pos)[:, 0]
+            iq = rope(
+                gemma(
+                    (x @ w[a + "index_q_proj.weight"].T).view(L, hkv, d),
+                    w[a + "index_q_norm.weight"],
+                ),
+                pos,
+            )
+            ik = rope(
+                gemma(
+                    (x @ w[a + "index_k_proj.weight"].T).view(L, 1, d), w[a + "index_k_norm.weight"]
+                ),
+                pos,
+            )[:, 0]
             sel = {}
             for t in range(L):
                 n = t // BLK + 1
                 for g in range(hkv):
-                    s = [max(float(iq[t, g] @ ik[j]) for j in range(b * BLK, min(b * BLK + BLK, t + 1)))
-                         for b in range(n)]
+                    s = [
+                        max(
+                            float(iq[t, g] @ ik[j])
+                            for j in range(b * BLK, min(b * BLK + BLK, t + 1))
+                        )
+                        for b in range(n)
+                    ]
                     forced = set(range(min(sp.sparse_init_block, n))) | set(
-                        range(max(0, n - sp.sparse_local_block), n))
+                        range(max(0, n - sp.sparse_local_block), n)
+                    )
                     free = sorted((b for b in range(n) if b not in forced), key=lambda b: -s[b])
                     sel[t, g] = forced | set(free[: min(sp.sparse_topk_blocks, n) - len(forced)])
         o = torch.zeros(L, hq, d, dtype=torch.float64)
@@ -94,20 +121,24 @@ def reference_logits(w, cfg, ids):
             out = torch.zeros_like(x)
             for t in range(L):
                 s = torch.sigmoid(w[m + "gate.weight"] @ x[t])
-                top = torch.topk(s + w[m + "e_score_correction_bias"],
-                                 cfg.num_experts_per_tok).indices.tolist()
+                top = torch.topk(
+                    s + w[m + "e_score_correction_bias"], cfg.num_experts_per_tok
+                ).indices.tolist()
                 ws = s[top] / s[top].sum() * cfg.routed_scaling_factor
                 for wi, e in zip(ws, top, strict=True):
                     ex = f"{m}experts.{e}."
-                    out[t] += wi * swiglu(x[t], w[ex + "w1.weight"], w[ex + "w3.weight"],
-                                          w[ex + "w2.weight"])
+                    out[t] += wi * swiglu(
+                        x[t], w[ex + "w1.weight"], w[ex + "w3.weight"], w[ex + "w2.weight"]
+                    )
             sh = m + "shared_experts."
-            h = out + swiglu(x, w[sh + "gate_proj.weight"], w[sh + "up_proj.weight"],
-                             w[sh + "down_proj.weight"])
+            h = out + swiglu(
+                x, w[sh + "gate_proj.weight"], w[sh + "up_proj.weight"], w[sh + "down_proj.weight"]
+            )
         else:
             mp = pre + "mlp."
-            h = swiglu(x, w[mp + "gate_proj.weight"], w[mp + "up_proj.weight"],
-                       w[mp + "down_proj.weight"])
+            h = swiglu(
+                x, w[mp + "gate_proj.weight"], w[mp + "up_proj.weight"], w[mp + "down_proj.weight"]
+            )
     final = gemma(h + residual, w["model.norm.weight"])
     return (final @ w["lm_head.weight"].T).float()
 
@@ -142,8 +173,9 @@ def test_chunking_decode_and_paging_invariance(tiny, paged):
     ids = torch.randint(0, 512, (290,), generator=torch.Generator().manual_seed(3)).tolist()
     whole = paged.run_prompt(model, ids)
     for splits in ([128, 128, 34], [1000 % 290, 290 - 1000 % 290], [250] + [1] * 40):
-        got = paged.run_prompt(model, ids, splits=splits, fill=-5e3,
-                               gen=torch.Generator().manual_seed(len(splits)))
+        got = paged.run_prompt(
+            model, ids, splits=splits, fill=-5e3, gen=torch.Generator().manual_seed(len(splits))
+        )
         assert (got - whole).abs().max().item() < 1e-4, splits
 
 

@@ -79,7 +79,7 @@ def test_selection_matches_spec_sets(paged, init, local, k):
                 got = sel[row + i, h].tolist()
                 ids = [b for b in got if b >= 0]
                 assert got.count(-1) == k - min(k, nvis)  # -1 only at the tail
-                assert got[len(ids):] == [-1] * (k - len(ids))
+                assert got[len(ids) :] == [-1] * (k - len(ids))
                 assert len(set(ids)) == len(ids)
                 if local:
                     assert p // BLK in ids  # own block forced
@@ -130,16 +130,20 @@ def test_paging_invariance(paged):
     oa = sparse_attention(q, kv_a, sa, md_a, 0.125)
     ob = sparse_attention(q, kv_b, sb, md_b, 0.125)
     assert torch.allclose(oa, ob, atol=1e-6, rtol=0)
-    assert torch.allclose(dense_attention(q, kv_a, md_a, 0.125),
-                          dense_attention(q, kv_b, md_b, 0.125), atol=1e-6, rtol=0)
+    assert torch.allclose(
+        dense_attention(q, kv_a, md_a, 0.125),
+        dense_attention(q, kv_b, md_b, 0.125),
+        atol=1e-6,
+        rtol=0,
+    )
 
 
 def test_topk_covering_all_blocks_equals_dense(paged):
     md, kv, index, q, iq, _ = make_batch(paged, STEPS, seed=4)
     sel = index_select_blocks(iq, index, md, 16, 0, 1)  # 1154 tokens -> at most 10 blocks
     assert (sel[..., 10:] == -1).all()
-    sparse = sparse_attention(q, kv, sel, md, 32 ** -0.5)
-    dense = dense_attention(q, kv, md, 32 ** -0.5)
+    sparse = sparse_attention(q, kv, sel, md, 32**-0.5)
+    dense = dense_attention(q, kv, md, 32**-0.5)
     assert (sparse - dense).abs().max().item() < 1e-5
 
 
@@ -147,7 +151,7 @@ def test_topk_covering_all_blocks_equals_dense(paged):
 def test_sparse_attention_matches_spec_bruteforce(paged, init, local, k):
     md, kv, index, q, iq, full = make_batch(paged, STEPS, seed=7 + k)
     sel = index_select_blocks(iq, index, md, k, init, local)
-    scale = 32 ** -0.5
+    scale = 32**-0.5
     out = sparse_attention(q, kv, sel, md, scale)
     row = 0
     for (c, n), (kk, vv, ik) in zip(STEPS, full, strict=True):

@@ -22,10 +22,21 @@ def build(topk: int, moe: bool = False):
     from m3agent.engine.native.model import M3ForCausalLM
     from m3agent.engine.native.tiny import TinySpec, random_weights, tiny_text_config
 
-    spec = TinySpec(layers=3, hidden=256, heads=32, kv_heads=2, dense_layers=1, vocab=512,
-                    head_dim=128, topk_blocks=topk, experts=8 if moe else 1,
-                    experts_per_tok=2 if moe else 1, intermediate=256,
-                    dense_intermediate=512, seed=3)
+    spec = TinySpec(
+        layers=3,
+        hidden=256,
+        heads=32,
+        kv_heads=2,
+        dense_layers=1,
+        vocab=512,
+        head_dim=128,
+        topk_blocks=topk,
+        experts=8 if moe else 1,
+        experts_per_tok=2 if moe else 1,
+        intermediate=256,
+        dense_intermediate=512,
+        seed=3,
+    )
     c = tiny_text_config(spec, eos_id=0, bos_id=1)
     if not moe:
         c = dataclasses.replace(c, moe_layer_freq=(0, 0, 0))
@@ -58,8 +69,9 @@ def prompts():
 
 
 def run(model, **kw):
-    engine = LLMEngine(model, None, EngineConfig(device="cuda", num_gpu_blocks=64,
-                                                 keep_logits=True, **kw))
+    engine = LLMEngine(
+        model, None, EngineConfig(device="cuda", num_gpu_blocks=64, keep_logits=True, **kw)
+    )
     outs = engine.generate(prompts(), TokenSamplingParams(max_tokens=12, ignore_eos=True))
     return engine, outs, [torch.stack(engine.kept_logits[o.request_id]) for o in outs]
 
@@ -87,12 +99,15 @@ def test_fp8_cache_close_to_bf16(all_blocks_model):
     _, bf16_outs, bf16 = run(all_blocks_model, enforce_eager=True)
     engine, fp8_outs, fp8 = run(all_blocks_model, kv_cache_dtype="fp8")
     assert all(c.kv.dtype == torch.float8_e4m3fn for c in engine.runner.caches)
-    assert all(c.index.dtype == torch.float8_e4m3fn for c in engine.runner.caches
-               if c.index is not None)
+    assert all(
+        c.index.dtype == torch.float8_e4m3fn for c in engine.runner.caches if c.index is not None
+    )
     for a, b, oa, ob in zip(bf16, fp8, bf16_outs, fp8_outs, strict=True):
         # rows up to the first differing token saw the same inputs
-        same = next((i for i, (x, y) in enumerate(zip(oa.token_ids, ob.token_ids,
-                                                      strict=True)) if x != y), len(a) - 1)
+        same = next(
+            (i for i, (x, y) in enumerate(zip(oa.token_ids, ob.token_ids, strict=True)) if x != y),
+            len(a) - 1,
+        )
         for i in range(same + 1):
             cos = torch.nn.functional.cosine_similarity(a[i], b[i], dim=0).item()
             assert cos > 0.99, (i, cos)

@@ -82,8 +82,9 @@ def test_fp8_kv_cache_on_cpu_close_to_full_precision(m3):
     _, full, full_logits = run(m3, [p])
     engine, fp8, fp8_logits = run(m3, [p], kv_cache_dtype="fp8")
     assert all(c.kv.dtype == torch.float8_e4m3fn for c in engine.runner.caches)
-    assert any(c.index is not None and c.index.dtype == torch.float8_e4m3fn
-               for c in engine.runner.caches)
+    assert any(
+        c.index is not None and c.index.dtype == torch.float8_e4m3fn for c in engine.runner.caches
+    )
     a, b = full_logits[0], fp8_logits[0]
     assert torch.nn.functional.cosine_similarity(a.flatten(), b.flatten(), dim=0) > 0.999
     assert ((a - b).abs().max() / a.abs().max()).item() < 0.05

@@ -13,8 +13,19 @@ H, INTER, E, K = 256, 128, 8, 3
 
 def make_moe(seed: int = 0) -> MoE:
     torch.manual_seed(seed)
-    moe = MoE(H, INTER, E, K, n_shared=0, routed_scaling_factor=2.0, use_bias=True,
-              alpha=1.702, limit=7.0, beta=1.0, dtype=torch.bfloat16)
+    moe = MoE(
+        H,
+        INTER,
+        E,
+        K,
+        n_shared=0,
+        routed_scaling_factor=2.0,
+        use_bias=True,
+        alpha=1.702,
+        limit=7.0,
+        beta=1.0,
+        dtype=torch.bfloat16,
+    )
     with torch.no_grad():
         for p in moe.parameters():
             p.copy_(torch.randn_like(p, dtype=torch.float32) * 0.08)
@@ -23,8 +34,11 @@ def make_moe(seed: int = 0) -> MoE:
 
 def host_layer(moe: MoE, form: ExpertForm) -> HostExpertLayer:
     return HostExpertLayer.from_weights(
-        [ex.w1.weight.float() for ex in moe.experts], [ex.w3.weight.float() for ex in moe.experts],
-        [ex.w2.weight.float() for ex in moe.experts], form)
+        [ex.w1.weight.float() for ex in moe.experts],
+        [ex.w3.weight.float() for ex in moe.experts],
+        [ex.w2.weight.float() for ex in moe.experts],
+        form,
+    )
 
 
 def routed(moe: MoE, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,17 +28,36 @@ from m3agent.engine.offload.plan import (
     what_would_fit,
 )
 
-H200 = Machine(gpu_name="NVIDIA H200", gpu_bytes=139 * GIB, gpu_read_bw=4.47e12,
-               host_bytes=120 * GIB, host_read_bw=93e9, pcie_bw=55e9, cpu_threads=16)
-WORKSTATION = Machine(gpu_name="NVIDIA H200", gpu_bytes=139 * GIB, gpu_read_bw=4.47e12,
-                      host_bytes=512 * GIB, host_read_bw=400e9, pcie_bw=55e9, cpu_threads=64)
+H200 = Machine(
+    gpu_name="NVIDIA H200",
+    gpu_bytes=139 * GIB,
+    gpu_read_bw=4.47e12,
+    host_bytes=120 * GIB,
+    host_read_bw=93e9,
+    pcie_bw=55e9,
+    cpu_threads=16,
+)
+WORKSTATION = Machine(
+    gpu_name="NVIDIA H200",
+    gpu_bytes=139 * GIB,
+    gpu_read_bw=4.47e12,
+    host_bytes=512 * GIB,
+    host_read_bw=400e9,
+    pcie_bw=55e9,
+    cpu_threads=64,
+)
 
 
 def m3cli(*args: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("m3agent")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "m3agent.app.cli"]
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "NO_COLOR": "1"})
+    return subprocess.run(
+        [*cmd, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
 
 
 def _cuda() -> bool:
@@ -172,7 +191,19 @@ def test_cli_plan_text_json_and_errors(tmp_path, tiny_dirs):
     if not _cuda():
         nogpu = m3cli("model", "plan", str(d), "--host-mem", "512", "--host-bw", "93")
         assert nogpu.returncode == 2 and "give --gpu-mem" in nogpu.stderr
-    tiny = m3cli("model", "plan", str(tiny_dirs["bf16"]), "--gpu-mem", "8", "--gpu-bw", "1000",
-                 "--host-mem", "16", "--host-bw", "20", "--json")
+    tiny = m3cli(
+        "model",
+        "plan",
+        str(tiny_dirs["bf16"]),
+        "--gpu-mem",
+        "8",
+        "--gpu-bw",
+        "1000",
+        "--host-mem",
+        "16",
+        "--host-bw",
+        "20",
+        "--json",
+    )
     assert tiny.returncode == 0, tiny.stderr
     assert json.loads(tiny.stdout)["inventory_source"] == "safetensors"

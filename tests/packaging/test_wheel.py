@@ -17,8 +17,18 @@ ROOT = Path(__file__).resolve().parents[2]
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
         check=True,
     )
     (whl,) = out.glob("m3agent-*.whl")
@@ -50,7 +60,9 @@ def test_wheel_imports_in_fresh_venv(wheel: Path, tmp_path: Path) -> None:
     # install without dependencies by unpacking the wheel: the check is the layout, not pip
     site = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     zipfile.ZipFile(wheel).extractall(site)
     # Third-party dependencies come from the test's own environment, appended after the

@@ -31,13 +31,15 @@ def model_dir(tmp_path: Path) -> Path:
 
 
 def settings(tmp_path: Path, model: Path, engine: str = "vllm") -> Settings:
-    return Settings(home=tmp_path / "home", config_path=tmp_path / "none.toml", engine=engine,
-                    model=str(model))
+    return Settings(
+        home=tmp_path / "home", config_path=tmp_path / "none.toml", engine=engine, model=str(model)
+    )
 
 
 def write(tmp_path: Path, model: Path, **kw) -> None:
-    lk = locks.ServerLock(pid=os.getpid(), model=str(model.resolve()), served_model_name="m",
-                          backend="native", **kw)
+    lk = locks.ServerLock(
+        pid=os.getpid(), model=str(model.resolve()), served_model_name="m", backend="native", **kw
+    )
     locks.acquire(tmp_path / "home", lk)
 
 

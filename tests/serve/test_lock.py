@@ -21,8 +21,15 @@ def test_acquire_refuses_a_live_holder_and_replaces_a_stale_one(tmp_path):
     mine = locks.ServerLock(pid=dead_pid(), model="/m", served_model_name="m", backend="native")
     locks.acquire(tmp_path, mine)
     # its pid is gone: the next server takes the lock over
-    live = locks.ServerLock(pid=subprocess.os.getpid(), model="/m", served_model_name="m",
-                            backend="native", port=1234, host="127.0.0.1", state="ready")
+    live = locks.ServerLock(
+        pid=subprocess.os.getpid(),
+        model="/m",
+        served_model_name="m",
+        backend="native",
+        port=1234,
+        host="127.0.0.1",
+        state="ready",
+    )
     locks.acquire(tmp_path, live)
     assert locks.find_lock(tmp_path, "/m") == live
     assert live.base_url == "http://127.0.0.1:1234/v1"
@@ -30,8 +37,10 @@ def test_acquire_refuses_a_live_holder_and_replaces_a_stale_one(tmp_path):
     with pytest.raises(ValueError, match=r"already running \(pid"):
         locks.acquire(tmp_path, other)
     # a different model is a different lock
-    locks.acquire(tmp_path, locks.ServerLock(pid=live.pid, model="/n", served_model_name="n",
-                                             backend="native"))
+    locks.acquire(
+        tmp_path,
+        locks.ServerLock(pid=live.pid, model="/n", served_model_name="n", backend="native"),
+    )
     assert {lk.model for lk in locks.all_locks(tmp_path)} == {"/m", "/n"}
     locks.release(tmp_path, live)
     assert locks.find_lock(tmp_path, "/m") is None

@@ -19,7 +19,8 @@ def checkpoint(path: Path, shards: int = 2, present: int | None = None) -> Path:
     (path / "config.json").write_text(json.dumps({"architectures": ["X"]}))
     names = [f"model-{i:05d}.safetensors" for i in range(shards)]
     (path / "model.safetensors.index.json").write_text(
-        json.dumps({"weight_map": {f"w{i}": n for i, n in enumerate(names)}}))
+        json.dumps({"weight_map": {f"w{i}": n for i, n in enumerate(names)}})
+    )
     for n in names[: shards if present is None else present]:
         (path / n).write_bytes(b"\0" * 16)
     return path
@@ -64,8 +65,13 @@ def _hub(tmp_path: Path, code: str, offline: bool) -> subprocess.CompletedProces
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "hf")}
     if offline:
         env["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_hub_repo_from_the_cache_offline(tmp_path):
@@ -75,25 +81,33 @@ def test_hub_repo_from_the_cache_offline(tmp_path):
     (repo / "refs").mkdir(parents=True)
     (repo / "refs" / "main").write_text(commit)
     checkpoint(repo / "snapshots" / commit)
-    r = _hub(tmp_path, """
+    r = _hub(
+        tmp_path,
+        """
         from m3agent.engine.model_source import resolve_model
         m = resolve_model("acme/m3-tiny")
         print(m.repo_id, m.path)
-    """, offline=True)
+    """,
+        offline=True,
+    )
     assert r.returncode == 0, r.stderr
     repo_id, path = r.stdout.split()
     assert repo_id == "acme/m3-tiny" and path.endswith(f"snapshots/{commit}")
 
 
 def test_uncached_hub_repo_offline_is_one_clear_line(tmp_path):
-    r = _hub(tmp_path, """
+    r = _hub(
+        tmp_path,
+        """
         from m3agent.engine.api import EngineUnavailable
         from m3agent.engine.model_source import resolve_model
         try:
             resolve_model("acme/not-here")
         except EngineUnavailable as e:
             print(e)
-    """, offline=True)
+    """,
+        offline=True,
+    )
     assert r.returncode == 0, r.stderr
     line = r.stdout.strip()
     assert "\n" not in line
@@ -101,12 +115,16 @@ def test_uncached_hub_repo_offline_is_one_clear_line(tmp_path):
 
 
 def test_local_only_never_downloads(tmp_path):
-    r = _hub(tmp_path, """
+    r = _hub(
+        tmp_path,
+        """
         from m3agent.engine.api import EngineUnavailable
         from m3agent.engine.model_source import resolve_model
         try:
             resolve_model("acme/not-here", local_only=True)
         except EngineUnavailable as e:
             print(e)
-    """, offline=False)
+    """,
+        offline=False,
+    )
     assert r.stdout.strip() == "acme/not-here is not in the local hub cache"

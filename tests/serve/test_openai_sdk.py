@@ -23,8 +23,9 @@ def run(engine, tmp_path: Path, client_main):
         app = ChatServer(engine, ServeConfig("tiny", tmp_path / "media"))
         server = await start(app.handle, port=0)
         port = server.sockets[0].getsockname()[1]
-        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none",
-                                    max_retries=0)
+        client = openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0
+        )
         try:
             return await client_main(client)
         finally:
@@ -43,9 +44,16 @@ def test_completions_text_then_ids_streaming_with_cached_usage(tmp_path):
 
     async def main(client):
         first = await client.completions.create(model="tiny", prompt=prompt, max_tokens=32)
-        chunks = [c async for c in await client.completions.create(
-            model="tiny", prompt=ids, max_tokens=32, stream=True,
-            stream_options={"include_usage": True})]
+        chunks = [
+            c
+            async for c in await client.completions.create(
+                model="tiny",
+                prompt=ids,
+                max_tokens=32,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        ]
         return first, chunks
 
     first, chunks = run(engine, tmp_path, main)
@@ -67,8 +75,11 @@ def test_chat_through_the_sdk_parses_and_keeps_markup_out_of_content(tmp_path):
 
     async def main(client):
         return await client.chat.completions.create(
-            model="tiny", max_tokens=32, messages=[{"role": "user", "content": "2+2?"}],
-            extra_body={"chat_template_kwargs": {"thinking_mode": "enabled"}})
+            model="tiny",
+            max_tokens=32,
+            messages=[{"role": "user", "content": "2+2?"}],
+            extra_body={"chat_template_kwargs": {"thinking_mode": "enabled"}},
+        )
 
     out = run(engine, tmp_path, main)
     msg = out.choices[0].message
@@ -87,26 +98,35 @@ def test_models_retrieve(tmp_path):
     assert card.id == "tiny" and card.owned_by == "m3agent"
 
 
-@pytest.mark.parametrize(("extra", "words"), [
-    ({"n": 2}, "n must be 1"),
-    ({"logprobs": True}, "logprobs are not supported"),
-    ({"response_format": {"type": "json_object"}}, "response_format 'json_object'"),
-    ({"tool_choice": "required"}, "tool_choice 'required' is not supported"),
-])
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"n": 2}, "n must be 1"),
+        ({"logprobs": True}, "logprobs are not supported"),
+        ({"response_format": {"type": "json_object"}}, "response_format 'json_object'"),
+        ({"tool_choice": "required"}, "tool_choice 'required' is not supported"),
+    ],
+)
 def test_unsupported_chat_parameters_are_400(tmp_path, extra, words):
     async def main(client):
         with pytest.raises(openai.BadRequestError) as e:
             await client.chat.completions.create(
-                model="tiny", messages=[{"role": "user", "content": "hi"}], **extra)
+                model="tiny", messages=[{"role": "user", "content": "hi"}], **extra
+            )
         return str(e.value)
 
     assert words in run(ScriptedEngine(["x"]), tmp_path, main)
 
 
-@pytest.mark.parametrize(("extra", "words"), [
-    ({"n": 2}, "n must be 1"), ({"logprobs": 2}, "logprobs is not supported"),
-    ({"echo": True}, "echo is not supported"), ({"prompt": ["a", "b"]}, "one prompt per request"),
-])
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"n": 2}, "n must be 1"),
+        ({"logprobs": 2}, "logprobs is not supported"),
+        ({"echo": True}, "echo is not supported"),
+        ({"prompt": ["a", "b"]}, "one prompt per request"),
+    ],
+)
 def test_unsupported_completion_parameters_are_400(tmp_path, extra, words):
     async def main(client):
         kw = {"model": "tiny", "prompt": "hello", **extra}
@@ -117,11 +137,22 @@ def test_unsupported_completion_parameters_are_400(tmp_path, extra, words):
     assert words in run(ScriptedEngine(["x"]), tmp_path, main)
 
 
-TOOL = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                       "required": ["path"]}}}
-CALL = (f"</mm:think>Reading.{NS}<tool_call>\n{NS}<invoke name=\"read_file\">{NS}<path>a.py"
-        f"{NS}</path>{NS}</invoke>\n{NS}</tool_call>")
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a file.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    },
+}
+CALL = (
+    f'</mm:think>Reading.{NS}<tool_call>\n{NS}<invoke name="read_file">{NS}<path>a.py'
+    f"{NS}</path>{NS}</invoke>\n{NS}</tool_call>"
+)
 
 
 @pytest.mark.parametrize("choice", ["auto", "none"])
@@ -131,8 +162,12 @@ def test_tool_choice_reaches_the_parser(tmp_path, choice):
 
     async def main(client):
         return await client.chat.completions.create(
-            model="tiny", max_tokens=64, messages=[{"role": "user", "content": "read a.py"}],
-            tools=[TOOL], tool_choice=choice)
+            model="tiny",
+            max_tokens=64,
+            messages=[{"role": "user", "content": "read a.py"}],
+            tools=[TOOL],
+            tool_choice=choice,
+        )
 
     msg = run(engine, tmp_path, main).choices[0].message
     if choice == "auto":

@@ -17,16 +17,32 @@ from m3agent.app.serve.lock import pid_alive
 def cli(home: Path, *args: str, timeout: float = 300, cwd: Path | None = None):
     env = {**os.environ, "M3AGENT_HOME": str(home)}
     env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", "m3agent.app.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     model = tmp_path_factory.mktemp("model") / "tiny"
-    r = cli(model.parent, "model", "init-tiny", str(model), "--layers", "2", "--hidden", "128",
-            "--experts", "2")
+    r = cli(
+        model.parent,
+        "model",
+        "init-tiny",
+        str(model),
+        "--layers",
+        "2",
+        "--hidden",
+        "128",
+        "--experts",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     return model
 
@@ -63,9 +79,20 @@ def test_serve_run_twice_cached_then_stop(tiny, tmp_path):
     env = {**os.environ, "M3AGENT_HOME": str(home)}
     env.pop("M3AGENT_CONFIG", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "m3agent.app.cli", "serve", "--engine", "native",
-         "--model", str(tiny)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "m3agent.app.cli",
+            "serve",
+            "--engine",
+            "native",
+            "--model",
+            str(tiny),
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:
@@ -81,9 +108,23 @@ def test_serve_run_twice_cached_then_stop(tiny, tmp_path):
 
         usages = []
         for _ in range(2):
-            r = cli(home, "run", "Summarise this repository.", "--engine", "native",
-                    "--model", str(tiny), "--cwd", str(workspace), "--output-format", "json",
-                    "--max-turns", "1", "--approval", "never")
+            r = cli(
+                home,
+                "run",
+                "Summarise this repository.",
+                "--engine",
+                "native",
+                "--model",
+                str(tiny),
+                "--cwd",
+                str(workspace),
+                "--output-format",
+                "json",
+                "--max-turns",
+                "1",
+                "--approval",
+                "never",
+            )
             assert r.returncode in (0, 4), r.stderr
             usages.append(json.loads(r.stdout)["usage"])
         first, again = usages
@@ -118,9 +159,22 @@ def test_serve_on_a_unix_socket_then_stop(tiny, tmp_path):
     env = {**os.environ, "M3AGENT_HOME": str(home)}
     env.pop("M3AGENT_CONFIG", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "m3agent.app.cli", "serve", "--model", str(tiny),
-         "--socket", str(sock), "--served-model-name", "dev"],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "m3agent.app.cli",
+            "serve",
+            "--model",
+            str(tiny),
+            "--socket",
+            str(sock),
+            "--served-model-name",
+            "dev",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
     try:
@@ -134,9 +188,23 @@ def test_serve_on_a_unix_socket_then_stop(tiny, tmp_path):
         # second run of the same prompt hits the warm server's prefix cache.
         usages = []
         for _ in range(2):
-            r = cli(home, "run", "Summarise this repository.", "--engine", "native",
-                    "--model", str(tiny), "--cwd", str(workspace), "--output-format", "json",
-                    "--max-turns", "1", "--approval", "never")
+            r = cli(
+                home,
+                "run",
+                "Summarise this repository.",
+                "--engine",
+                "native",
+                "--model",
+                str(tiny),
+                "--cwd",
+                str(workspace),
+                "--output-format",
+                "json",
+                "--max-turns",
+                "1",
+                "--approval",
+                "never",
+            )
             assert r.returncode in (0, 4), r.stderr
             usages.append(json.loads(r.stdout)["usage"])
         assert usages[0]["cached_prompt_tokens"] == 0

@@ -24,12 +24,22 @@ from m3agent.engine.backends.remote import RemoteEngine
 from m3agent.engine.backends.scripted import ScriptedEngine
 
 NS = "]<]minimax[>["
-TOOL = {"type": "function", "function": {
-    "name": "grep", "description": "search",
-    "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}},
-                   "required": ["pattern"]}}}
-CALL = (f"looking</mm:think>{NS}<tool_call>\n{NS}<invoke name=\"grep\">{NS}<pattern>TODO"
-        f"{NS}</pattern>{NS}</invoke>\n{NS}</tool_call>")
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "grep",
+        "description": "search",
+        "parameters": {
+            "type": "object",
+            "properties": {"pattern": {"type": "string"}},
+            "required": ["pattern"],
+        },
+    },
+}
+CALL = (
+    f'looking</mm:think>{NS}<tool_call>\n{NS}<invoke name="grep">{NS}<pattern>TODO'
+    f"{NS}</pattern>{NS}</invoke>\n{NS}</tool_call>"
+)
 SYSTEM = "You are a careful coding agent working in a repository. " * 30
 
 
@@ -41,8 +51,13 @@ async def serving(engine, tmp_path: Path, *, socket_path: str | None = None):
 
 
 def body(**kw):
-    b = {"model": "tiny", "messages": [{"role": "system", "content": SYSTEM},
-                                       {"role": "user", "content": "find todos"}]}
+    b = {
+        "model": "tiny",
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "find todos"},
+        ],
+    }
     b.update(kw)
     return b
 
@@ -57,8 +72,13 @@ def test_remote_engine_round_trip_with_tool_call_and_cached_tokens(tmp_path):
         try:
             outs = []
             for i in range(2):
-                req = ChatRequest(f"r{i}", msgs, tools=(TOOL,), thinking_mode="enabled",
-                                  sampling=SamplingParams(max_tokens=32))
+                req = ChatRequest(
+                    f"r{i}",
+                    msgs,
+                    tools=(TOOL,),
+                    thinking_mode="enabled",
+                    sampling=SamplingParams(max_tokens=32),
+                )
                 outs.append([d async for d in client.stream(req)])
             return outs
         finally:
@@ -88,10 +108,16 @@ def test_non_streaming_models_and_errors(tmp_path):
         try:
             async with httpx.AsyncClient(base_url=base) as c:
                 models = (await c.get("/v1/models")).json()
-                ok = (await c.post("/v1/chat/completions", json=body(
-                    chat_template_kwargs={"thinking_mode": "disabled"}))).json()
-                bad_mode = await c.post("/v1/chat/completions", json=body(
-                    chat_template_kwargs={"thinking_mode": "sometimes"}))
+                ok = (
+                    await c.post(
+                        "/v1/chat/completions",
+                        json=body(chat_template_kwargs={"thinking_mode": "disabled"}),
+                    )
+                ).json()
+                bad_mode = await c.post(
+                    "/v1/chat/completions",
+                    json=body(chat_template_kwargs={"thinking_mode": "sometimes"}),
+                )
                 wrong_model = await c.post("/v1/chat/completions", json=body(model="other"))
                 alias = await c.post("/v1/chat/completions", json=body(model="/models/tiny"))
                 broken = await c.post("/v1/chat/completions", content=b"{not json")
@@ -126,8 +152,10 @@ def test_unix_socket(tmp_path):
         try:
             transport = httpx.AsyncHTTPTransport(uds=sock)
             async with httpx.AsyncClient(transport=transport, base_url="http://m3") as c:
-                r = await c.post("/v1/chat/completions", json=body(stream=True,
-                                 stream_options={"include_usage": True}))
+                r = await c.post(
+                    "/v1/chat/completions",
+                    json=body(stream=True, stream_options={"include_usage": True}),
+                )
                 return r.status_code, r.text
         finally:
             server.close()
@@ -137,8 +165,7 @@ def test_unix_socket(tmp_path):
     events = [line[6:] for line in text.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
-    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
-                      if c["choices"])
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert content == "over a socket"
     assert chunks[-1]["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
 
@@ -150,8 +177,9 @@ def test_client_leaving_mid_stream_aborts_the_engine_request(tmp_path):
         server, port = await serving(engine, tmp_path)
         try:
             async with httpx.AsyncClient() as c:
-                async with c.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions",
-                                    json=body(stream=True)) as r:
+                async with c.stream(
+                    "POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=body(stream=True)
+                ) as r:
                     async for line in r.aiter_lines():
                         if '"content": "t' in line:
                             break  # leave after the first words
@@ -174,8 +202,7 @@ def test_empty_or_missing_messages_are_400(tmp_path, payload):
         server, port = await serving(ScriptedEngine([]), tmp_path)
         try:
             async with httpx.AsyncClient() as c:
-                return await c.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                    content=payload)
+                return await c.post(f"http://127.0.0.1:{port}/v1/chat/completions", content=payload)
         finally:
             server.close()
 
@@ -209,8 +236,9 @@ def test_a_stream_refused_at_once_is_an_http_error(tmp_path):
         server, port = await serving(ScriptedEngine([]), tmp_path)  # no reply: refused at once
         try:
             async with httpx.AsyncClient() as c:
-                return await c.post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                    json=body(stream=True))
+                return await c.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions", json=body(stream=True)
+                )
         finally:
             server.close()
 

@@ -26,9 +26,20 @@ def toggle():
 def tiny(tmp_path_factory):
     from m3agent.engine.native.tiny import TinySpec, init_tiny
 
-    return init_tiny(tmp_path_factory.mktemp("m") / "tiny", TinySpec(
-        layers=2, hidden=64, heads=1, kv_heads=1, head_dim=32, experts=2, dense_layers=1,
-        intermediate=64, dense_intermediate=64))
+    return init_tiny(
+        tmp_path_factory.mktemp("m") / "tiny",
+        TinySpec(
+            layers=2,
+            hidden=64,
+            heads=1,
+            kv_heads=1,
+            head_dim=32,
+            experts=2,
+            dense_layers=1,
+            intermediate=64,
+            dense_intermediate=64,
+        ),
+    )
 
 
 def test_toggle_every_turn_recomputes_only_new_tokens(toggle, tiny):
@@ -42,4 +53,5 @@ def test_toggle_every_turn_recomputes_only_new_tokens(toggle, tiny):
             assert r["cached_tokens"] >= rows[0]["prompt_tokens"] - 128, (path, r)
     # Both clients sent the same conversation: the same prompts, token for token.
     assert [r["prompt_tokens"] for r in result["serve"]["rows"]] == [
-        r["prompt_tokens"] for r in result["remote"]["rows"]]
+        r["prompt_tokens"] for r in result["remote"]["rows"]
+    ]

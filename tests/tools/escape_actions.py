@@ -15,7 +15,11 @@ import time
 
 
 def result(ok, err=None, **detail):
-    print(json.dumps({"ok": ok, "errno": errno.errorcode.get(err, str(err)) if err else None, **detail}))
+    print(
+        json.dumps(
+            {"ok": ok, "errno": errno.errorcode.get(err, str(err)) if err else None, **detail}
+        )
+    )
     sys.stdout.flush()
 
 
@@ -270,13 +274,39 @@ def env_secrets(*names):
 
 
 ACTIONS = {
-    "write": write, "read": read, "tcp": tcp, "udp": udp, "dns": dns, "listen": listen,
-    "unix_abstract": unix_abstract, "memory_hog": memory_hog, "disk_fill": disk_fill,
-    "cpu_hog": cpu_hog, "ptrace": ptrace, "signal": signal_outside, "link": link_outside,
-    "rename": rename, "chmod": chmod, "unlink": unlink, "env": env_secrets,
-    "unix_connect": unix_connect, "plant_git": plant_git, "disk_fill_slow": disk_fill_slow, "caps": caps, "mknod": mknod, "tty_write": tty_write,
-    "tiocsti": tiocsti, "tiocsti_own": tiocsti_own, "ctty": ctty, "chown": chown,
-    "setxattr": setxattr, "utime": utime, "proc_environ": proc_environ, "mkdir_write": mkdir_write, "replace": replace_by_rename, "socket_family": socket_family,
+    "write": write,
+    "read": read,
+    "tcp": tcp,
+    "udp": udp,
+    "dns": dns,
+    "listen": listen,
+    "unix_abstract": unix_abstract,
+    "memory_hog": memory_hog,
+    "disk_fill": disk_fill,
+    "cpu_hog": cpu_hog,
+    "ptrace": ptrace,
+    "signal": signal_outside,
+    "link": link_outside,
+    "rename": rename,
+    "chmod": chmod,
+    "unlink": unlink,
+    "env": env_secrets,
+    "unix_connect": unix_connect,
+    "plant_git": plant_git,
+    "disk_fill_slow": disk_fill_slow,
+    "caps": caps,
+    "mknod": mknod,
+    "tty_write": tty_write,
+    "tiocsti": tiocsti,
+    "tiocsti_own": tiocsti_own,
+    "ctty": ctty,
+    "chown": chown,
+    "setxattr": setxattr,
+    "utime": utime,
+    "proc_environ": proc_environ,
+    "mkdir_write": mkdir_write,
+    "replace": replace_by_rename,
+    "socket_family": socket_family,
 }
 
 if __name__ == "__main__":

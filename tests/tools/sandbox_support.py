@@ -130,8 +130,12 @@ def _serve_abstract():
 
 @pytest.fixture
 def servers():
-    out = {"tcp": _serve_tcp(socket.AF_INET, "127.0.0.1"), "udp": _serve_udp(),
-           "dns": _serve_udp(), "unix": _serve_abstract()}
+    out = {
+        "tcp": _serve_tcp(socket.AF_INET, "127.0.0.1"),
+        "udp": _serve_udp(),
+        "dns": _serve_udp(),
+        "unix": _serve_abstract(),
+    }
     if socket.has_ipv6:
         try:
             out["tcp6"] = _serve_tcp(socket.AF_INET6, "::1")
@@ -155,13 +159,22 @@ CONFIGS = ("bwrap", "no-bwrap")
 
 
 def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **limits) -> Sandbox:
-    disabled = {"bwrap": frozenset(), "no-bwrap": frozenset({"bwrap"}),
-                "bwrap-only": frozenset({"landlock", "seccomp"})}[config]
+    disabled = {
+        "bwrap": frozenset(),
+        "no-bwrap": frozenset({"bwrap"}),
+        "bwrap-only": frozenset({"landlock", "seccomp"}),
+    }[config]
     policy = SandboxPolicy(
-        workspace=world.ws, home=world.home, disabled_layers=disabled,
-        limits=Limits(cpu_s=limits.get("cpu_s", 20), address_space_mb=limits.get("as_mb", 1024),
-                      file_size_mb=limits.get("fsize_mb", 16), nproc=limits.get("nproc", 64),
-                      write_budget_mb=limits.get("budget_mb", 8192)),
+        workspace=world.ws,
+        home=world.home,
+        disabled_layers=disabled,
+        limits=Limits(
+            cpu_s=limits.get("cpu_s", 20),
+            address_space_mb=limits.get("as_mb", 1024),
+            file_size_mb=limits.get("fsize_mb", 16),
+            nproc=limits.get("nproc", 64),
+            write_budget_mb=limits.get("budget_mb", 8192),
+        ),
         **(policy_kw or {}),
     )
     report = probe(policy)

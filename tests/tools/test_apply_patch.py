@@ -55,8 +55,9 @@ def test_envelope_add_update_delete_move(ws):
 def test_unified_diff_from_git_applies_and_keeps_mode(ws):
     new = (ws / "b.py").read_text().replace("z = 3", "z = 30")
     (ws / "b2.py").write_text(new)
-    diff = subprocess.run(["git", "diff", "--no-index", "b.py", "b2.py"], cwd=ws,
-                          capture_output=True, text=True).stdout
+    diff = subprocess.run(
+        ["git", "diff", "--no-index", "b.py", "b2.py"], cwd=ws, capture_output=True, text=True
+    ).stdout
     diff = diff.replace("b/b2.py", "b/b.py")
     (ws / "b2.py").unlink()
     r = _apply(ws, diff)
@@ -98,8 +99,14 @@ def test_unified_diff_that_does_not_apply(ws):
         ("*** Begin Patch\n*** Update File: a.py\n@@\n-import os\n+import re\n", "End Patch"),
         ("*** Begin Patch\n*** Add File: a.py\n+x\n*** End Patch", "already exists"),
         ("*** Begin Patch\n*** Delete File: missing.py\n*** End Patch", "no such file"),
-        ("*** Begin Patch\n*** Add File: ../evil.py\n+x\n*** End Patch", "outside the writable roots"),
-        ("*** Begin Patch\n*** Update File: a.py\n@@\n?bad\n*** End Patch", "hunk lines start with"),
+        (
+            "*** Begin Patch\n*** Add File: ../evil.py\n+x\n*** End Patch",
+            "outside the writable roots",
+        ),
+        (
+            "*** Begin Patch\n*** Update File: a.py\n@@\n?bad\n*** End Patch",
+            "hunk lines start with",
+        ),
     ],
 )
 def test_malformed_or_forbidden_patches(ws, patch, msg):

@@ -32,14 +32,23 @@ def repo(tmp_path):
 def _user_git_state(ws):
     def git(*a):
         return subprocess.run(["git", *a], cwd=ws, capture_output=True, text=True).stdout
+
     # (git status refreshes the index's stat cache itself, so compare its staged entries)
-    return git("rev-parse", "HEAD"), git("status", "--porcelain"), git("stash", "list"), \
-        git("ls-files", "--stage"), git("for-each-ref")
+    return (
+        git("rev-parse", "HEAD"),
+        git("status", "--porcelain"),
+        git("stash", "list"),
+        git("ls-files", "--stage"),
+        git("for-each-ref"),
+    )
 
 
 def _files(ws):
-    return {str(p.relative_to(ws)): p.read_bytes() for p in sorted(ws.rglob("*"))
-            if p.is_file() and ".git" not in p.parts}
+    return {
+        str(p.relative_to(ws)): p.read_bytes()
+        for p in sorted(ws.rglob("*"))
+        if p.is_file() and ".git" not in p.parts
+    }
 
 
 def test_undo_after_edit_and_rm_rf_from_the_shell(repo, tmp_path):
@@ -49,26 +58,40 @@ def test_undo_after_edit_and_rm_rf_from_the_shell(repo, tmp_path):
     cps = Checkpoints(repo, state_dir_for(repo, home / "checkpoints"))
     ts, ctx = default_toolset(), ToolContext(cwd=repo)
     cps.snapshot("before edit_file")  # what the agent loop does before a turn's first change
-    r = ts.dispatch("edit_file", {"path": "src/pkg/core.py", "old_string": "41", "new_string": "42"}, ctx)
+    r = ts.dispatch(
+        "edit_file", {"path": "src/pkg/core.py", "old_string": "41", "new_string": "42"}, ctx
+    )
     assert not r.is_error
     r = ts.dispatch("shell", {"command": "rm -rf src && echo new > notes.txt && ls"}, ctx)
     assert not r.is_error, r.output
     assert not (repo / "src").exists() and (repo / "notes.txt").exists()
 
     env = dict(os.environ, M3AGENT_HOME=str(home))
-    listed = subprocess.run([sys.executable, "-m", "m3agent.app.cli", "undo", "--list", "--cwd", str(repo)],
-                            env=env, capture_output=True, text=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "undo", "--list", "--cwd", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert listed.returncode == 0 and "before edit_file" in listed.stdout
-    out = subprocess.run([sys.executable, "-m", "m3agent.app.cli", "undo", "--cwd", str(repo)],
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "undo", "--cwd", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "restored" in out.stdout
     assert _files(repo) == before
     assert os.stat(repo / "src" / "run.sh").st_mode & 0o111
     assert _user_git_state(repo) == git_before  # the user's .git was never touched
 
-    again = subprocess.run([sys.executable, "-m", "m3agent.app.cli", "undo", "--cwd", str(repo)],
-                           env=env, capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "undo", "--cwd", str(repo)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert again.returncode == 2 and "nothing to undo" in again.stderr
 
 
@@ -112,17 +135,33 @@ def test_state_dir_is_per_workspace(tmp_path):
 
 def test_doctor_reports_layers(tmp_path):
     env = dict(os.environ, M3AGENT_HOME=str(tmp_path))
-    out = subprocess.run([sys.executable, "-m", "m3agent.app.cli", "doctor", "--json", "--cwd", str(tmp_path)],
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "doctor", "--json", "--cwd", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     report = json.loads(out.stdout)
     names = [layer["name"] for layer in report["layers"]]
-    assert names == ["bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub",
-                     "privileges"]
+    assert names == [
+        "bwrap",
+        "landlock",
+        "seccomp",
+        "rlimits",
+        "cgroup",
+        "tree_kill",
+        "env_scrub",
+        "privileges",
+    ]
     assert out.returncode == (0 if report["protected"] else 5)
     for layer in report["layers"]:
         assert layer["detail"], layer  # every layer says what it does or why it is off
-    text = subprocess.run([sys.executable, "-m", "m3agent.app.cli", "doctor", "--cwd", str(tmp_path)],
-                          env=env, capture_output=True, text=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "m3agent.app.cli", "doctor", "--cwd", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
     assert "sandbox mode: workspace-write" in text and "landlock" in text
 
 
@@ -134,10 +173,13 @@ def test_a_git_lock_left_by_a_killed_process_does_not_break_checkpoints(repo, tm
     cps.snapshot("one")
     (state / "index.lock").write_text("")
     (state / "shadow.git" / "refs" / "m3agent" / "checkpoints.lock").write_text("")
-    env = dict(os.environ, GIT_DIR=str(state / "shadow.git"), GIT_WORK_TREE=str(repo),
-               GIT_INDEX_FILE=str(state / "index"))
-    plain = subprocess.run(["git", "add", "-A"], cwd=repo, env=env, capture_output=True,
-                           text=True)
+    env = dict(
+        os.environ,
+        GIT_DIR=str(state / "shadow.git"),
+        GIT_WORK_TREE=str(repo),
+        GIT_INDEX_FILE=str(state / "index"),
+    )
+    plain = subprocess.run(["git", "add", "-A"], cwd=repo, env=env, capture_output=True, text=True)
     assert plain.returncode != 0 and "index.lock" in plain.stderr  # control: git refuses
     (repo / "README.md").write_text("# changed\n")
     cps.snapshot("two")

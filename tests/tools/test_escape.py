@@ -47,6 +47,7 @@ def _nothing_received(kind):
     def check(w, s, v):
         time.sleep(0.2)
         assert s[kind][1].got == [], f"the {kind} server received {s[kind][1].got}"
+
     return check
 
 
@@ -60,46 +61,151 @@ LANDLOCK = {"bwrap": ("landlock", "EACCES"), "no-bwrap": ("landlock", "EACCES")}
 SECCOMP = {"bwrap": ("seccomp", "EPERM"), "no-bwrap": ("seccomp", "EPERM")}
 
 ATTEMPTS = [
-    Attempt("write-absolute-path", lambda w, s, v: action_argv("write", w.outside / "new.txt"), FS, _unchanged),
-    Attempt("write-existing-outside", lambda w, s, v: action_argv("write", w.outside / "victim.txt"), FS, _unchanged),
-    Attempt("write-dotdot", lambda w, s, v: action_argv(
-        "write", os.path.relpath(w.outside / "new.txt", w.ws / "src").join(["src/", ""])), FS, _unchanged),
-    Attempt("write-through-symlink", lambda w, s, v: action_argv("write", w.ws / "src" / "link" / "new.txt"), FS, _unchanged),
-    Attempt("hard-link-outside-file", lambda w, s, v: action_argv("link", w.outside / "victim.txt", w.ws / "src" / "hl"),
-            {"bwrap": ("bwrap", "EXDEV"), "no-bwrap": ("landlock", "EXDEV")}, _unchanged),
-    Attempt("write-via-proc-self-root", lambda w, s, v: action_argv("write", f"/proc/self/root{w.outside}/new.txt"), FS, _unchanged),
-    Attempt("write-dev-shm", lambda w, s, v: action_argv("write", f"/dev/shm/m3-escape-{w.ws.parent.name}"),
-            {"bwrap": ("bwrap", "private"), "no-bwrap": ("landlock", "EACCES")},
-            lambda w, s, v: _assert_absent(f"/dev/shm/m3-escape-{w.ws.parent.name}")),
-    Attempt("write-etc", lambda w, s, v: action_argv("write", "/etc/m3agent-escape"), FS,
-            lambda w, s, v: _assert_absent("/etc/m3agent-escape")),
-    Attempt("change-git-config", lambda w, s, v: action_argv("write", w.ws / ".git" / "config"), FS, _git_intact),
-    Attempt("create-git-hook", lambda w, s, v: action_argv("write", w.ws / ".git" / "hooks" / "pre-commit"), FS, _git_intact),
-    Attempt("delete-git-head", lambda w, s, v: action_argv("unlink", w.ws / ".git" / "HEAD"), FS, _git_intact),
-    Attempt("rename-git-dir", lambda w, s, v: action_argv("rename", w.ws / ".git", w.ws / "moved"),
-            {"bwrap": ("bwrap", "EBUSY"), "no-bwrap": ("landlock", "EACCES")}, _git_intact),
-    Attempt("chmod-protected-file", lambda w, s, v: action_argv("chmod", w.ws / ".git" / "config"),
-            {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("mode_restore", "restored")}, _git_intact),
-    Attempt("read-ssh-key", lambda w, s, v: action_argv("read", w.home / ".ssh" / "id_rsa"),
-            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
-    Attempt("read-aws-credentials", lambda w, s, v: action_argv("read", w.home / ".aws" / "credentials"),
-            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
-    Attempt("read-netrc", lambda w, s, v: action_argv("read", w.home / ".netrc"),
-            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
-    Attempt("read-env-outside-workspace", lambda w, s, v: action_argv("read", w.ws.parent / ".env"),
-            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
-    Attempt("read-ssh-key-via-proc-root", lambda w, s, v: action_argv("read", f"/proc/self/root{w.home}/.ssh/id_rsa"),
-            {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}),
-    Attempt("tcp-connect-localhost", lambda w, s, v: action_argv("tcp", "127.0.0.1", s["tcp"][0]), SECCOMP, _nothing_received("tcp")),
-    Attempt("tcp6-connect-localhost", lambda w, s, v: action_argv("tcp", "::1", s["tcp6"][0]), SECCOMP, _nothing_received("tcp6")),
-    Attempt("udp-send-localhost", lambda w, s, v: action_argv("udp", "127.0.0.1", s["udp"][0]), SECCOMP, _nothing_received("udp")),
-    Attempt("dns-query", lambda w, s, v: action_argv("dns", "127.0.0.1", s["dns"][0]), SECCOMP, _nothing_received("dns")),
+    Attempt(
+        "write-absolute-path",
+        lambda w, s, v: action_argv("write", w.outside / "new.txt"),
+        FS,
+        _unchanged,
+    ),
+    Attempt(
+        "write-existing-outside",
+        lambda w, s, v: action_argv("write", w.outside / "victim.txt"),
+        FS,
+        _unchanged,
+    ),
+    Attempt(
+        "write-dotdot",
+        lambda w, s, v: action_argv(
+            "write", os.path.relpath(w.outside / "new.txt", w.ws / "src").join(["src/", ""])
+        ),
+        FS,
+        _unchanged,
+    ),
+    Attempt(
+        "write-through-symlink",
+        lambda w, s, v: action_argv("write", w.ws / "src" / "link" / "new.txt"),
+        FS,
+        _unchanged,
+    ),
+    Attempt(
+        "hard-link-outside-file",
+        lambda w, s, v: action_argv("link", w.outside / "victim.txt", w.ws / "src" / "hl"),
+        {"bwrap": ("bwrap", "EXDEV"), "no-bwrap": ("landlock", "EXDEV")},
+        _unchanged,
+    ),
+    Attempt(
+        "write-via-proc-self-root",
+        lambda w, s, v: action_argv("write", f"/proc/self/root{w.outside}/new.txt"),
+        FS,
+        _unchanged,
+    ),
+    Attempt(
+        "write-dev-shm",
+        lambda w, s, v: action_argv("write", f"/dev/shm/m3-escape-{w.ws.parent.name}"),
+        {"bwrap": ("bwrap", "private"), "no-bwrap": ("landlock", "EACCES")},
+        lambda w, s, v: _assert_absent(f"/dev/shm/m3-escape-{w.ws.parent.name}"),
+    ),
+    Attempt(
+        "write-etc",
+        lambda w, s, v: action_argv("write", "/etc/m3agent-escape"),
+        FS,
+        lambda w, s, v: _assert_absent("/etc/m3agent-escape"),
+    ),
+    Attempt(
+        "change-git-config",
+        lambda w, s, v: action_argv("write", w.ws / ".git" / "config"),
+        FS,
+        _git_intact,
+    ),
+    Attempt(
+        "create-git-hook",
+        lambda w, s, v: action_argv("write", w.ws / ".git" / "hooks" / "pre-commit"),
+        FS,
+        _git_intact,
+    ),
+    Attempt(
+        "delete-git-head",
+        lambda w, s, v: action_argv("unlink", w.ws / ".git" / "HEAD"),
+        FS,
+        _git_intact,
+    ),
+    Attempt(
+        "rename-git-dir",
+        lambda w, s, v: action_argv("rename", w.ws / ".git", w.ws / "moved"),
+        {"bwrap": ("bwrap", "EBUSY"), "no-bwrap": ("landlock", "EACCES")},
+        _git_intact,
+    ),
+    Attempt(
+        "chmod-protected-file",
+        lambda w, s, v: action_argv("chmod", w.ws / ".git" / "config"),
+        {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("mode_restore", "restored")},
+        _git_intact,
+    ),
+    Attempt(
+        "read-ssh-key",
+        lambda w, s, v: action_argv("read", w.home / ".ssh" / "id_rsa"),
+        {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    Attempt(
+        "read-aws-credentials",
+        lambda w, s, v: action_argv("read", w.home / ".aws" / "credentials"),
+        {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    Attempt(
+        "read-netrc",
+        lambda w, s, v: action_argv("read", w.home / ".netrc"),
+        {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    Attempt(
+        "read-env-outside-workspace",
+        lambda w, s, v: action_argv("read", w.ws.parent / ".env"),
+        {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    Attempt(
+        "read-ssh-key-via-proc-root",
+        lambda w, s, v: action_argv("read", f"/proc/self/root{w.home}/.ssh/id_rsa"),
+        {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    Attempt(
+        "tcp-connect-localhost",
+        lambda w, s, v: action_argv("tcp", "127.0.0.1", s["tcp"][0]),
+        SECCOMP,
+        _nothing_received("tcp"),
+    ),
+    Attempt(
+        "tcp6-connect-localhost",
+        lambda w, s, v: action_argv("tcp", "::1", s["tcp6"][0]),
+        SECCOMP,
+        _nothing_received("tcp6"),
+    ),
+    Attempt(
+        "udp-send-localhost",
+        lambda w, s, v: action_argv("udp", "127.0.0.1", s["udp"][0]),
+        SECCOMP,
+        _nothing_received("udp"),
+    ),
+    Attempt(
+        "dns-query",
+        lambda w, s, v: action_argv("dns", "127.0.0.1", s["dns"][0]),
+        SECCOMP,
+        _nothing_received("dns"),
+    ),
     Attempt("tcp-listen", lambda w, s, v: action_argv("listen"), SECCOMP),
-    Attempt("abstract-unix-socket", lambda w, s, v: action_argv("unix_abstract", s["unix"][0]),
-            {"bwrap": ("bwrap", "ECONNREFUSED"), "no-bwrap": ("landlock", "EPERM")}, _nothing_received("unix")),
-    Attempt("ptrace-other-process", lambda w, s, v: action_argv("ptrace", v.pid), SECCOMP, _victim_alive),
-    Attempt("signal-other-process", lambda w, s, v: action_argv("signal", v.pid),
-            {"bwrap": ("bwrap", "ESRCH"), "no-bwrap": ("landlock", "EPERM")}, _victim_alive),
+    Attempt(
+        "abstract-unix-socket",
+        lambda w, s, v: action_argv("unix_abstract", s["unix"][0]),
+        {"bwrap": ("bwrap", "ECONNREFUSED"), "no-bwrap": ("landlock", "EPERM")},
+        _nothing_received("unix"),
+    ),
+    Attempt(
+        "ptrace-other-process", lambda w, s, v: action_argv("ptrace", v.pid), SECCOMP, _victim_alive
+    ),
+    Attempt(
+        "signal-other-process",
+        lambda w, s, v: action_argv("signal", v.pid),
+        {"bwrap": ("bwrap", "ESRCH"), "no-bwrap": ("landlock", "EPERM")},
+        _victim_alive,
+    ),
 ]
 
 
@@ -111,19 +217,36 @@ def _assert_absent(path):
 # "contained": the call succeeds but only inside bubblewrap's private namespace or mount,
 # and the outside check (file absent, server silent) proves nothing escaped.
 BWRAP_ONLY = {
-    "write-absolute-path": "EROFS", "write-existing-outside": "EROFS", "write-dotdot": "EROFS",
-    "write-through-symlink": "EROFS", "hard-link-outside-file": "EXDEV",
-    "write-via-proc-self-root": "EROFS", "write-dev-shm": "private", "write-etc": "EROFS",
-    "change-git-config": "EROFS", "create-git-hook": "EROFS", "delete-git-head": "EROFS",
-    "rename-git-dir": "EBUSY", "chmod-protected-file": "EROFS", "read-ssh-key": "ENOENT",
-    "read-aws-credentials": "ENOENT", "read-netrc": "ENOENT", "read-env-outside-workspace": "ENOENT",
-    "read-ssh-key-via-proc-root": "ENOENT", "tcp-connect-localhost": "ECONNREFUSED",
-    "tcp6-connect-localhost": "ECONNREFUSED", "udp-send-localhost": "contained",
-    "dns-query": "ETIMEDOUT", "tcp-listen": "contained", "abstract-unix-socket": "ECONNREFUSED",
-    "ptrace-other-process": "ESRCH", "signal-other-process": "ESRCH",
+    "write-absolute-path": "EROFS",
+    "write-existing-outside": "EROFS",
+    "write-dotdot": "EROFS",
+    "write-through-symlink": "EROFS",
+    "hard-link-outside-file": "EXDEV",
+    "write-via-proc-self-root": "EROFS",
+    "write-dev-shm": "private",
+    "write-etc": "EROFS",
+    "change-git-config": "EROFS",
+    "create-git-hook": "EROFS",
+    "delete-git-head": "EROFS",
+    "rename-git-dir": "EBUSY",
+    "chmod-protected-file": "EROFS",
+    "read-ssh-key": "ENOENT",
+    "read-aws-credentials": "ENOENT",
+    "read-netrc": "ENOENT",
+    "read-env-outside-workspace": "ENOENT",
+    "read-ssh-key-via-proc-root": "ENOENT",
+    "tcp-connect-localhost": "ECONNREFUSED",
+    "tcp6-connect-localhost": "ECONNREFUSED",
+    "udp-send-localhost": "contained",
+    "dns-query": "ETIMEDOUT",
+    "tcp-listen": "contained",
+    "abstract-unix-socket": "ECONNREFUSED",
+    "ptrace-other-process": "ESRCH",
+    "signal-other-process": "ESRCH",
 }
-ATTEMPTS = [replace(a, expect={**a.expect, "bwrap-only": ("bwrap", BWRAP_ONLY[a.id])})
-            for a in ATTEMPTS]
+ATTEMPTS = [
+    replace(a, expect={**a.expect, "bwrap-only": ("bwrap", BWRAP_ONLY[a.id])}) for a in ATTEMPTS
+]
 
 
 @pytest.fixture
@@ -169,10 +292,16 @@ def test_landlock_tcp_rules_alone(world, servers):
     if landlock.abi_version() < 4:
         pytest.skip(f"Landlock ABI {landlock.abi_version()} has no TCP rules (needs 4)")
     sb = Sandbox(SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"bwrap", "seccomp"})))
-    for argv, want in ((action_argv("tcp", "127.0.0.1", servers["tcp"][0]), "EACCES"),
-                       (action_argv("listen"), "EACCES")):
+    for argv, want in (
+        (action_argv("tcp", "127.0.0.1", servers["tcp"][0]), "EACCES"),
+        (action_argv("listen"), "EACCES"),
+    ):
         got = json.loads(sb.run(argv, timeout_s=20).stdout.splitlines()[-1])
         assert not got["ok"] and got["errno"] == want, got
-    got = json.loads(sb.run(action_argv("udp", "127.0.0.1", servers["udp"][0]), timeout_s=20).stdout.splitlines()[-1])
+    got = json.loads(
+        sb.run(
+            action_argv("udp", "127.0.0.1", servers["udp"][0]), timeout_s=20
+        ).stdout.splitlines()[-1]
+    )
     assert got["ok"]  # documented gap of Landlock alone; seccomp closes it (see the battery)
     assert servers["tcp"][1].got == []

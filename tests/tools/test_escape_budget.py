@@ -76,8 +76,11 @@ def test_budget_spans_the_session_and_then_refuses(config, shm_world):
 def test_deleting_gives_budget_back(config, shm_world):
     sb = make_sandbox(config, shm_world, fsize_mb=16, budget_mb=32)
     for _ in range(3):  # 3 x 14 MiB written, each deleted again: net growth stays small
-        r = sb.run(f"{shlex.join(action_argv('disk_fill_slow', shm_world.ws / 'src' / 'd', 1, 14))}"
-                   f" && rm {shm_world.ws}/src/d0", timeout_s=60)
+        r = sb.run(
+            f"{shlex.join(action_argv('disk_fill_slow', shm_world.ws / 'src' / 'd', 1, 14))}"
+            f" && rm {shm_world.ws}/src/d0",
+            timeout_s=60,
+        )
         assert r.exit_code == 0 and not r.write_budget_exceeded, r.stderr
     assert sb.budget.used < 4 * MIB
 
@@ -100,8 +103,10 @@ def test_private_tmp_is_bounded_too(world):
     sb = make_sandbox("bwrap-only", world, budget_mb=32)
     if not _has_size():
         pytest.skip("this bubblewrap has no --size")
-    r = sb.run("for i in 1 2 3; do head -c 14000000 /dev/zero > /tmp/fill$i; done; "
-               "cat /tmp/fill* | wc -c", timeout_s=30)
+    r = sb.run(
+        "for i in 1 2 3; do head -c 14000000 /dev/zero > /tmp/fill$i; done; cat /tmp/fill* | wc -c",
+        timeout_s=30,
+    )
     assert "No space left on device" in r.stderr, r.stderr
     # (only the fill files: a checkout under /tmp is bound read-only into this /tmp too)
     assert int(r.stdout.split()[-1]) <= 32 * MIB

@@ -29,14 +29,23 @@ from sandbox_support import CONFIGS, SECRET, action_argv, make_sandbox, result_o
 
 AF_NETLINK, AF_PACKET, AF_ALG, AF_VSOCK = 16, 17, 38, 40
 SOCK_RAW, SOCK_SEQPACKET = 3, 5
-LEAKY_ENV = {"DATABASE_URL": "postgres://u:pw@db/x", "MYSQL_PWD": "pw", "CI_JOB_JWT": "eyJ.x.y",
-             "SLACK_WEBHOOK_URL": "https://hooks.example/T/B/x", "OPENAI_API_KEY": "sk-leak",
-             "HARMLESS_BUT_UNLISTED": "x"}
+LEAKY_ENV = {
+    "DATABASE_URL": "postgres://u:pw@db/x",
+    "MYSQL_PWD": "pw",
+    "CI_JOB_JWT": "eyJ.x.y",
+    "SLACK_WEBHOOK_URL": "https://hooks.example/T/B/x",
+    "OPENAI_API_KEY": "sk-leak",
+    "HARMLESS_BUT_UNLISTED": "x",
+}
 
 
 @pytest.fixture
 def cred(world):
-    base = Path(tempfile.mkdtemp(prefix="m3-cred-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None))
+    base = Path(
+        tempfile.mkdtemp(
+            prefix="m3-cred-", dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None
+        )
+    )
     home = base / "home"
     (home / ".config" / "someapp").mkdir(parents=True)
     (home / ".config" / "someapp" / "token.json").write_text(SECRET)
@@ -64,10 +73,19 @@ def _run(sb, argv, env=None):
 
 
 def _unprotected(w) -> Sandbox:
-    return Sandbox(SandboxPolicy(
-        workspace=w.ws, home=w.home, network=True, mode=SandboxMode.FULL_ACCESS,
-        dangerously_no_sandbox=True, private_paths=(w.data,),
-        disabled_layers=frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"})))
+    return Sandbox(
+        SandboxPolicy(
+            workspace=w.ws,
+            home=w.home,
+            network=True,
+            mode=SandboxMode.FULL_ACCESS,
+            dangerously_no_sandbox=True,
+            private_paths=(w.data,),
+            disabled_layers=frozenset(
+                {"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"}
+            ),
+        )
+    )
 
 
 HIDDEN = {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}
@@ -110,8 +128,10 @@ def test_toolchain_allow_list_is_readable_not_writable(config, cred):
 
 
 def _socket_places(w) -> dict[str, Path]:
-    places = {"home": w.home / ".1password" / "agent.sock",
-              "tmp": Path(tempfile.gettempdir()) / f"ssh-{uuid.uuid4().hex[:8]}" / "agent.1"}
+    places = {
+        "home": w.home / ".1password" / "agent.sock",
+        "tmp": Path(tempfile.gettempdir()) / f"ssh-{uuid.uuid4().hex[:8]}" / "agent.1",
+    }
     run = Path("/run") / f"m3agent-test-{uuid.uuid4().hex[:8]}"
     try:
         run.mkdir()
@@ -166,8 +186,10 @@ def test_control_agent_socket_reachable_unprotected(where, cred, sockets):
 def test_unix_sockets_inside_the_sandbox_still_work_with_bwrap(config, cred):
     """A server and client of the command's own (a test suite's) in the workspace."""
     sb = make_sandbox(config, cred, _kw(cred))
-    code = ("import socket,os; p='s.sock'; a=socket.socket(socket.AF_UNIX); a.bind(p); a.listen();"
-            "b=socket.socket(socket.AF_UNIX); b.connect(p); print('local-unix-ok')")
+    code = (
+        "import socket,os; p='s.sock'; a=socket.socket(socket.AF_UNIX); a.bind(p); a.listen();"
+        "b=socket.socket(socket.AF_UNIX); b.connect(p); print('local-unix-ok')"
+    )
     r = sb.run(["python3", "-c", code], cwd=cred.ws / "src", timeout_s=30)
     if config == "bwrap":
         assert r.exit_code == 0 and "local-unix-ok" in r.stdout, r.stderr
@@ -225,8 +247,11 @@ def test_socket_family_refused_with_network_on(family, cred):
 
 def test_network_on_keeps_inet_and_netlink_route(cred):
     sb = make_sandbox("no-bwrap", cred, {**_kw(cred), "network": True})
-    for fam in ((socket.AF_INET, socket.SOCK_STREAM, 0), (socket.AF_INET6, socket.SOCK_DGRAM, 0),
-                FAMILIES["netlink-route"]):
+    for fam in (
+        (socket.AF_INET, socket.SOCK_STREAM, 0),
+        (socket.AF_INET6, socket.SOCK_DGRAM, 0),
+        FAMILIES["netlink-route"],
+    ):
         _, got = _run(sb, action_argv("socket_family", *fam))
         assert got["ok"], (fam, got)
 
@@ -246,7 +271,9 @@ def test_file_tools_refuse_the_data_dir(tool, cred):
 
     policy = SandboxPolicy(workspace=cred.ws, home=cred.home, private_paths=(cred.data,))
     target = cred.data / "sessions" / ("s1.jsonl" if tool == "read_file" else "")
-    r = default_toolset().dispatch(tool, {"path": str(target)}, ToolContext(cwd=cred.ws, sandbox=policy))
+    r = default_toolset().dispatch(
+        tool, {"path": str(target)}, ToolContext(cwd=cred.ws, sandbox=policy)
+    )
     assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
     assert SECRET not in r.output
 
@@ -256,6 +283,9 @@ def test_control_file_tools_read_the_data_dir_when_not_private(cred):
     from m3agent.tools.toolset import default_toolset
 
     policy = SandboxPolicy(workspace=cred.ws, home=cred.home, private_paths=())
-    r = default_toolset().dispatch("read_file", {"path": str(cred.data / "sessions" / "s1.jsonl")},
-                                   ToolContext(cwd=cred.ws, sandbox=policy))
+    r = default_toolset().dispatch(
+        "read_file",
+        {"path": str(cred.data / "sessions" / "s1.jsonl")},
+        ToolContext(cwd=cred.ws, sandbox=policy),
+    )
     assert not r.is_error and SECRET in r.output

@@ -80,7 +80,11 @@ def test_setsid_child_does_not_outlive_timeout(config, world):
     assert r.timed_out
     assert marker.exists(), "the setsid child never ran"
     assert _heartbeat_stopped(marker), "the setsid child survived the timeout"
-    expected = "pid-namespace" if config == "bwrap" else ("cgroup" if "cgroup" in r.layers else "subreaper")
+    expected = (
+        "pid-namespace"
+        if config == "bwrap"
+        else ("cgroup" if "cgroup" in r.layers else "subreaper")
+    )
     if config == "bwrap" and "cgroup" in r.layers:
         expected = "cgroup"  # the cgroup kill runs last and is what the runner reports
     assert r.killed_by == expected
@@ -90,7 +94,9 @@ def test_setsid_child_does_not_outlive_timeout(config, world):
 def test_background_process_is_killed_when_command_ends(config, world):
     sb = make_sandbox(config, world)
     marker = world.ws / "src" / "bg"
-    cmd = f"(setsid sh -c 'while true; do touch {marker}; sleep 0.1; done' &) ; sleep 0.5; echo done"
+    cmd = (
+        f"(setsid sh -c 'while true; do touch {marker}; sleep 0.1; done' &) ; sleep 0.5; echo done"
+    )
     r = sb.run(cmd, timeout_s=20)
     assert not r.timed_out and r.stdout.strip() == "done"
     assert r.duration_s < 10, "a background process holding stdout must not hang the tool"
@@ -103,8 +109,9 @@ def test_fork_bomb_without_cgroup_or_bwrap(world):
     from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
 
-    policy = SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"bwrap", "cgroup"}),
-                           limits=Limits(nproc=64))
+    policy = SandboxPolicy(
+        workspace=world.ws, disabled_layers=frozenset({"bwrap", "cgroup"}), limits=Limits(nproc=64)
+    )
     sb = Sandbox(policy)
     if not sb.report.protective:
         pytest.skip("no confining layer on this machine")

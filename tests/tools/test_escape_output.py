@@ -65,9 +65,14 @@ def _legacy_run(tmp_path, command: str) -> str:
     run_dir = tmp_path / "legacy-run"
     (run_dir / "tmp").mkdir(parents=True)
     with open(run_dir / "stdout", "wb") as out:
-        subprocess.run(["/bin/bash", "-c", command], stdout=out, stderr=subprocess.DEVNULL,
-                       env={**os.environ, "TMPDIR": str(run_dir / "tmp")}, timeout=20,
-                       cwd=run_dir)
+        subprocess.run(
+            ["/bin/bash", "-c", command],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "TMPDIR": str(run_dir / "tmp")},
+            timeout=20,
+            cwd=run_dir,
+        )
     return str(run_dir / "stdout")
 
 

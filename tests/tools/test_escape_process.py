@@ -27,8 +27,16 @@ OFF = frozenset({"bwrap", "landlock", "seccomp", "privileges", "cgroup", "env_sc
 
 
 def _open(world, off=OFF, **kw) -> Sandbox:
-    return Sandbox(SandboxPolicy(workspace=world.ws, home=world.home, mode=SandboxMode.FULL_ACCESS,
-                                 dangerously_no_sandbox=True, disabled_layers=off, **kw))
+    return Sandbox(
+        SandboxPolicy(
+            workspace=world.ws,
+            home=world.home,
+            mode=SandboxMode.FULL_ACCESS,
+            dangerously_no_sandbox=True,
+            disabled_layers=off,
+            **kw,
+        )
+    )
 
 
 def _got(sb, argv):
@@ -85,8 +93,10 @@ def _beats(marker: Path, seconds: float) -> bool:
 
 def _kill_agent_and_watch(policy: SandboxPolicy, world) -> tuple[bool, Path]:
     marker, pidfile = world.ws / "src" / "beat", world.ws / "src" / "beat.pid"
-    cmd = (f"setsid sh -c 'echo $$ > {pidfile}; while true; do touch {marker}; sleep 0.1; done' "
-           "</dev/null >/dev/null 2>&1 & sleep 100")
+    cmd = (
+        f"setsid sh -c 'echo $$ > {pidfile}; while true; do touch {marker}; sleep 0.1; done' "
+        "</dev/null >/dev/null 2>&1 & sleep 100"
+    )
     agent = subprocess.Popen([sys.executable, "-c", AGENT, policy.to_json(), cmd])
     deadline = time.monotonic() + 20
     while not marker.exists() and time.monotonic() < deadline:
@@ -106,8 +116,9 @@ def test_command_dies_with_the_agent(config, world):
 
 
 def test_control_command_survives_agent_without_tree_kill(world):
-    policy = SandboxPolicy(workspace=world.ws, dangerously_no_sandbox=True,
-                           disabled_layers=OFF | {"tree_kill"})
+    policy = SandboxPolicy(
+        workspace=world.ws, dangerously_no_sandbox=True, disabled_layers=OFF | {"tree_kill"}
+    )
     alive, pidfile = _kill_agent_and_watch(policy, world)
     try:
         assert alive, "without tree_kill (and bubblewrap) the command should outlive the agent"
@@ -217,9 +228,20 @@ print(json.dumps({"stdout": r.stdout, "stderr": r.stderr, "layers": list(r.layer
 
 def _agent_reads_own_environ(policy: SandboxPolicy, dumpable: str = "hardened") -> dict:
     env = {**os.environ, "M3AGENT_TEST_API_KEY": SECRET}
-    out = subprocess.run([sys.executable, "-c", PROC_AGENT, policy.to_json(),
-                          json.dumps(action_argv("proc_environ", "AGENT_PID")), dumpable],
-                         env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROC_AGENT,
+            policy.to_json(),
+            json.dumps(action_argv("proc_environ", "AGENT_PID")),
+            dumpable,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -244,22 +266,27 @@ def test_agent_environ_unreadable_by_undumpable_alone(world):
 
 
 def test_control_agent_environ_readable_when_dumpable_and_unconfined(world):
-    policy = SandboxPolicy(workspace=world.ws, dangerously_no_sandbox=True,
-                           disabled_layers=OFF)
+    policy = SandboxPolicy(workspace=world.ws, dangerously_no_sandbox=True, disabled_layers=OFF)
     r = _agent_reads_own_environ(policy, dumpable="dumpable")
     assert SECRET in r["stdout"]
 
 
 def test_forget_environ_wipes_proc_environ():
-    code = ("import os; from m3agent.tools.sandbox.selfguard import forget_environ;"
-            "w = forget_environ(['M3AGENT_TEST_API_KEY']);"
-            "print(w, 'M3AGENT_TEST_API_KEY' in os.environ, open('/proc/self/environ','rb').read())")
+    code = (
+        "import os; from m3agent.tools.sandbox.selfguard import forget_environ;"
+        "w = forget_environ(['M3AGENT_TEST_API_KEY']);"
+        "print(w, 'M3AGENT_TEST_API_KEY' in os.environ, open('/proc/self/environ','rb').read())"
+    )
     env = {**os.environ, "M3AGENT_TEST_API_KEY": SECRET}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.startswith("['M3AGENT_TEST_API_KEY'] False"), out.stdout + out.stderr
     assert SECRET not in out.stdout
-    control = subprocess.run([sys.executable, "-c", "print(open('/proc/self/environ','rb').read())"],
-                             env=env, capture_output=True, text=True)
+    control = subprocess.run(
+        [sys.executable, "-c", "print(open('/proc/self/environ','rb').read())"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert SECRET in control.stdout
 
 

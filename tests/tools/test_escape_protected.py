@@ -37,20 +37,34 @@ def _entries(ws):
 
 # (attempt id) -> (argv for workspace ws, {config: (layer, errno)})
 ATTEMPTS = {
-    "git-init-with-fsmonitor": (lambda ws: action_argv("plant_git", ws, "dir"),
-                                {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
-    "git-file-pointing-elsewhere": (lambda ws: action_argv("plant_git", ws, "file"),
-                                    {"bwrap": ("bwrap", "EISDIR"), "no-bwrap": ("landlock", "EACCES")}),
-    "git-symlink-elsewhere": (lambda ws: action_argv("plant_git", ws, "link"),
-                              {"bwrap": ("bwrap", "EEXIST"), "no-bwrap": ("landlock", "EACCES")}),
-    "git-by-rename": (lambda ws: action_argv("replace", ws / "src" / "g", ws / ".git"),
-                      {"bwrap": ("bwrap", "EBUSY"), "no-bwrap": ("landlock", "EACCES")}),
-    "create-m3agent-dir": (lambda ws: action_argv("mkdir_write", ws / ".m3agent" / "state"),
-                           {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}),
-    "create-agents-md": (lambda ws: action_argv("write", ws / "AGENTS.md"),
-                         {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")}),
-    "create-m3agentignore": (lambda ws: action_argv("write", ws / ".m3agentignore"),
-                             {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")}),
+    "git-init-with-fsmonitor": (
+        lambda ws: action_argv("plant_git", ws, "dir"),
+        {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    "git-file-pointing-elsewhere": (
+        lambda ws: action_argv("plant_git", ws, "file"),
+        {"bwrap": ("bwrap", "EISDIR"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    "git-symlink-elsewhere": (
+        lambda ws: action_argv("plant_git", ws, "link"),
+        {"bwrap": ("bwrap", "EEXIST"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    "git-by-rename": (
+        lambda ws: action_argv("replace", ws / "src" / "g", ws / ".git"),
+        {"bwrap": ("bwrap", "EBUSY"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    "create-m3agent-dir": (
+        lambda ws: action_argv("mkdir_write", ws / ".m3agent" / "state"),
+        {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    "create-agents-md": (
+        lambda ws: action_argv("write", ws / "AGENTS.md"),
+        {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")},
+    ),
+    "create-m3agentignore": (
+        lambda ws: action_argv("write", ws / ".m3agentignore"),
+        {"bwrap": ("bwrap", "set-aside"), "no-bwrap": ("landlock", "EACCES")},
+    ),
 }
 
 
@@ -77,9 +91,14 @@ def test_protected_name_cannot_be_created(attempt, config, bare):
 
 @pytest.mark.parametrize("attempt", ATTEMPTS)
 def test_control_protected_name_created_unprotected(attempt, bare):
-    sb = Sandbox(SandboxPolicy(workspace=bare.ws, mode=SandboxMode.FULL_ACCESS,
-                               dangerously_no_sandbox=True,
-                               disabled_layers=frozenset({"bwrap", "landlock", "seccomp"})))
+    sb = Sandbox(
+        SandboxPolicy(
+            workspace=bare.ws,
+            mode=SandboxMode.FULL_ACCESS,
+            dangerously_no_sandbox=True,
+            disabled_layers=frozenset({"bwrap", "landlock", "seccomp"}),
+        )
+    )
     got = result_of(sb.run(ATTEMPTS[attempt][0](bare.ws), timeout_s=30))
     assert got["ok"], got
 
@@ -97,7 +116,9 @@ def test_existing_agents_md_cannot_be_changed(config, bare):
 def test_git_in_sandbox_sees_no_repository_it_could_make(config, bare):
     """The real thing: `git init` and `git config core.fsmonitor` inside the sandbox fail."""
     r = make_sandbox(config, bare).run(
-        "git init -q . && git config core.fsmonitor 'touch /tmp/pwned' && echo planted", timeout_s=30)
+        "git init -q . && git config core.fsmonitor 'touch /tmp/pwned' && echo planted",
+        timeout_s=30,
+    )
     assert r.exit_code != 0 and "planted" not in r.stdout, r.stdout
     assert not (bare.ws / ".git").exists()
 
@@ -105,13 +126,16 @@ def test_git_in_sandbox_sees_no_repository_it_could_make(config, bare):
 @pytest.mark.parametrize("config", CONFIGS)
 def test_nested_repository_below_root_is_not_refused_by_layers(config, bare):
     """The documented gap: no layer can refuse one name below the root."""
-    r = make_sandbox(config, bare).run(action_argv("plant_git", bare.ws / "src", "dir"), timeout_s=30)
+    r = make_sandbox(config, bare).run(
+        action_argv("plant_git", bare.ws / "src", "dir"), timeout_s=30
+    )
     assert result_of(r)["ok"]
     assert (bare.ws / "src" / ".git" / "config").is_file()
 
 
-@pytest.mark.parametrize("path", [".git/config", "src/.git/config", ".m3agent/x", "AGENTS.md",
-                                  "src/.git"])
+@pytest.mark.parametrize(
+    "path", [".git/config", "src/.git/config", ".m3agent/x", "AGENTS.md", "src/.git"]
+)
 def test_file_tools_refuse_protected_names_at_any_depth(path, bare):
     ctx = ToolContext(cwd=bare.ws, sandbox=SandboxPolicy(workspace=bare.ws))
     r = default_toolset().dispatch("write_file", {"path": path, "content": "x"}, ctx)
@@ -141,12 +165,18 @@ def test_launcher_package_in_workspace_is_read_only(config, bare, own_source):
     assert r.started and not got["ok"], got
     assert got["errno"] == ("EROFS" if config == "bwrap" else "EACCES"), got
     assert launch.read_text() == before
-    r = make_sandbox(config, bare).run(action_argv("write", own_source / "__pycache__" / "x.pyc"),
-                                       timeout_s=30)
+    r = make_sandbox(config, bare).run(
+        action_argv("write", own_source / "__pycache__" / "x.pyc"), timeout_s=30
+    )
     assert not result_of(r)["ok"]
 
 
 def test_control_launcher_package_writable_unconfined(bare, own_source):
-    sb = Sandbox(SandboxPolicy(workspace=bare.ws, dangerously_no_sandbox=True,
-                               disabled_layers=frozenset({"bwrap", "landlock", "seccomp"})))
+    sb = Sandbox(
+        SandboxPolicy(
+            workspace=bare.ws,
+            dangerously_no_sandbox=True,
+            disabled_layers=frozenset({"bwrap", "landlock", "seccomp"}),
+        )
+    )
     assert result_of(sb.run(action_argv("write", own_source / "launch.py"), timeout_s=30))["ok"]

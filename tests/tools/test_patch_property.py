@@ -12,15 +12,20 @@ from hypothesis import strategies as st
 from m3agent.tools.base import ToolContext
 from m3agent.tools.toolset import default_toolset
 
-LINES = st.lists(st.sampled_from(["a", "b", "c", "def f():", "    pass", "", "x = 1", "# c"]),
-                 min_size=1, max_size=30)
+LINES = st.lists(
+    st.sampled_from(["a", "b", "c", "def f():", "    pass", "", "x = 1", "# c"]),
+    min_size=1,
+    max_size=30,
+)
 
 
 def _apply(text: str, patch: str) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory() as d:
         ws = Path(d)
         (ws / "f.txt").write_text(text)
-        r = default_toolset(include=["apply_patch"]).dispatch("apply_patch", {"patch": patch}, ToolContext(cwd=ws))
+        r = default_toolset(include=["apply_patch"]).dispatch(
+            "apply_patch", {"patch": patch}, ToolContext(cwd=ws)
+        )
         return r.is_error, (ws / "f.txt").read_text() if (ws / "f.txt").exists() else ""
 
 
@@ -28,7 +33,9 @@ def _apply(text: str, patch: str) -> tuple[bool, str]:
 @given(old=LINES, new=LINES)
 def test_unified_diff_round_trip(old, new):
     a, b = "\n".join(old) + "\n", "\n".join(new) + "\n"
-    diff = "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), "a/f.txt", "b/f.txt"))
+    diff = "".join(
+        difflib.unified_diff(a.splitlines(True), b.splitlines(True), "a/f.txt", "b/f.txt")
+    )
     if not diff:
         return
     err, out = _apply(a, diff)

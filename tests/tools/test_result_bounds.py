@@ -38,8 +38,9 @@ def test_edit_file_diff_of_a_large_file_is_cut(ws):
     new = BIG.replace("value", "VALUE")
     whole = "".join(difflib.unified_diff(BIG.splitlines(True), new.splitlines(True)))
     assert len(whole) > 3_000_000  # control: the diff edit_file used to return
-    r = run(ws, "edit_file", path="big.py", old_string="value", new_string="VALUE",
-            replace_all=True)
+    r = run(
+        ws, "edit_file", path="big.py", old_string="value", new_string="VALUE", replace_all=True
+    )
     assert not r.is_error
     assert (ws / "big.py").read_text() == new  # the change itself is whole
     assert len(r.output.encode()) < bounds.DIFF_BYTES + 1000
@@ -64,8 +65,11 @@ def test_a_huge_single_line_diff_is_cut_inside_the_line(ws):
 
 def test_apply_patch_of_a_large_file_is_cut(ws):
     lines = [f"row {i}" for i in range(30_000)]
-    patch = "*** Begin Patch\n*** Add File: gen.txt\n" + "".join(f"+{x}\n" for x in lines) + \
-        "*** End Patch\n"
+    patch = (
+        "*** Begin Patch\n*** Add File: gen.txt\n"
+        + "".join(f"+{x}\n" for x in lines)
+        + "*** End Patch\n"
+    )
     r = run(ws, "apply_patch", patch=patch)
     assert not r.is_error, r.output
     assert (ws / "gen.txt").read_text() == "\n".join(lines) + "\n"
@@ -87,8 +91,9 @@ def test_grep_output_is_bounded_in_characters(ws, engine):
         pytest.skip("ripgrep is not installed")
     (ws / "m.txt").write_text("".join(f"needle {i} " + "x" * 380 + "\n" for i in range(2000)))
     tool = Grep(use_ripgrep=engine == "rg")
-    r = Toolset([tool]).dispatch("grep", {"pattern": "needle", "max_matches": 2000},
-                                 ToolContext(cwd=ws))
+    r = Toolset([tool]).dispatch(
+        "grep", {"pattern": "needle", "max_matches": 2000}, ToolContext(cwd=ws)
+    )
     assert 2000 * 390 > 700_000  # control: the rows it would return uncut
     assert len(r.output) < bounds.LISTING_CHARS + 500
     assert "more matching rows left out" in r.output and r.metadata["truncated"]
@@ -125,8 +130,9 @@ def test_read_file_cuts_an_enormous_line(ws):
 def test_read_file_does_not_block_on_a_fifo(ws):
     os.mkfifo(ws / "pipe")
     result: list[ToolResult] = []
-    t = threading.Thread(target=lambda: result.append(run(ws, "read_file", path="pipe")),
-                         daemon=True)
+    t = threading.Thread(
+        target=lambda: result.append(run(ws, "read_file", path="pipe")), daemon=True
+    )
     t.start()
     t.join(10)
     assert result, "read_file hung on a FIFO"
@@ -159,14 +165,20 @@ def test_the_model_is_not_resent_a_whole_diff(ws, tmp_path):
 
     (ws / "big.py").write_text(BIG)
     ns = "]<]minimax[>["
-    call = (f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>big.py'
-            f'{ns}</path>{ns}<old_string>value{ns}</old_string>{ns}<new_string>VALUE'
-            f'{ns}</new_string>{ns}<replace_all>true{ns}</replace_all>{ns}</invoke>\n'
-            f'{ns}</tool_call>')
+    call = (
+        f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>big.py'
+        f"{ns}</path>{ns}<old_string>value{ns}</old_string>{ns}<new_string>VALUE"
+        f"{ns}</new_string>{ns}<replace_all>true{ns}</replace_all>{ns}</invoke>\n"
+        f"{ns}</tool_call>"
+    )
     engine = ScriptedEngine([call, "</mm:think>done"])
-    session = Session.create(engine, default_toolset(),
-                             AgentConfig(approval_policy="never", thinking_default="enabled"),
-                             sessions_dir=tmp_path / "sessions", cwd=ws)
+    session = Session.create(
+        engine,
+        default_toolset(),
+        AgentConfig(approval_policy="never", thinking_default="enabled"),
+        sessions_dir=tmp_path / "sessions",
+        cwd=ws,
+    )
 
     async def go():
         done = await session.run_prompt("rename")

@@ -26,9 +26,15 @@ def _env(tmp: Path) -> dict[str, str]:
     """Plain git as a user has it, minus this machine's own config files."""
     home = tmp / "plainhome"
     home.mkdir(exist_ok=True)
-    return {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@t"}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
 
 
 def git(ws: Path, *args: str, tmp: Path, **kw) -> subprocess.CompletedProcess:
@@ -45,8 +51,10 @@ class Hostile:
         self.ws = tmp / name
         self.marker = tmp / "MARKER"
         self.prog = tmp / "evil.sh"
-        self.prog.write_text(f'#!/bin/sh\necho "$0 $*" >> {self.marker}\n'
-                             'case "$1" in clean|smudge|textconv) cat ;; esac\n')
+        self.prog.write_text(
+            f'#!/bin/sh\necho "$0 $*" >> {self.marker}\n'
+            'case "$1" in clean|smudge|textconv) cat ;; esac\n'
+        )
         self.prog.chmod(0o755)
         self.ws.mkdir()
         (self.ws / "a.txt").write_text("one\n")
@@ -68,8 +76,14 @@ class Hostile:
 def _hooks(h: Hostile) -> Path:
     d = h.tmp / "hooks"
     d.mkdir(exist_ok=True)
-    for name in ("post-index-change", "pre-commit", "post-checkout", "reference-transaction",
-                 "pre-auto-gc", "post-commit"):
+    for name in (
+        "post-index-change",
+        "pre-commit",
+        "post-checkout",
+        "reference-transaction",
+        "pre-auto-gc",
+        "post-commit",
+    ):
         (d / name).write_text(f"#!/bin/sh\necho hook {name} >> {h.marker}\n")
         (d / name).chmod(0o755)
     return d
@@ -96,39 +110,75 @@ def _fetch_control(h: Hostile) -> None:
 
 # name -> (set the attack up, the plain-git command that shows it works)
 ATTACKS = {
-    "core.fsmonitor": (lambda h: h.config("core.fsmonitor", str(h.prog)),
-                       lambda h: git(h.ws, "ls-files", "--cached", "--others", tmp=h.tmp)),
-    "clean filter": (lambda h: h.config("filter.x.clean", f"{h.prog} clean"),
-                     lambda h: (h.ws.joinpath("a.txt").write_text("two\n"),
-                                git(h.ws, "add", "a.txt", tmp=h.tmp))),
-    "smudge filter": (lambda h: h.config("filter.x.smudge", f"{h.prog} smudge"),
-                      lambda h: (h.ws.joinpath("a.txt").unlink(),
-                                 git(h.ws, "checkout", "--", "a.txt", tmp=h.tmp))),
-    "filter process": (lambda h: h.config("filter.x.process", f"{h.prog} process"),
-                       lambda h: (h.ws.joinpath("a.txt").write_text("two\n"),
-                                  git(h.ws, "add", "a.txt", tmp=h.tmp))),
-    "textconv": (lambda h: h.config("diff.x.textconv", f"{h.prog} textconv"),
-                 lambda h: (h.ws.joinpath("a.txt").write_text("two\n"),
-                            git(h.ws, "diff", tmp=h.tmp))),
-    "diff.external": (lambda h: h.config("diff.external", str(h.prog)),
-                      lambda h: (h.ws.joinpath("a.txt").write_text("two\n"),
-                                 git(h.ws, "diff", tmp=h.tmp))),
-    "core.hooksPath": (lambda h: h.config("core.hooksPath", str(_hooks(h))),
-                       lambda h: (h.ws.joinpath("a.txt").write_text("two\n"),
-                                  git(h.ws, "add", "a.txt", tmp=h.tmp))),
-    ".git/hooks": (lambda h: _plant_hooks(h),
-                   lambda h: (h.ws.joinpath("a.txt").write_text("two\n"),
-                              git(h.ws, "add", "a.txt", tmp=h.tmp))),
-    "include.path": (lambda h: ((h.tmp / "inc.cfg").write_text(f"[core]\n\tfsmonitor = {h.prog}\n"),
-                                h.config("include.path", str(h.tmp / "inc.cfg"))),
-                     lambda h: git(h.ws, "status", tmp=h.tmp)),
-    "includeIf": (lambda h: ((h.tmp / "inc.cfg").write_text(f"[core]\n\tfsmonitor = {h.prog}\n"),
-                             h.config(f"includeIf.gitdir:{h.ws}/.git.path", str(h.tmp / "inc.cfg"))),
-                  lambda h: git(h.ws, "status", tmp=h.tmp)),
+    "core.fsmonitor": (
+        lambda h: h.config("core.fsmonitor", str(h.prog)),
+        lambda h: git(h.ws, "ls-files", "--cached", "--others", tmp=h.tmp),
+    ),
+    "clean filter": (
+        lambda h: h.config("filter.x.clean", f"{h.prog} clean"),
+        lambda h: (
+            h.ws.joinpath("a.txt").write_text("two\n"),
+            git(h.ws, "add", "a.txt", tmp=h.tmp),
+        ),
+    ),
+    "smudge filter": (
+        lambda h: h.config("filter.x.smudge", f"{h.prog} smudge"),
+        lambda h: (
+            h.ws.joinpath("a.txt").unlink(),
+            git(h.ws, "checkout", "--", "a.txt", tmp=h.tmp),
+        ),
+    ),
+    "filter process": (
+        lambda h: h.config("filter.x.process", f"{h.prog} process"),
+        lambda h: (
+            h.ws.joinpath("a.txt").write_text("two\n"),
+            git(h.ws, "add", "a.txt", tmp=h.tmp),
+        ),
+    ),
+    "textconv": (
+        lambda h: h.config("diff.x.textconv", f"{h.prog} textconv"),
+        lambda h: (h.ws.joinpath("a.txt").write_text("two\n"), git(h.ws, "diff", tmp=h.tmp)),
+    ),
+    "diff.external": (
+        lambda h: h.config("diff.external", str(h.prog)),
+        lambda h: (h.ws.joinpath("a.txt").write_text("two\n"), git(h.ws, "diff", tmp=h.tmp)),
+    ),
+    "core.hooksPath": (
+        lambda h: h.config("core.hooksPath", str(_hooks(h))),
+        lambda h: (
+            h.ws.joinpath("a.txt").write_text("two\n"),
+            git(h.ws, "add", "a.txt", tmp=h.tmp),
+        ),
+    ),
+    ".git/hooks": (
+        lambda h: _plant_hooks(h),
+        lambda h: (
+            h.ws.joinpath("a.txt").write_text("two\n"),
+            git(h.ws, "add", "a.txt", tmp=h.tmp),
+        ),
+    ),
+    "include.path": (
+        lambda h: (
+            (h.tmp / "inc.cfg").write_text(f"[core]\n\tfsmonitor = {h.prog}\n"),
+            h.config("include.path", str(h.tmp / "inc.cfg")),
+        ),
+        lambda h: git(h.ws, "status", tmp=h.tmp),
+    ),
+    "includeIf": (
+        lambda h: (
+            (h.tmp / "inc.cfg").write_text(f"[core]\n\tfsmonitor = {h.prog}\n"),
+            h.config(f"includeIf.gitdir:{h.ws}/.git.path", str(h.tmp / "inc.cfg")),
+        ),
+        lambda h: git(h.ws, "status", tmp=h.tmp),
+    ),
     "core.pager": (lambda h: h.config("core.pager", f"{h.prog} pager"), _pager_control),
-    "core.sshCommand": (lambda h: (h.config("core.sshCommand", f"{h.prog} ssh"),
-                                   h.config("remote.origin.url", "ssh://example.invalid/r")),
-                        _fetch_control),
+    "core.sshCommand": (
+        lambda h: (
+            h.config("core.sshCommand", f"{h.prog} ssh"),
+            h.config("remote.origin.url", "ssh://example.invalid/r"),
+        ),
+        _fetch_control,
+    ),
 }
 
 
@@ -171,25 +221,44 @@ def test_every_attack_at_once_through_the_installed_console_script(tmp_path):
         if name not in (".git/hooks", "includeIf"):  # (same marker paths; one include suffices)
             setup(h)
     ns = "]<]minimax[>["
-    call = (f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>a.txt{ns}</path>'
-            f'{ns}<old_string>one{ns}</old_string>{ns}<new_string>uno{ns}</new_string>'
-            f'{ns}</invoke>\n{ns}</tool_call>')
+    call = (
+        f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>a.txt{ns}</path>'
+        f"{ns}<old_string>one{ns}</old_string>{ns}<new_string>uno{ns}</new_string>"
+        f"{ns}</invoke>\n{ns}</tool_call>"
+    )
     script = tmp_path / "script.json"
     script.write_text(json.dumps([call, "</mm:think>done"]))
     exe = Path(sys.executable).with_name("m3agent")
     env = dict(os.environ, M3AGENT_HOME=str(tmp_path / "m3home"), HOME=str(tmp_path / "plainhome"))
     env.pop("M3AGENT_CONFIG", None)
     (tmp_path / "plainhome").mkdir(exist_ok=True)
-    r = subprocess.run([str(exe), "run", "fix", "--engine", "scripted", "--script", str(script),
-                        "--cwd", str(h.ws), "--output-format", "json"], env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            str(exe),
+            "run",
+            "fix",
+            "--engine",
+            "scripted",
+            "--script",
+            str(script),
+            "--cwd",
+            str(h.ws),
+            "--output-format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["answer"] == "done"
     assert (h.ws / "a.txt").read_text() == "uno\n"
     assert any(c.get("action") == "snapshot" for c in out["context"])  # the listing ran
-    u = subprocess.run([str(exe), "undo", "--cwd", str(h.ws)], env=env, capture_output=True,
-                       text=True, timeout=60)
+    u = subprocess.run(
+        [str(exe), "undo", "--cwd", str(h.ws)], env=env, capture_output=True, text=True, timeout=60
+    )
     assert u.returncode == 0, u.stderr
     assert (h.ws / "a.txt").read_text() == "one\n"
     assert h.ran() == ""
@@ -205,8 +274,11 @@ def test_a_nested_repository_a_command_created_is_never_run(tmp_path):
     (sub / "b.txt").write_text("b\n")
     (sub / ".gitattributes").write_text("* filter=x diff=x\n")
     git(sub, "init", "-q", tmp=tmp_path, check=True)  # what a model's command could do
-    for key, value in (("core.fsmonitor", str(h.prog)), ("filter.x.clean", f"{h.prog} clean"),
-                       ("core.hooksPath", str(_hooks(h)))):
+    for key, value in (
+        ("core.fsmonitor", str(h.prog)),
+        ("filter.x.clean", f"{h.prog} clean"),
+        ("core.hooksPath", str(_hooks(h))),
+    ):
         h.config(key, value, where=sub)
     agent_git_operations(h.ws, tmp_path / "state")
     assert h.ran() == ""
@@ -276,8 +348,12 @@ def test_a_git_dir_planted_after_the_session_started_runs_nothing(tmp_path):
     cps.snapshot("session start")  # no .git yet
     (h.ws / ".git").rename(ws / ".git")  # what `git init` plus `git config` in a command does
     (ws / ".gitattributes").write_text("* filter=x diff=x\n")
-    for key, value in (("core.fsmonitor", str(h.prog)), ("filter.x.clean", f"{h.prog} clean"),
-                       ("core.hooksPath", str(_hooks(h))), ("diff.external", str(h.prog))):
+    for key, value in (
+        ("core.fsmonitor", str(h.prog)),
+        ("filter.x.clean", f"{h.prog} clean"),
+        ("core.hooksPath", str(_hooks(h))),
+        ("diff.external", str(h.prog)),
+    ):
         h.config(key, value, where=ws)
     agent_git_operations(ws, tmp_path / "state2")
     cps.snapshot("later")

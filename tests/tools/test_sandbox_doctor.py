@@ -20,8 +20,13 @@ def _doctor(tmp_path, *args: str) -> tuple[int, dict]:
         pytest.skip("the m3agent console script is not installed next to this interpreter")
     env = {**os.environ, "M3AGENT_HOME": str(tmp_path / "m3home")}
     env.pop("M3AGENT_CONFIG", None)
-    r = subprocess.run([str(EXE), "doctor", "--json", "--cwd", str(tmp_path), *args],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        [str(EXE), "doctor", "--json", "--cwd", str(tmp_path), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     return r.returncode, json.loads(r.stdout)
 
 
@@ -62,6 +67,10 @@ def test_doctor_flags_a_readable_data_dir(tmp_path):
 def test_doctor_rejects_an_unknown_layer(tmp_path):
     if not EXE.is_file():
         pytest.skip("no console script")
-    r = subprocess.run([str(EXE), "doctor", "--without", "apparmor", "--cwd", str(tmp_path)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(EXE), "doctor", "--without", "apparmor", "--cwd", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode != 0 and "unknown sandbox layer" in r.stderr

@@ -41,16 +41,35 @@ def _need_bwrap(tmp: Path) -> None:
 def _venv(root: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     py = root / "bin" / "python"
-    sp = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                        check=True, capture_output=True, text=True).stdout.strip()
+    sp = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(sp) / "zz-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return py
 
 
 def _pip_install(py: Path, *args: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
-                        "--no-deps", "--no-build-isolation", "--no-index", *args],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
 
 
@@ -66,8 +85,11 @@ def installs():
         raise
     clone = base / "clone"
     clone.mkdir()
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-                           check=True, capture_output=True).stdout.split(b"\0")
+    files = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
     for rel in filter(None, files):
         src = REPO / os.fsdecode(rel)
         if src.is_file():
@@ -85,9 +107,11 @@ def installs():
 
 
 def _script(path: Path) -> Path:
-    call = (f"</mm:think>{NS}<tool_call>\n{NS}<invoke name=\"shell\">{NS}<command>"
-            f"echo SANDBOXED-OK; touch /etc/m3agent-install-escape || echo ROOT-READ-ONLY"
-            f"{NS}</command>{NS}</invoke>\n{NS}</tool_call>")
+    call = (
+        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="shell">{NS}<command>'
+        f"echo SANDBOXED-OK; touch /etc/m3agent-install-escape || echo ROOT-READ-ONLY"
+        f"{NS}</command>{NS}</invoke>\n{NS}</tool_call>"
+    )
     path.write_text(json.dumps([call, "</mm:think>done"]))
     return path
 
@@ -103,10 +127,26 @@ def _run_console_script(py: Path, base: Path, name: str) -> dict:
     if name == "pipx":
         env["HOME"] = str(base / "home")
     env.pop("M3AGENT_CONFIG", None)
-    r = subprocess.run([str(exe), "run", "go", "--engine", "scripted", "--script",
-                        str(_script(base / f"script-{name}.json")), "--output-format",
-                        "stream-json", "--cwd", str(repo)],
-                       capture_output=True, text=True, timeout=60, env=env, cwd=base)
+    r = subprocess.run(
+        [
+            str(exe),
+            "run",
+            "go",
+            "--engine",
+            "scripted",
+            "--script",
+            str(_script(base / f"script-{name}.json")),
+            "--output-format",
+            "stream-json",
+            "--cwd",
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=base,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     evs = [json.loads(ln) for ln in r.stdout.splitlines() if ln.strip()]
     return next(e for e in evs if e["type"] == "tool_call_finished")
@@ -157,7 +197,9 @@ def test_launcher_that_cannot_start_is_an_error_not_a_success(tmp_path, monkeypa
     from m3agent.tools.base import ToolContext
 
     marker = tmp_path / "ran"
-    res = Shell().run(ShellArgs(command=f"touch {marker}; exit 0"), ToolContext(cwd=tmp_path, sandbox=sb))
+    res = Shell().run(
+        ShellArgs(command=f"touch {marker}; exit 0"), ToolContext(cwd=tmp_path, sandbox=sb)
+    )
     assert res.is_error and res.metadata["blocked_by"] == "sandbox_failed", res.output
     assert "could not start the command" in res.output
     assert not marker.exists()

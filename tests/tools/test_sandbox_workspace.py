@@ -14,8 +14,8 @@ from sandbox_support import CONFIGS, make_sandbox
 WORK = (
     "set -e; cd src; echo 'x = 1' > new.py; mkdir -p pkg/sub; mv new.py pkg/sub/mod.py; "
     "python3 -c 'import sys; sys.path.insert(0, \"pkg/sub\"); import mod; print(mod.x)'; "
-    "ln -s pkg/sub/mod.py alias.py; cat alias.py; rm -r pkg; echo tmp > \"$TMPDIR/t\"; "
-    "cat \"$TMPDIR/t\"; git -C .. status --short | head -3; echo ok"
+    'ln -s pkg/sub/mod.py alias.py; cat alias.py; rm -r pkg; echo tmp > "$TMPDIR/t"; '
+    'cat "$TMPDIR/t"; git -C .. status --short | head -3; echo ok'
 )
 
 
@@ -30,7 +30,9 @@ def test_ordinary_work_succeeds(config, world):
 def test_top_level_entries(config, world):
     r = make_sandbox(config, world).run("touch top.txt && rm -rf src && echo done", timeout_s=30)
     if config == "bwrap":
-        assert r.exit_code == 0 and (world.ws / "top.txt").exists() and not (world.ws / "src").exists()
+        assert (
+            r.exit_code == 0 and (world.ws / "top.txt").exists() and not (world.ws / "src").exists()
+        )
     else:
         assert r.exit_code != 0 and "Permission denied" in r.stderr
         assert not (world.ws / "top.txt").exists()
@@ -53,8 +55,12 @@ def test_read_only_mode_refuses_workspace_writes(config, world):
 @pytest.mark.parametrize("config", CONFIGS)
 def test_extra_writable_root(config, world):
     disabled = frozenset() if config == "bwrap" else frozenset({"bwrap"})
-    policy = SandboxPolicy(workspace=world.ws, extra_writable=(world.outside,),
-                           disabled_layers=disabled, limits=Limits())
+    policy = SandboxPolicy(
+        workspace=world.ws,
+        extra_writable=(world.outside,),
+        disabled_layers=disabled,
+        limits=Limits(),
+    )
     report = probe(policy)
     if config == "bwrap" and not report.is_active("bwrap"):
         pytest.skip(report.layer("bwrap").detail)
@@ -68,8 +74,9 @@ def test_git_works_with_a_hidden_global_config(config, world):
     """The home directory is hidden; an existing ~/.gitconfig (unreadable under Landlock,
     which git treats as fatal) must not break read-only git commands."""
     (world.home / ".gitconfig").write_text("[user]\n\tname = someone\n")
-    r = make_sandbox(config, world).run("git status --short && git config user.name; echo rc=$?",
-                                        timeout_s=30)
+    r = make_sandbox(config, world).run(
+        "git status --short && git config user.name; echo rc=$?", timeout_s=30
+    )
     assert "rc=1" in r.stdout and "fatal" not in r.stderr, (r.stdout, r.stderr)  # no name: hidden
 
 

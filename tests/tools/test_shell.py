@@ -25,7 +25,9 @@ def _ctx(probed, **kw):
 
 
 def test_exit_code_stdout_stderr(probed):
-    r = default_toolset().dispatch("shell", {"command": "echo out; echo err >&2; exit 3"}, _ctx(probed))
+    r = default_toolset().dispatch(
+        "shell", {"command": "echo out; echo err >&2; exit 3"}, _ctx(probed)
+    )
     assert r.is_error and r.metadata["exit_code"] == 3
     assert "stdout:\nout" in r.output and "stderr:\nerr" in r.output
 
@@ -34,7 +36,8 @@ def test_100mb_of_output_is_truncated_without_oom_or_hang(probed):
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.monotonic()
     r = default_toolset().dispatch(
-        "shell", {"command": "head -c 104857600 /dev/zero | tr '\\0' 'x'; echo; echo END"},
+        "shell",
+        {"command": "head -c 104857600 /dev/zero | tr '\\0' 'x'; echo; echo END"},
         _ctx(probed),
     )
     elapsed = time.monotonic() - t0

@@ -28,8 +28,11 @@ def _state(root: Path) -> dict[str, tuple[bytes, int, int]]:
         for name in dirnames + filenames:
             p = Path(dirpath) / name
             st = p.lstat()
-            out[str(p.relative_to(root))] = (p.read_bytes() if p.is_file() else b"",
-                                             st.st_mtime_ns, st.st_mode)
+            out[str(p.relative_to(root))] = (
+                p.read_bytes() if p.is_file() else b"",
+                st.st_mtime_ns,
+                st.st_mode,
+            )
     return out
 
 
@@ -37,8 +40,9 @@ def _state(root: Path) -> dict[str, tuple[bytes, int, int]]:
 def ws(tmp_path) -> Path:
     root = tmp_path / "ws"
     (root / "src").mkdir(parents=True)
-    (root / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\ndef one():\n"
-                                          "    return 1\n")
+    (root / "src" / "calc.py").write_text(
+        "def add(a, b):\n    return a - b\n\n\ndef one():\n    return 1\n"
+    )
     (root / "README.md").write_text("# calc\n")
     (root / "old.txt").write_text("gone soon\n")
     return root
@@ -49,7 +53,9 @@ def tools() -> Toolset:
     return default_toolset(use_ripgrep=False)
 
 
-def _preview_then_run(tools: Toolset, ws: Path, name: str, args: dict) -> tuple[Preview, ToolResult]:
+def _preview_then_run(
+    tools: Toolset, ws: Path, name: str, args: dict
+) -> tuple[Preview, ToolResult]:
     ctx = ToolContext(cwd=ws)
     before = _state(ws)
     preview = tools.preview(name, args, ctx)
@@ -93,18 +99,20 @@ def test_write_preview_overwrite(tools, ws):
 
 
 def test_apply_patch_preview_is_the_diff_it_applies(tools, ws):
-    patch = "\n".join([
-        "*** Begin Patch",
-        "*** Update File: src/calc.py",
-        "*** Move to: src/arith.py",
-        "@@ def add(a, b):",
-        "-    return a - b",
-        "+    return a + b",
-        "*** Add File: docs/notes.md",
-        "+# notes",
-        "*** Delete File: old.txt",
-        "*** End Patch",
-    ])
+    patch = "\n".join(
+        [
+            "*** Begin Patch",
+            "*** Update File: src/calc.py",
+            "*** Move to: src/arith.py",
+            "@@ def add(a, b):",
+            "-    return a - b",
+            "+    return a + b",
+            "*** Add File: docs/notes.md",
+            "+# notes",
+            "*** Delete File: old.txt",
+            "*** End Patch",
+        ]
+    )
     preview, result = _preview_then_run(tools, ws, "apply_patch", {"patch": patch})
     assert preview.kind is PreviewKind.DIFF
     assert preview.text == result.metadata["diff"]
@@ -114,28 +122,46 @@ def test_apply_patch_preview_is_the_diff_it_applies(tools, ws):
 
 
 def test_apply_patch_unified_diff_preview(tools, ws):
-    patch = ("--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n # calc\n+more\n")
+    patch = "--- a/README.md\n+++ b/README.md\n@@ -1 +1,2 @@\n # calc\n+more\n"
     preview, result = _preview_then_run(tools, ws, "apply_patch", {"patch": patch})
     assert preview.text == result.metadata["diff"] and "+more\n" in preview.text
 
 
-@pytest.mark.parametrize(("name", "args", "why"), [
-    ("edit_file", {"path": "src/calc.py", "old_string": "a * b", "new_string": "q"},
-     "old_string not found"),
-    ("edit_file", {"path": "src/calc.py", "old_string": "return", "new_string": "yield"},
-     "occurs 2 times"),
-    ("edit_file", {"path": "nope.py", "old_string": "a", "new_string": "b"}, "no such file"),
-    ("edit_file", {"path": "../outside.py", "old_string": "a", "new_string": "b"},
-     "outside the writable roots"),
-    ("edit_file", {"path": "src/calc.py"}, "missing required argument 'old_string'"),
-    ("write_file", {"path": "src", "content": "x"}, "is a directory"),
-    ("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}, "protected"),
-    ("apply_patch", {"patch": "*** Begin Patch\n*** Update File: src/calc.py\n@@\n-nothing like"
-                              " this\n+x\n*** End Patch"}, "does not apply"),
-    ("apply_patch", {"patch": "not a patch"}, "not a patch"),
-    ("shell", {"command": "ls", "workdir": "no/such/dir"}, "no such directory"),
-    ("no_such_tool", {}, "unknown tool"),
-])
+@pytest.mark.parametrize(
+    ("name", "args", "why"),
+    [
+        (
+            "edit_file",
+            {"path": "src/calc.py", "old_string": "a * b", "new_string": "q"},
+            "old_string not found",
+        ),
+        (
+            "edit_file",
+            {"path": "src/calc.py", "old_string": "return", "new_string": "yield"},
+            "occurs 2 times",
+        ),
+        ("edit_file", {"path": "nope.py", "old_string": "a", "new_string": "b"}, "no such file"),
+        (
+            "edit_file",
+            {"path": "../outside.py", "old_string": "a", "new_string": "b"},
+            "outside the writable roots",
+        ),
+        ("edit_file", {"path": "src/calc.py"}, "missing required argument 'old_string'"),
+        ("write_file", {"path": "src", "content": "x"}, "is a directory"),
+        ("write_file", {"path": ".git/hooks/pre-commit", "content": "x"}, "protected"),
+        (
+            "apply_patch",
+            {
+                "patch": "*** Begin Patch\n*** Update File: src/calc.py\n@@\n-nothing like"
+                " this\n+x\n*** End Patch"
+            },
+            "does not apply",
+        ),
+        ("apply_patch", {"patch": "not a patch"}, "not a patch"),
+        ("shell", {"command": "ls", "workdir": "no/such/dir"}, "no such directory"),
+        ("no_such_tool", {}, "unknown tool"),
+    ],
+)
 def test_a_failing_call_previews_why(tools, ws, name, args, why):
     ctx = ToolContext(cwd=ws)
     before = _state(ws)
@@ -152,16 +178,16 @@ def test_preview_of_a_fifo_does_not_hang(tools, ws):
     os.mkfifo(ws / "pipe")
     preview = tools.preview("write_file", {"path": "pipe", "content": "x"}, ToolContext(cwd=ws))
     assert preview.is_error and "not a regular file" in preview.text
-    preview = tools.preview("edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"},
-                            ToolContext(cwd=ws))
+    preview = tools.preview(
+        "edit_file", {"path": "pipe", "old_string": "a", "new_string": "b"}, ToolContext(cwd=ws)
+    )
     assert preview.is_error
 
 
 def test_preview_through_a_symlink_out_of_the_workspace_is_refused(tools, ws, tmp_path):
     (tmp_path / "secret.txt").write_text("keep\n")
     (ws / "link.txt").symlink_to(tmp_path / "secret.txt")
-    preview = tools.preview("write_file", {"path": "link.txt", "content": "x"},
-                            ToolContext(cwd=ws))
+    preview = tools.preview("write_file", {"path": "link.txt", "content": "x"}, ToolContext(cwd=ws))
     assert preview.is_error and "outside the writable roots" in preview.text
     assert (tmp_path / "secret.txt").read_text() == "keep\n"
 
@@ -173,7 +199,8 @@ def test_a_huge_edit_preview_is_bounded_and_says_so(tools, ws):
     assert len(preview.text.splitlines()) <= META_DIFF_LINES
     assert len(preview.text.encode()) <= META_DIFF_BYTES
     assert "diff cut: showing" in preview.note and "nothing is changed until the call runs" in (
-        preview.note)
+        preview.note
+    )
     assert result.metadata["diff"].startswith(preview.text)  # the same head as the result's
 
 
@@ -182,15 +209,20 @@ def test_shell_preview_is_the_command_and_its_directory_and_runs_nothing(tools, 
     ctx = ToolContext(cwd=ws, timeout_s=30)
     preview = tools.preview("shell", {"command": "touch marker && echo hi", "workdir": "sub"}, ctx)
     assert preview.kind is PreviewKind.COMMAND and not preview.is_error
-    assert preview.text == f"cwd: {(ws / 'sub').resolve()} (timeout 30s)\n$ touch marker && echo hi\n"
+    assert (
+        preview.text == f"cwd: {(ws / 'sub').resolve()} (timeout 30s)\n$ touch marker && echo hi\n"
+    )
     assert not (ws / "sub" / "marker").exists()
     long = tools.preview("shell", {"command": "echo x\n" * 20_000}, ctx)
     assert long.text.startswith(f"cwd: {ws.resolve()}") and "command cut: showing" in long.note
 
 
 def test_mcp_tool_preview_names_server_tool_and_arguments(ws):
-    remote = mcp_types.Tool(name="search", description="find things",
-                            inputSchema={"type": "object", "properties": {"q": {"type": "string"}}})
+    remote = mcp_types.Tool(
+        name="search",
+        description="find things",
+        inputSchema={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
     cls = make_tool_class("docs", remote)
     tools = Toolset([cls(hub=None, timeout_s=None)])  # no server: a preview never calls it
     preview = tools.preview(cls.name, {"q": "sandbox"}, ToolContext(cwd=ws))
@@ -209,19 +241,30 @@ def test_touches_of_each_tool(tools):
     assert t("grep", {"pattern": "x"}) == Touches(reads=(".",))
     assert t("write_file", {"path": "b.py", "content": ""}) == Touches(writes=("b.py",))
     assert t("edit_file", {"path": "c.py", "old_string": "a", "new_string": "b"}) == Touches(
-        reads=("c.py",), writes=("c.py",))
-    patch = ("*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n-x\n+y\n"
-             "*** Add File: n.py\n+z\n*** Delete File: d.py\n*** End Patch")
+        reads=("c.py",), writes=("c.py",)
+    )
+    patch = (
+        "*** Begin Patch\n*** Update File: a.py\n*** Move to: b.py\n@@\n-x\n+y\n"
+        "*** Add File: n.py\n+z\n*** Delete File: d.py\n*** End Patch"
+    )
     assert t("apply_patch", {"patch": patch}) == Touches(
-        reads=("a.py", "d.py"), writes=("a.py", "b.py", "n.py", "d.py"))
+        reads=("a.py", "d.py"), writes=("a.py", "b.py", "n.py", "d.py")
+    )
     assert t("apply_patch", {"patch": "garbage"}) == Touches()
     assert t("shell", {"command": "ls"}) == Touches(opaque=True)
     assert t("shell", {"command": "ls", "workdir": "src"}) == Touches(reads=("src",), opaque=True)
     assert t("edit_file", {"path": "c.py"}) is None  # invalid: the call itself reports it
     assert t("no_such_tool", {}) is None
     assert {n: tools.get(n).mutates for n in tools.names()} == {
-        "read_file": False, "list_dir": False, "glob": False, "grep": False,
-        "write_file": True, "edit_file": True, "apply_patch": True, "shell": True}
+        "read_file": False,
+        "list_dir": False,
+        "glob": False,
+        "grep": False,
+        "write_file": True,
+        "edit_file": True,
+        "apply_patch": True,
+        "shell": True,
+    }
 
 
 def test_the_toolsets_satisfy_the_protocol(tools):
@@ -256,8 +299,10 @@ def test_precheck_judges_a_new_tool_by_its_declaration(ws):
     assert not blocks(policy, tools.touches("drop_file", {"to": "out/m.txt"}))
     assert blocks(policy, tools.touches("drop_file", {"to": "../m.txt"}))
     assert blocks(policy, tools.touches("drop_file", {"to": ".git/config"}))
-    assert blocks(SandboxPolicy(workspace=ws, mode="read-only"),
-                  tools.touches("drop_file", {"to": "out/m.txt"}))
+    assert blocks(
+        SandboxPolicy(workspace=ws, mode="read-only"),
+        tools.touches("drop_file", {"to": "out/m.txt"}),
+    )
     assert blocks(policy, Touches(reads=("~/.ssh/id_rsa",)))
     assert not blocks(policy, Touches(opaque=True))  # left to the layers at run time
 
@@ -268,8 +313,11 @@ def test_no_table_of_tool_names_outside_the_tools():
     pkg = Path(__file__).resolve().parents[2]
     names = [cls.name for cls in map(type, default_toolset().tools())]
     offenders = []
-    files = [pkg / "tools" / "sandbox" / "precheck.py", *(pkg / "agent").rglob("*.py"),
-             *(pkg / "app").rglob("*.py")]
+    files = [
+        pkg / "tools" / "sandbox" / "precheck.py",
+        *(pkg / "agent").rglob("*.py"),
+        *(pkg / "app").rglob("*.py"),
+    ]
     for f in files:
         text = f.read_text(encoding="utf-8")
         for n in names:

@@ -23,7 +23,12 @@ def test_schemas_are_stable_openai_objects():
 
 def test_mutates_flags():
     ts = default_toolset()
-    assert {n for n in NAMES if ts.get(n).mutates} == {"write_file", "edit_file", "apply_patch", "shell"}
+    assert {n for n in NAMES if ts.get(n).mutates} == {
+        "write_file",
+        "edit_file",
+        "apply_patch",
+        "shell",
+    }
     with pytest.raises(KeyError):
         ts.get("nope")
 
@@ -48,7 +53,9 @@ def test_bad_calls_become_error_results(tmp_path, name, args, expected):
 
 def test_json_string_arguments_accepted(tmp_path):
     (tmp_path / "a.txt").write_text("hello\n")
-    r = default_toolset().dispatch("read_file", json.dumps({"path": "a.txt"}), ToolContext(cwd=tmp_path))
+    r = default_toolset().dispatch(
+        "read_file", json.dumps({"path": "a.txt"}), ToolContext(cwd=tmp_path)
+    )
     assert not r.is_error and "hello" in r.output
 
 

@@ -18,8 +18,9 @@ def test_would_block_paths(tmp_path):
     assert sb.mode.value == "workspace-write"
     assert not sb.would_block("write_file", {"path": "src/a.py", "content": ""})
     assert sb.would_block("write_file", {"path": "../a.py", "content": ""})
-    assert sb.would_block("edit_file", {"path": ".git/config", "old_string": "a",
-                                         "new_string": "b"})
+    assert sb.would_block(
+        "edit_file", {"path": ".git/config", "old_string": "a", "new_string": "b"}
+    )
     assert not sb.would_block("read_file", {"path": "/etc/hostname"})
     assert sb.would_block("read_file", {"path": "~/.ssh/id_rsa"})
     patch = "*** Begin Patch\n*** Add File: ../x.py\n+x\n*** End Patch"
@@ -31,5 +32,7 @@ def test_would_block_paths(tmp_path):
 def test_read_only_blocks_every_file_change(tmp_path):
     sb = _sandbox(tmp_path, "read-only")
     assert sb.would_block("write_file", {"path": "a.py", "content": ""})
-    assert sb.would_block("apply_patch", {"patch": "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch"})
+    assert sb.would_block(
+        "apply_patch", {"patch": "*** Begin Patch\n*** Add File: a\n+x\n*** End Patch"}
+    )
     assert not sb.would_block("grep", {"pattern": "x"})

@@ -21,7 +21,7 @@ NS = "]<]minimax[>["
 def edit_call(path: str, old: str, new: str) -> str:
     """Raw M3 text of one edit_file call, as the model writes it (SPEC 4.2)."""
     return (
-        f"I will fix it.\n{NS}<tool_call>\n{NS}<invoke name=\"edit_file\">"
+        f'I will fix it.\n{NS}<tool_call>\n{NS}<invoke name="edit_file">'
         f"{NS}<path>{path}{NS}</path>{NS}<old_string>{old}{NS}</old_string>"
         f"{NS}<new_string>{new}{NS}</new_string>"
         f"{NS}</invoke>\n{NS}</tool_call>"
@@ -32,8 +32,9 @@ class RecordingEngine:
     """Wraps a ScriptedEngine: every ChatRequest that reaches it is kept in `requests`;
     with `pause_after=N` the stream stops after N deltas until `resume()`."""
 
-    def __init__(self, inner: Any, pause_after: int | None = None,
-                 fixed_usage: bool = False) -> None:
+    def __init__(
+        self, inner: Any, pause_after: int | None = None, fixed_usage: bool = False
+    ) -> None:
         self.inner = inner
         # Snapshots must depend neither on the clock nor on the tokenizer and chat template
         # (owned elsewhere, and changing): report fixed usage figures instead of measured ones.
@@ -69,9 +70,13 @@ class RecordingEngine:
                 await self._go.wait()
             n += 1
             if self.fixed_usage and isinstance(delta, UsageDelta):
-                usage = Usage(prompt_tokens=1200 * len(self.requests), cached_prompt_tokens=
-                              1024 * (len(self.requests) - 1), generated_tokens=100,
-                              time_to_first_token_s=0.25, total_time_s=1.25)
+                usage = Usage(
+                    prompt_tokens=1200 * len(self.requests),
+                    cached_prompt_tokens=1024 * (len(self.requests) - 1),
+                    generated_tokens=100,
+                    time_to_first_token_s=0.25,
+                    total_time_s=1.25,
+                )
                 delta = replace(delta, usage=usage)
             yield delta
 
@@ -91,9 +96,16 @@ class Harness:
     def engine(self) -> RecordingEngine:
         return self.engines[-1]
 
-    def session_factory(self, script: list[str], *, approval: str = "on-request",
-                        chunk_delay_s: float = 0.0, pause_after: int | None = None,
-                        thinking: str = "adaptive", fixed_usage: bool = False) -> Callable:
+    def session_factory(
+        self,
+        script: list[str],
+        *,
+        approval: str = "on-request",
+        chunk_delay_s: float = 0.0,
+        pause_after: int | None = None,
+        thinking: str = "adaptive",
+        fixed_usage: bool = False,
+    ) -> Callable:
         from m3agent.agent.config import AgentConfig
         from m3agent.agent.session import Session
         from m3agent.engine.backends.scripted import ScriptedEngine
@@ -109,13 +121,17 @@ class Harness:
             self.engines.append(engine)
             # A fixed system prompt and two tools: the prompt's token count (on screen in the
             # status bar) then does not move when other tools or the default prompt change.
-            config = AgentConfig(approval_policy=approval, thinking_default=thinking,
-                                 system_prompt="You are m3agent under test.")
+            config = AgentConfig(
+                approval_policy=approval,
+                thinking_default=thinking,
+                system_prompt="You are m3agent under test.",
+            )
             toolset = Toolset([ReadFile(), EditFile()])
             sessions = self.home / "sessions"
             if resume_id:
-                return Session.resume(resume_id, engine, toolset, config,
-                                      sessions_dir=sessions, cwd=self.repo)
+                return Session.resume(
+                    resume_id, engine, toolset, config, sessions_dir=sessions, cwd=self.repo
+                )
             return Session.create(engine, toolset, config, sessions_dir=sessions, cwd=self.repo)
 
         return factory
@@ -129,13 +145,26 @@ class Harness:
         kw.setdefault("clock", lambda: 1000.0)  # the turn timer shows 0s: stable snapshots
         return TuiConfig(cwd=self.repo, state_dir=self.home, **kw)
 
-    def app(self, script: list[str], *, resume: str | None = None, approval: str = "on-request",
-            chunk_delay_s: float = 0.0, pause_after: int | None = None,
-            fixed_usage: bool = False, **config: Any):
+    def app(
+        self,
+        script: list[str],
+        *,
+        resume: str | None = None,
+        approval: str = "on-request",
+        chunk_delay_s: float = 0.0,
+        pause_after: int | None = None,
+        fixed_usage: bool = False,
+        **config: Any,
+    ):
         from m3agent.app.tui.app import create_app
 
-        factory = self.session_factory(script, approval=approval, chunk_delay_s=chunk_delay_s,
-                                       pause_after=pause_after, fixed_usage=fixed_usage)
+        factory = self.session_factory(
+            script,
+            approval=approval,
+            chunk_delay_s=chunk_delay_s,
+            pause_after=pause_after,
+            fixed_usage=fixed_usage,
+        )
         return create_app(factory, self.config(resume=resume, approval=approval, **config))
 
 
@@ -162,7 +191,9 @@ async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 15.0
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {getattr(predicate, '__name__', predicate)}")
+            raise AssertionError(
+                f"timed out waiting for {getattr(predicate, '__name__', predicate)}"
+            )
         await pilot.pause(0.02)
 
 
@@ -180,8 +211,10 @@ class M3Text:
 
     @staticmethod
     def read_call(path: str) -> str:
-        return (f"{NS}<tool_call>\n{NS}<invoke name=\"read_file\">{NS}<path>{path}{NS}</path>"
-                f"{NS}</invoke>\n{NS}</tool_call>")
+        return (
+            f'{NS}<tool_call>\n{NS}<invoke name="read_file">{NS}<path>{path}{NS}</path>'
+            f"{NS}</invoke>\n{NS}</tool_call>"
+        )
 
 
 @pytest.fixture

@@ -127,8 +127,12 @@ async def test_attach_image_by_command_and_by_at_path(harness, until):
         await send(pilot, "/attach missing.png")
         await pilot.pause(0.05)
         first, second = harness.engine.requests
-        assert [m.path for m in first.messages[-1].media] == [str((harness.repo / "shot.png").resolve())]
-        assert [m.path for m in second.messages[-1].media] == [str((harness.repo / "other.png").resolve())]
+        assert [m.path for m in first.messages[-1].media] == [
+            str((harness.repo / "shot.png").resolve())
+        ]
+        assert [m.path for m in second.messages[-1].media] == [
+            str((harness.repo / "other.png").resolve())
+        ]
         assert main.query(ErrorView)  # the missing file is reported, not sent
 
 

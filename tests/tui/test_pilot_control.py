@@ -28,8 +28,9 @@ async def test_sessions_browser_resumes_the_chosen_session(harness, until):
         await send(pilot, "remember this")
         await turn_done(pilot, until)
         old_id = main.controller.session.id
-    app2 = harness.app(["Second answer."],
-                       list_sessions=lambda: list_sessions(harness.home / "sessions"))
+    app2 = harness.app(
+        ["Second answer."], list_sessions=lambda: list_sessions(harness.home / "sessions")
+    )
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         new_id = main.controller.session.id
@@ -41,8 +42,14 @@ async def test_sessions_browser_resumes_the_chosen_session(harness, until):
         option_list.focus()
         option_list.highlighted = listed.index(old_id)
         await pilot.press("enter")
-        await until(pilot, lambda: main.controller.session is not None and main.controller.session.id == old_id
-                    and main.status.state == "ready")
+        await until(
+            pilot,
+            lambda: (
+                main.controller.session is not None
+                and main.controller.session.id == old_id
+                and main.status.state == "ready"
+            ),
+        )
         await pilot.pause(0.1)
         assert new_id != old_id
         assert [str(u.render()) for u in main.query(UserMessage)] == ["remember this"]
@@ -78,7 +85,9 @@ async def test_context_command_shows_the_snapshot_figures(harness, until):
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         # The session reports its snapshot as a ContextEvent; /context shows those figures.
-        main.post_message(SessionEvent(ev.ContextEvent("snapshot", {"tokens": 321, "files_included": 2})))
+        main.post_message(
+            SessionEvent(ev.ContextEvent("snapshot", {"tokens": 321, "files_included": 2}))
+        )
         await pilot.pause(0.05)
         await send(pilot, "/context")
         await pilot.pause(0.05)
@@ -95,8 +104,10 @@ async def test_escape_stops_a_running_tool(harness, until, m3text):
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     ns = m3text.NS
-    call = (f"{ns}<tool_call>\n{ns}<invoke name=\"shell\">{ns}<command>sleep 30{ns}</command>"
-            f"{ns}</invoke>\n{ns}</tool_call>")
+    call = (
+        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>sleep 30{ns}</command>'
+        f"{ns}</invoke>\n{ns}</tool_call>"
+    )
     settings = load_settings().override(engine="scripted", approval="never")
 
     def factory(resume_id, progress):
@@ -141,8 +152,9 @@ async def test_undo_restores_the_files_changed_by_the_last_turn(harness, until, 
     settings = load_settings().override(engine="scripted", approval="never")
 
     def factory(resume_id, progress):
-        engine = harness.wrap(ScriptedEngine([m3text.edit_call("src/calc.py", "a - b", "a + b"),
-                                              "Fixed."]))
+        engine = harness.wrap(
+            ScriptedEngine([m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."])
+        )
         return build_session(settings, cwd=harness.repo, engine=engine)
 
     calc = harness.repo / "src/calc.py"
@@ -226,8 +238,11 @@ async def test_prompt_sent_while_busy_waits_and_keeps_the_order(harness, until):
         harness.engine.pause_after = None  # the second request must not pause
         harness.engine.resume()
         await turn_done(pilot, until, 2)
-        kinds = [type(w).__name__ for w in main.query_one("#conversation").children
-                 if type(w).__name__ in ("UserMessage", "AnswerView")]
+        kinds = [
+            type(w).__name__
+            for w in main.query_one("#conversation").children
+            if type(w).__name__ in ("UserMessage", "AnswerView")
+        ]
         assert kinds == ["UserMessage", "AnswerView", "UserMessage", "AnswerView"]
         assert not main.query_one("#waiting").display
         assert [r.messages[-1].content for r in harness.engine.requests] == ["first", "second"]

@@ -136,8 +136,10 @@ async def test_turn_timer_spinner_and_how_to_stop(harness, until):
 
 
 def _shell(ns: str, command: str) -> str:
-    return (f"{ns}<tool_call>\n{ns}<invoke name=\"shell\">{ns}<command>{command}{ns}</command>"
-            f"{ns}</invoke>\n{ns}</tool_call>")
+    return (
+        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>{command}{ns}</command>'
+        f"{ns}</invoke>\n{ns}</tool_call>"
+    )
 
 
 async def test_always_allow_a_command_prefix_not_every_command(harness, until, m3text):
@@ -147,12 +149,19 @@ async def test_always_allow_a_command_prefix_not_every_command(harness, until, m
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     ns = m3text.NS
-    script = [_shell(ns, "echo one"), _shell(ns, "echo two --flag"),
-              _shell(ns, "echo three; echo four"), _shell(ns, "ls"), "Done."]
+    script = [
+        _shell(ns, "echo one"),
+        _shell(ns, "echo two --flag"),
+        _shell(ns, "echo three; echo four"),
+        _shell(ns, "ls"),
+        "Done.",
+    ]
     settings = load_settings().override(engine="scripted", approval="untrusted")
 
     def factory(resume_id, progress):
-        return build_session(settings, cwd=harness.repo, engine=harness.wrap(ScriptedEngine(script)))
+        return build_session(
+            settings, cwd=harness.repo, engine=harness.wrap(ScriptedEngine(script))
+        )
 
     app = create_app(factory, harness.config(approval="untrusted"))
     async with app.run_test(size=(110, 40)) as pilot:
@@ -166,14 +175,24 @@ async def test_always_allow_a_command_prefix_not_every_command(harness, until, m
         assert isinstance(app.screen, ApprovalScreen)
         await pilot.press("p")
         # "echo two --flag" is covered: no question; "echo three; echo four" is not.
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen)
-                    and "three" in app.screen.request.arguments["command"])
+        await until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ApprovalScreen)
+                and "three" in app.screen.request.arguments["command"]
+            ),
+        )
         cards = list(main.query(ToolCard))
         assert cards[1].note == "allowed: echo …"
         assert not [b for b in app.screen.query("Button") if b.id == "approve_prefix"]
         await pilot.press("y")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen)
-                    and app.screen.request.arguments["command"] == "ls")
+        await until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, ApprovalScreen)
+                and app.screen.request.arguments["command"] == "ls"
+            ),
+        )
         await pilot.press("y")
         await turn_done(pilot, until)
         assert main.controller.allowed_prefixes == [("echo",)]

@@ -30,7 +30,9 @@ async def _wait(pilot, predicate, timeout: float = 15.0) -> None:
 def _prompt_then(text: str, until_fn, settle: float = 0.3):
     async def run_before(pilot) -> None:
         main = pilot.app.main
-        await _wait(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
+        await _wait(
+            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
+        )
         prompt = main.query_one(PromptInput)
         prompt.cursor_blink = False
         prompt.load_text(text)
@@ -47,12 +49,17 @@ def test_main_screen_mid_answer(harness, snap_compare):
     # 7-character chunks: the answer has started and is cut mid-sentence by the pause.
     app = harness.app([THINK_ANSWER], pause_after=30)
     engine_paused = lambda pilot: bool(harness.engines) and harness.engine.paused.is_set()  # noqa: E731
-    assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("why is add wrong?", engine_paused))
+    assert snap_compare(
+        app, terminal_size=SIZE, run_before=_prompt_then("why is add wrong?", engine_paused)
+    )
 
 
 def test_approval_modal(harness, snap_compare, m3text):
-    app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."],
-                      approval="untrusted", fixed_usage=True)
+    app = harness.app(
+        [m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."],
+        approval="untrusted",
+        fixed_usage=True,
+    )
     modal = lambda pilot: isinstance(pilot.app.screen, ApprovalScreen)  # noqa: E731
     assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("fix add", modal))
 
@@ -81,7 +88,9 @@ def test_reasoning_expanded_on_click(harness, snap_compare):
 def test_reasoning_open_while_streaming(harness, snap_compare):
     app = harness.app([THINK_ANSWER], pause_after=6)
     engine_paused = lambda pilot: bool(harness.engines) and harness.engine.paused.is_set()  # noqa: E731
-    assert snap_compare(app, terminal_size=SIZE, run_before=_prompt_then("why is add wrong?", engine_paused))
+    assert snap_compare(
+        app, terminal_size=SIZE, run_before=_prompt_then("why is add wrong?", engine_paused)
+    )
 
 
 def test_error_state(harness, snap_compare):
@@ -95,8 +104,9 @@ def test_command_menu_filtered(harness, snap_compare):
 
     async def run_before(pilot) -> None:
         main = pilot.app.main
-        await _wait(pilot, lambda: main.controller.session is not None
-                    and main.status.state == "ready")
+        await _wait(
+            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
+        )
         prompt = main.query_one(PromptInput)
         prompt.cursor_blink = False
         prompt.focus()

@@ -27,8 +27,9 @@ async def test_window_is_usable_while_the_engine_loads(harness, until):
     app = create_app(slow_factory, harness.config())
     async with app.run_test(size=(100, 30)) as pilot:
         main = app.main
-        await until(pilot, lambda: "loading weights" in str(
-            main.query_one("#loading-label").render()))
+        await until(
+            pilot, lambda: "loading weights" in str(main.query_one("#loading-label").render())
+        )
         assert main.query_one(LoadingView).display
         assert main.status.state == "loading"
         # Typing and sending work at once; the prompt waits for the engine.

@@ -16,8 +16,10 @@ RAW = ("\x1b", "\x07", "\x9b", "\u202e")
 
 async def test_hostile_text_is_rendered_visibly(harness, until, m3text):
     (harness.repo / "notes.txt").write_text(HOSTILE + "\n")
-    script = [m3text.read_call("notes.txt"),
-              f"<mm:think>thinking {HOSTILE}</mm:think>Answer {HOSTILE} end"]
+    script = [
+        m3text.read_call("notes.txt"),
+        f"<mm:think>thinking {HOSTILE}</mm:think>Answer {HOSTILE} end",
+    ]
     app = harness.app(script)
     async with app.run_test(size=(120, 40)) as pilot:
         main = await ready(pilot, until)

@@ -30,8 +30,9 @@ class Tmux:
         self.socket = f"m3agent-test-{uuid.uuid4().hex[:8]}"
 
     def run(self, *args: str) -> str:
-        proc = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True,
-                              timeout=10)
+        proc = subprocess.run(
+            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10
+        )
         return proc.stdout
 
     def screen(self) -> str:
@@ -66,8 +67,17 @@ def _first_paint(repo: Path, script: Path, home: Path) -> float:
     tmux = Tmux()
     try:
         t0 = time.perf_counter()
-        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-                 _command(repo, script, home))
+        tmux.run(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(COLS),
+            "-y",
+            str(ROWS),
+            _command(repo, script, home),
+        )
         tmux.wait_for("Ask m3agent")
         elapsed = time.perf_counter() - t0
         tmux.wait_for("tok/s")
@@ -80,16 +90,29 @@ def _first_paint(repo: Path, script: Path, home: Path) -> float:
 
 def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        "<mm:think>add subtracts.</mm:think>"
-        + m3text.edit_call("src/calc.py", "a - b", "a + b"),
-        "Fixed: `add` now **adds**.",
-    ]))
+    script.write_text(
+        json.dumps(
+            [
+                "<mm:think>add subtracts.</mm:think>"
+                + m3text.edit_call("src/calc.py", "a - b", "a + b"),
+                "Fixed: `add` now **adds**.",
+            ]
+        )
+    )
     tmux = Tmux()
     try:
         t0 = time.perf_counter()
-        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-                 _command(repo, script, m3home))
+        tmux.run(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(COLS),
+            "-y",
+            str(ROWS),
+            _command(repo, script, m3home),
+        )
         tmux.wait_for("Ask m3agent")  # the prompt's placeholder: the first frame is up
         first_paint_s = time.perf_counter() - t0
         tmux.wait_for("tok/s")
@@ -119,10 +142,13 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
     load1 = os.getloadavg()[0]
     record = {
         "what": "wall time from launching `m3agent --engine scripted` in tmux to the first "
-                "frame (prompt visible), 3 launches; and to a ready session (engine, tools, "
-                "sandbox probe) in the first launch",
-        "first_paint_s": {"min": round(samples[0], 3), "median": round(samples[1], 3),
-                          "max": round(samples[2], 3)},
+        "frame (prompt visible), 3 launches; and to a ready session (engine, tools, "
+        "sandbox probe) in the first launch",
+        "first_paint_s": {
+            "min": round(samples[0], 3),
+            "median": round(samples[1], 3),
+            "max": round(samples[2], 3),
+        },
         "session_ready_s": round(ready_s, 3),
         "target_first_paint_s": 1.0,
         "cpus": os.cpu_count(),
@@ -130,8 +156,10 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
         "python": platform.python_version(),
         "terminal": f"tmux {COLS}x{ROWS}",
     }
-    print(f"\nTUI first paint min {samples[0]:.3f} s, median {samples[1]:.3f} s, "
-          f"session ready {ready_s:.3f} s (load average {load1:.1f}, {os.cpu_count()} CPUs)")
+    print(
+        f"\nTUI first paint min {samples[0]:.3f} s, median {samples[1]:.3f} s, "
+        f"session ready {ready_s:.3f} s (load average {load1:.1f}, {os.cpu_count()} CPUs)"
+    )
     # The committed figure is refreshed on purpose (M3AGENT_WRITE_BENCH=1), never as a side
     # effect of an ordinary test run in a user's clone.
     if os.environ.get("M3AGENT_WRITE_BENCH") == "1":
@@ -164,9 +192,18 @@ def test_tmux_crash_restores_the_terminal_and_prints_the_log_path(repo, m3home, 
     script.write_text("[]")
     tmux = Tmux()
     try:
-        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-                 f"env -u COLUMNS -u LINES M3AGENT_HOME={m3home} {sys.executable} {main} "
-                 f"--engine scripted --script {script} --cwd {repo}; echo EXIT=$?; sleep 60")
+        tmux.run(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(COLS),
+            "-y",
+            str(ROWS),
+            f"env -u COLUMNS -u LINES M3AGENT_HOME={m3home} {sys.executable} {main} "
+            f"--engine scripted --script {script} --cwd {repo}; echo EXIT=$?; sleep 60",
+        )
         tmux.wait_for("EXIT=1")
         screen = tmux.screen()
         alternate = tmux.run("display", "-p", "-t", "t", "#{alternate_on}").strip()
@@ -186,12 +223,24 @@ def test_tmux_escape_sequences_reach_the_screen_only_visibly(repo, m3home, m3tex
     alone and show up as `\\x1b...` text."""
     (repo / "notes.txt").write_text("\x1b]2;PWNED-BY-TOOL\x07\x1b]52;c;cHduZWQ=\x07\x1b[2J\n")
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([m3text.read_call("notes.txt"),
-                                  "Read. \x1b]2;PWNED-BY-MODEL\x07\x1b[2J done-marker"]))
+    script.write_text(
+        json.dumps(
+            [m3text.read_call("notes.txt"), "Read. \x1b]2;PWNED-BY-MODEL\x07\x1b[2J done-marker"]
+        )
+    )
     tmux = Tmux()
     try:
-        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-                 _command(repo, script, m3home))
+        tmux.run(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(COLS),
+            "-y",
+            str(ROWS),
+            _command(repo, script, m3home),
+        )
         tmux.run("set-option", "-t", "t", "set-titles", "on")
         before = tmux.run("display", "-p", "-t", "t", "#{pane_title}").strip()
         tmux.wait_for("tok/s")
@@ -216,10 +265,19 @@ def test_tmux_bare_m3agent_with_nothing_configured_opens_the_setup(repo, m3home)
     program = str(exe) if exe.exists() else f"{sys.executable} -m m3agent.app.cli"
     tmux = Tmux()
     try:
-        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-                 f"env -u COLUMNS -u LINES -u M3AGENT_ENGINE -u M3AGENT_MODEL "
-                 f"M3AGENT_HOME={m3home} TERM=xterm-256color {program} --cwd {repo}; "
-                 "echo EXIT=$?; sleep 60")
+        tmux.run(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(COLS),
+            "-y",
+            str(ROWS),
+            f"env -u COLUMNS -u LINES -u M3AGENT_ENGINE -u M3AGENT_MODEL "
+            f"M3AGENT_HOME={m3home} TERM=xterm-256color {program} --cwd {repo}; "
+            "echo EXIT=$?; sleep 60",
+        )
         tmux.wait_for("Set up m3agent")
         assert "needs --model" not in tmux.screen()
         for _ in range(3):
@@ -245,8 +303,17 @@ def test_tmux_tab_menu_paging_and_ctrl_c_twice(repo, m3home, tmp_path):
     script.write_text(json.dumps(["\n\n".join(f"line {i}" for i in range(80)) + "\n\nlast-line"]))
     tmux = Tmux()
     try:
-        tmux.run("new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-                 _command(repo, script, m3home))
+        tmux.run(
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            str(COLS),
+            "-y",
+            str(ROWS),
+            _command(repo, script, m3home),
+        )
         tmux.wait_for("tok/s")
         while "loading" in tmux.screen():
             time.sleep(0.03)

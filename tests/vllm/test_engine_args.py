@@ -51,8 +51,14 @@ def test_bf16_m3_needs_eight_gpus(vllm, checkpoint):
     with pytest.raises(EngineUnavailable, match=r"need 8 GPUs .*4 visible"):
         load(path, h200(4))
     assert vllm.engine_args == []  # refused before vLLM was asked to load anything
-    load(path, h200(8), speculative_draft="Inferact/MiniMax-M3-EAGLE3", max_images=0,
-         max_videos=0, indexer_kv_dtype="fp8")
+    load(
+        path,
+        h200(8),
+        speculative_draft="Inferact/MiniMax-M3-EAGLE3",
+        max_images=0,
+        max_videos=0,
+        indexer_kv_dtype="fp8",
+    )
     args = vllm.engine_args[-1]
     assert args["tensor_parallel_size"] == 8 and args["enable_expert_parallel"] is True
     assert args["speculative_config"] == {
@@ -81,8 +87,11 @@ def test_rope_scaling_past_524288_is_capped_and_said(vllm, checkpoint):
         "yarn",
         weight_bytes=430 * GB,
         fp8=True,
-        rope_scaling={"rope_type": "yarn", "factor": 2.0,
-                      "original_max_position_embeddings": 524288},
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 2.0,
+            "original_max_position_embeddings": 524288,
+        },
     )
     engine = load(path, h200(8), max_model_len=1_048_576)
     assert vllm.engine_args[-1]["max_model_len"] == 524_288
@@ -109,13 +118,19 @@ def test_no_gpu_is_a_clear_error(vllm, checkpoint):
     ("error", "expected"),
     [
         (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), "out of GPU memory"),
-        (ValueError("To serve at least one request with the models's max seq len (524288), "
-                    "(30.0 GiB KV cache is needed, which is larger than the available KV cache "
-                    "memory"), "not enough GPU memory for a KV cache of 262,144 tokens"),
-        (RuntimeError("CUDA error: no kernel image is available for execution on the device"),
-         "this GPU cannot run"),
-        (ValueError("Model architectures ['Foo'] are not supported for now."),
-         "cannot load"),
+        (
+            ValueError(
+                "To serve at least one request with the models's max seq len (524288), "
+                "(30.0 GiB KV cache is needed, which is larger than the available KV cache "
+                "memory"
+            ),
+            "not enough GPU memory for a KV cache of 262,144 tokens",
+        ),
+        (
+            RuntimeError("CUDA error: no kernel image is available for execution on the device"),
+            "this GPU cannot run",
+        ),
+        (ValueError("Model architectures ['Foo'] are not supported for now."), "cannot load"),
         (KeyError("boom"), "vLLM failed to load"),
     ],
 )

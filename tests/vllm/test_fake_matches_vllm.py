@@ -58,15 +58,22 @@ def test_fields_match_the_real_source(module, cls):
 def test_exception_names_match():
     src = real_source()
     for module, names in (
-        ("exceptions.py", {"VLLMError", "VLLMClientError", "VLLMServerError",
-                           "VLLMValidationError"}),
+        (
+            "exceptions.py",
+            {"VLLMError", "VLLMClientError", "VLLMServerError", "VLLMValidationError"},
+        ),
         ("v1/engine/exceptions.py", {"EngineGenerateError", "EngineDeadError"}),
     ):
-        real = {n.name: [ast.unparse(b) for b in n.bases]
-                for n in ast.parse((src / module).read_text()).body if isinstance(n, ast.ClassDef)}
-        fake = {n.name: [ast.unparse(b) for b in n.bases]
-                for n in ast.parse((PACKAGE / module).read_text()).body
-                if isinstance(n, ast.ClassDef)}
+        real = {
+            n.name: [ast.unparse(b) for b in n.bases]
+            for n in ast.parse((src / module).read_text()).body
+            if isinstance(n, ast.ClassDef)
+        }
+        fake = {
+            n.name: [ast.unparse(b) for b in n.bases]
+            for n in ast.parse((PACKAGE / module).read_text()).body
+            if isinstance(n, ast.ClassDef)
+        }
         for name in names:
             assert fake[name] == real[name], name
 

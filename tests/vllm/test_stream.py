@@ -32,8 +32,11 @@ READ_TOOL = {
     "function": {
         "name": "read_file",
         "description": "Read a file",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
-                       "required": ["path"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
     },
 }
 
@@ -47,12 +50,21 @@ def engine(vllm, checkpoint):
     asyncio.run(eng.close())
 
 
-def request(rid: str, text: str = "hello", mode: str = "adaptive", media=(), tools=(),
-            history=()) -> ChatRequest:
-    msgs = (Message("system", "You are a coding agent. " * 40), *history,
-            Message("user", text, media=tuple(media)))
-    return ChatRequest(rid, msgs, tools=tuple(tools), thinking_mode=mode,
-                       sampling=SamplingParams(max_tokens=64, temperature=0.0))
+def request(
+    rid: str, text: str = "hello", mode: str = "adaptive", media=(), tools=(), history=()
+) -> ChatRequest:
+    msgs = (
+        Message("system", "You are a coding agent. " * 40),
+        *history,
+        Message("user", text, media=tuple(media)),
+    )
+    return ChatRequest(
+        rid,
+        msgs,
+        tools=tuple(tools),
+        thinking_mode=mode,
+        sampling=SamplingParams(max_tokens=64, temperature=0.0),
+    )
 
 
 def prompt_text(prompt: dict) -> str:
@@ -68,7 +80,7 @@ async def collect(eng, req):
 def test_reasoning_content_and_tool_call_parsed_by_m3_layer(engine, vllm):
     vllm.scripts.append(
         "let me look</mm:think>Reading it."
-        f"{NS}<tool_call>\n{NS}<invoke name=\"read_file\">{NS}<path>a.py{NS}</path>"
+        f'{NS}<tool_call>\n{NS}<invoke name="read_file">{NS}<path>a.py{NS}</path>'
         f"{NS}</invoke>\n{NS}</tool_call>"
     )
     out = asyncio.run(collect(engine, request("r1", mode="enabled", tools=[READ_TOOL])))
@@ -100,8 +112,9 @@ def test_thinking_mode_goes_per_request(engine, vllm):
 def test_media_passed_per_request(engine, vllm, tmp_path):
     img = tmp_path / "shot.png"
     Image.new("RGB", (64, 48), (200, 10, 10)).save(img)
-    asyncio.run(collect(engine, request("m1", "what is this?",
-                                        media=[MediaPart("image", str(img))])))
+    asyncio.run(
+        collect(engine, request("m1", "what is this?", media=[MediaPart("image", str(img))]))
+    )
     asyncio.run(collect(engine, request("m2", "and now text only")))
     (_, with_media, _), (_, without, _) = vllm.requests[-2:]
     image = with_media["multi_modal_data"]["image"]

@@ -34,8 +34,9 @@ H200 = GpuInfo(count=1, memory_bytes=141 * GB, name="H200")
 
 @pytest.fixture
 def engine(vllm, checkpoint):
-    eng = VllmEngine.from_model_dir(checkpoint(weight_bytes=2 * GB),
-                                    VllmOptions(max_model_len=8192), gpus=H200)
+    eng = VllmEngine.from_model_dir(
+        checkpoint(weight_bytes=2 * GB), VllmOptions(max_model_len=8192), gpus=H200
+    )
     yield eng
     asyncio.run(eng.close())
 
@@ -46,8 +47,14 @@ def with_sampling(rid: str, **kw) -> object:
 
 
 BAD_SAMPLING = [
-    {"temperature": -0.5}, {"temperature": 2.5}, {"temperature": math.inf}, {"top_p": 0.0},
-    {"top_p": 1.5}, {"top_k": -2}, {"max_tokens": 0}, {"stop": ("",)},
+    {"temperature": -0.5},
+    {"temperature": 2.5},
+    {"temperature": math.inf},
+    {"top_p": 0.0},
+    {"top_p": 1.5},
+    {"top_k": -2},
+    {"max_tokens": 0},
+    {"stop": ("",)},
 ]
 
 
@@ -58,8 +65,13 @@ def test_sampling_rules_are_vllms_own(vllm, kw):
     from vllm.sampling_params import SamplingParams as VllmSampling
 
     ours = SamplingParams(**kw)
-    fields = {"temperature": ours.temperature, "top_p": ours.top_p, "top_k": ours.top_k,
-              "max_tokens": ours.max_tokens, "stop": list(ours.stop)}
+    fields = {
+        "temperature": ours.temperature,
+        "top_p": ours.top_p,
+        "top_k": ours.top_k,
+        "max_tokens": ours.max_tokens,
+        "stop": list(ours.stop),
+    }
     with pytest.raises(VLLMValidationError) as real:
         VllmSampling(**fields)
     assert str(real.value).startswith(vllm_sampling_error(ours))
@@ -73,8 +85,7 @@ def test_bad_sampling_refused_before_submission(engine, vllm, kw):
     assert vllm.requests == []
 
 
-def test_vllm_validation_error_is_a_request_error_even_without_our_check(
-        engine, vllm, monkeypatch):
+def test_vllm_validation_error_is_a_request_error_even_without_our_check(engine, vllm, monkeypatch):
     monkeypatch.setattr(vllm_backend, "check_sampling", lambda s: None)
     with pytest.raises(EngineRequestError) as e:
         asyncio.run(collect(engine, with_sampling("bad", temperature=2.5)))
@@ -85,8 +96,9 @@ def test_vllm_validation_error_is_a_request_error_even_without_our_check(
 def test_serve_answers_400_with_vllms_message(engine, vllm, tmp_path):
     server = ChatServer(engine, ServeConfig("m3", tmp_path / "media"))
     body = {"messages": [{"role": "user", "content": "hi"}], "temperature": 2.5}
-    resp = asyncio.run(server.handle(HttpRequest("POST", "/v1/chat/completions", {},
-                                                 json.dumps(body).encode())))
+    resp = asyncio.run(
+        server.handle(HttpRequest("POST", "/v1/chat/completions", {}, json.dumps(body).encode()))
+    )
     assert resp.status == 400
     assert "temperature must be in [0, 2], got 2.5." in json.loads(resp.body)["error"]["message"]
 
@@ -118,8 +130,11 @@ def test_one_placeholder_per_media_item(engine, vllm, tmp_path, monkeypatch):
 
     real_encode = chat.ChatLayer.encode
     image_id = engine._tokenizer.token_to_id("]<]image[>[")
-    monkeypatch.setattr(chat.ChatLayer, "encode",
-                        lambda self, parts: [i for i in real_encode(self, parts) if i != image_id])
+    monkeypatch.setattr(
+        chat.ChatLayer,
+        "encode",
+        lambda self, parts: [i for i in real_encode(self, parts) if i != image_id],
+    )
     img = tmp_path / "a.png"
     Image.new("RGB", (56, 56)).save(img)
     with pytest.raises(EngineRequestError, match="1 image items, but instead found 0"):
@@ -155,8 +170,10 @@ def test_error_finish_reason_is_an_engine_error_and_still_counted(engine, vllm):
 
 
 def test_load_failure_shows_the_engine_cores_root_cause(vllm, checkpoint):
-    vllm.core_failure = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-                         "20.00 GiB. GPU 0 has a total capacity of 139.80 GiB")
+    vllm.core_failure = (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        "20.00 GiB. GPU 0 has a total capacity of 139.80 GiB"
+    )
     with pytest.raises(EngineUnavailable) as e:
         VllmEngine.from_model_dir(checkpoint(weight_bytes=2 * GB), gpus=H200)
     msg = str(e.value)
@@ -165,9 +182,11 @@ def test_load_failure_shows_the_engine_cores_root_cause(vllm, checkpoint):
 
 
 def test_kv_cache_root_cause_gets_the_kv_advice(vllm, checkpoint):
-    vllm.core_failure = ("ValueError: To serve at least one request with the models's max seq "
-                         "len (262144), (48.00 GiB KV cache is needed, which is larger than "
-                         "the available KV cache memory (20.00 GiB).")
+    vllm.core_failure = (
+        "ValueError: To serve at least one request with the models's max seq "
+        "len (262144), (48.00 GiB KV cache is needed, which is larger than "
+        "the available KV cache memory (20.00 GiB)."
+    )
     with pytest.raises(EngineUnavailable, match="not enough GPU memory for a KV cache"):
         VllmEngine.from_model_dir(checkpoint(weight_bytes=2 * GB), gpus=H200)
 
@@ -193,14 +212,22 @@ def test_raw_completion_goes_to_vllm_as_ids_and_comes_back_unparsed(engine, vllm
     raw = "<mm:think>hmm</mm:think>fine"
     vllm.scripts.append(raw)
     ids = (5, 6, 7, 8)
-    out = asyncio.run(_complete(engine, CompletionRequest(
-        "c1", prompt_token_ids=ids, sampling=SamplingParams(max_tokens=8))))
+    out = asyncio.run(
+        _complete(
+            engine,
+            CompletionRequest("c1", prompt_token_ids=ids, sampling=SamplingParams(max_tokens=8)),
+        )
+    )
     assert "".join(d.text for d in out if isinstance(d, ContentDelta)) == raw
     assert out[-1].finish_reason == "stop" and out[-1].usage.prompt_tokens == 4
     assert vllm.requests[-1][1] == {"prompt_token_ids": list(ids)}
     with pytest.raises(EngineRequestError, match="temperature must be in"):
-        asyncio.run(_complete(engine, CompletionRequest(
-            "c2", prompt_text="hi", sampling=SamplingParams(temperature=3.0))))
+        asyncio.run(
+            _complete(
+                engine,
+                CompletionRequest("c2", prompt_text="hi", sampling=SamplingParams(temperature=3.0)),
+            )
+        )
 
 
 async def _complete(eng, req):
@@ -215,11 +242,17 @@ def test_core_output_passes_through_and_its_last_exception_is_found(capfd):
 
     tail = CoreOutputTail()
     with tail:
-        subprocess.run([sys.executable, "-c",
-                        "import sys; print('(EngineCore_DP0 pid=9) ERROR [core.py:1] "
-                        "torch.OutOfMemoryError: CUDA out of memory.'); "
-                        "print('RuntimeError: Engine core initialization failed.', "
-                        "file=sys.stderr)"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; print('(EngineCore_DP0 pid=9) ERROR [core.py:1] "
+                "torch.OutOfMemoryError: CUDA out of memory.'); "
+                "print('RuntimeError: Engine core initialization failed.', "
+                "file=sys.stderr)",
+            ],
+            check=True,
+        )
     assert tail.root_cause() == "torch.OutOfMemoryError: CUDA out of memory."
     seen = capfd.readouterr()
     assert "CUDA out of memory" in seen.err  # the user still sees vLLM's log

@@ -17,8 +17,18 @@ from .hub import McpHub
 from .state import McpCallError, ServerState, ServerStatus
 
 __all__ = [
-    "McpConfig", "McpServerConfig", "Scope", "Transport", "McpHub", "McpToolset",
-    "McpStartup", "ServerState", "ServerStatus", "McpCallError", "start_mcp", "tool_name",
+    "McpConfig",
+    "McpServerConfig",
+    "Scope",
+    "Transport",
+    "McpHub",
+    "McpToolset",
+    "McpStartup",
+    "ServerState",
+    "ServerStatus",
+    "McpCallError",
+    "start_mcp",
+    "tool_name",
 ]
 
 
@@ -39,14 +49,28 @@ class McpStartup:
     errors: dict[str, str]  # one line each: a server that did not start, a tool left out
 
 
-def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path,
-              media_dir: Path | None = None, client_version: str = "0") -> McpStartup:
+def start_mcp(
+    base: Toolset,
+    config: McpConfig,
+    *,
+    sandbox: Any,
+    workspace: Path,
+    media_dir: Path | None = None,
+    client_version: str = "0",
+) -> McpStartup:
     """Starts every enabled server, lists its tools once, and fixes the session's tool set."""
-    hub = McpHub(config, sandbox=sandbox, workspace=workspace, client_version=client_version,
-                 media_dir=media_dir)
+    hub = McpHub(
+        config,
+        sandbox=sandbox,
+        workspace=workspace,
+        client_version=client_version,
+        media_dir=media_dir,
+    )
     try:
-        errors = {name: f"{why}; its tools are not in this session"
-                  for name, why in hub.start_all().items()}
+        errors = {
+            name: f"{why}; its tools are not in this session"
+            for name, why in hub.start_all().items()
+        }
         extra: list[Tool] = []
         taken = set(base.names())
         for conn in hub.servers():
@@ -57,7 +81,8 @@ def start_mcp(base: Toolset, config: McpConfig, *, sandbox: Any, workspace: Path
                 if name in taken:  # two remote names that read the same once made safe
                     errors[conn.cfg.name + "/" + t.name] = (
                         f"MCP server {conn.cfg.name}: tool {t.name!r} left out: its name "
-                        f"{name} is taken")
+                        f"{name} is taken"
+                    )
                     continue
                 taken.add(name)
                 extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))

@@ -59,29 +59,40 @@ class McpTool(Tool):
 
     @classmethod
     def schema(cls) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": cls.name, "description": cls.description,
-                             "parameters": cls.input_schema}}
+        return {
+            "type": "function",
+            "function": {
+                "name": cls.name,
+                "description": cls.description,
+                "parameters": cls.input_schema,
+            },
+        }
 
     def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
         """The request the server would get (touches: opaque, the Tool default)."""
         body = json.dumps(args.model_dump(), ensure_ascii=False, indent=1)
-        text, note = preview_text(f"MCP server {self.server}, tool {self.remote_name}\n"
-                                  f"arguments: {body}\n", "request")
+        text, note = preview_text(
+            f"MCP server {self.server}, tool {self.remote_name}\narguments: {body}\n", "request"
+        )
         return Preview(PreviewKind.TEXT, text, note)
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
         arguments = args.model_dump()
         timeout = self.timeout_s or ctx.timeout_s
         try:
-            result = self.hub.call_tool(self.server, self.remote_name, arguments,
-                                        timeout_s=timeout, cancel=ctx.cancel)
+            result = self.hub.call_tool(
+                self.server, self.remote_name, arguments, timeout_s=timeout, cancel=ctx.cancel
+            )
         except McpCancelled:
-            return ToolResult("interrupted by the user", is_error=True,
-                              metadata={"interrupted": True, "mcp_server": self.server})
+            return ToolResult(
+                "interrupted by the user",
+                is_error=True,
+                metadata={"interrupted": True, "mcp_server": self.server},
+            )
         except McpCallError as e:
-            return ToolResult(str(e), is_error=True,
-                              metadata={"mcp_server": self.server, "mcp_failure": True})
+            return ToolResult(
+                str(e), is_error=True, metadata={"mcp_server": self.server, "mcp_failure": True}
+            )
         return render_result(result, self.server, self.hub.media_dir)
 
 
@@ -129,8 +140,9 @@ class ReadMcpResource(Tool):
 
     def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
         assert isinstance(args, ReadResourceArgs)
-        text, note = preview_text(f"MCP server {args.server}, read resource {args.uri}\n",
-                                  "request")
+        text, note = preview_text(
+            f"MCP server {args.server}, read resource {args.uri}\n", "request"
+        )
         return Preview(PreviewKind.TEXT, text, note)
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
@@ -138,11 +150,13 @@ class ReadMcpResource(Tool):
         conn = self.hub.server(args.server)
         timeout = (conn.cfg.tool_timeout_s if conn else None) or ctx.timeout_s
         try:
-            result = self.hub.read_resource(args.server, args.uri, timeout_s=timeout,
-                                            cancel=ctx.cancel)
+            result = self.hub.read_resource(
+                args.server, args.uri, timeout_s=timeout, cancel=ctx.cancel
+            )
         except McpCancelled:
-            return ToolResult("interrupted by the user", is_error=True,
-                              metadata={"interrupted": True})
+            return ToolResult(
+                "interrupted by the user", is_error=True, metadata={"interrupted": True}
+            )
         except McpCallError as e:
             return ToolResult(str(e), is_error=True, metadata={"mcp_server": args.server})
         rows, images = [], []
@@ -150,10 +164,14 @@ class ReadMcpResource(Tool):
             if getattr(item, "text", None) is not None:
                 rows.append(item.text)
             elif getattr(item, "blob", None) is not None:
-                rows.append(_binary(item.blob, item.mime_type, self.hub.media_dir, images,
-                                    str(item.uri)))
-        return _bounded("\n".join(rows) or "(empty resource)", False,
-                        {"mcp_server": args.server, "images": images})
+                rows.append(
+                    _binary(item.blob, item.mime_type, self.hub.media_dir, images, str(item.uri))
+                )
+        return _bounded(
+            "\n".join(rows) or "(empty resource)",
+            False,
+            {"mcp_server": args.server, "images": images},
+        )
 
 
 # ---- results --------------------------------------------------------------------------------
@@ -179,8 +197,10 @@ def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResul
         elif kind == "resource_link":
             links.append(str(block.uri))
             mime = f", {block.mime_type}" if block.mime_type else ""
-            rows.append(f"[resource: {block.name} {block.uri}{mime}; read it with "
-                        f'mcp_read_resource(server="{server}", uri="{block.uri}")]')
+            rows.append(
+                f"[resource: {block.name} {block.uri}{mime}; read it with "
+                f'mcp_read_resource(server="{server}", uri="{block.uri}")]'
+            )
         elif kind == "resource":  # an embedded resource: its text inline, a blob as a file
             res = block.resource
             if getattr(res, "text", None) is not None:
@@ -209,8 +229,9 @@ def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResul
         if i in shown:
             media.append(("image", shown[i], pos))  # right after the row that names it
         pos += 1  # the newline
-    return ToolResult(bounded.output, is_error=bounded.is_error, metadata=bounded.metadata,
-                      media=tuple(media))
+    return ToolResult(
+        bounded.output, is_error=bounded.is_error, metadata=bounded.metadata, media=tuple(media)
+    )
 
 
 def _same_json(text: str, value: Any) -> bool:
@@ -228,8 +249,9 @@ def _same_json(text: str, value: Any) -> bool:
     return any(parsed == c for c in candidates)
 
 
-def _binary(data: str, mime: str | None, media_dir: Path | None, saved: list[str],
-            label: str) -> str:
+def _binary(
+    data: str, mime: str | None, media_dir: Path | None, saved: list[str], label: str
+) -> str:
     """Save the data, say where (an image is then shown to the model right after this text,
     when the agent can read it as an image)."""
     try:
@@ -248,15 +270,19 @@ def _binary(data: str, mime: str | None, media_dir: Path | None, saved: list[str
         except OSError:
             where = ""
     shown = "" if label == "image" and where else "; not shown to the model"
-    return (f"[{mime or 'binary'} {label if label in ('image', 'audio') else 'data'}, "
-            f"{len(raw)} bytes{where}{shown}]")
+    return (
+        f"[{mime or 'binary'} {label if label in ('image', 'audio') else 'data'}, "
+        f"{len(raw)} bytes{where}{shown}]"
+    )
 
 
 def _bounded(text: str, is_error: bool, meta: dict[str, Any]) -> ToolResult:
     if len(text) > MAX_OUTPUT_CHARS:
         half = MAX_OUTPUT_CHARS // 2
         cut = len(text) - 2 * half
-        text = (text[:half] + f"\n[... {cut} characters of the MCP result cut; "
-                f"{len(text)} in all ...]\n" + text[-half:])
+        text = (
+            text[:half] + f"\n[... {cut} characters of the MCP result cut; "
+            f"{len(text)} in all ...]\n" + text[-half:]
+        )
         meta = {**meta, "truncated": True}
     return ToolResult(text, is_error=is_error, metadata=meta)

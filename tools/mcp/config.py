@@ -69,7 +69,9 @@ class McpServerConfig:
             )
         if self.transport is Transport.STDIO and not self.command:
             raise ValueError(f"MCP server {self.name!r}: a stdio server needs a command")
-        if self.transport is not Transport.STDIO and not self.url.startswith(("http://", "https://")):
+        if self.transport is not Transport.STDIO and not self.url.startswith(
+            ("http://", "https://")
+        ):
             raise ValueError(f"MCP server {self.name!r}: url must start with http:// or https://")
         for key in ("startup_timeout_s", "tool_timeout_s"):
             if getattr(self, key) is not None and getattr(self, key) <= 0:
@@ -77,8 +79,15 @@ class McpServerConfig:
 
     def fingerprint(self) -> str:
         """What the user trusted: a changed command, url or env needs trust again."""
-        what = [self.transport.value, self.command, list(self.args), sorted(self.env), self.cwd,
-                self.url, sorted(self.headers)]
+        what = [
+            self.transport.value,
+            self.command,
+            list(self.args),
+            sorted(self.env),
+            self.cwd,
+            self.url,
+            sorted(self.headers),
+        ]
         return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
 
     def wants_tool(self, tool: str) -> bool:
@@ -96,13 +105,21 @@ class McpServerConfig:
         def hide(value: str) -> str:
             return "***" if redact and value else value
 
-        d: dict[str, Any] = {"name": self.name, "transport": self.transport.value,
-                             "scope": self.scope.value, "source": self.source,
-                             "enabled": self.enabled}
+        d: dict[str, Any] = {
+            "name": self.name,
+            "transport": self.transport.value,
+            "scope": self.scope.value,
+            "source": self.source,
+            "enabled": self.enabled,
+        }
         if self.transport is Transport.STDIO:
-            d |= {"command": self.command, "args": list(self.args),
-                  "env": {k: hide(v) for k, v in self.env}, "cwd": self.cwd,
-                  "network": self.network}
+            d |= {
+                "command": self.command,
+                "args": list(self.args),
+                "env": {k: hide(v) for k, v in self.env},
+                "cwd": self.cwd,
+                "network": self.network,
+            }
         else:
             d |= {"url": self.url, "headers": {k: hide(v) for k, v in self.headers}}
         d |= {"startup_timeout_s": self.startup_timeout_s, "tool_timeout_s": self.tool_timeout_s}
@@ -152,12 +169,12 @@ def _number(server: str, key: str, value: Any) -> float:
     return float(value)
 
 
-_CLAUDE_KEYS = {"type", "command", "args", "env", "url", "headers", "cwd", "network",
-                "timeout"}
+_CLAUDE_KEYS = {"type", "command", "args", "env", "url", "headers", "cwd", "network", "timeout"}
 
 
-def from_claude(name: str, entry: Any, *, scope: Scope, source: str,
-                env: Mapping[str, str]) -> McpServerConfig:
+def from_claude(
+    name: str, entry: Any, *, scope: Scope, source: str, env: Mapping[str, str]
+) -> McpServerConfig:
     """One entry of `.mcp.json`'s mcpServers."""
     if not isinstance(entry, Mapping):
         raise ValueError(f"MCP server {name!r}: must be an object")
@@ -178,7 +195,9 @@ def from_claude(name: str, entry: Any, *, scope: Scope, source: str,
             "args": tuple(x(a) for a in _strs(name, "args", entry.get("args", []))),
             "env": tuple((k, x(v)) for k, v in _table(name, "env", entry.get("env", {}))),
             "url": x(entry.get("url") or ""),
-            "headers": tuple((k, x(v)) for k, v in _table(name, "headers", entry.get("headers", {}))),
+            "headers": tuple(
+                (k, x(v)) for k, v in _table(name, "headers", entry.get("headers", {}))
+            ),
         }
     except ValueError as e:
         if str(e).startswith("MCP server"):
@@ -193,13 +212,29 @@ def from_claude(name: str, entry: Any, *, scope: Scope, source: str,
     return McpServerConfig(name, transport, scope, source, **values)
 
 
-_CODEX_KEYS = {"command", "args", "env", "env_vars", "cwd", "url", "http_headers", "headers",
-               "bearer_token_env_var", "enabled", "startup_timeout_sec", "tool_timeout_sec",
-               "enabled_tools", "disabled_tools", "network", "type"}
+_CODEX_KEYS = {
+    "command",
+    "args",
+    "env",
+    "env_vars",
+    "cwd",
+    "url",
+    "http_headers",
+    "headers",
+    "bearer_token_env_var",
+    "enabled",
+    "startup_timeout_sec",
+    "tool_timeout_sec",
+    "enabled_tools",
+    "disabled_tools",
+    "network",
+    "type",
+}
 
 
-def from_codex(name: str, table: Any, *, source: str, env: Mapping[str, str],
-               scope: Scope = Scope.USER) -> McpServerConfig:
+def from_codex(
+    name: str, table: Any, *, source: str, env: Mapping[str, str], scope: Scope = Scope.USER
+) -> McpServerConfig:
     """One `[mcp_servers.NAME]` table of a TOML config."""
     if not isinstance(table, Mapping):
         raise ValueError(f"MCP server {name!r}: [mcp_servers.{name}] must be a table")
@@ -216,7 +251,9 @@ def from_codex(name: str, table: Any, *, source: str, env: Mapping[str, str],
     for var in _strs(name, "env_vars", table.get("env_vars", [])):
         if var in env:  # Codex: names passed through from m3agent's own environment
             server_env.setdefault(var, env[var])
-    headers = dict(_table(name, "http_headers", table.get("http_headers", table.get("headers", {}))))
+    headers = dict(
+        _table(name, "http_headers", table.get("http_headers", table.get("headers", {})))
+    )
     token_var = table.get("bearer_token_env_var")
     if token_var:
         if token_var not in env:
@@ -236,14 +273,17 @@ def from_codex(name: str, table: Any, *, source: str, env: Mapping[str, str],
     if "enabled_tools" in table:
         values["enabled_tools"] = _strs(name, "enabled_tools", table["enabled_tools"])
     if "startup_timeout_sec" in table:
-        values["startup_timeout_s"] = _number(name, "startup_timeout_sec", table["startup_timeout_sec"])
+        values["startup_timeout_s"] = _number(
+            name, "startup_timeout_sec", table["startup_timeout_sec"]
+        )
     if "tool_timeout_sec" in table:
         values["tool_timeout_s"] = _number(name, "tool_timeout_sec", table["tool_timeout_sec"])
     return McpServerConfig(name, transport, scope, source, **values)
 
 
-def parse_mcp_json(data: Any, *, scope: Scope, source: str,
-                   env: Mapping[str, str] | None = None) -> tuple[McpServerConfig, ...]:
+def parse_mcp_json(
+    data: Any, *, scope: Scope, source: str, env: Mapping[str, str] | None = None
+) -> tuple[McpServerConfig, ...]:
     """A whole `.mcp.json` document (or a --mcp-config file in the same format)."""
     env = os.environ if env is None else env
     if not isinstance(data, Mapping) or not isinstance(data.get("mcpServers", {}), Mapping):

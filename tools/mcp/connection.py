@@ -25,8 +25,9 @@ _MAX_TOOL_PAGES = 50
 
 
 class ServerConnection:
-    def __init__(self, cfg: McpServerConfig, *, sandbox: Any, workspace: Path,
-                 client_version: str = "0") -> None:
+    def __init__(
+        self, cfg: McpServerConfig, *, sandbox: Any, workspace: Path, client_version: str = "0"
+    ) -> None:
         self.cfg = cfg
         self.sandbox = sandbox
         self.workspace = workspace
@@ -88,13 +89,22 @@ class ServerConnection:
         try:
             stdio = None
             if self.cfg.transport is Transport.STDIO:
-                stdio, self._cgroup = stdio_parameters(self.cfg, self.sandbox, self._run_dir,
-                                                       self.workspace)
+                stdio, self._cgroup = stdio_parameters(
+                    self.cfg, self.sandbox, self._run_dir, self.workspace
+                )
             with open(err_path, "w", encoding="utf-8") as errlog:
-                transport = open_transport(self.cfg, stdio=stdio, errlog=errlog,
-                                           on_garbage=self._garbage, on_closed=self._closed)
+                transport = open_transport(
+                    self.cfg,
+                    stdio=stdio,
+                    errlog=errlog,
+                    on_garbage=self._garbage,
+                    on_closed=self._closed,
+                )
                 client = Client(
-                    transport, mode="auto", message_handler=self._on_message, cache=None,
+                    transport,
+                    mode="auto",
+                    message_handler=self._on_message,
+                    cache=None,
                     client_info=Implementation(name="m3agent", version=self.client_version),
                 )
                 async with client:
@@ -227,7 +237,8 @@ class ServerConnection:
         """The CallToolResult; McpCallError when the server gave none (and it will restart)."""
         return await self._request(
             lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout_s),
-            timeout_s, f"{tool}",
+            timeout_s,
+            f"{tool}",
         )
 
     async def read_resource(self, uri: str, timeout_s: float) -> Any:
@@ -242,8 +253,9 @@ class ServerConnection:
         task = asyncio.create_task(send(client))
         watch = asyncio.create_task(broken.wait())
         try:
-            done, _ = await asyncio.wait({task, watch}, timeout=timeout_s + 1.0,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {task, watch}, timeout=timeout_s + 1.0, return_when=asyncio.FIRST_COMPLETED
+            )
         except asyncio.CancelledError:  # the user interrupted: the SDK tells the server
             task.cancel()
             watch.cancel()
@@ -256,12 +268,16 @@ class ServerConnection:
             except MCPError as e:
                 # -32000 connection closed, -32001 timeout: the server is gone or stuck.
                 if e.error.code in (-32000, -32001):
-                    reason = ("did not answer within " f"{timeout_s:g}s" if e.error.code == -32001
-                              else "closed the connection (the process exited?)")
+                    reason = (
+                        f"did not answer within {timeout_s:g}s"
+                        if e.error.code == -32001
+                        else "closed the connection (the process exited?)"
+                    )
                     await self._reset(reason)
                     raise McpCallError(f"{self._message()}; {what} got no result") from None
-                raise McpCallError(f"MCP server {self.cfg.name}: {what} failed: "
-                                   f"{e.error.message}") from None
+                raise McpCallError(
+                    f"MCP server {self.cfg.name}: {what} failed: {e.error.message}"
+                ) from None
             except Exception as e:
                 await self._reset(f"answered with something unusable: {one_line(e)[:160]}")
                 raise McpCallError(f"{self._message()}; {what} got no result") from None
@@ -282,8 +298,9 @@ class ServerConnection:
 
     def status(self) -> ServerStatus:
         names = tuple(t.name for t in self.tools if self.cfg.wants_tool(t.name))
-        return ServerStatus(self.cfg.name, self.state, self.detail, names, self.tools_changed,
-                            self.restarts)
+        return ServerStatus(
+            self.cfg.name, self.state, self.detail, names, self.tools_changed, self.restarts
+        )
 
 
 def _names(tools: list[Any]) -> list[str]:

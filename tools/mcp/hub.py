@@ -27,18 +27,28 @@ class McpCancelled(Exception):
 
 
 class McpHub:
-    def __init__(self, config: McpConfig, *, sandbox: Any, workspace: Path,
-                 client_version: str = "0", media_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        *,
+        sandbox: Any,
+        workspace: Path,
+        client_version: str = "0",
+        media_dir: Path | None = None,
+    ) -> None:
         self.config = config
         self.media_dir = media_dir  # where images from results are saved (None: not saved)
         self._servers = {
-            s.name: ServerConnection(s, sandbox=sandbox, workspace=workspace,
-                                     client_version=client_version)
-            for s in config.servers if s.enabled
+            s.name: ServerConnection(
+                s, sandbox=sandbox, workspace=workspace, client_version=client_version
+            )
+            for s in config.servers
+            if s.enabled
         }
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="m3agent-mcp",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="m3agent-mcp", daemon=True
+        )
         self._thread.start()
         self._closed = False
 
@@ -67,8 +77,9 @@ class McpHub:
         self._closed = True
 
         async def stop() -> None:
-            await asyncio.gather(*(c.close() for c in self._servers.values()),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                *(c.close() for c in self._servers.values()), return_exceptions=True
+            )
 
         try:
             self._submit(stop()).result(timeout=30.0)
@@ -90,13 +101,21 @@ class McpHub:
     def statuses(self) -> list[ServerStatus]:
         return [c.status() for c in self._servers.values()]
 
-    def call_tool(self, server: str, tool: str, arguments: dict[str, Any], *,
-                  timeout_s: float, cancel: threading.Event | None = None) -> Any:
+    def call_tool(
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        timeout_s: float,
+        cancel: threading.Event | None = None,
+    ) -> Any:
         conn = self._conn(server)
         return self._wait(conn.call_tool(tool, arguments, timeout_s), timeout_s, cancel)
 
-    def read_resource(self, server: str, uri: str, *, timeout_s: float,
-                      cancel: threading.Event | None = None) -> Any:
+    def read_resource(
+        self, server: str, uri: str, *, timeout_s: float, cancel: threading.Event | None = None
+    ) -> Any:
         conn = self._conn(server)
         return self._wait(conn.read_resource(uri, timeout_s), timeout_s, cancel)
 

@@ -29,8 +29,9 @@ def server_sandbox(session: Sandbox, cfg: McpServerConfig) -> Sandbox:
     return Sandbox(policy, session.report)
 
 
-def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Path,
-                     workspace: Path) -> tuple[Any, Cgroup | None]:
+def stdio_parameters(
+    cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Path, workspace: Path
+) -> tuple[Any, Cgroup | None]:
     """StdioServerParameters for the confined command (the SDK spawns and stops it), and the
     server's own pids cgroup where one can be made (the caller removes it when it stops)."""
     from mcp.client.stdio import StdioServerParameters, get_default_environment
@@ -52,8 +53,7 @@ def stdio_parameters(cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Pat
             )
         # No per-command process watch: as root it would poll /proc for the server's whole
         # life; a pids cgroup limits processes instead (where none can be made, docs/mcp.md).
-        full, env, _ = sandbox.launch_argv(argv, cwd.resolve(), run_dir, env=env,
-                                           nproc_watch=False)
+        full, env, _ = sandbox.launch_argv(argv, cwd.resolve(), run_dir, env=env, nproc_watch=False)
         if "cgroup" in sandbox.active_layers():
             try:
                 cgroup = Cgroup.create(sandbox.policy.limits.nproc)
@@ -71,8 +71,9 @@ class _WatchedRead:
     `on_closed` when the stream ends (the process exited, the HTTP stream went away), so a
     server that died between calls is started again before the next one, not blamed on it."""
 
-    def __init__(self, inner: Any, on_garbage: Callable[[Exception], None],
-                 on_closed: Callable[[], None]) -> None:
+    def __init__(
+        self, inner: Any, on_garbage: Callable[[Exception], None], on_closed: Callable[[], None]
+    ) -> None:
         self._inner = inner
         self._on_garbage = on_garbage
         self._on_closed = on_closed
@@ -110,9 +111,14 @@ class _WatchedRead:
 
 
 @asynccontextmanager
-async def open_transport(cfg: McpServerConfig, *, stdio: Any, errlog: IO[str],
-                         on_garbage: Callable[[Exception], None],
-                         on_closed: Callable[[], None]) -> AsyncIterator[Any]:
+async def open_transport(
+    cfg: McpServerConfig,
+    *,
+    stdio: Any,
+    errlog: IO[str],
+    on_garbage: Callable[[Exception], None],
+    on_closed: Callable[[], None],
+) -> AsyncIterator[Any]:
     """(read, write) streams to the server; `stdio` is the StdioServerParameters."""
     if cfg.transport is Transport.STDIO:
         from mcp.client.stdio import stdio_client
@@ -127,8 +133,12 @@ async def open_transport(cfg: McpServerConfig, *, stdio: Any, errlog: IO[str],
     if cfg.transport is Transport.SSE:
         from mcp.client.sse import sse_client
 
-        async with sse_client(cfg.url, headers=headers, timeout=30.0,
-                              sse_read_timeout=max(300.0, cfg.tool_timeout_s or 0.0)) as (read, write):
+        async with sse_client(
+            cfg.url,
+            headers=headers,
+            timeout=30.0,
+            sse_read_timeout=max(300.0, cfg.tool_timeout_s or 0.0),
+        ) as (read, write):
             yield _WatchedRead(read, on_garbage, on_closed), write
         return
     from mcp.client.streamable_http import streamable_http_client

@@ -41,7 +41,18 @@ def interpreter() -> str:
 
 
 def launcher_argv(spec_json: str, command: list[str]) -> list[str]:
-    return [interpreter(), "-I", "-S", "-B", "-c", BOOTSTRAP, str(PKG_DIR), spec_json, "--", *command]
+    return [
+        interpreter(),
+        "-I",
+        "-S",
+        "-B",
+        "-c",
+        BOOTSTRAP,
+        str(PKG_DIR),
+        spec_json,
+        "--",
+        *command,
+    ]
 
 
 def needed_paths() -> tuple[Path, ...]:
@@ -49,12 +60,14 @@ def needed_paths() -> tuple[Path, ...]:
     and the agent's own environment (a venv under /tmp or $HOME), whose `python` runs MCP
     servers and the commands that name `sys.executable`."""
     exe = Path(interpreter())
-    return tuple(dict.fromkeys([Path(sys.base_prefix).resolve(), exe.parent, PKG_DIR,
-                                Path(sys.prefix)]))
+    return tuple(
+        dict.fromkeys([Path(sys.base_prefix).resolve(), exe.parent, PKG_DIR, Path(sys.prefix)])
+    )
 
 
 def inside_roots(policy) -> tuple[Path, ...]:
     """The launcher's package when it lies in a writable root (m3agent run on its own source
     tree): it runs before any confinement, so a command must never be able to change it."""
-    return tuple(PKG_DIR for root in policy.writable_roots()
-                 if root == PKG_DIR or root in PKG_DIR.parents)[:1]
+    return tuple(
+        PKG_DIR for root in policy.writable_roots() if root == PKG_DIR or root in PKG_DIR.parents
+    )[:1]

@@ -77,7 +77,8 @@ class WriteBudget:
             raise WriteBudgetSpent(
                 f"the session's write budget ({self.limit // MIB} MiB) is spent: commands have "
                 f"grown the disk by {self.used // MIB} MiB; delete what they wrote or start a "
-                "new session with a larger write_budget_mb")
+                "new session with a larger write_budget_mb"
+            )
 
     def charge(self, net: int) -> None:
         self.used = max(0, self.used + net)

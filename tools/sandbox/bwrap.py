@@ -19,18 +19,36 @@ def probe() -> tuple[bool, str]:
         return False, "bwrap is not installed (apt-get install bubblewrap)"
     try:
         proc = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
-             "--unshare-net", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "true"],
-            capture_output=True, timeout=10,
+            [
+                exe,
+                "--ro-bind",
+                "/",
+                "/",
+                "--dev",
+                "/dev",
+                "--proc",
+                "/proc",
+                "--unshare-pid",
+                "--unshare-net",
+                "--die-with-parent",
+                "--new-session",
+                "--cap-drop",
+                "ALL",
+                "true",
+            ],
+            capture_output=True,
+            timeout=10,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return False, f"bwrap failed to start: {e}"
     if proc.returncode != 0:
         why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         return False, f"bwrap is blocked here: {why[-1] if why else 'exit ' + str(proc.returncode)}"
-    return True, (f"{exe}: read-only /; /tmp, /run and home private (toolchain allow-list "
-                  "read-only); workspace read-write, .git and project files read-only; new "
-                  "pid/net namespaces")
+    return True, (
+        f"{exe}: read-only /; /tmp, /run and home private (toolchain allow-list "
+        "read-only); workspace read-write, .git and project files read-only; new "
+        "pid/net namespaces"
+    )
 
 
 def _under(p: Path, root: Path) -> bool:
@@ -46,8 +64,9 @@ RUN_KEEP = (Path("/run/systemd/resolve"), Path("/run/current-system"), Path("/ru
 def _has_size() -> bool:
     """bubblewrap >= 0.5 takes --size for a tmpfs."""
     try:
-        out = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            [shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--size" in out.stdout + out.stderr
@@ -69,8 +88,9 @@ def placeholders(policy: SandboxPolicy) -> list[Path]:
     """Protected directories (.git, .m3agent) that are absent now: bubblewrap mounts an empty
     read-only dir there, creating its mount point on the host, which `remove_placeholders`
     takes away after the run (an empty dir is invisible to git)."""
-    return [p for p in policy.protected_paths()
-            if p.name in PROTECTED_DIRS and not os.path.lexists(p)]
+    return [
+        p for p in policy.protected_paths() if p.name in PROTECTED_DIRS and not os.path.lexists(p)
+    ]
 
 
 def remove_placeholders(paths: list[Path]) -> None:
@@ -86,8 +106,11 @@ def absent_files(policy: SandboxPolicy) -> list[Path]:
     """Protected files (AGENTS.md, .m3agentignore...) that are absent now. A mount point
     would show up as an empty file inside and out, so instead whatever a command creates
     under these names is set aside after the run (`set_aside`)."""
-    return [p for p in policy.protected_paths()
-            if p.name not in PROTECTED_DIRS and not os.path.lexists(p)]
+    return [
+        p
+        for p in policy.protected_paths()
+        if p.name not in PROTECTED_DIRS and not os.path.lexists(p)
+    ]
 
 
 def set_aside(paths: list[Path]) -> list[str]:

@@ -25,7 +25,7 @@ def _v2_root() -> Path | None:
             except (OSError, StopIteration):
                 return None
             base = cand / rel.lstrip("/")
-            ctrl = (base / "cgroup.subtree_control")
+            ctrl = base / "cgroup.subtree_control"
             try:
                 if "pids" in ctrl.read_text().split():
                     return base

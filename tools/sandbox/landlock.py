@@ -106,7 +106,9 @@ class Ruleset:
             err = ctypes.get_errno()
             raise OSError(err, f"landlock_add_rule(port {port}): {os.strerror(err)}")
 
-    def grant_except(self, root: Path, rights: int, excluded: list[Path], dir_rights: int = 0) -> None:
+    def grant_except(
+        self, root: Path, rights: int, excluded: list[Path], dir_rights: int = 0
+    ) -> None:
         """Grant `rights` beneath root, except beneath any path in `excluded`.
 
         Directories on the way to an excluded path get only `dir_rights` themselves.

@@ -36,8 +36,11 @@ def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = Fa
     for p in (*policy.home_allowed(), *boot.needed_paths()):
         rs.allow(p, read)  # the toolchain allow-list and the launcher's own files
     if policy.mode is not SandboxMode.READ_ONLY:
-        protected = [] if mounts_protect else [
-            p for p in (*policy.protected_paths(), *boot.inside_roots(policy)) if p.exists()]
+        protected = (
+            []
+            if mounts_protect
+            else [p for p in (*policy.protected_paths(), *boot.inside_roots(policy)) if p.exists()]
+        )
         for root in policy.writable_roots():
             if mounts_protect:
                 rs.allow(root, write_all)

@@ -94,8 +94,11 @@ def _confine(spec: dict) -> None:
         from . import rlimits
 
         # RLIMIT_NPROC counts all of the user's processes, so allow for those already running.
-        limits: Limits = replace(policy.limits, nproc=policy.limits.nproc + _user_process_count(),
-                                 file_size_mb=spec.get("fsize_mb") or policy.limits.file_size_mb)
+        limits: Limits = replace(
+            policy.limits,
+            nproc=policy.limits.nproc + _user_process_count(),
+            file_size_mb=spec.get("fsize_mb") or policy.limits.file_size_mb,
+        )
         rlimits.apply(limits)
     if spec["landlock"]:
         from .landlock_rules import apply_policy
@@ -104,8 +107,11 @@ def _confine(spec: dict) -> None:
     if spec["seccomp"]:
         from . import seccomp
 
-        seccomp.install(policy.network, unix_sockets=spec.get("unix_sockets", False),
-                        metadata=policy.mode is not SandboxMode.FULL_ACCESS)
+        seccomp.install(
+            policy.network,
+            unix_sockets=spec.get("unix_sockets", False),
+            metadata=policy.mode is not SandboxMode.FULL_ACCESS,
+        )
     if spec.get("privileges"):
         from . import privileges
 
@@ -173,8 +179,10 @@ def main(argv: list[str]) -> int:
                 time.sleep(0.02)
                 if len(_descendants(me)) > watch:
                     _kill_tree(me)
-                    os.write(2, f"m3agent sandbox: more than {watch} processes; all were "
-                                "killed\n".encode())
+                    os.write(
+                        2,
+                        f"m3agent sandbox: more than {watch} processes; all were killed\n".encode(),
+                    )
                     return 128 + signal.SIGKILL
     except _Stop as stop:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -52,5 +52,3 @@ class ModeGuard:
             except OSError:
                 continue
         return changed
-
-

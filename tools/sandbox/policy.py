@@ -18,8 +18,16 @@ class SandboxMode(StrEnum):
     FULL_ACCESS = "full-access"
 
 
-LAYERS = ("bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub",
-          "privileges")
+LAYERS = (
+    "bwrap",
+    "landlock",
+    "seccomp",
+    "rlimits",
+    "cgroup",
+    "tree_kill",
+    "env_scrub",
+    "privileges",
+)
 
 # Locations that hold credentials; "~" is the policy's home. They stay unreadable even in
 # full-access mode for the file tools, and for commands wherever a layer can enforce it.
@@ -50,10 +58,23 @@ PROTECTED_DIRS = frozenset({".git", ".m3agent"})
 # Face and other tokens live there), ~/.config, ~/.gitconfig, ~/.m2 and ~/.gradle (both hold
 # repository credentials).
 DEFAULT_HOME_ALLOW = (
-    "~/.cargo/bin", "~/.rustup", "~/.pyenv", "~/.local/bin", "~/.local/lib",
-    "~/.local/share/uv/python", "~/.nvm", "~/.bun/bin", "~/.deno/bin", "~/go/bin",
-    "~/.sdkman/candidates", "~/.rbenv", "~/.elan", "~/.ghcup/bin", "~/miniconda3",
-    "~/anaconda3", "~/.conda/envs",
+    "~/.cargo/bin",
+    "~/.rustup",
+    "~/.pyenv",
+    "~/.local/bin",
+    "~/.local/lib",
+    "~/.local/share/uv/python",
+    "~/.nvm",
+    "~/.bun/bin",
+    "~/.deno/bin",
+    "~/go/bin",
+    "~/.sdkman/candidates",
+    "~/.rbenv",
+    "~/.elan",
+    "~/.ghcup/bin",
+    "~/miniconda3",
+    "~/anaconda3",
+    "~/.conda/envs",
 )
 
 
@@ -80,10 +101,18 @@ class Limits:
     write_budget_mb: int = 8192  # net disk growth all of a session's commands may cause
 
     def __post_init__(self) -> None:
-        for name in ("cpu_s", "address_space_mb", "file_size_mb", "nproc", "output_bytes",
-                     "write_budget_mb"):
+        for name in (
+            "cpu_s",
+            "address_space_mb",
+            "file_size_mb",
+            "nproc",
+            "output_bytes",
+            "write_budget_mb",
+        ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"sandbox limit {name} must be positive, got {getattr(self, name)}")
+                raise ValueError(
+                    f"sandbox limit {name} must be positive, got {getattr(self, name)}"
+                )
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +139,14 @@ class SandboxPolicy:
                 object.__setattr__(self, "mode", SandboxMode(self.mode))
             except ValueError:
                 modes = ", ".join(m.value for m in SandboxMode)
-                raise ValueError(f"unknown sandbox mode {self.mode!r} (use one of {modes})") from None
+                raise ValueError(
+                    f"unknown sandbox mode {self.mode!r} (use one of {modes})"
+                ) from None
         unknown = set(self.disabled_layers) - set(LAYERS)
         if unknown:
-            raise ValueError(f"unknown sandbox layer(s) {sorted(unknown)} (known: {', '.join(LAYERS)})")
+            raise ValueError(
+                f"unknown sandbox layer(s) {sorted(unknown)} (known: {', '.join(LAYERS)})"
+            )
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
         object.__setattr__(
             self, "extra_writable", tuple(Path(p).resolve() for p in self.extra_writable)
@@ -148,14 +181,20 @@ class SandboxPolicy:
 
     def home_allowed(self) -> tuple[Path, ...]:
         """The allow-listed toolchain paths under home that exist (resolved)."""
-        return tuple(dict.fromkeys(
-            Path(os.path.realpath(p)) for p in self._home_paths(self.home_allow) if p.exists()))
+        return tuple(
+            dict.fromkeys(
+                Path(os.path.realpath(p)) for p in self._home_paths(self.home_allow) if p.exists()
+            )
+        )
 
     def private_locations(self) -> tuple[Path, ...]:
         """m3agent's data/config paths that exist, minus any holding a writable root."""
         roots = (self.workspace, *self.writable_roots())
-        return tuple(p for p in self.private_paths if os.path.lexists(p)
-                     and not any(r == p or p in r.parents for r in roots))
+        return tuple(
+            p
+            for p in self.private_paths
+            if os.path.lexists(p) and not any(r == p or p in r.parents for r in roots)
+        )
 
     def with_(self, **changes) -> SandboxPolicy:
         return replace(self, **changes)

@@ -53,7 +53,9 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     full = policy.mode is SandboxMode.FULL_ACCESS
     out: list[LayerStatus] = []
 
-    def add(name: str, available: bool, detail: str, applies: bool = True, why_not: str = "") -> None:
+    def add(
+        name: str, available: bool, detail: str, applies: bool = True, why_not: str = ""
+    ) -> None:
         if name in policy.disabled_layers:
             out.append(LayerStatus(name, available, False, f"disabled by the policy ({detail})"))
         elif available and not applies:
@@ -78,12 +80,16 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     families = "AF_UNIX" if unix else "not AF_UNIX (no bwrap hides the host's sockets)"
     if policy.network:
         families += ", AF_INET/6, NETLINK_ROUTE"
-    sc = (f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
-          f"families: {families}, no other")
+    sc = (
+        f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
+        f"families: {families}, no other"
+    )
     add("seccomp", why is None, sc if why is None else why)
 
-    rl = ("CPU time, address space, file size, process count; a session write budget of "
-          f"{policy.limits.write_budget_mb} MiB of disk growth")
+    rl = (
+        "CPU time, address space, file size, process count; a session write budget of "
+        f"{policy.limits.write_budget_mb} MiB of disk growth"
+    )
     if os.geteuid() == 0:
         rl += " (RLIMIT_NPROC is not enforced for root: the cgroup layer limits processes)"
     add("rlimits", True, rl)
@@ -99,10 +105,19 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
         tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
     add("tree_kill", os.name == "posix", tk)
-    add("env_scrub", True, "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)")
-    add("privileges", os.name == "posix", "no_new_privs and every capability dropped before exec"
-        " (root keeps uid 0, none of its powers); no controlling tty", not full,
-        "not used in full-access mode (root keeps its capabilities, e.g. for a package manager)")
+    add(
+        "env_scrub",
+        True,
+        "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)",
+    )
+    add(
+        "privileges",
+        os.name == "posix",
+        "no_new_privs and every capability dropped before exec"
+        " (root keeps uid 0, none of its powers); no controlling tty",
+        not full,
+        "not used in full-access mode (root keeps its capabilities, e.g. for a package manager)",
+    )
     return SandboxReport(policy.mode.value, policy.network, tuple(out))
 
 
@@ -123,17 +138,24 @@ def gaps(report: SandboxReport) -> list[str]:
             "root (the file tools can)",
         ]
         if not on("landlock"):
-            out.append("no bubblewrap and no Landlock: secrets, the home directory and the "
-                       "data dir are readable, and nothing outside the workspace is write-protected")
+            out.append(
+                "no bubblewrap and no Landlock: secrets, the home directory and the "
+                "data dir are readable, and nothing outside the workspace is write-protected"
+            )
     if confined:
-        out.append("a command can create a nested repository below the workspace root (e.g. "
-                   "src/.git); the agent's own git never runs it")
+        out.append(
+            "a command can create a nested repository below the workspace root (e.g. "
+            "src/.git); the agent's own git never runs it"
+        )
     if on("landlock") and "signal" not in report.layer("landlock").detail and not on("bwrap"):
-        out.append("Landlock ABI < 6: signals to and abstract sockets of outside processes are "
-                   "not scoped")
+        out.append(
+            "Landlock ABI < 6: signals to and abstract sockets of outside processes are not scoped"
+        )
     if not on("seccomp"):
-        out.append("no seccomp: UDP/DNS with the network off, AF_VSOCK and other socket "
-                   "families, ptrace, TIOCSTI are not refused")
+        out.append(
+            "no seccomp: UDP/DNS with the network off, AF_VSOCK and other socket "
+            "families, ptrace, TIOCSTI are not refused"
+        )
     if not on("cgroup") and os.geteuid() == 0:
         out.append("root without a pids cgroup: the process limit is a best-effort watchdog")
     if not on("tree_kill"):
@@ -149,6 +171,8 @@ def format_report(report: SandboxReport) -> str:
     for gap in gaps(report):
         rows.append(f"  gap     {gap}")
     if not report.protective:
-        rows.append("  WARNING: no confining layer is active; the shell tool will refuse to run "
-                    "commands unless --dangerously-no-sandbox is given")
+        rows.append(
+            "  WARNING: no confining layer is active; the shell tool will refuse to run "
+            "commands unless --dangerously-no-sandbox is given"
+        )
     return "\n".join(rows)

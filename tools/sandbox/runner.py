@@ -109,8 +109,13 @@ class Sandbox:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def launch_argv(
-        self, argv: list[str], cwd: Path, run_dir: Path, env: dict[str, str] | None = None,
-        layers: tuple[str, ...] | None = None, nproc_watch: bool = True,
+        self,
+        argv: list[str],
+        cwd: Path,
+        run_dir: Path,
+        env: dict[str, str] | None = None,
+        layers: tuple[str, ...] | None = None,
+        nproc_watch: bool = True,
         status_fd: int | None = None,
     ) -> tuple[list[str], dict[str, str], list[str]]:
         """(the confined command line, its environment, the variables scrubbed from it).
@@ -123,12 +128,16 @@ class Sandbox:
         tmp = box / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         base_env = dict(os.environ if env is None else env)
-        clean_env, removed = (scrub(base_env, self.policy.env_allow) if "env_scrub" in layers
-                              else (base_env, []))
+        clean_env, removed = (
+            scrub(base_env, self.policy.env_allow) if "env_scrub" in layers else (base_env, [])
+        )
         if self.policy.home is not None:
             clean_env["HOME"] = str(self.policy.home_dir())
         clean_env["TMPDIR"] = str(tmp)
-        if self.policy.mode is not SandboxMode.FULL_ACCESS and "GIT_CONFIG_GLOBAL" not in self.policy.env_allow:
+        if (
+            self.policy.mode is not SandboxMode.FULL_ACCESS
+            and "GIT_CONFIG_GLOBAL" not in self.policy.env_allow
+        ):
             # The home directory is hidden: git would die on an unreadable ~/.gitconfig
             # (Landlock answers EACCES, not ENOENT); the user's global config stays out.
             clean_env["GIT_CONFIG_GLOBAL"] = "/dev/null"
@@ -151,7 +160,8 @@ class Sandbox:
             "agent_pid": os.getpid() if "bwrap" not in layers else None,
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
-            if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers else 0,
+            if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers
+            else 0,
             "run_dir": str(box),
         }
         if status_fd is not None:
@@ -180,9 +190,15 @@ class Sandbox:
         with Capture(self.policy.limits.output_bytes) as capture:
             try:
                 proc = subprocess.Popen(
-                    full, cwd=cwd, env=clean_env, stdin=subprocess.DEVNULL,
-                    stdout=capture.out, stderr=capture.err, start_new_session=True,
-                    close_fds=True, pass_fds=(status_w,),
+                    full,
+                    cwd=cwd,
+                    env=clean_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=capture.out,
+                    stderr=capture.err,
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=(status_w,),
                 )
             except OSError:
                 os.close(status_r)
@@ -223,10 +239,24 @@ class Sandbox:
         code = proc.returncode if proc.returncode is not None else -1
         if code < 0:
             code = 128 - code
-        return RunResult(code, out.text, err.text, timed_out, cancelled,
-                         out.truncated or err.truncated, out.size, err.size,
-                         duration, killed_by, layers, tuple(removed), tuple(restored),
-                         launched, over_budget, tuple(set_aside))
+        return RunResult(
+            code,
+            out.text,
+            err.text,
+            timed_out,
+            cancelled,
+            out.truncated or err.truncated,
+            out.size,
+            err.size,
+            duration,
+            killed_by,
+            layers,
+            tuple(removed),
+            tuple(restored),
+            launched,
+            over_budget,
+            tuple(set_aside),
+        )
 
 
 def _read_status(fd: int) -> bytes:
@@ -256,4 +286,3 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-

@@ -17,23 +17,76 @@ import platform
 import struct
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "kexec_load",
-           "bpf", "perf_event_open")
+_DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "io_uring_setup",
+    "kexec_load",
+    "bpf",
+    "perf_event_open",
+)
 # File metadata no path rule covers (refused in the confining modes, not in full-access)
-_METADATA = ("chown", "fchown", "lchown", "fchownat", "setxattr", "lsetxattr", "fsetxattr",
-             "removexattr", "lremovexattr", "fremovexattr", "setxattrat", "removexattrat")
+_METADATA = (
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+)
 # name -> syscall number per architecture (aarch64 has no chown/lchown: fchownat only)
 SYSCALLS = {
-    "x86_64": {"ptrace": 101, "socket": 41, "ioctl": 16, "process_vm_readv": 310,
-               "process_vm_writev": 311, "io_uring_setup": 425, "kexec_load": 246, "bpf": 321,
-               "perf_event_open": 298, "chown": 92, "fchown": 93, "lchown": 94, "fchownat": 260,
-               "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
-               "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466},
-    "aarch64": {"ptrace": 117, "socket": 198, "ioctl": 29, "process_vm_readv": 270,
-                "process_vm_writev": 271, "io_uring_setup": 425, "kexec_load": 104, "bpf": 280,
-                "perf_event_open": 241, "fchown": 55, "fchownat": 54, "setxattr": 5,
-                "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15,
-                "fremovexattr": 16, "setxattrat": 463, "removexattrat": 466},
+    "x86_64": {
+        "ptrace": 101,
+        "socket": 41,
+        "ioctl": 16,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "io_uring_setup": 425,
+        "kexec_load": 246,
+        "bpf": 321,
+        "perf_event_open": 298,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "fchownat": 260,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "removexattr": 197,
+        "lremovexattr": 198,
+        "fremovexattr": 199,
+        "setxattrat": 463,
+        "removexattrat": 466,
+    },
+    "aarch64": {
+        "ptrace": 117,
+        "socket": 198,
+        "ioctl": 29,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "io_uring_setup": 425,
+        "kexec_load": 104,
+        "bpf": 280,
+        "perf_event_open": 241,
+        "fchown": 55,
+        "fchownat": 54,
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "removexattr": 14,
+        "lremovexattr": 15,
+        "fremovexattr": 16,
+        "setxattrat": 463,
+        "removexattrat": 466,
+    },
 }
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
 NETLINK_ROUTE = 0
@@ -106,8 +159,9 @@ class _Asm:
         return b"".join(out)
 
 
-def build_program(network: bool, unix_sockets: bool = True, metadata: bool = True,
-                  arch: str | None = None) -> bytes:
+def build_program(
+    network: bool, unix_sockets: bool = True, metadata: bool = True, arch: str | None = None
+) -> bytes:
     arch = arch or platform.machine()
     nrs = SYSCALLS[arch]
     p = _Asm()

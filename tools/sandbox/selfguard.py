@@ -47,7 +47,7 @@ def forget_environ(names: list[str] | tuple[str, ...]) -> list[str]:
             for entry in block.split(b"\0"):
                 name = entry.split(b"=", 1)[0].decode("utf-8", "replace")
                 if name in names and b"=" in entry:
-                    out[pos:pos + len(entry)] = b"\0" * len(entry)
+                    out[pos : pos + len(entry)] = b"\0" * len(entry)
                     wiped.append(name)
                 pos += len(entry) + 1
             if out != block:

@@ -37,8 +37,12 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         Binding("escape", "deny_now", "deny", show=False),
     ]
 
-    def __init__(self, request: ApprovalRequest, cwd: Path | None = None,
-                 prefix: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        request: ApprovalRequest,
+        cwd: Path | None = None,
+        prefix: tuple[str, ...] | None = None,
+    ) -> None:
         super().__init__()
         self.request = request
         self.prefix = prefix  # shell: the prefix "always allow" would cover, if any
@@ -72,8 +76,11 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
                         label = Text(visible(f"Always allow `{shown(self.prefix)} …` (p)"))
                         yield Button(label, id="approve_prefix", variant="primary")
                 else:
-                    yield Button(Text(visible(f"Allow {req.name} for this session (a)")),
-                                 id="approve_session", variant="primary")
+                    yield Button(
+                        Text(visible(f"Allow {req.name} for this session (a)")),
+                        id="approve_session",
+                        variant="primary",
+                    )
                 yield Button("Deny… (n)", id="deny", variant="error")
 
     def on_mount(self) -> None:
@@ -82,12 +89,14 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        {"approve": self.action_approve, "approve_session": self.action_approve_session,
-         "approve_prefix": self.action_approve_prefix,
-         "deny": self.action_deny}[event.button.id or "deny"]()
+        {
+            "approve": self.action_approve,
+            "approve_session": self.action_approve_session,
+            "approve_prefix": self.action_approve_prefix,
+            "deny": self.action_deny,
+        }[event.button.id or "deny"]()
 
-    def _answer(self, decision: str, note: str = "",
-                prefix: tuple[str, ...] | None = None) -> None:
+    def _answer(self, decision: str, note: str = "", prefix: tuple[str, ...] | None = None) -> None:
         self.dismiss(ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix))
 
     def action_approve(self) -> None:
@@ -128,7 +137,12 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While the note field has focus, y/a/s/p/n are letters of the note, not shortcuts.
-        if action in ("approve", "approve_session", "approve_always", "approve_prefix",
-                      "deny") and isinstance(self.focused, Input):
+        if action in (
+            "approve",
+            "approve_session",
+            "approve_always",
+            "approve_prefix",
+            "deny",
+        ) and isinstance(self.focused, Input):
             return False
         return True

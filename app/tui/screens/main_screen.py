@@ -62,8 +62,12 @@ class MainScreen(Screen):
         self.config = config
         self.controller = SessionController(config, clock=config.clock)
         self.status = StatusState(
-            engine=config.engine, model=config.model, state="loading", thinking=config.thinking,
-            context_max=config.max_context_tokens, sandbox=config.sandbox,
+            engine=config.engine,
+            model=config.model,
+            state="loading",
+            thinking=config.thinking,
+            context_max=config.max_context_tokens,
+            sandbox=config.sandbox,
             sandbox_layers=config.sandbox_layers,
         )
         self.transcript: Transcript | None = None
@@ -115,13 +119,17 @@ class MainScreen(Screen):
         self.query_one(LoadingView).display = False
         info = engine_info(session)
         if info is not None:
-            self.set_status(engine=info.backend, model=info.model,
-                            context_max=self.status.context_max or info.max_context_tokens)
+            self.set_status(
+                engine=info.backend,
+                model=info.model,
+                context_max=self.status.context_max or info.max_context_tokens,
+            )
         if message.sandbox_layers is not None:
             self.set_status(sandbox_layers=message.sandbox_layers)
         if getattr(session, "resumed", False):
-            await self.transcript.history(getattr(session, "messages", ()),
-                                          self.controller.tool_errors())
+            await self.transcript.history(
+                getattr(session, "messages", ()), self.controller.tool_errors()
+            )
         self.set_status(state="ready")
         self.pump_events(session)
         await self.send_next()
@@ -258,8 +266,12 @@ class MainScreen(Screen):
     def show_waiting(self) -> None:
         waiting = self.query_one("#waiting", Static)
         n = self.controller.waiting
-        waiting.update(f"{n} prompt{'s' if n > 1 else ''} waiting for this turn (Esc stops the "
-                       "turn; they are sent after it)" if n else "")
+        waiting.update(
+            f"{n} prompt{'s' if n > 1 else ''} waiting for this turn (Esc stops the "
+            "turn; they are sent after it)"
+            if n
+            else ""
+        )
         waiting.display = n > 0
 
     # ---- keys -----------------------------------------------------------------------------
@@ -305,8 +317,11 @@ class MainScreen(Screen):
         getattr(self.query_one(Conversation), how)(animate=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "scroll_transcript" and parameters and parameters[0] in (
-                "scroll_home", "scroll_end"):
+        if (
+            action == "scroll_transcript"
+            and parameters
+            and parameters[0] in ("scroll_home", "scroll_end")
+        ):
             # Only an empty prompt hands Home/End to the transcript.
             return not self.query_one(PromptInput).text and self.app.screen is self
         return True

@@ -37,8 +37,11 @@ class OnboardingScreen(Screen[Any]):
     def compose(self) -> ComposeResult:
         with Vertical(id="setup-dialog"):
             yield Static("Set up m3agent", id="setup-title")
-            yield Static("No engine is configured yet. Which model should answer? "
-                         "(↑/↓ and Enter; ctrl+q quits)", id="setup-intro")
+            yield Static(
+                "No engine is configured yet. Which model should answer? "
+                "(↑/↓ and Enter; ctrl+q quits)",
+                id="setup-intro",
+            )
             yield OptionList(*(Option(text, id=key) for key, text in CHOICES), id="setup-choices")
             yield Input(id="setup-input")
             yield Static("", id="setup-status", markup=False)
@@ -84,8 +87,10 @@ class OnboardingScreen(Screen[Any]):
         servers = self.setup.servers()
         if not servers:
             self.app.call_from_thread(
-                self.say, "No m3agent serve is running here. Start one with "
-                "`m3agent serve --model DIR --detach`, then choose this again.")
+                self.say,
+                "No m3agent serve is running here. Start one with "
+                "`m3agent serve --model DIR --detach`, then choose this again.",
+            )
             return
         self._complete(servers[0])
 

@@ -28,8 +28,14 @@ class SessionsScreen(ModalScreen[str | None]):
             if not self.sessions:
                 yield Label("No saved sessions yet.", id="sessions-empty")
             options = [
-                Option(Text(visible(f"{s.title[:60]}\n  {s.updated} · {s.turns} messages · "
-                                    f"{s.session_id}")), id=s.session_id)
+                Option(
+                    Text(
+                        visible(
+                            f"{s.title[:60]}\n  {s.updated} · {s.turns} messages · {s.session_id}"
+                        )
+                    ),
+                    id=s.session_id,
+                )
                 for s in self.sessions
             ]
             yield OptionList(*options, id="sessions-list")

@@ -16,8 +16,21 @@ from .common import next_pow2
 
 
 @triton.jit
-def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, n, eps, sx, sr, sy, sro,
-                        HAS_RES: tl.constexpr, BLOCK: tl.constexpr):
+def _add_rmsnorm_kernel(
+    x_ptr,
+    r_ptr,
+    w_ptr,
+    y_ptr,
+    ro_ptr,
+    n,
+    eps,
+    sx,
+    sr,
+    sy,
+    sro,
+    HAS_RES: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     m = offs < n
@@ -32,8 +45,9 @@ def _add_rmsnorm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, ro_ptr, n, eps, sx, sr, sy, 
     tl.store(y_ptr + row * sy + offs, (x * rstd * (1.0 + w)).to(y_ptr.dtype.element_ty), mask=m)
 
 
-def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-                eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def add_rmsnorm(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """x, residual [T, H] -> (norm(x + residual), x + residual); residual None: (norm(x), x)."""
     t, n = x.shape
     y = torch.empty_like(x)
@@ -43,9 +57,22 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Te
         ro, r, has = torch.empty_like(residual), residual, True
     if t:
         blk = next_pow2(n)
-        _add_rmsnorm_kernel[(t,)](x, r, weight, y, ro, n, eps, x.stride(0), r.stride(0),
-                                  y.stride(0), ro.stride(0), HAS_RES=has, BLOCK=blk,
-                                  num_warps=8 if blk >= 4096 else 4)
+        _add_rmsnorm_kernel[(t,)](
+            x,
+            r,
+            weight,
+            y,
+            ro,
+            n,
+            eps,
+            x.stride(0),
+            r.stride(0),
+            y.stride(0),
+            ro.stride(0),
+            HAS_RES=has,
+            BLOCK=blk,
+            num_warps=8 if blk >= 4096 else 4,
+        )
     return y, ro
 
 

@@ -19,8 +19,13 @@ class SelectionCheck:
         return self.mismatched_rows == 0 and self.missing_forced == 0 and self.bad_padding == 0
 
 
-def check_selection(sel: torch.Tensor, ref_sel: torch.Tensor, ref_scores: torch.Tensor,
-                    positions: torch.Tensor, tie_tol: float = 1e-3) -> SelectionCheck:
+def check_selection(
+    sel: torch.Tensor,
+    ref_sel: torch.Tensor,
+    ref_scores: torch.Tensor,
+    positions: torch.Tensor,
+    tie_tol: float = 1e-3,
+) -> SelectionCheck:
     """Sets equal, except a differing block whose reference score is within tie_tol of the
     reference cut-off score (a tie); the own block always chosen; -1 padding exactly
     K - min(K, nvis)."""
@@ -42,8 +47,10 @@ def check_selection(sel: torch.Tensor, ref_sel: torch.Tensor, ref_scores: torch.
             if a != b:
                 cut = scores[i, j, list(b)].min()
                 diff = a.symmetric_difference(b)
-                if any(abs(float(scores[i, j, x]) - float(cut)) > tie_tol * max(1.0, abs(float(cut)))
-                       for x in diff):
+                if any(
+                    abs(float(scores[i, j, x]) - float(cut)) > tie_tol * max(1.0, abs(float(cut)))
+                    for x in diff
+                ):
                     bad += 1
     return SelectionCheck(t * h, bad, missing, badpad)
 

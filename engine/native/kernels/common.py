@@ -61,7 +61,9 @@ def gather_request_kv(
     return blocks[:seq_len, :, :d], blocks[:seq_len, :, d:]
 
 
-def gather_request_index(index_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> torch.Tensor:
+def gather_request_index(
+    index_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
+) -> torch.Tensor:
     """Contiguous index keys [seq_len, Di] (fp32) of one request: reference paths only."""
     nb = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE
     pages = block_table[:nb].long()

@@ -27,12 +27,34 @@ from .split_k_merge import _merge
 
 @triton.jit
 def _dense_kernel(
-    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
-    tile_req_ptr, tile_tok_ptr, tile_end_ptr,
-    sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
-    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
-    qk_scale, blocks_per_split,
-    G: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr, BLK: tl.constexpr,
+    q_ptr,
+    kv_ptr,
+    pos_ptr,
+    bt_ptr,
+    po_ptr,
+    plse_ptr,
+    tile_req_ptr,
+    tile_tok_ptr,
+    tile_end_ptr,
+    sq_t,
+    sq_h,
+    skv_page,
+    skv_h,
+    skv_off,
+    stride_bt,
+    sp_t,
+    sp_g,
+    sp_c,
+    sp_h,
+    sl_t,
+    sl_g,
+    sl_c,
+    qk_scale,
+    blocks_per_split,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLK: tl.constexpr,
     TILE_IS_REQ: tl.constexpr,
 ):
     tile = tl.program_id(0)
@@ -55,8 +77,11 @@ def _dense_kernel(
     nvis_max = tl.max(tl.where(ok, pos, 0), axis=0) // BLK + 1
     d = tl.arange(0, D)
     offs = tl.arange(0, BLK)
-    q = tl.load(q_ptr + tok[:, None].to(tl.int64) * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
-                mask=ok[:, None], other=0.0)
+    q = tl.load(
+        q_ptr + tok[:, None].to(tl.int64) * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
+        mask=ok[:, None],
+        other=0.0,
+    )
     m_i = tl.full((M,), float("-inf"), tl.float32)
     l_i = tl.zeros((M,), tl.float32)
     acc = tl.zeros((M, D), tl.float32)
@@ -73,14 +98,26 @@ def _dense_kernel(
     has = l_i > 0
     o = acc / tl.where(has, l_i, 1.0)[:, None]
     lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-    tl.store(po_ptr + tok[:, None].to(tl.int64) * sp_t + g * sp_g + split * sp_c + hh[:, None] * sp_h + d[None, :],
-             o.to(po_ptr.dtype.element_ty), mask=ok[:, None])
+    tl.store(
+        po_ptr
+        + tok[:, None].to(tl.int64) * sp_t
+        + g * sp_g
+        + split * sp_c
+        + hh[:, None] * sp_h
+        + d[None, :],
+        o.to(po_ptr.dtype.element_ty),
+        mask=ok[:, None],
+    )
     tl.store(plse_ptr + tok.to(tl.int64) * sl_t + g * sl_g + split * sl_c + hh, lse, mask=ok)
 
 
-
-def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata,
-                    scale: float, splits: int | None = None) -> torch.Tensor:
+def dense_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+    splits: int | None = None,
+) -> torch.Tensor:
     """q [T, Hq, D] -> [T, Hq, D]; query i of request r sits at context_lens[r] + i."""
     t, hq, d = q.shape
     if t == 0:
@@ -108,16 +145,38 @@ def dense_attention(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetada
     po = torch.empty((t, hkv, splits, g_size, d), dtype=q.dtype, device=q.device)
     plse = torch.empty((t, hkv, splits, g_size), dtype=torch.float32, device=q.device)
     _dense_kernel[(n_tiles, hkv, splits)](
-        q, kv_cache, md.positions, md.block_tables, po, plse, tile_req, tile_tok, tile_end,
-        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
-        md.block_tables.stride(0), *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, bps,
-        G=g_size, D=d, BLOCK_T=block_t, BLK=BLOCK_SIZE, TILE_IS_REQ=tile_is_req,
+        q,
+        kv_cache,
+        md.positions,
+        md.block_tables,
+        po,
+        plse,
+        tile_req,
+        tile_tok,
+        tile_end,
+        q.stride(0),
+        q.stride(1),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.stride(2),
+        md.block_tables.stride(0),
+        *po.stride()[:4],
+        *plse.stride()[:3],
+        scale * LOG2E,
+        bps,
+        G=g_size,
+        D=d,
+        BLOCK_T=block_t,
+        BLK=BLOCK_SIZE,
+        TILE_IS_REQ=tile_is_req,
         num_warps=8 if block_t * g_size >= 128 else 4,
     )
     return _merge(po, plse, torch.empty_like(q), g_size)
 
 
-def reference(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float) -> torch.Tensor:
+def reference(
+    q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
+) -> torch.Tensor:
     """fp32, explicit softmax over keys j <= position."""
     t, hq, d = q.shape
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -127,9 +186,11 @@ def reference(q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, sc
         k, v = gather_request_kv(kv_cache, md.block_tables[r], seq)  # [L, Hkv, D]
         g = hq // k.shape[1]
         k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-        pos = md.positions[start:start + qlen].long()
-        s = torch.einsum("thd,lhd->thl", q[start:start + qlen].float(), k) * scale
-        s = s.masked_fill(torch.arange(seq, device=q.device)[None, None, :] > pos[:, None, None], float("-inf"))
-        out[start:start + qlen] = torch.einsum("thl,lhd->thd", torch.softmax(s, -1), v)
+        pos = md.positions[start : start + qlen].long()
+        s = torch.einsum("thd,lhd->thl", q[start : start + qlen].float(), k) * scale
+        s = s.masked_fill(
+            torch.arange(seq, device=q.device)[None, None, :] > pos[:, None, None], float("-inf")
+        )
+        out[start : start + qlen] = torch.einsum("thl,lhd->thd", torch.softmax(s, -1), v)
         start += qlen
     return out

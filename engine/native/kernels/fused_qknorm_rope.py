@@ -39,13 +39,49 @@ def _norm_rope(x_ptr, w_ptr, cs_ptr, stride_cs, pos, eps, D: tl.constexpr, ROT: 
 
 @triton.jit
 def _fused_kernel(
-    q_ptr, k_ptr, v_ptr, iq_ptr, ik_ptr, iqo_ptr,
-    qw_ptr, kw_ptr, iqw_ptr, ikw_ptr, cs_ptr, pos_ptr, slot_ptr, kv_ptr, idx_ptr,
-    sq_t, sq_h, sk_t, sk_h, sv_t, sv_h, siq_t, siq_h, siqo_t, siqo_h, sik_t, stride_cs,
-    skv_page, skv_h, skv_off, sidx_page, sidx_off, eps,
-    HQ: tl.constexpr, HKV: tl.constexpr, HI: tl.constexpr,
-    D: tl.constexpr, DI: tl.constexpr, ROT: tl.constexpr, BLK: tl.constexpr,
-    KV_FP8: tl.constexpr, IDX_FP8: tl.constexpr, IQ_FP8: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    iq_ptr,
+    ik_ptr,
+    iqo_ptr,
+    qw_ptr,
+    kw_ptr,
+    iqw_ptr,
+    ikw_ptr,
+    cs_ptr,
+    pos_ptr,
+    slot_ptr,
+    kv_ptr,
+    idx_ptr,
+    sq_t,
+    sq_h,
+    sk_t,
+    sk_h,
+    sv_t,
+    sv_h,
+    siq_t,
+    siq_h,
+    siqo_t,
+    siqo_h,
+    sik_t,
+    stride_cs,
+    skv_page,
+    skv_h,
+    skv_off,
+    sidx_page,
+    sidx_off,
+    eps,
+    HQ: tl.constexpr,
+    HKV: tl.constexpr,
+    HI: tl.constexpr,
+    D: tl.constexpr,
+    DI: tl.constexpr,
+    ROT: tl.constexpr,
+    BLK: tl.constexpr,
+    KV_FP8: tl.constexpr,
+    IDX_FP8: tl.constexpr,
+    IQ_FP8: tl.constexpr,
 ):
     t = tl.program_id(0)
     h = tl.program_id(1)
@@ -71,7 +107,9 @@ def _fused_kernel(
             tl.store(base + D + d, v.to(kv_ptr.dtype.element_ty))
     elif h < HQ + HKV + HI:
         j = h - HQ - HKV
-        y = _norm_rope(iq_ptr + t * siq_t + j * siq_h, iqw_ptr, cs_ptr, stride_cs, pos, eps, DI, ROT)
+        y = _norm_rope(
+            iq_ptr + t * siq_t + j * siq_h, iqw_ptr, cs_ptr, stride_cs, pos, eps, DI, ROT
+        )
         if IQ_FP8:  # an e4m3 index cache scores e4m3 queries: quantised here, not by 3 launches
             y = tl.clamp(y, -448.0, 448.0)
         tl.store(iqo_ptr + t * siqo_t + j * siqo_h + di, y.to(iqo_ptr.dtype.element_ty))
@@ -80,16 +118,27 @@ def _fused_kernel(
         if IDX_FP8:
             y = tl.clamp(y, -448.0, 448.0)
         if slot >= 0:
-            tl.store(idx_ptr + page * sidx_page + off * sidx_off + di, y.to(idx_ptr.dtype.element_ty))
+            tl.store(
+                idx_ptr + page * sidx_page + off * sidx_off + di, y.to(idx_ptr.dtype.element_ty)
+            )
 
 
 def fused_qknorm_rope_insert(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-    iq: torch.Tensor | None, ik: torch.Tensor | None,
-    q_norm_w: torch.Tensor, k_norm_w: torch.Tensor,
-    iq_norm_w: torch.Tensor | None, ik_norm_w: torch.Tensor | None,
-    cos_sin_cache: torch.Tensor, positions: torch.Tensor, eps: float,
-    kv_cache: torch.Tensor, index_cache: torch.Tensor | None, slot_mapping: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    iq: torch.Tensor | None,
+    ik: torch.Tensor | None,
+    q_norm_w: torch.Tensor,
+    k_norm_w: torch.Tensor,
+    iq_norm_w: torch.Tensor | None,
+    ik_norm_w: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    positions: torch.Tensor,
+    eps: float,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor | None,
+    slot_mapping: torch.Tensor,
     iq_out: torch.Tensor | None = None,
 ) -> None:
     """q [T,Hq,D], k/v [T,Hkv,D], iq [T,Hi,Di], ik [T,Di]: q and iq are rewritten in place
@@ -108,13 +157,46 @@ def fused_qknorm_rope_insert(
     n_prog = hq + hkv + (hi + 1 if has_idx else 0)
     iqo = iq_out if (has_idx and iq_out is not None) else iq_
     _fused_kernel[(t, n_prog)](
-        q, k, v, iq_, ik_, iqo, q_norm_w, k_norm_w, iqw, ikw, cos_sin_cache, positions,
-        slot_mapping, kv_cache, idx,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        iq_.stride(0), iq_.stride(1), iqo.stride(0), iqo.stride(1), ik_.stride(0),
+        q,
+        k,
+        v,
+        iq_,
+        ik_,
+        iqo,
+        q_norm_w,
+        k_norm_w,
+        iqw,
+        ikw,
+        cos_sin_cache,
+        positions,
+        slot_mapping,
+        kv_cache,
+        idx,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        iq_.stride(0),
+        iq_.stride(1),
+        iqo.stride(0),
+        iqo.stride(1),
+        ik_.stride(0),
         cos_sin_cache.stride(0),
-        kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2), sidx_page, sidx_off, eps,
-        HQ=hq, HKV=hkv, HI=hi, D=d, DI=di, ROT=cos_sin_cache.shape[1], BLK=BLOCK_SIZE,
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.stride(2),
+        sidx_page,
+        sidx_off,
+        eps,
+        HQ=hq,
+        HKV=hkv,
+        HI=hi,
+        D=d,
+        DI=di,
+        ROT=cos_sin_cache.shape[1],
+        BLK=BLOCK_SIZE,
         KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
         IDX_FP8=idx.dtype == torch.float8_e4m3fn,
         IQ_FP8=iqo.dtype == torch.float8_e4m3fn,
@@ -134,8 +216,24 @@ def _ref_norm_rope(x, w, cos_sin_cache, positions, eps):
     return y
 
 
-def reference(q, k, v, iq, ik, q_norm_w, k_norm_w, iq_norm_w, ik_norm_w, cos_sin_cache, positions,
-              eps, kv_cache, index_cache, slot_mapping, iq_out=None) -> None:
+def reference(
+    q,
+    k,
+    v,
+    iq,
+    ik,
+    q_norm_w,
+    k_norm_w,
+    iq_norm_w,
+    ik_norm_w,
+    cos_sin_cache,
+    positions,
+    eps,
+    kv_cache,
+    index_cache,
+    slot_mapping,
+    iq_out=None,
+) -> None:
     """Plain torch, fp32 maths: Gemma RMSNorm ((1 + w) weights), then NeoX RoPE on the first
     rotary_dim channels; same in-place contract as the kernel."""
     q.copy_(_ref_norm_rope(q, q_norm_w, cos_sin_cache, positions, eps).to(q.dtype))
@@ -144,8 +242,11 @@ def reference(q, k, v, iq, ik, q_norm_w, k_norm_w, iq_norm_w, ik_norm_w, cos_sin
     if iq is not None and ik is not None and index_cache is not None:
         iqn = _ref_norm_rope(iq, iq_norm_w, cos_sin_cache, positions, eps)
         if iq_out is not None:
-            iq_out.copy_(iqn.clamp(-448.0, 448.0).to(iq_out.dtype)
-                         if iq_out.dtype == torch.float8_e4m3fn else iqn.to(iq_out.dtype))
+            iq_out.copy_(
+                iqn.clamp(-448.0, 448.0).to(iq_out.dtype)
+                if iq_out.dtype == torch.float8_e4m3fn
+                else iqn.to(iq_out.dtype)
+            )
         else:
             iq.copy_(iqn.to(iq.dtype))
         ikn = _ref_norm_rope(ik[:, None], ik_norm_w, cos_sin_cache, positions, eps)[:, 0]

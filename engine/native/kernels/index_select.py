@@ -25,8 +25,19 @@ NEG_INF = float("-inf")
 
 
 @triton.jit
-def _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks, stride_s_row,
-                 H: tl.constexpr):
+def _store_block(
+    score_ptr,
+    m,
+    b,
+    tok,
+    head,
+    row_ok,
+    nvis,
+    init_blocks,
+    local_blocks,
+    stride_s_row,
+    H: tl.constexpr,
+):
     vis = b < nvis
     m = tl.where(vis, m, float("-inf"))
     m = tl.where(vis & (b >= nvis - local_blocks), 1e29, m)
@@ -36,13 +47,30 @@ def _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_bl
 
 @triton.jit
 def _index_score_kernel(
-    iq_ptr, ik_ptr, score_ptr, pos_ptr, bt_ptr,
-    tile_req_ptr, tile_tok_ptr, tile_end_ptr,
-    stride_iq_t, stride_iq_h, stride_ik_page, stride_ik_off, stride_s_row, stride_bt,
-    num_blocks, init_blocks, local_blocks,
+    iq_ptr,
+    ik_ptr,
+    score_ptr,
+    pos_ptr,
+    bt_ptr,
+    tile_req_ptr,
+    tile_tok_ptr,
+    tile_end_ptr,
+    stride_iq_t,
+    stride_iq_h,
+    stride_ik_page,
+    stride_ik_off,
+    stride_s_row,
+    stride_bt,
+    num_blocks,
+    init_blocks,
+    local_blocks,
     bps,
-    H: tl.constexpr, DI: tl.constexpr, BLOCK_T: tl.constexpr, BPS_P: tl.constexpr,
-    BLK: tl.constexpr, TILE_IS_REQ: tl.constexpr,
+    H: tl.constexpr,
+    DI: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BPS_P: tl.constexpr,
+    BLK: tl.constexpr,
+    TILE_IS_REQ: tl.constexpr,
 ):
     tile = tl.program_id(0)
     split = tl.program_id(1)
@@ -65,8 +93,11 @@ def _index_score_kernel(
     # blocks below every row's position need no causal mask (all but the last few)
     full_hi = (tl.min(tl.where(row_ok, pos, 2147483647), axis=0) + 1) // BLK
     d = tl.arange(0, DI)
-    q = tl.load(iq_ptr + tok[:, None].to(tl.int64) * stride_iq_t + head[:, None] * stride_iq_h + d[None, :],
-                mask=row_ok[:, None], other=0.0)
+    q = tl.load(
+        iq_ptr + tok[:, None].to(tl.int64) * stride_iq_t + head[:, None] * stride_iq_h + d[None, :],
+        mask=row_ok[:, None],
+        other=0.0,
+    )
     offs = tl.arange(0, BLK)
     b0 = split * bps
     b_hi = tl.minimum(b0 + bps, nvis_max)
@@ -75,21 +106,29 @@ def _index_score_kernel(
         page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
         k = tl.load(ik_ptr + page * stride_ik_page + offs[:, None] * stride_ik_off + d[None, :])
         m = tl.max(tl.dot(q, tl.trans(k)), axis=1)
-        _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks,
-                     stride_s_row, H)
+        _store_block(
+            score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks, stride_s_row, H
+        )
     for b in range(b_mid, b_hi):
         page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
         k = tl.load(ik_ptr + page * stride_ik_page + offs[:, None] * stride_ik_off + d[None, :])
         s = tl.dot(q, tl.trans(k))
         s = tl.where((b * BLK + offs)[None, :] <= pos[:, None], s, float("-inf"))
         m = tl.max(s, axis=1)
-        _store_block(score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks,
-                     stride_s_row, H)
+        _store_block(
+            score_ptr, m, b, tok, head, row_ok, nvis, init_blocks, local_blocks, stride_s_row, H
+        )
     cols = tl.arange(0, BPS_P)
     blk = b0 + cols
     out = score_ptr + (tok[:, None].to(tl.int64) * H + head[:, None]) * stride_s_row + blk[None, :]
-    tl.store(out, tl.full((BLOCK_M, BPS_P), float("-inf"), tl.float32),
-             mask=row_ok[:, None] & (blk[None, :] >= b_hi) & (cols[None, :] < bps) & (blk[None, :] < num_blocks))
+    tl.store(
+        out,
+        tl.full((BLOCK_M, BPS_P), float("-inf"), tl.float32),
+        mask=row_ok[:, None]
+        & (blk[None, :] >= b_hi)
+        & (cols[None, :] < bps)
+        & (blk[None, :] < num_blocks),
+    )
 
 
 def _num_sms(device: torch.device) -> int:
@@ -98,10 +137,16 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-
-def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
-                 init_blocks: int = 0, local_blocks: int = 1, block_t: int | None = None,
-                 bps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
+def index_scores(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
+    block_t: int | None = None,
+    bps: int | None = None,
+    num_stages: int | None = None,
+) -> torch.Tensor:
     """[T, H, num_blocks] fp32 block scores with the forced blocks and -inf masking applied."""
     t, h, di = iq.shape
     nb = md.block_tables.shape[1]
@@ -137,10 +182,30 @@ def index_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetad
         n_tiles = tile_req.shape[0]
     grid = (n_tiles, triton.cdiv(nb, bps))
     _index_score_kernel[grid](
-        iq, index_cache, scores, md.positions, md.block_tables, tile_req, tile_tok, tile_end,
-        iq.stride(0), iq.stride(1), index_cache.stride(0), index_cache.stride(1), nb,
-        md.block_tables.stride(0), nb, init_blocks, local_blocks, bps,
-        H=h, DI=di, BLOCK_T=block_t, BPS_P=next_pow2(bps), BLK=BLOCK_SIZE, TILE_IS_REQ=tile_is_req,
+        iq,
+        index_cache,
+        scores,
+        md.positions,
+        md.block_tables,
+        tile_req,
+        tile_tok,
+        tile_end,
+        iq.stride(0),
+        iq.stride(1),
+        index_cache.stride(0),
+        index_cache.stride(1),
+        nb,
+        md.block_tables.stride(0),
+        nb,
+        init_blocks,
+        local_blocks,
+        bps,
+        H=h,
+        DI=di,
+        BLOCK_T=block_t,
+        BPS_P=next_pow2(bps),
+        BLK=BLOCK_SIZE,
+        TILE_IS_REQ=tile_is_req,
         num_warps=4 if block_t * h <= 64 else 8,
         num_stages=num_stages or 2,
     )
@@ -166,16 +231,29 @@ def reference_select_from_scores(scores: torch.Tensor, topk: int) -> torch.Tenso
     return idx
 
 
-def index_select_blocks(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
-                        topk: int, init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
+def index_select_blocks(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    topk: int,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
+) -> torch.Tensor:
     """iq [T, H, Di] -> [T, H, topk] int32 logical block ids (forced first, -1 padded)."""
     if init_blocks + local_blocks > topk:
-        raise ValueError(f"init_blocks + local_blocks ({init_blocks}+{local_blocks}) exceeds topk {topk}")
+        raise ValueError(
+            f"init_blocks + local_blocks ({init_blocks}+{local_blocks}) exceeds topk {topk}"
+        )
     return select_from_scores(index_scores(iq, index_cache, md, init_blocks, local_blocks), topk)
 
 
-def reference_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata,
-                     init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
+def reference_scores(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
+) -> torch.Tensor:
     """fp32 scores straight from SPEC 2.3 (fp8 inputs: the same e4m3 values, upcast)."""
     t, h, _ = iq.shape
     nb = md.block_tables.shape[1]
@@ -186,8 +264,8 @@ def reference_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionM
     for r, qlen in enumerate(md.query_lens_cpu):
         seq = md.seq_lens_cpu[r]
         ik = gather_request_index(index_cache, md.block_tables[r], seq)  # [L, Di]
-        pos = md.positions[start:start + qlen].long()
-        s = torch.einsum("thd,ld->thl", iq[start:start + qlen].float(), ik)
+        pos = md.positions[start : start + qlen].long()
+        s = torch.einsum("thd,ld->thl", iq[start : start + qlen].float(), ik)
         j = torch.arange(seq, device=iq.device)
         s = s.masked_fill(j[None, None, :] > pos[:, None, None], NEG_INF)
         nblk = (seq + BLOCK_SIZE - 1) // BLOCK_SIZE
@@ -199,12 +277,19 @@ def reference_scores(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionM
         s = torch.where(vis, s, NEG_INF)
         s = torch.where(vis & (b >= n - local_blocks), 1e29, s)
         s = torch.where(vis & (b < init_blocks), 1e30, s)
-        out[start:start + qlen, :, :nblk] = s
+        out[start : start + qlen, :, :nblk] = s
         start += qlen
     return out
 
 
-def reference(iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata, topk: int,
-              init_blocks: int = 0, local_blocks: int = 1) -> torch.Tensor:
-    return reference_select_from_scores(reference_scores(iq, index_cache, md, init_blocks, local_blocks),
-                                        topk)
+def reference(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    topk: int,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
+) -> torch.Tensor:
+    return reference_select_from_scores(
+        reference_scores(iq, index_cache, md, init_blocks, local_blocks), topk
+    )

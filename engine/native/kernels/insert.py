@@ -17,11 +17,19 @@ FP8_MAX = 448.0
 
 @triton.jit
 def _insert_rows_kernel(
-    src_ptr, dst_ptr, slot_ptr,
-    stride_src_t, stride_src_h,
-    stride_dst_page, stride_dst_h, stride_dst_off,
-    dst_col0, inv_scale,
-    D: tl.constexpr, BLK: tl.constexpr, IS_FP8: tl.constexpr,
+    src_ptr,
+    dst_ptr,
+    slot_ptr,
+    stride_src_t,
+    stride_src_h,
+    stride_dst_page,
+    stride_dst_h,
+    stride_dst_off,
+    dst_col0,
+    inv_scale,
+    D: tl.constexpr,
+    BLK: tl.constexpr,
+    IS_FP8: tl.constexpr,
 ):
     t = tl.program_id(0)
     h = tl.program_id(1)
@@ -33,26 +41,54 @@ def _insert_rows_kernel(
         x = tl.load(src_ptr + t * stride_src_t + h * stride_src_h + d).to(tl.float32)
         if IS_FP8:
             x = tl.clamp(x * inv_scale, -448.0, 448.0)
-        dst = dst_ptr + page * stride_dst_page + h * stride_dst_h + off * stride_dst_off + dst_col0 + d
+        dst = (
+            dst_ptr
+            + page * stride_dst_page
+            + h * stride_dst_h
+            + off * stride_dst_off
+            + dst_col0
+            + d
+        )
         tl.store(dst, x.to(dst_ptr.dtype.element_ty))
 
 
-def _launch(src: torch.Tensor, dst: torch.Tensor, slots: torch.Tensor, col0: int, heads_dst: bool,
-            scale: float) -> None:
+def _launch(
+    src: torch.Tensor,
+    dst: torch.Tensor,
+    slots: torch.Tensor,
+    col0: int,
+    heads_dst: bool,
+    scale: float,
+) -> None:
     t, h, d = src.shape
     if t == 0:
         return
     stride_dst_h = dst.stride(1) if heads_dst else 0
     stride_dst_off = dst.stride(2) if heads_dst else dst.stride(1)
     _insert_rows_kernel[(t, h)](
-        src, dst, slots, src.stride(0), src.stride(1),
-        dst.stride(0), stride_dst_h, stride_dst_off, col0, 1.0 / scale,
-        D=d, BLK=BLOCK_SIZE, IS_FP8=dst.dtype == torch.float8_e4m3fn,
+        src,
+        dst,
+        slots,
+        src.stride(0),
+        src.stride(1),
+        dst.stride(0),
+        stride_dst_h,
+        stride_dst_off,
+        col0,
+        1.0 / scale,
+        D=d,
+        BLK=BLOCK_SIZE,
+        IS_FP8=dst.dtype == torch.float8_e4m3fn,
     )
 
 
-def insert_kv(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
-              scale: float = 1.0) -> None:
+def insert_kv(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    scale: float = 1.0,
+) -> None:
     """k, v [T, Hkv, D] -> kv_cache [pages, Hkv, 128, 2D] (K in [:D], V in [D:])."""
     d = k.shape[-1]
     slots = slot_mapping.contiguous()
@@ -60,8 +96,9 @@ def insert_kv(k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_map
     _launch(v, kv_cache, slots, d, True, scale)
 
 
-def insert_index(ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor,
-                 scale: float = 1.0) -> None:
+def insert_index(
+    ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor, scale: float = 1.0
+) -> None:
     """ik [T, Di] -> index_cache [pages, 128, Di]."""
     _launch(ik.unsqueeze(1), index_cache, slot_mapping.contiguous(), 0, False, scale)
 
@@ -84,7 +121,9 @@ def reference_insert_kv(k, v, kv_cache, slot_mapping, scale: float = 1.0) -> Non
 def reference_insert_index(ik, index_cache, slot_mapping, scale: float = 1.0) -> None:
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
-    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache_dtype(ik[keep], index_cache.dtype, scale)
+    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache_dtype(
+        ik[keep], index_cache.dtype, scale
+    )
 
 
 reference = reference_insert_kv

@@ -32,11 +32,30 @@ _FMT = {f: i for i, f in enumerate(FORMATS)}
 
 @triton.jit
 def _grouped_gemm_kernel(
-    a_ptr, w_ptr, scale_ptr, out_ptr, sorted_ptr, block_expert_ptr, route_ptr,
-    num_pairs, N, K, top_k,
-    s_a, s_we, s_wn, s_se, s_sn, s_sk, s_o,
-    A_BY_TOKEN: tl.constexpr, MUL_ROUTE: tl.constexpr, WFMT: tl.constexpr,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    a_ptr,
+    w_ptr,
+    scale_ptr,
+    out_ptr,
+    sorted_ptr,
+    block_expert_ptr,
+    route_ptr,
+    num_pairs,
+    N,
+    K,
+    top_k,
+    s_a,
+    s_we,
+    s_wn,
+    s_se,
+    s_sn,
+    s_sk,
+    s_o,
+    A_BY_TOKEN: tl.constexpr,
+    MUL_ROUTE: tl.constexpr,
+    WFMT: tl.constexpr,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -57,29 +76,42 @@ def _grouped_gemm_kernel(
         for k0 in range(0, K, BK):
             kk = k0 + tl.arange(0, BK)
             kmask = kk < K
-            a = tl.load(a_ptr + arow[:, None] * s_a + kk[None, :],
-                        mask=valid[:, None] & kmask[None, :], other=0.0)
+            a = tl.load(
+                a_ptr + arow[:, None] * s_a + kk[None, :],
+                mask=valid[:, None] & kmask[None, :],
+                other=0.0,
+            )
             wmask = nmask[None, :] & kmask[:, None]
             w = tl.load(wbase + kk[:, None], mask=wmask, other=0.0)  # [BK, BN]
             if WFMT == 0:
                 acc += tl.dot(a, w.to(a.dtype))
             elif WFMT == 1:  # one scale per 128x128 block: constant over this k tile
-                s = tl.load(scale_ptr + e * s_se + (n // 128) * s_sn + (k0 // 128) * s_sk,
-                            mask=nmask, other=0.0)
+                s = tl.load(
+                    scale_ptr + e * s_se + (n // 128) * s_sn + (k0 // 128) * s_sk,
+                    mask=nmask,
+                    other=0.0,
+                )
                 acc += tl.dot(a, w.to(a.dtype)) * s[None, :]
             else:  # e8m0 exponent per 32 k-values of each row
-                sc = tl.load(scale_ptr + e * s_se + n[None, :] * s_sn + (kk[:, None] // 32),
-                             mask=wmask, other=127)
+                sc = tl.load(
+                    scale_ptr + e * s_se + n[None, :] * s_sn + (kk[:, None] // 32),
+                    mask=wmask,
+                    other=127,
+                )
                 wf = w.to(tl.float32) * tl.exp2(sc.to(tl.float32) - 127.0)
                 acc += tl.dot(a, wf.to(a.dtype))
         if MUL_ROUTE:
             acc = acc * tl.load(route_ptr + pair, mask=valid, other=0.0)[:, None]
-        tl.store(out_ptr + pair[:, None].to(tl.int64) * s_o + n[None, :],
-                 acc.to(out_ptr.dtype.element_ty), mask=valid[:, None] & nmask[None, :])
+        tl.store(
+            out_ptr + pair[:, None].to(tl.int64) * s_o + n[None, :],
+            acc.to(out_ptr.dtype.element_ty),
+            mask=valid[:, None] & nmask[None, :],
+        )
 
 
-def align(topk_ids: torch.Tensor, num_experts: int, block_m: int
-          ) -> tuple[torch.Tensor, torch.Tensor]:
+def align(
+    topk_ids: torch.Tensor, num_experts: int, block_m: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(sorted pair ids [max_blocks * BM], padded with P; expert per row block [max_blocks],
     -1 for unused blocks). Device ops only, shapes fixed by T."""
     p = topk_ids.numel()
@@ -112,31 +144,72 @@ def _tiles(p: int, n: int) -> tuple[int, int, int, int, int]:
     return 64, 128, 64, 8, 3
 
 
-def grouped_gemm(a: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None, fmt: str,
-                 sorted_ids: torch.Tensor, block_expert: torch.Tensor, num_pairs: int,
-                 top_k: int, by_token: bool, route_w: torch.Tensor | None, out_dtype,
-                 tiles) -> torch.Tensor:
+def grouped_gemm(
+    a: torch.Tensor,
+    w: torch.Tensor,
+    scale: torch.Tensor | None,
+    fmt: str,
+    sorted_ids: torch.Tensor,
+    block_expert: torch.Tensor,
+    num_pairs: int,
+    top_k: int,
+    by_token: bool,
+    route_w: torch.Tensor | None,
+    out_dtype,
+    tiles,
+) -> torch.Tensor:
     e, n, k = w.shape
     bm, bn, bk, warps, stages = tiles
     out = torch.empty((num_pairs, n), dtype=out_dtype, device=a.device)
     if num_pairs == 0:
         return out
     sc = scale if scale is not None else w
-    s_se, s_sn, s_sk = (scale.stride() if scale is not None else (0, 0, 0))
+    s_se, s_sn, s_sk = scale.stride() if scale is not None else (0, 0, 0)
     grid = (block_expert.shape[0], triton.cdiv(n, bn))
     _grouped_gemm_kernel[grid](
-        a, w, sc, out, sorted_ids, block_expert, route_w if route_w is not None else a,
-        num_pairs, n, k, top_k, a.stride(0), w.stride(0), w.stride(1), s_se, s_sn, s_sk,
-        out.stride(0), A_BY_TOKEN=by_token, MUL_ROUTE=route_w is not None, WFMT=_FMT[fmt],
-        BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages)
+        a,
+        w,
+        sc,
+        out,
+        sorted_ids,
+        block_expert,
+        route_w if route_w is not None else a,
+        num_pairs,
+        n,
+        k,
+        top_k,
+        a.stride(0),
+        w.stride(0),
+        w.stride(1),
+        s_se,
+        s_sn,
+        s_sk,
+        out.stride(0),
+        A_BY_TOKEN=by_token,
+        MUL_ROUTE=route_w is not None,
+        WFMT=_FMT[fmt],
+        BM=bm,
+        BN=bn,
+        BK=bk,
+        num_warps=warps,
+        num_stages=stages,
+    )
     return out
 
 
-def grouped_moe(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
-                topk_weights: torch.Tensor, topk_ids: torch.Tensor, alpha: float = 1.702,
-                limit: float = 7.0, beta: float = 1.0, fmt: str = "bf16",
-                w13_scale: torch.Tensor | None = None,
-                w2_scale: torch.Tensor | None = None) -> torch.Tensor:
+def grouped_moe(
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    alpha: float = 1.702,
+    limit: float = 7.0,
+    beta: float = 1.0,
+    fmt: str = "bf16",
+    w13_scale: torch.Tensor | None = None,
+    w2_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
     """x [T, H]; w13 [E, 2I, H]; w2 [E, H, I]; topk [T, k] -> routed output [T, H] fp32
     (the shared expert is the caller's)."""
     if fmt not in _FMT:
@@ -146,11 +219,24 @@ def grouped_moe(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
     p = t * k
     tiles = _tiles(p, w13.shape[1])
     sorted_ids, block_expert = align(topk_ids, w13.shape[0], tiles[0])
-    gate_up = grouped_gemm(x, w13, w13_scale, fmt, sorted_ids, block_expert, p, k, True, None,
-                           x.dtype, tiles)
+    gate_up = grouped_gemm(
+        x, w13, w13_scale, fmt, sorted_ids, block_expert, p, k, True, None, x.dtype, tiles
+    )
     act = swiglu_oai_merged(gate_up, alpha, limit, beta)
-    y = grouped_gemm(act, w2, w2_scale, fmt, sorted_ids, block_expert, p, k, False,
-                     topk_weights.reshape(-1).float().contiguous(), torch.float32, tiles)
+    y = grouped_gemm(
+        act,
+        w2,
+        w2_scale,
+        fmt,
+        sorted_ids,
+        block_expert,
+        p,
+        k,
+        False,
+        topk_weights.reshape(-1).float().contiguous(),
+        torch.float32,
+        tiles,
+    )
     return y.view(t, k, h).sum(1)
 
 
@@ -166,13 +252,25 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor | None, fmt: str) -> torch.T
     return w.float() * s
 
 
-def reference(x, w13, w2, topk_weights, topk_ids, alpha=1.702, limit=7.0, beta=1.0,
-              fmt="bf16", w13_scale=None, w2_scale=None) -> torch.Tensor:
+def reference(
+    x,
+    w13,
+    w2,
+    topk_weights,
+    topk_ids,
+    alpha=1.702,
+    limit=7.0,
+    beta=1.0,
+    fmt="bf16",
+    w13_scale=None,
+    w2_scale=None,
+) -> torch.Tensor:
     """Per-expert loop in fp32 over dequantised weights (the activation rounded to x's dtype
     between the GEMMs, as the kernel path stores it)."""
     from .swiglu import reference as swiglu_ref
+
     def one(w, s, e):  # only the routed experts: M3's 128 in fp32 would be 29 GB
-        return dequantize(w[e:e + 1], None if s is None else s[e:e + 1], fmt)[0]
+        return dequantize(w[e : e + 1], None if s is None else s[e : e + 1], fmt)[0]
 
     t, h = x.shape
     out = torch.zeros(t, h, dtype=torch.float32, device=x.device)
@@ -180,6 +278,7 @@ def reference(x, w13, w2, topk_weights, topk_ids, alpha=1.702, limit=7.0, beta=1
         tok, slot = (topk_ids == e).nonzero(as_tuple=True)
         gu = (x[tok].float() @ one(w13, w13_scale, e).T).to(x.dtype)
         a = swiglu_ref(gu, alpha, limit, beta).float()
-        out.index_add_(0, tok, (a @ one(w2, w2_scale, e).T)
-                       * topk_weights[tok, slot].float()[:, None])
+        out.index_add_(
+            0, tok, (a @ one(w2, w2_scale, e).T) * topk_weights[tok, slot].float()[:, None]
+        )
     return out

@@ -13,8 +13,19 @@ from .common import next_pow2
 
 
 @triton.jit
-def _router_kernel(logit_ptr, bias_ptr, w_ptr, id_ptr, E, s_l, scaling,
-                   K: tl.constexpr, KP: tl.constexpr, EP: tl.constexpr, HAS_BIAS: tl.constexpr):
+def _router_kernel(
+    logit_ptr,
+    bias_ptr,
+    w_ptr,
+    id_ptr,
+    E,
+    s_l,
+    scaling,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    EP: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+):
     t = tl.program_id(0).to(tl.int64)
     e = tl.arange(0, EP)
     m = e < E
@@ -36,20 +47,33 @@ def _router_kernel(logit_ptr, bias_ptr, w_ptr, id_ptr, E, s_l, scaling,
     tl.store(id_ptr + t * K + kk, ids, mask=kk < K)
 
 
-def route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
-          scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+def route(
+    logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, scaling: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 router logits [T, E] -> (weights [T, k] fp32, expert ids [T, k] int32)."""
     t, e = logits.shape
     w = torch.empty((t, top_k), dtype=torch.float32, device=logits.device)
     ids = torch.empty((t, top_k), dtype=torch.int32, device=logits.device)
     if t:
-        _router_kernel[(t,)](logits, bias if bias is not None else logits, w, ids, e,
-                             logits.stride(0), scaling, K=top_k, KP=next_pow2(top_k),
-                             EP=next_pow2(e), HAS_BIAS=bias is not None, num_warps=4)
+        _router_kernel[(t,)](
+            logits,
+            bias if bias is not None else logits,
+            w,
+            ids,
+            e,
+            logits.stride(0),
+            scaling,
+            K=top_k,
+            KP=next_pow2(top_k),
+            EP=next_pow2(e),
+            HAS_BIAS=bias is not None,
+            num_warps=4,
+        )
     return w, ids
 
 
 def reference(logits, bias, top_k, scaling):
     from ..layers.moe import route as torch_route
+
     w, ids = torch_route(logits, bias, top_k, scaling)
     return w, ids.to(torch.int32)

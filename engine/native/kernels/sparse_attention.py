@@ -66,16 +66,16 @@ def reference(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> tor
         seq = md.seq_lens_cpu[r]
         kk, vv = gather_request_kv(kv_cache, md.block_tables[r], seq)  # [L, Hkv, D]
         nblk = (seq + BLOCK_SIZE - 1) // BLOCK_SIZE
-        sel = topk_idx[start:start + qlen].long()  # [qlen, Hkv, K]
+        sel = topk_idx[start : start + qlen].long()  # [qlen, Hkv, K]
         chosen = torch.zeros((qlen, hkv, nblk + 1), dtype=torch.bool, device=q.device)
         chosen.scatter_(2, torch.where((sel >= 0) & (sel < nblk), sel, nblk), True)
         keymask = chosen[:, :, :nblk].repeat_interleave(BLOCK_SIZE, dim=2)[:, :, :seq]
-        pos = md.positions[start:start + qlen].long()
+        pos = md.positions[start : start + qlen].long()
         keymask &= (torch.arange(seq, device=q.device)[None, :] <= pos[:, None])[:, None, :]
-        qq = q[start:start + qlen].float().view(qlen, hkv, g_size, d)
+        qq = q[start : start + qlen].float().view(qlen, hkv, g_size, d)
         s = torch.einsum("tgzd,lgd->tgzl", qq, kk) * scale
         s = s.masked_fill(~keymask[:, :, None, :], float("-inf"))
         p = torch.softmax(s, dim=-1)
-        out[start:start + qlen] = torch.einsum("tgzl,lgd->tgzd", p, vv).reshape(qlen, hq, d)
+        out[start : start + qlen] = torch.einsum("tgzl,lgd->tgzd", p, vv).reshape(qlen, hq, d)
         start += qlen
     return out

@@ -22,12 +22,38 @@ from .split_k_merge import _merge
 
 @triton.jit
 def _decode_kernel(
-    q_ptr, kv_ptr, topk_ptr, pos_ptr, req_ptr, bt_ptr, po_ptr, plse_ptr,
-    sq_t, sq_h, skv_page, skv_h, skv_off, stk_t, stk_h, stride_bt,
-    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
-    qk_scale, uniform_qlen,
-    G: tl.constexpr, D: tl.constexpr, E: tl.constexpr, EP: tl.constexpr, BLK: tl.constexpr,
-    UNIFORM: tl.constexpr, KV_FP8: tl.constexpr,
+    q_ptr,
+    kv_ptr,
+    topk_ptr,
+    pos_ptr,
+    req_ptr,
+    bt_ptr,
+    po_ptr,
+    plse_ptr,
+    sq_t,
+    sq_h,
+    skv_page,
+    skv_h,
+    skv_off,
+    stk_t,
+    stk_h,
+    stride_bt,
+    sp_t,
+    sp_g,
+    sp_c,
+    sp_h,
+    sl_t,
+    sl_g,
+    sl_c,
+    qk_scale,
+    uniform_qlen,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    E: tl.constexpr,
+    EP: tl.constexpr,
+    BLK: tl.constexpr,
+    UNIFORM: tl.constexpr,
+    KV_FP8: tl.constexpr,
 ):
     t = tl.program_id(0)
     g = tl.program_id(1)
@@ -69,8 +95,10 @@ def _decode_kernel(
     has = l_i > 0
     o = tl.where(has[:, None], acc / tl.where(has, l_i, 1.0)[:, None], 0.0)
     lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-    tl.store(po_ptr + t * sp_t + g * sp_g + c * sp_c + rows[:, None] * sp_h + d[None, :],
-             o.to(po_ptr.dtype.element_ty))
+    tl.store(
+        po_ptr + t * sp_t + g * sp_g + c * sp_c + rows[:, None] * sp_h + d[None, :],
+        o.to(po_ptr.dtype.element_ty),
+    )
     tl.store(plse_ptr + t * sl_t + g * sl_g + c * sl_c + rows, lse)
 
 
@@ -86,9 +114,15 @@ def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
     return c
 
 
-def sparse_attention_decode(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
-                            req_idx: torch.Tensor | None = None,
-                            chunks: int | None = None) -> torch.Tensor:
+def sparse_attention_decode(
+    q,
+    kv_cache,
+    topk_idx,
+    md: AttentionMetadata,
+    scale: float,
+    req_idx: torch.Tensor | None = None,
+    chunks: int | None = None,
+) -> torch.Tensor:
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
     g_size = hq // hkv
@@ -102,11 +136,33 @@ def sparse_attention_decode(q, kv_cache, topk_idx, md: AttentionMetadata, scale:
     else:
         req = token_to_request(md, q.device) if req_idx is None else req_idx
     _decode_kernel[(t, hkv, c)](
-        q, kv_cache, topk_idx, md.positions, req, md.block_tables, po, plse,
-        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
-        topk_idx.stride(0), topk_idx.stride(1), md.block_tables.stride(0),
-        *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, dql,
-        G=g_size, D=d, E=k // c, EP=next_pow2(k // c), BLK=BLOCK_SIZE, UNIFORM=uniform,
-        KV_FP8=kv_cache.dtype == torch.float8_e4m3fn, num_warps=4,
+        q,
+        kv_cache,
+        topk_idx,
+        md.positions,
+        req,
+        md.block_tables,
+        po,
+        plse,
+        q.stride(0),
+        q.stride(1),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.stride(2),
+        topk_idx.stride(0),
+        topk_idx.stride(1),
+        md.block_tables.stride(0),
+        *po.stride()[:4],
+        *plse.stride()[:3],
+        scale * LOG2E,
+        dql,
+        G=g_size,
+        D=d,
+        E=k // c,
+        EP=next_pow2(k // c),
+        BLK=BLOCK_SIZE,
+        UNIFORM=uniform,
+        KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
+        num_warps=4,
     )
     return _merge(po, plse, torch.empty_like(q), g_size)

@@ -17,11 +17,38 @@ from .split_k_merge import _merge
 
 @triton.jit
 def _prefill_tile(
-    w, q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
-    w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr, ent_slot_ptr,
-    sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
-    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, qk_scale,
-    G: tl.constexpr, D: tl.constexpr, TT: tl.constexpr, BLK: tl.constexpr,
+    w,
+    q_ptr,
+    kv_ptr,
+    pos_ptr,
+    bt_ptr,
+    po_ptr,
+    plse_ptr,
+    w_g_ptr,
+    w_req_ptr,
+    w_blk_ptr,
+    w_start_ptr,
+    w_cnt_ptr,
+    ent_tok_ptr,
+    ent_slot_ptr,
+    sq_t,
+    sq_h,
+    skv_page,
+    skv_h,
+    skv_off,
+    stride_bt,
+    sp_t,
+    sp_g,
+    sp_c,
+    sp_h,
+    sl_t,
+    sl_g,
+    sl_c,
+    qk_scale,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    TT: tl.constexpr,
+    BLK: tl.constexpr,
 ):
     g = tl.load(w_g_ptr + w).to(tl.int64)
     req = tl.load(w_req_ptr + w).to(tl.int64)
@@ -38,8 +65,11 @@ def _prefill_tile(
     pos = tl.load(pos_ptr + tok, mask=ok, other=0).to(tl.int32)
     d = tl.arange(0, D)
     offs = tl.arange(0, BLK)
-    q = tl.load(q_ptr + tok[:, None] * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
-                mask=ok[:, None], other=0.0)
+    q = tl.load(
+        q_ptr + tok[:, None] * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
+        mask=ok[:, None],
+        other=0.0,
+    )
     page = tl.load(bt_ptr + req * stride_bt + blk).to(tl.int64)
     base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
     k = tl.load(base).to(q.dtype)
@@ -54,38 +84,134 @@ def _prefill_tile(
     has = l_i > 0
     o = o / tl.where(has, l_i, 1.0)[:, None]
     lse = tl.where(has, m + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-    tl.store(po_ptr + tok[:, None] * sp_t + g * sp_g + slot[:, None] * sp_c + hh[:, None] * sp_h + d[None, :],
-             o.to(po_ptr.dtype.element_ty), mask=ok[:, None])
+    tl.store(
+        po_ptr
+        + tok[:, None] * sp_t
+        + g * sp_g
+        + slot[:, None] * sp_c
+        + hh[:, None] * sp_h
+        + d[None, :],
+        o.to(po_ptr.dtype.element_ty),
+        mask=ok[:, None],
+    )
     tl.store(plse_ptr + tok * sl_t + g * sl_g + slot * sl_c + hh, lse, mask=ok)
 
 
 @triton.jit
 def _prefill_kernel(
-    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
-    w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr, ent_slot_ptr,
-    sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
-    sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c,
-    qk_scale, nwork,
-    G: tl.constexpr, D: tl.constexpr, TT: tl.constexpr, BLK: tl.constexpr,
-    PERSIST: tl.constexpr, NS: tl.constexpr,
+    q_ptr,
+    kv_ptr,
+    pos_ptr,
+    bt_ptr,
+    po_ptr,
+    plse_ptr,
+    w_g_ptr,
+    w_req_ptr,
+    w_blk_ptr,
+    w_start_ptr,
+    w_cnt_ptr,
+    ent_tok_ptr,
+    ent_slot_ptr,
+    sq_t,
+    sq_h,
+    skv_page,
+    skv_h,
+    skv_off,
+    stride_bt,
+    sp_t,
+    sp_g,
+    sp_c,
+    sp_h,
+    sl_t,
+    sl_g,
+    sl_c,
+    qk_scale,
+    nwork,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    TT: tl.constexpr,
+    BLK: tl.constexpr,
+    PERSIST: tl.constexpr,
+    NS: tl.constexpr,
 ):
     # PERSIST: a grid of a few programs per SM walks the tiles, so the software pipeliner
     # can fetch the next tile's pages while this one computes.
     if PERSIST:
         for w in tl.range(tl.program_id(0), nwork, tl.num_programs(0), num_stages=NS):
-            _prefill_tile(w, q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
-                          w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr,
-                          ent_slot_ptr, sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
-                          sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, qk_scale, G, D, TT, BLK)
+            _prefill_tile(
+                w,
+                q_ptr,
+                kv_ptr,
+                pos_ptr,
+                bt_ptr,
+                po_ptr,
+                plse_ptr,
+                w_g_ptr,
+                w_req_ptr,
+                w_blk_ptr,
+                w_start_ptr,
+                w_cnt_ptr,
+                ent_tok_ptr,
+                ent_slot_ptr,
+                sq_t,
+                sq_h,
+                skv_page,
+                skv_h,
+                skv_off,
+                stride_bt,
+                sp_t,
+                sp_g,
+                sp_c,
+                sp_h,
+                sl_t,
+                sl_g,
+                sl_c,
+                qk_scale,
+                G,
+                D,
+                TT,
+                BLK,
+            )
     else:
-        _prefill_tile(tl.program_id(0), q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr,
-                      w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr, ent_tok_ptr,
-                      ent_slot_ptr, sq_t, sq_h, skv_page, skv_h, skv_off, stride_bt,
-                      sp_t, sp_g, sp_c, sp_h, sl_t, sl_g, sl_c, qk_scale, G, D, TT, BLK)
+        _prefill_tile(
+            tl.program_id(0),
+            q_ptr,
+            kv_ptr,
+            pos_ptr,
+            bt_ptr,
+            po_ptr,
+            plse_ptr,
+            w_g_ptr,
+            w_req_ptr,
+            w_blk_ptr,
+            w_start_ptr,
+            w_cnt_ptr,
+            ent_tok_ptr,
+            ent_slot_ptr,
+            sq_t,
+            sq_h,
+            skv_page,
+            skv_h,
+            skv_off,
+            stride_bt,
+            sp_t,
+            sp_g,
+            sp_c,
+            sp_h,
+            sl_t,
+            sl_g,
+            sl_c,
+            qk_scale,
+            G,
+            D,
+            TT,
+            BLK,
+        )
 
 
-def build_block_work(topk_idx: torch.Tensor, md: AttentionMetadata, tokens_per_tile: int,
-                     req_idx: torch.Tensor):
+def build_block_work(
+    topk_idx: torch.Tensor, md: AttentionMetadata, tokens_per_tile: int, req_idx: torch.Tensor
+):
     """Invert token->block selections into per-(KV head, request, block) token lists, cut into
     tiles of tokens_per_tile tokens. Returns the work arrays and the sorted entries."""
     t, hkv, k = topk_idx.shape
@@ -119,17 +245,30 @@ def build_block_work(topk_idx: torch.Tensor, md: AttentionMetadata, tokens_per_t
     return (i32(w_g), i32(w_req), i32(w_blk), i32(w_start), i32(w_cnt)), (ent_tok, ent_slot)
 
 
-def prefill_plan(topk_idx: torch.Tensor, md: AttentionMetadata, g_size: int,
-                 tokens_per_tile: int | None = None, req_idx: torch.Tensor | None = None):
+def prefill_plan(
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    g_size: int,
+    tokens_per_tile: int | None = None,
+    req_idx: torch.Tensor | None = None,
+):
     """The block-outer work list (host-synchronising: its length sizes the grid)."""
     tt = tokens_per_tile or max(1, 128 // g_size)
     req = token_to_request(md, topk_idx.device) if req_idx is None else req_idx
     return tt, build_block_work(topk_idx, md, tt, req)
 
 
-def sparse_attention_prefill_planned(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
-                                     plan, persistent: int = 0, num_warps: int | None = None,
-                                     num_stages: int = 2) -> torch.Tensor:
+def sparse_attention_prefill_planned(
+    q,
+    kv_cache,
+    topk_idx,
+    md: AttentionMetadata,
+    scale: float,
+    plan,
+    persistent: int = 0,
+    num_warps: int | None = None,
+    num_stages: int = 2,
+) -> torch.Tensor:
     """persistent > 0: that many programs per SM loop over the tiles (else one per tile)."""
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
@@ -147,18 +286,45 @@ def sparse_attention_prefill_planned(q, kv_cache, topk_idx, md: AttentionMetadat
             sms = torch.cuda.get_device_properties(q.device).multi_processor_count
             grid = min(nwork, persistent * sms)
         _prefill_kernel[(grid,)](
-            q, kv_cache, md.positions, md.block_tables, po, plse, *work, ent_tok, ent_slot,
-            q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), kv_cache.stride(2),
-            md.block_tables.stride(0), *po.stride()[:4], *plse.stride()[:3], scale * LOG2E, nwork,
-            G=g_size, D=d, TT=tt, BLK=BLOCK_SIZE, PERSIST=bool(persistent), NS=num_stages,
+            q,
+            kv_cache,
+            md.positions,
+            md.block_tables,
+            po,
+            plse,
+            *work,
+            ent_tok,
+            ent_slot,
+            q.stride(0),
+            q.stride(1),
+            kv_cache.stride(0),
+            kv_cache.stride(1),
+            kv_cache.stride(2),
+            md.block_tables.stride(0),
+            *po.stride()[:4],
+            *plse.stride()[:3],
+            scale * LOG2E,
+            nwork,
+            G=g_size,
+            D=d,
+            TT=tt,
+            BLK=BLOCK_SIZE,
+            PERSIST=bool(persistent),
+            NS=num_stages,
             num_warps=num_warps or (8 if tt * g_size >= 128 else 4),
         )
     return _merge(po, plse, torch.empty_like(q), g_size)
 
 
-def sparse_attention_prefill(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float,
-                             tokens_per_tile: int | None = None,
-                             req_idx: torch.Tensor | None = None) -> torch.Tensor:
+def sparse_attention_prefill(
+    q,
+    kv_cache,
+    topk_idx,
+    md: AttentionMetadata,
+    scale: float,
+    tokens_per_tile: int | None = None,
+    req_idx: torch.Tensor | None = None,
+) -> torch.Tensor:
     g_size = q.shape[1] // topk_idx.shape[1]
     plan = prefill_plan(topk_idx, md, g_size, tokens_per_tile, req_idx)
     return sparse_attention_prefill_planned(q, kv_cache, topk_idx, md, scale, plan)

@@ -27,20 +27,31 @@ def _swiglu_kernel(x_ptr, y_ptr, inter, sx, sy, alpha, limit, beta, BLOCK: tl.co
     tl.store(y_ptr + row * sy + col, y.to(y_ptr.dtype.element_ty), mask=m)
 
 
-def swiglu_oai_merged(gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0,
-                      beta: float = 1.0) -> torch.Tensor:
+def swiglu_oai_merged(
+    gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0, beta: float = 1.0
+) -> torch.Tensor:
     t, two_i = gate_up.shape
     inter = two_i // 2
     out = torch.empty((t, inter), dtype=gate_up.dtype, device=gate_up.device)
     if t:
         _swiglu_kernel[(t, triton.cdiv(inter, _BLOCK))](
-            gate_up, out, inter, gate_up.stride(0), out.stride(0), alpha, limit, beta,
-            BLOCK=_BLOCK, num_warps=4)
+            gate_up,
+            out,
+            inter,
+            gate_up.stride(0),
+            out.stride(0),
+            alpha,
+            limit,
+            beta,
+            BLOCK=_BLOCK,
+            num_warps=4,
+        )
     return out
 
 
-def reference(gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0,
-              beta: float = 1.0) -> torch.Tensor:
+def reference(
+    gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0, beta: float = 1.0
+) -> torch.Tensor:
     g, u = gate_up.float().chunk(2, dim=-1)
     g = g.clamp(max=limit)
     u = u.clamp(min=-limit, max=limit)

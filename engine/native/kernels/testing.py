@@ -17,10 +17,18 @@ class PagedBatch:
     index_cache: torch.Tensor
 
 
-def make_metadata(seq_lens: list[int], query_lens: list[int], device, generator: torch.Generator,
-                  num_pages: int | None = None, num_decodes: int = 0,
-                  decode_query_len: int = 1) -> AttentionMetadata:
-    if len(seq_lens) != len(query_lens) or any(q > s for q, s in zip(query_lens, seq_lens, strict=True)):
+def make_metadata(
+    seq_lens: list[int],
+    query_lens: list[int],
+    device,
+    generator: torch.Generator,
+    num_pages: int | None = None,
+    num_decodes: int = 0,
+    decode_query_len: int = 1,
+) -> AttentionMetadata:
+    if len(seq_lens) != len(query_lens) or any(
+        q > s for q, s in zip(query_lens, seq_lens, strict=True)
+    ):
         raise ValueError("query_lens must pair with seq_lens and never exceed them")
     nblk = [(s + BLOCK_SIZE - 1) // BLOCK_SIZE for s in seq_lens]
     total = sum(nblk)
@@ -32,7 +40,7 @@ def make_metadata(seq_lens: list[int], query_lens: list[int], device, generator:
     positions, slots = [], []
     used = 0
     for r, n in enumerate(nblk):
-        bt[r, :n] = perm[used:used + n].to(torch.int32)
+        bt[r, :n] = perm[used : used + n].to(torch.int32)
         used += n
         pos = torch.arange(ctx[r], seq_lens[r])
         positions.append(pos)
@@ -54,14 +62,31 @@ def make_metadata(seq_lens: list[int], query_lens: list[int], device, generator:
     )
 
 
-def make_batch(seq_lens: list[int], query_lens: list[int], hkv: int = 4, head_dim: int = 128,
-               index_dim: int = 128, kv_dtype=torch.bfloat16, index_dtype=torch.bfloat16,
-               device="cpu", seed: int = 0, num_decodes: int = 0,
-               decode_query_len: int = 1) -> PagedBatch:
+def make_batch(
+    seq_lens: list[int],
+    query_lens: list[int],
+    hkv: int = 4,
+    head_dim: int = 128,
+    index_dim: int = 128,
+    kv_dtype=torch.bfloat16,
+    index_dtype=torch.bfloat16,
+    device="cpu",
+    seed: int = 0,
+    num_decodes: int = 0,
+    decode_query_len: int = 1,
+) -> PagedBatch:
     gen = torch.Generator().manual_seed(seed)
-    md = make_metadata(seq_lens, query_lens, device, gen, num_decodes=num_decodes,
-                       decode_query_len=decode_query_len)
+    md = make_metadata(
+        seq_lens,
+        query_lens,
+        device,
+        gen,
+        num_decodes=num_decodes,
+        decode_query_len=decode_query_len,
+    )
     pages = int(md.block_tables.max()) + 4
     kv = torch.randn((pages, hkv, BLOCK_SIZE, 2 * head_dim), generator=gen)
     idx = torch.randn((pages, BLOCK_SIZE, index_dim), generator=gen)
-    return PagedBatch(md, kv.to(device=device, dtype=kv_dtype), idx.to(device=device, dtype=index_dtype))
+    return PagedBatch(
+        md, kv.to(device=device, dtype=kv_dtype), idx.to(device=device, dtype=index_dtype)
+    )

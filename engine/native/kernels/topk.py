@@ -17,8 +17,16 @@ from .common import next_pow2
 
 
 @triton.jit
-def _topk_chunk_kernel(score_ptr, cand_v_ptr, cand_i_ptr, nb, stride_row,
-                       K: tl.constexpr, KP: tl.constexpr, CH: tl.constexpr):
+def _topk_chunk_kernel(
+    score_ptr,
+    cand_v_ptr,
+    cand_i_ptr,
+    nb,
+    stride_row,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    CH: tl.constexpr,
+):
     """Stage 1 for few, long rows (decode): the top K of one CH-wide chunk of one row."""
     row = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1)
@@ -39,8 +47,16 @@ def _topk_chunk_kernel(score_ptr, cand_v_ptr, cand_i_ptr, nb, stride_row,
 
 
 @triton.jit
-def _topk_merge_kernel(cand_v_ptr, cand_i_ptr, out_ptr, stride_out,
-                       K: tl.constexpr, KP: tl.constexpr, NC_P: tl.constexpr, NCAND: tl.constexpr):
+def _topk_merge_kernel(
+    cand_v_ptr,
+    cand_i_ptr,
+    out_ptr,
+    stride_out,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    NC_P: tl.constexpr,
+    NCAND: tl.constexpr,
+):
     row = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, NC_P)
     ok = j < NCAND
@@ -57,8 +73,16 @@ def _topk_merge_kernel(cand_v_ptr, cand_i_ptr, out_ptr, stride_out,
 
 
 @triton.jit
-def _topk_rows_kernel(score_ptr, out_ptr, nb, stride_row, stride_out,
-                      K: tl.constexpr, KP: tl.constexpr, NB_P: tl.constexpr):
+def _topk_rows_kernel(
+    score_ptr,
+    out_ptr,
+    nb,
+    stride_row,
+    stride_out,
+    K: tl.constexpr,
+    KP: tl.constexpr,
+    NB_P: tl.constexpr,
+):
     row = tl.program_id(0).to(tl.int64)
     b = tl.arange(0, NB_P)
     x = tl.load(score_ptr + row * stride_row + b, mask=b < nb, other=float("-inf"))
@@ -86,14 +110,31 @@ def topk_blocks(scores: torch.Tensor, topk: int) -> torch.Tensor:
         kp = next_pow2(topk)
         cv = torch.empty((rows.shape[0], nchunks, kp), dtype=torch.float32, device=scores.device)
         ci = torch.empty((rows.shape[0], nchunks, kp), dtype=torch.int32, device=scores.device)
-        _topk_chunk_kernel[(rows.shape[0], nchunks)](rows, cv, ci, nb, rows.stride(0), K=topk,
-                                                     KP=kp, CH=ch, num_warps=1)
-        _topk_merge_kernel[(rows.shape[0],)](cv, ci, out, out.stride(0), K=topk, KP=kp,
-                                             NC_P=next_pow2(nchunks * kp), NCAND=nchunks * kp,
-                                             num_warps=1 if nchunks * kp <= 512 else 4)
+        _topk_chunk_kernel[(rows.shape[0], nchunks)](
+            rows, cv, ci, nb, rows.stride(0), K=topk, KP=kp, CH=ch, num_warps=1
+        )
+        _topk_merge_kernel[(rows.shape[0],)](
+            cv,
+            ci,
+            out,
+            out.stride(0),
+            K=topk,
+            KP=kp,
+            NC_P=next_pow2(nchunks * kp),
+            NCAND=nchunks * kp,
+            num_warps=1 if nchunks * kp <= 512 else 4,
+        )
     elif rows.shape[0]:
         nbp = next_pow2(max(nb, 16))
-        _topk_rows_kernel[(rows.shape[0],)](rows, out, nb, rows.stride(0), out.stride(0),
-                                            K=topk, KP=next_pow2(topk), NB_P=nbp,
-                                            num_warps=8 if nbp >= 4096 else 4)
+        _topk_rows_kernel[(rows.shape[0],)](
+            rows,
+            out,
+            nb,
+            rows.stride(0),
+            out.stride(0),
+            K=topk,
+            KP=next_pow2(topk),
+            NB_P=nbp,
+            num_warps=8 if nbp >= 4096 else 4,
+        )
     return out.view(*lead, topk)

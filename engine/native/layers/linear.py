@@ -13,13 +13,20 @@ from torch import nn
 
 
 class Linear(nn.Module):
-    def __init__(self, in_features: int, out_features: int, *, dtype: torch.dtype,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+    ) -> None:
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = nn.Parameter(torch.empty(out_features, in_features, dtype=dtype,
-                                               device=device), requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(out_features, in_features, dtype=dtype, device=device), requires_grad=False
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.linear(x.to(self.weight.dtype), self.weight)
@@ -40,7 +47,7 @@ class FusedWeights:
         self.splits = tuple(w.shape[0] for w in ws)
         row = 0
         for lin, n in zip(linears, self.splits, strict=True):
-            lin.weight = nn.Parameter(self.weight[row:row + n], requires_grad=False)
+            lin.weight = nn.Parameter(self.weight[row : row + n], requires_grad=False)
             row += n
 
     def intact(self) -> bool:
@@ -60,11 +67,18 @@ class FusedWeights:
 
 
 class Embedding(nn.Module):
-    def __init__(self, num_embeddings: int, dim: int, *, dtype: torch.dtype,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        num_embeddings: int,
+        dim: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+    ) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(num_embeddings, dim, dtype=dtype, device=device),
-                                   requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.empty(num_embeddings, dim, dtype=dtype, device=device), requires_grad=False
+        )
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.embedding(ids, self.weight)

@@ -10,30 +10,46 @@ from ..attention import kernel_op
 from .linear import FusedWeights, Linear
 
 
-def swiglu_oai(gate: torch.Tensor, up: torch.Tensor, alpha: float = 1.702,
-               limit: float = 7.0, beta: float = 1.0) -> torch.Tensor:
+def swiglu_oai(
+    gate: torch.Tensor,
+    up: torch.Tensor,
+    alpha: float = 1.702,
+    limit: float = 7.0,
+    beta: float = 1.0,
+) -> torch.Tensor:
     """SPEC §1.6: gate clamped from above only, up on both sides, (up + beta)."""
     gate = gate.clamp(max=limit)
     up = up.clamp(min=-limit, max=limit)
     return gate * torch.sigmoid(alpha * gate) * (up + beta)
 
 
-def swiglu_oai_merged(gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0,
-                      beta: float = 1.0) -> torch.Tensor:
+def swiglu_oai_merged(
+    gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0, beta: float = 1.0
+) -> torch.Tensor:
     """The `[all gates | all ups]` layout of vLLM's merged projection (not interleaved)."""
     g, u = gate_up.chunk(2, dim=-1)
     return swiglu_oai(g, u, alpha, limit, beta)
 
 
 class SwigluOAIMLP(nn.Module):
-    def __init__(self, hidden: int, inter: int, *, alpha: float, limit: float, beta: float,
-                 dtype: torch.dtype, device: torch.device | str = "cpu",
-                 names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        inter: int,
+        *,
+        alpha: float,
+        limit: float,
+        beta: float,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+        names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+    ) -> None:
         super().__init__()
         self.alpha, self.limit, self.beta = alpha, limit, beta
         self._names = names
-        for n, (i, o) in zip(names, ((hidden, inter), (hidden, inter), (inter, hidden)),
-                             strict=True):
+        for n, (i, o) in zip(
+            names, ((hidden, inter), (hidden, inter), (inter, hidden)), strict=True
+        ):
             self.add_module(n, Linear(i, o, dtype=dtype, device=device))
         # gate and up as one [2I, H] GEMM, then one activation launch (CUDA path)
         self._gate_up = FusedWeights(getattr(self, names[0]), getattr(self, names[1]))
@@ -47,8 +63,9 @@ class SwigluOAIMLP(nn.Module):
 
 
 class SiluMLP(nn.Module):
-    def __init__(self, hidden: int, inter: int, *, dtype: torch.dtype,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self, hidden: int, inter: int, *, dtype: torch.dtype, device: torch.device | str = "cpu"
+    ) -> None:
         super().__init__()
         self.gate_proj = Linear(hidden, inter, dtype=dtype, device=device)
         self.up_proj = Linear(hidden, inter, dtype=dtype, device=device)

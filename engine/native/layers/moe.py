@@ -14,8 +14,9 @@ from ..attention import kernel_op
 from .mlp import SwigluOAIMLP
 
 
-def route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
-          scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+def route(
+    logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, scaling: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 router logits [T, E] -> (weights [T, k] fp32, expert ids [T, k] int64)."""
     scores = torch.sigmoid(logits.float())
     choice = scores if bias is None else scores + bias.float()[None, :]
@@ -26,27 +27,42 @@ def route(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
 
 
 class MoE(nn.Module):
-    def __init__(self, hidden: int, inter: int, num_experts: int, top_k: int, n_shared: int,
-                 routed_scaling_factor: float, use_bias: bool, *, alpha: float, limit: float,
-                 beta: float, dtype: torch.dtype, device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        hidden: int,
+        inter: int,
+        num_experts: int,
+        top_k: int,
+        n_shared: int,
+        routed_scaling_factor: float,
+        use_bias: bool,
+        *,
+        alpha: float,
+        limit: float,
+        beta: float,
+        dtype: torch.dtype,
+        device: torch.device | str = "cpu",
+    ) -> None:
         super().__init__()
         self.top_k = top_k
         self.scaling = routed_scaling_factor
         # The router stays fp32 whatever the model dtype (vLLM's GateLinear).
         self.gate = nn.Module()
-        self.gate.weight = nn.Parameter(torch.empty(num_experts, hidden, dtype=torch.float32,
-                                                    device=device), requires_grad=False)
+        self.gate.weight = nn.Parameter(
+            torch.empty(num_experts, hidden, dtype=torch.float32, device=device),
+            requires_grad=False,
+        )
         if use_bias:
             self.e_score_correction_bias = nn.Parameter(
-                torch.zeros(num_experts, dtype=torch.float32, device=device), requires_grad=False)
+                torch.zeros(num_experts, dtype=torch.float32, device=device), requires_grad=False
+            )
         else:
             self.e_score_correction_bias = None
         kw = dict(alpha=alpha, limit=limit, beta=beta, dtype=dtype, device=device)
         self.experts = nn.ModuleList(
-            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **kw)
-            for _ in range(num_experts))
-        self.shared_experts = (SwigluOAIMLP(hidden, inter * n_shared, **kw)
-                               if n_shared > 0 else None)
+            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **kw) for _ in range(num_experts)
+        )
+        self.shared_experts = SwigluOAIMLP(hidden, inter * n_shared, **kw) if n_shared > 0 else None
         self.alpha, self.limit, self.beta = alpha, limit, beta
         # All experts' weights stacked, [E, 2I, H] (gate | up) and [E, H, I], for the grouped
         # kernel (kernels/moe_grouped.py); each expert's checkpoint-named Linears are views.
@@ -61,9 +77,11 @@ class MoE(nn.Module):
     def _stacked_intact(self) -> bool:
         first, last = self.experts[0], self.experts[-1]
         half = self._w13.shape[1] // 2
-        return (first.w1.weight.data_ptr() == self._w13.data_ptr()
-                and last.w2.weight.data_ptr() == self._w2[-1].data_ptr()
-                and last.w3.weight.data_ptr() == self._w13[-1, half:].data_ptr())
+        return (
+            first.w1.weight.data_ptr() == self._w13.data_ptr()
+            and last.w2.weight.data_ptr() == self._w2[-1].data_ptr()
+            and last.w3.weight.data_ptr() == self._w13[-1, half:].data_ptr()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = torch.nn.functional.linear(x.float(), self.gate.weight)

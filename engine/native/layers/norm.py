@@ -12,20 +12,28 @@ class GemmaRMSNorm(nn.Module):
     """M3's norm (SPEC §1.4): y = x * rsqrt(mean(x^2) + eps) * (1 + w); w is stored as an
     offset from 1 (initialised at 0). Applied over the last dim, so per head for QK-norm."""
 
-    def __init__(self, dim: int, eps: float, *, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        eps: float,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim, dtype=dtype, device=device),
-                                   requires_grad=False)
+        self.weight = nn.Parameter(
+            torch.zeros(dim, dtype=dtype, device=device), requires_grad=False
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return (y * (1.0 + self.weight.float())).to(x.dtype)
 
-    def add_forward(self, x: torch.Tensor, residual: torch.Tensor | None
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def add_forward(
+        self, x: torch.Tensor, residual: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(norm(x + residual), x + residual), or (norm(x), x) without a residual: the
         decoder's pre-norm step, one Triton launch on CUDA (kernels/add_rmsnorm.py)."""
         op = kernel_op("add_rmsnorm", x, self.weight) if x.dim() == 2 else None
@@ -38,12 +46,17 @@ class GemmaRMSNorm(nn.Module):
 class RMSNorm(nn.Module):
     """Llama's norm: weight multiplies the normalised value cast back to the input dtype."""
 
-    def __init__(self, dim: int, eps: float, *, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        dim: int,
+        eps: float,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device),
-                                   requires_grad=False)
+        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()

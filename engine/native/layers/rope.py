@@ -20,13 +20,16 @@ def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
     return 1.0 if scale <= 1.0 else 0.1 * mscale * math.log(scale) + 1.0
 
 
-def _yarn_inv_freq(base_inv: torch.Tensor, rotary_dim: int, theta: float,
-                   rs: RopeScaling) -> torch.Tensor:
+def _yarn_inv_freq(
+    base_inv: torch.Tensor, rotary_dim: int, theta: float, rs: RopeScaling
+) -> torch.Tensor:
     """Blend interpolated (/factor) and original frequencies with YaRN's linear ramp."""
 
     def correction_dim(num_rotations: float) -> float:
-        return (rotary_dim * math.log(rs.original_max_position_embeddings
-                                      / (num_rotations * 2 * math.pi))) / (2 * math.log(theta))
+        return (
+            rotary_dim
+            * math.log(rs.original_max_position_embeddings / (num_rotations * 2 * math.pi))
+        ) / (2 * math.log(theta))
 
     low = max(math.floor(correction_dim(rs.beta_fast)), 0)
     high = min(math.ceil(correction_dim(rs.beta_slow)), rotary_dim - 1)
@@ -39,8 +42,9 @@ def _yarn_inv_freq(base_inv: torch.Tensor, rotary_dim: int, theta: float,
 
 
 class RotaryEmbedding(nn.Module):
-    def __init__(self, head_dim: int, rotary_dim: int, theta: float,
-                 rope_scaling: RopeScaling | None = None) -> None:
+    def __init__(
+        self, head_dim: int, rotary_dim: int, theta: float, rope_scaling: RopeScaling | None = None
+    ) -> None:
         super().__init__()
         if rotary_dim % 2 or rotary_dim > head_dim:
             raise ValueError(f"rotary_dim {rotary_dim} must be even and <= head_dim {head_dim}")
@@ -53,8 +57,9 @@ class RotaryEmbedding(nn.Module):
             if rope_scaling.attention_factor is not None:
                 self.mscale = rope_scaling.attention_factor
             elif rope_scaling.mscale and rope_scaling.mscale_all_dim:
-                self.mscale = (_yarn_mscale(rope_scaling.factor, rope_scaling.mscale)
-                               / _yarn_mscale(rope_scaling.factor, rope_scaling.mscale_all_dim))
+                self.mscale = _yarn_mscale(rope_scaling.factor, rope_scaling.mscale) / _yarn_mscale(
+                    rope_scaling.factor, rope_scaling.mscale_all_dim
+                )
             else:
                 self.mscale = _yarn_mscale(rope_scaling.factor)
         self.register_buffer("inv_freq", inv, persistent=False)

@@ -62,8 +62,11 @@ class RequestOutput:
 
 def _media_ids(tokenizer_dir: str) -> dict[str, int]:
     data = json.loads((Path(tokenizer_dir) / "tokenizer.json").read_text())
-    return {t["content"]: t["id"] for t in data.get("added_tokens", [])
-            if t["content"] in (IMAGE, VIDEO)}
+    return {
+        t["content"]: t["id"]
+        for t in data.get("added_tokens", [])
+        if t["content"] in (IMAGE, VIDEO)
+    }
 
 
 def _tokens(kind: str, item: Any) -> int:
@@ -85,14 +88,17 @@ class AsyncLLM:
         self._media = _media_ids(args.tokenizer or args.model)
 
     @classmethod
-    def from_engine_args(cls, engine_args, start_engine_loop=True, usage_context=None,
-                         stat_loggers=None):
+    def from_engine_args(
+        cls, engine_args, start_engine_loop=True, usage_context=None, stat_loggers=None
+    ):
         if FAKE.load_error is not None:
             raise FAKE.load_error
         if FAKE.core_failure is not None:
             proc = subprocess.run([sys.executable, "-c", _CORE, FAKE.core_failure])
-            raise RuntimeError("Engine core initialization failed. See root cause above. "
-                               f"Failed core proc(s): {{'EngineCore_DP0': {proc.returncode}}}")
+            raise RuntimeError(
+                "Engine core initialization failed. See root cause above. "
+                f"Failed core proc(s): {{'EngineCore_DP0': {proc.returncode}}}"
+            )
         return cls(engine_args, log_stats=not engine_args.disable_log_stats)
 
     def _cached(self, ids):
@@ -120,8 +126,12 @@ class AsyncLLM:
             items = mm.get(kind)
             if items is None:
                 continue
-            is_one = kind == "image" and hasattr(items, "size") or kind == "video" and (
-                isinstance(items, tuple))
+            is_one = (
+                kind == "image"
+                and hasattr(items, "size")
+                or kind == "video"
+                and (isinstance(items, tuple))
+            )
             items = [items] if is_one else list(items)
             found = ids.count(self._media[token])
             if found != len(items):
@@ -129,7 +139,8 @@ class AsyncLLM:
                     f"Expected there to be {len(items)} prompt updates corresponding to "
                     f"{len(items)} {kind} items, but instead found {found} prompt updates! "
                     "This is likely because you forgot to include input placeholder tokens "
-                    "(e.g., `<image>`, `<|image_pad|>`) in the prompt.")
+                    "(e.g., `<image>`, `<|image_pad|>`) in the prompt."
+                )
             length += sum(_tokens(kind, it) - 1 for it in items)
         max_len = self.args.max_model_len
         if length == 0:
@@ -140,19 +151,34 @@ class AsyncLLM:
                 f"length of {max_len}. Make sure that `max_model_len` is no smaller than the "
                 "number of text tokens plus multimodal tokens. For image inputs, the number of "
                 "image tokens depends on the number of images, and possibly their aspect "
-                "ratios as well.")
+                "ratios as well."
+            )
         if length == max_len:
             raise VLLMValidationError(
                 f"The decoder prompt (length {length}) plus the number of requested output "
                 f"tokens (at least 1) is longer than the maximum model length of {max_len}. "
                 "Make sure that `max_model_len` is no smaller than the number of text tokens "
-                "(prompt + requested output tokens).")
+                "(prompt + requested output tokens)."
+            )
         return ids
 
-    async def generate(self, prompt, sampling_params, request_id, *, prompt_text=None,
-                       lora_request=None, tokenization_kwargs=None, trace_headers=None,
-                       priority=0, data_parallel_rank=None, session_id=None, kv_hints=None,
-                       reasoning_ended=None, reasoning_parser_kwargs=None):
+    async def generate(
+        self,
+        prompt,
+        sampling_params,
+        request_id,
+        *,
+        prompt_text=None,
+        lora_request=None,
+        tokenization_kwargs=None,
+        trace_headers=None,
+        priority=0,
+        data_parallel_rank=None,
+        session_id=None,
+        kv_hints=None,
+        reasoning_ended=None,
+        reasoning_parser_kwargs=None,
+    ):
         if FAKE.dead:
             raise EngineDeadError()
         try:
@@ -177,18 +203,29 @@ class AsyncLLM:
                 FAKE.cancelled.append(request_id)
                 raise
             if request_id in self._abort and FAKE.abort_wakes:
-                yield RequestOutput(request_id, None, None, None,
-                                    [CompletionOutput(0, "", [], finish_reason="abort")], True)
+                yield RequestOutput(
+                    request_id,
+                    None,
+                    None,
+                    None,
+                    [CompletionOutput(0, "", [], finish_reason="abort")],
+                    True,
+                )
                 return
-            piece = text[sent:sent + FAKE.chunk]
+            piece = text[sent : sent + FAKE.chunk]
             sent += len(piece)
             done = sent >= len(text)
             out_text = piece if delta else text[:sent]
             reason = FAKE.finish_reason if done else None
             yield RequestOutput(
-                request_id, None, ids if first or not delta else None, None,
+                request_id,
+                None,
+                ids if first or not delta else None,
+                None,
                 [CompletionOutput(0, out_text, [0] * len(piece), finish_reason=reason)],
-                done, cached)
+                done,
+                cached,
+            )
             first = False
 
     async def abort(self, request_id, internal=False):
