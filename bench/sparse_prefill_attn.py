@@ -64,13 +64,13 @@ def sweep(rows: list, chunk: int = 4096, ctx: int = 1_048_576) -> None:
     for tt, per_sm, nw, ns in VARIANTS:
         plan = sa.prefill_plan(sel, md, HQ // HKV, tt)
         try:
-            f = lambda i: sa.sparse_attention_prefill_planned(
+            f = lambda i: sa.sparse_attention_prefill_planned(  # noqa: E731
                 q,
                 kv,
                 sel,
                 md,
                 D**-0.5,
-                plan,  # noqa: E731
+                plan,
                 persistent=per_sm,
                 num_warps=nw,
                 num_stages=ns,
