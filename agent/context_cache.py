@@ -24,11 +24,19 @@ UNKNOWN = "unknown (evicted, or the prompt changed)"
 class CacheTracker:
     """Owned by one Session; the loop passes every engine Usage through `annotate`."""
 
-    def __init__(self, *, resumed: bool = False, auto_compact_tokens: int | None = None):
+    def __init__(
+        self,
+        *,
+        resumed: bool = False,
+        auto_compact_tokens: int | None = None,
+        last_sequence_tokens: int | None = None,
+    ):
+        """`last_sequence_tokens`: on a resumed session, the prompt + generated tokens of the
+        log's last request: the pages a warm engine may still hold (a hit on them is no miss)."""
         if auto_compact_tokens is not None and auto_compact_tokens < 1:
             raise ValueError(f"auto_compact_tokens must be positive, got {auto_compact_tokens}")
         self._pending: str | None = ENGINE_RESTARTED if resumed else FIRST_REQUEST
-        self._last_prompt: int | None = None
+        self._last_prompt: int | None = last_sequence_tokens if resumed else None
         self.last_total_tokens: int | None = None  # prompt + generated of the last request
         self.auto_compact_tokens = auto_compact_tokens
         self.history: list[Usage] = []

@@ -186,6 +186,24 @@ class Conversation:
 
     # ---- reading ----------------------------------------------------------------------------
 
+    def last_sequence_tokens(self) -> int | None:
+        """Prompt + generated tokens of the log's last engine request (its usage event), or
+        None: what a warm engine can still hold of this session after a resume."""
+        last = None
+        try:
+            with self.path.open("rb") as f:
+                for line in f:
+                    if b'"model_request_finished"' not in line:
+                        continue
+                    try:
+                        usage = json.loads(line)["event"]["usage"]
+                        last = int(usage["prompt_tokens"]) + int(usage["generated_tokens"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        except OSError:
+            return None
+        return last
+
     @property
     def id(self) -> str:
         return self.meta.id

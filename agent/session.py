@@ -79,7 +79,11 @@ class Session:
         # a refresh, events to report once the session starts, and per-request cache figures.
         self.snapshot_builder = snapshot_builder
         self._startup_events = tuple(startup_events)
-        self.cache = CacheTracker(resumed=resumed, auto_compact_tokens=auto_compact_tokens)
+        self.cache = CacheTracker(
+            resumed=resumed,
+            auto_compact_tokens=auto_compact_tokens,
+            last_sequence_tokens=conversation.last_sequence_tokens() if resumed else None,
+        )
 
     # ---- construction ---------------------------------------------------------------------
 

@@ -138,3 +138,53 @@ def test_run_text_mode_reports_the_snapshot(make_repo, tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "Hello.\n"
     assert "(repository snapshot taken: 1 files, " in r.stderr
+
+
+def test_a_resumed_hit_on_the_logged_pages_is_no_miss():
+    """A warm engine after a resume: the pages of the log's last request are reusable."""
+    warm = CacheTracker(resumed=True, last_sequence_tokens=1000)
+    assert (
+        warm.annotate(Usage(prompt_tokens=1100, cached_prompt_tokens=896)).cache_miss_reason is None
+    )
+    cold = CacheTracker(resumed=True, last_sequence_tokens=1000)
+    assert cold.annotate(Usage(prompt_tokens=1100, cached_prompt_tokens=0)).cache_miss_reason == (
+        "engine restarted"
+    )
+
+
+def test_resume_on_the_same_warm_engine_reports_no_miss(make_repo, tmp_path):
+    """Through the real session log: the resumed session's first request hits the pages the
+    first session left in the (still running) engine, and says no miss; a new engine misses."""
+    import asyncio
+
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import Settings
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    repo = make_repo({"a.py": "x = 1\n" * 200})
+    settings = Settings(
+        home=tmp_path / "home",
+        config_path=tmp_path / "none.toml",
+        engine="scripted",
+        approval="never",
+    )
+
+    def one_turn(engine, resume=None):
+        session = build_session(
+            settings, cwd=repo, engine=engine, resume=resume, checkpoint=lambda label: None
+        )
+
+        async def go():
+            done = await session.run_prompt("next?")
+            await session.close()
+            return done
+
+        asyncio.run(go())
+        return session, session.cache.history[-1]
+
+    warm = ScriptedEngine(["</mm:think>one", "</mm:think>two"])
+    first, _ = one_turn(warm)
+    _, resumed = one_turn(warm, resume=first.conversation.meta.id)
+    assert resumed.cached_prompt_tokens > 0 and resumed.cache_miss_reason is None
+    _, cold = one_turn(ScriptedEngine(["</mm:think>three"]), resume=first.conversation.meta.id)
+    assert cold.cache_miss_reason == "engine restarted"

@@ -7,6 +7,9 @@ started as `python -I -S -c BOOTSTRAP PKG_DIR ...`: the interpreter in isolated 
 packages at all, and this package loaded by file path. It needs only the interpreter, its
 standard library and this one directory, which `needed_paths` names so bubblewrap can bind
 them read-only when they lie in a hidden tree.
+
+So the modules of this package import each other by their absolute `m3agent.tools.sandbox.*`
+names, not relatively: the launcher's bootstrap registers only this package, by path.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ spec = importlib.util.spec_from_file_location(
 mod = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = mod
 spec.loader.exec_module(mod)
-from .launch import main
+from m3agent.tools.sandbox.launch import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -9,8 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import boot
-from .policy import PROTECTED_DIRS, SandboxMode, SandboxPolicy, hidden_paths
+from m3agent.tools.sandbox import boot
+from m3agent.tools.sandbox.policy import PROTECTED_DIRS, SandboxMode, SandboxPolicy, hidden_paths
 
 
 def probe() -> tuple[bool, str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import boot
-from . import landlock as ll
-from .policy import SandboxMode, SandboxPolicy, hidden_paths
+from m3agent.tools.sandbox import boot
+from m3agent.tools.sandbox import landlock as ll
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
 
 # Devices every program expects to open for writing.
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")

@@ -85,13 +85,13 @@ def _user_process_count() -> int:
 
 def _confine(spec: dict) -> None:
     """In the child: rlimits, then Landlock, then seccomp (last, since it limits prctl users)."""
-    from .policy import Limits, SandboxMode, SandboxPolicy
+    from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
 
     policy = SandboxPolicy.from_json(spec["policy"])
     if spec["rlimits"]:
         from dataclasses import replace
 
-        from . import rlimits
+        from m3agent.tools.sandbox import rlimits
 
         # RLIMIT_NPROC counts all of the user's processes, so allow for those already running.
         limits: Limits = replace(
@@ -101,11 +101,11 @@ def _confine(spec: dict) -> None:
         )
         rlimits.apply(limits)
     if spec["landlock"]:
-        from .landlock_rules import apply_policy
+        from m3agent.tools.sandbox.landlock_rules import apply_policy
 
         apply_policy(policy, Path(spec["run_dir"]), mounts_protect=spec.get("bwrap", False))
     if spec["seccomp"]:
-        from . import seccomp
+        from m3agent.tools.sandbox import seccomp
 
         seccomp.install(
             policy.network,
@@ -113,7 +113,7 @@ def _confine(spec: dict) -> None:
             metadata=policy.mode is not SandboxMode.FULL_ACCESS,
         )
     if spec.get("privileges"):
-        from . import privileges
+        from m3agent.tools.sandbox import privileges
 
         privileges.drop_all()
 
@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
         signal.signal(s, on_signal)
     agent = spec.get("agent_pid")
     if agent and spec.get("tree_kill", True):
-        from .privileges import die_with_parent
+        from m3agent.tools.sandbox.privileges import die_with_parent
 
         # When the agent dies (kill -9 included) we get SIGTERM and kill the whole tree.
         die_with_parent(signal.SIGTERM)
@@ -146,7 +146,7 @@ def main(argv: list[str]) -> int:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
         if agent and spec.get("tree_kill", True):
-            from .privileges import die_with_parent
+            from m3agent.tools.sandbox.privileges import die_with_parent
 
             die_with_parent(signal.SIGKILL)  # and the command if the launcher itself is killed
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxPolicy
 
 MAX_ENTRIES = 50_000
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..base import ToolContext, Touches
-from .policy import SandboxPolicy
+from m3agent.tools.base import ToolContext, Touches
+from m3agent.tools.sandbox.policy import SandboxPolicy
 
 
 def blocks(policy: SandboxPolicy, touches: Touches) -> bool:
     """Whether the path guard would refuse one of the paths a call names (a read of a secret
     location, a write outside the writable roots, into a protected name, or any write in a
     read-only sandbox). An opaque tool's other reach is left to the layers at run time."""
-    from ..paths import PathDenied, check_read, check_write
+    from m3agent.tools.paths import PathDenied, check_read, check_write
 
     ctx = ToolContext(cwd=policy.workspace, sandbox=policy)
     try:
@@ -31,7 +31,7 @@ def blocks(policy: SandboxPolicy, touches: Touches) -> bool:
 def would_block(policy: SandboxPolicy, tool_name: str, arguments: dict[str, Any]) -> bool:
     """`blocks` for a call of one of the standard tools, named (Sandbox.would_block); the
     agent asks its own toolset instead, which knows its MCP tools too."""
-    from ..toolset import default_toolset
+    from m3agent.tools.toolset import default_toolset
 
     touches = default_toolset(use_ripgrep=False).touches(tool_name, arguments)
     return touches is not None and blocks(policy, touches)

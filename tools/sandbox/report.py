@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import bwrap, landlock, seccomp
-from .cgroup import Cgroup
-from .policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox import bwrap, landlock, seccomp
+from m3agent.tools.sandbox.cgroup import Cgroup
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 
 PROTECTIVE = ("bwrap", "landlock", "seccomp")  # layers that confine what a command can reach
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import resource
 
-from .policy import Limits
+from m3agent.tools.sandbox.policy import Limits
 
 
 def apply(limits: Limits) -> None:

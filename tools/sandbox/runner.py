@@ -13,14 +13,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import boot, bwrap
-from .budget import MIB, Watch, WriteBudget
-from .capture import Capture
-from .cgroup import Cgroup
-from .envscrub import scrub
-from .modes_guard import ModeGuard
-from .policy import SandboxMode, SandboxPolicy
-from .report import SandboxReport, probe
+from m3agent.tools.sandbox import boot, bwrap
+from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
+from m3agent.tools.sandbox.capture import Capture
+from m3agent.tools.sandbox.cgroup import Cgroup
+from m3agent.tools.sandbox.envscrub import scrub
+from m3agent.tools.sandbox.modes_guard import ModeGuard
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.report import SandboxReport, probe
 
 
 class SandboxUnavailable(Exception):
@@ -53,7 +53,7 @@ class Sandbox:
     """A policy plus the probed report; `run` executes one command under it."""
 
     def __init__(self, policy: SandboxPolicy, report: SandboxReport | None = None) -> None:
-        from .selfguard import make_undumpable
+        from m3agent.tools.sandbox.selfguard import make_undumpable
 
         make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
@@ -66,7 +66,7 @@ class Sandbox:
 
     def would_block(self, tool_name: str, arguments: dict) -> bool:
         """Whether the path guard would refuse this call (approvals ask first when it would)."""
-        from .precheck import would_block
+        from m3agent.tools.sandbox.precheck import would_block
 
         return would_block(self.policy, tool_name, arguments)
 
@@ -82,7 +82,7 @@ class Sandbox:
         env: dict[str, str] | None = None,
     ) -> RunResult:
         if not self.report.protective and not self.policy.dangerously_no_sandbox:
-            from .report import PROTECTIVE
+            from m3agent.tools.sandbox.report import PROTECTIVE
 
             why = "; ".join(self.report.layer(n).detail for n in PROTECTIVE)
             raise SandboxUnavailable(
