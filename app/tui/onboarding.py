@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from m3agent.tools.list_dir import ListDir
+
 NS = "]<]minimax[>["
 DEMO_SCRIPT = (
     "<mm:think>A first look: list the workspace.</mm:think>I will look around first.\n"
-    f'{NS}<tool_call>\n{NS}<invoke name="list_dir">{NS}<path>.{NS}</path>{NS}</invoke>\n'
+    f'{NS}<tool_call>\n{NS}<invoke name="{ListDir.name}">{NS}<path>.{NS}</path>{NS}</invoke>\n'
     f"{NS}</tool_call>",
     "This is the **scripted demo**: recorded model text replayed through the real parsers, "
     "tools and sandbox (above, a real `list_dir` of this workspace). No model answered.\n\n"
