@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
             "--without bwrap for a machine where user namespaces are restricted.",
         ),
     ) -> None:
-        """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you."""
+        """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you;
+        check the configured engine (torch/CUDA, model directory vs GPU memory, server)."""
         import json
         import shutil
         import sys
@@ -55,8 +56,18 @@ def register(app: typer.Typer) -> None:
         from ..mcp_check import check_servers, format_rows
 
         servers = check_servers(settings, policy) if mcp else []
+        from ..engine_check import check_engine, rows_json
+        from ..engine_check import format_rows as engine_rows
+
+        engine = check_engine(settings)
         if as_json:
-            out = {**report.to_dict(), "gaps": gaps, "tools": extras, "mcp": servers}
+            out = {
+                **report.to_dict(),
+                "gaps": gaps,
+                "tools": extras,
+                "mcp": servers,
+                "engine": rows_json(engine),
+            }
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
             sys.stdout.write(format_report(report) + "\n")
@@ -71,6 +82,7 @@ def register(app: typer.Typer) -> None:
             )
             if mcp:
                 sys.stdout.write(format_rows(servers) + "\n")
+            sys.stdout.write("engine:\n" + engine_rows(engine) + "\n")
         if not report.protective:
             raise typer.Exit(exit_codes.SANDBOX_UNAVAILABLE)
 
