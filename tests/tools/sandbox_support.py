@@ -60,10 +60,8 @@ class _Recorder:
         self.stop = threading.Event()
 
 
-def _serve_tcp(family: int, host: str):
-    srv = socket.socket(family, socket.SOCK_STREAM)
-    srv.bind((host, 0))
-    srv.listen()
+def _record(srv: socket.socket) -> _Recorder:
+    """Accept on a listening socket in a thread, keeping what each client sent first."""
     srv.settimeout(0.1)
     rec = _Recorder()
 
@@ -82,7 +80,15 @@ def _serve_tcp(family: int, host: str):
         srv.close()
 
     threading.Thread(target=loop, daemon=True).start()
-    return srv.getsockname()[1], rec
+    return rec
+
+
+def _serve_tcp(family: int, host: str):
+    srv = socket.socket(family, socket.SOCK_STREAM)
+    srv.bind((host, 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    return port, _record(srv)
 
 
 def _serve_udp():
@@ -111,21 +117,7 @@ def _serve_abstract():
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind("\0" + name)
     srv.listen()
-    srv.settimeout(0.1)
-    rec = _Recorder()
-
-    def loop():
-        while not rec.stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            rec.got.append(conn.recv(100) or b"<connect>")
-            conn.close()
-        srv.close()
-
-    threading.Thread(target=loop, daemon=True).start()
-    return name, rec
+    return name, _record(srv)
 
 
 @pytest.fixture
@@ -197,25 +189,7 @@ def serve_unix(path: Path):
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(str(path))
     srv.listen()
-    srv.settimeout(0.1)
-    rec = _Recorder()
-
-    def loop():
-        while not rec.stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            conn.settimeout(1)
-            try:
-                rec.got.append(conn.recv(100) or b"<connect>")
-            except OSError:
-                rec.got.append(b"<connect>")
-            conn.close()
-        srv.close()
-
-    threading.Thread(target=loop, daemon=True).start()
-    return rec
+    return _record(srv)
 
 
 def action_argv(name: str, *args) -> list[str]:
