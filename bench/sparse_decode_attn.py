@@ -1,6 +1,10 @@
 """PROTOCOL row sparse_decode_attn: split-K sparse decode attention over the 16 selected
 blocks, batch 1/8/64, query length 1/8, bf16 and fp8 KV; us and % of the read roofline on the
-gathered bytes (K and V of every selected page, per token and KV head)."""
+gathered bytes (K and V of every selected page, per token and KV head).
+
+Each shape is timed with the split-K partials merged by the last-arriving program
+(`fused_merge`, the default) and by the separate merge kernel (the earlier path), in the same
+run; at batch 1 and 8 also with 4, 8 and 16 partials per (token, KV head)."""
 # ruff: noqa: B023  (closures are called at once, inside the loop that binds them)
 
 from __future__ import annotations
@@ -53,28 +57,39 @@ def run(rows: list, ceil: dict, batches=(1, 8, 64), qlens=(1, 8)) -> None:
                 ]
                 sels = [random_selection(m, HKV, TOPK, seed=i) for i, m in enumerate(mds)]
                 qs = torch.randn(mds[0].num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
-                r = time_graph(lambda i: sa.sparse_attention(qs, kv, sels[i], mds[i], D**-0.5), nl)
                 t = mds[0].num_tokens
-                nbytes = t * HKV * TOPK * 128 * 2 * D * dtype.itemsize + 2 * qs.numel() * 2
-                bw = nbytes / (r["median_us"] * 1e-6) / 1e12
-                emit(
-                    {
-                        "name": "sparse_decode_attn",
-                        "batch": b,
-                        "qlen": q,
-                        "kv_dtype": str(dtype).split(".")[-1],
-                        "us": r["median_us"],
-                        "p10_us": r["p10_us"],
-                        "p90_us": r["p90_us"],
-                        "gathered_bytes": nbytes,
-                        "TBps": bw,
-                        "pct_read_roofline": bw / ceil["read_TBps"],
-                        "partials": sa.decode_chunks(t, HKV, TOPK),
-                        "compile_s": r["compile_s"],
-                        **g,
-                    },
-                    rows,
-                )
+                default_c = sa.decode_chunks(t, HKV, TOPK)
+                sweep = (4, 8, 16) if b <= 8 and q == 1 else (default_c,)
+                for c in sorted(set(sweep) | {default_c}):
+                    for fused in (True, False):
+                        r = time_graph(
+                            lambda i: sa.sparse_attention_decode(
+                                qs, kv, sels[i], mds[i], D**-0.5, chunks=c, fused_merge=fused
+                            ),
+                            nl,
+                        )
+                        nbytes = t * HKV * TOPK * 128 * 2 * D * dtype.itemsize + 2 * qs.numel() * 2
+                        bw = nbytes / (r["median_us"] * 1e-6) / 1e12
+                        emit(
+                            {
+                                "name": "sparse_decode_attn",
+                                "batch": b,
+                                "qlen": q,
+                                "kv_dtype": str(dtype).split(".")[-1],
+                                "partials": c,
+                                "default_partials": c == default_c,
+                                "fused_merge": fused and c > 1,
+                                "us": r["median_us"],
+                                "p10_us": r["p10_us"],
+                                "p90_us": r["p90_us"],
+                                "gathered_bytes": nbytes,
+                                "TBps": bw,
+                                "pct_read_roofline": bw / ceil["read_TBps"],
+                                "compile_s": r["compile_s"],
+                                **g,
+                            },
+                            rows,
+                        )
 
 
 if __name__ == "__main__":

@@ -209,7 +209,7 @@ def case_sparse(
     return _gate(out.float(), ref, rel_max, 0.9999, "sparse attention")
 
 
-def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2):
+def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2, fused_merge=False):
     """Several selected blocks per split-K chunk (the unrolled in-program loop)."""
     act = ACT[str(device).split(":")[0]]
     b = make_batch(
@@ -229,7 +229,13 @@ def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2):
     sel = index_select.reference(
         torch.randn(t, 2, 64, device=device).to(act), b.index_cache, b.md, 8
     )
-    out = sparse_attention.sparse_attention_decode(q, b.kv_cache, sel, b.md, 0.125, chunks=chunks)
+    out = sparse_attention.sparse_attention_decode(
+        q, b.kv_cache, sel, b.md, 0.125, chunks=chunks, fused_merge=fused_merge
+    )
+    if fused_merge:  # twice: the last arrival must have left every counter at zero
+        out = sparse_attention.sparse_attention_decode(
+            q, b.kv_cache, sel, b.md, 0.125, chunks=chunks, fused_merge=True
+        )
     return _gate(
         out.float(),
         sparse_attention.reference(q, b.kv_cache, sel, b.md, 0.125),
@@ -341,6 +347,11 @@ CPU_CASES = {
         case_decode_chunks(chunks=2),
         case_decode_chunks(chunks=1),
         case_decode_chunks(kv_dtype=torch.float8_e4m3fn, chunks=2),
+    ),
+    "decode_fused_merge": lambda: (
+        case_decode_chunks(chunks=2, fused_merge=True),
+        case_decode_chunks(chunks=8, fused_merge=True),
+        case_decode_chunks(kv_dtype=torch.float8_e4m3fn, chunks=4, fused_merge=True),
     ),
     "topk_two_stage": lambda: case_topk(rows=5, nb=3000),
     # fp8 e4m3 caches: loads and products only (the interpreter's fp32->fp8 rounding is wrong,

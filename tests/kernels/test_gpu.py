@@ -128,3 +128,38 @@ def test_swiglu(kc):
 @pytest.mark.parametrize("t", [1, 8, 300])
 def test_grouped_moe(kc, fmt, t):
     kc.case_moe("cuda", fmt=fmt, t=t, e=32, hidden=1024, inter=512, k=4)
+
+
+@pytest.mark.parametrize("kv_dtype", [None, F8])
+def test_decode_fused_merge_matches_two_kernel_merge(kc, kv_dtype):
+    """The last-arrival merge against the separate merge kernel, then the same call 200 times
+    (an ordering bug between the partial stores and the arrival counter would show as a call
+    that differs from the first)."""
+    for chunks in (2, 4, 8, 16):
+        kc.case_decode_chunks(device="cuda", kv_dtype=kv_dtype, chunks=chunks, fused_merge=True)
+    from m3agent.engine.native.kernels import sparse_decode as sd
+
+    torch.manual_seed(0)
+    t, hq, hkv, d = 64, 64, 4, 128
+    b = kc.make_batch(
+        [128 * 60] * t,
+        [1] * t,
+        hkv=hkv,
+        head_dim=d,
+        index_dim=d,
+        kv_dtype=kv_dtype or torch.bfloat16,
+        device="cuda",
+        seed=1,
+        num_decodes=t,
+        decode_query_len=1,
+    )
+    q = torch.randn(t, hq, d, device="cuda", dtype=torch.bfloat16)
+    sel = torch.stack([torch.randperm(60, device="cuda")[:16] for _ in range(t * hkv)])
+    sel = sel.view(t, hkv, 16).to(torch.int32)
+    kw = dict(chunks=16)
+    want = sd.sparse_attention_decode(q, b.kv_cache, sel, b.md, d**-0.5, fused_merge=False, **kw)
+    first = sd.sparse_attention_decode(q, b.kv_cache, sel, b.md, d**-0.5, fused_merge=True, **kw)
+    kc._gate(first.float(), want.float(), 1e-3, 0.99999, "fused vs two-kernel merge")
+    for _ in range(200):  # a race would make some call differ from the first
+        got = sd.sparse_attention_decode(q, b.kv_cache, sel, b.md, d**-0.5, fused_merge=True, **kw)
+        assert torch.equal(got, first)

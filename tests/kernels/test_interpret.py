@@ -31,6 +31,7 @@ NAMES = [
     "sparse_decode_q1",
     "sparse_mixed",
     "decode_chunks",
+    "decode_fused_merge",
     "dense",
     "dense_split",
     "topk",

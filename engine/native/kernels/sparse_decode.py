@@ -1,7 +1,12 @@
 """Sparse decode attention (query length 1..8): split-K over the selected blocks.
 
 One program per (token, KV head, chunk of the selection), the KV group's 16 query heads as
-the rows, online softmax over the chunk's blocks; partials merged by split_k_merge.
+the rows, online softmax over the chunk's blocks. The partials are merged either by a second
+kernel (split_k_merge) or, with `fused_merge`, by whichever program of a (token, KV head)
+finishes last: each program bumps an arrival counter after its partial is written, and the one
+that sees C - 1 arrivals merges the C partials (read from L2) and resets the counter, so the
+counters stay zero between calls and inside CUDA-graph replays. At batch 1 that saves the
+merge kernel's launch and the gap before it, most of the op's time.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ def _decode_kernel(
     bt_ptr,
     po_ptr,
     plse_ptr,
+    out_ptr,
+    cnt_ptr,
     sq_t,
     sq_h,
     skv_page,
@@ -45,8 +52,11 @@ def _decode_kernel(
     sl_t,
     sl_g,
     sl_c,
+    so_t,
+    so_h,
     qk_scale,
     uniform_qlen,
+    C: tl.constexpr,
     G: tl.constexpr,
     D: tl.constexpr,
     E: tl.constexpr,
@@ -54,6 +64,7 @@ def _decode_kernel(
     BLK: tl.constexpr,
     UNIFORM: tl.constexpr,
     KV_FP8: tl.constexpr,
+    FUSED_MERGE: tl.constexpr,
 ):
     t = tl.program_id(0)
     g = tl.program_id(1)
@@ -100,6 +111,53 @@ def _decode_kernel(
         o.to(po_ptr.dtype.element_ty),
     )
     tl.store(plse_ptr + t * sl_t + g * sl_g + c * sl_c + rows, lse)
+    if FUSED_MERGE:
+        # every thread's partial stores are issued before the one release-acquire atomic;
+        # the last arrival then reads the others' partials through L2 (.cg: not a stale L1)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + t * tl.num_programs(1) + g, 1, sem="acq_rel")
+        if arrived == C - 1:
+            _merge_group(
+                po_ptr + t * sp_t + g * sp_g,
+                plse_ptr + t * sl_t + g * sl_g,
+                out_ptr + t * so_t + g * G * so_h,
+                sp_c,
+                sp_h,
+                sl_c,
+                so_h,
+                C,
+                G,
+                D,
+            )
+            tl.atomic_xchg(cnt_ptr + t * tl.num_programs(1) + g, 0)
+
+
+@triton.jit
+def _merge_group(
+    po, plse, out, sp_c, sp_h, sl_c, so_h, C: tl.constexpr, G: tl.constexpr, D: tl.constexpr
+):
+    """The C partials of one (token, KV head) -> its G heads' output (SPEC 2.7's merge)."""
+    h = tl.arange(0, G)
+    d = tl.arange(0, D)
+    mx = tl.full((G,), -1e30, tl.float32)
+    for c in tl.static_range(C):
+        mx = tl.maximum(mx, tl.load(plse + c * sl_c + h, cache_modifier=".cg"))
+    tot = tl.zeros((G,), tl.float32)
+    acc = tl.zeros((G, D), tl.float32)
+    for c in tl.static_range(C):
+        lse = tl.load(plse + c * sl_c + h, cache_modifier=".cg")
+        live = lse > float("-inf")
+        w = tl.where(live, tl.exp2(lse - mx), 0.0)
+        o = tl.load(
+            po + c * sp_c + h[:, None] * sp_h + d[None, :],
+            mask=live[:, None],
+            other=0.0,
+            cache_modifier=".cg",
+        ).to(tl.float32)
+        tot += w
+        acc += w[:, None] * o
+    res = acc / tl.where(tot > 0, tot, 1.0)[:, None]
+    tl.store(out + h[:, None] * so_h + d[None, :], res.to(out.dtype.element_ty))
 
 
 def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
@@ -114,6 +172,25 @@ def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
     return c
 
 
+class ArrivalCounters:
+    """Zeroed int32 arrival counters for the fused merge, one per (token, KV head), kept per
+    device and grown on demand. The kernel leaves them zero, so one buffer serves every call
+    and every graph replay; it is allocated before capture (the engine warms up first)."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[torch.device, torch.Tensor] = {}
+
+    def get(self, n: int, device: torch.device) -> torch.Tensor:
+        buf = self._bufs.get(device)
+        if buf is None or buf.numel() < n:
+            buf = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
+            self._bufs[device] = buf
+        return buf
+
+
+_COUNTERS = ArrivalCounters()  # a device workspace, not state: always zero between calls
+
+
 def sparse_attention_decode(
     q,
     kv_cache,
@@ -122,7 +199,9 @@ def sparse_attention_decode(
     scale: float,
     req_idx: torch.Tensor | None = None,
     chunks: int | None = None,
+    fused_merge: bool | None = None,
 ) -> torch.Tensor:
+    """fused_merge None: fused when there is more than one partial (the measured default)."""
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
     g_size = hq // hkv
@@ -135,6 +214,9 @@ def sparse_attention_decode(
         req = md.positions  # unused placeholder pointer: the kernel computes t // dql
     else:
         req = token_to_request(md, q.device) if req_idx is None else req_idx
+    fused = (c > 1) if fused_merge is None else (fused_merge and c > 1)
+    out = torch.empty_like(q)
+    cnt = _COUNTERS.get(t * hkv, q.device) if fused else plse
     _decode_kernel[(t, hkv, c)](
         q,
         kv_cache,
@@ -144,6 +226,8 @@ def sparse_attention_decode(
         md.block_tables,
         po,
         plse,
+        out,
+        cnt,
         q.stride(0),
         q.stride(1),
         kv_cache.stride(0),
@@ -154,8 +238,11 @@ def sparse_attention_decode(
         md.block_tables.stride(0),
         *po.stride()[:4],
         *plse.stride()[:3],
+        out.stride(0),
+        out.stride(1),
         scale * LOG2E,
         dql,
+        C=c,
         G=g_size,
         D=d,
         E=k // c,
@@ -163,6 +250,9 @@ def sparse_attention_decode(
         BLK=BLOCK_SIZE,
         UNIFORM=uniform,
         KV_FP8=kv_cache.dtype == torch.float8_e4m3fn,
+        FUSED_MERGE=fused,
         num_warps=4,
     )
-    return _merge(po, plse, torch.empty_like(q), g_size)
+    if fused:
+        return out
+    return _merge(po, plse, out, g_size)
