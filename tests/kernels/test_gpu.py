@@ -135,7 +135,7 @@ def test_decode_fused_merge_matches_two_kernel_merge(kc, kv_dtype):
     """The last-arrival merge against the separate merge kernel, then the same call 200 times
     (an ordering bug between the partial stores and the arrival counter would show as a call
     that differs from the first)."""
-    for chunks in (2, 4, 8, 16):
+    for chunks in (2, 4, 8):  # the case selects 8 blocks
         kc.case_decode_chunks(device="cuda", kv_dtype=kv_dtype, chunks=chunks, fused_merge=True)
     from m3agent.engine.native.kernels import sparse_decode as sd
 

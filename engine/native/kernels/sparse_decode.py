@@ -161,15 +161,21 @@ def _merge_group(
 
 
 def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
-    """Partials per (token, KV head): enough programs to fill 132 SMs a few times over, and
-    at most 4 blocks per program (16 unrolled page loads spill registers: H200 run of
-    2026-11-29, fp8 batch 64 q8 went 625 -> 895 us)."""
+    """Partials per (token, KV head): about 256 programs in all, and at most 4 blocks per
+    program (16 unrolled page loads spill registers: H200 run of 2026-11-29, fp8 batch 64 q8
+    went 625 -> 895 us). H200 run of 2026-12-01 (fused merge): batch 1 is fastest with 16
+    partials (7.8 us bf16, against 9.9 with 8), batch 8 with 8 (16.4 us, against 18.1 with 16)."""
     c = 1
-    while c * 2 <= min(topk, max(1, 1024 // max(1, num_tokens * hkv))) and topk % (c * 2) == 0:
+    while c * 2 <= min(topk, max(1, 256 // max(1, num_tokens * hkv))) and topk % (c * 2) == 0:
         c *= 2
     while topk // c > 4 and topk % (c * 2) == 0:
         c *= 2
     return c
+
+
+# Up to this many tokens the last-arrival merge wins; at batch 64 x 8 speculative tokens the
+# separate merge kernel was faster (H200, 2026-12-01: 551 us against 566 us bf16).
+FUSED_MERGE_MAX_TOKENS = 64
 
 
 class ArrivalCounters:
@@ -201,11 +207,15 @@ def sparse_attention_decode(
     chunks: int | None = None,
     fused_merge: bool | None = None,
 ) -> torch.Tensor:
-    """fused_merge None: fused when there is more than one partial (the measured default)."""
+    """fused_merge None: the measured default (fused up to FUSED_MERGE_MAX_TOKENS tokens).
+    One call at a time per device: the arrival counters are shared (the engine runs its
+    layers on one stream)."""
     t, hq, d = q.shape
     hkv, k = topk_idx.shape[1], topk_idx.shape[2]
     g_size = hq // hkv
     c = chunks or decode_chunks(t, hkv, k)
+    if c > k or k % c:
+        raise ValueError(f"{c} partials do not divide a selection of {k} blocks")
     po = torch.empty((t, hkv, c, g_size, d), dtype=q.dtype, device=q.device)
     plse = torch.empty((t, hkv, c, g_size), dtype=torch.float32, device=q.device)
     dql = md.decode_query_len
@@ -214,7 +224,9 @@ def sparse_attention_decode(
         req = md.positions  # unused placeholder pointer: the kernel computes t // dql
     else:
         req = token_to_request(md, q.device) if req_idx is None else req_idx
-    fused = (c > 1) if fused_merge is None else (fused_merge and c > 1)
+    if fused_merge is None:
+        fused_merge = t <= FUSED_MERGE_MAX_TOKENS
+    fused = fused_merge and c > 1
     out = torch.empty_like(q)
     cnt = _COUNTERS.get(t * hkv, q.device) if fused else plse
     _decode_kernel[(t, hkv, c)](
