@@ -161,21 +161,25 @@ def _merge_group(
 
 
 def decode_chunks(num_tokens: int, hkv: int, topk: int) -> int:
-    """Partials per (token, KV head): about 256 programs in all, and at most 4 blocks per
-    program (16 unrolled page loads spill registers: H200 run of 2026-11-29, fp8 batch 64 q8
-    went 625 -> 895 us). H200 run of 2026-12-01 (fused merge): batch 1 is fastest with 16
-    partials (7.8 us bf16, against 9.9 with 8), batch 8 with 8 (16.4 us, against 18.1 with 16)."""
+    """Partials per (token, KV head): enough programs to fill 132 SMs a few times over, and
+    at most 4 blocks per program (16 unrolled page loads spill registers: H200 run of
+    2026-11-29, fp8 batch 64 q8 went 625 -> 895 us). At batch 1 (16 partials) the fused merge
+    takes the op from 11.6 to 7.8 us (H200, 2026-12-01); batch 8 was faster still with 8
+    partials in isolation (16.4 against 18.1 us) but that was not measured in the stack, so
+    the rule stays as it was."""
     c = 1
-    while c * 2 <= min(topk, max(1, 256 // max(1, num_tokens * hkv))) and topk % (c * 2) == 0:
+    while c * 2 <= min(topk, max(1, 1024 // max(1, num_tokens * hkv))) and topk % (c * 2) == 0:
         c *= 2
     while topk // c > 4 and topk % (c * 2) == 0:
         c *= 2
     return c
 
 
-# Up to this many tokens the last-arrival merge wins; at batch 64 x 8 speculative tokens the
-# separate merge kernel was faster (H200, 2026-12-01: 551 us against 566 us bf16).
-FUSED_MERGE_MAX_TOKENS = 64
+# Up to this many tokens the last-arrival merge is used. Isolated, it won up to batch 64 x q1
+# and lost at batch 64 x q8 (551 against 566 us bf16); in the 60-layer stack it changed batch
+# 1 by less than the noise (13.61 against 13.46 ms/step) and batch 32 was 2% slower, so it is
+# kept to the small batches where the isolated gain is large (H200, 2026-12-01).
+FUSED_MERGE_MAX_TOKENS = 8
 
 
 class ArrivalCounters:
