@@ -202,6 +202,10 @@ def register(app: typer.Typer) -> None:
             die(f"no server(s) {', '.join(sorted(missing))} in {where / '.mcp.json'}")
         if not chosen:
             die(f"no project MCP servers in {where / '.mcp.json'}")
+        from m3agent.tools.mcp.entry_rules import trust_lines
+
         for s in chosen:
+            # Every field the trust covers, in full: what runs, its variables, headers, network.
             sys.stdout.write(f"trusting {s.name}: {s.describe()}\n")
+            sys.stdout.write("".join(line + "\n" for line in trust_lines(s)))
         trust(settings.home, where, chosen)
