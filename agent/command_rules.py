@@ -61,6 +61,11 @@ _NEVER_NAMES = (
     "crontab", "sed", "awk", "gawk", "mawk", "nawk", "perl", "ruby", "node", "deno", "bun",
     "php", "lua", "tclsh", "expect", "docker", "podman", "kubectl", "nerdctl", "taskset",
     "chrt", "numactl", "prlimit", "caffeinate", "entr", "dbus-send", "systemctl", "osascript",
+    # package runners (fetch and run any package), editors and pagers (`:!cmd`, `-c cmd`),
+    # terminal multiplexers, database shells (`.shell`, `\\!`), profilers that run a command
+    "npx", "bunx", "pnpx", "uvx", "pipx", "vim", "vi", "nvim", "emacs", "less", "more", "man",
+    "tmux", "screen", "sqlite3", "mysql", "psql", "valgrind", "perf", "xterm", "sg", "newgrp",
+    "open", "xdg-open",
 )
 GIT_ACTIONS = frozenset({
     "status", "log", "diff", "show", "grep", "branch", "tag", "add", "commit", "checkout",
@@ -126,6 +131,22 @@ PROGRAMS: dict[str, Program] = {
             "-fls",
         },
     ),  # fmt: skip
+    # options whose value is a command (tar's checkpoint action, rsync's remote shell, ...)
+    "tar": _p(
+        Kind.PLAIN,
+        danger_words={"-I", "-F"},
+        danger_long=(
+            "to-command",
+            "use-compress-program",
+            "checkpoint-action",
+            "info-script",
+            "new-volume-script",
+            "rsh-command",
+        ),
+    ),  # fmt: skip
+    "rsync": _p(Kind.PLAIN, danger_words={"-e"}, danger_long=("rsh", "rsync-path")),
+    "zip": _p(Kind.PLAIN, danger_words={"-TT"}, danger_long=("unzip-command",)),
+    "wget": _p(Kind.PLAIN, danger_words={"-e"}, danger_long=("execute", "use-askpass")),
     "make": _p(
         Kind.ACTION,
         danger_words={"-C", "-f", "-E", "-I", "-o", "-W"},

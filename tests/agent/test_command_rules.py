@@ -150,6 +150,12 @@ def test_control_the_wrapper_attempt_writes_outside_when_it_runs(home, grep_repo
         "python x.py",
         "sed -n 'e touch x' f",
         "/usr/bin/env rm x",
+        "npx cowsay",
+        "tar --checkpoint=1 --checkpoint-action=exec=touch -cf x.tar .",
+        "tar -I 'touch x' -cf a.tar .",
+        "rsync -e 'touch x' a b",
+        "vim -c x",
+        "sqlite3 db .shell",
     ],
 )
 def test_commands_that_run_other_programs_get_no_prefix(command):
@@ -171,6 +177,7 @@ def test_commands_that_run_other_programs_get_no_prefix(command):
         ("find . -name x", ("find",)),
         ("make test", ("make", "test")),
         ("python -m pytest -q", ("python", "-m", "pytest")),
+        ("tar xzf a.tgz", ("tar",)),
     ],
 )
 def test_prefixes_per_program(command, prefix):
