@@ -42,6 +42,10 @@ class Program:
     danger_words: frozenset[str] = frozenset()
     danger_long: tuple[str, ...] = ()
     assignments_run: bool = False  # `make SHELL=/x`: a NAME=VALUE word is dangerous
+    # getopt-style bundles (`-xIcmd`): a two-character danger word's letter anywhere in a
+    # single-dash word counts (off for Go's flags, where `-run=TestC` is one long name)
+    bundles: bool = True
+    old_style: bool = False  # tar's first word may be a dashless bundle (`tar xIf ...`)
 
 
 def _p(kind: Kind, **kw) -> Program:
@@ -135,6 +139,7 @@ PROGRAMS: dict[str, Program] = {
     "tar": _p(
         Kind.PLAIN,
         danger_words={"-I", "-F"},
+        old_style=True,
         danger_long=(
             "to-command",
             "use-compress-program",
@@ -157,7 +162,7 @@ PROGRAMS: dict[str, Program] = {
     "pnpm": _p(Kind.ACTION, danger_long=("script-shell", "dir", "prefix")),
     "yarn": _p(Kind.ACTION, danger_long=("cwd",)),
     "cargo": _p(Kind.ACTION, danger_words={"-Z", "-C"}, danger_long=("config", "manifest-path")),
-    "go": _p(Kind.ACTION, danger_words={"-exec", "-toolexec", "-C", "-overlay"}),
+    "go": _p(Kind.ACTION, danger_words={"-exec", "-toolexec", "-C", "-overlay"}, bundles=False),
     **{
         n: _p(Kind.ACTION)
         for n in ("uv", "pip", "pip3", "poetry", "just", "dotnet", "gradle", "mvn", "hatch")
@@ -196,11 +201,17 @@ def _short_hit(word: str, letters: str) -> bool:
 
 
 def _dangerous(prog: Program, rest: list[str]) -> bool:
+    letters = "".join(d[1] for d in prog.danger_words if len(d) == 2 and d.startswith("-"))
+    if prog.old_style and rest and not rest[0].startswith("-") and letters:
+        if any(c in rest[0] for c in letters):
+            return True
     for w in rest:
-        if w in prog.danger_words or any(
-            w.startswith(d + "=") or (len(d) == 2 and w.startswith(d) and w != d)
-            for d in prog.danger_words
-            if d.startswith("-")
+        if w in prog.danger_words or any(w.startswith(d + "=") for d in prog.danger_words):
+            return True
+        if letters and (
+            _short_hit(w, letters)
+            if prog.bundles
+            else any(w.startswith("-" + c) and len(w) > 2 for c in letters)
         ):
             return True
         if _long_hit(w, prog.danger_long):

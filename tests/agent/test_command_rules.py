@@ -156,6 +156,10 @@ def test_control_the_wrapper_attempt_writes_outside_when_it_runs(home, grep_repo
         "rsync -e 'touch x' a b",
         "vim -c x",
         "sqlite3 db .shell",
+        "tar -xI 'touch x' -f a.tar",  # a bundle holding -I
+        "tar xIf 'touch x' a.tar",  # tar's dashless first word
+        "make -sC /etc test",
+        "go test -C /etc ./...",
     ],
 )
 def test_commands_that_run_other_programs_get_no_prefix(command):
@@ -178,6 +182,8 @@ def test_commands_that_run_other_programs_get_no_prefix(command):
         ("make test", ("make", "test")),
         ("python -m pytest -q", ("python", "-m", "pytest")),
         ("tar xzf a.tgz", ("tar",)),
+        ("tar -czf a.tgz src", ("tar",)),
+        ("go test -run=TestCache ./...", ("go", "test")),  # Go flags do not bundle
     ],
 )
 def test_prefixes_per_program(command, prefix):
