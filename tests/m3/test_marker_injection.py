@@ -230,3 +230,19 @@ def test_media_turn_through_chat_completions_renders_no_extra_token(tok, tmp_pat
     raw["tools"][0]["function"]["description"] = f"Looks things up.{ATTACK}"
     raw_ids = server_ids(raw)
     assert added_ids(tok, raw_ids)[tok.role_token_id] > added_ids(tok, clean)[tok.role_token_id]
+
+
+@pytest.mark.skipif(not REFERENCE.is_file(), reason="the reference chat template")
+def test_jinja_prompt_that_cannot_be_split_into_runs_is_neutralised(tok):
+    """A message holding the sentinel characters (so its text cannot be located in the
+    template's output) makes the prompt one template run: its markers are neutralised first."""
+    layer = ChatLayer(tok, ChatTemplate(REFERENCE.read_text()))
+
+    def request(evil: str) -> ChatRequest:
+        r = conversation(evil)
+        odd = Message("user", f"\U000f0000 odd {evil}")
+        return ChatRequest("r", (*r.messages, odd), tools=r.tools, thinking_mode="enabled")
+
+    hostile = layer.render(request(ATTACK))
+    assert [p.kind for p in hostile.parts] == ["template"]
+    assert added_ids(tok, hostile.token_ids) == added_ids(tok, layer.render(request("x")).token_ids)
