@@ -43,6 +43,11 @@ def validate_attachments(
             _check_one(path, part.kind, limits)
         except MediaError as e:
             raise AttachmentError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - a decoder's own error on a hostile file
+            # (Pillow raises ValueError for a zTXt/iCCP bomb, SyntaxError for a bad chunk):
+            # one line, never a traceback that ends the session.
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise AttachmentError(f"{path.name}: cannot read the {part.kind} ({why})") from None
         out.append(MediaPart(part.kind, str(path)))
     return tuple(out)
 

@@ -110,13 +110,20 @@ def _dispatch_sync(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -
 
 async def record_result(deps: LoopDeps, call: ToolCall, result: ToolResult) -> None:
     """Log the tool message (before anything else happens), then tell the front ends."""
+    media, refused = checked_media(result)
+    if refused:  # an image the server sent cannot be read: the model is told, as an error
+        result = ToolResult(
+            result.output + "".join(f"\n[image not shown: {r}]" for r in refused),
+            is_error=True,
+            metadata=dict(result.metadata),
+        )
     deps.conversation.append(
         Message(
             role="tool",
             content=result.output,
             tool_call_id=call.id,
             name=call.name,
-            media=result_media(result),
+            media=media,
         )
     )
     await deps.emit(
@@ -185,15 +192,21 @@ def cancelled_result() -> ToolResult:
 
 
 def result_media(result: ToolResult) -> tuple[MediaPart, ...]:
+    """The images a tool result shows the model (those `checked_media` accepts)."""
+    return checked_media(result)[0]
+
+
+def checked_media(result: ToolResult) -> tuple[tuple[MediaPart, ...], list[str]]:
     """The images a tool result shows the model, each checked like an attachment (format,
-    size, decompression bomb); one that fails stays a text note in the result."""
+    size, decompression bomb), and one line per image refused."""
     from .attachments import AttachmentError, validate_attachments
 
-    out = []
+    out, refused = [], []
     for kind, path, offset in result.media:
         try:
             (part,) = validate_attachments([MediaPart(kind, path)])  # type: ignore[arg-type]
-        except AttachmentError:
+        except AttachmentError as e:
+            refused.append(str(e))
             continue
         out.append(MediaPart(part.kind, part.path, offset=offset))
-    return tuple(out)
+    return tuple(out), refused

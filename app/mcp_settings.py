@@ -23,6 +23,7 @@ from m3agent.tools.mcp.config import (
     McpConfig,
     McpServerConfig,
     Scope,
+    from_claude,
     from_codex,
     parse_mcp_json,
 )
@@ -92,6 +93,32 @@ def project_servers(cwd: Path, env: Mapping[str, str]) -> tuple[McpServerConfig,
     return read_mcp_json(path, Scope.PROJECT, env) if path.is_file() else ()
 
 
+def project_entries(
+    cwd: Path, env: Mapping[str, str]
+) -> tuple[tuple[McpServerConfig, ...], tuple[str, ...]]:
+    """(the usable servers, one line per refused entry): a session starts without a refused
+    entry (an LD_PRELOAD, a `${TOKEN}`) instead of failing on the repository's file."""
+    path = cwd / PROJECT_FILE
+    if not path.is_file():
+        return (), ()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        return (), (f"{path}: not read ({e}); its MCP servers were not started",)
+    entries = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(entries, dict):
+        return (), (f'{path}: expected {{"mcpServers": {{NAME: {{...}}}}}}; nothing started',)
+    servers, errors = [], []
+    for name, entry in entries.items():
+        try:
+            servers.append(
+                from_claude(str(name), entry, scope=Scope.PROJECT, source=str(path), env=env)
+            )
+        except ValueError as e:
+            errors.append(f"{path}: {e}; it was not started")
+    return tuple(servers), tuple(errors)
+
+
 # ---- the session's servers ----------------------------------------------------------------
 
 
@@ -111,7 +138,9 @@ def resolve(
     if not strict:
         for s in user:
             chosen[s.name] = s
-        for s in project_servers(cwd, env):
+        project, refused = project_entries(cwd, env)
+        skipped += refused
+        for s in project:
             if trust_project or is_trusted(home, cwd, s):
                 chosen[s.name] = s
             else:  # (a user server of the same name stays: a repository cannot switch it off)

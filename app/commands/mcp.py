@@ -27,17 +27,21 @@ def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
 def _servers(cwd: Path):
     """(settings, [(server, trusted)]) of the user config and the project's .mcp.json."""
     import os
+    import sys
 
     from ..cli_errors import die
-    from ..mcp_settings import is_trusted, project_servers
+    from ..mcp_settings import is_trusted, project_entries
     from ..settings import load_settings
 
     try:
         settings = load_settings()
         rows = [(s, True) for s in settings.mcp_servers]
-        rows += [(s, is_trusted(settings.home, cwd, s)) for s in project_servers(cwd, os.environ)]
+        project, refused = project_entries(cwd, os.environ)
+        rows += [(s, is_trusted(settings.home, cwd, s)) for s in project]
     except ValueError as e:
         die(str(e))
+    for line in refused:  # an entry the project may not have (LD_PRELOAD, ${TOKEN}): said once
+        sys.stderr.write(f"error: {line}\n")
     return settings, rows
 
 
@@ -202,6 +206,10 @@ def register(app: typer.Typer) -> None:
             die(f"no server(s) {', '.join(sorted(missing))} in {where / '.mcp.json'}")
         if not chosen:
             die(f"no project MCP servers in {where / '.mcp.json'}")
+        from m3agent.tools.mcp.entry_rules import trust_lines
+
         for s in chosen:
+            # Every field the trust covers, in full: what runs, its variables, headers, network.
             sys.stdout.write(f"trusting {s.name}: {s.describe()}\n")
+            sys.stdout.write("".join(line + "\n" for line in trust_lines(s)))
         trust(settings.home, where, chosen)

@@ -198,6 +198,7 @@ def execute(
 ) -> int:
     """Everything behind the flags; returns the exit code. Heavy imports happen here."""
     import asyncio
+    import os
     import signal
     import sys
 
@@ -216,8 +217,13 @@ def execute(
         sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
         return code
 
-    if prompt == "-":
-        prompt = sys.stdin.read()
+    # The prompt as bytes (argv keeps undecodable bytes as surrogates; stdin is read raw),
+    # decoded as UTF-8 with each invalid byte sequence replaced by U+FFFD and one line saying
+    # so: a stray Latin-1 byte must not end the run with an internal error.
+    raw = sys.stdin.buffer.read() if prompt == "-" else os.fsencode(prompt)
+    prompt = raw.decode("utf-8", "replace")
+    if prompt.count("\ufffd") > raw.decode("utf-8", "ignore").count("\ufffd"):
+        sys.stderr.write("note: the prompt is not valid UTF-8; invalid bytes became U+FFFD\n")
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
     parts = [MediaPart("image", str(p)) for p in images]

@@ -38,6 +38,7 @@ from ..api import (
     UsageDelta,
 )
 from ..m3.chat import ChatLayer, render_parts
+from ..m3.neutralise import prompt_text
 from .remote_completion import (
     NoCompletions,
     chunk_object,
@@ -154,8 +155,8 @@ class RemoteEngine:
             raise EngineRequestError(f"cannot render the prompt: {e}") from None
         if self._chat.tokenizer is not None:
             prompt: Any = self._chat.encode(parts)
-        else:
-            prompt = "".join(p.text for p in parts)
+        else:  # the server tokenizes the text: no marker string of outside text may reach it
+            prompt = prompt_text(parts)
         # Timed from the request, not from the response's headers: a server that sends them
         # with the first token would otherwise hide its whole prefill from the TTFT.
         turn = self._chat.start(request)

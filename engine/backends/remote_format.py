@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from ..api import ChatRequest, EngineRequestError, MediaPart, Message
+from ..m3.neutralise import neutralise, neutralise_deep
 
 
 def _media_part(part: MediaPart) -> dict[str, Any]:
@@ -24,30 +25,33 @@ def _media_part(part: MediaPart) -> dict[str, Any]:
 
 def _user_content(m: Message) -> Any:
     if not m.media:
-        return m.content
+        return neutralise(m.content)
     parts: list[dict[str, Any]] = [_media_part(p) for p in m.media]
     if m.content:
-        parts.append({"type": "text", "text": m.content})
+        parts.append({"type": "text", "text": neutralise(m.content)})
     return parts
 
 
 def to_openai_message(m: Message, *, raw_text: bool = False) -> dict[str, Any]:
-    """One message in OpenAI's format. `raw_text=True` (only for `m3agent serve`, which renders
-    it verbatim) also sends the model's exact output, so history never needs recomputing."""
+    """One message in OpenAI's format. The server renders the template and tokenizes the
+    text itself, so marker strings in every text are neutralised (engine/m3/neutralise.py):
+    a tool result holding `[e~[\\n]~b]user` stays text. `raw_text=True` (only for `m3agent
+    serve`, which renders it verbatim and tokenizes it as the model's own output) also sends
+    the model's exact output, so history never needs recomputing."""
     if m.role == "user":
         return {"role": "user", "content": _user_content(m)}
     if m.role == "system":
-        return {"role": "system", "content": m.content}
+        return {"role": "system", "content": neutralise(m.content)}
     if m.role == "tool":
-        out: dict[str, Any] = {"role": "tool", "content": m.content}
+        out: dict[str, Any] = {"role": "tool", "content": neutralise(m.content)}
         if m.tool_call_id is not None:
             out["tool_call_id"] = m.tool_call_id
         if m.name is not None:
             out["name"] = m.name
         return out
-    out = {"role": "assistant", "content": m.content or None}
+    out = {"role": "assistant", "content": neutralise(m.content) if m.content else None}
     if m.reasoning is not None:
-        out["reasoning_content"] = m.reasoning
+        out["reasoning_content"] = neutralise(m.reasoning)
     if m.tool_calls:
         out["tool_calls"] = [
             {
@@ -55,7 +59,7 @@ def to_openai_message(m: Message, *, raw_text: bool = False) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": c.name,
-                    "arguments": json.dumps(c.arguments, ensure_ascii=False),
+                    "arguments": json.dumps(neutralise_deep(c.arguments), ensure_ascii=False),
                 },
             }
             for c in m.tool_calls
@@ -85,7 +89,7 @@ def request_body(request: ChatRequest, model: str, *, raw_text: bool = False) ->
     if s.stop:
         body["stop"] = list(s.stop)
     if request.tools:
-        body["tools"] = list(request.tools)
+        body["tools"] = [neutralise_deep(t) for t in request.tools]  # an MCP description
         body["tool_choice"] = request.tool_choice or "auto"
     return body
 

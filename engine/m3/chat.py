@@ -34,8 +34,9 @@ from ..api import (
     UsageDelta,
 )
 from .chat_template import ChatTemplate, PromptPart
+from .neutralise import encode_outside
 from .output_parser import M3OutputParser
-from .tokens import SPECIAL_TOKENS, held_suffix_len
+from .tokens import ALL_ADDED_TOKENS, SPECIAL_TOKENS, held_suffix_len
 
 # What the backends report (vLLM's FinishReason strings; native uses the same words).
 # "error" is vLLM's retryable request-level failure (it always answers 500 for it): raised.
@@ -130,13 +131,23 @@ class ChatLayer:
         encode_parts = getattr(self.tokenizer, "encode_parts", None)
         if encode_parts is not None:
             return list(encode_parts(parts))
-        return list(self.tokenizer.encode("".join(p.text for p in parts)))
+        # A tokenizer that cannot keep added tokens as text (a GGUF vocabulary through
+        # transformers, a plain tokenizers file): outside text is cut inside each marker and
+        # its pieces encoded apart, so no piece can become a marker's token.
+        ids: list[int] = []
+        for p in parts:
+            if p.kind == "template":
+                ids += self.tokenizer.encode(p.text)
+            else:
+                markers = ALL_ADDED_TOKENS if p.kind == "text" else SPECIAL_TOKENS
+                ids += encode_outside(self.tokenizer.encode, p.text, markers)
+        return ids
 
     def count_text(self, text: str) -> int:
         """Tokens of generated text (for backends that only have the text)."""
         if not text:
             return 0
-        encode = getattr(self.tokenizer, "encode_text", None) or self.tokenizer.encode
+        encode = getattr(self.tokenizer, "encode_model", None) or self.tokenizer.encode
         return len(encode(text))
 
     def start(self, request: ChatRequest, prompt: Prompt | None = None) -> Turn:

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..api import Message
 from .m3_render import render_builtin, render_tool_calls, tool_json
+from .neutralise import neutralise_deep
 from .prompt_parts import PromptPart
 from .prompt_text import GENERATION_PREFIX
 from .tokens import BOS, EOS, check_thinking_mode
@@ -145,11 +147,14 @@ class ChatTemplate:
     ) -> str:
         from .jinja_env import message_to_openai, render_template
 
+        # Tool schemas (an MCP server's descriptions) and tool-call arguments are printed
+        # inside the template's own runs (tojson, to_xml), where markers would be tokens:
+        # their marker strings are neutralised (engine/m3/neutralise.py).
         return render_template(
             self._template,
             self.origin,
-            messages=[message_to_openai(m) for m in messages],
-            tools=[dict(t) for t in tools] or None,
+            messages=[message_to_openai(_calls_neutralised(m)) for m in messages],
+            tools=[neutralise_deep(dict(t)) for t in tools] or None,
             thinking_mode=mode,
             add_generation_prompt=add_generation_prompt,
             bos_token=BOS,
@@ -170,6 +175,13 @@ class ChatTemplate:
                 )
             self._gen_prompts[mode] = full[len(bare) :]
         return self._gen_prompts[mode]
+
+
+def _calls_neutralised(m: Message) -> Message:
+    if not m.tool_calls:
+        return m
+    calls = tuple(replace(c, arguments=neutralise_deep(c.arguments)) for c in m.tool_calls)
+    return replace(m, tool_calls=calls)
 
 
 def render_prompt(

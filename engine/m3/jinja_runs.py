@@ -5,7 +5,8 @@ of M3 code holds `[e~[`) would become special tokens. We render a second time wi
 message content and reasoning replaced by a numbered sentinel: where a sentinel lands in the
 output, that message's text goes as a "text" run. When the template transforms a text rather
 than printing it whole (M3's splits an assistant content holding `</mm:think>`), the marked
-rendering does not map back to the real one, and the prompt stays one template run.
+rendering does not map back to the real one: the prompt is then one template run rendered
+from texts whose marker strings are neutralised (engine/m3/neutralise.py).
 """
 
 from __future__ import annotations
@@ -15,10 +16,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..api import Message
+from .neutralise import neutralise
 from .prompt_parts import PartsBuilder, PromptPart
+from .tokens import ALL_ADDED_TOKENS
 
 _OPEN, _CLOSE = "\U000f0000", "\U000f0001"  # supplementary private use: never in real text
 _MARK = re.compile(f"{_OPEN}(\\d+){_CLOSE}")
+
+
+def _has_marker(s: str | None) -> bool:
+    return bool(s) and any(m in s for m in ALL_ADDED_TOKENS)
 
 
 def _clean(s: str | None) -> bool:
@@ -30,9 +37,24 @@ def outside_text_runs(
 ) -> list[PromptPart]:
     """`render(messages)` as template/text runs (one template run when they cannot be told)."""
     real = render(messages)
-    whole = [PromptPart(real, "template")]
+
+    def whole() -> list[PromptPart]:
+        # One template run, so the texts' marker strings are neutralised first (else they
+        # would be tokens): the model reads the same characters, never a control token.
+        if not any(_has_marker(m.content) or _has_marker(m.reasoning) for m in messages):
+            return [PromptPart(real, "template")]
+        safe = [
+            replace(
+                m,
+                content=neutralise(m.content) if m.content else m.content,
+                reasoning=neutralise(m.reasoning) if m.reasoning else m.reasoning,
+            )
+            for m in messages
+        ]
+        return [PromptPart(render(safe), "template")]
+
     if not all(_clean(m.content) and _clean(m.reasoning) for m in messages):
-        return whole
+        return whole()
     texts: list[str] = []
 
     def mark(s: str) -> str:
@@ -50,7 +72,7 @@ def outside_text_runs(
     try:
         probe = render(marked)
     except ValueError:
-        return whole
+        return whole()
     out = PartsBuilder()
     pos = 0
     for match in _MARK.finditer(probe):
@@ -58,4 +80,4 @@ def outside_text_runs(
         out.x(texts[int(match.group(1))])
         pos = match.end()
     out.t(probe[pos:])
-    return out.parts if out.text() == real else whole
+    return out.parts if out.text() == real else whole()

@@ -128,7 +128,7 @@ def _assistant(out: PartsBuilder, m: Message, turn_mode: str) -> None:
     out.t(f"{ROLE}ai\n")
     if m.raw_text is not None:
         out.t(P.GENERATION_PREFIX[m.thinking_mode or turn_mode])
-        out.x(m.raw_text, keep_empty=True)
+        out.m(m.raw_text, keep_empty=True)  # the model's own markup: engine/m3/prompt_parts
         return
     content = visible_runs(m)
     reasoning: Runs = [("text", m.reasoning)] if m.reasoning else []
@@ -142,7 +142,7 @@ def _assistant(out: PartsBuilder, m: Message, turn_mode: str) -> None:
         out.t(THINK_END)
     out.runs(content)
     if m.tool_calls:
-        out.x(render_tool_calls(m.tool_calls))
+        out.m(render_tool_calls(m.tool_calls))
 
 
 def _first_messages(

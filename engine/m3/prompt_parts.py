@@ -5,15 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["template", "text"]
+# "template": the renderer's markup, marker strings are tokens. "text": outside text (messages,
+# tool results, schemas): every marker string stays plain text. "model": the model's own
+# earlier output (raw text, rendered tool calls): its tool-call and think markers are tokens
+# again, as it wrote them, but role / end-of-turn / media markers stay text.
+Kind = Literal["template", "text", "model"]
 
 
 @dataclass(frozen=True, slots=True)
 class PromptPart:
     """A run of prompt text. "template": the renderer's own markup, marker strings in it are
     tokens. "text": content from outside (messages, tool results, schemas, model output):
-    `M3Tokenizer.encode_parts` keeps special-token strings in it as plain text, so a file that
-    contains `[e~[` cannot end a turn early."""
+    `M3Tokenizer.encode_parts` keeps every added-token string in it as plain text, so a file
+    that contains `[e~[` or `]<]minimax[>[` cannot end a turn or open a tool call. "model":
+    see Kind."""
 
     text: str
     kind: Kind
@@ -42,6 +47,9 @@ class PartsBuilder:
 
     def x(self, s: str, *, keep_empty: bool = False) -> None:
         self.add("text", s, keep_empty=keep_empty)
+
+    def m(self, s: str, *, keep_empty: bool = False) -> None:
+        self.add("model", s, keep_empty=keep_empty)
 
     def runs(self, runs: list[tuple[Kind, str]]) -> None:
         for kind, s in runs:

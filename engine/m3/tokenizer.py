@@ -36,7 +36,8 @@ def _token_text(v: Any) -> str | None:
 class M3Tokenizer:
     def __init__(self, tokenizer: Tokenizer, config: dict[str, Any] | None = None):
         self._tok = tokenizer
-        self._plain: Tokenizer | None = None  # a copy that splits special tokens (encode_text)
+        self._plain: Tokenizer | None = None  # every added token as text (encode_text)
+        self._model: Tokenizer | None = None  # special tokens as text (encode_model)
         self.config = dict(config or {})
         self.vocab_size: int = tokenizer.get_vocab_size(with_added_tokens=True)
         eos = _token_text(self.config.get("eos_token")) or T.EOS
@@ -104,28 +105,50 @@ class M3Tokenizer:
         return self._tok.encode(text, add_special_tokens=False).ids
 
     def encode_text(self, text: str) -> list[int]:
-        """Token ids of outside text: special-token strings in it stay plain text (bytes)."""
+        """Token ids of outside text: every added-token string in it stays plain text (bytes),
+        the non-special ones too (`]<]minimax[>[`, `<mm:think>`): the tokenizers library's
+        `encode_special_tokens` leaves those matched, so the copy flags every added token
+        special first. Ordinary text encodes exactly as `encode` does."""
+        return self._plain_copy().encode(text, add_special_tokens=False).ids
+
+    def encode_model(self, text: str) -> list[int]:
+        """Ids of the model's own earlier output: its tool-call and think markers are tokens,
+        role / end-of-turn / media strings stay text."""
+        if self._model is None:
+            self._model = Tokenizer.from_str(self._tok.to_str())
+            self._model.encode_special_tokens = True
+        return self._model.encode(text, add_special_tokens=False).ids
+
+    def _plain_copy(self) -> Tokenizer:
         if self._plain is None:
-            self._plain = Tokenizer.from_str(self._tok.to_str())
+            data = json.loads(self._tok.to_str())
+            for t in data.get("added_tokens") or ():
+                t["special"] = True
+            self._plain = Tokenizer.from_str(json.dumps(data))
             self._plain.encode_special_tokens = True
-        return self._plain.encode(text, add_special_tokens=False).ids
+        return self._plain
 
     def encode_text_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """`encode_text` of many texts at once (the Rust side spreads them over threads)."""
-        self.encode_text("")  # builds the plain copy on first use
-        plain: Any = self._plain
+        plain = self._plain_copy()
         return [e.ids for e in plain.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_parts(self, parts: Sequence[Any]) -> list[int]:
         """Ids of a prompt given as runs (`chat_template.PromptPart`: .text, .kind).
 
         "template" runs are encoded with their markers as tokens, "text" runs with
-        `encode_text`. Each run is encoded on its own, so a prompt that extends an earlier
-        one run for run extends its ids too, whatever BPE would merge across run ends.
+        `encode_text`, "model" runs with `encode_model`. Each run is encoded on its own, so a
+        prompt that extends an earlier one run for run extends its ids too, whatever BPE would
+        merge across run ends.
         """
         ids: list[int] = []
         for p in parts:
-            ids += self.encode(p.text) if p.kind == "template" else self.encode_text(p.text)
+            if p.kind == "template":
+                ids += self.encode(p.text)
+            elif p.kind == "model":
+                ids += self.encode_model(p.text)
+            else:
+                ids += self.encode_text(p.text)
         return ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:

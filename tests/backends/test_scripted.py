@@ -47,7 +47,7 @@ def test_replays_through_the_parsers_with_token_counts():
     assert isinstance(u1, UsageDelta) and u1.finish_reason == "tool_calls" and u1.raw_text == text
     tok = M3Tokenizer.default()
     assert u1.usage.prompt_tokens == len(engine.prompt_token_ids[0]) > 0
-    assert u1.usage.generated_tokens == len(tok.encode_text(text))
+    assert u1.usage.generated_tokens == len(tok.encode_model(text))  # its markers as tokens
     assert u1.usage.cached_prompt_tokens == 0
 
     follow = (

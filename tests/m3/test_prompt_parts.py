@@ -28,7 +28,8 @@ def test_parts_join_to_the_prompt(spec_tools):
     for mode in MODES:
         parts = render_prompt_parts(msgs, spec_tools, mode)
         assert "".join(p.text for p in parts) == render_prompt(msgs, spec_tools, mode)
-        assert {p.kind for p in parts} == {"template", "text"}
+        # "model": the assistant's rendered tool call (its markers are its own structure)
+        assert {p.kind for p in parts} == {"template", "text", "model"}
         assert parts[0].kind == "template" and parts[-1].kind == "template"
 
 

@@ -22,7 +22,7 @@ def claude_file(repo: Path, server: Path, **entry) -> Path:
             "demo": {
                 "command": sys.executable,
                 "args": [str(server)],
-                "env": {"GREETING": "${GREETING_SRC:-hello}"},
+                "env": {"GREETING": "bonjour"},  # a project entry expands no ${VAR}
                 **entry,
             }
         }
@@ -41,10 +41,10 @@ def test_claude_format_parses_stdio_http_and_sse():
         }
     }
     fs, web, old = parse_mcp_json(
-        data, scope=Scope.PROJECT, source="x", env={"ROOT": "/r", "TOK": "t"}
-    )
+        data, scope=Scope.FLAG, source="x", env={"ROOT": "/r", "TOK": "t"}
+    )  # a file the user named expands; a project's may not (test_launcher_env.py)
     assert fs.transport is Transport.STDIO and fs.args == ("-y", "@x/fs", "/r")
-    assert dict(fs.env) == {"K": "d"} and fs.scope is Scope.PROJECT
+    assert dict(fs.env) == {"K": "d"} and fs.scope is Scope.FLAG
     assert web.transport is Transport.HTTP and dict(web.headers) == {"A": "Bearer t"}
     assert old.transport is Transport.SSE
 
@@ -111,7 +111,6 @@ def test_project_servers_need_trust_and_a_changed_entry_needs_it_again(
 ):
     from m3agent.app.mcp_settings import trust
 
-    monkeypatch.setenv("GREETING_SRC", "bonjour")
     claude_file(repo, server)
     cfg = load_settings().mcp_config(repo)
     assert cfg.servers == () and "not trusted yet" in cfg.skipped[0]
@@ -122,7 +121,7 @@ def test_project_servers_need_trust_and_a_changed_entry_needs_it_again(
     events, _ = drive(session, "greet")
     from mcp_support import finished
 
-    assert finished(events)[0].output == "bonjour"  # ${VAR} expanded from the environment
+    assert finished(events)[0].output == "bonjour"  # the entry's variable, set in the sandbox
     claude_file(repo, server, args=[str(server), "--changed"])
     assert load_settings().mcp_config(repo).servers == ()
 

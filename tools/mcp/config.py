@@ -15,14 +15,14 @@ Reading the files is app/settings' job; this module only turns their values into
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from .entry_rules import fingerprint, refuse_expansion, refuse_loader_variables
 
 
 class Transport(StrEnum):
@@ -78,17 +78,9 @@ class McpServerConfig:
                 raise ValueError(f"MCP server {self.name!r}: {key} must be positive")
 
     def fingerprint(self) -> str:
-        """What the user trusted: a changed command, url or env needs trust again."""
-        what = [
-            self.transport.value,
-            self.command,
-            list(self.args),
-            sorted(self.env),
-            self.cwd,
-            self.url,
-            sorted(self.headers),
-        ]
-        return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
+        """What the user trusted: every field that changes what runs or what it can reach
+        (tools/mcp/entry_rules.py); a changed one needs trust again."""
+        return fingerprint(self)
 
     def wants_tool(self, tool: str) -> bool:
         if self.enabled_tools is not None and tool not in self.enabled_tools:
@@ -181,6 +173,9 @@ def from_claude(
     unknown = set(entry) - _CLAUDE_KEYS
     if unknown:
         raise ValueError(f"MCP server {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    if scope is Scope.PROJECT:  # the repository's words: no reading the user's environment
+        refuse_expansion(name, dict(entry))
+        refuse_loader_variables(name, dict(_table(name, "env", entry.get("env", {}))))
     kind = entry.get("type") or ("stdio" if "command" in entry else "http")
     if kind == "streamable-http":
         kind = "http"
@@ -241,6 +236,14 @@ def from_codex(
     unknown = set(table) - _CODEX_KEYS
     if unknown:
         raise ValueError(f"MCP server {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    if scope is Scope.PROJECT:
+        refuse_expansion(name, dict(table))
+        if table.get("env_vars") or table.get("bearer_token_env_var"):
+            raise ValueError(
+                f"MCP server {name!r}: env_vars and bearer_token_env_var read your environment; "
+                "a project's config may not use them"
+            )
+        refuse_loader_variables(name, dict(_table(name, "env", table.get("env", {}))))
     url = table.get("url") or ""
     kind = table.get("type") or ("http" if url else "stdio")
     try:

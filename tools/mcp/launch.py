@@ -4,6 +4,7 @@ of read/write streams), wrapped so that a line the server garbles is noticed at 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -13,9 +14,11 @@ from typing import IO, Any
 
 import anyio
 
+from ..sandbox import boot
 from ..sandbox.cgroup import Cgroup
 from ..sandbox.runner import Sandbox, SandboxUnavailable
 from .config import McpServerConfig, Transport
+from .entry_rules import loader_variable
 
 # A server lives for the whole session: the per-command CPU budget would end it mid-session.
 _SERVER_CPU_S = 7 * 24 * 3600
@@ -29,6 +32,27 @@ def server_sandbox(session: Sandbox, cfg: McpServerConfig) -> Sandbox:
     return Sandbox(policy, session.report)
 
 
+# The entry's own variables travel to the server as one inert JSON value under this name;
+# the shim below, started inside the sandbox, applies them and execs the server. So neither
+# the host-side helpers (the cgroup shell, bubblewrap, the launcher) nor the shim's own
+# interpreter (-I: no PYTHON* variables, -S: no site) ever run with, say, an LD_PRELOAD.
+SERVER_ENV_VAR = "M3AGENT_SERVER_ENV"
+_SHIM = """\
+import json, os, sys
+env = json.loads(os.environ.pop("M3AGENT_SERVER_ENV", "{}"))
+os.environ.update(env)
+try:
+    os.execvp(sys.argv[1], sys.argv[1:])
+except OSError as e:
+    sys.stderr.write(f"m3agent: cannot run {sys.argv[1]}: {e.strerror}\\n")
+    sys.exit(127)
+"""
+
+
+def shim_argv(argv: list[str]) -> list[str]:
+    return [boot.interpreter(), "-I", "-S", "-B", "-c", _SHIM, *argv]
+
+
 def stdio_parameters(
     cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Path, workspace: Path
 ) -> tuple[Any, Cgroup | None]:
@@ -39,9 +63,9 @@ def stdio_parameters(
     cwd = Path(cfg.cwd).expanduser() if cfg.cwd else workspace
     if not cwd.is_absolute():
         cwd = workspace / cwd
-    argv = [cfg.command, *cfg.args]
-    # The SDK's allow-list (HOME, PATH, USER, ...), then the server's own variables: those the
-    # user wrote for this server pass even when their names look like secrets.
+    argv = shim_argv([cfg.command, *cfg.args])
+    # The SDK's allow-list (HOME, PATH, USER, ...); the server's own variables are applied by
+    # the shim inside the sandbox (those the user wrote pass even when they look like secrets).
     env = get_default_environment()
     full, cgroup = argv, None
     if sandbox is not None:
@@ -62,7 +86,8 @@ def stdio_parameters(
         if cgroup is not None:  # join the group before anything starts, then exec
             procs = cgroup.path / "cgroup.procs"
             full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
-    env.update(dict(cfg.env))
+    env = {k: v for k, v in env.items() if not loader_variable(k)}  # the host's, if any
+    env[SERVER_ENV_VAR] = json.dumps(dict(cfg.env))
     return StdioServerParameters(command=full[0], args=full[1:], env=env, cwd=str(cwd)), cgroup
 
 

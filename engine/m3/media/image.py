@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +34,10 @@ def open_image(path: str | Path, limits: MediaLimits) -> Image.Image:
         raise MediaError(path, "not a recognised image (corrupt or unsupported format)") from None
     except OSError as e:
         raise MediaError(path, f"cannot open image ({e})") from None
+    except (ValueError, SyntaxError, EOFError, struct.error, zlib.error) as e:
+        # Pillow's own guards and parse errors in the header chunks: a zTXt/iCCP chunk that
+        # decompresses past MAX_TEXT_CHUNK is a ValueError, a broken chunk a SyntaxError.
+        raise MediaError(path, f"corrupt or hostile image header ({e})") from None
     if img.format not in SUPPORTED_FORMATS:
         img.close()
         raise MediaError(
