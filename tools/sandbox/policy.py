@@ -132,6 +132,10 @@ class SandboxPolicy:
     dangerously_no_sandbox: bool = False
     # Layers to treat as unavailable (a user opting out, or a test simulating a machine).
     disabled_layers: frozenset[str] = frozenset()
+    # Directories whose files the file tools read even with other hard links (a pnpm store).
+    hardlink_allow: tuple[str, ...] = ()
+    # Commands may create AF_UNIX sockets (and so connect to any pathname socket they can see).
+    allow_unix_sockets: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.mode, SandboxMode):
@@ -196,6 +200,9 @@ class SandboxPolicy:
             if os.path.lexists(p) and not any(r == p or p in r.parents for r in roots)
         )
 
+    def hardlink_dirs(self) -> tuple[Path, ...]:
+        return tuple(Path(os.path.realpath(p)) for p in self._home_paths(self.hardlink_allow))
+
     def with_(self, **changes) -> SandboxPolicy:
         return replace(self, **changes)
 
@@ -216,6 +223,8 @@ class SandboxPolicy:
                 "limits": {k: getattr(self.limits, k) for k in Limits.__slots__},
                 "dangerously_no_sandbox": self.dangerously_no_sandbox,
                 "disabled_layers": sorted(self.disabled_layers),
+                "hardlink_allow": list(self.hardlink_allow),
+                "allow_unix_sockets": self.allow_unix_sockets,
             }
         )
 
@@ -236,6 +245,8 @@ class SandboxPolicy:
             limits=Limits(**d["limits"]),
             dangerously_no_sandbox=bool(d["dangerously_no_sandbox"]),
             disabled_layers=frozenset(d["disabled_layers"]),
+            hardlink_allow=tuple(d.get("hardlink_allow", ())),
+            allow_unix_sockets=bool(d.get("allow_unix_sockets", False)),
         )
 
 

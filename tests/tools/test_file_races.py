@@ -1,0 +1,145 @@
+"""Issue 21 item 2: races on the file tools.
+
+While the tools repeat, a racer process swaps a workspace directory with a symlink to a fake
+`~/.ssh` outside the workspace (renameat2 RENAME_EXCHANGE), as a command in the workspace
+could. The tools check a canonical path, then open it by descriptor following no symlink
+(openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or the per-component O_NOFOLLOW walk), so
+nothing lands in the fake `~/.ssh` and nothing of it comes back. Each control does the same
+with the old check (realpath, then reopen by name) and sees the escape happen.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from m3agent.tools import fdio
+from m3agent.tools.base import ToolContext
+from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.toolset import default_toolset
+from race_support import Racer, settle
+
+SECRET = "SECRET-KEY-MATERIAL"
+ATTACKER_KEY = "ssh-ed25519 AAAA attacker"
+TRIES = 300
+CONTROL_SECONDS = 20.0
+
+
+@pytest.fixture
+def scene(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "keys").mkdir(parents=True)
+    (ws / "keys" / "id_rsa").write_text("harmless\n")
+    (ws / "keys" / "authorized_keys").write_text("harmless\n")
+    ssh = Path(tempfile.mkdtemp(prefix="m3-race-home-", dir="/var/tmp")) / ".ssh"
+    ssh.mkdir()
+    (ssh / "id_rsa").write_text(SECRET + "\n")
+    os.symlink(ssh, ws / "link")
+    ctx = ToolContext(cwd=ws, sandbox=SandboxPolicy(workspace=ws, home=ssh.parent))
+    yield ws, ssh, ctx
+    settle(ws / "keys", ws / "link")
+
+
+def _outside_effects(ssh: Path) -> list[str]:
+    return sorted(n for n in os.listdir(ssh) if n != "id_rsa")
+
+
+def _old_check(ws: Path, rel: str) -> str:
+    """The check the tools used to make: realpath, then judged by where it lands."""
+    real = os.path.realpath(ws / rel)
+    if not real.startswith(str(ws) + "/"):
+        raise PermissionError(real)
+    return str(ws / rel)  # ...and then reopened by name
+
+
+def test_write_file_race_lands_nothing_outside(scene):
+    ws, ssh, ctx = scene
+    ts = default_toolset()
+    outcomes: set[str] = set()
+    with Racer(ws / "keys", ws / "link"):
+        for _ in range(TRIES):
+            r = ts.dispatch(
+                "write_file", {"path": "keys/authorized_keys", "content": ATTACKER_KEY}, ctx
+            )
+            outcomes.add("ok" if not r.is_error else r.output.split(":", 1)[1][:30])
+    assert _outside_effects(ssh) == []  # no key, no temp file in the fake ~/.ssh
+    assert "ok" in outcomes  # the tool still works between swaps
+
+
+def test_control_write_by_name_after_realpath_lands_outside(scene):
+    ws, ssh, _ = scene
+    deadline = time.monotonic() + CONTROL_SECONDS
+    with Racer(ws / "keys", ws / "link"):
+        while time.monotonic() < deadline and not _outside_effects(ssh):
+            try:
+                name = _old_check(ws, "keys/authorized_keys")
+                with open(name, "w") as f:
+                    f.write(ATTACKER_KEY)
+            except OSError:
+                continue
+    assert "authorized_keys" in _outside_effects(ssh)
+
+
+@pytest.mark.parametrize("tool", ["read_file", "edit_file", "grep", "list_dir"])
+def test_reading_tools_race_return_no_secret(scene, tool):
+    ws, ssh, ctx = scene
+    ts = default_toolset()
+    args = {
+        "read_file": {"path": "keys/id_rsa"},
+        "edit_file": {"path": "keys/id_rsa", "old_string": "SECRET", "new_string": "pwned"},
+        "grep": {"pattern": "SECRET|harmless", "path": "keys"},
+        "list_dir": {"path": "keys"},
+    }[tool]
+    ok = 0
+    with Racer(ws / "keys", ws / "link"):
+        for _ in range(TRIES):
+            r = ts.dispatch(tool, args, ctx)
+            assert SECRET not in r.output
+            assert SECRET not in str(r.metadata.get("diff", ""))
+            if tool == "list_dir":
+                assert "authorized_keys" in r.output or r.is_error  # never ~/.ssh's listing
+            ok += not r.is_error
+    assert (ssh / "id_rsa").read_text() == SECRET + "\n"  # edit_file never changed it
+    if tool != "edit_file":  # edit_file finds no "SECRET" in the workspace's file: an error
+        assert ok > 0
+
+
+def test_control_read_by_name_after_realpath_returns_secret(scene):
+    ws, _, _ = scene
+    leaked = False
+    deadline = time.monotonic() + CONTROL_SECONDS
+    with Racer(ws / "keys", ws / "link"):
+        while time.monotonic() < deadline and not leaked:
+            try:
+                with open(_old_check(ws, "keys/id_rsa")) as f:
+                    leaked = SECRET in f.read()
+            except OSError:
+                continue
+    assert leaked
+
+
+@pytest.mark.parametrize("use_openat2", [True, False], ids=["openat2", "nofollow-walk"])
+def test_descriptor_layer_under_race_both_resolvers(scene, use_openat2):
+    """fdio itself, with the kernel's openat2 and with the per-component fallback walk."""
+    ws, ssh, _ = scene
+    target = ws / "keys" / "id_rsa"
+    refused = 0
+    with Racer(ws / "keys", ws / "link"):
+        for _ in range(TRIES):
+            try:
+                data = fdio.read_bytes(target, "keys/id_rsa", use_openat2=use_openat2)
+                assert SECRET.encode() not in data
+                fdio.write_atomic(
+                    ws / "keys" / "authorized_keys",
+                    ATTACKER_KEY.encode(),
+                    "keys/authorized_keys",
+                    use_openat2=use_openat2,
+                )
+            except fdio.FsRefused as e:
+                assert "symlink appeared" in str(e) or "no such" in str(e), e
+                refused += 1
+    assert _outside_effects(ssh) == []
+    assert refused > 0  # the race really hit the checked path
