@@ -76,8 +76,13 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     add("landlock", bool(abi), ll, not full, "not used in full-access mode")
 
     why = seccomp.supported()
-    unix = (ok and "bwrap" not in policy.disabled_layers) or full
-    families = "AF_UNIX" if unix else "not AF_UNIX (no bwrap hides the host's sockets)"
+    unix = (ok and "bwrap" not in policy.disabled_layers and policy.allow_unix_sockets) or full
+    if unix:
+        families = "AF_UNIX (allow_unix_sockets)" if not full else "AF_UNIX"
+    elif policy.allow_unix_sockets:
+        families = "not AF_UNIX (allow_unix_sockets needs bwrap to hide the host's sockets)"
+    else:
+        families = "not AF_UNIX (socketpair only; allow_unix_sockets opts in)"
     if policy.network:
         families += ", AF_INET/6, NETLINK_ROUTE"
     sc = (
@@ -132,8 +137,9 @@ def gaps(report: SandboxReport) -> list[str]:
             "no bubblewrap: chmod and utime of files outside the writable roots are not refused "
             "(Landlock does not govern metadata, seccomp cannot see paths); as root that covers "
             "every root-owned file",
-            "no bubblewrap: unix sockets are refused altogether (seccomp), so a command's own "
-            "unix-socket servers and clients fail too; ptys cannot be opened",
+            "no bubblewrap: unix sockets are refused altogether (seccomp, allow_unix_sockets "
+            "or not), so a command's own unix-socket servers and clients fail too; ptys cannot "
+            "be opened",
             "no bubblewrap: commands cannot create or remove entries directly in the workspace "
             "root (the file tools can)",
         ]
@@ -150,6 +156,11 @@ def gaps(report: SandboxReport) -> list[str]:
     if on("landlock") and "signal" not in report.layer("landlock").detail and not on("bwrap"):
         out.append(
             "Landlock ABI < 6: signals to and abstract sockets of outside processes are not scoped"
+        )
+    if on("seccomp") and "AF_UNIX (allow_unix_sockets)" in report.layer("seccomp").detail:
+        out.append(
+            "allow_unix_sockets: a command can connect to any pathname unix socket bubblewrap "
+            "leaves visible (outside home, /tmp and /run: e.g. a database or container daemon)"
         )
     if not on("seccomp"):
         out.append(

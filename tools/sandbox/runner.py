@@ -151,10 +151,13 @@ class Sandbox:
             "fsize_mb": max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB)),
             "tree_kill": "tree_kill" in layers,
             "bwrap": "bwrap" in layers,
-            # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
-            # mounts; without it seccomp refuses AF_UNIX sockets altogether.
-            # (full-access confines no file system, so it keeps them too)
-            "unix_sockets": "bwrap" in layers or self.policy.mode is SandboxMode.FULL_ACCESS,
+            # seccomp cannot see a connect()'s path, and bubblewrap's read-only / shows every
+            # pathname socket outside the hidden trees (a database or container daemon under
+            # /var/run, /srv...): AF_UNIX is refused unless the user opts in, and even then
+            # only where bubblewrap hides home, /tmp and /run. (full-access confines no file
+            # system, so it keeps them)
+            "unix_sockets": self.policy.mode is SandboxMode.FULL_ACCESS
+            or ("bwrap" in layers and self.policy.allow_unix_sockets),
             "privileges": "privileges" in layers,
             # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
             "agent_pid": os.getpid() if "bwrap" not in layers else None,
