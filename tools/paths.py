@@ -101,6 +101,8 @@ def check_write(raw: str, ctx: ToolContext) -> Path:
     if not any(_within(path, r) for r in roots):
         shown = ", ".join(str(r) for r in roots)
         raise PathDenied(f"{raw}: outside the writable roots ({shown}); resolved to {path}")
+    if any(_within(path, d) for d in policy.deny_write_paths()):
+        raise PathDenied(f"{raw}: read-only by the config's [sandbox] deny_write rule")
     for root in roots:  # at any depth: a nested `.git` is a repository planted for later
         if _within(path, root):
             hit = next(

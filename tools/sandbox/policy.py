@@ -136,6 +136,10 @@ class SandboxPolicy:
     hardlink_allow: tuple[str, ...] = ()
     # Commands may create AF_UNIX sockets (and so connect to any pathname socket they can see).
     allow_unix_sockets: bool = False
+    # Paths that stay read-only inside the writable roots (the config's deny_write).
+    deny_write: tuple[str, ...] = ()
+    # Network through the host's allow-list proxy (network off otherwise): names it may reach.
+    allowed_domains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.mode, SandboxMode):
@@ -168,8 +172,18 @@ class SandboxPolicy:
         return (self.workspace, *self.extra_writable)
 
     def protected_paths(self) -> tuple[Path, ...]:
-        """Subpaths of the writable roots that stay read-only."""
-        return tuple(root / name for root in self.writable_roots() for name in self.protected_names)
+        """Subpaths of the writable roots that stay read-only (the protected names in each,
+        and the deny_write rules that lie in one)."""
+        named = [root / name for root in self.writable_roots() for name in self.protected_names]
+        denied = [
+            p
+            for p in self.deny_write_paths()
+            if any(p == r or r in p.parents for r in self.writable_roots())
+        ]
+        return tuple(dict.fromkeys([*named, *denied]))
+
+    def deny_write_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(os.path.realpath(p)) for p in self._home_paths(self.deny_write))
 
     def secret_locations(self) -> tuple[Path, ...]:
         home = str(self.home_dir())
@@ -201,7 +215,11 @@ class SandboxPolicy:
         )
 
     def hardlink_dirs(self) -> tuple[Path, ...]:
-        return tuple(Path(os.path.realpath(p)) for p in self._home_paths(self.hardlink_allow))
+        """hardlink_allow entries; a relative one is taken in the workspace."""
+        return tuple(
+            Path(os.path.realpath(self.workspace / p))
+            for p in self._home_paths(self.hardlink_allow)
+        )
 
     def with_(self, **changes) -> SandboxPolicy:
         return replace(self, **changes)
@@ -225,6 +243,8 @@ class SandboxPolicy:
                 "disabled_layers": sorted(self.disabled_layers),
                 "hardlink_allow": list(self.hardlink_allow),
                 "allow_unix_sockets": self.allow_unix_sockets,
+                "deny_write": list(self.deny_write),
+                "allowed_domains": list(self.allowed_domains),
             }
         )
 
@@ -247,6 +267,8 @@ class SandboxPolicy:
             disabled_layers=frozenset(d["disabled_layers"]),
             hardlink_allow=tuple(d.get("hardlink_allow", ())),
             allow_unix_sockets=bool(d.get("allow_unix_sockets", False)),
+            deny_write=tuple(d.get("deny_write", ())),
+            allowed_domains=tuple(d.get("allowed_domains", ())),
         )
 
 

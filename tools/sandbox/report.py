@@ -85,6 +85,10 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
         families = "not AF_UNIX (socketpair only; allow_unix_sockets opts in)"
     if policy.network:
         families += ", AF_INET/6, NETLINK_ROUTE"
+    elif policy.allowed_domains and ok and "bwrap" not in policy.disabled_layers:
+        families += ", AF_INET/6 in a loopback-only network namespace (allow-list proxy)"
+    elif policy.allowed_domains:
+        families += "; allowed_domains ignored: the allow-list needs bwrap, network stays off"
     sc = (
         f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
         f"families: {families}, no other"
@@ -161,6 +165,11 @@ def gaps(report: SandboxReport) -> list[str]:
         out.append(
             "allow_unix_sockets: a command can connect to any pathname unix socket bubblewrap "
             "leaves visible (outside home, /tmp and /run: e.g. a database or container daemon)"
+        )
+    if "allowed_domains ignored" in report.layer("seccomp").detail:
+        out.append(
+            'network = "allowlist" needs bubblewrap (a network namespace of its own): '
+            "without it the network stays off"
         )
     if not on("seccomp"):
         out.append(
