@@ -1,6 +1,7 @@
 """Per-command CPU of the shell tool's sandbox against a bare bubblewrap, side by side.
 
-Each round runs `true` once through `Sandbox.run` (the shell tool's path: host-side setup,
+Each round runs `true` once through `Sandbox.run` (and once more with the Python launcher
+instead of the compiled helper, for comparison) (the shell tool's path: host-side setup,
 bubblewrap, the launcher, Landlock/seccomp/privileges, exec) and once as a bare
 `bwrap --ro-bind / / true`, in alternating order. CPU is read from a cgroup v1 cpuacct group
 (or a cgroup v2 group's cpu.stat) that holds the calling thread, so every process either run
@@ -84,11 +85,16 @@ def run(runs: int) -> dict:
     ws = Path(tempfile.mkdtemp(prefix="m3bench-ws-"))
     sb = Sandbox(SandboxPolicy(workspace=ws))
     report = probe(sb.policy)
+    py = Sandbox(sb.policy, report, use_helper=False)  # the Python launcher, for comparison
     group = CpuGroup()
-    rows: dict[str, list[tuple[float, float]]] = {"sandbox": [], "bare": []}
+    rows: dict[str, list[tuple[float, float]]] = {"sandbox": [], "bare": [], "python_launcher": []}
 
     def sandbox_true():
         r = sb.run(["true"], cwd=ws, timeout_s=30)
+        assert r.exit_code == 0 and r.started, r.stderr
+
+    def python_true():
+        r = py.run(["true"], cwd=ws, timeout_s=30)
         assert r.exit_code == 0 and r.started, r.stderr
 
     def bare_true():
@@ -100,7 +106,11 @@ def run(runs: int) -> dict:
             sandbox_true()
             bare_true()
         for i in range(runs):
-            order = (("sandbox", sandbox_true), ("bare", bare_true))
+            order = (
+                ("sandbox", sandbox_true),
+                ("bare", bare_true),
+                ("python_launcher", python_true),
+            )
             for name, fn in order if i % 2 == 0 else order[::-1]:
                 rows[name].append(_measure(group, fn))
     finally:
@@ -109,6 +119,7 @@ def run(runs: int) -> dict:
     sand_host = [t for _, t in rows["sandbox"]]
     bare_cpu = [c for c, _ in rows["bare"]]
     bare_host = [t for _, t in rows["bare"]]
+    py_cpu = [c for c, _ in rows["python_launcher"]]
     tree = [c - t for c, t in rows["sandbox"]]
     bare_tree = [c - t for c, t in rows["bare"]]
     return {
@@ -118,6 +129,7 @@ def run(runs: int) -> dict:
         "kernel": platform.release(),
         "cpus": os.cpu_count(),
         "layers": [s.name for s in report.layers if s.active],
+        "helper": str(sb.helper) if sb.helper else None,
         "runs": runs,
         "cpu_ms_median": {
             "sandbox_total": _med(sand_cpu),
@@ -126,9 +138,11 @@ def run(runs: int) -> dict:
             "bare_bwrap_total": _med(bare_cpu),
             "bare_bwrap_host_thread": _med(bare_host),
             "bare_bwrap_spawned_tree": _med(bare_tree),
+            "python_launcher_total": _med(py_cpu),
         },
         "ratio_total": round(_med(sand_cpu) / _med(bare_cpu), 2),
         "ratio_spawned_tree": round(_med(tree) / _med(bare_tree), 2),
+        "ratio_python_launcher_total": round(_med(py_cpu) / _med(bare_cpu), 2),
         "raw_ms": {k: [[round(c, 3), round(t, 3)] for c, t in v] for k, v in rows.items()},
     }
 
