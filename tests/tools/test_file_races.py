@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from m3agent.tools.base import ToolContext
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.toolset import default_toolset
 from race_support import Racer, settle
+from sandbox_support import CONFIGS, make_sandbox
 
 SECRET = "SECRET-KEY-MATERIAL"
 ATTACKER_KEY = "ssh-ed25519 AAAA attacker"
@@ -143,3 +145,56 @@ def test_descriptor_layer_under_race_both_resolvers(scene, use_openat2):
                 refused += 1
     assert _outside_effects(ssh) == []
     assert refused > 0  # the race really hit the checked path
+
+
+# -- the racer as a sandboxed command (the attacker the issue names), with and without bwrap
+
+_TIMED_RACER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, until = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2]), time.time() + float(sys.argv[3])
+n = 0
+while time.time() < until:
+    if libc.renameat2(-100, a, -100, b, 2) != 0:
+        sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
+    n += 1
+if n % 2:
+    libc.renameat2(-100, a, -100, b, 2)
+print("swaps", n)
+"""
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_race_from_a_sandboxed_command(world, config):
+    sub = world.ws / "src"  # not the root: without bwrap Landlock keeps the root's entries
+    (sub / "keys").mkdir()
+    (sub / "keys" / "id_rsa").write_text("harmless\n")
+    os.symlink(world.home / ".ssh", sub / "link")
+    sb = make_sandbox(config, world)
+    ctx = ToolContext(cwd=world.ws, sandbox=sb)
+    ts = default_toolset()
+    box: list = []
+    racer = threading.Thread(
+        target=lambda: box.append(
+            sb.run(
+                ["python3", "-c", _TIMED_RACER, str(sub / "keys"), str(sub / "link"), "6"],
+                cwd=sub,
+                timeout_s=60,
+            )
+        )
+    )
+    racer.start()
+    time.sleep(1.5)  # the sandbox starting
+    calls = 0
+    while racer.is_alive():
+        w = ts.dispatch(
+            "write_file", {"path": "src/keys/authorized_keys", "content": ATTACKER_KEY}, ctx
+        )
+        r = ts.dispatch("read_file", {"path": "src/keys/id_rsa"}, ctx)
+        assert "TOP-SECRET" not in r.output and "TOP-SECRET" not in w.output
+        calls += 1
+    racer.join()
+    res = box[0]
+    assert res.exit_code == 0 and "swaps" in res.stdout, res.stderr
+    assert int(res.stdout.split()[-1]) > 100 and calls > 10
+    assert sorted(os.listdir(world.home / ".ssh")) == ["id_rsa"]  # nothing landed there
