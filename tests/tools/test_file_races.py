@@ -39,6 +39,7 @@ def scene(tmp_path):
     ssh = Path(tempfile.mkdtemp(prefix="m3-race-home-", dir="/var/tmp")) / ".ssh"
     ssh.mkdir()
     (ssh / "id_rsa").write_text(SECRET + "\n")
+    (ssh / "planted_secret_name").write_text("x")  # a name only ~/.ssh has
     os.symlink(ssh, ws / "link")
     ctx = ToolContext(cwd=ws, sandbox=SandboxPolicy(workspace=ws, home=ssh.parent))
     yield ws, ssh, ctx
@@ -46,7 +47,7 @@ def scene(tmp_path):
 
 
 def _outside_effects(ssh: Path) -> list[str]:
-    return sorted(n for n in os.listdir(ssh) if n != "id_rsa")
+    return sorted(n for n in os.listdir(ssh) if n not in ("id_rsa", "planted_secret_name"))
 
 
 def _old_check(ws: Path, rel: str) -> str:
@@ -85,7 +86,7 @@ def test_control_write_by_name_after_realpath_lands_outside(scene):
     assert "authorized_keys" in _outside_effects(ssh)
 
 
-@pytest.mark.parametrize("tool", ["read_file", "edit_file", "grep", "list_dir"])
+@pytest.mark.parametrize("tool", ["read_file", "edit_file", "grep", "list_dir", "glob"])
 def test_reading_tools_race_return_no_secret(scene, tool):
     ws, ssh, ctx = scene
     ts = default_toolset()
@@ -94,6 +95,7 @@ def test_reading_tools_race_return_no_secret(scene, tool):
         "edit_file": {"path": "keys/id_rsa", "old_string": "SECRET", "new_string": "pwned"},
         "grep": {"pattern": "SECRET|harmless", "path": "keys"},
         "list_dir": {"path": "keys"},
+        "glob": {"pattern": "keys/*"},
     }[tool]
     ok = 0
     with Racer(ws / "keys", ws / "link"):
@@ -101,8 +103,9 @@ def test_reading_tools_race_return_no_secret(scene, tool):
             r = ts.dispatch(tool, args, ctx)
             assert SECRET not in r.output
             assert SECRET not in str(r.metadata.get("diff", ""))
-            if tool == "list_dir":
-                assert "authorized_keys" in r.output or r.is_error  # never ~/.ssh's listing
+            if tool in ("list_dir", "glob"):  # never ~/.ssh's listing (it has no such file)
+                assert "authorized_keys" in r.output or r.is_error or r.output == "(no matches)"
+                assert "planted_secret_name" not in r.output
             ok += not r.is_error
     assert (ssh / "id_rsa").read_text() == SECRET + "\n"  # edit_file never changed it
     if tool != "edit_file":  # edit_file finds no "SECRET" in the workspace's file: an error
@@ -198,3 +201,16 @@ def test_race_from_a_sandboxed_command(world, config):
     assert res.exit_code == 0 and "swaps" in res.stdout, res.stderr
     assert int(res.stdout.split()[-1]) > 100 and calls > 10
     assert sorted(os.listdir(world.home / ".ssh")) == ["id_rsa"]  # nothing landed there
+
+
+def test_control_walk_by_name_lists_outside_names(scene):
+    """The name walk alone (what glob shows without its descriptor check) lists ~/.ssh."""
+    from m3agent.tools.ignore import walk
+
+    ws, _, _ = scene
+    seen = False
+    deadline = time.monotonic() + CONTROL_SECONDS
+    with Racer(ws / "keys", ws / "link"):
+        while time.monotonic() < deadline and not seen:
+            seen = any("planted_secret_name" in rel for rel, _ in walk(ws, respect_ignore=False))
+    assert seen
