@@ -20,6 +20,7 @@ import errno
 import os
 import secrets
 import stat
+import time
 from pathlib import Path
 
 _SYS_OPENAT2 = 437  # the same number on x86_64 and aarch64 (the generic table)
@@ -242,6 +243,7 @@ def _replace_in(dfd: int, name: str, data: bytes, mode: int) -> None:
         fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o600, dir_fd=dfd)
         named = False
     except OSError:  # a file system without O_TMPFILE: a named temp file in the same dir
+        sweep_temps(dfd, name)  # what a killed earlier write left under that name
         fd = os.open(
             tmp,
             os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -267,6 +269,28 @@ def _replace_in(dfd: int, name: str, data: bytes, mode: int) -> None:
                 os.unlink(tmp, dir_fd=dfd)
             except FileNotFoundError:
                 pass
+
+
+STALE_TEMP_S = 60.0
+
+
+def sweep_temps(dfd: int, name: str) -> list[str]:
+    """Remove `.NAME.*.m3tmp` files older than a minute from the directory `dfd` (left by a
+    write killed mid-way where O_TMPFILE was not available); the names removed."""
+    prefix, gone = f".{name}.", []
+    now = time.time()
+    with os.scandir(dfd) as it:
+        for e in it:
+            if not (e.name.startswith(prefix) and e.name.endswith(TEMP_SUFFIX)):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISREG(st.st_mode) and now - st.st_mtime > STALE_TEMP_S:
+                    os.unlink(e.name, dir_fd=dfd)
+                    gone.append(e.name)
+            except OSError:
+                continue
+    return gone
 
 
 def unlink(path: Path, shown: str, use_openat2: bool = True) -> None:

@@ -155,3 +155,23 @@ def test_sigkill_during_large_edit_leaves_no_temp_file(big):
 def test_control_named_temp_file_is_left_behind(big):
     left = _kill_runs(big, _OLD_WRITER, runs=8)
     assert any(any(n.endswith(".m3tmp") for n in names) for names in left), left
+
+
+def test_sweep_removes_only_stale_temp_files_of_that_name(tmp_path):
+    """Where O_TMPFILE is missing the named temp file is the fallback; a killed write's
+    leftover is removed by the next write of that name (after a minute), nothing else is."""
+    from m3agent.tools import fdio
+
+    old = tmp_path / ".big.txt.dead.m3tmp"
+    fresh = tmp_path / ".big.txt.live.m3tmp"
+    other = tmp_path / ".other.txt.dead.m3tmp"
+    for p in (old, fresh, other):
+        p.write_text("partial")
+    os.utime(old, (time.time() - 3600,) * 2)
+    os.utime(other, (time.time() - 3600,) * 2)
+    dfd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert fdio.sweep_temps(dfd, "big.txt") == [old.name]
+    finally:
+        os.close(dfd)
+    assert not old.exists() and fresh.exists() and other.exists()
