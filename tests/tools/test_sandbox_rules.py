@@ -135,3 +135,19 @@ def test_config_table_reaches_doctor(tmp_path, scene):
     rules = out["sandbox_rules"]
     assert "network allowlist (pypi.org) through the host's proxy" in rules
     assert f"deny_read {scene.ws}/private" in rules and f"deny_write {scene.ws}/vendor" in rules
+
+
+def test_load_settings_reads_the_table_and_keeps_the_old_key(tmp_path):
+    from m3agent.app.settings import load_settings
+
+    cfg = tmp_path / "config.toml"
+    env = {"M3AGENT_HOME": str(tmp_path), "M3AGENT_CONFIG": str(cfg)}
+    cfg.write_text('sandbox = "read-only"\n')
+    assert load_settings(env).sandbox == "read-only" and load_settings(env).sandbox_rules is None
+    cfg.write_text('[sandbox]\nmode = "full-access"\nallow_unix_sockets = true\n')
+    s = load_settings(env)
+    assert s.sandbox == "full-access" and s.sandbox_rules.allow_unix_sockets is True
+    cfg.write_text('[sandbox]\nnetwork = "allowlist"\n')
+    with pytest.raises(ValueError, match="needs allowed_domains") as e:
+        load_settings(env)
+    assert str(cfg) in str(e.value) and "\n" not in str(e.value)
