@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
+import socket
 import socketserver
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -135,8 +139,6 @@ def test_address_rules():
 
 
 def test_proxy_only_tunnels(tmp_path):
-    import socket
-
     p = AllowlistProxy(tmp_path / "p.sock", ["allowed.test"])
     try:
         s = socket.socket(socket.AF_UNIX)
@@ -150,3 +152,47 @@ def test_proxy_only_tunnels(tmp_path):
 def test_policy_round_trip_keeps_domains(world):
     pol = SandboxPolicy(workspace=world.ws, allowed_domains=("a.test",))
     assert SandboxPolicy.from_json(pol.to_json()).allowed_domains == ("a.test",)
+
+
+NS = "]<]minimax[>["
+E2E = (
+    "import http.client\n"
+    "for host in ('evil.test', 'allowed.invalid'):\n"
+    "    c = http.client.HTTPConnection('127.0.0.1', 3128, timeout=10)\n"
+    "    c.set_tunnel(host, 443)\n"
+    "    try:\n"
+    "        c.request('GET', '/')\n"
+    "    except OSError as e:\n"
+    "        print(host, 'REFUSED', e)\n"
+)
+
+
+def test_config_allowlist_through_the_installed_script(tmp_path, world):
+    """[sandbox] network = "allowlist" from config.toml reaches the shell tool's sandbox:
+    a name off the list and an allowed name that does not resolve are both refused (403)."""
+    make_sandbox("bwrap", world)  # skips where bubblewrap is unavailable
+    (world.ws / "probe.py").write_text(E2E)
+    home = tmp_path / "m3home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        '[sandbox]\nnetwork = "allowlist"\nallowed_domains = ["allowed.invalid"]\n'
+    )
+    call = (
+        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="shell">'
+        f"{NS}<command>python3 probe.py{NS}</command>{NS}</invoke>\n{NS}</tool_call>"
+    )
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([call, "</mm:think>done"]))
+    env = dict(os.environ, M3AGENT_HOME=str(home))
+    env.pop("M3AGENT_CONFIG", None)
+    exe = Path(sys.executable).with_name("m3agent")
+    r = subprocess.run(
+        [str(exe), "run", "go", "--engine", "scripted", "--script", str(script), "--cwd",
+         str(world.ws), "--output-format", "stream-json", "--approval", "never"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    done = [json.loads(x) for x in r.stdout.splitlines() if '"tool_call_finished"' in x]
+    assert done, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
+    out = done[0]["output"]
+    assert "evil.test REFUSED Tunnel connection failed: 403" in out, out
+    assert "allowed.invalid REFUSED Tunnel connection failed: 403" in out, out

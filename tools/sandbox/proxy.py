@@ -23,6 +23,7 @@ import ipaddress
 import os
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -74,7 +75,8 @@ class AllowlistProxy:
     ) -> None:
         self.path, self.allowed, self.ports = Path(socket_path), tuple(allowed), tuple(ports)
         self.resolve, self.pinned = resolve, dict(pinned or {})
-        self.log: list[tuple[str, str]] = []  # (host:port, "allowed" | why refused)
+        # (host:port, "allowed" | why refused), the last 1000: doctor-style evidence, bounded
+        self.log: deque[tuple[str, str]] = deque(maxlen=1000)
         self._srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._srv.bind(str(self.path))
         os.chmod(self.path, 0o600)
