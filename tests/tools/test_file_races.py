@@ -103,9 +103,10 @@ def test_reading_tools_race_return_no_secret(scene, tool):
             r = ts.dispatch(tool, args, ctx)
             assert SECRET not in r.output
             assert SECRET not in str(r.metadata.get("diff", ""))
-            if tool in ("list_dir", "glob"):  # never ~/.ssh's listing (it has no such file)
-                assert "authorized_keys" in r.output or r.is_error or r.output == "(no matches)"
-                assert "planted_secret_name" not in r.output
+            if tool == "list_dir":  # never ~/.ssh's listing (it has no authorized_keys)
+                assert "authorized_keys" in r.output or r.is_error
+            # glob may show a name both directories have; never one only ~/.ssh has
+            assert "planted_secret_name" not in r.output
             ok += not r.is_error
     assert (ssh / "id_rsa").read_text() == SECRET + "\n"  # edit_file never changed it
     if tool != "edit_file":  # edit_file finds no "SECRET" in the workspace's file: an error

@@ -110,7 +110,10 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     except OSError as e:
         add("cgroup", False, f"no writable cgroup with the pids controller ({e.strerror or e})")
 
-    tk = "a subreaper launcher kills every descendant, setsid children included"
+    tk = (
+        "every descendant is killed when the command ends, setsid children included "
+        "(bubblewrap's pid namespace, else a subreaper launcher)"
+    )
     if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
         tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
     add("tree_kill", os.name == "posix", tk)
@@ -184,7 +187,10 @@ def gaps(report: SandboxReport) -> list[str]:
 
 
 def format_report(report: SandboxReport) -> str:
-    rows = [f"sandbox mode: {report.mode}   network: {'on' if report.network else 'off'}"]
+    net = "on" if report.network else "off"
+    if not report.network and "allow-list proxy" in report.layer("seccomp").detail:
+        net = "allowlist"
+    rows = [f"sandbox mode: {report.mode}   network: {net}"]
     for s in report.layers:
         mark = "active  " if s.active else ("off     " if s.available else "missing ")
         rows.append(f"  {mark}{s.name:<10} {s.detail}")
