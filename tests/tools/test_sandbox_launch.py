@@ -103,3 +103,16 @@ def test_spec_round_trips_through_marshal(world):
     spec = plan.confinement(sb.policy, sb.active_layers(), world.ws, 16)
     assert marshal.loads(bytes.fromhex(plan.encode(spec))) == spec
     assert os.path.isfile(helper.SOURCE)
+
+
+@pytest.mark.parametrize("config", ["bwrap", "no-bwrap"])
+def test_command_cannot_change_the_helper(world, config):
+    """The helper runs before any confinement of the next command: no command may write it."""
+    sb = make_sandbox(config, world)
+    exe = helper.build()
+    if exe is None:
+        pytest.skip("no C compiler")
+    before = exe.read_bytes()
+    r = sb.run(["sh", "-c", f"printf x > {exe} || echo refused"], cwd=world.ws, timeout_s=30)
+    assert "refused" in r.stdout or r.exit_code != 0, r.stdout
+    assert exe.read_bytes() == before

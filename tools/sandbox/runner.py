@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,14 @@ from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
 
 PROXY_IN_SANDBOX = "/run/m3agent-proxy.sock"  # /run is bubblewrap's tmpfs: a fresh name
+
+
+def _close_proxy(p: proxy.AllowlistProxy) -> None:
+    p.close()
+    try:
+        p.path.parent.rmdir()
+    except OSError:
+        pass
 
 
 class SandboxUnavailable(Exception):
@@ -72,6 +81,8 @@ class Sandbox:
         if self.proxy is None:
             where = Path(tempfile.mkdtemp(prefix="m3agent-proxy-")) / "proxy.sock"
             self.proxy = proxy.AllowlistProxy(where, self.policy.allowed_domains)
+            # closed with the Sandbox (or at exit): no socket or temp dir outlives the session
+            weakref.finalize(self, _close_proxy, self.proxy)
         return self.proxy
 
     @property
