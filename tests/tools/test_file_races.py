@@ -58,15 +58,24 @@ def _old_check(ws: Path, rel: str) -> str:
     return str(ws / rel)  # ...and then reopened by name
 
 
-def test_write_file_race_lands_nothing_outside(scene):
+PATCH = (
+    "*** Begin Patch\n*** Delete File: keys/authorized_keys\n"
+    f"*** Add File: keys/authorized_keys\n+{ATTACKER_KEY}\n*** End Patch\n"
+)
+WRITES = {
+    "write_file": {"path": "keys/authorized_keys", "content": ATTACKER_KEY},
+    "apply_patch": {"patch": PATCH},
+}
+
+
+@pytest.mark.parametrize("tool", sorted(WRITES))
+def test_write_race_lands_nothing_outside(scene, tool):
     ws, ssh, ctx = scene
     ts = default_toolset()
     outcomes: set[str] = set()
     with Racer(ws / "keys", ws / "link"):
         for _ in range(TRIES):
-            r = ts.dispatch(
-                "write_file", {"path": "keys/authorized_keys", "content": ATTACKER_KEY}, ctx
-            )
+            r = ts.dispatch(tool, WRITES[tool], ctx)
             outcomes.add("ok" if not r.is_error else r.output.split(":", 1)[1][:30])
     assert _outside_effects(ssh) == []  # no key, no temp file in the fake ~/.ssh
     assert "ok" in outcomes  # the tool still works between swaps
