@@ -167,15 +167,24 @@ def build_sandbox(settings: Settings, cwd: Path) -> Any:
     for d in extra:
         if not d.is_dir():
             raise ValueError(f"--add-dir {d}: not a directory")
+    rules = _rule_fields(settings)
     return Sandbox(
         SandboxPolicy(
             workspace=cwd,
             mode=settings.sandbox,
-            network=settings.network,
-            extra_writable=extra,
+            **{
+                **rules,
+                "network": settings.network or rules.get("network", False),
+                "extra_writable": (*extra, *rules.get("extra_writable", ())),
+            },
             dangerously_no_sandbox=settings.dangerously_no_sandbox,
         )
     )
+
+
+def _rule_fields(settings: Settings) -> dict[str, Any]:
+    """The config's [sandbox] rules as SandboxPolicy fields (tools/sandbox/rules.py)."""
+    return settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Any:

@@ -85,6 +85,8 @@ class Settings:
     mcp_config_files: tuple[str, ...] = ()
     strict_mcp_config: bool = False
     trust_project_mcp: bool = False
+    # The config's [sandbox] table: path rules, network mode (tools/sandbox/rules.py).
+    sandbox_rules: Any = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -178,10 +180,20 @@ def _from_file(path: Path) -> dict[str, Any]:
         "mcp_config_files",
         "strict_mcp_config",
         "trust_project_mcp",
+        "sandbox_rules",
     }
     out: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "tools":
+        if key == "sandbox" and isinstance(value, dict):  # [sandbox] table
+            from m3agent.tools.sandbox.rules import SandboxRules
+
+            try:
+                out["sandbox_rules"] = SandboxRules.from_table(value)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: {e}") from None
+            if "mode" in value:
+                out["sandbox"] = value["mode"]
+        elif key == "tools":
             if not isinstance(value, dict):
                 raise ValueError(f'{path}: [tools] must be a table of tool = "allow|ask|deny"')
             out["rules"] = tuple(ToolRule(str(k), str(v)) for k, v in value.items())

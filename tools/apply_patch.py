@@ -9,9 +9,9 @@ from pydantic import BaseModel, Field
 
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
-from .fsutil import atomic_write
+from .fdio import FsRefused, lstat, read_bytes, unlink, write_atomic
 from .patch_parse import FileOp, Hunk, PatchError, parse
-from .paths import PathDenied, check_write, display
+from .paths import PathDenied, check_write, display, hardlinks_allowed
 
 
 class ApplyPatchArgs(BaseModel):
@@ -111,7 +111,10 @@ class ApplyPatch(Tool):
             plan = self._plan(ops, ctx)
         except (PatchError, PathDenied) as e:
             return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
-        self._commit(plan)
+        try:
+            self._commit(plan)
+        except (OSError, FsRefused) as e:
+            return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
         lines, summary = _diffs(plan, ctx)
         diff, note, full = bounded_diff(lines)
         changed = sorted({str(p) for src, dst, _, _ in plan for p in (src, dst) if p})
@@ -130,17 +133,20 @@ class ApplyPatch(Tool):
                 if seen[p] is None:
                     raise PatchError(f"{raw}: deleted earlier in this patch")
                 return seen[p]
-            if not p.is_file():
-                raise PatchError(f"{raw}: no such file")
+            try:  # by descriptor, no symlink followed, no hard-linked file read
+                data = read_bytes(p, raw, links_ok=hardlinks_allowed(p, ctx))
+            except FsRefused as e:
+                msg = str(e)
+                raise PatchError(f"{raw}: no such file" if "no such" in msg else msg) from None
             try:
-                return p.read_bytes().decode("utf-8")
+                return data.decode("utf-8")
             except UnicodeDecodeError:
                 raise PatchError(f"{raw}: not valid UTF-8 text") from None
 
         for op in ops:
             src = check_write(op.path, ctx)
             if op.kind == "add":
-                if src.exists() and src not in seen:
+                if lstat(src) is not None and src not in seen:
                     raise PatchError(f"{op.path}: already exists (use *** Update File)")
                 new = "\n".join(op.content) + ("\n" if op.content else "")
                 plan.append((src, None, None, new))
@@ -153,7 +159,7 @@ class ApplyPatch(Tool):
                 old = current(src, op.path)
                 new = _apply_hunks(op.path, old, op.hunks)
                 dst = check_write(op.move_to, ctx) if op.move_to else None
-                if dst is not None and dst != src and (dst.exists() or dst in seen):
+                if dst is not None and dst != src and (lstat(dst) is not None or dst in seen):
                     raise PatchError(f"{op.move_to}: move target already exists")
                 plan.append((src, dst, old, new))
                 if dst is not None and dst != src:
@@ -164,28 +170,33 @@ class ApplyPatch(Tool):
         return plan
 
     def _commit(self, plan) -> None:
-        """Write every change; if one write fails, put back what was already written."""
+        """Write every change; if one write fails, put back what was already written. Every
+        write and removal goes through the checked directory's descriptor (tools/fdio.py)."""
         done: list[tuple[Path, str | None]] = []  # (path, content before) for rollback
         try:
             for src, dst, old, new in plan:
                 target = dst or src
-                before = target.read_bytes().decode("utf-8") if target.exists() else None
+                before = None
+                if lstat(target) is not None:  # only for the rollback, never shown
+                    before = read_bytes(target, str(target), links_ok=True).decode("utf-8")
                 if new is None:
                     done.append((src, old))
-                    src.unlink()
+                    unlink(src, str(src))
                     continue
-                target.parent.mkdir(parents=True, exist_ok=True)
                 done.append((target, before))
-                atomic_write(target, new.encode("utf-8"))
+                write_atomic(target, new.encode("utf-8"), str(target), make_parents=True)
                 if dst is not None and dst != src:
                     done.append((src, old))
-                    src.unlink()
-        except OSError:
+                    unlink(src, str(src))
+        except (OSError, FsRefused):
             for path, before in reversed(done):
-                if before is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    atomic_write(path, before.encode("utf-8"))
+                try:
+                    if before is None:
+                        unlink(path, str(path))
+                    else:
+                        write_atomic(path, before.encode("utf-8"), str(path))
+                except (OSError, FsRefused):
+                    continue  # best effort: the first error is the one reported
             raise
 
 

@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
-from .fsutil import atomic_write, looks_binary
-from .paths import check_write, display
+from .fdio import FsRefused, read_bytes, write_atomic
+from .fsutil import looks_binary
+from .paths import check_write, display, hardlinks_allowed
 
 
 class EditFileArgs(BaseModel):
@@ -45,7 +46,10 @@ class EditFile(Tool):
         plan = self._plan(args, ctx)
         if isinstance(plan, ToolResult):
             return plan
-        atomic_write(plan.path, plan.new.encode("utf-8"))
+        try:  # through the checked directory's descriptor (tools/fdio.py)
+            write_atomic(plan.path, plan.new.encode("utf-8"), plan.shown)
+        except FsRefused as e:
+            return ToolResult(str(e), is_error=True)
         diff, note, full = bounded_diff(_diff(plan))
         head = f"edited {plan.shown} ({plan.count} replacement(s))"
         return ToolResult(
@@ -58,9 +62,13 @@ class EditFile(Tool):
         (one check for run and preview, so a preview fails exactly when the call would)."""
         path = check_write(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
-        if not path.is_file():
-            return ToolResult(f"{shown}: no such file; use write_file to create it", is_error=True)
-        data = path.read_bytes()
+        try:  # by descriptor, no symlink followed, no hard-linked file read
+            data = read_bytes(path, shown, links_ok=hardlinks_allowed(path, ctx))
+        except FsRefused as e:
+            msg = str(e)
+            if msg.endswith("no such file or directory"):
+                msg = f"{shown}: no such file; use write_file to create it"
+            return ToolResult(msg, is_error=True)
         if looks_binary(data[:8192]):
             return ToolResult(f"{shown}: binary file; edit_file only edits text", is_error=True)
         try:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
+from .fdio import lstat
 from .ignore import _glob_to_regex, walk
 from .paths import check_read, display, is_secret
 
@@ -38,7 +39,14 @@ class Glob(Tool):
         for rel, is_dir in walk(root, respect_ignore=not args.include_ignored):
             if ctx.cancel.is_set():
                 break
-            if not is_dir and regex.match(rel) and not is_secret(root / rel, ctx):
+            # lstat by descriptor: a name the walk read through a directory swapped for a
+            # symlink meanwhile is not in the workspace now, and is not shown
+            if (
+                not is_dir
+                and regex.match(rel)
+                and not is_secret(root / rel, ctx)
+                and lstat(root / rel) is not None
+            ):
                 if len(hits) >= MAX_RESULTS:
                     truncated = True
                     break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -11,9 +12,10 @@ from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
+from .fdio import FsRefused, open_regular
 from .fsutil import looks_binary
 from .ignore import _glob_to_regex, walk
-from .paths import check_read, display, is_secret
+from .paths import check_read, display, hardlinks_allowed, is_secret
 
 MAX_MATCHES = 200
 MAX_LINE = 400
@@ -51,7 +53,7 @@ class Grep(Tool):
         except re.error as e:
             return ToolResult(f"invalid regular expression {args.pattern!r}: {e}", is_error=True)
         if self._rg:
-            rows = self._ripgrep(args, root, ctx)
+            rows = _confirm(self._ripgrep(args, root, ctx), regex, ctx)
         else:
             rows = self._python(args, regex, root, ctx)
         truncated = len(rows) > args.max_matches
@@ -70,7 +72,7 @@ class Grep(Tool):
             out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"}
         )
 
-    def _ripgrep(self, args: GrepArgs, root: Path, ctx: ToolContext) -> list[str]:
+    def _ripgrep(self, args: GrepArgs, root: Path, ctx: ToolContext) -> list[tuple[Path, int]]:
         cmd = [
             self._rg,
             "--line-number",
@@ -95,21 +97,24 @@ class Grep(Tool):
         if args.glob:
             cmd += ["--glob", args.glob]
         cmd += ["-e", args.pattern, "--", str(root)]
-        rows: list[str] = []
+        rows: list[tuple[Path, int]] = []
         # Read rows as they come and stop rg at the cap, so a huge result never piles up.
         with subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ctx.cwd
         ) as proc:
             for raw in proc.stdout or ():
-                line = raw.decode("utf-8", "replace").rstrip("\n")
-                file, _, rest = line.partition(":")
-                if is_secret(Path(file), ctx):
+                fname, _, rest_b = raw.rstrip(b"\n").partition(b":")
+                num = rest_b.partition(b":")[0]
+                if not num.isdigit():
                     continue
-                rows.append(f"{display(Path(file), ctx)}:{rest}")
+                file = Path(os.fsdecode(fname))  # a non-UTF-8 name stays addressable
+                if is_secret(file, ctx):
+                    continue
+                rows.append((file, int(num)))
                 if len(rows) > args.max_matches or ctx.cancel.is_set():
                     proc.kill()
                     break
-        return sorted(rows, key=_row_key)
+        return sorted(rows)
 
     def _python(
         self, args: GrepArgs, regex: re.Pattern[str], root: Path, ctx: ToolContext
@@ -123,12 +128,14 @@ class Grep(Tool):
             rel = display(f, ctx)
             if (name_re and not name_re.match(rel)) or is_secret(f, ctx):
                 continue
-            try:
-                if f.stat().st_size > MAX_FILE_BYTES:
-                    continue
-                data = f.read_bytes()
-            except OSError:
+            try:  # by descriptor, no symlink followed, no hard-linked file (tools/fdio.py)
+                fd = open_regular(Path(os.path.abspath(f)), rel, hardlinks_allowed(f, ctx))
+            except (OSError, FsRefused):
                 continue
+            with os.fdopen(fd, "rb") as fh:
+                if os.fstat(fd).st_size > MAX_FILE_BYTES:
+                    continue
+                data = fh.read()
             if looks_binary(data[:8192]):
                 continue
             for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
@@ -139,7 +146,30 @@ class Grep(Tool):
         return rows
 
 
-def _row_key(row: str) -> tuple[str, int]:
-    file, _, rest = row.partition(":")
-    num = rest.partition(":")[0]
-    return (file, int(num) if num.isdigit() else 0)
+def _confirm(hits: list[tuple[Path, int]], regex: re.Pattern[str], ctx: ToolContext) -> list[str]:
+    """ripgrep finds (file, line); the text shown is read again here, by descriptor (no
+    symlink followed, no hard-linked file: tools/fdio.py), and must match again. ripgrep
+    opens files by name, so a directory swapped for a symlink mid-search could hand it a
+    file outside the workspace; what it read is never shown."""
+    rows: list[str] = []
+    by_file: dict[Path, list[int]] = {}
+    for file, n in hits:
+        by_file.setdefault(file, []).append(n)
+    for file, nums in by_file.items():
+        path = Path(os.path.abspath(Path(ctx.cwd) / file))
+        shown = display(path, ctx)
+        try:
+            fd = open_regular(path, shown, hardlinks_allowed(path, ctx))
+        except (OSError, FsRefused):
+            continue
+        want = set(nums)
+        with os.fdopen(fd, "rb") as f:
+            for n, raw in enumerate(f, start=1):
+                if n in want:
+                    line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                    if regex.search(line):
+                        rows.append(f"{shown}:{n}:{line[:MAX_LINE]}")
+                    want.discard(n)
+                    if not want:
+                        break
+    return rows

@@ -8,7 +8,8 @@ from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
-from .paths import check_read, display
+from .fdio import FsRefused, open_dir
+from .paths import check_read, display, shown_name
 
 MAX_ENTRIES = 1000
 
@@ -28,15 +29,23 @@ class ListDir(Tool):
     def run(self, args: ListDirArgs, ctx: ToolContext) -> ToolResult:
         path = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
-        if not path.exists():
-            return ToolResult(f"{shown}: no such directory", is_error=True)
-        if not path.is_dir():
-            return ToolResult(f"{shown}: not a directory; use read_file", is_error=True)
+        try:  # by descriptor: a directory swapped for a symlink meanwhile is not listed
+            fd = open_dir(path, shown)
+        except FsRefused as e:
+            msg = str(e)
+            if "no such" in msg:
+                msg = f"{shown}: no such directory"
+            elif "not a directory" in msg:
+                msg = f"{shown}: not a directory; use read_file"
+            return ToolResult(msg, is_error=True)
         try:
-            entries = sorted(os.scandir(path), key=lambda e: e.name)
+            with os.scandir(fd) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            rows = [shown_name(e.name) + ("/" if e.is_dir() else "") for e in entries[:MAX_ENTRIES]]
         except PermissionError:
             return ToolResult(f"{shown}: permission denied", is_error=True)
-        rows = [e.name + ("/" if e.is_dir() else "") for e in entries[:MAX_ENTRIES]]
+        finally:
+            os.close(fd)
         rows, left_out = cut_rows(rows)
         more = len(entries) - len(rows)
         if more:

@@ -7,6 +7,7 @@ workspace that points outside is judged by where it lands.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from .base import ToolContext
@@ -49,13 +50,35 @@ def is_secret(path: Path, ctx: ToolContext) -> bool:
 
 
 def resolve(raw: str, ctx: ToolContext) -> Path:
-    """Absolute, symlink-free path for `raw` (relative paths against ctx.cwd)."""
+    """Absolute, symlink-free path for `raw` (relative paths against ctx.cwd). A name shown
+    with `\\xNN` escapes (bytes that are not UTF-8, see shown_name) is found by them."""
     if not raw or "\x00" in raw:
         raise PathDenied(f"invalid path {raw!r}")
     p = Path(os.path.expanduser(raw)) if raw.startswith("~") else Path(raw)
     if not p.is_absolute():
         p = Path(ctx.cwd) / p
+    if _ESCAPE.search(raw) and not os.path.lexists(p):
+        raw_bytes = _ESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), str(p))
+        p = Path(raw_bytes)
     return Path(os.path.realpath(p))
+
+
+# A byte that is not UTF-8 arrives from os.scandir as a lone surrogate (surrogateescape);
+# it cannot be encoded into a tool result or the session log, so it is shown as \xNN.
+_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def shown_name(name: str) -> str:
+    """`name` with every undecodable byte written as `\\xNN` (what the model sees and may
+    pass back: resolve() maps the escapes to the bytes again)."""
+    if not any(0xDC80 <= ord(c) <= 0xDCFF for c in name):
+        return name
+    return "".join(f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in name)
+
+
+def hardlinks_allowed(path: Path, ctx: ToolContext) -> bool:
+    """Whether `path` lies under a `hardlink_allow` directory of the policy."""
+    return any(_within(path, d) for d in policy_of(ctx).hardlink_dirs())
 
 
 def check_read(raw: str, ctx: ToolContext) -> Path:
@@ -78,6 +101,8 @@ def check_write(raw: str, ctx: ToolContext) -> Path:
     if not any(_within(path, r) for r in roots):
         shown = ", ".join(str(r) for r in roots)
         raise PathDenied(f"{raw}: outside the writable roots ({shown}); resolved to {path}")
+    if any(_within(path, d) for d in policy.deny_write_paths()):
+        raise PathDenied(f"{raw}: read-only by the config's [sandbox] deny_write rule")
     for root in roots:  # at any depth: a nested `.git` is a repository planted for later
         if _within(path, root):
             hit = next(
@@ -91,6 +116,6 @@ def check_write(raw: str, ctx: ToolContext) -> Path:
 def display(path: Path, ctx: ToolContext) -> str:
     """A path as the model should see it: relative to the workspace when inside it."""
     try:
-        return str(path.relative_to(Path(ctx.cwd).resolve()))
+        return shown_name(str(path.relative_to(Path(ctx.cwd).resolve())))
     except ValueError:
-        return str(path)
+        return shown_name(str(path))

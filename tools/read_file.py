@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 
 from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
+from .fdio import FsRefused, open_regular
 from .fsutil import looks_binary
-from .paths import check_read, display
+from .paths import check_read, display, hardlinks_allowed
 
 MAX_WHOLE_BYTES = 2_000_000  # larger files must be read by line range
 MAX_OUTPUT_CHARS = 100_000
@@ -64,20 +64,16 @@ class ReadFile(Tool):
     def run(self, args: ReadFileArgs, ctx: ToolContext) -> ToolResult:
         path = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
-        if not path.exists():
-            return ToolResult(f"{shown}: no such file", is_error=True)
-        if path.is_dir():
-            return ToolResult(f"{shown}: is a directory; use list_dir", is_error=True)
-        try:  # O_NONBLOCK: a FIFO swapped in after the checks must not hang the agent
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as e:
-            return ToolResult(f"{shown}: cannot open ({e.strerror or e})", is_error=True)
+        try:  # by descriptor, following no symlink: the file checked is the file read
+            fd = open_regular(path, shown, links_ok=hardlinks_allowed(path, ctx))
+        except FsRefused as e:
+            msg = str(e)
+            if msg.endswith("is a directory"):
+                msg += "; use list_dir"
+            elif msg.endswith("no such file or directory"):
+                msg = f"{shown}: no such file"
+            return ToolResult(msg, is_error=True)
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            os.close(fd)
-            return ToolResult(
-                f"{shown}: not a regular file (a FIFO, socket or device); not read", is_error=True
-            )
         size = st.st_size
         ranged = args.offset != 1 or "limit" in args.model_fields_set
         if size > MAX_WHOLE_BYTES and not ranged:

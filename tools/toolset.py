@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import cut_middle, preview_text
-from .paths import PathDenied
+from .paths import PathDenied, shown_name
 
 
 @runtime_checkable
@@ -138,11 +139,29 @@ class Toolset:
 
 
 def _bounded(result: ToolResult) -> ToolResult:
-    """The last net: no tool result, whatever the tool, exceeds bounds.RESULT_CHARS."""
-    text, cut = cut_middle(result.output)
+    """The last net: no tool result, whatever the tool, exceeds bounds.RESULT_CHARS, or holds
+    a lone surrogate (a non-UTF-8 byte from a file name), which no log or engine can encode."""
+    output = shown_name(result.output)
+    meta = _escaped(result.metadata)
+    if output is not result.output or meta is not result.metadata:
+        result = replace(result, output=output, metadata=meta)
+    text, cut = cut_middle(output)
     if not cut:
         return result
     return ToolResult(text, result.is_error, {**result.metadata, "truncated": True})
+
+
+def _escaped(value: Any) -> Any:
+    """`value` with every string passed through shown_name; the same object when unchanged."""
+    if isinstance(value, str):
+        return shown_name(value)
+    if isinstance(value, dict):
+        new = {k: _escaped(v) for k, v in value.items()}
+        return value if all(new[k] is value[k] for k in value) else new
+    if isinstance(value, (list, tuple)):
+        new = [_escaped(v) for v in value]
+        return value if all(a is b for a, b in zip(new, value, strict=True)) else type(value)(new)
+    return value
 
 
 def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = True) -> Toolset:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
-from .fsutil import atomic_write
-from .paths import check_write, display
+from .fdio import FsRefused, lstat, read_bytes, write_atomic
+from .paths import check_write, display, hardlinks_allowed
 
 
 class WriteFileArgs(BaseModel):
@@ -39,8 +40,10 @@ class WriteFile(Tool):
         if isinstance(plan, ToolResult):
             return plan
         path, shown, old = plan
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, args.content.encode("utf-8"))
+        try:  # through the checked directory's descriptor (tools/fdio.py)
+            write_atomic(path, args.content.encode("utf-8"), shown, make_parents=True)
+        except FsRefused as e:
+            return ToolResult(str(e), is_error=True)
         _, _, diff = bounded_diff(_diff(shown, old, args.content))
         # the model gets no diff here; the front end's is bounded too
         verb = "updated" if old else "created"
@@ -53,15 +56,20 @@ class WriteFile(Tool):
         """(path, its shown name, its current text: "" when new), read but not written."""
         path = check_write(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         shown = display(path, ctx)
-        if path.is_dir():
+        st = lstat(path)
+        old = ""
+        if st is not None and stat.S_ISDIR(st.st_mode):
             return ToolResult(f"{shown}: is a directory", is_error=True)
-        if path.exists() and not path.is_file():  # reading a FIFO would hang the preview
-            return ToolResult(
+        if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+            return ToolResult(  # reading a FIFO would hang the preview
                 f"{shown}: not a regular file (a FIFO, socket or device)", is_error=True
             )
-        old = ""
-        if path.exists():
-            old = path.read_bytes().decode("utf-8", "replace")
+        if st is not None and stat.S_ISREG(st.st_mode):
+            try:  # a hard-linked file is refused: its old text would reach the diff
+                data = read_bytes(path, shown, links_ok=hardlinks_allowed(path, ctx))
+            except FsRefused as e:
+                return ToolResult(str(e), is_error=True)
+            old = data.decode("utf-8", "replace")
         return path, shown, old
 
 

@@ -39,10 +39,11 @@ def register(app: typer.Typer) -> None:
 
         try:
             settings = load_settings()
+            rules = settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
             policy = SandboxPolicy(
                 workspace=cwd,
                 mode=sandbox or settings.sandbox,
-                network=network,
+                **{**rules, "network": network or rules.get("network", False)},
                 disabled_layers=frozenset(without),
             )
         except ValueError as e:
@@ -67,6 +68,9 @@ def register(app: typer.Typer) -> None:
                 "tools": extras,
                 "mcp": servers,
                 "engine": rows_json(engine),
+                "sandbox_rules": settings.sandbox_rules.describe()
+                if settings.sandbox_rules
+                else [],
             }
             sys.stdout.write(json.dumps(out, indent=2) + "\n")
         else:
@@ -74,6 +78,8 @@ def register(app: typer.Typer) -> None:
             for gap in gaps[len(report.to_dict()["gaps"]) :]:
                 sys.stdout.write(f"  gap     {gap}\n")
             sys.stdout.write(f"  workspace  {policy.workspace}\n")
+            for row in settings.sandbox_rules.describe() if settings.sandbox_rules else ():
+                sys.stdout.write(f"  rule       {row}\n")  # the config's [sandbox] table
             sys.stdout.write(
                 f"  grep       {'ripgrep ' + extras['ripgrep'] if extras['ripgrep'] else 'Python fallback (ripgrep not found)'}\n"
             )

@@ -154,18 +154,26 @@ def sockets(cred):
         shutil.rmtree(path.parent, ignore_errors=True)
 
 
-SOCKET_BLOCK = {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("seccomp", "EPERM")}
+# By default seccomp refuses AF_UNIX sockets (EPERM) with or without bubblewrap; with
+# allow_unix_sockets bubblewrap's tmpfs over home, /tmp and /run still hides these (ENOENT).
+SOCKET_BLOCK = {
+    ("bwrap", False): ("seccomp", "EPERM"),
+    ("bwrap", True): ("bwrap", "ENOENT"),
+    ("no-bwrap", False): ("seccomp", "EPERM"),
+    ("no-bwrap", True): ("seccomp", "EPERM"),
+}
 
 
+@pytest.mark.parametrize("opt_in", [False, True], ids=["default", "allow_unix_sockets"])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("where", ["home", "tmp", "run"])
-def test_agent_socket_unreachable(where, config, cred, sockets):
+def test_agent_socket_unreachable(where, config, opt_in, cred, sockets):
     if where not in sockets:
         pytest.skip("/run is not writable here")
     path, rec = sockets[where]
-    sb = make_sandbox(config, cred, _kw(cred))
+    sb = make_sandbox(config, cred, {**_kw(cred), "allow_unix_sockets": opt_in})
     r, got = _run(sb, action_argv("unix_connect", path))
-    layer, err = SOCKET_BLOCK[config]
+    layer, err = SOCKET_BLOCK[(config, opt_in)]
     assert layer in r.layers and not got["ok"] and got["errno"] == err, got
     time.sleep(0.2)
     assert rec.got == [], f"the agent socket received {rec.got}"
@@ -183,9 +191,9 @@ def test_control_agent_socket_reachable_unprotected(where, cred, sockets):
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_unix_sockets_inside_the_sandbox_still_work_with_bwrap(config, cred):
+def test_unix_sockets_inside_the_sandbox_work_with_bwrap_and_opt_in(config, cred):
     """A server and client of the command's own (a test suite's) in the workspace."""
-    sb = make_sandbox(config, cred, _kw(cred))
+    sb = make_sandbox(config, cred, {**_kw(cred), "allow_unix_sockets": True})
     code = (
         "import socket,os; p='s.sock'; a=socket.socket(socket.AF_UNIX); a.bind(p); a.listen();"
         "b=socket.socket(socket.AF_UNIX); b.connect(p); print('local-unix-ok')"

@@ -187,13 +187,19 @@ def test_control_module_launch_fails_for_editable_under_tmp(installs):
     assert "No module named 'm3agent.tools'" in out.stdout, out.stdout + out.stderr
 
 
-def test_launcher_that_cannot_start_is_an_error_not_a_success(tmp_path, monkeypatch):
+@pytest.mark.parametrize("launcher", ["python", "helper"])
+def test_launcher_that_cannot_start_is_an_error_not_a_success(tmp_path, monkeypatch, launcher):
     """Whatever keeps the launcher from confining and starting the command, the shell tool
     says the command never ran (blocked_by=sandbox_failed), whatever the exit code."""
-    sb = Sandbox(SandboxPolicy(workspace=tmp_path))
+    sb = Sandbox(SandboxPolicy(workspace=tmp_path), use_helper=launcher == "helper")
     if not sb.report.protective:
         pytest.skip("no confining layer on this machine")
-    monkeypatch.setattr(boot, "PKG_DIR", tmp_path / "no-such-package")
+    if launcher == "helper":
+        if sb.helper is None or not sb.report.is_active("bwrap"):
+            pytest.skip("the helper runs under bubblewrap, and needs a C compiler")
+        sb.helper = tmp_path / "no-such-helper"  # the compiled helper missing at launch
+    else:
+        monkeypatch.setattr(boot, "PKG_DIR", tmp_path / "no-such-package")
     from m3agent.tools.base import ToolContext
 
     marker = tmp_path / "ran"

@@ -20,22 +20,35 @@ from pathlib import Path
 
 PKG_DIR = Path(__file__).resolve().parent
 
-# Registers m3agent.tools.sandbox from PKG_DIR (argv[1]) without importing anything else.
+# Registers m3agent.tools.sandbox from PKG_DIR (argv[1]) without importing anything else:
+# three bare module objects with a __path__ (the package's __init__ is empty), so the
+# launcher's modules load through the ordinary path finder and their bytecode caches
+# (importlib.util would cost more than the launcher's own work).
 BOOTSTRAP = """\
-import importlib.util, sys, types
+import sys
 pkg = sys.argv.pop(1)
-for name in ("m3agent", "m3agent.tools"):
-    ns = types.ModuleType(name)
-    ns.__path__ = []
-    sys.modules[name] = ns
-spec = importlib.util.spec_from_file_location(
-    "m3agent.tools.sandbox", pkg + "/__init__.py", submodule_search_locations=[pkg])
-mod = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = mod
-spec.loader.exec_module(mod)
+Mod = type(sys)
+for name, path in (("m3agent", []), ("m3agent.tools", []), ("m3agent.tools.sandbox", [pkg])):
+    mod = Mod(name)
+    mod.__path__ = path
+    sys.modules[name] = mod
 from m3agent.tools.sandbox.launch import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+def compile_launcher() -> None:
+    """Write the bytecode caches of the modules the launcher loads. It runs with -B (a
+    command must never get to write code the next launcher runs) and the host never imports
+    them, so without this every command would compile them anew. Where the package is not
+    writable (a wheel in a system prefix) the installer has compiled them already."""
+    import py_compile
+
+    for name in ("launch.py", "confine.py"):
+        try:
+            py_compile.compile(str(PKG_DIR / name), doraise=True)
+        except (OSError, py_compile.PyCompileError):
+            continue  # not writable here: the launcher then compiles in memory, slower
 
 
 def interpreter() -> str:
@@ -43,7 +56,8 @@ def interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
-def launcher_argv(spec_json: str, command: list[str]) -> list[str]:
+def launcher_argv(spec: str, command: list[str]) -> list[str]:
+    """`spec`: the launcher's spec, marshal-ed and hex-encoded (runner.launch_argv)."""
     return [
         interpreter(),
         "-I",
@@ -52,25 +66,37 @@ def launcher_argv(spec_json: str, command: list[str]) -> list[str]:
         "-c",
         BOOTSTRAP,
         str(PKG_DIR),
-        spec_json,
+        spec,
         "--",
         *command,
     ]
 
 
+def _helper() -> tuple[Path, ...]:
+    from m3agent.tools.sandbox import helper
+
+    built = helper.path()
+    return (built,) if built is not None else ()
+
+
 def needed_paths() -> tuple[Path, ...]:
     """What the launcher reads: the interpreter's prefix (stdlib, libpython) and this package;
     and the agent's own environment (a venv under /tmp or $HOME), whose `python` runs MCP
-    servers and the commands that name `sys.executable`."""
+    servers and the commands that name `sys.executable`; and the compiled helper."""
     exe = Path(interpreter())
     return tuple(
-        dict.fromkeys([Path(sys.base_prefix).resolve(), exe.parent, PKG_DIR, Path(sys.prefix)])
+        dict.fromkeys(
+            [Path(sys.base_prefix).resolve(), exe.parent, PKG_DIR, Path(sys.prefix), *_helper()]
+        )
     )
 
 
 def inside_roots(policy) -> tuple[Path, ...]:
-    """The launcher's package when it lies in a writable root (m3agent run on its own source
-    tree): it runs before any confinement, so a command must never be able to change it."""
+    """The launcher's package (and the helper) where they lie in a writable root (m3agent run
+    on its own source tree): they run before any confinement, so a command must never be
+    able to change them."""
     return tuple(
-        PKG_DIR for root in policy.writable_roots() if root == PKG_DIR or root in PKG_DIR.parents
-    )[:1]
+        p
+        for p in (PKG_DIR, *_helper())
+        if any(root == p or root in p.parents for root in policy.writable_roots())
+    )

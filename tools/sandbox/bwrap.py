@@ -129,7 +129,11 @@ def set_aside(paths: list[Path]) -> list[str]:
     return moved
 
 
-def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
+def argv(
+    policy: SandboxPolicy, run_dir: Path, cwd: Path, binds: tuple[tuple[str, str], ...] = ()
+) -> list[str]:
+    """`binds`: (host path, sandbox path) pairs bound read-write (the allow-list proxy's
+    socket)."""
     exe = shutil.which("bwrap") or "bwrap"
     trees = hidden_trees(policy)
     a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -165,6 +169,8 @@ def argv(policy: SandboxPolicy, run_dir: Path, cwd: Path) -> list[str]:
             a += ["--ro-bind", str(empty), str(secret)]
     box = run_dir / "box"  # the command's part of the run dir (TMPDIR); the rest stays host-only
     a += ["--bind", str(box), str(box)]
+    for src, dest in binds:
+        a += ["--bind", src, dest]
     a += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
     if not policy.network:
         a.append("--unshare-net")

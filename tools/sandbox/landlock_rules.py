@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from m3agent.tools.sandbox import boot
@@ -16,55 +15,64 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/
 _BWRAP_DEVICES = ("/dev/ptmx", "/dev/pts")
 
 
-def apply_policy(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> None:
-    """`mounts_protect`: bubblewrap already binds the protected paths read-only, so the
+def plan(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> dict:
+    """The Landlock ruleset for `policy`, computed on the host, for confine.landlock to apply
+    in the launcher's child. Directory listings ("except", "children") are left to the
+    child: under bubblewrap its view of the file system is not the host's.
+
+    `mounts_protect`: bubblewrap already binds the protected paths read-only, so the
     writable roots can be granted whole (else creating or deleting entries directly in a
     root is refused, the price of keeping `.git` read-only with Landlock alone)."""
     abi = ll.abi_version()
     if not abi:
         raise OSError("Landlock is not available")
-    rs = ll.Ruleset(abi, restrict_net=not policy.network)
+    fs = ll.handled_fs(abi)
+    net = (ll.NET_BIND_TCP | ll.NET_CONNECT_TCP) if (not policy.network and abi >= 4) else 0
+    scoped = (ll.SCOPE_ABSTRACT_UNIX | ll.SCOPE_SIGNAL) if abi >= 6 else 0
+    ops: list[tuple] = []
     read = ll.read_rights(abi)
-    write_all = rs.fs
-    unreadable = list(hidden_paths(policy))
+    write_all = fs
+    unreadable = [str(p) for p in hidden_paths(policy)]
     if not mounts_protect:  # (inside bubblewrap the home directory is an empty tmpfs already)
         home = policy.home_dir()
         if home != Path("/"):
-            unreadable.append(home)
-        unreadable.append(Path("/dev"))  # the user's terminals: no reads, writes or TIOCSTI
-    rs.grant_except(Path("/"), read, unreadable, dir_rights=ll.READ_DIR)
+            unreadable.append(str(home))
+        unreadable.append("/dev")  # the user's terminals: no reads, writes or TIOCSTI
+    ops.append(("except", "/", read, unreadable, ll.READ_DIR))
     for p in (*policy.home_allowed(), *boot.needed_paths()):
-        rs.allow(p, read)  # the toolchain allow-list and the launcher's own files
+        ops.append(("allow", str(p), read))  # the toolchain allow-list and the launcher
     if policy.mode is not SandboxMode.READ_ONLY:
         protected = (
             []
             if mounts_protect
-            else [p for p in (*policy.protected_paths(), *boot.inside_roots(policy)) if p.exists()]
+            else [
+                str(p)
+                for p in (*policy.protected_paths(), *boot.inside_roots(policy))
+                if p.exists()
+            ]
         )
+        # Without bubblewrap a secret inside a root (a deny_read rule there) must be left out
+        # of the root's grants too: they are the rights beneath it, reads included.
+        protected = [*protected, *([] if mounts_protect else unreadable)]
         for root in policy.writable_roots():
             if mounts_protect:
-                rs.allow(root, write_all)
-                continue
-            if root != policy.workspace:  # an --add-dir: strict only once it holds one
-                rs.grant_except(root, write_all, protected, dir_rights=read)
-                continue
-            # The workspace root gets no write right, whether or not its protected names exist
-            # yet (a right on a directory covers everything beneath it, and Landlock cannot
-            # deny one name): so `.git` and the rest can be neither changed nor created.
-            # Its other children get full rights.
-            rs.allow(root, read)
-            try:
-                names = os.listdir(root)
-            except OSError:
-                continue
-            for name in names:
-                child = root / name
-                if not os.path.islink(child):
-                    rs.grant_except(child, write_all, protected, dir_rights=read)
+                ops.append(("allow", str(root), write_all))
+            elif root != policy.workspace:  # an --add-dir: strict only once it holds one
+                ops.append(("except", str(root), write_all, protected, read))
+            else:
+                # The workspace root gets no write right, whether or not its protected names
+                # exist yet (a right on a directory covers everything beneath it, and
+                # Landlock cannot deny one name): so `.git` and the rest can be neither
+                # changed nor created. Its other children get full rights.
+                ops.append(("except", str(root), read, unreadable, ll.READ_DIR))
+                ops.append(("children", str(root), write_all, protected, read))
     for dev in (*_DEVICES, *(_BWRAP_DEVICES if mounts_protect else ())):
-        rs.allow(Path(dev), ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE | ll.READ_DIR)
+        ops.append(
+            ("allow", dev, ll.READ_FILE | ll.WRITE_FILE | ll.IOCTL_DEV | ll.TRUNCATE | ll.READ_DIR)
+        )
     # /dev/shm (POSIX semaphores, multiprocessing): private inside bubblewrap, so writable
     # there; without it the host's shared one stays read-only.
-    rs.allow(Path("/dev/shm"), write_all if mounts_protect else read)
-    rs.allow(run_dir, write_all)
-    rs.restrict_self()
+    ops.append(("allow", "/dev/shm", write_all if mounts_protect else read))
+    ops.append(("allow", str(run_dir), write_all))
+    size = 8 if abi < 4 else (16 if abi < 6 else 24)
+    return {"fs": fs, "net": net, "scoped": scoped, "attr_size": size, "ops": ops}

@@ -1,4 +1,8 @@
-"""The launcher: `launch SPEC_JSON -- argv...` (started through boot.BOOTSTRAP).
+"""The launcher: `launch SPEC -- argv...` (started through boot.BOOTSTRAP).
+
+SPEC is a marshal-ed dict in hex (runner.launch_argv builds it): marshal is built in, where
+json would cost the launcher more CPU than bubblewrap's whole start. Only os, signal,
+marshal, time and ctypes are imported here and in confine.py, for the same reason.
 
 It runs as the sandbox's own small process (never preexec_fn in a threaded parent): it
 becomes a child subreaper, forks, and the child applies rlimits, Landlock and seccomp, then
@@ -7,17 +11,15 @@ SIGTERM on a timeout) every remaining descendant is killed, including children t
 setsid or double-forked, since orphans are re-parented to the launcher.
 """
 
-from __future__ import annotations
-
+import _signal as signal  # the C module: `signal` would import enum and functools for IntEnum
 import ctypes
-import json
+import marshal
 import os
-import signal
 import sys
 import time
-from pathlib import Path
 
 EXIT_SANDBOX_FAILED = 125
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 
 
 class _Stop(Exception):
@@ -71,61 +73,14 @@ def _reap_all() -> None:
             return
 
 
-def _user_process_count() -> int:
-    uid, n = os.getuid(), 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    n += 1
-            except OSError:
-                pass
-    return n
-
-
-def _confine(spec: dict) -> None:
-    """In the child: rlimits, then Landlock, then seccomp (last, since it limits prctl users)."""
-    from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
-
-    policy = SandboxPolicy.from_json(spec["policy"])
-    if spec["rlimits"]:
-        from dataclasses import replace
-
-        from m3agent.tools.sandbox import rlimits
-
-        # RLIMIT_NPROC counts all of the user's processes, so allow for those already running.
-        limits: Limits = replace(
-            policy.limits,
-            nproc=policy.limits.nproc + _user_process_count(),
-            file_size_mb=spec.get("fsize_mb") or policy.limits.file_size_mb,
-        )
-        rlimits.apply(limits)
-    if spec["landlock"]:
-        from m3agent.tools.sandbox.landlock_rules import apply_policy
-
-        apply_policy(policy, Path(spec["run_dir"]), mounts_protect=spec.get("bwrap", False))
-    if spec["seccomp"]:
-        from m3agent.tools.sandbox import seccomp
-
-        seccomp.install(
-            policy.network,
-            unix_sockets=spec.get("unix_sockets", False),
-            metadata=policy.mode is not SandboxMode.FULL_ACCESS,
-        )
-    if spec.get("privileges"):
-        from m3agent.tools.sandbox import privileges
-
-        privileges.drop_all()
-
-
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: launch SPEC_JSON -- COMMAND...", file=sys.stderr)
+        print("usage: launch SPEC -- COMMAND...", file=sys.stderr)
         return 2
-    spec = json.loads(argv[0])
+    spec = marshal.loads(bytes.fromhex(argv[0]))
     cmd = argv[2:]
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
 
     def on_signal(signum, _frame):
         raise _Stop(signum)  # raising breaks the blocking waitpid, which PEP 475 would retry
@@ -134,23 +89,26 @@ def main(argv: list[str]) -> int:
         signal.signal(s, on_signal)
     agent = spec.get("agent_pid")
     if agent and spec.get("tree_kill", True):
-        from m3agent.tools.sandbox.privileges import die_with_parent
-
         # When the agent dies (kill -9 included) we get SIGTERM and kill the whole tree.
-        die_with_parent(signal.SIGTERM)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
         if os.getppid() != agent:  # it died before the line above took effect
             return 128 + signal.SIGTERM
+    if spec.get("forward"):  # allow-list mode: the only way out, to the host's proxy
+        from m3agent.tools.sandbox import forward
+
+        forward.start(*spec["forward"])
     status = spec.get("status_fd")  # the host's pipe: "R" once confined, just before exec
     child = os.fork()
     if child == 0:
         for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(s, signal.SIG_DFL)
         if agent and spec.get("tree_kill", True):
-            from m3agent.tools.sandbox.privileges import die_with_parent
-
-            die_with_parent(signal.SIGKILL)  # and the command if the launcher itself is killed
+            # and the command if the launcher itself is killed
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         try:
-            _confine(spec)
+            from m3agent.tools.sandbox import confine
+
+            confine.apply(libc, spec)
         except Exception as e:  # never run unconfined when a layer was asked for
             os.write(2, f"m3agent sandbox: could not apply a layer: {e}\n".encode())
             os._exit(EXIT_SANDBOX_FAILED)

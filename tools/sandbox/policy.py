@@ -132,6 +132,14 @@ class SandboxPolicy:
     dangerously_no_sandbox: bool = False
     # Layers to treat as unavailable (a user opting out, or a test simulating a machine).
     disabled_layers: frozenset[str] = frozenset()
+    # Directories whose files the file tools read even with other hard links (a pnpm store).
+    hardlink_allow: tuple[str, ...] = ()
+    # Commands may create AF_UNIX sockets (and so connect to any pathname socket they can see).
+    allow_unix_sockets: bool = False
+    # Paths that stay read-only inside the writable roots (the config's deny_write).
+    deny_write: tuple[str, ...] = ()
+    # Network through the host's allow-list proxy (network off otherwise): names it may reach.
+    allowed_domains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.mode, SandboxMode):
@@ -164,8 +172,18 @@ class SandboxPolicy:
         return (self.workspace, *self.extra_writable)
 
     def protected_paths(self) -> tuple[Path, ...]:
-        """Subpaths of the writable roots that stay read-only."""
-        return tuple(root / name for root in self.writable_roots() for name in self.protected_names)
+        """Subpaths of the writable roots that stay read-only (the protected names in each,
+        and the deny_write rules that lie in one)."""
+        named = [root / name for root in self.writable_roots() for name in self.protected_names]
+        denied = [
+            p
+            for p in self.deny_write_paths()
+            if any(p == r or r in p.parents for r in self.writable_roots())
+        ]
+        return tuple(dict.fromkeys([*named, *denied]))
+
+    def deny_write_paths(self) -> tuple[Path, ...]:
+        return tuple(Path(os.path.realpath(p)) for p in self._home_paths(self.deny_write))
 
     def secret_locations(self) -> tuple[Path, ...]:
         home = str(self.home_dir())
@@ -196,6 +214,13 @@ class SandboxPolicy:
             if os.path.lexists(p) and not any(r == p or p in r.parents for r in roots)
         )
 
+    def hardlink_dirs(self) -> tuple[Path, ...]:
+        """hardlink_allow entries; a relative one is taken in the workspace."""
+        return tuple(
+            Path(os.path.realpath(self.workspace / p))
+            for p in self._home_paths(self.hardlink_allow)
+        )
+
     def with_(self, **changes) -> SandboxPolicy:
         return replace(self, **changes)
 
@@ -216,6 +241,10 @@ class SandboxPolicy:
                 "limits": {k: getattr(self.limits, k) for k in Limits.__slots__},
                 "dangerously_no_sandbox": self.dangerously_no_sandbox,
                 "disabled_layers": sorted(self.disabled_layers),
+                "hardlink_allow": list(self.hardlink_allow),
+                "allow_unix_sockets": self.allow_unix_sockets,
+                "deny_write": list(self.deny_write),
+                "allowed_domains": list(self.allowed_domains),
             }
         )
 
@@ -236,6 +265,10 @@ class SandboxPolicy:
             limits=Limits(**d["limits"]),
             dangerously_no_sandbox=bool(d["dangerously_no_sandbox"]),
             disabled_layers=frozenset(d["disabled_layers"]),
+            hardlink_allow=tuple(d.get("hardlink_allow", ())),
+            allow_unix_sockets=bool(d.get("allow_unix_sockets", False)),
+            deny_write=tuple(d.get("deny_write", ())),
+            allowed_domains=tuple(d.get("allowed_domains", ())),
         )
 
 

@@ -76,10 +76,19 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     add("landlock", bool(abi), ll, not full, "not used in full-access mode")
 
     why = seccomp.supported()
-    unix = (ok and "bwrap" not in policy.disabled_layers) or full
-    families = "AF_UNIX" if unix else "not AF_UNIX (no bwrap hides the host's sockets)"
+    unix = (ok and "bwrap" not in policy.disabled_layers and policy.allow_unix_sockets) or full
+    if unix:
+        families = "AF_UNIX (allow_unix_sockets)" if not full else "AF_UNIX"
+    elif policy.allow_unix_sockets:
+        families = "not AF_UNIX (allow_unix_sockets needs bwrap to hide the host's sockets)"
+    else:
+        families = "not AF_UNIX (socketpair only; allow_unix_sockets opts in)"
     if policy.network:
         families += ", AF_INET/6, NETLINK_ROUTE"
+    elif policy.allowed_domains and ok and "bwrap" not in policy.disabled_layers:
+        families += ", AF_INET/6 in a loopback-only network namespace (allow-list proxy)"
+    elif policy.allowed_domains:
+        families += "; allowed_domains ignored: the allow-list needs bwrap, network stays off"
     sc = (
         f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
         f"families: {families}, no other"
@@ -101,7 +110,10 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     except OSError as e:
         add("cgroup", False, f"no writable cgroup with the pids controller ({e.strerror or e})")
 
-    tk = "a subreaper launcher kills every descendant, setsid children included"
+    tk = (
+        "every descendant is killed when the command ends, setsid children included "
+        "(bubblewrap's pid namespace, else a subreaper launcher)"
+    )
     if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
         tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
     add("tree_kill", os.name == "posix", tk)
@@ -132,8 +144,9 @@ def gaps(report: SandboxReport) -> list[str]:
             "no bubblewrap: chmod and utime of files outside the writable roots are not refused "
             "(Landlock does not govern metadata, seccomp cannot see paths); as root that covers "
             "every root-owned file",
-            "no bubblewrap: unix sockets are refused altogether (seccomp), so a command's own "
-            "unix-socket servers and clients fail too; ptys cannot be opened",
+            "no bubblewrap: unix sockets are refused altogether (seccomp, allow_unix_sockets "
+            "or not), so a command's own unix-socket servers and clients fail too; ptys cannot "
+            "be opened",
             "no bubblewrap: commands cannot create or remove entries directly in the workspace "
             "root (the file tools can)",
         ]
@@ -151,6 +164,16 @@ def gaps(report: SandboxReport) -> list[str]:
         out.append(
             "Landlock ABI < 6: signals to and abstract sockets of outside processes are not scoped"
         )
+    if on("seccomp") and "AF_UNIX (allow_unix_sockets)" in report.layer("seccomp").detail:
+        out.append(
+            "allow_unix_sockets: a command can connect to any pathname unix socket bubblewrap "
+            "leaves visible (outside home, /tmp and /run: e.g. a database or container daemon)"
+        )
+    if "allowed_domains ignored" in report.layer("seccomp").detail:
+        out.append(
+            'network = "allowlist" needs bubblewrap (a network namespace of its own): '
+            "without it the network stays off"
+        )
     if not on("seccomp"):
         out.append(
             "no seccomp: UDP/DNS with the network off, AF_VSOCK and other socket "
@@ -164,7 +187,10 @@ def gaps(report: SandboxReport) -> list[str]:
 
 
 def format_report(report: SandboxReport) -> str:
-    rows = [f"sandbox mode: {report.mode}   network: {'on' if report.network else 'off'}"]
+    net = "on" if report.network else "off"
+    if not report.network and "allow-list proxy" in report.layer("seccomp").detail:
+        net = "allowlist"
+    rows = [f"sandbox mode: {report.mode}   network: {net}"]
     for s in report.layers:
         mark = "active  " if s.active else ("off     " if s.available else "missing ")
         rows.append(f"  {mark}{s.name:<10} {s.detail}")

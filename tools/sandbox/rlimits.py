@@ -1,4 +1,4 @@
-"""Resource limits applied in the launcher before the command starts."""
+"""Resource limits for the launcher's child (confine.rlimits applies them)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,15 @@ import resource
 from m3agent.tools.sandbox.policy import Limits
 
 
-def apply(limits: Limits) -> None:
+def pairs(limits: Limits) -> list[tuple[int, int, int]]:
+    """(resource, limit, what the hard limit adds) each. CPU: the soft limit sends SIGXCPU
+    (a clear cause), the hard one 2 s later SIGKILL. The launcher caps each by the hard
+    limit it inherited, and adds the user's running processes to RLIMIT_NPROC."""
     mb = 1024 * 1024
-    pairs = (
-        (resource.RLIMIT_CPU, limits.cpu_s),
-        (resource.RLIMIT_AS, limits.address_space_mb * mb),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
-        (resource.RLIMIT_NPROC, limits.nproc),
-        (resource.RLIMIT_CORE, 0),
-    )
-    for which, value in pairs:
-        _, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        # CPU: the soft limit sends SIGXCPU (a clear cause), the hard one 2 s later SIGKILL.
-        new_hard = value + 2 if which == resource.RLIMIT_CPU else value
-        if hard != resource.RLIM_INFINITY:
-            new_hard = min(new_hard, hard)
-        resource.setrlimit(which, (value, new_hard))
+    return [
+        (resource.RLIMIT_CPU, limits.cpu_s, 2),
+        (resource.RLIMIT_AS, limits.address_space_mb * mb, 0),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb, 0),
+        (resource.RLIMIT_NPROC, limits.nproc, 0),
+        (resource.RLIMIT_CORE, 0, 0),
+    ]

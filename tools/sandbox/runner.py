@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -10,10 +9,11 @@ import subprocess
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.sandbox import boot, bwrap
+from m3agent.tools.sandbox import boot, bwrap, helper, plan, proxy
 from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
 from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
@@ -21,6 +21,16 @@ from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
+
+PROXY_IN_SANDBOX = "/run/m3agent-proxy.sock"  # /run is bubblewrap's tmpfs: a fresh name
+
+
+def _close_proxy(p: proxy.AllowlistProxy) -> None:
+    p.close()
+    try:
+        p.path.parent.rmdir()
+    except OSError:
+        pass
 
 
 class SandboxUnavailable(Exception):
@@ -52,13 +62,28 @@ class RunResult:
 class Sandbox:
     """A policy plus the probed report; `run` executes one command under it."""
 
-    def __init__(self, policy: SandboxPolicy, report: SandboxReport | None = None) -> None:
+    def __init__(
+        self, policy: SandboxPolicy, report: SandboxReport | None = None, use_helper: bool = True
+    ) -> None:
         from m3agent.tools.sandbox.selfguard import make_undumpable
 
         make_undumpable()  # the agent's /proc entries (its API keys) closed to commands
         self.policy = policy
         self.budget = WriteBudget(policy.limits.write_budget_mb * MIB)  # for the session
         self.report = report or probe(policy)
+        boot.compile_launcher()  # once per session: no command compiles the launcher anew
+        # The compiled helper (helper.c) under bubblewrap: no interpreter per command.
+        self.helper = helper.build() if use_helper else None
+        self.proxy: proxy.AllowlistProxy | None = None  # network = "allowlist": started once
+
+    def allowlist_proxy(self) -> proxy.AllowlistProxy:
+        """The session's proxy (host side), on a socket in a private temp dir."""
+        if self.proxy is None:
+            where = Path(tempfile.mkdtemp(prefix="m3agent-proxy-")) / "proxy.sock"
+            self.proxy = proxy.AllowlistProxy(where, self.policy.allowed_domains)
+            # closed with the Sandbox (or at exit): no socket or temp dir outlives the session
+            weakref.finalize(self, _close_proxy, self.proxy)
+        return self.proxy
 
     @property
     def mode(self):
@@ -142,33 +167,38 @@ class Sandbox:
             # (Landlock answers EACCES, not ENOENT); the user's global config stays out.
             clean_env["GIT_CONFIG_GLOBAL"] = "/dev/null"
         clean_env.pop("PYTHONSTARTUP", None)
+        # one file never passes what is left of the session's write budget
+        fsize = max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB))
         spec = {
-            "policy": self.policy.to_json(),
-            "landlock": "landlock" in layers,
-            "seccomp": "seccomp" in layers,
-            "rlimits": "rlimits" in layers,
-            # one file never passes what is left of the session's write budget
-            "fsize_mb": max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB)),
+            **plan.confinement(self.policy, layers, box, fsize),
             "tree_kill": "tree_kill" in layers,
-            "bwrap": "bwrap" in layers,
-            # Pathname sockets (ssh-agent, D-Bus, docker...) are hidden only by bubblewrap's
-            # mounts; without it seccomp refuses AF_UNIX sockets altogether.
-            # (full-access confines no file system, so it keeps them too)
-            "unix_sockets": "bwrap" in layers or self.policy.mode is SandboxMode.FULL_ACCESS,
-            "privileges": "privileges" in layers,
-            # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
-            "agent_pid": os.getpid() if "bwrap" not in layers else None,
+            "agent_pid": plan.agent_pid(layers),
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers
             else 0,
-            "run_dir": str(box),
         }
         if status_fd is not None:
             spec["status_fd"] = status_fd
-        full = boot.launcher_argv(json.dumps(spec), argv)
+        binds: tuple[tuple[str, str], ...] = ()
+        if plan.allowlist_active(self.policy, layers):
+            sock = str(self.allowlist_proxy().path)
+            binds = ((sock, PROXY_IN_SANDBOX),)
+            spec["forward"] = (proxy.PROXY_PORT, PROXY_IN_SANDBOX)
+            url = f"http://127.0.0.1:{proxy.PROXY_PORT}"
+            for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+                clean_env[name] = clean_env[name.lower()] = url
+            clean_env.pop("NO_PROXY", None)
+            clean_env.pop("no_proxy", None)
+        helper_exe = self.helper if "bwrap" in layers and not spec["nproc_watch"] else None
+        if "forward" in spec:
+            helper_exe = None  # the forwarder lives in the Python launcher
+        if helper_exe is not None:  # bubblewrap's pid namespace does the tree kill
+            full = helper.argv(helper_exe, spec, status_fd, argv)
+        else:
+            full = boot.launcher_argv(plan.encode(spec), argv)
         if "bwrap" in layers:
-            full = bwrap.argv(self.policy, run_dir, cwd) + full
+            full = bwrap.argv(self.policy, run_dir, cwd, binds) + full
         return full, clean_env, list(removed)
 
     def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:

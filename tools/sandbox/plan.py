@@ -1,0 +1,76 @@
+"""The launcher's spec: every confinement decided on the host, applied by confine.py.
+
+The launcher runs once per command inside the sandbox; whatever it computes costs CPU on
+every command, and whatever it imports more so. So the host turns the policy into plain
+values here (rlimit numbers, the Landlock rule list, the seccomp program's bytes, the
+capset syscall number), marshal-ed into the launcher's argv.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import platform
+from dataclasses import replace
+from pathlib import Path
+
+from m3agent.tools.sandbox import landlock, landlock_rules, privileges, proxy, rlimits, seccomp
+from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+
+
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 63
+
+
+def allowlist_active(policy: SandboxPolicy, layers) -> bool:
+    """network = "allowlist" works only in bubblewrap's own network namespace; elsewhere
+    the network simply stays off (doctor says so)."""
+    return bool(policy.allowed_domains) and not policy.network and "bwrap" in layers
+
+
+def confinement(
+    policy: SandboxPolicy, layers: tuple[str, ...] | list[str], box: Path, fsize_mb: int
+) -> dict:
+    """rlimits / landlock / seccomp / privileges entries of the spec (None: layer off)."""
+    allowlist = allowlist_active(policy, layers)
+    out: dict = {"rlimits": None, "landlock": None, "seccomp": None, "privileges": None}
+    if "rlimits" in layers:
+        out["rlimits"] = rlimits.pairs(replace(policy.limits, file_size_mb=fsize_mb))
+    if "landlock" in layers:
+        out["landlock"] = landlock_rules.plan(policy, box, mounts_protect="bwrap" in layers)
+        if allowlist and out["landlock"]["net"]:  # TCP: only the forwarder's port
+            out["landlock"]["ops"].append(("port", proxy.PROXY_PORT, landlock.NET_CONNECT_TCP))
+    if "seccomp" in layers:
+        # seccomp cannot see a connect()'s path, and bubblewrap's read-only / shows every
+        # pathname socket outside the hidden trees (a database or container daemon under
+        # /var/run, /srv...): AF_UNIX is refused unless the user opts in, and even then only
+        # where bubblewrap hides home, /tmp and /run. (full-access confines no file system,
+        # so it keeps them.)
+        unix = policy.mode is SandboxMode.FULL_ACCESS or (
+            "bwrap" in layers and policy.allow_unix_sockets
+        )
+        out["seccomp"] = seccomp.build_program(  # allow-list: AF_INET in a loopback-only netns
+            policy.network or allowlist,
+            unix_sockets=unix,
+            metadata=policy.mode is not SandboxMode.FULL_ACCESS,
+        )
+    if "privileges" in layers:
+        nr = privileges.SYS_CAPSET.get(platform.machine())
+        if nr is None:
+            raise OSError(f"no capset syscall number for {platform.machine()}")
+        out["privileges"] = (nr, _last_cap(), privileges.SECUREBITS)
+    return out
+
+
+def encode(spec: dict) -> str:
+    """The spec as the launcher reads it (marshal: built into every interpreter)."""
+    return marshal.dumps(spec).hex()
+
+
+def agent_pid(layers) -> int | None:
+    # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
+    return os.getpid() if "bwrap" not in layers else None
