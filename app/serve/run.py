@@ -112,7 +112,7 @@ def run_server(
         backend=settings.engine,
         started_at=time.time(),
     )
-    locks.acquire(settings.home, lock)  # before loading: a second server fails in a second
+    held = locks.acquire(settings.home, lock)  # before loading: a second server fails at once
     try:
         from ..warm import load_log_writer
 
@@ -140,4 +140,4 @@ def run_server(
             )
         )
     finally:
-        locks.release(settings.home, lock)
+        locks.release(settings.home, lock, held)
