@@ -74,11 +74,14 @@ def attach(settings: Any, lock: Any) -> Any:
     from m3agent.engine.backends.remote import RemoteEngine
 
     from .factory import local_chat_files
+    from .serve.guard import read_token
 
     # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
+    # The server wants the owner's token (app/serve/guard.py): read from the data home.
     return RemoteEngine(
         lock.base_url or "http://localhost/v1",
         lock.served_model_name,
+        api_key=read_token(settings.home),
         timeout=settings.request_timeout_s,
         retries=settings.retries,
         max_context_tokens=lock.max_context_tokens or 196_608,
@@ -134,10 +137,12 @@ def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[
     of the server being started elsewhere keep coming while this run waits."""
     import fcntl
 
+    from m3agent.tools.private_fs import open_private, private_dir
+
     path = _log_path(home, key).with_suffix(".start")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     relay = LoadRelay(_log_path(home, key), say)
-    with open(path, "a") as f:
+    with os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a") as f:
         said = False
         while True:
             try:

@@ -18,16 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 MAX_HEADER_BYTES = 64 * 1024
-MAX_BODY_BYTES = 512 * 1024 * 1024  # videos travel as data URLs
+MAX_BODY_BYTES = 512 * 1024 * 1024  # the hard ceiling; serve sets a smaller one (guard.py)
 KEEP_ALIVE_S = 30.0  # an idle kept-alive connection is closed after this
+# After a refusal, the rest of a body still on its way is read and dropped (never kept), so
+# that the client, still sending, does not get a reset instead of the answer.
+_DISCARD_S = 5.0
+_DISCARD_BYTES = 1 << 30
 _GONE_POLL_S = 0.05
 
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Payload Too Large",
+    415: "Unsupported Media Type",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -64,15 +71,22 @@ class HttpResponse:
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+# Called with (method, path, headers) before the body is read; raises BadRequest to refuse.
+HeadCheck = Callable[[str, str, dict[str, str]], None]
 
 
 class BadRequest(Exception):
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, unread: int = 0):
         super().__init__(message)
         self.status = status
+        self.unread = unread  # body bytes the client is still sending
 
 
-async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
+async def read_request(
+    reader: asyncio.StreamReader,
+    check_head: HeadCheck | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> HttpRequest | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
@@ -91,14 +105,35 @@ async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
             headers[k.strip().lower()] = v.strip()
     if "chunked" in headers.get("transfer-encoding", "").lower():
         raise BadRequest(400, "chunked request bodies are not supported; send Content-Length")
+    raw_length = headers.get("content-length", "0").strip()
+    if not raw_length.isdigit():  # int() would take "-5", "+5", " 5", "1_000"
+        raise BadRequest(400, f"bad Content-Length {raw_length[:40]!r}: not a byte count")
+    length = int(raw_length)
+    route = path.split("?", 1)[0]
     try:
-        length = int(headers.get("content-length", "0"))
-    except ValueError:
-        raise BadRequest(400, "bad Content-Length") from None
-    if length > MAX_BODY_BYTES:
-        raise BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+        if check_head is not None:
+            check_head(method.upper(), route, headers)
+        if length > max_body_bytes:
+            raise BadRequest(413, f"request body over {max_body_bytes} bytes")
+    except BadRequest as e:
+        e.unread = length
+        raise
     body = await reader.readexactly(length) if length else b""
-    return HttpRequest(method.upper(), path.split("?", 1)[0], headers, body, version.upper())
+    return HttpRequest(method.upper(), route, headers, body, version.upper())
+
+
+async def _discard(reader: asyncio.StreamReader, n: int) -> None:
+    """Reads and drops up to n bytes (bounded in time and size): memory stays flat."""
+    left = min(n, _DISCARD_BYTES)
+    deadline = time.monotonic() + _DISCARD_S
+    with contextlib.suppress(Exception):
+        while left > 0 and time.monotonic() < deadline:
+            chunk = await asyncio.wait_for(
+                reader.read(min(left, 1 << 16)), max(0.01, deadline - time.monotonic())
+            )
+            if not chunk:
+                return
+            left -= len(chunk)
 
 
 def _head(
@@ -188,7 +223,12 @@ def _access(
         log.flush()
 
 
-def connection_handler(handler: Handler, log: TextIO | None = None):
+def connection_handler(
+    handler: Handler,
+    log: TextIO | None = None,
+    check_head: HeadCheck | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+):
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else "unix"
@@ -209,21 +249,28 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
         req: HttpRequest | None = None
         try:
             try:
-                req = await asyncio.wait_for(read_request(reader), KEEP_ALIVE_S)
+                # The whole request within KEEP_ALIVE_S: a trickling client is dropped.
+                req = await asyncio.wait_for(
+                    read_request(reader, check_head, max_body_bytes), KEEP_ALIVE_S
+                )
             except TimeoutError:
                 return False
             if req is None:
                 return False
             started = time.monotonic()
-            resp = await _unless_client_leaves(handler(req), reader)
+            resp = await _unless_client_leaves(_answered(handler, req, log), reader)
             if resp is None:
                 _access(log, peer, req, "client left", started)
                 return False
         except BadRequest as e:
             started = time.monotonic()
             body = json.dumps({"error": {"message": str(e), "code": e.status}}).encode()
-            resp = HttpResponse(e.status, body)
-            req = None
+            writer.write(_head(e.status, "application/json", {}, len(body)) + body)
+            await writer.drain()
+            if e.unread:
+                await _discard(reader, e.unread)
+            _access(log, peer, None, e.status, started)
+            return False
         keep = req is not None and req.keep_alive and resp.events is None
         if resp.events is not None:
             await _send_events(resp, reader, writer)
@@ -239,6 +286,24 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
     return serve
 
 
+async def _answered(handler: Handler, req: HttpRequest, log: TextIO | None) -> HttpResponse:
+    """The handler's response; an unexpected exception is a 500 with one line (and the
+    traceback's last line in the log), never a dropped connection."""
+    try:
+        return await handler(req)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a bug: answer it, keep serving everyone else
+        if log is not None:
+            with contextlib.suppress(Exception):
+                log.write(f"m3agent serve: internal error on {req.path}: {type(e).__name__}: {e}\n")
+                log.flush()
+        body = json.dumps(
+            {"error": {"message": f"internal error: {type(e).__name__}", "code": 500}}
+        ).encode()
+        return HttpResponse(500, body)
+
+
 async def start(
     handler: Handler,
     *,
@@ -246,9 +311,11 @@ async def start(
     port: int | None = None,
     socket_path: str | None = None,
     access_log: TextIO | None = None,
+    check_head: HeadCheck | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> asyncio.base_events.Server:
     """Listens on host:port or on a unix socket; port 0 picks a free one."""
-    cb = connection_handler(handler, access_log)
+    cb = connection_handler(handler, access_log, check_head, max_body_bytes)
     if socket_path is not None:
         return await asyncio.start_unix_server(cb, path=socket_path, limit=MAX_HEADER_BYTES)
     return await asyncio.start_server(cb, host, port or 0, limit=MAX_HEADER_BYTES)
