@@ -33,6 +33,12 @@ _LOAD_LINE = re.compile(r"loading weights (\d+)% \(([\d,]+) of ([\d,]+) bytes\)"
 Report = Callable[[Progress], None]
 
 
+def user_model_dirs(settings: Any) -> tuple[Path, ...]:
+    """Where a model name (not written as a path) is looked up before the hub: the user's own
+    `<data home>/models` (engine/model_source.py), never the working directory."""
+    return (settings.home / "models",)
+
+
 def wants_server(settings: Any) -> bool:
     """True when this front end should run the model in a background server."""
     return bool(settings.warm and settings.engine in LOCAL_ENGINES and settings.model)
@@ -49,7 +55,9 @@ def attach_to_server(settings: Any, report: Report | None = None) -> Any:
     from .serve.lock import find_lock
 
     try:
-        key = resolve_model(settings.model, local_only=True, check=False).key
+        key = resolve_model(
+            settings.model, local_only=True, check=False, model_dirs=user_model_dirs(settings)
+        ).key
     except (ValueError, EngineUnavailable):
         return None
     lock = find_lock(settings.home, key)
@@ -113,7 +121,7 @@ def ensure_server(settings: Any, report: Report | None = None, timeout_s: float 
 
     say = report or (lambda p: None)
     # Downloads a hub model here, in the foreground (progress bars), not in the server.
-    resolved = resolve_model(settings.model)
+    resolved = resolve_model(settings.model, model_dirs=user_model_dirs(settings))
     lock = find_lock(settings.home, resolved.key)
     if lock is not None and lock.state == "ready":
         say(_using(lock))

@@ -152,7 +152,10 @@ def _detach(argv: list[str], engine: str, model: str | None) -> int:
         return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
     try:
         settings = load_settings()
-        key = resolve_model(model).key  # downloads here, in the foreground, with progress
+        from ..warm import user_model_dirs
+
+        # Downloads here, in the foreground, with progress.
+        key = resolve_model(model, model_dirs=user_model_dirs(settings)).key
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:
@@ -228,7 +231,11 @@ def execute(
         key = None
         if model:
             try:
-                key = resolve_model(model, local_only=True, check=False).key
+                from ..warm import user_model_dirs
+
+                key = resolve_model(
+                    model, local_only=True, check=False, model_dirs=user_model_dirs(settings)
+                ).key
             except (ValueError, EngineUnavailable):
                 key = str(Path(model).expanduser().resolve())
         return _status(settings.home, key) if status else _stop(settings.home, key)

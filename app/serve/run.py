@@ -130,7 +130,9 @@ def run_server(
             raise ValueError(f"--allow-media-dir {d} is not a directory")
     private_dir(settings.home)  # a fresh home is private whatever the umask
     token = ensure_token(settings.home)
-    resolved = resolve_model(settings.model)
+    from ..warm import user_model_dirs
+
+    resolved = resolve_model(settings.model, model_dirs=user_model_dirs(settings))
     name = served_model_name or resolved.repo_id or resolved.path.name
     lock = locks.ServerLock(
         pid=os.getpid(),
