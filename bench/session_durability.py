@@ -3,7 +3,8 @@ cut at a random byte (a power cut), and every one resumed.
 
 Each run is a real `m3agent` process (scripted engine: an edit, a shell command that sleeps, a
 final answer, all with multi-byte text) killed with SIGKILL on its process group at a random
-moment. Its log is then truncated at a random byte after the header line (the header is
+moment. Its log is then truncated at a random byte after the header line (every other one
+mid-way through a multi-byte character; the header is
 written whole and fsynced before the log exists, so no cut can tear it), and the session is
 resumed in process through the real factory: the resume must succeed, run one more turn, and
 leave a history an OpenAI-style server accepts (every tool call answered before the next
@@ -159,11 +160,14 @@ def measure(root: Path, runs: int = 100, seed: int = 27, parallel: int = 4) -> d
     for log in (home / "sessions").glob("*.jsonl"):
         by_cwd[json.loads(log.read_bytes().split(b"\n", 1)[0])["cwd"]] = log
     rows, failures = [], []
-    for ws in workspaces:
+    for n, ws in enumerate(workspaces):
         log = by_cwd[str(ws)]
         data = log.read_bytes()
         header = data.index(b"\n") + 1
-        cut = rng.randint(header, len(data))
+        # Every other cut lands mid-way through a multi-byte character (a continuation byte
+        # right after it): few of a log's bytes are, so uniform cuts would rarely try it.
+        inside = [k for k in range(header, len(data)) if 0x80 <= data[k] < 0xC0]
+        cut = rng.choice(inside) if n % 2 == 0 and inside else rng.randint(header, len(data))
         log.write_bytes(data[:cut])
         mid_char = cut < len(data) and 0x80 <= data[cut] < 0xC0  # a continuation byte next
         try:

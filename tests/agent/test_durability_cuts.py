@@ -18,4 +18,5 @@ def test_killed_and_cut_sessions_all_resume(tmp_path):
     assert result["failures"] == [], result["failures"]
     assert result["resumed_ok"] == 10
     # The cuts did land in the places that used to fail: mid-character and mid-record.
+    assert result["cuts_mid_character"] >= 4
     assert result["cuts_at_a_record_boundary"] < 10
