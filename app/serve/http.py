@@ -86,7 +86,9 @@ async def read_request(
     reader: asyncio.StreamReader,
     check_head: HeadCheck | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    reserve: Callable[[int], None] | None = None,
 ) -> HttpRequest | None:
+    """One request; check_head runs on the head, reserve(length) before the body is read."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
@@ -115,6 +117,8 @@ async def read_request(
             check_head(method.upper(), route, headers)
         if length > max_body_bytes:
             raise BadRequest(413, f"request body over {max_body_bytes} bytes")
+        if reserve is not None and length:
+            reserve(length)
     except BadRequest as e:
         e.unread = length
         raise
@@ -228,7 +232,14 @@ def connection_handler(
     log: TextIO | None = None,
     check_head: HeadCheck | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_budget: int | None = None,
 ):
+    """body_budget: the request-body bytes all connections together may hold at once (default
+    4 bodies of the largest size); past it a request is a 503 before its body is read, so
+    that many large requests at once cannot exhaust memory either."""
+    budget = 4 * max_body_bytes if body_budget is None else body_budget
+    inflight = [0]
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else "unix"
@@ -246,12 +257,26 @@ def connection_handler(
 
     async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> bool:
         """One request and its response; True when the connection stays open for another."""
+        held = [0]
+
+        def reserve(n: int) -> None:
+            if inflight[0] + n > budget:
+                raise BadRequest(503, "the server is busy reading other large requests; retry")
+            inflight[0] += n
+            held[0] += n
+
+        try:
+            return await _one_held(reader, writer, peer, reserve)
+        finally:
+            inflight[0] -= held[0]
+
+    async def _one_held(reader, writer, peer: str, reserve: Callable[[int], None]) -> bool:
         req: HttpRequest | None = None
         try:
             try:
                 # The whole request within KEEP_ALIVE_S: a trickling client is dropped.
                 req = await asyncio.wait_for(
-                    read_request(reader, check_head, max_body_bytes), KEEP_ALIVE_S
+                    read_request(reader, check_head, max_body_bytes, reserve), KEEP_ALIVE_S
                 )
             except TimeoutError:
                 return False
@@ -313,9 +338,10 @@ async def start(
     access_log: TextIO | None = None,
     check_head: HeadCheck | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_budget: int | None = None,
 ) -> asyncio.base_events.Server:
     """Listens on host:port or on a unix socket; port 0 picks a free one."""
-    cb = connection_handler(handler, access_log, check_head, max_body_bytes)
+    cb = connection_handler(handler, access_log, check_head, max_body_bytes, body_budget)
     if socket_path is not None:
         return await asyncio.start_unix_server(cb, path=socket_path, limit=MAX_HEADER_BYTES)
     return await asyncio.start_server(cb, host, port or 0, limit=MAX_HEADER_BYTES)

@@ -8,8 +8,11 @@ production: in the renderer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -118,11 +121,9 @@ class Recording(ScriptedEngine):
             yield d
 
 
-@pytest.fixture
-def server(tmp_path):
+@contextlib.contextmanager
+def serving(tmp_path, **start_kw):
     """(port, engine) of a ChatServer on loopback in a background event loop."""
-    import threading
-
     engine = Recording(["</mm:think>ok"] * 200, max_context_tokens=4096)
     app = ChatServer(engine, ServeConfig("tiny", tmp_path / "media"))
     loop = asyncio.new_event_loop()
@@ -132,7 +133,7 @@ def server(tmp_path):
 
     async def main():
         stop.append(asyncio.Event())
-        srv = await start(app.handle, port=0)
+        srv = await start(app.handle, port=0, **start_kw)
         port.append(srv.sockets[0].getsockname()[1])
         ready.set()
         await stop[0].wait()
@@ -141,10 +142,18 @@ def server(tmp_path):
     t = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
     t.start()
     assert ready.wait(30)
-    yield port[0], engine
-    loop.call_soon_threadsafe(stop[0].set)
-    t.join(10)
-    loop.close()
+    try:
+        yield port[0], engine
+    finally:
+        loop.call_soon_threadsafe(stop[0].set)
+        t.join(10)
+        loop.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    with serving(tmp_path) as s:
+        yield s
 
 
 @pytest.mark.parametrize("case", list(BAD))
@@ -201,3 +210,41 @@ def test_media_part_with_an_object_url_still_works(server):
     assert status == 200, body
     media = engine.requests[-1].messages[-1].media
     assert media and Path(media[0].path).read_bytes().startswith(b"\x89PNG")
+
+
+def _hold(port: int, length: int) -> socket.socket:
+    """A connection that sent its head and a first slice of a `length`-byte body, no more."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(
+        (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+        ).encode()
+        + b" " * 1000
+    )
+    return s
+
+
+@pytest.mark.parametrize("budget", [200_000, 10_000_000])
+def test_many_large_bodies_at_once_are_shed_not_buffered(tmp_path, budget):
+    """Two clients each announce a 90 KB body and trickle it; a third announcing another is
+    answered 503 at once while the budget (200 KB) is held, and served once it is free.
+    Control: with a budget that fits all three, the third is not refused."""
+    with serving(tmp_path, max_body_bytes=100_000, body_budget=budget) as (port, _):
+        held = [_hold(port, 90_000) for _ in range(2)]
+        time.sleep(0.3)  # both heads read, their reservations taken
+        third = _hold(port, 90_000)
+        third.settimeout(1.0)
+        try:
+            first = third.recv(200)
+        except TimeoutError:
+            first = b""  # still waiting for its body: not refused
+        if budget == 200_000:
+            assert first.startswith(b"HTTP/1.1 503"), first
+        else:
+            assert first == b"", first
+        for s in (*held, third):
+            s.close()
+        time.sleep(0.3)  # the held reservations are released with their connections
+        status, body = raw(port, post(port, chat()))
+        assert status == 200, body
