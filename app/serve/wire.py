@@ -2,21 +2,14 @@
 
 Requests are validated with pydantic (JSON meets the outside here) and turned into our
 ChatRequest; engine deltas are turned back into response objects and stream chunks.
-Images and videos arrive as data URLs; they are written to files in the server's media
-directory because the m3 media layer reads paths. A `file://` URL is never opened on a
-client's say-so: only inside a directory the server's owner allow-listed on the command line
-(`serve --allow-media-dir`), and every other path gets the same answer whether it exists or
-not (no existence oracle). Every field is validated here, so that a malformed value is a 400
+Images and videos arrive as data URLs (media.py turns them into files; `file://` only inside
+an allow-listed directory). Every field is validated here, so that a malformed value is a 400
 naming it rather than an exception deep in the renderer.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,16 +22,14 @@ from m3agent.engine.api import (
     ToolCall,
     Usage,
 )
-from m3agent.tools.private_fs import open_private, private_dir
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import WireError
+from .media import save_media_url
 
 INT64 = 2**63  # seeds are 64-bit at every engine (torch, vLLM): larger ones are refused
 # A tool's name goes into the prompt's markup: word characters, '.', ':', '-' only.
 TOOL_NAME = r"^[A-Za-z0-9_.:\-]{1,128}$"
-
-
-class WireError(ValueError):
-    """A request the server rejects with HTTP 400; the message names the cause."""
 
 
 _MEDIA_TYPES = {"image_url": "image", "video_url": "video"}
@@ -200,47 +191,6 @@ def _text_of(content: str | list[dict[str, Any]] | None) -> str:
     return "".join(p.get("text", "") for p in content if p.get("type") == "text")
 
 
-def _allowed_file(url: str, allowed: tuple[Path, ...]) -> Path:
-    """A file:// URL inside an allow-listed directory (symlinks resolved first), else the
-    same refusal for every path: whether it exists is not the client's business."""
-    refused = WireError(
-        "bad request: file:// URLs are not opened by this server (send a data: URL; the "
-        "owner can allow a directory with serve --allow-media-dir)"
-    )
-    path = Path(url[len("file://") :])
-    if not allowed or not path.is_absolute():
-        raise refused
-    real = Path(os.path.realpath(path))
-    if not any(real.is_relative_to(d) for d in allowed):
-        raise refused
-    if not real.is_file():
-        raise WireError(f"bad request: {path} is not a file in an allowed media directory")
-    return real
-
-
-def _save_data_url(url: str, media_dir: Path, allowed: tuple[Path, ...] = ()) -> str:
-    """A data URL to a file named by its hash (the same picture twice is one file)."""
-    if url.startswith("file:"):
-        return str(_allowed_file(url, allowed))
-    if not url.startswith("data:") or "," not in url:
-        raise WireError("bad request: media must be a data: URL (the server fetches nothing)")
-    head, payload = url[5:].split(",", 1)
-    if not head.endswith(";base64"):
-        raise WireError("bad request: media data URLs must be base64")
-    try:
-        data = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        raise WireError("bad request: media data URL is not valid base64") from None
-    mime = head[: -len(";base64")]
-    ext = {"image/png": ".png", "image/jpeg": ".jpg", "video/mp4": ".mp4"}.get(mime, ".bin")
-    private_dir(media_dir)
-    path = media_dir / (hashlib.sha256(data).hexdigest()[:32] + ext)
-    if not path.exists():
-        with os.fdopen(open_private(path, os.O_WRONLY | os.O_TRUNC), "wb") as f:
-            f.write(data)
-    return str(path)
-
-
 def _user(m: _Message, media_dir: Path, allowed: tuple[Path, ...]) -> Message:
     if not isinstance(m.content, list):
         return Message("user", m.content or "")
@@ -250,7 +200,7 @@ def _user(m: _Message, media_dir: Path, allowed: tuple[Path, ...]) -> Message:
         if kind is None:
             continue
         url = str(p[p["type"]]["url"])  # the shape is checked by _Message._parts
-        parts.append(MediaPart(kind, _save_data_url(url, media_dir, allowed)))  # type: ignore[arg-type]
+        parts.append(MediaPart(kind, save_media_url(url, media_dir, allowed)))  # type: ignore[arg-type]
     return Message("user", _text_of(m.content), media=tuple(parts))
 
 
