@@ -79,12 +79,14 @@ def _host_name(value: str) -> str:
 class Guard:
     token: str | None  # None: no authentication (in-process tests of the routes only)
     max_body_bytes: int
-    hosts: tuple[str, ...] = _LOOPBACK  # host names a request's Host may carry
+    # Host names a request's Host may carry; None: any (a wildcard --allow-public listener,
+    # whose clients use names this process cannot know; the token still guards it).
+    hosts: tuple[str, ...] | None = _LOOPBACK
 
     def check_head(self, method: str, path: str, headers: dict[str, str]) -> None:
         """BadRequest (4xx, one line) for a request to refuse before its body is read."""
         host = headers.get("host")
-        if host is not None and _host_name(host) not in self.hosts:
+        if host is not None and self.hosts is not None and _host_name(host) not in self.hosts:
             raise BadRequest(403, f"Host {host!r} is not this server (DNS rebinding?)")
         origin = headers.get("origin")
         if origin is not None and not self._own_origin(origin):
@@ -115,4 +117,5 @@ class Guard:
 
     def _own_origin(self, origin: str) -> bool:
         scheme, sep, rest = origin.strip().lower().partition("://")
-        return bool(sep) and scheme in ("http", "https") and _host_name(rest) in self.hosts
+        hosts = _LOOPBACK if self.hosts is None else self.hosts
+        return bool(sep) and scheme in ("http", "https") and _host_name(rest) in hosts

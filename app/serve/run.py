@@ -41,7 +41,11 @@ async def serve_forever(
             sock.unlink()  # a stale socket left by a server that died
     limit = body_limit(engine.info().max_context_tokens, config.media_bytes)
     # Host names a request may carry: loopback, and the address it was told to listen on.
-    hosts = tuple({"127.0.0.1", "localhost", "::1", "[::1]", host.lower(), f"[{host.lower()}]"})
+    hosts: tuple[str, ...] | None = tuple(
+        {"127.0.0.1", "localhost", "::1", "[::1]", host.lower(), f"[{host.lower()}]"}
+    )
+    if host in ("0.0.0.0", "::", ""):
+        hosts = None  # clients reach a wildcard listener by names we cannot know
     guard = Guard(token=token, max_body_bytes=limit, hosts=hosts)
     server = await start(
         app.handle,
