@@ -283,18 +283,24 @@ def _meta_dict(meta: SessionMeta) -> dict[str, Any]:
 
 
 def _read_lines(path: Path):
-    with open(path, encoding="utf-8") as f:
+    """(line number, record) for each line. Read as bytes and decoded line by line: a power cut
+    can tear the last line mid-way through a multi-byte character, and decoding the whole file
+    as text would fail on it before the torn line is recognised as one."""
+    with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
+                rec = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 # A torn last line (crash mid-write) is dropped; a torn middle line is an error.
-                rest = f.read()
-                if rest.strip():
-                    raise SessionLogError(f"{path}:{lineno}: not JSON ({e.msg})") from e
+                if f.read().strip():
+                    why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+                    raise SessionLogError(f"{path}:{lineno}: not JSON ({why})") from e
                 return
+            if not isinstance(rec, dict):
+                raise SessionLogError(f"{path}:{lineno}: not a JSON object")
+            yield lineno, rec
 
 
 def list_sessions(sessions_dir: Path) -> list[SessionSummary]:

@@ -83,8 +83,10 @@ def _model_dir(settings: Settings, engine: str) -> Path:
         raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
     from m3agent.engine.model_source import resolve_model
 
+    from .warm import user_model_dirs
+
     # A local directory or a hub repo id; a wrong or incomplete checkpoint is named here.
-    return resolve_model(settings.model).path
+    return resolve_model(settings.model, model_dirs=user_model_dirs(settings)).path
 
 
 def _native(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:

@@ -33,6 +33,12 @@ _LOAD_LINE = re.compile(r"loading weights (\d+)% \(([\d,]+) of ([\d,]+) bytes\)"
 Report = Callable[[Progress], None]
 
 
+def user_model_dirs(settings: Any) -> tuple[Path, ...]:
+    """Where a model name (not written as a path) is looked up before the hub: the user's own
+    `<data home>/models` (engine/model_source.py), never the working directory."""
+    return (settings.home / "models",)
+
+
 def wants_server(settings: Any) -> bool:
     """True when this front end should run the model in a background server."""
     return bool(settings.warm and settings.engine in LOCAL_ENGINES and settings.model)
@@ -49,7 +55,9 @@ def attach_to_server(settings: Any, report: Report | None = None) -> Any:
     from .serve.lock import find_lock
 
     try:
-        key = resolve_model(settings.model, local_only=True, check=False).key
+        key = resolve_model(
+            settings.model, local_only=True, check=False, model_dirs=user_model_dirs(settings)
+        ).key
     except (ValueError, EngineUnavailable):
         return None
     lock = find_lock(settings.home, key)
@@ -74,11 +82,14 @@ def attach(settings: Any, lock: Any) -> Any:
     from m3agent.engine.backends.remote import RemoteEngine
 
     from .factory import local_chat_files
+    from .serve.guard import read_token
 
     # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
+    # The server wants the owner's token (app/serve/guard.py): read from the data home.
     return RemoteEngine(
         lock.base_url or "http://localhost/v1",
         lock.served_model_name,
+        api_key=read_token(settings.home),
         timeout=settings.request_timeout_s,
         retries=settings.retries,
         max_context_tokens=lock.max_context_tokens or 196_608,
@@ -110,7 +121,7 @@ def ensure_server(settings: Any, report: Report | None = None, timeout_s: float 
 
     say = report or (lambda p: None)
     # Downloads a hub model here, in the foreground (progress bars), not in the server.
-    resolved = resolve_model(settings.model)
+    resolved = resolve_model(settings.model, model_dirs=user_model_dirs(settings))
     lock = find_lock(settings.home, resolved.key)
     if lock is not None and lock.state == "ready":
         say(_using(lock))
@@ -134,10 +145,12 @@ def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[
     of the server being started elsewhere keep coming while this run waits."""
     import fcntl
 
+    from m3agent.tools.private_fs import open_private, private_dir
+
     path = _log_path(home, key).with_suffix(".start")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     relay = LoadRelay(_log_path(home, key), say)
-    with open(path, "a") as f:
+    with os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a") as f:
         said = False
         while True:
             try:

@@ -1,5 +1,11 @@
 """`--model`: a local checkpoint directory (or .gguf file) or a hub repo id.
 
+A spec is a local path only when it is written as one: `./x`, `../x`, `/x`, `~/x` (or `.`).
+Any other spec is a name, looked up in the user's model directories (`<data home>/models`,
+passed in by the app) and then, when it has the `owner/name` shape, in the hub. A name is never
+looked up in the working directory: a repository that commits `MiniMaxAI/MiniMax-M3/` with its
+own chat template and tokenizer must not become the model when the agent runs from its root.
+
 A repo id is resolved through huggingface_hub's cache: a cached snapshot is used as it is
 (nothing is fetched), else it is downloaded with huggingface_hub's own progress bars. Offline
 (HF_HUB_OFFLINE or no network) an uncached repo is one clear line. Every checkpoint is
@@ -57,19 +63,49 @@ def looks_like_repo_id(spec: str) -> bool:
     return bool(_REPO_ID.match(spec)) and not spec.startswith((".", "/", "~"))
 
 
-def resolve_model(spec: str, *, local_only: bool = False, check: bool = True) -> ResolvedModel:
-    """A local path or repo id -> a checked local checkpoint; EngineUnavailable otherwise.
+def written_as_path(spec: str) -> bool:
+    return spec in (".", "..", "~") or spec.startswith(("./", "../", "/", "~/"))
 
-    local_only: never touch the network (used when looking for a running server)."""
+
+def _in_model_dirs(spec: str, model_dirs: tuple[Path, ...]) -> Path | None:
+    """`<dir>/<spec>` for the first model dir holding it, never a path that climbs out."""
+    for d in model_dirs:
+        root = Path(d).expanduser().resolve()
+        candidate = (root / spec).resolve()
+        if candidate.is_relative_to(root) and candidate != root and candidate.exists():
+            return candidate
+    return None
+
+
+def resolve_model(
+    spec: str,
+    *,
+    local_only: bool = False,
+    check: bool = True,
+    model_dirs: tuple[Path, ...] = (),
+) -> ResolvedModel:
+    """A local path or a model name -> a checked local checkpoint; EngineUnavailable otherwise.
+
+    local_only: never touch the network (used when looking for a running server);
+    model_dirs: the user's own model directories, searched for a name before the hub."""
     if not spec or not spec.strip():
         raise ValueError("--model is empty")
-    path = Path(spec).expanduser()
-    if path.exists():
+    repo_id = spec if looks_like_repo_id(spec) else None
+    if written_as_path(spec):
+        path = Path(spec).expanduser()
+        if not path.exists():
+            raise EngineUnavailable(f"model directory {path} does not exist")
         resolved = ResolvedModel(path.resolve())
-    elif looks_like_repo_id(spec):
-        resolved = ResolvedModel(_from_hub(spec, local_only), repo_id=spec)
+    elif (mine := _in_model_dirs(spec, model_dirs)) is not None:
+        resolved = ResolvedModel(mine, repo_id=repo_id)
+    elif repo_id is not None:
+        resolved = ResolvedModel(_from_hub(spec, local_only), repo_id=repo_id)
     else:
-        raise EngineUnavailable(f"model directory {path} does not exist")
+        where = ", ".join(str(d) for d in model_dirs) or "no model directory"
+        raise EngineUnavailable(
+            f"model {spec!r} is neither a hub repo id nor in {where}; "
+            f"write ./{spec} (or an absolute path) for a local directory"
+        )
     if check:
         check_checkpoint(resolved.path)
     return resolved

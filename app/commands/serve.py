@@ -22,7 +22,18 @@ def register(app: typer.Typer) -> None:
         socket: Path | None = typer.Option(None, "--socket", help="Listen on a unix socket."),
         host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
         allow_public: bool = typer.Option(
-            False, "--allow-public", help="Allow a non-loopback --host (no authentication!)."
+            False,
+            "--allow-public",
+            help="Allow a non-loopback --host (the token then travels in clear text).",
+        ),
+        allow_media_dir: list[Path] = typer.Option(
+            [],
+            "--allow-media-dir",
+            help="A directory whose files clients may name as file:// image/video URLs "
+            "(repeatable; default none: media only as data: URLs).",
+        ),
+        max_media_mb: int = typer.Option(
+            32, "--max-media-mb", help="Media (data URLs) a request may carry, in MB."
         ),
         served_model_name: str | None = typer.Option(
             None, "--served-model-name", help="Model name clients use (default: from --model)."
@@ -83,6 +94,8 @@ def register(app: typer.Typer) -> None:
                 stop=stop,
                 vllm_options=vllm_options,
                 allow_public=allow_public,
+                allow_media_dir=tuple(allow_media_dir),
+                max_media_mb=max_media_mb,
             )
         )
 
@@ -139,7 +152,10 @@ def _detach(argv: list[str], engine: str, model: str | None) -> int:
         return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
     try:
         settings = load_settings()
-        key = resolve_model(model).key  # downloads here, in the foreground, with progress
+        from ..warm import user_model_dirs
+
+        # Downloads here, in the foreground, with progress.
+        key = resolve_model(model, model_dirs=user_model_dirs(settings)).key
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:
@@ -186,6 +202,8 @@ def execute(
     stop: bool,
     vllm_options: dict | None = None,
     allow_public: bool = False,
+    allow_media_dir: tuple[Path, ...] = (),
+    max_media_mb: int = 32,
 ) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
@@ -203,6 +221,8 @@ def execute(
             raise ValueError("give --port or --socket, not both")
         if port is not None and not 0 <= port < 65536:
             raise ValueError(f"--port {port} is not a TCP port")
+        if not 0 <= max_media_mb <= 512:
+            raise ValueError(f"--max-media-mb must be 0..512, got {max_media_mb}")
         settings = settings.override(engine=engine, model=model)
         builder = _vllm_builder(vllm_options or {}) if engine == "vllm" else build_engine
     except ValueError as e:
@@ -211,7 +231,11 @@ def execute(
         key = None
         if model:
             try:
-                key = resolve_model(model, local_only=True, check=False).key
+                from ..warm import user_model_dirs
+
+                key = resolve_model(
+                    model, local_only=True, check=False, model_dirs=user_model_dirs(settings)
+                ).key
             except (ValueError, EngineUnavailable):
                 key = str(Path(model).expanduser().resolve())
         return _status(settings.home, key) if status else _stop(settings.home, key)
@@ -226,6 +250,8 @@ def execute(
             served_model_name=served_model_name,
             build_engine=builder,
             allow_public=allow_public,
+            allowed_media=tuple(d.expanduser() for d in allow_media_dir),
+            media_bytes=max_media_mb * 1024 * 1024,
         )
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))

@@ -21,7 +21,7 @@ from m3agent.engine.backends.completion import CompletionRequest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .http import HttpResponse
-from .wire import WireError, error_json, usage_json
+from .wire import BYTES_PER_TOKEN, INT64, WireError, error_json, usage_json, validation_message
 
 
 class CompletionBody(BaseModel):
@@ -33,8 +33,8 @@ class CompletionBody(BaseModel):
     max_tokens: int | None = Field(default=16, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = None
-    seed: int | None = None
+    top_k: int | None = Field(default=None, ge=-1, lt=2**31)
+    seed: int | None = Field(default=None, ge=-INT64, lt=INT64)
     stop: str | list[str] | None = None
     n: int = 1
     logprobs: int | None = None
@@ -42,13 +42,15 @@ class CompletionBody(BaseModel):
     suffix: str | None = None
 
 
-def parse_completion(raw: bytes, request_id: str) -> tuple[CompletionBody, CompletionRequest]:
+def parse_completion(
+    raw: bytes, request_id: str, max_context_tokens: int | None = None
+) -> tuple[CompletionBody, CompletionRequest]:
+    """max_context_tokens: a prompt longer than the context is refused, and max_tokens is
+    capped by the context left after the prompt (as vLLM caps it)."""
     try:
         body = CompletionBody.model_validate_json(raw)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise WireError(f"bad request: {where}: {first['msg']}") from None
+        raise WireError(validation_message(e)) from None
     if body.n != 1:
         raise WireError("bad request: n must be 1 (one completion per request)")
     for name in ("logprobs", "suffix"):
@@ -61,10 +63,23 @@ def parse_completion(raw: bytes, request_id: str) -> tuple[CompletionBody, Compl
         raise WireError("bad request: prompt: one prompt per request (a string or token ids)")
     if not prompt:
         raise WireError("bad request: prompt is empty")
+    max_tokens = body.max_tokens or 16
+    if max_context_tokens:
+        # Token ids are counted exactly; text is bounded by its bytes (it is tokenized later).
+        n = len(prompt) if not isinstance(prompt, str) else 0
+        too_long = n >= max_context_tokens or (
+            isinstance(prompt, str) and len(prompt.encode()) > max_context_tokens * BYTES_PER_TOKEN
+        )
+        if too_long:
+            raise WireError(
+                f"bad request: prompt is longer than the model's context of "
+                f"{max_context_tokens} tokens"
+            )
+        max_tokens = min(max_tokens, max_context_tokens - n)
     d = SamplingParams()
     stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
     sampling = SamplingParams(
-        max_tokens=body.max_tokens or 16,
+        max_tokens=max_tokens,
         temperature=d.temperature if body.temperature is None else body.temperature,
         top_p=d.top_p if body.top_p is None else body.top_p,
         top_k=d.top_k if body.top_k is None else body.top_k,

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from m3agent.tools.private_fs import open_private, private_dir
+
 from .lock import ServerLock, find_lock, lock_path
 
 
@@ -31,8 +33,9 @@ def start_detached(
     cwd: the server's working directory; on_wait: called between polls (progress);
     env: the server's environment (default: ours)."""
     log_path = lock_path(home, model_key).with_suffix(".log")
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
+    private_dir(log_path.parent)
+    # The log holds request paths and errors: the owner's only, whatever the umask.
+    with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_TRUNC), "wb") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "m3agent.app.cli", *argv],
             stdin=subprocess.DEVNULL,

@@ -13,92 +13,38 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from collections.abc import Awaitable, Callable
+from typing import TextIO
 
-MAX_HEADER_BYTES = 64 * 1024
-MAX_BODY_BYTES = 512 * 1024 * 1024  # videos travel as data URLs
+from .request import (
+    MAX_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    BadRequest,
+    Handler,
+    HeadCheck,
+    HttpRequest,
+    HttpResponse,
+    discard,
+    read_request,
+)
+
+__all__ = ["BadRequest", "Handler", "HttpRequest", "HttpResponse", "read_request", "start"]
+
 KEEP_ALIVE_S = 30.0  # an idle kept-alive connection is closed after this
 _GONE_POLL_S = 0.05
 
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Payload Too Large",
+    415: "Unsupported Media Type",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class HttpRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    version: str = "HTTP/1.1"
-
-    @property
-    def keep_alive(self) -> bool:
-        conn = self.headers.get("connection", "").lower()
-        if self.version == "HTTP/1.0":
-            return conn == "keep-alive"
-        return conn != "close"
-
-
-@dataclass(slots=True)
-class HttpResponse:
-    status: int = 200
-    body: bytes = b""
-    content_type: str = "application/json"
-    # When set, the body is streamed as server-sent events (each item one `data:` line).
-    events: AsyncIterator[str] | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def json(cls, obj: Any, status: int = 200) -> HttpResponse:
-        return cls(status, json.dumps(obj, ensure_ascii=False).encode())
-
-
-Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
-
-
-class BadRequest(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-async def read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError:
-        return None  # the client connected and left
-    except asyncio.LimitOverrunError:
-        raise BadRequest(413, "request headers too large") from None
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3:
-        raise BadRequest(400, "malformed request line")
-    method, path, version = parts
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if ":" in line:
-            k, v = line.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        raise BadRequest(400, "chunked request bodies are not supported; send Content-Length")
-    try:
-        length = int(headers.get("content-length", "0"))
-    except ValueError:
-        raise BadRequest(400, "bad Content-Length") from None
-    if length > MAX_BODY_BYTES:
-        raise BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
-    body = await reader.readexactly(length) if length else b""
-    return HttpRequest(method.upper(), path.split("?", 1)[0], headers, body, version.upper())
 
 
 def _head(
@@ -188,7 +134,19 @@ def _access(
         log.flush()
 
 
-def connection_handler(handler: Handler, log: TextIO | None = None):
+def connection_handler(
+    handler: Handler,
+    log: TextIO | None = None,
+    check_head: HeadCheck | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    body_budget: int | None = None,
+):
+    """body_budget: the request-body bytes all connections together may hold at once (default
+    4 bodies of the largest size); past it a request is a 503 before its body is read, so
+    that many large requests at once cannot exhaust memory either."""
+    budget = 4 * max_body_bytes if body_budget is None else body_budget
+    inflight = [0]
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else "unix"
@@ -206,24 +164,45 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
 
     async def _one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> bool:
         """One request and its response; True when the connection stays open for another."""
+        held = [0]
+
+        def reserve(n: int) -> None:
+            if inflight[0] + n > budget:
+                raise BadRequest(503, "the server is busy reading other large requests; retry")
+            inflight[0] += n
+            held[0] += n
+
+        try:
+            return await _one_held(reader, writer, peer, reserve)
+        finally:
+            inflight[0] -= held[0]
+
+    async def _one_held(reader, writer, peer: str, reserve: Callable[[int], None]) -> bool:
         req: HttpRequest | None = None
         try:
             try:
-                req = await asyncio.wait_for(read_request(reader), KEEP_ALIVE_S)
+                # The whole request within KEEP_ALIVE_S: a trickling client is dropped.
+                req = await asyncio.wait_for(
+                    read_request(reader, check_head, max_body_bytes, reserve), KEEP_ALIVE_S
+                )
             except TimeoutError:
                 return False
             if req is None:
                 return False
             started = time.monotonic()
-            resp = await _unless_client_leaves(handler(req), reader)
+            resp = await _unless_client_leaves(_answered(handler, req, log), reader)
             if resp is None:
                 _access(log, peer, req, "client left", started)
                 return False
         except BadRequest as e:
             started = time.monotonic()
             body = json.dumps({"error": {"message": str(e), "code": e.status}}).encode()
-            resp = HttpResponse(e.status, body)
-            req = None
+            writer.write(_head(e.status, "application/json", {}, len(body)) + body)
+            await writer.drain()
+            if e.unread:
+                await discard(reader, e.unread)
+            _access(log, peer, None, e.status, started)
+            return False
         keep = req is not None and req.keep_alive and resp.events is None
         if resp.events is not None:
             await _send_events(resp, reader, writer)
@@ -239,6 +218,24 @@ def connection_handler(handler: Handler, log: TextIO | None = None):
     return serve
 
 
+async def _answered(handler: Handler, req: HttpRequest, log: TextIO | None) -> HttpResponse:
+    """The handler's response; an unexpected exception is a 500 with one line (and the
+    traceback's last line in the log), never a dropped connection."""
+    try:
+        return await handler(req)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a bug: answer it, keep serving everyone else
+        if log is not None:
+            with contextlib.suppress(Exception):
+                log.write(f"m3agent serve: internal error on {req.path}: {type(e).__name__}: {e}\n")
+                log.flush()
+        body = json.dumps(
+            {"error": {"message": f"internal error: {type(e).__name__}", "code": 500}}
+        ).encode()
+        return HttpResponse(500, body)
+
+
 async def start(
     handler: Handler,
     *,
@@ -246,9 +243,12 @@ async def start(
     port: int | None = None,
     socket_path: str | None = None,
     access_log: TextIO | None = None,
+    check_head: HeadCheck | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    body_budget: int | None = None,
 ) -> asyncio.base_events.Server:
     """Listens on host:port or on a unix socket; port 0 picks a free one."""
-    cb = connection_handler(handler, access_log)
+    cb = connection_handler(handler, access_log, check_head, max_body_bytes, body_budget)
     if socket_path is not None:
         return await asyncio.start_unix_server(cb, path=socket_path, limit=MAX_HEADER_BYTES)
     return await asyncio.start_server(cb, host, port or 0, limit=MAX_HEADER_BYTES)

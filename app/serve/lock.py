@@ -1,18 +1,29 @@
 """The lock file of a running `m3agent serve`: one per model, under <home>/serve/.
 
 It holds the server's pid, address and model, so that `serve --status/--stop` can find it and
-`m3agent run` / the TUI can attach to it instead of loading the weights again. A lock whose
-pid is gone (a crash, a reboot) is stale and is replaced.
+`m3agent run` / the TUI can attach to it instead of loading the weights again.
+
+Who holds it is decided by an exclusive `flock` on `<digest>.lock` beside the JSON, taken in one
+atomic step and held for the server's lifetime: the kernel drops it when the process dies
+(SIGKILL, a reboot), so there is no window in which two starters both win and no stale state
+to guess about. The JSON (`<digest>.json`) is only what the holder says about itself, always
+replaced whole (written aside, renamed). The `.lock` file is never removed: unlinking a locked
+file would let the next starter lock a fresh inode while the old holder still runs.
+Everything here is private (0700 directory, 0600 files) whatever the umask.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from m3agent.tools.private_fs import open_private, private_dir
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,18 +74,21 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def read_lock(path: Path) -> ServerLock | None:
-    """The lock at `path` when its server is alive; a stale or unreadable one is removed."""
+def read_lock(path: Path, *, remove_stale: bool = True) -> ServerLock | None:
+    """The lock at `path` when its server is alive; a stale or unreadable one is removed
+    (it is always written whole, so unreadable means damaged, not half-written)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         lock = ServerLock(**data)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError):
-        path.unlink(missing_ok=True)
+        if remove_stale:
+            path.unlink(missing_ok=True)
         return None
     if not pid_alive(lock.pid):
-        path.unlink(missing_ok=True)
+        if remove_stale:
+            path.unlink(missing_ok=True)
         return None
     return lock
 
@@ -90,38 +104,79 @@ def all_locks(home: Path) -> list[ServerLock]:
     return [lk for p in sorted(d.glob("*.json")) if (lk := read_lock(p)) is not None]
 
 
-def acquire(home: Path, lock: ServerLock) -> Path:
-    """Writes the lock atomically; ValueError when a live server already holds it."""
-    path = lock_path(home, lock.model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(2):
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            held = read_lock(path)  # removes a stale one
-            if held is not None and held.pid != lock.pid:
-                raise ValueError(
-                    f"a server for {lock.model} is already running (pid {held.pid}, "
-                    f"{held.address}); stop it with `m3agent serve --stop --model ...`"
-                ) from None
-            path.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(lock), f)
-        return path
-    raise ValueError(f"cannot take the lock {path}")
+class HeldLock:
+    """The open, flocked `.lock` file: the lock is ours while this is open."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd: int | None = fd
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # drops the flock
+            self._fd = None
 
 
-def update(home: Path, lock: ServerLock) -> None:
-    """Rewrites our own lock (the port is known only once the socket listens)."""
-    path = lock_path(home, lock.model)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(lock)), encoding="utf-8")
+def _write_json(path: Path, lock: ServerLock) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with os.fdopen(open_private(tmp, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as f:
+        json.dump(asdict(lock), f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
-def release(home: Path, lock: ServerLock) -> None:
+def _refusal(model: str, held: ServerLock | None) -> ValueError:
+    who = f"pid {held.pid}, {held.address}" if held is not None else "still starting"
+    return ValueError(
+        f"a server for {model} is already running ({who}); "
+        "stop it with `m3agent serve --stop --model ...`"
+    )
+
+
+def acquire(
+    home: Path, lock: ServerLock, *, on_taken: Callable[[], None] | None = None
+) -> HeldLock:
+    """Takes the model's lock (flock, atomic) and writes our JSON; ValueError when a live
+    server holds it. Keep the HeldLock open while serving. on_taken runs between taking the
+    flock and writing the JSON: tests force two starters to interleave there."""
+    path = lock_path(home, lock.model)
+    private_dir(path.parent)
+    flock_path = path.with_suffix(".lock")
+    fd = open_private(flock_path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise _refusal(lock.model, read_lock(path, remove_stale=False)) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    held = HeldLock(flock_path, fd)
+    try:
+        if on_taken is not None:
+            on_taken()
+        # A server of an older version holds no flock: its live pid in the JSON still counts.
+        older = read_lock(path)
+        if older is not None and older.pid != lock.pid:
+            raise _refusal(lock.model, older)
+        _write_json(path, lock)
+    except BaseException:
+        held.close()
+        raise
+    return held
+
+
+def update(home: Path, lock: ServerLock) -> None:
+    """Rewrites our own lock's JSON (the port is known only once the socket listens)."""
+    _write_json(lock_path(home, lock.model), lock)
+
+
+def release(home: Path, lock: ServerLock, held: HeldLock | None = None) -> None:
+    """Removes our JSON (when it is still ours), then lets go of the flock."""
     path = lock_path(home, lock.model)
     with contextlib.suppress(OSError, ValueError, TypeError):
         if ServerLock(**json.loads(path.read_text(encoding="utf-8"))).pid == lock.pid:
             path.unlink()
+    if held is not None:
+        held.close()

@@ -12,9 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from m3agent.tools.private_fs import private_dir
+
 from . import lock as locks
+from .guard import Guard, ensure_token
 from .http import start
-from .server import ChatServer, ServeConfig
+from .server import ChatServer, ServeConfig, body_limit
 
 
 async def serve_forever(
@@ -27,6 +30,7 @@ async def serve_forever(
     port: int | None,
     socket_path: str | None,
     log: TextIO,
+    token: str | None = None,
 ) -> None:
     app = ChatServer(engine, config)
     if socket_path is not None:
@@ -35,7 +39,25 @@ async def serve_forever(
             if _socket_in_use(socket_path):
                 raise ValueError(f"{socket_path} is in use by another server")
             sock.unlink()  # a stale socket left by a server that died
-    server = await start(app.handle, host=host, port=port, socket_path=socket_path, access_log=log)
+    limit = body_limit(engine.info().max_context_tokens, config.media_bytes)
+    # Host names a request may carry: loopback, and the address it was told to listen on.
+    hosts: tuple[str, ...] | None = tuple(
+        {"127.0.0.1", "localhost", "::1", "[::1]", host.lower(), f"[{host.lower()}]"}
+    )
+    if host in ("0.0.0.0", "::", ""):
+        hosts = None  # clients reach a wildcard listener by names we cannot know
+    guard = Guard(token=token, max_body_bytes=limit, hosts=hosts)
+    server = await start(
+        app.handle,
+        host=host,
+        port=port,
+        socket_path=socket_path,
+        access_log=log,
+        check_head=guard.check_head,
+        max_body_bytes=limit,
+    )
+    if socket_path is not None:
+        os.chmod(socket_path, 0o600)  # only the owner connects (the token guards TCP)
     bound_port = None if socket_path else server.sockets[0].getsockname()[1]
     # Clients on this machine reach a wildcard listener through loopback.
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -50,7 +72,8 @@ async def serve_forever(
     locks.update(home, ready)
     log.write(
         f"m3agent serve: {config.served_model_name} ({engine.info().backend}) on "
-        f"{ready.address} (pid {os.getpid()})\n"
+        f"{ready.address} (pid {os.getpid()}), request bodies up to {limit:,} bytes, "
+        "token required (serve/token in the data home)\n"
     )
     log.flush()
     stop = asyncio.Event()
@@ -95,15 +118,25 @@ def run_server(
     build_engine: Any,
     log: TextIO | None = None,
     allow_public: bool = False,
+    allowed_media: tuple[Path, ...] = (),
+    media_bytes: int | None = None,
 ) -> None:
-    """Blocks until stopped. ValueError for usage errors, EngineError when loading fails."""
+    """Blocks until stopped. ValueError for usage errors, EngineError when loading fails.
+    allowed_media: directories whose files a client may name as file:// URLs."""
     from m3agent.engine.model_source import resolve_model
 
     log = log or sys.stderr
     if host not in ("127.0.0.1", "localhost", "::1") and not allow_public:
-        # The endpoint has no authentication: loopback only unless asked for explicitly.
+        # Beyond loopback the token travels in clear text and anyone on the network can try it.
         raise ValueError(f"--host {host} is not loopback; add --allow-public to listen there")
-    resolved = resolve_model(settings.model)
+    for d in allowed_media:
+        if not d.is_dir():
+            raise ValueError(f"--allow-media-dir {d} is not a directory")
+    private_dir(settings.home)  # a fresh home is private whatever the umask
+    token = ensure_token(settings.home)
+    from ..warm import user_model_dirs
+
+    resolved = resolve_model(settings.model, model_dirs=user_model_dirs(settings))
     name = served_model_name or resolved.repo_id or resolved.path.name
     lock = locks.ServerLock(
         pid=os.getpid(),
@@ -112,7 +145,7 @@ def run_server(
         backend=settings.engine,
         started_at=time.time(),
     )
-    locks.acquire(settings.home, lock)  # before loading: a second server fails in a second
+    held = locks.acquire(settings.home, lock)  # before loading: a second server fails at once
     try:
         from ..warm import load_log_writer
 
@@ -126,6 +159,8 @@ def run_server(
             settings.home / "serve" / "media",
             default_thinking=settings.thinking,
             aliases=aliases,
+            allowed_media=tuple(Path(os.path.realpath(d)) for d in allowed_media),
+            **({} if media_bytes is None else {"media_bytes": media_bytes}),
         )
         asyncio.run(
             serve_forever(
@@ -137,7 +172,8 @@ def run_server(
                 port=port,
                 socket_path=socket_path,
                 log=log,
+                token=token,
             )
         )
     finally:
-        locks.release(settings.home, lock)
+        locks.release(settings.home, lock, held)

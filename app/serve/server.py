@@ -43,14 +43,19 @@ from .completions import (
 )
 from .http import HttpRequest, HttpResponse
 from .wire import (
+    BYTES_PER_TOKEN,
     ChatBody,
     WireError,
     error_json,
     parse_body,
+    text_bytes,
     to_chat_request,
     tool_call_json,
     usage_json,
 )
+
+# Media (data URLs) a request may carry on top of its text, by default: a few images.
+DEFAULT_MEDIA_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,13 @@ class ServeConfig:
     media_dir: Path
     default_thinking: str = "adaptive"
     aliases: tuple[str, ...] = ()  # other names a request may use (the model path, a repo id)
+    allowed_media: tuple[Path, ...] = ()  # directories file:// URLs may name (resolved)
+    media_bytes: int = DEFAULT_MEDIA_BYTES
+
+
+def body_limit(max_context_tokens: int, media_bytes: int = DEFAULT_MEDIA_BYTES) -> int:
+    """The largest request body worth reading: the text the context can hold, plus media."""
+    return max_context_tokens * BYTES_PER_TOKEN + media_bytes + 64 * 1024
 
 
 def _status_of(e: EngineError) -> int:
@@ -130,9 +142,24 @@ class ChatServer:
                         404,
                     ),
                 )
+            ctx = self.engine.info().max_context_tokens
+            if (size := text_bytes(body)) > ctx * BYTES_PER_TOKEN:
+                return HttpResponse(
+                    413,
+                    error_json(
+                        f"the request's text ({size} bytes) cannot fit in the model's context "
+                        f"of {ctx} tokens",
+                        code=413,
+                    ),
+                )
             request_id = f"chatcmpl-{uuid.uuid4().hex}"
             chat = to_chat_request(
-                body, request_id, self.config.media_dir, self.config.default_thinking
+                body,
+                request_id,
+                self.config.media_dir,
+                self.config.default_thinking,
+                max_context_tokens=ctx,
+                allowed_media=self.config.allowed_media,
             )
         except WireError as e:
             return HttpResponse(400, error_json(str(e)))
@@ -158,7 +185,9 @@ class ChatServer:
             return refused
         request_id = new_request_id()
         try:
-            body, creq = parse_completion(req.body, request_id)
+            body, creq = parse_completion(
+                req.body, request_id, self.engine.info().max_context_tokens
+            )
         except WireError as e:
             return HttpResponse(400, error_json(str(e)))
         if (unknown := self._unknown_model(body.model)) is not None:

@@ -2,15 +2,13 @@
 
 Requests are validated with pydantic (JSON meets the outside here) and turned into our
 ChatRequest; engine deltas are turned back into response objects and stream chunks.
-Images and videos arrive as data URLs; they are written to files in the server's media
-directory because the m3 media layer reads paths.
+Images and videos arrive as data URLs (media.py turns them into files; `file://` only inside
+an allow-listed directory). Every field is validated here, so that a malformed value is a 400
+naming it rather than an exception deep in the renderer.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -24,11 +22,57 @@ from m3agent.engine.api import (
     ToolCall,
     Usage,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import WireError
+from .media import save_media_url
+
+INT64 = 2**63  # seeds are 64-bit at every engine (torch, vLLM): larger ones are refused
+# A tool's name goes into the prompt's markup: word characters, '.', ':', '-' only.
+TOOL_NAME = r"^[A-Za-z0-9_.:\-]{1,128}$"
 
 
-class WireError(ValueError):
-    """A request the server rejects with HTTP 400; the message names the cause."""
+_MEDIA_TYPES = {"image_url": "image", "video_url": "video"}
+# A token of text is rarely more than a few bytes; 32 bytes per token of context (JSON escapes
+# included) is the most text a request may carry before it certainly cannot fit.
+BYTES_PER_TOKEN = 32
+
+
+def text_bytes(body: ChatBody) -> int:
+    """The request's text (messages and tool schemas), in bytes: bounded by the context."""
+    n = len(json.dumps(body.tools or [], ensure_ascii=False).encode())
+    for m in body.messages:
+        for piece in (_text_of(m.content), m.reasoning_content, m.reasoning, m.raw_text):
+            n += len((piece or "").encode())
+    return n
+
+
+class _ToolFunction(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(pattern=TOOL_NAME)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class _Tool(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["function"]
+    function: _ToolFunction
+
+
+class _Url(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    url: str
+
+
+class _Part(BaseModel):
+    """One content part: text, or an image/video as {"url": ...} (not a bare string)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+    image_url: _Url | None = None
+    video_url: _Url | None = None
 
 
 class _Function(BaseModel):
@@ -59,6 +103,19 @@ class _Message(BaseModel):
     # ... and the thinking mode its turn ran under (its generation prefix is re-rendered).
     thinking_mode: Literal["enabled", "disabled", "adaptive"] | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _parts(cls, value: Any) -> Any:
+        # Validated as parts but kept as the client's dicts (extra keys and their order).
+        if isinstance(value, list):
+            for p in value:
+                part = _Part.model_validate(p)
+                if part.type == "text" and part.text is None:
+                    raise ValueError("a text part needs a 'text' string")
+                if part.type in _MEDIA_TYPES and getattr(part, part.type) is None:
+                    raise ValueError(f'a {part.type} part needs {{"url": ...}}')
+        return value
+
 
 class ChatBody(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -71,8 +128,8 @@ class ChatBody(BaseModel):
     max_completion_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    top_k: int | None = None
-    seed: int | None = None
+    top_k: int | None = Field(default=None, ge=-1, lt=2**31)
+    seed: int | None = Field(default=None, ge=-INT64, lt=INT64)
     stop: str | list[str] | None = None
     chat_template_kwargs: dict[str, Any] | None = None
     # Accepted so that an unsupported value is a clear 400, not silently ignored.
@@ -82,16 +139,31 @@ class ChatBody(BaseModel):
     response_format: dict[str, Any] | None = None
     tool_choice: str | dict[str, Any] | None = None
 
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, value: Any) -> Any:
+        # Validated as OpenAI tool objects but passed on as sent: the rendered schema (and so
+        # the prompt the cache holds) is exactly the client's.
+        for t in value or ():
+            _Tool.model_validate(t)
+        return value
+
 
 def parse_body(raw: bytes) -> ChatBody:
     try:
         body = ChatBody.model_validate_json(raw)
     except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise WireError(f"bad request: {where}: {first['msg']}") from None
+        raise WireError(validation_message(e)) from None
     check_supported(body)
     return body
+
+
+def validation_message(e: ValidationError) -> str:
+    """pydantic's first error as one line: where and what."""
+    first = e.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    msg = " ".join(str(first["msg"]).split())[:200]
+    return f"bad request: {where}: {msg}"
 
 
 def check_supported(body: ChatBody) -> None:
@@ -119,32 +191,7 @@ def _text_of(content: str | list[dict[str, Any]] | None) -> str:
     return "".join(p.get("text", "") for p in content if p.get("type") == "text")
 
 
-_MEDIA_TYPES = {"image_url": "image", "video_url": "video"}
-
-
-def _save_data_url(url: str, media_dir: Path) -> str:
-    """A data URL to a file named by its hash (the same picture twice is one file)."""
-    if url.startswith("file://"):
-        return url[len("file://") :]
-    if not url.startswith("data:") or "," not in url:
-        raise WireError("bad request: media must be a data: URL (the server fetches nothing)")
-    head, payload = url[5:].split(",", 1)
-    if not head.endswith(";base64"):
-        raise WireError("bad request: media data URLs must be base64")
-    try:
-        data = base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError):
-        raise WireError("bad request: media data URL is not valid base64") from None
-    mime = head[: -len(";base64")]
-    ext = {"image/png": ".png", "image/jpeg": ".jpg", "video/mp4": ".mp4"}.get(mime, ".bin")
-    media_dir.mkdir(parents=True, exist_ok=True)
-    path = media_dir / (hashlib.sha256(data).hexdigest()[:32] + ext)
-    if not path.exists():
-        path.write_bytes(data)
-    return str(path)
-
-
-def _user(m: _Message, media_dir: Path) -> Message:
+def _user(m: _Message, media_dir: Path, allowed: tuple[Path, ...]) -> Message:
     if not isinstance(m.content, list):
         return Message("user", m.content or "")
     parts: list[MediaPart] = []
@@ -152,8 +199,8 @@ def _user(m: _Message, media_dir: Path) -> Message:
         kind = _MEDIA_TYPES.get(str(p.get("type")))
         if kind is None:
             continue
-        url = (p.get(p["type"]) or {}).get("url", "")
-        parts.append(MediaPart(kind, _save_data_url(str(url), media_dir)))  # type: ignore[arg-type]
+        url = str(p[p["type"]]["url"])  # the shape is checked by _Message._parts
+        parts.append(MediaPart(kind, save_media_url(url, media_dir, allowed)))  # type: ignore[arg-type]
     return Message("user", _text_of(m.content), media=tuple(parts))
 
 
@@ -171,11 +218,11 @@ def _arguments(fn: _Function) -> dict[str, Any]:
     return value
 
 
-def to_message(m: _Message, media_dir: Path) -> Message:
+def to_message(m: _Message, media_dir: Path, allowed: tuple[Path, ...] = ()) -> Message:
     if m.role in ("system", "developer"):
         return Message("system", _text_of(m.content))
     if m.role == "user":
-        return _user(m, media_dir)
+        return _user(m, media_dir, allowed)
     if m.role == "tool":
         return Message("tool", _text_of(m.content), tool_call_id=m.tool_call_id, name=m.name)
     calls = tuple(
@@ -194,8 +241,16 @@ def to_message(m: _Message, media_dir: Path) -> Message:
 
 
 def to_chat_request(
-    body: ChatBody, request_id: str, media_dir: Path, default_thinking: str
+    body: ChatBody,
+    request_id: str,
+    media_dir: Path,
+    default_thinking: str,
+    *,
+    max_context_tokens: int | None = None,
+    allowed_media: tuple[Path, ...] = (),
 ) -> ChatRequest:
+    """max_context_tokens: max_tokens is capped by it (no turn can outgrow the context, as
+    vLLM caps it; the engine stops at the context's end in any case)."""
     kwargs = body.chat_template_kwargs or {}
     mode = kwargs.get("thinking_mode", default_thinking)
     # The system block's mode: fixed per session so that toggling the turn's mode keeps every
@@ -209,8 +264,11 @@ def to_chat_request(
             )
     d = SamplingParams()
     stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
+    max_tokens = body.max_completion_tokens or body.max_tokens or d.max_tokens
+    if max_context_tokens:
+        max_tokens = min(max_tokens, max_context_tokens)
     sampling = SamplingParams(
-        max_tokens=body.max_completion_tokens or body.max_tokens or d.max_tokens,
+        max_tokens=max_tokens,
         temperature=d.temperature if body.temperature is None else body.temperature,
         top_p=d.top_p if body.top_p is None else body.top_p,
         top_k=d.top_k if body.top_k is None else body.top_k,
@@ -219,7 +277,7 @@ def to_chat_request(
     )
     return ChatRequest(
         request_id=request_id,
-        messages=tuple(to_message(m, media_dir) for m in body.messages),
+        messages=tuple(to_message(m, media_dir, allowed_media) for m in body.messages),
         tools=tuple(body.tools or ()),
         thinking_mode=mode,
         sampling=sampling,

@@ -128,3 +128,72 @@ def test_local_only_never_downloads(tmp_path):
         offline=False,
     )
     assert r.stdout.strip() == "acme/not-here is not in the local hub cache"
+
+
+# ---- a directory in the working tree named like the model (issue 21, item 4) ---------------
+
+EVIL_TEMPLATE = "{{ 'PWNED: the repository chose this template' }}"
+
+
+def _hostile_repo(root: Path) -> Path:
+    """A repository that commits `MiniMaxAI/MiniMax-M3/` with its own template and tokenizer
+    (and enough of a checkpoint to pass the checks)."""
+    from m3agent.engine.m3.tokenizer import default_tokenizer_path
+
+    d = checkpoint(root / "MiniMaxAI" / "MiniMax-M3")
+    (d / "chat_template.jinja").write_text(EVIL_TEMPLATE)
+    (d / "tokenizer.json").write_bytes(default_tokenizer_path().read_bytes())
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "HOME": str(root)}
+    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "model files"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, env=env, capture_output=True)
+    return d
+
+
+def test_a_repo_directory_named_like_the_model_is_not_the_model(tmp_path, monkeypatch):
+    from m3agent.app.factory import local_chat_files
+
+    repo = tmp_path / "repo"
+    evil = _hostile_repo(repo)
+    monkeypatch.chdir(repo)  # the agent runs from the repository root
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    with pytest.raises(EngineUnavailable) as e:
+        resolve_model("MiniMaxAI/MiniMax-M3", local_only=True, check=False)
+    assert "hub cache" in str(e.value)
+    # The remote backend's chat files (template, tokenizer) come from nowhere in the repo.
+    files = local_chat_files("MiniMaxAI/MiniMax-M3")
+    assert "template" not in files, files["template"].origin
+    # Control: written as a path, the same directory is the model, template and all.
+    for spec in ("./MiniMaxAI/MiniMax-M3", str(evil)):
+        assert resolve_model(spec).path == evil.resolve()
+    files = local_chat_files("./MiniMaxAI/MiniMax-M3")
+    assert files["template"].origin == str(evil.resolve() / "chat_template.jinja")
+
+
+def test_a_bare_relative_name_is_not_a_path_unless_written_as_one(tmp_path, monkeypatch):
+    checkpoint(tmp_path / "tiny")
+    checkpoint(tmp_path / "models" / "m3" / "x")
+    monkeypatch.chdir(tmp_path)
+    for spec in ("tiny", "models/m3/x"):
+        with pytest.raises(EngineUnavailable, match=r"write \./"):
+            resolve_model(spec)
+    assert resolve_model("./tiny").path == (tmp_path / "tiny").resolve()
+    assert resolve_model("../" + tmp_path.name + "/tiny").path == (tmp_path / "tiny").resolve()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert resolve_model("~/tiny").path == (tmp_path / "tiny").resolve()
+
+
+def test_the_users_model_dirs_are_searched_by_name(tmp_path, monkeypatch):
+    mine = checkpoint(tmp_path / "home" / "models" / "MiniMaxAI" / "MiniMax-M3")
+    repo = tmp_path / "repo"
+    _hostile_repo(repo)
+    monkeypatch.chdir(repo)
+    dirs = (tmp_path / "home" / "models",)
+    r = resolve_model("MiniMaxAI/MiniMax-M3", model_dirs=dirs)
+    assert r.path == mine.resolve() and r.repo_id == "MiniMaxAI/MiniMax-M3"
+    checkpoint(tmp_path / "home" / "models" / "tiny")
+    assert resolve_model("tiny", model_dirs=dirs).path == (dirs[0] / "tiny").resolve()
+    # A name cannot climb out of the model dir.
+    with pytest.raises(EngineUnavailable):
+        resolve_model("MiniMax-M3/../../MiniMaxAI/MiniMax-M3", model_dirs=(repo / "x",))

@@ -180,7 +180,12 @@ def test_serve_on_a_unix_socket_then_stop(tiny, tmp_path):
     try:
         lock = wait_ready(home, proc)
         assert lock["socket"] == str(sock) and lock["port"] is None
-        with httpx.Client(transport=httpx.HTTPTransport(uds=str(sock)), base_url="http://m3") as c:
+        token = (home / "serve" / "token").read_text().strip()
+        with httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(sock)),
+            base_url="http://localhost",
+            headers={"Authorization": f"Bearer {token}"},
+        ) as c:
             models = c.get("/v1/models").json()
         assert [m["id"] for m in models["data"]] == ["dev"]
         assert models["data"][0]["backend"] == "native"
