@@ -54,6 +54,14 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(
             False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
         ),
+        offload_experts: str | None = typer.Option(
+            None,
+            "--offload-experts",
+            help="native M3: routed experts in host memory on the CPU: auto, on, off.",
+        ),
+        expert_form: str | None = typer.Option(
+            None, "--expert-form", help="native M3 offload: experts as auto, int8 or bf16."
+        ),
     ) -> None:
         """Serve one model over HTTP until stopped."""
         vllm_options = {
@@ -83,6 +91,7 @@ def register(app: typer.Typer) -> None:
                 stop=stop,
                 vllm_options=vllm_options,
                 allow_public=allow_public,
+                offload={"offload_experts": offload_experts, "expert_form": expert_form},
             )
         )
 
@@ -186,6 +195,7 @@ def execute(
     stop: bool,
     vllm_options: dict | None = None,
     allow_public: bool = False,
+    offload: dict | None = None,
 ) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
@@ -203,7 +213,7 @@ def execute(
             raise ValueError("give --port or --socket, not both")
         if port is not None and not 0 <= port < 65536:
             raise ValueError(f"--port {port} is not a TCP port")
-        settings = settings.override(engine=engine, model=model)
+        settings = settings.override(engine=engine, model=model, **(offload or {}))
         builder = _vllm_builder(vllm_options or {}) if engine == "vllm" else build_engine
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))

@@ -84,9 +84,11 @@ class NativeEngine:
         dtype: str = "float32",
         config: EngineConfig | None = None,
         progress: Any = None,
+        offload: Any = None,
     ) -> NativeEngine:
         """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line.
-        progress(bytes done, bytes total) while the weights load."""
+        progress(bytes done, bytes total) while the weights load. offload: an
+        offload.placement.OffloadConfig puts M3's routed experts in host memory (CPU compute)."""
         import torch
 
         from ..m3.chat_template import ChatTemplate
@@ -106,6 +108,7 @@ class NativeEngine:
                 dtype=torch_dtype,
                 max_model_len=config.max_model_len,
                 progress=progress,
+                offload=offload,
             )
             tokenizer = M3Tokenizer.from_model_dir(path)
             template = ChatTemplate.from_model_dir(path)

@@ -105,6 +105,8 @@ class LLMEngine:
             vision=vision,
             graphs=graphs,
         )
+        # offload.runtime.OffloadRuntime when the routed experts live in host memory
+        self.offload = getattr(model, "offload", None)
         self._text: dict[str, _TextState] = {}
         self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits
         self.num_steps = 0
@@ -164,6 +166,8 @@ class LLMEngine:
             if self.tokenizer
             else None
         )
+        if self.offload is not None and not self.scheduler.has_unfinished_requests():
+            self.offload.between_requests()  # hot experts from the routing counts so far
         self.scheduler.add_request(request)
         self.runner.add_request(request_id, params, mm_inputs)
         self._text[request_id] = _TextState(detok, StopStringFilter(params.stop))
