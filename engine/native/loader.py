@@ -292,8 +292,7 @@ def load_model(
     if offload is not None:
         from ..offload.placement import HostExpertCollector
 
-        pin = torch.device(device).type == "cuda"  # pinned: asynchronous DMA to the GPU
-        collector = HostExpertCollector(model.config.num_local_experts, offload.form, pin)
+        collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
     if collector is not None:
         from ..offload.placement import attach

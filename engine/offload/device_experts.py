@@ -35,6 +35,8 @@ def _mm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None) -> torch.T
     round: bf16 weights straight; int8 rows summed in fp32 and scaled before rounding."""
     if scale is None:
         return x @ w.t()
+    if x.is_cuda:  # tensor cores: the bf16 product, then the scale (one more rounding)
+        return (x @ w.to(x.dtype).t()) * scale.to(x.dtype)
     return ((x.float() @ w.float().t()) * scale.float()).to(torch.bfloat16)
 
 

@@ -3,14 +3,16 @@
 The loader builds M3 with its routed experts on the meta device (no memory), loads every other
 weight onto the GPU as usual, and hands each routed expert's three matrices to a
 `HostExpertCollector`, which converts them one expert at a time into the host form
-(`HostExpertLayer.from_weights`) and writes them into one preallocated (pinned, with CUDA)
-tensor per field: the peak stays one expert above the host form, never a layer in fp32.
-`attach()` then swaps each MoE block for an `OffloadedMoE` and puts the `OffloadRuntime` on
-the model.
+(`HostExpertLayer.from_weights`) and writes them into one preallocated tensor per field: the
+peak stays one expert above the host form, never a layer in fp32. `attach()` then pins them
+in place on CUDA (cudaHostRegister: torch's pinned allocator rounds each block up to a power
+of two, up to 2x the RAM at 7 GiB per tensor), swaps each MoE block for an `OffloadedMoE` and
+puts the `OffloadRuntime` on the model.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, replace
 
@@ -20,6 +22,7 @@ from .cpu_experts import HostExpertLayer
 from .device_experts import tensor_fields
 from .plan import ExpertForm
 
+log = logging.getLogger(__name__)
 # host forms the CPU computes with today; the offload-kernels work adds int4 / MXFP8
 HOST_FORMS = (ExpertForm.INT8, ExpertForm.BF16)
 EXPERT_PARAM = re.compile(
@@ -52,8 +55,8 @@ class OffloadConfig:
 class HostExpertCollector:
     """Routed-expert weights as the loader reads them -> one HostExpertLayer per MoE layer."""
 
-    def __init__(self, num_experts: int, form: ExpertForm, pin: bool) -> None:
-        self.num_experts, self.form, self.pin = num_experts, form, pin
+    def __init__(self, num_experts: int, form: ExpertForm) -> None:
+        self.num_experts, self.form = num_experts, form
         self._parts: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
         self._layers: dict[int, dict[str, torch.Tensor]] = {}
         self._done: dict[int, set[int]] = {}
@@ -78,7 +81,7 @@ class HostExpertCollector:
         dst = self._layers.get(layer)
         if dst is None:
             dst = self._layers[layer] = {
-                k: torch.empty((self.num_experts, *v.shape[1:]), dtype=v.dtype, pin_memory=self.pin)
+                k: torch.empty((self.num_experts, *v.shape[1:]), dtype=v.dtype)
                 for k, v in t.items()
             }
         for k, v in t.items():
@@ -111,11 +114,44 @@ def host_bytes(layers: dict[int, HostExpertLayer]) -> int:
     )
 
 
+def pin_in_place(layers: dict[int, HostExpertLayer]) -> list[torch.Tensor]:
+    """Page-locks the layers' tensors where they are (asynchronous DMA to the GPU); returns
+    what was registered, for `unpin`. A tensor torch already pinned is left alone."""
+    try:
+        rt = torch.cuda.cudart()
+        rt.cudaHostRegister  # noqa: B018 (a build without the binding: stay pageable)
+    except (AttributeError, RuntimeError) as e:
+        log.warning("host experts stay pageable (no cudaHostRegister: %s): slower prefill", e)
+        return []
+    done = []
+    for L in layers.values():
+        for t in tensor_fields(L).values():
+            if t.is_pinned() or t.numel() == 0:
+                continue
+            err = rt.cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0)
+            if int(err) != 0:
+                unpin(done)
+                raise ValueError(
+                    f"cannot pin {t.numel() * t.element_size()} bytes of host experts (CUDA error {int(err)})"
+                )
+            done.append(t)
+    return done
+
+
+def unpin(tensors: list[torch.Tensor]) -> None:
+    rt = torch.cuda.cudart()
+    for t in tensors:
+        rt.cudaHostUnregister(t.data_ptr())
+    tensors.clear()
+
+
 def attach(model, layers: dict[int, HostExpertLayer], cfg: OffloadConfig, device) -> None:
     """Swaps the model's MoE blocks for offloaded ones over `layers`; sets model.offload."""
     from .runtime import OffloadRuntime
 
-    runtime = OffloadRuntime(layers, cfg, torch.device(device), model.config)
+    device = torch.device(device)
+    pinned = pin_in_place(layers) if device.type == "cuda" else []
+    runtime = OffloadRuntime(layers, cfg, device, model.config, pinned)
     for i, block in enumerate(model.model.layers):
         if getattr(block, "is_moe", False):
             if i not in layers:

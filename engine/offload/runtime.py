@@ -23,6 +23,9 @@ class OffloadStats:
     cpu_tokens: int  # tokens whose routed experts ran on the CPU (summed over layers)
     streamed_tokens: int  # tokens whose layer streamed its experts to the GPU
     bytes_streamed: int
+    cpu_s: float  # seconds in the CPU step (worker thread), all layers
+    moe_s: float  # seconds in the offloaded MoE blocks, all layers (CPU step overlapped)
+    cpu_bytes: int  # expert weight bytes the CPU step read
     hot: HotStats | None
 
 
@@ -33,9 +36,11 @@ class OffloadRuntime:
         cfg,
         device: torch.device,
         config: M3TextConfig,
+        pinned: list[torch.Tensor] | None = None,
     ) -> None:
         from .placement import host_bytes
 
+        self.pinned = pinned if pinned is not None else []  # registered by placement.attach
         self.cfg = cfg
         self.layers = layers
         self.host_bytes = host_bytes(layers)
@@ -84,8 +89,17 @@ class OffloadRuntime:
             cpu_tokens=sum(m.cpu_tokens for m in self.modules.values()),
             streamed_tokens=sum(m.streamed_tokens for m in self.modules.values()),
             bytes_streamed=self.stream.bytes_streamed if self.stream else 0,
+            cpu_s=sum(m.cpu_s for m in self.modules.values()),
+            moe_s=sum(m.moe_s for m in self.modules.values()),
+            cpu_bytes=sum(m.cpu_bytes for m in self.modules.values()),
             hot=self.hot.stats() if self.hot else None,
         )
 
     def close(self) -> None:
-        self.pool.shutdown(wait=False)
+        """Stops the worker and unpins the host experts (before their memory is freed)."""
+        from .placement import unpin
+
+        self.pool.shutdown(wait=True)
+        if self.pinned:
+            torch.cuda.synchronize(self.device)  # no copy may still read them
+            unpin(self.pinned)

@@ -89,7 +89,7 @@ def test_streamed_prefill_equals_the_cpu_experts(form, group):
 
 
 def test_collector_builds_the_host_form_and_names_what_is_missing():
-    c = HostExpertCollector(2, ExpertForm.INT8, pin=False)
+    c = HostExpertCollector(2, ExpertForm.INT8)
     g = torch.Generator().manual_seed(0)
     ws = {}
     for e in range(2):
