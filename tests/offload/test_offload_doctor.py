@@ -74,3 +74,21 @@ def test_model_plan_tells_how_to_run_it_here(tmp_path):
         return
     assert r.returncode == 0, r.stderr
     assert f"m3agent run --engine native --model {tiny} --expert-form" in r.stdout
+
+
+def test_doctor_flags_check_a_native_model_here(tmp_path):
+    tiny = init_tiny(tmp_path / "tiny", TinySpec(layers=2, hidden=128, experts=2))
+    env = {**os.environ, "M3AGENT_HOME": str(tmp_path / "home")}
+    r = subprocess.run(
+        [str(EXE), "doctor", "--json", "--no-mcp", "--cwd", str(tmp_path), "--engine", "native",
+         "--model", str(tiny)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    rows = {row["name"]: row for row in json.loads(r.stdout)["engine"]}
+    assert rows["engine"]["detail"] == "native" and rows["model"]["ok"]
+    assert rows["offload"]["ok"] and "weights in host memory" in rows["offload"]["detail"]
+    bad = subprocess.run(
+        [str(EXE), "doctor", "--no-mcp", "--expert-form", "int3"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "expert_form must be auto, int8 or bf16" in bad.stderr
