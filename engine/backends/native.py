@@ -101,6 +101,9 @@ class NativeEngine:
         if not isinstance(torch_dtype, torch.dtype):
             raise EngineUnavailable(f"unknown dtype {dtype!r} (try float32, bfloat16, float16)")
         config = replace(config or EngineConfig(), device=device)
+        if offload is not None and device.startswith("cuda") and config.kv_cache_dtype == "auto":
+            # the plan's KV rows are e4m3: half the bytes, and the GPU memory the hot experts use
+            config = replace(config, kv_cache_dtype="fp8")
         try:
             model = load_model(
                 path,
