@@ -328,6 +328,7 @@ def run_form(form, s, device, m, max_layers, rows) -> None:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     model = gpu_model(c, device)
+    rss_before = proc_kib("VmRSS") * 1024
     layers = host_layers(
         c, seed, [i for i in range(c.num_hidden_layers) if c.is_moe_layer(i)], cuda
     )
@@ -337,6 +338,7 @@ def run_form(form, s, device, m, max_layers, rows) -> None:
         stream_experts=s["stream_experts"],
     )  # fmt: skip
     attach(model, layers, cfg, device)
+    experts_rss = proc_kib("VmRSS") * 1024 - rss_before  # the host experts, pinned, as resident
     build_s = time.perf_counter() - t0
     say(f"{form}: model built in {build_s:.0f} s (hot cache {hot} experts per layer)")
     plan = plan_for(c, form, m, n, s, hot=False)
@@ -375,6 +377,10 @@ def run_form(form, s, device, m, max_layers, rows) -> None:
         gpu_allocator_peak=torch.cuda.max_memory_reserved() if cuda else None,
         host_planned=planned_host, host_measured=measured_host,
         host_experts_bytes=model.offload.host_bytes, vm_hwm=proc_kib("VmHWM") * 1024,
+        host_experts_rss=experts_rss,
+        host_experts_ratio=experts_rss / next(
+            r.nbytes for r in plan.rows if r.label.startswith("routed experts")
+        ),
         plan_rows={r.label: r.nbytes for r in plan.rows},
         planner_57_layers=dict(
             decode_host_ms=1e3 * plan57.decode_host_s, decode_gpu_ms=1e3 * plan57.decode_gpu_s,
