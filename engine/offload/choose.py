@@ -67,8 +67,9 @@ def choose_offload(
         from .hardware import probe
         from .plan import PlanRequest, make_plan
 
-        # placement needs no bandwidth figures: give one rather than spend a second measuring
-        machine = probe(host_bw_gbs=50.0)
+        # placement needs no bandwidth figures: give them rather than measure (a second) or
+        # refuse a GPU whose bandwidth the planner does not know
+        machine = probe(gpu_bw_gbs=1000.0, host_bw_gbs=50.0)
         req = PlanRequest(
             context_len=max(128, min(max_model_len or 131072, cfg.max_model_len)),
             expert_form=form_req if form_req in HOST_FORMS else ExpertForm.AUTO,

@@ -113,6 +113,7 @@ class OffloadedMoE(nn.Module):
             out += routed.to(x.device, non_blocking=True)
         return out.to(x.dtype)
 
+    @torch.inference_mode()  # thread-local: the worker does not inherit the engine's mode
     def _cpu(self, x, ids, w, hot) -> torch.Tensor | None:
         t0 = time.perf_counter()
         sel = (ids, w) if hot is None else cpu_slots(ids, w, hot)
