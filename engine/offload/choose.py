@@ -89,4 +89,7 @@ def choose_offload(
         form=form, hot_experts_per_layer=hot, prefill_stream_tokens=prefill_stream_tokens
     )
     why = "forced" if mode == "on" else f"{inv.total / 2**30:.0f} GiB of weights exceed the GPU"
-    return OffloadChoice(oc, f"expert offload ({why}): routed experts as {form} in host memory")
+    note = "; decode runs eagerly (no CUDA graphs around the CPU step yet)" if cuda else ""
+    return OffloadChoice(
+        oc, f"expert offload ({why}): routed experts as {form} in host memory{note}"
+    )
