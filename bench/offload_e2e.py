@@ -45,6 +45,8 @@ SMOKE = dict(
     batches=(1, 2), contexts=(512, 1024), chunks=(128, 256),
     warm=1, timed=3, seeds=2, stream_tokens=64, stream_experts=3,
 )  # fmt: skip
+# --cpu-full-width: the smoke run at M3's real expert shape (16 experts, top-4), on the CPU
+CPU_FULL = {**SMOKE, "hidden": 6144, "inter": 3072, "experts": 16, "top_k": 4}
 FULL_MOE_LAYERS = 57
 
 
@@ -414,7 +416,12 @@ def main() -> None:
     ap.add_argument("--forms", default="int8,bf16", help="host expert forms, comma-separated")
     ap.add_argument("--max-layers", type=int, default=57, help="most MoE layers to build")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU (CI)")
+    ap.add_argument(
+        "--cpu-full-width", action="store_true",
+        help="the smoke run's cases at hidden 6144 x expert 3072, 16 experts top-4, on the CPU",
+    )  # fmt: skip
     a = ap.parse_args()
+    a.smoke = a.smoke or a.cpu_full_width
     from m3agent.engine.offload.hardware import measure_host_read_bw
     from m3agent.engine.offload.plan import ExpertForm
 
@@ -424,7 +431,7 @@ def main() -> None:
         sys.exit(f"error: {e}")
     cuda = torch.cuda.is_available() and not a.smoke
     device = "cuda" if cuda else "cpu"
-    s = SMOKE if a.smoke else FULL
+    s = CPU_FULL if a.cpu_full_width else SMOKE if a.smoke else FULL
     if not cuda and not a.smoke:
         sys.exit("error: no CUDA GPU here (use --smoke for the CPU run)")
     t0 = time.perf_counter()
@@ -438,7 +445,7 @@ def main() -> None:
         date=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), device=device,
         gpu=torch.cuda.get_device_name() if cuda else None, torch=torch.__version__,
         cpu_threads=torch.get_num_threads(), host_read_gbs=host_bw / 1e9,
-        pcie_gbs=pcie / 1e9 if cuda else None, smoke=a.smoke,
+        pcie_gbs=pcie / 1e9 if cuda else None, smoke=a.smoke, shape=s,
     )  # fmt: skip
     print(json.dumps(env), flush=True)
     rows: list[dict] = []
@@ -447,7 +454,10 @@ def main() -> None:
     env["total_s"] = time.perf_counter() - t0
     out_dir = a.out or Path(os.environ.get("OUT") or Path(__file__).resolve().parent / "results")
     out_dir.mkdir(parents=True, exist_ok=True)
-    tag = "smoke" if a.smoke else (env["gpu"] or "gpu").split()[-1].lower()
+    tag = (
+        "cpu-full-width" if a.cpu_full_width
+        else "smoke" if a.smoke else (env["gpu"] or "gpu").split()[-1].lower()
+    )  # fmt: skip
     path = out_dir / f"offload_e2e_{tag}_{env['date'][:10]}.json"
     path.write_text(json.dumps({"env": env, "rows": rows}, indent=1))
     say(f"done in {env['total_s']:.0f} s: {path}")
