@@ -334,13 +334,13 @@ def run_form(form, s, device, m, max_layers, rows) -> None:
     layers = host_layers(
         c, seed, [i for i in range(c.num_hidden_layers) if c.is_moe_layer(i)], cuda
     )
-    del seed
     cfg = OffloadConfig(
         form=form, hot_experts_per_layer=hot, prefill_stream_tokens=s["stream_tokens"],
         stream_experts=s["stream_experts"],
     )  # fmt: skip
     attach(model, layers, cfg, device)
     experts_rss = proc_kib("VmRSS") * 1024 - rss_before  # the host experts, pinned, as resident
+    del seed  # after the reading: it was resident before and after
     build_s = time.perf_counter() - t0
     say(f"{form}: model built in {build_s:.0f} s (hot cache {hot} experts per layer)")
     plan = plan_for(c, form, m, n, s, hot=False)
