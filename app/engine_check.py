@@ -38,7 +38,71 @@ def _torch() -> tuple[EngineRow, list[int]]:
     return EngineRow("torch", True, f"{torch.__version__}, CUDA {torch.version.cuda}: {gpus}"), mems
 
 
-def _model(spec: str | None, gpu_mems: list[int], engine: str) -> EngineRow:
+def _model(
+    spec: str | None, gpu_mems: list[int], engine: str, settings: Any = None
+) -> list[EngineRow]:
+    row = _model_row(spec, gpu_mems, engine, settings)
+    if not row.ok or engine != "native" or settings is None:
+        return [row]
+    from m3agent.engine.model_source import resolve_model
+
+    placed = placement_row(resolve_model(spec, local_only=True).path, gpu_mems, settings)
+    if placed is None:
+        return [row]
+    if not placed.ok or "more than the GPU" not in row.detail:
+        return [row, placed]
+    # an M3 larger than the GPU is what expert offload is for: the plan decides
+    return [EngineRow("model", True, row.detail.split(", more than")[0]), placed]
+
+
+def placement_row(path: Path, gpu_mems: list[int], settings: Any) -> EngineRow | None:
+    """Can this machine run this M3, and with which expert form (the offload plan)? None for
+    other checkpoints. Reads headers and /proc/meminfo only; no bandwidth is measured."""
+    from m3agent.engine.offload.hardware import meminfo_available, probe
+    from m3agent.engine.offload.inventory import from_checkpoint
+    from m3agent.engine.offload.placement import HOST_FORMS
+    from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan, what_would_fit
+
+    try:
+        cfg, inv = from_checkpoint(path)
+    except (ValueError, KeyError, OSError):
+        return None
+    total = inv.total
+    if not gpu_mems:
+        host = meminfo_available()
+        ok = total <= host
+        return EngineRow(
+            "offload",
+            ok,
+            f"no GPU: all {total / GIB:.1f} GiB of weights in host memory on the CPU"
+            + ("" if ok else f", more than the {host / GIB:.0f} GiB available"),
+        )
+    if total <= 0.9 * max(gpu_mems) and settings.offload_experts != "on":
+        return EngineRow("offload", True, "the weights fit the GPU: no expert offload")
+    form = ExpertForm(settings.expert_form)
+    m = probe(gpu_mem_gib=max(gpu_mems) / GIB, gpu_bw_gbs=1000.0, host_bw_gbs=50.0)
+    req = PlanRequest(expert_form=form if form in HOST_FORMS else ExpertForm.AUTO)
+    plan = make_plan(cfg, inv, m, req)
+    where = (
+        f"GPU {plan.total('gpu') / GIB:.0f} of {plan.gpu_capacity / GIB:.0f} GiB, host "
+        f"{plan.total('host') / GIB:.0f} of {plan.host_capacity / GIB:.0f} GiB"
+    )
+    if plan.fits:
+        return EngineRow(
+            "offload",
+            True,
+            f"runs with the routed experts in host memory as {plan.expert_form} ({where}, "
+            f"{plan.hot_per_layer} hot experts per layer on the GPU): --expert-form "
+            f"{plan.expert_form}",
+        )
+    return EngineRow(
+        "offload",
+        False,
+        f"cannot run here at 128K context ({where}); would fit: {what_would_fit(cfg, inv, m, req)}",
+    )
+
+
+def _model_row(spec: str | None, gpu_mems: list[int], engine: str, settings: Any) -> EngineRow:
     from m3agent.engine.api import EngineUnavailable
     from m3agent.engine.model_source import resolve_model
 
@@ -108,7 +172,7 @@ def check_engine(settings: Any, timeout_s: float = 3.0) -> list[EngineRow]:
         found = importlib.util.find_spec("vllm") is not None
         detail = "installed" if found else "not installed (pip install -e '.[native,vllm]')"
         rows.append(EngineRow("vllm", found, detail))
-    return [*rows, _model(settings.model, mems, engine)]
+    return [*rows, *_model(settings.model, mems, engine, settings)]
 
 
 def format_rows(rows: list[EngineRow]) -> str:

@@ -98,8 +98,9 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    offload = _offload(settings, model_dir, device)
     if progress is None:
-        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype)
+        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype, offload=offload)
     from .warm import load_progress
 
     return engine_cls.from_model_dir(
@@ -107,7 +108,27 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
         device=device,
         dtype=dtype,
         progress=lambda done, total: progress(load_progress(done, total)),
+        offload=offload,
     )
+
+
+def _offload(settings: Settings, model_dir: Path, device: str) -> Any:
+    """The plan's expert offload for this run (None: all on the device); says why on stderr."""
+    from m3agent.engine.offload.choose import choose_offload
+
+    choice = choose_offload(
+        model_dir,
+        device,
+        settings.offload_experts,
+        settings.expert_form,
+        settings.hot_experts,
+        settings.prefill_stream_tokens,
+    )
+    if choice.config is not None:
+        import sys
+
+        print(f"native: {choice.reason}", file=sys.stderr)
+    return choice.config
 
 
 def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:

@@ -68,6 +68,13 @@ class Settings:
     max_tokens: int = 8192  # per model call
     device: str | None = None  # native: "cuda", "cpu" (default: cuda when available)
     dtype: str | None = None  # native: "bfloat16", "float32" (default: bf16 on cuda, else fp32)
+    # native M3: routed experts in host memory, computed on the CPU (docs/offload.md):
+    # auto (when the weights do not fit the GPU) | on | off; their form auto | int8 | bf16;
+    # hot experts per MoE layer cached on the GPU (None: what the plan leaves room for)
+    offload_experts: str = "auto"
+    expert_form: str = "auto"
+    hot_experts: int | None = None
+    prefill_stream_tokens: int = 1024  # prefill chunks this long stream experts to the GPU
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
@@ -107,6 +114,16 @@ class Settings:
             raise ValueError(f"context_reserve must be 0 or more, got {self.context_reserve}")
         if not isinstance(self.context_skip, (list, tuple)):
             raise ValueError("context_skip must be a list of gitignore-style patterns")
+        if self.offload_experts not in ("auto", "on", "off"):
+            raise ValueError(
+                f"offload_experts must be auto, on or off, got {self.offload_experts!r}"
+            )
+        if self.expert_form not in ("auto", "int8", "bf16"):
+            raise ValueError(f"expert_form must be auto, int8 or bf16, got {self.expert_form!r}")
+        if self.hot_experts is not None and self.hot_experts < 0:
+            raise ValueError(f"hot_experts must be 0 or more, got {self.hot_experts}")
+        if self.prefill_stream_tokens < 0:
+            raise ValueError("prefill_stream_tokens must be 0 (never) or more")
         self.agent_config()  # validates thinking, approval and limits with their own messages
 
     @property

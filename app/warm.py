@@ -190,6 +190,13 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
     )
     relay = LoadRelay(log, say)
     argv = ["serve", "--engine", settings.engine, "--model", str(resolved.path)]
+    if settings.engine == "native":  # flags of this run the config file does not carry
+        argv += [
+            "--offload-experts",
+            settings.offload_experts,
+            "--expert-form",
+            settings.expert_form,
+        ]
     # The data home as its working directory: the server outlives the run's workspace.
     # Its data home and config are ours whatever the environment says: its lock must be where
     # we look, and it must load the model as this run would (device, dtype).

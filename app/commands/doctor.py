@@ -23,6 +23,15 @@ def register(app: typer.Typer) -> None:
             help="Judge as if this layer were unavailable (repeatable), e.g. "
             "--without bwrap for a machine where user namespaces are restricted.",
         ),
+        engine: str | None = typer.Option(
+            None, "--engine", help="Check this engine (default: settings): native|vllm|remote."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", help="Check this model (native: can this machine run it, how)."
+        ),
+        expert_form: str | None = typer.Option(
+            None, "--expert-form", help="native M3: plan the experts in host memory as this."
+        ),
     ) -> None:
         """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you;
         check the configured engine (torch/CUDA, model directory vs GPU memory, server)."""
@@ -38,7 +47,7 @@ def register(app: typer.Typer) -> None:
         from ..settings import load_settings
 
         try:
-            settings = load_settings()
+            settings = load_settings().override(engine=engine, model=model, expert_form=expert_form)
             rules = settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
             policy = SandboxPolicy(
                 workspace=cwd,

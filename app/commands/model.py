@@ -14,9 +14,11 @@ def register(app: typer.Typer) -> None:
         help="Create and inspect native model checkpoints.", no_args_is_help=True
     )
     app.add_typer(model_app, name="model")
+    from .model_download import register_download
     from .model_plan import register_plan
 
     register_plan(model_app)
+    register_download(model_app)
 
     @model_app.command("init-tiny")
     def init_tiny(

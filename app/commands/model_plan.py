@@ -11,6 +11,11 @@ from ..cli_errors import die
 from ..exit_codes import INTERNAL_ERROR
 
 
+def machine_given(gpu_mem: float | None, host_mem: float | None) -> bool:
+    """A plan for another machine (its memory given): no advice about this one."""
+    return gpu_mem is not None or host_mem is not None
+
+
 def register_plan(model_app: typer.Typer) -> None:
     @model_app.command("plan")
     def plan(
@@ -91,5 +96,11 @@ def register_plan(model_app: typer.Typer) -> None:
             typer.echo(json.dumps(plan_dict(result, inv, machine)))
         else:
             typer.echo(plan_text(result, inv, machine))
+            if result.fits and not machine_given(gpu_mem, host_mem):
+                typer.echo(
+                    f"this machine runs it: m3agent run --engine native --model {path} "
+                    f"--expert-form {result.expert_form} (expert offload is automatic when the "
+                    "weights exceed the GPU; --offload-experts on forces it)"
+                )
         if not result.fits:
             die(f"the plan does not fit; would fit: {what_would_fit(cfg, inv, machine, req)}")

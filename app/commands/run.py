@@ -146,6 +146,15 @@ def register(app: typer.Typer) -> None:
         video: list[Path] = typer.Option(
             [], "--video", metavar="FILE", help="Attach a video (repeatable)."
         ),
+        offload_experts: str | None = typer.Option(
+            None,
+            "--offload-experts",
+            help="native M3: routed experts in host memory on the CPU: auto (when the "
+            "weights do not fit the GPU), on, off.",
+        ),
+        expert_form: str | None = typer.Option(
+            None, "--expert-form", help="native M3 offload: experts as auto, int8 or bf16."
+        ),
     ) -> None:
         """Run one task headless and print the answer."""
         code = execute(
@@ -170,6 +179,8 @@ def register(app: typer.Typer) -> None:
                 "mcp_config_files": tuple(str(p) for p in mcp_config) or None,
                 "strict_mcp_config": strict_mcp_config or None,
                 "trust_project_mcp": trust_project_mcp or None,
+                "offload_experts": offload_experts,
+                "expert_form": expert_form,
             },
             script=script,
             output_format=output_format,

@@ -65,6 +65,14 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(
             False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
         ),
+        offload_experts: str | None = typer.Option(
+            None,
+            "--offload-experts",
+            help="native M3: routed experts in host memory on the CPU: auto, on, off.",
+        ),
+        expert_form: str | None = typer.Option(
+            None, "--expert-form", help="native M3 offload: experts as auto, int8 or bf16."
+        ),
     ) -> None:
         """Serve one model over HTTP until stopped."""
         vllm_options = {
@@ -96,6 +104,7 @@ def register(app: typer.Typer) -> None:
                 allow_public=allow_public,
                 allow_media_dir=tuple(allow_media_dir),
                 max_media_mb=max_media_mb,
+                offload={"offload_experts": offload_experts, "expert_form": expert_form},
             )
         )
 
@@ -204,6 +213,7 @@ def execute(
     allow_public: bool = False,
     allow_media_dir: tuple[Path, ...] = (),
     max_media_mb: int = 32,
+    offload: dict | None = None,
 ) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
@@ -223,7 +233,7 @@ def execute(
             raise ValueError(f"--port {port} is not a TCP port")
         if not 0 <= max_media_mb <= 512:
             raise ValueError(f"--max-media-mb must be 0..512, got {max_media_mb}")
-        settings = settings.override(engine=engine, model=model)
+        settings = settings.override(engine=engine, model=model, **(offload or {}))
         builder = _vllm_builder(vllm_options or {}) if engine == "vllm" else build_engine
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))

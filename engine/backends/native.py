@@ -84,9 +84,11 @@ class NativeEngine:
         dtype: str = "float32",
         config: EngineConfig | None = None,
         progress: Any = None,
+        offload: Any = None,
     ) -> NativeEngine:
         """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line.
-        progress(bytes done, bytes total) while the weights load."""
+        progress(bytes done, bytes total) while the weights load. offload: an
+        offload.placement.OffloadConfig puts M3's routed experts in host memory (CPU compute)."""
         import torch
 
         from ..m3.chat_template import ChatTemplate
@@ -99,6 +101,9 @@ class NativeEngine:
         if not isinstance(torch_dtype, torch.dtype):
             raise EngineUnavailable(f"unknown dtype {dtype!r} (try float32, bfloat16, float16)")
         config = replace(config or EngineConfig(), device=device)
+        if offload is not None and device.startswith("cuda") and config.kv_cache_dtype == "auto":
+            # the plan's KV rows are e4m3: half the bytes, and the GPU memory the hot experts use
+            config = replace(config, kv_cache_dtype="fp8")
         try:
             model = load_model(
                 path,
@@ -106,6 +111,7 @@ class NativeEngine:
                 dtype=torch_dtype,
                 max_model_len=config.max_model_len,
                 progress=progress,
+                offload=offload,
             )
             tokenizer = M3Tokenizer.from_model_dir(path)
             template = ChatTemplate.from_model_dir(path)

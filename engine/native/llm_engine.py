@@ -105,6 +105,9 @@ class LLMEngine:
             vision=vision,
             graphs=graphs,
         )
+        # offload.runtime.OffloadRuntime when the routed experts live in host memory
+        self.offload = getattr(model, "offload", None)
+        self._since_refresh = 0
         self._text: dict[str, _TextState] = {}
         self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits
         self.num_steps = 0
@@ -164,6 +167,13 @@ class LLMEngine:
             if self.tokenizer
             else None
         )
+        if self.offload is not None:
+            # hot experts from the routing counts so far: when idle, and every 16th request
+            # under steady load (between two steps: no step reads the slots meanwhile)
+            self._since_refresh += 1
+            if not self.scheduler.has_unfinished_requests() or self._since_refresh >= 16:
+                self.offload.between_requests()
+                self._since_refresh = 0
         self.scheduler.add_request(request)
         self.runner.add_request(request_id, params, mm_inputs)
         self._text[request_id] = _TextState(detok, StopStringFilter(params.stop))

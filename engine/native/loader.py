@@ -150,6 +150,7 @@ def _load_safetensors(
     files: list[Path],
     dtype: torch.dtype,
     progress: Callable[[int, int], None] | None = None,
+    experts: Any = None,  # offload.placement.HostExpertCollector: routed experts go to it
 ) -> None:
     params = dict(model.named_parameters())
     # Bytes read of the files' total (skipped tensors, e.g. a vision tower, are never read:
@@ -197,8 +198,11 @@ def _load_safetensors(
                 f"{f.name}: tensor {name} has shape {tuple(w.shape)}, the config "
                 f"implies {tuple(param.shape)}"
             )
-        param.data.copy_(w.to(param.dtype))
-        seen.add(target)
+        if experts is not None and experts.wants(target):
+            experts.add(target, w)  # into host memory, in the host form
+        else:
+            param.data.copy_(w.to(param.dtype))
+            seen.add(target)
         if progress is not None:
             progress(min(done, total), total)
     if unexpected:  # vLLM ignores weights it has no parameter for; say so, don't fail
@@ -207,6 +211,8 @@ def _load_safetensors(
             len(unexpected),
             ", ".join(unexpected[:3]),
         )
+    if experts is not None:
+        seen.update(experts.seen_names())
     missing = sorted(set(params) - seen)
     if missing:
         more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
@@ -237,11 +243,14 @@ def load_model(
     max_model_len: int | None = None,
     rope_scaling: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    offload: Any = None,
 ) -> nn.Module:
     """Build and fill a NativeModel from a checkpoint directory or GGUF file.
 
     rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M).
-    progress(bytes done, bytes total) after each tensor (safetensors only, not GGUF)."""
+    progress(bytes done, bytes total) after each tensor (safetensors only, not GGUF).
+    offload (engine.offload.placement.OffloadConfig, M3 only): the routed experts go to host
+    memory in that form and run on the CPU; everything else loads onto `device`."""
     p = Path(path)
     if not p.exists():
         raise ValueError(f"model path {p} does not exist")
@@ -259,7 +268,13 @@ def load_model(
         if not text.eos_token_id:  # the VL layout keeps it at the top or in generation_config
             eos = _eos_ids(p, cfg)
             text = replace(text, eos_token_id=eos) if eos else text
-        model = M3ForCausalLM(text, dtype=dtype, device=device, max_model_len=max_model_len)
+        model = M3ForCausalLM(
+            text,
+            dtype=dtype,
+            device=device,
+            max_model_len=max_model_len,
+            experts_device="meta" if offload is not None else None,
+        )
     elif cfg.get("model_type") == "llama" or "LlamaForCausalLM" in (cfg.get("architectures") or ()):
         try:
             lc = LlamaConfig.from_hf(cfg)
@@ -271,7 +286,18 @@ def load_model(
             f"unknown architecture in {p / 'config.json'}: model_type "
             f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}"
         )
-    _load_safetensors(model, files, dtype, progress)
+    if offload is not None and not isinstance(model, M3ForCausalLM):
+        raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
+    collector = None
+    if offload is not None:
+        from ..offload.placement import HostExpertCollector
+
+        collector = HostExpertCollector(model.config.num_local_experts, offload.form)
+    _load_safetensors(model, files, dtype, progress, collector)
+    if collector is not None:
+        from ..offload.placement import attach
+
+        attach(model, collector.layers(), offload, device)
     return model.eval()
 
 

@@ -181,6 +181,7 @@ class M3DecoderLayer(nn.Module):
         rope: RotaryEmbedding,
         dtype: torch.dtype,
         device: torch.device | str,
+        experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         kw = dict(dtype=dtype, device=device)
@@ -198,6 +199,7 @@ class M3DecoderLayer(nn.Module):
                 c.n_shared_experts,
                 c.routed_scaling_factor,
                 c.use_routing_bias,
+                experts_device=experts_device,
                 **act,
             )
         else:
@@ -220,14 +222,21 @@ class M3DecoderLayer(nn.Module):
 
 
 class M3Model(nn.Module):
-    def __init__(self, c: M3TextConfig, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(
+        self,
+        c: M3TextConfig,
+        dtype: torch.dtype,
+        device: torch.device | str,
+        experts_device: torch.device | str | None = None,
+    ) -> None:
         super().__init__()
         kw = dict(dtype=dtype, device=device)
         self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, **kw)
         rope = RotaryEmbedding(c.head_dim, c.rotary_dim, c.rope_theta, c.rope_scaling)
         self.rotary_emb = rope
         self.layers = nn.ModuleList(
-            M3DecoderLayer(c, i, rope, dtype, device) for i in range(c.num_hidden_layers)
+            M3DecoderLayer(c, i, rope, dtype, device, experts_device)
+            for i in range(c.num_hidden_layers)
         )
         self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
 
@@ -242,9 +251,13 @@ class M3ForCausalLM(nn.Module):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
         max_model_len: int | None = None,
+        experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         self.config = config
+        # engine/offload/runtime.OffloadRuntime once placement moved the routed experts to
+        # host memory (the engine refreshes its hot-expert cache between requests).
+        self.offload = None
         limit = config.max_model_len
         if max_model_len is not None and max_model_len > limit:
             raise ValueError(
@@ -261,7 +274,7 @@ class M3ForCausalLM(nn.Module):
             # kernel), so the runner may replay it from a CUDA graph.
             cuda_graphs=True,
         )
-        self.model = M3Model(config, dtype, device)
+        self.model = M3Model(config, dtype, device, experts_device)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 
     def cache_specs(self) -> list[LayerCacheSpec]:

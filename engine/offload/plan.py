@@ -3,7 +3,8 @@
 GPU: attention and the MSA indexer, the dense layers, shared experts, router, embeddings and
 head (as stored: FP8 stays FP8), the KV cache and index keys, a workspace for one prefill
 chunk, double buffers for streaming experts during prefill, and, in what is left, a cache of
-hot experts. Host: every routed expert, pinned, in a form the CPU computes with.
+hot experts (in the host form, as engine/offload/hot_cache.py holds them). Host: every routed
+expert, pinned in place, in a form the CPU computes with.
 
 The bounds are byte bounds: a decode step cannot be faster than reading its bytes at the
 measured bandwidths (host experts over the host's read bandwidth, the rest over the GPU's), and
@@ -176,10 +177,9 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
     def host_rows(form: ExpertForm) -> list[Row]:
         per = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
         experts = sum(n_exp[layer] * per[layer] for layer in moe)
-        staging = 2 * req.stream_experts * max(per.values(), default=0)
+        # pinned in place (placement.py): streamed prefill copies from them, no staging
         return [
-            Row("host", f"routed experts, {form} ({len(moe)} layers)", experts),
-            Row("host", "pinned staging for streamed prefill", staging),
+            Row("host", f"routed experts, {form}, pinned ({len(moe)} layers)", experts),
             Row("host", "process overhead", HOST_OVERHEAD),
         ]
 
@@ -214,7 +214,7 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
     left = int(gpu_cap * (1 - GPU_MARGIN)) - sum(r.nbytes for r in g_rows)
     hot = 0
     if req.hot_experts and moe and left > 0:
-        one = max(stored.values())
+        one = max(per_host.values())  # the GPU cache holds the host form (hot_cache.py)
         hot = min(min(n_exp.values()), left // (one * len(moe)))
         if hot:
             g_rows.append(
@@ -231,7 +231,7 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         + p[Part.NORMS]
         + p[Part.LM_HEAD]
     )
-    gpu_hot = sum(k * hot / n_exp[layer] * stored[layer] for layer in moe)
+    gpu_hot = sum(k * hot / n_exp[layer] * per_host[layer] for layer in moe)
     gpu_bytes = gpu_weights + gpu_hot + kv_read_per_token(c, req.kv_cache_dtype, req.context_len)
     all_experts = sum(n_exp[layer] * per_host[layer] for layer in moe)
     stream_pass = all_experts / m.pcie_bw

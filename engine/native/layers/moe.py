@@ -42,8 +42,12 @@ class MoE(nn.Module):
         beta: float,
         dtype: torch.dtype,
         device: torch.device | str = "cpu",
+        experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
+        # experts_device "meta": the routed experts get no memory here; the offload path
+        # (engine/offload/placement.py) holds them in host memory instead.
+        edev = device if experts_device is None else experts_device
         self.top_k = top_k
         self.scaling = routed_scaling_factor
         # The router stays fp32 whatever the model dtype (vLLM's GateLinear).
@@ -59,15 +63,16 @@ class MoE(nn.Module):
         else:
             self.e_score_correction_bias = None
         kw = dict(alpha=alpha, limit=limit, beta=beta, dtype=dtype, device=device)
+        ekw = {**kw, "device": edev}
         self.experts = nn.ModuleList(
-            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **kw) for _ in range(num_experts)
+            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **ekw) for _ in range(num_experts)
         )
         self.shared_experts = SwigluOAIMLP(hidden, inter * n_shared, **kw) if n_shared > 0 else None
         self.alpha, self.limit, self.beta = alpha, limit, beta
         # All experts' weights stacked, [E, 2I, H] (gate | up) and [E, H, I], for the grouped
         # kernel (kernels/moe_grouped.py); each expert's checkpoint-named Linears are views.
-        self._w13 = torch.empty(num_experts, 2 * inter, hidden, dtype=dtype, device=device)
-        self._w2 = torch.empty(num_experts, hidden, inter, dtype=dtype, device=device)
+        self._w13 = torch.empty(num_experts, 2 * inter, hidden, dtype=dtype, device=edev)
+        self._w2 = torch.empty(num_experts, hidden, inter, dtype=dtype, device=edev)
         for e, ex in enumerate(self.experts):
             ex._gate_up.weight = self._w13[e]
             ex.w1.weight = nn.Parameter(self._w13[e, :inter], requires_grad=False)

@@ -1,0 +1,121 @@
+"""A GPU cache of hot routed experts, chosen from the run's own routing counts.
+
+Each MoE layer gets `per_layer` slots on the GPU holding experts in their host form (the same
+bytes as the host copy: the plan's row). Between requests the engine calls `refresh()`: per
+layer, the experts routed to most often so far take the slots (ties go to the lower id, so a
+refresh with no new counts changes nothing). A decode step computes its hot slots on the GPU
+and leaves only the cold ones to the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .cpu_experts import HostExpertLayer
+from .device_experts import expert_forward, tensor_fields
+
+
+@dataclass(frozen=True, slots=True)
+class HotStats:
+    lookups: int  # routed (token, expert) slots seen by the offloaded layers
+    hits: int  # of them served by a hot expert on the GPU
+    refreshes: int
+    uploads: int  # experts copied into the cache by refreshes
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.lookups if self.lookups else 0.0
+
+
+class HotExperts:
+    def __init__(
+        self,
+        layers: dict[int, HostExpertLayer],
+        per_layer: int,
+        device: torch.device,
+    ) -> None:
+        self.per_layer = per_layer
+        self.device = device
+        self.host = layers
+        self.slots: dict[int, dict[str, torch.Tensor]] = {}
+        self.resident: dict[int, list[int]] = {}  # layer -> expert id in each slot (-1 free)
+        self.is_hot: dict[int, torch.Tensor] = {}  # layer -> bool [E] on the host
+        for i, L in layers.items():
+            n = min(per_layer, L.num_experts)
+            self.slots[i] = {
+                k: torch.empty((n, *v.shape[1:]), dtype=v.dtype, device=device)
+                for k, v in tensor_fields(L).items()
+            }
+            self.resident[i] = [-1] * n
+            self.is_hot[i] = torch.zeros(L.num_experts, dtype=torch.bool)
+        self.lookups = self.hits = self.refreshes = self.uploads = 0
+
+    def slot_of(self, layer: int, expert: int) -> int:
+        return self.resident[layer].index(expert)
+
+    def refresh(self, counts: dict[int, torch.Tensor]) -> int:
+        """Puts each layer's most-routed experts in its slots; returns experts uploaded."""
+        uploaded = 0
+        for i, c in counts.items():
+            n = len(self.resident[i])
+            if n == 0:
+                continue
+            c = c.to("cpu", torch.int64)
+            # stable order: count descending, then id ascending
+            order = sorted(range(c.numel()), key=lambda e: (-int(c[e]), e))
+            want = set(order[:n])
+            have = self.resident[i]
+            free = [s for s, e in enumerate(have) if e not in want]
+            for e in (e for e in order[:n] if e not in have):
+                s = free.pop(0)
+                for k, dst in self.slots[i].items():
+                    dst[s].copy_(getattr(self.host[i], k)[e], non_blocking=True)
+                have[s] = e
+                uploaded += 1
+            hot = torch.zeros_like(self.is_hot[i])
+            hot[[e for e in have if e >= 0]] = True
+            self.is_hot[i] = hot
+        self.refreshes += 1
+        self.uploads += uploaded
+        return uploaded
+
+    def forward(
+        self,
+        layer: int,
+        x: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        alpha,
+        limit,
+        beta,
+    ) -> torch.Tensor | None:
+        """The hot slots' share of the routed sum on the GPU, [T, h] fp32, or None when no
+        chosen expert is hot. ids/weights are host tensors (the CPU step has them already)."""
+        hot = self.is_hot[layer][ids]
+        self.lookups += ids.numel()
+        n_hot = int(hot.sum())
+        self.hits += n_hot
+        if n_hot == 0:
+            return None
+        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        form = self.host[layer].form
+        for e in torch.unique(ids[hot]).tolist():
+            tok, slot = (ids == e).nonzero(as_tuple=True)
+            wt = weights[tok, slot].to(x.device, non_blocking=True)
+            tok = tok.to(x.device, non_blocking=True)
+            y = expert_forward(
+                form,
+                self.slots[layer],
+                self.slot_of(layer, e),
+                x.index_select(0, tok),
+                alpha,
+                limit,
+                beta,
+            )
+            out.index_add_(0, tok, y * wt[:, None])
+        return out
+
+    def stats(self) -> HotStats:
+        return HotStats(self.lookups, self.hits, self.refreshes, self.uploads)

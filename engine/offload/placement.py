@@ -1,0 +1,162 @@
+"""Placement applied at load: routed experts into host memory, everything else on the device.
+
+The loader builds M3 with its routed experts on the meta device (no memory), loads every other
+weight onto the GPU as usual, and hands each routed expert's three matrices to a
+`HostExpertCollector`, which converts them one expert at a time into the host form
+(`HostExpertLayer.from_weights`) and writes them into one preallocated tensor per field: the
+peak stays one expert above the host form, never a layer in fp32. `attach()` then pins them
+in place on CUDA (cudaHostRegister: torch's pinned allocator rounds each block up to a power
+of two, up to 2x the RAM at 7 GiB per tensor), swaps each MoE block for an `OffloadedMoE` and
+puts the `OffloadRuntime` on the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, replace
+
+import torch
+
+from .cpu_experts import HostExpertLayer
+from .device_experts import tensor_fields
+from .plan import ExpertForm
+
+log = logging.getLogger(__name__)
+# host forms the CPU computes with today; the offload-kernels work adds int4 / MXFP8
+HOST_FORMS = (ExpertForm.INT8, ExpertForm.BF16)
+EXPERT_PARAM = re.compile(
+    r"^model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadConfig:
+    form: ExpertForm = ExpertForm.INT8  # resolved: never AUTO
+    hot_experts_per_layer: int = 0  # GPU slots per MoE layer for hot experts
+    prefill_stream_tokens: int = 1024  # chunks this long stream experts to the GPU (0: never)
+    stream_experts: int = 32  # experts per streamed transfer (two such GPU buffers)
+    cpu_threads: int | None = None  # torch threads for the CPU experts (None: torch's default)
+
+    def __post_init__(self) -> None:
+        if self.form not in HOST_FORMS:
+            raise ValueError(
+                f"expert form {self.form} is not a host form here "
+                f"(use {', '.join(f.value for f in HOST_FORMS)})"
+            )
+        if self.hot_experts_per_layer < 0:
+            raise ValueError("hot experts per layer must be >= 0")
+        if self.prefill_stream_tokens < 0:
+            raise ValueError("prefill stream threshold must be >= 0 tokens")
+        if self.stream_experts < 1:
+            raise ValueError("stream experts must be >= 1")
+
+
+class HostExpertCollector:
+    """Routed-expert weights as the loader reads them -> one HostExpertLayer per MoE layer."""
+
+    def __init__(self, num_experts: int, form: ExpertForm) -> None:
+        self.num_experts, self.form = num_experts, form
+        self._parts: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
+        self._layers: dict[int, dict[str, torch.Tensor]] = {}
+        self._done: dict[int, set[int]] = {}
+
+    def wants(self, name: str) -> bool:
+        return EXPERT_PARAM.match(name) is not None
+
+    def add(self, name: str, w: torch.Tensor) -> None:
+        m = EXPERT_PARAM.match(name)
+        if m is None:
+            raise ValueError(f"{name} is not a routed-expert weight")
+        layer, e, which = int(m[1]), int(m[2]), m[3]
+        part = self._parts.setdefault((layer, e), {})
+        part[which] = w.float()
+        if len(part) == 3:
+            del self._parts[(layer, e)]
+            self._put(layer, e, part)
+
+    def _put(self, layer: int, e: int, part: dict[str, torch.Tensor]) -> None:
+        one = HostExpertLayer.from_weights([part["w1"]], [part["w3"]], [part["w2"]], self.form)
+        t = tensor_fields(one)
+        dst = self._layers.get(layer)
+        if dst is None:
+            dst = self._layers[layer] = {
+                k: torch.empty((self.num_experts, *v.shape[1:]), dtype=v.dtype)
+                for k, v in t.items()
+            }
+        for k, v in t.items():
+            dst[k][e].copy_(v[0])
+        self._done.setdefault(layer, set()).add(e)
+
+    def seen_names(self) -> list[str]:
+        """Parameter names of every complete expert (the loader's missing-tensor check)."""
+        return [
+            f"model.layers.{i}.block_sparse_moe.experts.{e}.{w}.weight"
+            for i, es in self._done.items()
+            for e in es
+            for w in ("w1", "w2", "w3")
+        ]
+
+    def layers(self) -> dict[int, HostExpertLayer]:
+        out = {}
+        for i, t in self._layers.items():
+            if len(self._done[i]) != self.num_experts:
+                raise ValueError(
+                    f"layer {i}: {len(self._done[i])} of {self.num_experts} routed experts loaded"
+                )
+            out[i] = HostExpertLayer(self.form, **t)
+        return out
+
+
+def host_bytes(layers: dict[int, HostExpertLayer]) -> int:
+    return sum(
+        v.numel() * v.element_size() for L in layers.values() for v in tensor_fields(L).values()
+    )
+
+
+def pin_in_place(layers: dict[int, HostExpertLayer]) -> list[torch.Tensor]:
+    """Page-locks the layers' tensors where they are (asynchronous DMA to the GPU); returns
+    what was registered, for `unpin`. A tensor torch already pinned is left alone."""
+    try:
+        rt = torch.cuda.cudart()
+        rt.cudaHostRegister  # noqa: B018 (a build without the binding: stay pageable)
+    except (AttributeError, RuntimeError) as e:
+        log.warning("host experts stay pageable (no cudaHostRegister: %s): slower prefill", e)
+        return []
+    done = []
+    for L in layers.values():
+        for t in tensor_fields(L).values():
+            if t.is_pinned() or t.numel() == 0:
+                continue
+            err = rt.cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0)
+            if int(err) != 0:
+                unpin(done)
+                raise ValueError(
+                    f"cannot pin {t.numel() * t.element_size()} bytes of host experts (CUDA error {int(err)})"
+                )
+            done.append(t)
+    return done
+
+
+def unpin(tensors: list[torch.Tensor]) -> None:
+    rt = torch.cuda.cudart()
+    for t in tensors:
+        rt.cudaHostUnregister(t.data_ptr())
+    tensors.clear()
+
+
+def attach(model, layers: dict[int, HostExpertLayer], cfg: OffloadConfig, device) -> None:
+    """Swaps the model's MoE blocks for offloaded ones over `layers`; sets model.offload."""
+    from .runtime import OffloadRuntime
+
+    device = torch.device(device)
+    pinned = pin_in_place(layers) if device.type == "cuda" else []
+    runtime = OffloadRuntime(layers, cfg, device, model.config, pinned)
+    for i, block in enumerate(model.model.layers):
+        if getattr(block, "is_moe", False):
+            if i not in layers:
+                raise ValueError(f"MoE layer {i} has no routed experts in host memory")
+            block.block_sparse_moe = runtime.wrap(block.block_sparse_moe, i)
+    model.offload = runtime
+    # the CPU step needs the host in the middle of a decode step: no whole-step CUDA graph
+    model.info = replace(model.info, cuda_graphs=False)
