@@ -331,8 +331,10 @@ def run_form(form, s, device, m, max_layers, rows) -> None:
     t0 = time.perf_counter()
     model = gpu_model(c, device)
     rss_before = proc_kib("VmRSS") * 1024
+    # built unpinned: attach() page-locks them in place (torch's pinned allocator rounds each
+    # 6.75 GiB layer up to 8 GiB, and ran out of pinned memory at 10 layers on the H200 host)
     layers = host_layers(
-        c, seed, [i for i in range(c.num_hidden_layers) if c.is_moe_layer(i)], cuda
+        c, seed, [i for i in range(c.num_hidden_layers) if c.is_moe_layer(i)], False
     )
     cfg = OffloadConfig(
         form=form, hot_experts_per_layer=hot, prefill_stream_tokens=s["stream_tokens"],
