@@ -321,18 +321,28 @@ def build_session(
     if checkpoint is None:
         checkpoint = build_checkpoint(settings, cwd)
     config = settings.agent_config()
+    from .extensions import session_extras
     from .mcp_settings import persist_allow
+
+    # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
+    extras = session_extras(settings, cwd, engine, toolset, config)
+    toolset, config = extras.toolset, extras.config
 
     common = {
         "sandbox": sandbox,
         "checkpoint": checkpoint,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
+        "hooks": extras.hooks,
     }
     try:
         context = _context(settings, cwd, engine, new=not resume, progress=progress)
-        context["startup_events"] = [*context.get("startup_events", ()), *mcp_notes]
+        context["startup_events"] = [
+            *context.get("startup_events", ()),
+            *mcp_notes,
+            *extras.notes,
+        ]
         if resume:
-            return Session.resume(
+            session = Session.resume(
                 resume,
                 engine,
                 toolset,
@@ -342,15 +352,18 @@ def build_session(
                 **common,
                 **context,
             )
-        return Session.create(
-            engine,
-            toolset,
-            config,
-            sessions_dir=settings.sessions_dir,
-            cwd=cwd,
-            **common,
-            **context,
-        )
+        else:
+            session = Session.create(
+                engine,
+                toolset,
+                config,
+                sessions_dir=settings.sessions_dir,
+                cwd=cwd,
+                **common,
+                **context,
+            )
+        extras.bind(session)  # the task tool runs its children beside this session
+        return session
     except BaseException:
         close = getattr(toolset, "close", None)  # MCP servers started above must not leak
         if close is not None:

@@ -85,6 +85,10 @@ class Settings:
     mcp_config_files: tuple[str, ...] = ()
     strict_mcp_config: bool = False
     trust_project_mcp: bool = False
+    # Hooks, commands, skills and agents of the user (app/extensions.py): ~/.m3agent, or the
+    # data home when $M3AGENT_HOME is set (a test never reads the user's real ones).
+    user_dir: Path | None = None
+    trust_project_hooks: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -178,6 +182,8 @@ def _from_file(path: Path) -> dict[str, Any]:
         "mcp_config_files",
         "strict_mcp_config",
         "trust_project_mcp",
+        "user_dir",
+        "trust_project_hooks",
     }
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -218,6 +224,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         from m3agent.tools.sandbox.selfguard import forget_environ
 
         forget_environ([name for name in SECRET_ENV if name in env])
+    values["user_dir"] = home if env.get("M3AGENT_HOME") else Path.home() / ".m3agent"
     try:
         return Settings(home=home, config_path=config, **values)
     except TypeError as e:  # a value of the wrong type in the file

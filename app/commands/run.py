@@ -229,7 +229,12 @@ def execute(
     try:
         settings = load_settings().override(**flags)
         renderer = make_renderer(output_format)
-        turn = UserTurn(prompt, media=tuple(media), thinking_mode=flags.get("thinking"))
+        from ..extensions import expand_prompt  # `/name args`: a custom command or skill
+
+        text, allowed = expand_prompt(settings, (cwd or Path.cwd()).expanduser().resolve(), prompt)
+        turn = UserTurn(
+            text, media=tuple(media), thinking_mode=flags.get("thinking"), allowed_tools=allowed
+        )
     except ValueError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
     if last_message_file is not None and not last_message_file.parent.is_dir():
