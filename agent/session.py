@@ -243,6 +243,22 @@ class Session:
         self._put(ev.ContextEvent(action="tools", detail=dict(detail or {})))
         return old
 
+    # ---- subagents (agent/subagents: the task tool's children) ------------------------------
+
+    def nested(self, call_id: str, agent: str, session_id: str, e: Any) -> None:
+        """A child's event, nested under the task call that runs it."""
+        wrapped = ev.SubagentEvent(call_id, agent, session_id, e.to_dict())
+        if isinstance(e, _UNLOGGED):  # streaming text: shown, not logged (as the parent's)
+            self._events.put_nowait(wrapped)
+        else:
+            self._put(wrapped)
+
+    def adopt_approval(self, e: ev.ApprovalRequest) -> None:
+        """A child's approval request, asked of this session's user like its own."""
+        if self._control is not None and e.future is not None:
+            self._control.approvals[e.call_id] = e.future
+        self._put(e)
+
     # ---- internals --------------------------------------------------------------------------
 
     def _ensure_runner(self) -> None:

@@ -18,6 +18,18 @@ from m3agent.agent.events import Error
 
 from .custom_commands import CustomCommand, load_commands, skill_commands
 
+# Kept out of the repository snapshot (gitignore patterns): a skill's body is loaded only
+# when the model asks for it; commands and agent definitions are instructions, not code.
+SNAPSHOT_SKIP = (
+    ".m3agent/skills/",
+    ".m3agent/commands/",
+    ".m3agent/agents/",
+    ".claude/skills/",
+    ".claude/commands/",
+    ".claude/agents/",
+    ".agents/skills/",
+)
+
 
 def user_dir(settings: Any) -> Path:
     return settings.user_dir or settings.home

@@ -240,7 +240,11 @@ def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | N
     budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
     if budget < 1:
         return None
-    rules = FileRules(tuple(settings.context_skip), settings.context_max_file_bytes)
+    from .extensions import SNAPSHOT_SKIP
+
+    # Skills, commands and agent files reach the model only when used (issue 23).
+    skip = (*settings.context_skip, *SNAPSHOT_SKIP)
+    rules = FileRules(skip, settings.context_max_file_bytes)
     return SnapshotConfig(budget, rules, settings.home / "context-cache")
 
 

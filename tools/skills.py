@@ -70,7 +70,7 @@ class SkillTool(Tool):
     )
 
     class Args(BaseModel):
-        name: str = Field(description="The skill's name, as listed.")
+        skill: str = Field(description="The skill's name, as listed.")
 
     def __init__(self, skills: Iterable[Skill]) -> None:
         self._skills = {s.name: s for s in skills}
@@ -80,7 +80,7 @@ class SkillTool(Tool):
         return Touches()
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
-        name = args.name  # type: ignore[attr-defined]
+        name = args.skill  # type: ignore[attr-defined]
         skill = self._skills.get(name)
         if skill is None:
             known = ", ".join(self._skills) or "none"
