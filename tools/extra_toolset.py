@@ -40,6 +40,17 @@ class ExtendedToolset:
     def names(self) -> list[str]:
         return [s["function"]["name"] for s in self.schemas()]
 
+    def tools(self) -> list[Tool]:
+        """Every tool instance, the extension tools last (an MCP reload rebuilds from these)."""
+        inner = self.inner.tools() if hasattr(self.inner, "tools") else []
+        return [*inner, *self.extra.tools()]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        # What front ends read of the MCP toolset beneath (its hub: /mcp, doctor).
+        return getattr(self.inner, name)
+
     def close(self) -> None:
         self.inner.close()
         self.extra.close()

@@ -62,6 +62,11 @@ class EditorToolset:
     def close(self) -> None:
         self.inner.close()
 
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)  # the MCP hub and tool list beneath
+
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
         if self._blocked(name):
             return ToolResult(

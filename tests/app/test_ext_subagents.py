@@ -4,6 +4,7 @@ nested in stream-json, with agent definitions from .m3agent/agents."""
 from __future__ import annotations
 
 import json
+import sys
 
 from m3agent.agent.conversation import Conversation
 
@@ -14,6 +15,28 @@ def run(cli, repo, script, *extra):
         "--output-format", "stream-json", "--cwd", str(repo), *extra,
     )  # fmt: skip
     return r, [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+
+
+def stop_hooks(home, tmp_path):
+    """User hooks logging every Stop and SubagentStop event they get."""
+    log = tmp_path / "stops.log"
+    hook = f"{sys.executable} -c \"import sys; open({str(log)!r}, 'a').write(sys.stdin.read() + chr(10))\""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.json").write_text(
+        json.dumps(
+            {
+                "hooks": {
+                    "SubagentStop": [{"hooks": [{"command": hook}]}],
+                    "Stop": [{"hooks": [{"command": hook}]}],
+                }
+            }
+        )
+    )
+    return log
+
+
+def stops(log):
+    return [json.loads(x)["hook_event_name"] for x in log.read_text().splitlines() if x.strip()]
 
 
 def big_repo(make_repo):
@@ -27,8 +50,9 @@ def big_repo(make_repo):
     return make_repo(files)
 
 
-def test_two_tasks_run_in_parallel_on_the_cached_prefix(cli, make_repo, home, m3):
+def test_two_tasks_run_in_parallel_on_the_cached_prefix(cli, make_repo, home, m3, tmp_path):
     repo = big_repo(make_repo)
+    log = stop_hooks(home, tmp_path)
     script = cli.script(
         m3.calls(
             m3.invoke("task", description="count defs", prompt="How many defs in pkg/mod1.py?"),
@@ -59,6 +83,7 @@ def test_two_tasks_run_in_parallel_on_the_cached_prefix(cli, make_repo, home, m3
         assert first["cached_share"] >= 0.95, first
         assert first["prompt_tokens"] > 15_000
     assert evs[-1]["answer"] == "Both modules have sixty functions."
+    assert sorted(stops(log)) == ["Stop", "SubagentStop", "SubagentStop"]
     # Each child has its own log, opening with the parent's system block and snapshot.
     parent = Conversation.load(home / "sessions", evs[0]["session_id"]).messages
     for e in results:
@@ -67,7 +92,8 @@ def test_two_tasks_run_in_parallel_on_the_cached_prefix(cli, make_repo, home, m3
         assert child[2].role == "user" and "<task>" in child[2].content
 
 
-def test_agent_definition_limits_tools_and_turns(cli, repo, home, m3):
+def test_agent_definition_limits_tools_and_turns(cli, repo, home, m3, tmp_path):
+    log = stop_hooks(home, tmp_path)
     agents = repo / ".m3agent/agents"
     agents.mkdir(parents=True)
     (agents / "reader.md").write_text(
@@ -92,6 +118,8 @@ def test_agent_definition_limits_tools_and_turns(cli, repo, home, m3):
     assert done["reason"] == "max_turns"
     result = [e for e in evs if e["type"] == "tool_call_finished"][0]
     assert result["is_error"] and "stopped (max_turns)" in result["output"]
+    # The child hit its budget (no Stop); the parent's answer fired Stop, not SubagentStop.
+    assert stops(log) == ["Stop"]
     unknown = cli.script(
         m3.calls(m3.invoke("task", description="x", prompt="y", subagent_type="nobody")),
         m3.answer("ok"),

@@ -73,3 +73,34 @@ def test_custom_command_plan_and_nested_subagent(repo, m3home, tmp_path):
         tmux.wait_for("EXIT=0")
     finally:
         tmux.close()
+
+
+def test_compact_fires_pre_compact_hook(repo, m3home, tmp_path):
+    import sys
+
+    log = tmp_path / "compact.log"
+    hook = f"{sys.executable} -c \"import sys; open({str(log)!r}, 'a').write(sys.stdin.read())\""
+    (m3home / "settings.json").write_text(
+        json.dumps({"hooks": {"PreCompact": [{"hooks": [{"command": hook}]}]}})
+    )
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["</mm:think>The summary."]))
+    tmux = Tmux()
+    try:
+        tmux.run(
+            "new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
+            _command(repo, script, m3home),
+        )  # fmt: skip
+        tmux.wait_for("Ask m3agent")
+        t0 = time.perf_counter()
+        while "loading" in tmux.screen() and time.perf_counter() - t0 < 30:
+            time.sleep(0.05)
+        tmux.run("send-keys", "-t", "t", "-l", "/compact")
+        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_for("PreCompact")  # the hook's run is shown as a notice
+        event = json.loads(log.read_text())
+        assert event["hook_event_name"] == "PreCompact" and event["trigger"] == "manual"
+        tmux.run("send-keys", "-t", "t", "C-q")
+        tmux.wait_for("EXIT=0")
+    finally:
+        tmux.close()
