@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from m3agent.tools.frontmatter import parse
+from m3agent.tools.skills import Skill
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _POSITIONAL = re.compile(r"\$([1-9])")
@@ -32,9 +33,13 @@ class CustomCommand:
     body: str
     allowed_tools: tuple[str, ...] = ()
     argument_hint: str = ""
-    source: str = ""  # the file, or "skill:<path>"
+    source: str = ""  # the file, "skill:<path>" or "mcp:<server>"
+    # An MCP prompt: the server renders it (app/mcp_prompts.py); None for a file's body.
+    render: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
 
     def expand(self, arguments: str) -> str:
+        if self.render is not None:
+            return self.render(arguments)
         args = arguments.strip()
         try:
             words = shlex.split(args)
@@ -89,23 +94,15 @@ def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tupl
     return tuple(found.values()), tuple(problems)
 
 
-def skill_commands(skills: Iterable[object]) -> tuple[CustomCommand, ...]:
+def skill_commands(skills: Iterable[Skill]) -> tuple[CustomCommand, ...]:
     """Each skill as a `/NAME` command: the model loads it through the skill tool."""
-    out = []
-    for s in skills:
-        body = (
-            f"Load the skill `{s.name}` with the skill tool and follow it."  # type: ignore[attr-defined]
-            "\n\n$ARGUMENTS"
+    body = "Load the skill `{name}` with the skill tool and follow it.\n\n$ARGUMENTS"
+    return tuple(
+        CustomCommand(
+            s.name, f"skill: {s.description}", body.format(name=s.name), source=f"skill:{s.path}"
         )
-        out.append(
-            CustomCommand(
-                s.name,  # type: ignore[attr-defined]
-                f"skill: {s.description}",  # type: ignore[attr-defined]
-                body,
-                source=f"skill:{s.path}",  # type: ignore[attr-defined]
-            )
-        )
-    return tuple(out)
+        for s in skills
+    )
 
 
 def find(commands: Iterable[CustomCommand], text: str) -> tuple[CustomCommand, str] | None:

@@ -64,19 +64,18 @@ def all_commands(settings: Any, cwd: Path) -> tuple[tuple[CustomCommand, ...], t
     return commands + extra, problems + skill_problems
 
 
-def expand_prompt(settings: Any, cwd: Path, text: str) -> tuple[str, tuple[str, ...]]:
-    """`/name args` of a custom command or skill -> (its prompt, its allowed tools); any
-    other text as it is."""
+def expand_turn(session: Any, turn: Any) -> Any:
+    """A UserTurn whose text is `/name args` of the session's custom commands, skills or MCP
+    prompts, as its prompt and allowed tools; any other turn as it is."""
     from .custom_commands import find
 
-    if not text.lstrip().startswith("/"):
-        return text, ()
-    commands, _problems = all_commands(settings, cwd)
-    hit = find(commands, text)
+    if not turn.text.lstrip().startswith("/"):
+        return turn
+    hit = find(getattr(getattr(session, "extras", None), "commands", ()), turn.text)
     if hit is None:
-        return text, ()
+        return turn
     command, args = hit
-    return command.expand(args), command.allowed_tools
+    return replace(turn, text=command.expand(args), allowed_tools=command.allowed_tools)
 
 
 @dataclass(slots=True)
@@ -113,6 +112,9 @@ def session_extras(
     notes += [Error(message=n, kind="hook") for n in hook_notes]
     skills, problems = discover_skills(skill_roots(settings, cwd))
     commands, cmd_problems = all_commands(settings, cwd)
+    from .mcp_prompts import prompt_commands
+
+    commands += prompt_commands(toolset)  # after ours: a command file wins a name
     agents, agent_problems = load_agents(agent_dirs(settings, cwd))
     notes += [Error(message=p, kind="usage") for p in (*problems, *cmd_problems, *agent_problems)]
     task = TaskTool(agents)

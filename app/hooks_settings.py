@@ -62,15 +62,13 @@ def _trust_table(home: Path) -> dict[str, Any]:
     return data.get("projects", {}) if isinstance(data.get("projects"), dict) else {}
 
 
-def load_hooks(user_dir: Path, home: Path, cwd: Path, trust_flag: bool = False) -> HookSources:
+def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     user_file = user_dir / "settings.json"
     user = parse_hooks(_read(user_file).get("hooks"), str(user_file))
     project_file = cwd / PROJECT_SETTINGS
     raw = _read(project_file).get("hooks")
     project = parse_hooks(raw, str(project_file))
-    trusted = bool(project) and (
-        trust_flag or _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
-    )
+    trusted = bool(project) and _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
     return HookSources(user, project, raw, project_file, trusted)
 
 
@@ -90,9 +88,7 @@ def session_hooks(settings: Any, cwd: Path) -> tuple[Any, list[str]]:
     """(the Hooks to pass to the Session or None, notes to show at start)."""
     from m3agent.agent.hooks import Hooks
 
-    src = load_hooks(
-        settings.user_dir or settings.home, settings.home, cwd, settings.trust_project_hooks
-    )
+    src = load_hooks(settings.user_dir or settings.home, settings.home, cwd)
     note = src.untrusted_note()
     active = src.active()
     return (Hooks(active, cwd) if active else None), ([note] if note else [])

@@ -88,7 +88,6 @@ class Settings:
     # Hooks, commands, skills and agents of the user (app/extensions.py): ~/.m3agent, or the
     # data home when $M3AGENT_HOME is set (a test never reads the user's real ones).
     user_dir: Path | None = None
-    trust_project_hooks: bool = False
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -183,7 +182,6 @@ def _from_file(path: Path) -> dict[str, Any]:
         "strict_mcp_config",
         "trust_project_mcp",
         "user_dir",
-        "trust_project_hooks",
     }
     out: dict[str, Any] = {}
     for key, value in data.items():

@@ -48,7 +48,8 @@ NO_HOOKS = HookVerdict()
 
 
 class Hooks:
-    """The session's hooks. `trusted_set` is already filtered by trust (app/hooks_settings)."""
+    """The session's hooks: `hooks` holds only what may run (the front end applied trust:
+    app/hooks_settings.py); `env` is scrubbed here whatever is passed."""
 
     def __init__(self, hooks: HookSet, project: Path, env: Mapping[str, str] | None = None):
         self.hooks = hooks

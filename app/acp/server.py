@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -150,16 +150,16 @@ class M3AcpAgent:
         return SetSessionModeResponse()
 
     async def prompt(self, session_id: str, prompt: list, **kw: Any) -> PromptResponse:
-        from ..extensions import expand_prompt
+        from ..extensions import expand_turn
 
         live = self._get(session_id)
         if live.turn_done is not None and not live.turn_done.done():
             raise acp.RequestError.invalid_request({"reason": "a prompt is already running"})
-        text, allowed = expand_prompt(self.settings, live.session.cwd, _prompt_text(prompt))
+        turn = expand_turn(live.session, ops.UserTurn(_prompt_text(prompt)))
         if live.mode == "plan":
-            text = PLAN_NOTE + text
+            turn = replace(turn, text=PLAN_NOTE + turn.text)
         live.turn_done = asyncio.get_running_loop().create_future()
-        live.session.submit(ops.UserTurn(text, allowed_tools=allowed))
+        live.session.submit(turn)
         done: ev.TurnComplete = await live.turn_done
         return PromptResponse(stop_reason=translate.stop_reason(done.reason))  # type: ignore[arg-type]
 

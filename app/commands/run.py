@@ -229,12 +229,7 @@ def execute(
     try:
         settings = load_settings().override(**flags)
         renderer = make_renderer(output_format)
-        from ..extensions import expand_prompt  # `/name args`: a custom command or skill
-
-        text, allowed = expand_prompt(settings, (cwd or Path.cwd()).expanduser().resolve(), prompt)
-        turn = UserTurn(
-            text, media=tuple(media), thinking_mode=flags.get("thinking"), allowed_tools=allowed
-        )
+        turn = UserTurn(prompt, media=tuple(media), thinking_mode=flags.get("thinking"))
     except ValueError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
     if last_message_file is not None and not last_message_file.parent.is_dir():
@@ -279,6 +274,9 @@ def execute(
     except EngineError as e:
         return fail(exit_codes.INTERNAL_ERROR, str(e))
 
+    from ..extensions import expand_turn
+
+    turn = expand_turn(session, turn)  # `/name args`: a custom command, skill or MCP prompt
     if settings.approval == "never":
         approver = deny_approver("approvals are off")  # never called: the gate never asks
     elif sys.stdin.isatty() and sys.stderr.isatty():

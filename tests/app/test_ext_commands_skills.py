@@ -102,3 +102,45 @@ def test_update_plan_is_streamed(cli, repo, home, m3):
     results = [e for e in evs if e["type"] == "tool_call_finished"]
     assert results[0]["output"] == "Plan updated (1/3 done)."
     assert results[1]["is_error"] and "at most one" in results[1]["output"]
+
+
+PROMPT_SERVER = """
+from mcp.server import MCPServer
+
+s = MCPServer("notes")
+
+@s.prompt()
+def review(path: str, focus: str) -> str:
+    \"\"\"Review a file with a focus.\"\"\"
+    return f"Please review {path}, focusing on {focus}."
+
+s.run()
+"""
+
+
+def test_mcp_prompt_is_a_slash_command(cli, repo, home, m3):
+    import sys
+
+    (repo / "prompt_server.py").write_text(PROMPT_SERVER)  # inside the workspace: the sandbox
+    config = repo.parent / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": sys.executable, "args": [str(repo / "prompt_server.py")]}
+                }
+            }
+        )
+    )
+    script = cli.script(m3.answer("reviewed"))
+    r, evs = run(
+        cli,
+        repo,
+        script,
+        "/mcp__notes__review greet.py error handling",
+        "--mcp-config",
+        str(config),
+    )
+    assert r.returncode == 0, r.stderr
+    user = [m.content for m in messages(home, evs[0]["session_id"]) if m.role == "user"]
+    assert user == ["Please review greet.py, focusing on error handling."]
