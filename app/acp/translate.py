@@ -71,6 +71,8 @@ def updates(e: Any) -> list[Any]:
                 raw_output={"output": e.output, "is_error": e.is_error},
             )
         ]
+    if isinstance(e, ev.Error):  # e.g. untrusted project hooks, a failed MCP server
+        return [acp.update_agent_message_text(f"\n[m3agent {e.kind}] {e.message}\n")]
     if isinstance(e, ev.PlanUpdate):
         return [
             acp.update_plan(

@@ -114,6 +114,11 @@ def test_acp_session_prompt_permissions_plan_mode_cancel_and_load(repo, home, tm
             ]
         )
     )
+    # A project hook the user never trusted: the editor is told, with its command line.
+    (repo / ".m3agent").mkdir()
+    (repo / ".m3agent/settings.json").write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [{"command": "touch hooked.txt"}]}]}})
+    )
     args = ["acp", "--engine", "scripted", "--script", str(script), "--approval", "untrusted"]
     editor = Editor({str(repo / "greet.py"): "EDITOR BUFFER (unsaved)\n"})
 
@@ -135,6 +140,11 @@ def test_acp_session_prompt_permissions_plan_mode_cancel_and_load(repo, home, tm
 
             r1 = await conn.prompt(session_id=sid, prompt=[acp.text_block("take notes")])
             assert r1.stop_reason == "end_turn"
+            said = "".join(
+                u.content.text for u in editor.updates if u.session_update == "agent_message_chunk"
+            )
+            assert "not trusted" in said and "touch hooked.txt" in said
+            assert not (repo / "hooked.txt").exists()
             kinds = editor.kinds()
             for k in (
                 "agent_thought_chunk",
