@@ -10,12 +10,28 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("acp")
     def acp_(
-        engine: str | None = typer.Option(None, "--engine", "-e", metavar="NAME", help="Backend."),
-        model: str | None = typer.Option(None, "--model", "-m", metavar="MODEL", help="Model."),
-        base_url: str | None = typer.Option(None, "--base-url", metavar="URL", help="Remote URL."),
-        script: Path | None = typer.Option(None, "--script", metavar="FILE", help="Scripted."),
-        approval: str | None = typer.Option(None, "--approval", "-a", metavar="POLICY"),
-        sandbox: str | None = typer.Option(None, "--sandbox", "-s", metavar="MODE"),
+        engine: str | None = typer.Option(
+            None, "--engine", "-e", metavar="NAME", help="native, vllm, remote or scripted."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", metavar="MODEL", help="Model directory or served model name."
+        ),
+        base_url: str | None = typer.Option(
+            None, "--base-url", metavar="URL", help="OpenAI-compatible server URL (remote)."
+        ),
+        script: Path | None = typer.Option(
+            None, "--script", metavar="FILE", help="JSON array of raw model outputs (scripted)."
+        ),
+        approval: str | None = typer.Option(
+            None,
+            "--approval",
+            "-a",
+            metavar="POLICY",
+            help="untrusted, on-request or never (the editor answers the requests).",
+        ),
+        sandbox: str | None = typer.Option(
+            None, "--sandbox", "-s", metavar="MODE", help="read-only, workspace-write, full-access."
+        ),
         no_context: bool = typer.Option(False, "--no-context", help="No repository snapshot."),
     ) -> None:
         """Speak ACP over stdio (Zed, JetBrains): one warm engine for every editor session."""
