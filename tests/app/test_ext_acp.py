@@ -222,3 +222,41 @@ def test_acp_session_prompt_permissions_plan_mode_cancel_and_load(repo, home, tm
             assert "Done: notes written." in answers
 
     asyncio.run(load())
+
+
+@pytest.mark.slow
+def test_acp_on_the_tiny_native_model(repo, home, tmp_path):
+    """The real engine behind the editor: a random tiny M3 (it speaks nonsense) streams its
+    answer as agent_message_chunk updates and the prompt ends with a stop reason."""
+    pytest.importorskip("torch")
+    import subprocess
+
+    model = tmp_path / "tiny"
+    subprocess.run(
+        [EXE, "model", "init-tiny", str(model), "--layers", "2"],
+        check=True,
+        env=env(home),
+        capture_output=True,
+    )
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('max_tokens = 6\nwarm = false\nthinking = "disabled"\n')
+    editor = Editor({})
+    args = ["acp", "--engine", "native", "--model", str(model), "--no-context"]
+
+    async def main():
+        async with acp.spawn_agent_process(editor, EXE, *args, env=env(home), cwd=repo) as (
+            conn,
+            _proc,
+        ):
+            await _init(conn, fs=False)
+            new = await conn.new_session(cwd=str(repo), mcp_servers=[])
+            r = await conn.prompt(session_id=new.session_id, prompt=[acp.text_block("hi")])
+            assert r.stop_reason in ("end_turn", "max_turn_requests")
+            return new.session_id
+
+    sid = asyncio.run(main())
+    from m3agent.agent.conversation import Conversation
+
+    log = Conversation.load(home / "sessions", sid)
+    assert [m.role for m in log.messages][-2] == "user"  # the prompt, then the model's reply
+    assert log.messages[-1].role in ("assistant", "tool")
