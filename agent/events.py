@@ -164,6 +164,28 @@ class Error(_Event):
     fatal: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class PlanUpdate(_Event):
+    """The model's checklist (the update_plan tool), whole each time: front ends pin it."""
+
+    type: ClassVar[str] = "plan"
+    call_id: str
+    plan: list[dict[str, str]]  # [{"step": ..., "status": pending|in_progress|completed}]
+    explanation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentEvent(_Event):
+    """An event of a child session run by the task tool call `parent_call_id`: front ends
+    nest it under that call's card; stream-json prints `event` as the child's own line."""
+
+    type: ClassVar[str] = "subagent"
+    parent_call_id: str
+    agent: str
+    session_id: str
+    event: dict[str, Any]
+
+
 Event = (
     SessionStarted
     | TurnStarted
@@ -177,4 +199,6 @@ Event = (
     | ContextEvent
     | Progress
     | Error
+    | PlanUpdate
+    | SubagentEvent
 )

@@ -20,6 +20,7 @@ from m3agent.engine import api
 from . import events as ev
 from . import tool_step
 from .attachments import AttachmentError, validate_attachments
+from .hooks import points as hook_points
 from .ops import UserTurn
 from .prompt_messages import request_messages
 from .turn_state import LoopDeps, TurnControl
@@ -78,6 +79,18 @@ class _Generation:
         )
 
 
+def _concurrent_run(deps: LoopDeps, pending: list[api.ToolCall], room: int) -> list[api.ToolCall]:
+    """The leading calls that may run together (tools marked `concurrent`: the task tool);
+    otherwise just the first."""
+    out: list[api.ToolCall] = []
+    for c in pending[: max(1, room)]:
+        cls = tool_step.tool_class(deps.toolset, c.name)
+        if cls is None or not getattr(cls, "concurrent", False):
+            break
+        out.append(c)
+    return out or pending[:1]
+
+
 def _new_id(prefix: str) -> str:
     return f"{prefix}-{secrets.token_hex(6)}"
 
@@ -128,11 +141,16 @@ async def run_turn(
         # Refused before anything is logged or sent: the session goes on without this turn.
         await deps.emit(ev.Error(message=str(e), kind="usage"))
         return ev.TurnComplete(turn=turn, reason="error", answer="", usage=api.Usage())
-    conv.append(api.Message(role="user", content=op.text, media=media))
+    text, why = await hook_points.prompt_submit(deps, op.text)
+    if text is None:  # a UserPromptSubmit hook blocked it: nothing is logged or sent
+        await deps.emit(ev.Error(message=f"prompt blocked by a hook: {why}", kind="hook"))
+        return ev.TurnComplete(turn=turn, reason="blocked", answer="", usage=api.Usage())
+    conv.append(api.Message(role="user", content=text, media=media))
     await deps.emit(ev.TurnStarted(turn=turn, thinking_mode=thinking_mode))
     tools = tuple(deps.toolset.schemas()) if deps.toolset is not None else ()
     tool_calls_done = 0
     flags: dict[str, bool] = {}
+    stop_hook_active = False
 
     def done(reason: str) -> ev.TurnComplete:
         return ev.TurnComplete(
@@ -176,7 +194,13 @@ async def run_turn(
                 )
             pending = list(msg.tool_calls)
             if not pending:
-                return done("done")
+                # A Stop hook that blocks says why the model must go on (Claude Code's shape).
+                again = await hook_points.on_stop(deps, stop_hook_active)
+                if again is None:
+                    return done("done")
+                stop_hook_active = True
+                conv.append(api.Message(role="user", content=f"Stop hook: {again}"))
+                continue
             while pending:
                 call = pending[0]
                 if tool_calls_done >= cfg.max_tool_calls:
@@ -186,12 +210,19 @@ async def run_turn(
                         )
                     pending = []
                     return done("max_tool_calls")
-                result = await tool_step.run_call(deps, control, call, flags)
-                # pop, then record: no await between them, so a cancellation cannot leave a
-                # call with two results or none.
-                pending.pop(0)
-                tool_calls_done += 1
-                await tool_step.record_result(deps, call, result)
+                batch = _concurrent_run(deps, pending, cfg.max_tool_calls - tool_calls_done)
+                if len(batch) > 1:  # several task calls: their children run side by side
+                    results = await asyncio.gather(
+                        *(tool_step.run_call(deps, control, c, flags) for c in batch)
+                    )
+                else:
+                    results = [await tool_step.run_call(deps, control, call, flags)]
+                for c, result in zip(batch, results, strict=True):
+                    # pop, then record: no await between them, so a cancellation cannot
+                    # leave a call with two results or none.
+                    pending.pop(0)
+                    tool_calls_done += 1
+                    await tool_step.record_result(deps, c, result)
         return done("max_turns")
     except asyncio.CancelledError:
         task = asyncio.current_task()

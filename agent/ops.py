@@ -13,6 +13,8 @@ class UserTurn:
     text: str
     media: tuple[MediaPart, ...] = ()
     thinking_mode: ThinkingMode | None = None  # None: the session's current default
+    # Tools run without an approval prompt during this turn (a custom command's allowed-tools).
+    allowed_tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,8 @@ class Session:
         startup_events: Sequence[Any] = (),
         auto_compact_tokens: int | None = None,
         persist_allow: Callable[[str], None] | None = None,
+        hooks: Any = None,  # agent.hooks.Hooks (trust already applied by the front end)
+        subagent: bool = False,
     ):
         self.engine = engine
         self.toolset = toolset
@@ -61,6 +64,9 @@ class Session:
         self.checkpoint = checkpoint
         self.tool_env = tool_env
         self.resumed = resumed
+        self.hooks = hooks
+        self.subagent = subagent
+        self._hook_context = ""  # SessionStart hooks' context: goes with the first prompt
         self.thinking_default: str = conversation.meta.thinking_default or config.thinking_default
         # Written in the prompt's system block; fixed unless SetThinking(session_default=True).
         self.session_thinking_mode: str = conversation.meta.session_thinking_mode
@@ -237,6 +243,22 @@ class Session:
         self._put(ev.ContextEvent(action="tools", detail=dict(detail or {})))
         return old
 
+    # ---- subagents (agent/subagents: the task tool's children) ------------------------------
+
+    def nested(self, call_id: str, agent: str, session_id: str, e: Any) -> None:
+        """A child's event, nested under the task call that runs it."""
+        wrapped = ev.SubagentEvent(call_id, agent, session_id, e.to_dict())
+        if isinstance(e, _UNLOGGED):  # streaming text: shown, not logged (as the parent's)
+            self._events.put_nowait(wrapped)
+        else:
+            self._put(wrapped)
+
+    def adopt_approval(self, e: ev.ApprovalRequest) -> None:
+        """A child's approval request, asked of this session's user like its own."""
+        if self._control is not None and e.future is not None:
+            self._control.approvals[e.call_id] = e.future
+        self._put(e)
+
     # ---- internals --------------------------------------------------------------------------
 
     def _ensure_runner(self) -> None:
@@ -328,6 +350,12 @@ class Session:
             except (OSError, ValueError) as e:
                 self._put(ev.Error(message=f"cannot take a fresh snapshot: {e}", kind="usage"))
                 return
+        from .hooks import HookEvent
+        from .hooks import points as hook_points
+
+        await hook_points.fire(
+            self.hooks, self._emit, self.conversation, HookEvent.PRE_COMPACT, {"trigger": trigger}
+        )
         tools = tuple(self.toolset.schemas()) if self.toolset is not None else ()
         try:
             event = await compact(
@@ -345,8 +373,20 @@ class Session:
             return
         self._put(event)
 
+    async def _session_start(self) -> None:
+        from .hooks import HookEvent
+        from .hooks import points as hook_points
+
+        source = "resume" if self.resumed else "startup"
+        v = await hook_points.fire(
+            self.hooks, self._emit, self.conversation, HookEvent.SESSION_START, {"source": source}
+        )
+        self._hook_context = v.context_text
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
+        if self.hooks is not None and not self.subagent:
+            await self._session_start()
         while True:
             op = await self._turns.get()
             if op is _END:
@@ -372,7 +412,15 @@ class Session:
                 checkpoint=self.checkpoint,
                 tool_env=self.tool_env,
                 cache=self.cache,
+                hooks=self.hooks,
+                subagent=self.subagent,
+                allowed_tools=frozenset(op.allowed_tools),
             )
+            if self._hook_context:  # appended to the new prompt: the cached prefix stays
+                op = replace(
+                    op, text=f"{op.text}\n\n<hook_context>\n{self._hook_context}\n</hook_context>"
+                )
+                self._hook_context = ""
             if self._mode_sent != self.session_thinking_mode:  # applies from this turn on
                 if self.cache.history:
                     self.cache.note(THINKING_DEFAULT_CHANGED)

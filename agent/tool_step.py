@@ -14,6 +14,7 @@ from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResu
 
 from . import events as ev
 from .approvals import Verdict
+from .hooks import points as hook_points
 from .ops import ApprovalDecision, Decision
 from .turn_state import LoopDeps, TurnControl
 
@@ -67,6 +68,7 @@ async def ask_approval(
                 _future=fut,
             )
         )
+        await hook_points.notify(deps, f"m3agent needs your permission to use {call.name}")
         decision = await fut
     finally:
         control.approvals.pop(call.id, None)
@@ -83,6 +85,7 @@ async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> Tool
         timeout_s=deps.config.tool_timeout_s,
         env=deps.tool_env,
     )
+    ctx.call_id = call.id  # the task tool nests its child's events under this call
     control.tool_cancel = ctx.cancel
     fut = asyncio.ensure_future(asyncio.to_thread(_dispatch_sync, deps.toolset, call, ctx))
     try:
@@ -135,6 +138,10 @@ async def record_result(deps: LoopDeps, call: ToolCall, result: ToolResult) -> N
             metadata=dict(result.metadata),
         )
     )
+    if isinstance(result.metadata.get("plan"), list) and not result.is_error:  # update_plan
+        await deps.emit(
+            ev.PlanUpdate(call.id, result.metadata["plan"], result.metadata.get("explanation", ""))
+        )
 
 
 async def run_call(
@@ -145,6 +152,9 @@ async def run_call(
     cls = tool_class(deps.toolset, call.name)
     mutates = cls is not None and cls.mutates
     await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
+    call, blocked, permission = await hook_points.pre_tool(deps, call)
+    if blocked is not None:
+        return blocked
     if cls is not None and deps.toolset is not None:
         try:
             touches = deps.toolset.touches(call.name, call.arguments)
@@ -159,7 +169,10 @@ async def run_call(
         )
         if check.verdict is Verdict.DENY:
             return ToolResult(f"not run: {check.reason}", is_error=True, metadata={"denied": True})
-        if check.verdict is Verdict.ASK:
+        # A hook's "allow" or the running command's allowed-tools skip the prompt (never a
+        # deny rule); a hook's "ask" asks even where the policy would not.
+        skip = permission == "allow" or call.name in deps.allowed_tools
+        if (check.verdict is Verdict.ASK and not skip) or permission == "ask":
             decision = await ask_approval(deps, control, call, check.reason)
             if decision.decision is Decision.DENY:
                 note = f": {decision.note}" if decision.note else ""
@@ -180,7 +193,7 @@ async def run_call(
             await deps.emit(ev.Error(message=f"checkpoint failed: {e}", kind="tool"))
         else:
             await deps.emit(ev.ContextEvent(action="checkpoint", detail={"id": str(cp_id)}))
-    return await dispatch(deps, control, call)
+    return await hook_points.post_tool(deps, call, await dispatch(deps, control, call))
 
 
 def not_run(reason: str) -> ToolResult:

@@ -48,3 +48,7 @@ class LoopDeps:
     checkpoint: Callable[[str], Any] | None = None  # snapshot(label) before the first mutation
     tool_env: dict[str, str] | None = None
     cache: CacheTracker | None = None  # annotates each Usage with a miss reason
+    hooks: Any = None  # agent.hooks.Hooks: the user's (and a trusted project's) hooks
+    subagent: bool = False  # a child session (agent/subagents): its Stop is SubagentStop
+    # Tools a custom command allowed for this turn (frontmatter allowed-tools): no prompt.
+    allowed_tools: frozenset[str] = frozenset()

@@ -24,6 +24,8 @@ COMMANDS = (
     "serve",
     "context",
     "mcp",
+    "hooks",  # issue 23: hooks, commands, skills, subagents, ACP (app/extensions.py)
+    "acp",
 )
 
 

@@ -272,7 +272,11 @@ def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | N
     budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
     if budget < 1:
         return None
-    rules = FileRules(tuple(settings.context_skip), settings.context_max_file_bytes)
+    from .extensions import SNAPSHOT_SKIP
+
+    # Skills, commands and agent files reach the model only when used (issue 23).
+    skip = (*settings.context_skip, *SNAPSHOT_SKIP)
+    rules = FileRules(skip, settings.context_max_file_bytes)
     return SnapshotConfig(budget, rules, settings.home / "context-cache")
 
 
@@ -353,18 +357,28 @@ def build_session(
     if checkpoint is None:
         checkpoint = build_checkpoint(settings, cwd)
     config = settings.agent_config()
+    from .extensions import session_extras
     from .mcp_settings import persist_allow
+
+    # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
+    extras = session_extras(settings, cwd, engine, toolset, config)
+    toolset, config = extras.toolset, extras.config
 
     common = {
         "sandbox": sandbox,
         "checkpoint": checkpoint,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
+        "hooks": extras.hooks,
     }
     try:
         context = _context(settings, cwd, engine, new=not resume, progress=progress)
-        context["startup_events"] = [*context.get("startup_events", ()), *mcp_notes]
+        context["startup_events"] = [
+            *context.get("startup_events", ()),
+            *mcp_notes,
+            *extras.notes,
+        ]
         if resume:
-            return Session.resume(
+            session = Session.resume(
                 resume,
                 engine,
                 toolset,
@@ -374,15 +388,18 @@ def build_session(
                 **common,
                 **context,
             )
-        return Session.create(
-            engine,
-            toolset,
-            config,
-            sessions_dir=settings.sessions_dir,
-            cwd=cwd,
-            **common,
-            **context,
-        )
+        else:
+            session = Session.create(
+                engine,
+                toolset,
+                config,
+                sessions_dir=settings.sessions_dir,
+                cwd=cwd,
+                **common,
+                **context,
+            )
+        extras.bind(session)  # the task tool runs its children beside this session
+        return session
     except BaseException:
         close = getattr(toolset, "close", None)  # MCP servers started above must not leak
         if close is not None:

@@ -94,6 +94,9 @@ class Settings:
     trust_project_mcp: bool = False
     # The config's [sandbox] table: path rules, network mode (tools/sandbox/rules.py).
     sandbox_rules: Any = None
+    # Hooks, commands, skills and agents of the user (app/extensions.py): ~/.m3agent, or the
+    # data home when $M3AGENT_HOME is set (a test never reads the user's real ones).
+    user_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -198,6 +201,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         "strict_mcp_config",
         "trust_project_mcp",
         "sandbox_rules",
+        "user_dir",
     }
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -247,6 +251,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         from m3agent.tools.sandbox.selfguard import forget_environ
 
         forget_environ([name for name in SECRET_ENV if name in env])
+    values["user_dir"] = home if env.get("M3AGENT_HOME") else Path.home() / ".m3agent"
     try:
         return Settings(home=home, config_path=config, **values)
     except TypeError as e:  # a value of the wrong type in the file

@@ -75,6 +75,7 @@ class ToolContext:
     sandbox: Any = None
     timeout_s: float = 120.0
     env: dict[str, str] | None = None
+    call_id: str = ""  # the model's id of this call (the task tool nests events under it)
 
 
 class Tool:

@@ -291,6 +291,9 @@ def execute(
     except EngineError as e:
         return fail(exit_codes.INTERNAL_ERROR, str(e))
 
+    from ..extensions import expand_turn
+
+    turn = expand_turn(session, turn)  # `/name args`: a custom command, skill or MCP prompt
     if settings.approval == "never":
         approver = deny_approver("approvals are off")  # never called: the gate never asks
     elif sys.stdin.isatty() and sys.stderr.isatty():

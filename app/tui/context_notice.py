@@ -28,5 +28,8 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
             f"session thinking mode: {detail.get('mode')} (was {detail.get('previous')}); "
             f"the next request recomputes about {detail.get('recompute_tokens', 0)} tokens"
         )
+    if action == "hook":  # docs/hooks.md: which hook ran, and how it ended
+        how = "timed out" if detail.get("timed_out") else f"exit {detail.get('exit_code')}"
+        return f"hook {detail.get('event')}: {detail.get('command')} ({how}, {detail.get('duration_s')} s)"
     shown = ", ".join(f"{k}={v}" for k, v in detail.items())
     return f"context {action}" + (f": {shown}" if shown else "")

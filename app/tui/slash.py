@@ -75,14 +75,16 @@ def parse_slash(text: str) -> SlashCommand | None:
     return SlashCommand(name, arg)
 
 
-def menu_matches(text: str) -> list[SlashSpec]:
+def menu_matches(text: str, extra: tuple[SlashSpec, ...] = ()) -> list[SlashSpec]:
     """The commands the `/` menu offers for what is typed: names starting with it first, then
-    names containing it. Empty once the text is no longer a bare `/word`."""
+    names containing it. Empty once the text is no longer a bare `/word`. `extra`: the
+    session's custom commands and skills (app/tui/ext_view.py)."""
     if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
         return []
     typed = text[1:].lower()
-    first = [c for c in COMMANDS if c.name.startswith(typed)]
-    return first + [c for c in COMMANDS if typed in c.name and c not in first]
+    known = (*COMMANDS, *(c for c in extra if c.name not in NAMES))
+    first = [c for c in known if c.name.lower().startswith(typed)]
+    return first + [c for c in known if typed in c.name.lower() and c not in first]
 
 
 def next_thinking(mode: str) -> str:

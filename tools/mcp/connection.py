@@ -244,6 +244,16 @@ class ServerConnection:
     async def read_resource(self, uri: str, timeout_s: float) -> Any:
         return await self._request(lambda c: c.read_resource(uri), timeout_s, f"reading {uri}")
 
+    async def list_prompts(self, timeout_s: float) -> list[Any]:
+        """The server's prompts (issue 23: they become `/mcp__SERVER__PROMPT` commands)."""
+        page = await self._request(lambda c: c.list_prompts(), timeout_s, "listing prompts")
+        return list(page.prompts)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout_s: float) -> Any:
+        return await self._request(
+            lambda c: c.get_prompt(name, arguments), timeout_s, f"prompt {name}"
+        )
+
     async def _request(self, send: Any, timeout_s: float, what: str) -> Any:
         from mcp.shared.exceptions import MCPError
 

@@ -119,6 +119,15 @@ class McpHub:
         conn = self._conn(server)
         return self._wait(conn.read_resource(uri, timeout_s), timeout_s, cancel)
 
+    def list_prompts(self, server: str, *, timeout_s: float) -> list[Any]:
+        return self._wait(self._conn(server).list_prompts(timeout_s), timeout_s, None)
+
+    def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str], *, timeout_s: float
+    ) -> Any:
+        conn = self._conn(server)
+        return self._wait(conn.get_prompt(name, arguments, timeout_s), timeout_s, None)
+
     # ---- internals ---------------------------------------------------------------------
 
     def _conn(self, name: str) -> ServerConnection:

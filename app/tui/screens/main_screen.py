@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from ...safe_text import visible
+from .. import ext_view
 from ..approval_flow import ApprovalFlow
 from ..context_notice import describe_context_event
 from ..controller import SessionController
@@ -37,6 +38,7 @@ from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
 from ..widgets.conversation import Conversation
 from ..widgets.loading_view import LoadingView
+from ..widgets.plan_view import PlanView
 from ..widgets.prompt_input import PromptInput
 from ..widgets.status_bar import StatusBar
 
@@ -84,6 +86,7 @@ class MainScreen(Screen):
         yield Static("", id="completions", markup=False)
         yield Static("", id="waiting", markup=False)
         yield menu
+        yield PlanView(id="plan")
         yield ActivityLine(self._activity, id="activity")
         yield PromptInput(self.config.cwd, menu=menu, id="prompt")
         yield StatusBar(self.status, id="status")
@@ -116,6 +119,7 @@ class MainScreen(Screen):
     async def on_session_ready(self, message: SessionReady) -> None:
         session = message.session
         self.controller.attach(session)
+        self.query_one(CommandMenu).extra = ext_view.menu_specs(ext_view.commands_of(session))
         self.query_one(LoadingView).display = False
         info = engine_info(session)
         if info is not None:
@@ -168,6 +172,8 @@ class MainScreen(Screen):
     async def show_event(self, e: Any) -> None:
         self.controller.observe(e)
         t = self.transcript
+        if await ext_view.show(self, e):  # plan, subagents (issue 23)
+            return
         if isinstance(e, ev.ReasoningDelta):
             await t.reasoning(e.text)
         elif isinstance(e, ev.ContentDelta):
@@ -231,6 +237,13 @@ class MainScreen(Screen):
         """A prompt or a slash command from the prompt (Enter)."""
         if self.history_path is not None:
             append_history(self.history_path, text)
+        custom = ext_view.custom_turn(self, text)  # a custom command or skill
+        if custom is not None:
+            if self.controller.enqueue(custom).shown:
+                await self.transcript.user(text)
+            self.show_waiting()
+            await self.send_next()
+            return
         try:
             command = parse_slash(text)
         except SlashError as e:

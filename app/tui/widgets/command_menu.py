@@ -25,6 +25,7 @@ class CommandMenu(Static):
         super().__init__("", **kwargs)
         self.matches: list[SlashSpec] = []
         self.index = 0
+        self.extra: tuple[SlashSpec, ...] = ()  # custom commands and skills of the session
 
     @property
     def open(self) -> bool:
@@ -36,7 +37,7 @@ class CommandMenu(Static):
 
     def filter(self, text: str) -> None:
         """Shows the commands for the prompt's text; hides itself when none (or no `/word`)."""
-        matches = menu_matches(text)
+        matches = menu_matches(text, self.extra)
         if [m.name for m in matches] != [m.name for m in self.matches]:
             self.index = 0
         self.matches = matches

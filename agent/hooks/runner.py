@@ -1,0 +1,107 @@
+"""One hook command: the event as JSON on stdin, the answer from its exit code and stdout.
+
+Hooks are the user's own programs (or a trusted project's): they run outside the tool sandbox,
+as the user, in the project directory, through /bin/sh like Claude Code's. Their environment
+is scrubbed with the same allow-list as sandboxed commands (no API keys or tokens of the
+agent's own environment), plus M3AGENT_PROJECT_DIR and CLAUDE_PROJECT_DIR so that existing
+Claude Code scripts find the project.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from m3agent.tools.sandbox.envscrub import scrub
+
+from .config import HookCommand
+
+BLOCK_EXIT = 2  # Claude Code's "blocking error": stderr goes to the model
+_OUTPUT_CAP = 64_000  # a hook's stdout/stderr kept (a chatty script must not flood the prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    """What one command did. `answer` is its stdout parsed as JSON when it was an object."""
+
+    command: str
+    exit_code: int | None  # None: it timed out or could not start
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    answer: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def blocking(self) -> bool:
+        return self.exit_code == BLOCK_EXIT
+
+
+def hook_env(project: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    env, _withheld = scrub(dict(os.environ if base is None else base))
+    env["M3AGENT_PROJECT_DIR"] = str(project)
+    env["CLAUDE_PROJECT_DIR"] = str(project)
+    return env
+
+
+async def run_hook(
+    hook: HookCommand, payload: Mapping[str, Any], project: Path, env: Mapping[str, str]
+) -> HookRun:
+    started = time.monotonic()
+    data = json.dumps(payload).encode()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            hook.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(project),
+            env=dict(env),
+            start_new_session=True,  # its own group: a timeout kills what it started too
+        )
+    except OSError as e:
+        return HookRun(hook.command, None, "", f"cannot start: {e}", time.monotonic() - started)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(data), hook.timeout_s)
+    except (TimeoutError, asyncio.CancelledError) as e:
+        _kill_group(proc.pid)
+        await proc.wait()
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        return HookRun(
+            hook.command,
+            None,
+            "",
+            f"timed out after {hook.timeout_s:g}s",
+            time.monotonic() - started,
+            timed_out=True,
+        )
+    stdout = out.decode(errors="replace")[:_OUTPUT_CAP]
+    stderr = err.decode(errors="replace")[:_OUTPUT_CAP]
+    answer: dict[str, Any] = {}
+    if proc.returncode == 0 and stdout.strip().startswith("{"):
+        try:
+            parsed = json.loads(stdout)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            answer = parsed
+    return HookRun(
+        hook.command, proc.returncode, stdout, stderr, time.monotonic() - started, answer=answer
+    )
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,72 @@
+"""Agent definitions: `.m3agent/agents/*.md` and `~/.m3agent/agents/*.md`, Claude Code's format.
+
+---
+name: reviewer
+description: Reviews a diff for bugs. Use after an edit.
+tools: read_file, grep, glob      # optional: the tools it may call (default: all but task)
+max-turns: 8                      # optional (ours): its budget of engine calls
+---
+You are a careful reviewer ...    # its instructions
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from m3agent.tools.frontmatter import parse
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+DEFAULT_MAX_TURNS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDef:
+    name: str
+    description: str
+    instructions: str = ""
+    tools: tuple[str, ...] | None = None  # None: every tool of the parent except task
+    max_turns: int = DEFAULT_MAX_TURNS
+    source: str = ""
+
+
+GENERAL = AgentDef(
+    "general-purpose",
+    "A general agent for research and multi-step tasks; it has the parent's tools.",
+    "Work on the task with the tools, then answer with a short report of what you found "
+    "or did: the parent agent sees only that answer.",
+)
+
+
+def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
+    """(agents, problems): general-purpose first, then the files (the project's win)."""
+    found: dict[str, AgentDef] = {GENERAL.name: GENERAL}
+    problems: list[str] = []
+    for root in dirs:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.glob("*.md")):
+            try:
+                doc = parse(path.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as e:
+                problems.append(f"{path}: unreadable ({e})")
+                continue
+            name = doc.text("name") or path.stem
+            desc = doc.text("description")
+            if not _NAME.match(name) or not desc:
+                problems.append(f"{path}: an agent needs a lowercase name and a description")
+                continue
+            turns = doc.text("max-turns") or doc.text("maxTurns")
+            try:
+                max_turns = int(turns) if turns else DEFAULT_MAX_TURNS
+            except ValueError:
+                problems.append(f"{path}: max-turns must be a number")
+                continue
+            tools = doc.names("tools")
+            if name not in found or found[name] is GENERAL:
+                found[name] = AgentDef(
+                    name, desc, doc.body.strip(), tools or None, max(1, max_turns), str(path)
+                )
+    return tuple(found.values()), tuple(problems)

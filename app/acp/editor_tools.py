@@ -1,0 +1,118 @@
+"""The session's tools as an editor sees them: the same list (the prompt's tools never
+change), but
+
+- in plan mode a mutating tool is refused before anything asks (read-only planning);
+- when the editor offers fs/read_text_file and fs/write_text_file, read_file and write_file
+  go through it, so the model reads unsaved buffers and the editor shows its writes. The path
+  guard still decides which paths may be touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from m3agent.tools.base import Preview, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.paths import PathDenied, check_read, check_write
+
+# bridge(method, path, **fields) -> awaitable result, run on the connection's loop.
+Bridge = Callable[..., Awaitable[Any]]
+_READ, _WRITE = "read_file", "write_file"
+
+
+class EditorToolset:
+    def __init__(
+        self,
+        inner: Any,
+        loop: asyncio.AbstractEventLoop,
+        bridge: Bridge | None,
+        can_read: bool,
+        can_write: bool,
+    ) -> None:
+        self.inner = inner
+        self.loop = loop
+        self.bridge = bridge
+        self.can_read = can_read and bridge is not None
+        self.can_write = can_write and bridge is not None
+        self.mode = "default"  # "plan": read only
+
+    def _blocked(self, name: str) -> bool:
+        if self.mode != "plan":
+            return False
+        try:
+            return bool(self.inner.get(name).mutates)
+        except KeyError:
+            return False
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return self.inner.schemas()
+
+    def get(self, name: str) -> type[Tool]:
+        if self._blocked(name):  # no approval is asked for a call that will be refused
+            raise KeyError(f"{name} is not available in plan mode")
+        return self.inner.get(name)
+
+    def touches(self, name: str, arguments: Any) -> Touches | None:
+        return self.inner.touches(name, arguments)
+
+    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
+        return self.inner.preview(name, arguments, ctx)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)  # the MCP hub and tool list beneath
+
+    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
+        if self._blocked(name):
+            return ToolResult(
+                f"not run: {name} changes files or runs commands, and the session is in plan "
+                "mode (read only); propose the change instead",
+                is_error=True,
+                metadata={"denied": True},
+            )
+        if isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
+            if name == _READ and self.can_read:
+                return self._editor_read(arguments, ctx)
+            if name == _WRITE and self.can_write and isinstance(arguments.get("content"), str):
+                return self._editor_write(arguments, ctx)
+        return self.inner.dispatch(name, arguments, ctx)
+
+    def _call(self, method: str, **fields: Any) -> Any:
+        assert self.bridge is not None  # can_read/can_write say so
+        fut = asyncio.run_coroutine_threadsafe(self.bridge(method, **fields), self.loop)
+        return fut.result(timeout=60)
+
+    def _editor_read(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            path = check_read(args["path"], ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        offset = int(args.get("offset") or 1)
+        limit = int(args.get("limit") or 2000)
+        try:
+            text = self._call("read", path=str(path), line=offset, limit=limit)
+        except Exception as e:  # the editor said no, or went away
+            return ToolResult(f"the editor could not read {path}: {e}", is_error=True)
+        lines = text.splitlines()
+        numbered = "\n".join(f"{offset + i:6}\t{line}" for i, line in enumerate(lines))
+        return ToolResult(numbered or "(empty)", metadata={"via": "editor"})
+
+    def _editor_write(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            path = check_write(args["path"], ctx)
+        except PathDenied as e:
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+        try:
+            self._call("write", path=str(path), content=args["content"])
+        except Exception as e:
+            return ToolResult(f"the editor could not write {path}: {e}", is_error=True)
+        n = args["content"].count("\n")
+        return ToolResult(
+            f"wrote {path} ({n} lines) through the editor",
+            metadata={"via": "editor", "paths_changed": [str(path)]},
+        )

@@ -1,0 +1,133 @@
+"""Session events -> ACP session updates (pure: one event in, zero or more updates out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import acp
+from acp.schema import PermissionOption
+from m3agent.agent import events as ev
+
+_KINDS = {
+    "read_file": "read",
+    "list_dir": "search",
+    "glob": "search",
+    "grep": "search",
+    "write_file": "edit",
+    "edit_file": "edit",
+    "apply_patch": "edit",
+    "shell": "execute",
+    "update_plan": "think",
+    "task": "other",
+    "skill": "read",
+}
+
+PERMISSION_OPTIONS = [
+    PermissionOption(option_id="approve", name="Allow once", kind="allow_once"),
+    PermissionOption(
+        option_id="approve_session", name="Allow for this session", kind="allow_always"
+    ),
+    PermissionOption(option_id="deny", name="Deny", kind="reject_once"),
+]
+
+
+def kind_of(name: str) -> str:
+    return _KINDS.get(name, "fetch" if name.startswith("mcp__") else "other")
+
+
+def title_of(name: str, arguments: dict[str, Any]) -> str:
+    for key in ("path", "command", "pattern", "description"):
+        value = arguments.get(key)
+        if isinstance(value, str) and value:
+            return f"{name}: {value[:120]}"
+    return name
+
+
+def updates(e: Any) -> list[Any]:
+    if isinstance(e, ev.ContentDelta) and e.text:
+        return [acp.update_agent_message_text(e.text)]
+    if isinstance(e, ev.ReasoningDelta) and e.text:
+        return [acp.update_agent_thought_text(e.text)]
+    if isinstance(e, ev.ToolCallStarted):
+        return [
+            acp.start_tool_call(
+                e.call_id,
+                title_of(e.name, e.arguments),
+                kind=kind_of(e.name),  # type: ignore[arg-type]
+                status="in_progress",
+                raw_input=e.arguments,
+            )
+        ]
+    if isinstance(e, ev.ToolCallFinished):
+        content = [acp.tool_content(acp.text_block(e.output))] if e.output else []
+        diff = e.metadata.get("diff")
+        if isinstance(diff, str) and diff:
+            content.append(acp.tool_content(acp.text_block(diff)))
+        return [
+            acp.update_tool_call(
+                e.call_id,
+                status="failed" if e.is_error else "completed",
+                content=content,
+                raw_output={"output": e.output, "is_error": e.is_error},
+            )
+        ]
+    if isinstance(e, ev.Error):  # e.g. untrusted project hooks, a failed MCP server
+        return [acp.update_agent_message_text(f"\n[m3agent {e.kind}] {e.message}\n")]
+    if isinstance(e, ev.PlanUpdate):
+        return [
+            acp.update_plan(
+                acp.plan_entry(s["step"], status=s["status"])  # type: ignore[arg-type]
+                for s in e.plan
+            )
+        ]
+    if isinstance(e, ev.SubagentEvent):
+        inner = e.event
+        if inner.get("type") == "tool_call_started":  # the child's calls: progress of the task
+            return [
+                acp.update_tool_call(
+                    e.parent_call_id,
+                    content=[
+                        acp.tool_content(
+                            acp.text_block(
+                                f"{e.agent}: {title_of(inner['name'], inner['arguments'])}"
+                            )
+                        )
+                    ],
+                )
+            ]
+    return []
+
+
+def stop_reason(reason: str) -> str:
+    return {
+        "done": "end_turn",
+        "interrupted": "cancelled",
+        "max_turns": "max_turn_requests",
+        "max_tool_calls": "max_turn_requests",
+        "timeout": "max_turn_requests",
+        "blocked": "refusal",
+    }.get(reason, "end_turn")
+
+
+def history_updates(messages: Any) -> list[Any]:
+    """A loaded session's conversation as ACP replays it: user, thought, answer, tools."""
+    out: list[Any] = []
+    for m in messages:
+        if m.role == "user":
+            out.append(acp.update_user_message_text(m.content))
+        elif m.role == "assistant":
+            if m.reasoning:
+                out.append(acp.update_agent_thought_text(m.reasoning))
+            if m.content:
+                out.append(acp.update_agent_message_text(m.content))
+            for c in m.tool_calls:
+                args = c.arguments if isinstance(c.arguments, dict) else {}
+                out.append(
+                    acp.start_tool_call(
+                        c.id,
+                        title_of(c.name, args),
+                        kind=kind_of(c.name),
+                        status="completed",  # type: ignore[arg-type]
+                    )
+                )
+    return out

@@ -1,0 +1,91 @@
+"""`m3agent acp`: serve the Agent Client Protocol on stdin/stdout for an editor (docs/acp.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("acp")
+    def acp_(
+        engine: str | None = typer.Option(
+            None, "--engine", "-e", metavar="NAME", help="native, vllm, remote or scripted."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", metavar="MODEL", help="Model directory or served model name."
+        ),
+        base_url: str | None = typer.Option(
+            None, "--base-url", metavar="URL", help="OpenAI-compatible server URL (remote)."
+        ),
+        script: Path | None = typer.Option(
+            None, "--script", metavar="FILE", help="JSON array of raw model outputs (scripted)."
+        ),
+        approval: str | None = typer.Option(
+            None,
+            "--approval",
+            "-a",
+            metavar="POLICY",
+            help="untrusted, on-request or never (the editor answers the requests).",
+        ),
+        sandbox: str | None = typer.Option(
+            None, "--sandbox", "-s", metavar="MODE", help="read-only, workspace-write, full-access."
+        ),
+        no_context: bool = typer.Option(False, "--no-context", help="No repository snapshot."),
+    ) -> None:
+        """Speak ACP over stdio (Zed, JetBrains): one warm engine for every editor session."""
+        import asyncio
+        import sys
+
+        from .. import exit_codes
+        from ..cli_errors import die
+        from ..settings import load_settings
+
+        try:
+            settings = load_settings().override(
+                engine=engine,
+                model=model,
+                base_url=base_url,
+                approval=approval,
+                sandbox=sandbox,
+                context=False if no_context else None,
+            )
+        except ValueError as e:
+            die(str(e))
+        code = asyncio.run(_serve(settings, script))
+        if code:
+            sys.stderr.write("error: the ACP server stopped\n")
+        raise typer.Exit(code or exit_codes.OK)
+
+
+async def _serve(settings, script) -> int:
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        import acp
+    except ImportError:
+        sys.stderr.write("error: m3agent acp needs the 'acp' extra: pip install 'm3agent[acp]'\n")
+        return 2
+    from m3agent.engine.api import EngineError
+
+    from ..acp.server import M3AcpAgent
+    from ..factory import build_engine
+
+    try:
+        engine = build_engine(settings, script=script, start_server=True)
+    except (ValueError, EngineError) as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 3
+    try:
+        ours = version("m3agent")
+    except PackageNotFoundError:
+        ours = "0"
+    agent = M3AcpAgent(settings, engine, ours)
+    try:
+        await acp.run_agent(agent)
+    finally:
+        await agent.close_all()
+        await engine.close()
+    return 0

@@ -1,0 +1,71 @@
+"""`m3agent hooks list|trust`: the hooks sessions run, and trust for a project's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    hooks = typer.Typer(help="Hooks: programs run on session events (docs/hooks.md).")
+    app.add_typer(hooks, name="hooks")
+
+    def _load(cwd: Path):
+        from ..cli_errors import die
+        from ..hooks_settings import load_hooks
+        from ..settings import load_settings
+
+        try:
+            settings = load_settings()
+            where = cwd.expanduser().resolve()
+            return (
+                settings,
+                where,
+                load_hooks(settings.user_dir or settings.home, settings.home, where),
+            )
+        except ValueError as e:
+            die(str(e))
+
+    @hooks.command("list")
+    def list_(
+        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose hooks to show."),
+    ) -> None:
+        """Every hook with its event, matcher, command line and whether it runs."""
+        import sys
+
+        _settings, _where, src = _load(cwd)
+        rows = [("user", True, r) for r in src.user.all_commands()]
+        rows += [("project", src.project_trusted, r) for r in src.project.all_commands()]
+        if not rows:
+            sys.stdout.write("no hooks configured\n")
+        for scope, runs, (event, matcher, h) in rows:
+            mark = "" if runs else "  (not trusted: `m3agent hooks trust`)"
+            sys.stdout.write(f"{scope:8} {event:17} {matcher or '*':12} {h.command}{mark}\n")
+
+    @hooks.command("trust")
+    def trust_(
+        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose hooks to trust."),
+        yes: bool = typer.Option(False, "--yes", "-y", help="Trust without asking."),
+    ) -> None:
+        """Shows the project's hook command lines and, on yes, lets them run."""
+        import sys
+
+        from ..cli_errors import die
+        from ..hooks_settings import trust_hooks
+
+        settings, where, src = _load(cwd)
+        if not src.project:
+            die(f"{where / '.m3agent' / 'settings.json'} has no hooks")
+        sys.stdout.write(
+            "These commands will run as you, outside the sandbox, on session events:\n"
+        )
+        for event, matcher, h in src.project.all_commands():
+            sys.stdout.write(f"  {event} [{matcher or '*'}]: {h.command}\n")
+        if not yes:
+            if not sys.stdin.isatty():
+                die("not a terminal: pass --yes to trust these hooks")
+            if input("Trust them? [y/N] ").strip().lower() not in ("y", "yes"):
+                die("not trusted")
+        trust_hooks(settings.home, where, src.project_raw)
+        sys.stdout.write("trusted\n")

@@ -1,0 +1,136 @@
+"""What issue 23 adds to a session, in one place: hooks (trust applied), skills (listed in
+the system block, loaded by the `skill` tool), `update_plan`, custom commands, and the `task`
+tool with its agent definitions. The factory calls `session_extras` once; front ends read
+`Extras.commands` for their `/` menu.
+
+Everything here is decided when the session starts: the tool list and the system block
+open the prompt, so they never change afterwards (prefix caching).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent.config import AgentConfig
+from m3agent.agent.events import Error
+
+from .custom_commands import CustomCommand, load_commands, skill_commands
+
+# Kept out of the repository snapshot (gitignore patterns): a skill's body is loaded only
+# when the model asks for it; commands and agent definitions are instructions, not code.
+SNAPSHOT_SKIP = (
+    ".m3agent/skills/",
+    ".m3agent/commands/",
+    ".m3agent/agents/",
+    ".claude/skills/",
+    ".claude/commands/",
+    ".claude/agents/",
+    ".agents/skills/",
+)
+
+
+def user_dir(settings: Any) -> Path:
+    return settings.user_dir or settings.home
+
+
+def skill_roots(settings: Any, cwd: Path) -> list[Path]:
+    # The project's own first, then where users of other agents already keep theirs.
+    return [
+        cwd / ".m3agent" / "skills",
+        cwd / ".claude" / "skills",
+        cwd / ".agents" / "skills",
+        user_dir(settings) / "skills",
+    ]
+
+
+def command_dirs(settings: Any, cwd: Path) -> list[Path]:
+    return [cwd / ".m3agent" / "commands", user_dir(settings) / "commands"]
+
+
+def agent_dirs(settings: Any, cwd: Path) -> list[Path]:
+    return [cwd / ".m3agent" / "agents", user_dir(settings) / "agents"]
+
+
+def all_commands(settings: Any, cwd: Path) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
+    """Custom commands, then skills as commands (a command wins a name)."""
+    from m3agent.tools.skills import discover_skills
+
+    commands, problems = load_commands(command_dirs(settings, cwd))
+    skills, skill_problems = discover_skills(skill_roots(settings, cwd))
+    names = {c.name for c in commands}
+    extra = tuple(c for c in skill_commands(skills) if c.name not in names)
+    return commands + extra, problems + skill_problems
+
+
+def expand_turn(session: Any, turn: Any) -> Any:
+    """A UserTurn whose text is `/name args` of the session's custom commands, skills or MCP
+    prompts, as its prompt and allowed tools; any other turn as it is."""
+    from .custom_commands import find
+
+    if not turn.text.lstrip().startswith("/"):
+        return turn
+    hit = find(getattr(getattr(session, "extras", None), "commands", ()), turn.text)
+    if hit is None:
+        return turn
+    command, args = hit
+    return replace(turn, text=command.expand(args), allowed_tools=command.allowed_tools)
+
+
+@dataclass(slots=True)
+class Extras:
+    toolset: Any
+    config: AgentConfig
+    hooks: Any = None
+    notes: list[Error] = field(default_factory=list)
+    commands: tuple[CustomCommand, ...] = ()
+    task_tool: Any = None
+
+    def bind(self, session: Any) -> None:
+        """The task tool runs children beside the session it belongs to."""
+        session.extras = self
+        if self.task_tool is not None:
+            self.task_tool.bind(session)
+
+
+def session_extras(
+    settings: Any, cwd: Path, engine: Any, toolset: Any, config: AgentConfig
+) -> Extras:
+    from m3agent.agent.subagents import TaskTool, load_agents
+    from m3agent.tools.extra_toolset import ExtendedToolset
+    from m3agent.tools.skills import SkillTool, discover_skills, skills_listing
+    from m3agent.tools.update_plan import UpdatePlan
+
+    from .hooks_settings import session_hooks
+
+    notes: list[Error] = []
+    try:
+        hooks, hook_notes = session_hooks(settings, cwd)
+    except ValueError as e:  # a broken settings file: no hooks, said at start
+        hooks, hook_notes = None, [str(e)]
+    notes += [Error(message=n, kind="hook") for n in hook_notes]
+    skills, problems = discover_skills(skill_roots(settings, cwd))
+    commands, cmd_problems = all_commands(settings, cwd)
+    from .mcp_prompts import prompt_commands
+
+    commands += prompt_commands(toolset)  # after ours: a command file wins a name
+    agents, agent_problems = load_agents(agent_dirs(settings, cwd))
+    notes += [Error(message=p, kind="usage") for p in (*problems, *cmd_problems, *agent_problems)]
+    task = TaskTool(agents)
+    extra: list[Any] = [UpdatePlan(), task]
+    if skills:
+        extra.insert(0, SkillTool(skills))
+    names = {s["function"]["name"] for s in toolset.schemas()}
+    extra = [t for t in extra if t.name not in names]
+    sections = [s for s in (skills_listing(skills), task.listing()) if s]
+    if sections:
+        config = replace(config, system_prompt="\n\n".join([config.system_prompt, *sections]))
+    return Extras(
+        toolset=ExtendedToolset(toolset, extra),
+        config=config,
+        hooks=hooks,
+        notes=notes,
+        commands=commands,
+        task_tool=task,
+    )

@@ -1,0 +1,94 @@
+"""Which hooks a session runs: the user's `settings.json` and the project's, trust applied.
+
+- `<user dir>/settings.json` (~/.m3agent/settings.json): the user's own, trusted;
+- `<project>/.m3agent/settings.json`: it comes with the repository, so its hooks (programs
+  that run as the user, outside the sandbox) run only after `m3agent hooks trust` showed
+  their command lines and the user said yes. The trust is a fingerprint of the project's
+  "hooks" table in `<home>/hooks-trust.json`: any change needs trust again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent.hooks import HookSet, parse_hooks
+from m3agent.agent.hooks.config import fingerprint
+
+PROJECT_SETTINGS = Path(".m3agent") / "settings.json"
+TRUST_FILE = "hooks-trust.json"
+
+
+@dataclass(frozen=True, slots=True)
+class HookSources:
+    user: HookSet
+    project: HookSet
+    project_raw: Any  # the project's "hooks" table as written (what trust fingerprints)
+    project_path: Path
+    project_trusted: bool
+
+    def active(self) -> HookSet:
+        return self.user.merged(self.project) if self.project_trusted else self.user
+
+    def untrusted_note(self) -> str | None:
+        if not self.project or self.project_trusted:
+            return None
+        lines = [f"  {e}: {h.command}" for e, _m, h in self.project.all_commands()]
+        return (
+            f"{self.project_path} has hooks that are not trusted, so they do not run; "
+            "review them and run `m3agent hooks trust` to allow:\n" + "\n".join(lines)
+        )
+
+
+def _read(path: Path) -> Any:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: must hold a JSON object")
+    return data
+
+
+def _trust_table(home: Path) -> dict[str, Any]:
+    data = _read(home / TRUST_FILE)
+    return data.get("projects", {}) if isinstance(data.get("projects"), dict) else {}
+
+
+def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
+    user_file = user_dir / "settings.json"
+    user = parse_hooks(_read(user_file).get("hooks"), str(user_file))
+    project_file = cwd / PROJECT_SETTINGS
+    raw = _read(project_file).get("hooks")
+    project = parse_hooks(raw, str(project_file))
+    trusted = bool(project) and _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
+    return HookSources(user, project, raw, project_file, trusted)
+
+
+def trust_hooks(home: Path, cwd: Path, raw: Any) -> None:
+    path = home / TRUST_FILE
+    data = _read(path)
+    projects = data.setdefault("projects", {})
+    projects[str(cwd.resolve())] = fingerprint(raw)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+
+
+def session_hooks(settings: Any, cwd: Path) -> tuple[Any, list[str]]:
+    """(the Hooks to pass to the Session or None, notes to show at start)."""
+    from m3agent.agent.hooks import Hooks
+
+    src = load_hooks(settings.user_dir or settings.home, settings.home, cwd)
+    note = src.untrusted_note()
+    active = src.active()
+    return (Hooks(active, cwd) if active else None), ([note] if note else [])

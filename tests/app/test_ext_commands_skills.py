@@ -1,0 +1,146 @@
+"""Custom commands, skills and update_plan (issue 23) through `m3agent run`, with the
+scripted engine replaying real M3 markup."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from m3agent.agent.conversation import Conversation
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def run(cli, repo, script, prompt="do it", *extra):
+    r = cli.run(
+        "run", prompt, "--engine", "scripted", "--script", str(script),
+        "--output-format", "stream-json", "--cwd", str(repo), *extra,
+    )  # fmt: skip
+    return r, [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+
+
+def messages(home: Path, sid: str):
+    return Conversation.load(home / "sessions", sid).messages
+
+
+def test_project_and_user_commands_expand_with_allowed_tools(cli, repo, home, m3):
+    write(
+        repo / ".m3agent/commands/review.md",
+        "---\ndescription: Review one file\nallowed-tools: [shell, Bash(git diff:*)]\n"
+        "argument-hint: FILE\n---\nReview $1 carefully (all: $ARGUMENTS).\n",
+    )
+    write(home / "commands/git/pr.md", "Open a pull request.\n")
+    script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
+    # untrusted asks before every shell command; headless nobody answers (denied), except
+    # for the tools the command allows.
+    r, evs = run(cli, repo, script, "/review greet.py twice", "--approval", "untrusted")
+    assert r.returncode == 0, r.stderr
+    sid = evs[0]["session_id"]
+    user = [m.content for m in messages(home, sid) if m.role == "user"]
+    assert user == ["Review greet.py carefully (all: greet.py twice)."]
+    assert not any(e["type"] == "approval_request" for e in evs)
+    finished = [e for e in evs if e["type"] == "tool_call_finished"][0]
+    assert "denied" not in finished["metadata"], finished
+
+    # Without the command, the same call is asked for and (headless) denied.
+    script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
+    r, evs = run(cli, repo, script, "review greet.py", "--approval", "untrusted")
+    assert any(e["type"] == "approval_request" for e in evs)
+
+    script = cli.script(m3.answer("opened"))
+    r, evs = run(cli, repo, script, "/git:pr now")
+    user = [m.content for m in messages(home, evs[0]["session_id"]) if m.role == "user"]
+    assert user == ["Open a pull request.\n\nnow"]  # no $ARGUMENTS: appended
+
+
+def test_skill_listed_at_start_and_loaded_on_request(cli, repo, home, m3):
+    write(
+        repo / ".claude/skills/pdf-tools/SKILL.md",
+        "---\nname: pdf-tools\ndescription: Fill and merge PDF forms\n---\nSTEP ONE: use pypdf.\n",
+    )
+    write(repo / ".claude/skills/pdf-tools/forms.md", "more\n")
+    write(
+        home / "skills/tidy/SKILL.md",
+        "---\nname: tidy\ndescription: Tidy imports\n---\nSort them.\n",
+    )
+    script = cli.script(m3.calls(m3.invoke("skill", skill="pdf-tools")), m3.answer("used it"))
+    r, evs = run(cli, repo, script, "/pdf-tools merge a.pdf b.pdf")
+    assert r.returncode == 0, r.stderr
+    msgs = messages(home, evs[0]["session_id"])
+    system = msgs[0].content
+    assert "- pdf-tools: Fill and merge PDF forms" in system and "- tidy: Tidy imports" in system
+    assert "STEP ONE" not in "".join(m.content for m in msgs if m.role == "system")
+    user = [m.content for m in msgs if m.role == "user"][0]
+    assert "skill `pdf-tools`" in user and "merge a.pdf b.pdf" in user
+    result = [e for e in evs if e["type"] == "tool_call_finished"][0]
+    assert "STEP ONE: use pypdf." in result["output"] and "forms.md" in result["output"]
+    # The body came as a tool result at the end: the second request reused the first's pages.
+    first, second = [e["usage"] for e in evs if e["type"] == "model_request_finished"]
+    assert second["cached_prompt_tokens"] >= first["prompt_tokens"] // 128 * 128 > 0
+
+
+def test_update_plan_is_streamed(cli, repo, home, m3):
+    plan = [
+        {"step": "read the code", "status": "completed"},
+        {"step": "fix the typo", "status": "in_progress"},
+        {"step": "run it", "status": "pending"},
+    ]
+    bad = [{"step": "a", "status": "in_progress"}, {"step": "b", "status": "in_progress"}]
+    script = cli.script(
+        m3.calls(m3.invoke("update_plan", plan=json.dumps(plan), explanation="started")),
+        m3.calls(m3.invoke("update_plan", plan=json.dumps(bad))),
+        m3.answer("planned"),
+    )
+    r, evs = run(cli, repo, script, "plan it", "--no-context")
+    assert r.returncode == 0, r.stderr
+    plans = [e for e in evs if e["type"] == "plan"]
+    assert len(plans) == 1  # the invalid second plan is an error result, not an update
+    assert plans[0]["plan"] == plan and plans[0]["explanation"] == "started"
+    results = [e for e in evs if e["type"] == "tool_call_finished"]
+    assert results[0]["output"] == "Plan updated (1/3 done)."
+    assert results[1]["is_error"] and "at most one" in results[1]["output"]
+
+
+PROMPT_SERVER = """
+from mcp.server import MCPServer
+
+s = MCPServer("notes")
+
+@s.prompt()
+def review(path: str, focus: str) -> str:
+    \"\"\"Review a file with a focus.\"\"\"
+    return f"Please review {path}, focusing on {focus}."
+
+s.run()
+"""
+
+
+def test_mcp_prompt_is_a_slash_command(cli, repo, home, m3):
+    import sys
+
+    (repo / "prompt_server.py").write_text(PROMPT_SERVER)  # inside the workspace: the sandbox
+    config = repo.parent / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "notes": {"command": sys.executable, "args": [str(repo / "prompt_server.py")]}
+                }
+            }
+        )
+    )
+    script = cli.script(m3.answer("reviewed"))
+    r, evs = run(
+        cli,
+        repo,
+        script,
+        "/mcp__notes__review greet.py error handling",
+        "--mcp-config",
+        str(config),
+    )
+    assert r.returncode == 0, r.stderr
+    user = [m.content for m in messages(home, evs[0]["session_id"]) if m.role == "user"]
+    assert user == ["Please review greet.py, focusing on error handling."]

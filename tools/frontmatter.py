@@ -1,0 +1,63 @@
+"""The `---` header of a Markdown file (commands, skills, agents): a small YAML subset.
+
+Claude Code's files use flat `key: value` lines, sometimes a `[a, b]` or `- item` list and
+quoted strings; that is all this reads (no PyYAML dependency for three keys). Unknown shapes
+stay strings, so a file never fails to load over a field we do not use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    meta: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+
+    def text(self, key: str, default: str = "") -> str:
+        v = self.meta.get(key, default)
+        return ", ".join(v) if isinstance(v, list) else str(v)
+
+    def names(self, key: str) -> tuple[str, ...]:
+        """A list field, given as a YAML list or one comma/space separated string."""
+        v = self.meta.get(key)
+        if v is None or v == "":
+            return ()
+        items = v if isinstance(v, list) else str(v).replace(",", " ").split()
+        return tuple(str(i).strip() for i in items if str(i).strip())
+
+
+def _scalar(raw: str) -> Any:
+    raw = raw.strip()
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return raw[1:-1]
+    if raw.startswith("[") and raw.endswith("]"):
+        return [_scalar(x) for x in raw[1:-1].split(",") if x.strip()]
+    return raw
+
+
+def parse(text: str) -> Document:
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return Document({}, text)
+    meta: dict[str, Any] = {}
+    last: str | None = None
+    for i, line in enumerate(lines[1:], start=1):
+        if line.strip() == "---":
+            return Document(meta, "\n".join(lines[i + 1 :]).lstrip("\n"))
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.startswith("- ") and last is not None:
+            prev = meta.get(last)
+            meta[last] = [*(prev if isinstance(prev, list) else []), _scalar(stripped[2:])]
+            continue
+        key, sep, value = line.partition(":")
+        if sep and not line[:1].isspace():
+            last = key.strip()
+            meta[last] = _scalar(value) if value.strip() else ""
+        elif last is not None and isinstance(meta.get(last), str):  # a folded continuation
+            meta[last] = f"{meta[last]} {stripped}".strip()
+    return Document({}, text)  # no closing ---: not a header after all

@@ -1,0 +1,102 @@
+"""Skills: directories holding a SKILL.md (name and description in its frontmatter).
+
+Only the name and description open the session (listed in the system block, fixed at start);
+the body reaches the model when it calls the `skill` tool, as a tool result at the end of the
+prompt, so loading a skill never rewrites anything the prefix cache holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from .base import Tool, ToolContext, ToolResult, Touches
+from .frontmatter import parse
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+_MAX_FILES_LISTED = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    name: str
+    description: str
+    path: Path  # the SKILL.md
+
+
+def discover_skills(roots: Iterable[Path]) -> tuple[tuple[Skill, ...], tuple[str, ...]]:
+    """(skills, problems) from each root's <dir>/SKILL.md; an earlier root wins a name."""
+    found: dict[str, Skill] = {}
+    problems: list[str] = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for skill_md in sorted(root.glob("*/SKILL.md")):
+            try:
+                doc = parse(skill_md.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError) as e:
+                problems.append(f"{skill_md}: unreadable ({e})")
+                continue
+            name = doc.text("name") or skill_md.parent.name
+            desc = doc.text("description")
+            if not _NAME.match(name) or not desc:
+                problems.append(f"{skill_md}: needs a name and a description in its frontmatter")
+                continue
+            found.setdefault(name, Skill(name, desc, skill_md))
+    return tuple(found.values()), tuple(problems)
+
+
+def skills_listing(skills: Iterable[Skill]) -> str:
+    """The system block's section: names and descriptions only."""
+    rows = [f"- {s.name}: {s.description}" for s in skills]
+    if not rows:
+        return ""
+    return (
+        "Skills: instructions you load when a task needs them, by calling the skill tool "
+        "with the skill's name.\n" + "\n".join(rows)
+    )
+
+
+class SkillTool(Tool):
+    name: ClassVar[str] = "skill"
+    description: ClassVar[str] = (
+        "Load a skill's full instructions by name (the skills are listed in the system "
+        "prompt). Returns its SKILL.md and the files beside it."
+    )
+
+    class Args(BaseModel):
+        skill: str = Field(description="The skill's name, as listed.")
+
+    def __init__(self, skills: Iterable[Skill]) -> None:
+        self._skills = {s.name: s for s in skills}
+
+    def touches(self, args: BaseModel) -> Touches:
+        # Only files discovered at start are read (never a path the model names).
+        return Touches()
+
+    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        name = args.skill  # type: ignore[attr-defined]
+        skill = self._skills.get(name)
+        if skill is None:
+            known = ", ".join(self._skills) or "none"
+            return ToolResult(f"no skill named {name!r} (skills: {known})", is_error=True)
+        doc = parse(skill.path.read_text(encoding="utf-8"))
+        folder = skill.path.parent
+        others = sorted(
+            str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != skill.path
+        )[:_MAX_FILES_LISTED]
+        files = "\n".join(f"- {folder / o}" for o in others)
+        tail = (
+            f"\n\nFiles of this skill (read them when the instructions say):\n{files}"
+            if files
+            else ""
+        )
+        return ToolResult(
+            f"# Skill: {skill.name}\n(from {folder})\n\n{doc.body.strip()}{tail}",
+            metadata={"skill": skill.name},
+        )
