@@ -28,7 +28,12 @@ def _import_backend(module: str, cls: str, engine: str) -> Any:
     try:
         mod = importlib.import_module(f"m3agent.engine.backends.{module}")
     except ImportError as e:
-        raise EngineUnavailable(f"the {engine} engine is unavailable in this install: {e}") from e
+        from .missing_extra import missing_extra
+
+        hint = missing_extra(e) or str(e)
+        raise EngineUnavailable(
+            f"the {engine} engine is unavailable in this install: {hint}"
+        ) from e
     try:
         return getattr(mod, cls)
     except AttributeError as e:
