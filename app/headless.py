@@ -53,6 +53,8 @@ class Tally:
         self.context: list[dict[str, Any]] = []  # snapshot / refresh / compact events
         self.started = time.monotonic()
         self.duration_s: float | None = None  # wall time of the whole run, set at the end
+        self.structured_output: Any = None  # the answer parsed, with --output-schema
+        self.schema_error: str | None = None  # why the answer failed --output-schema
 
     def see(self, e: Any) -> None:
         if isinstance(e, ev.SessionStarted):
@@ -84,12 +86,31 @@ class Tally:
             "turns": self.turns,
         }
 
+    def claude_fields(self) -> dict[str, Any]:
+        from .headless_result import claude_fields
+
+        c = self.complete
+        api = sum(r.get("total_time_s") or 0.0 for r in self.requests)
+        valid = self.schema_error is None and self.structured_output is not None
+        return {
+            **claude_fields(
+                code=self.exit_code(),
+                answer=c.answer if c else "",
+                session_id=self.session_id,
+                turns=self.turns,
+                duration_s=self.elapsed_s(),
+                api_s=api,
+            ),
+            **({"structured_output": self.structured_output} if valid else {}),
+        }
+
     def exit_code(self) -> int:
         c = self.complete
         if c is None:
             return exit_codes.INTERNAL_ERROR
         if c.reason == "done":
-            return exit_codes.OK
+            # A done turn whose answer fails --output-schema is a failed run.
+            return exit_codes.OK if self.schema_error is None else exit_codes.INTERNAL_ERROR
         if c.reason in _LIMIT_REASONS:
             return exit_codes.TURN_LIMIT
         if c.reason == "interrupted":
@@ -97,6 +118,16 @@ class Tally:
         if any(err["kind"] == "engine_unavailable" for err in self.errors):
             return exit_codes.ENGINE_UNAVAILABLE
         return exit_codes.INTERNAL_ERROR
+
+
+def _check_schema(tally: Tally, schema: dict[str, Any], e: ev.TurnComplete) -> None:
+    from .run_input import check_answer
+
+    if e.reason != "done":
+        return
+    tally.structured_output, tally.schema_error = check_answer(schema, e.answer)
+    if tally.schema_error is not None:
+        tally.errors.append({"kind": "output_schema", "message": tally.schema_error})
 
 
 def usage_dict(u: Any) -> dict[str, Any]:
@@ -162,6 +193,7 @@ class JsonRenderer:
         c = tally.complete
         obj = {
             "v": ev.EVENT_SCHEMA_VERSION,
+            **tally.claude_fields(),  # type, subtype, result, num_turns, duration_ms, ...
             "session_id": tally.session_id,
             "reason": c.reason if c else "error",
             "answer": c.answer if c else "",
@@ -192,7 +224,20 @@ class StreamJsonRenderer:
         self.out.flush()
 
     def finish(self, tally: Tally) -> None:
-        pass
+        # The last line, as Claude Code's stream-json ends: {"type": "result", ...}.
+        c = tally.complete
+        line = {
+            "v": ev.EVENT_SCHEMA_VERSION,
+            **tally.claude_fields(),
+            "reason": c.reason if c else "error",
+            "answer": c.answer if c else "",
+            "usage": usage_dict(c.usage) if c else None,
+            **tally.result_fields(),
+            "errors": tally.errors,
+            "exit_code": tally.exit_code(),
+        }
+        self.out.write(dumps(line) + "\n")
+        self.out.flush()
 
 
 def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None) -> Any:
@@ -281,23 +326,36 @@ async def run_headless(
     approver: Approver,
     *,
     last_message_file: Path | None = None,
+    more_turns: tuple[ops.UserTurn, ...] = (),
+    schema: dict[str, Any] | None = None,
 ) -> int:
-    """Runs one prompt to its end; returns the exit code. `last_message_file` gets the final
-    answer as it is (a file, not a terminal: nothing is escaped)."""
+    """Runs one prompt to its end (then `more_turns`, each after the last ended well: a
+    stream-json conversation); returns the exit code. `last_message_file` gets the final
+    answer as it is (a file, not a terminal: nothing is escaped). With `schema`, the final
+    answer must be JSON valid against it (--output-schema)."""
     tally = Tally()
     if isinstance(renderer, StreamJsonRenderer):
         renderer.tally = tally
+    pending = list(more_turns)
     session.submit(turn)
     async for e in session.events():
         tally.see(e)
+        if isinstance(e, ev.TurnComplete) and schema is not None and not pending:
+            _check_schema(tally, schema, e)
         renderer.event(e)
         if isinstance(e, ev.ApprovalRequest):
             session.submit(await approver(e))
         elif isinstance(e, ev.TurnComplete):
-            session.submit(ops.Shutdown())
+            if pending and e.reason == "done":
+                session.submit(pending.pop(0))
+            else:
+                session.submit(ops.Shutdown())
     await session.close()
     tally.duration_s = tally.elapsed_s()
     renderer.finish(tally)
+    if tally.schema_error is not None and isinstance(renderer, TextRenderer):
+        renderer.err.write(f"error: {tally.schema_error}\n")
+        renderer.err.flush()
     code = tally.exit_code()
     if last_message_file is not None:
         answer = tally.complete.answer if tally.complete is not None else ""

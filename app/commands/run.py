@@ -12,8 +12,11 @@ _ENGINES = "native|vllm|remote|scripted"
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        prompt: str = typer.Argument(
-            ..., metavar="PROMPT", help="The task. Use - to read it from stdin."
+        prompt: str | None = typer.Argument(
+            None,
+            metavar="[PROMPT]",
+            help="The task; - or none reads it from stdin. Piped stdin beside a PROMPT is "
+            "added after it.",
         ),
         engine: str | None = typer.Option(
             None,
@@ -140,6 +143,28 @@ def register(app: typer.Typer) -> None:
         trust_project_mcp: bool = typer.Option(
             False, "--trust-project-mcp", help="Start ./.mcp.json servers even if not trusted."
         ),
+        append_system_prompt: str | None = typer.Option(
+            None,
+            "--append-system-prompt",
+            metavar="TEXT",
+            help="Add TEXT to the end of the system prompt (a new session's).",
+        ),
+        output_schema: Path | None = typer.Option(
+            None,
+            "--output-schema",
+            "--json-schema",
+            metavar="FILE",
+            help="JSON Schema the final answer must satisfy (else exit 1).",
+        ),
+        input_format: str = typer.Option(
+            "text",
+            "--input-format",
+            metavar="FORMAT",
+            help="text, or stream-json: user messages on stdin, one JSON object a line.",
+        ),
+        ephemeral: bool = typer.Option(
+            False, "--ephemeral", help="Do not keep the session log after the run."
+        ),
         image: list[Path] = typer.Option(
             [], "--image", "-i", metavar="FILE", help="Attach an image (repeatable)."
         ),
@@ -179,13 +204,19 @@ def register(app: typer.Typer) -> None:
             videos=video,
             continue_last=continue_last,
             last_message_file=output_last_message,
+            extra={
+                "append_system_prompt": append_system_prompt,
+                "output_schema": output_schema,
+                "input_format": input_format,
+                "ephemeral": ephemeral,
+            },
         )
         raise typer.Exit(code)
 
 
 def execute(
     *,
-    prompt: str,
+    prompt: str | None,
     flags: dict,
     script: Path | None,
     output_format: str,
@@ -195,8 +226,10 @@ def execute(
     videos: list[Path],
     continue_last: bool = False,
     last_message_file: Path | None = None,
+    extra: dict | None = None,
 ) -> int:
-    """Everything behind the flags; returns the exit code. Heavy imports happen here."""
+    """Everything behind the flags; returns the exit code. Heavy imports happen here.
+    extra: --append-system-prompt, --output-schema, --input-format, --ephemeral."""
     import asyncio
     import signal
     import sys
@@ -209,17 +242,46 @@ def execute(
     from .. import exit_codes
     from ..factory import build_session
     from ..headless import deny_approver, make_renderer, run_headless, tty_approver
+    from ..headless_result import early_error_line
+    from ..run_input import (
+        INPUT_FORMATS,
+        append_system_prompt,
+        forget_session,
+        load_schema,
+        read_prompts,
+        schema_instruction,
+        unreachable,
+    )
     from ..safe_text import visible
     from ..settings import load_settings
 
+    extra = extra or {}
+
     def fail(code: int, message: str) -> int:
         sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
+        if output_format in ("json", "stream-json"):  # a script reading stdout sees it too
+            sys.stdout.write(early_error_line(code, message))
+            sys.stdout.flush()
         return code
 
-    if prompt == "-":
-        prompt = sys.stdin.read()
+    input_format = extra.get("input_format") or "text"
+    if input_format not in INPUT_FORMATS:
+        return fail(
+            exit_codes.USAGE_ERROR,
+            f"unknown input format {input_format!r} (use one of {', '.join(INPUT_FORMATS)})",
+        )
+    try:
+        prompt, more_prompts = read_prompts(prompt, input_format)
+    except ValueError as e:
+        return fail(exit_codes.USAGE_ERROR, str(e))
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
+    schema = None
+    if extra.get("output_schema") is not None:
+        try:
+            schema = load_schema(extra["output_schema"])
+        except ValueError as e:
+            return fail(exit_codes.USAGE_ERROR, str(e))
     parts = [MediaPart("image", str(p)) for p in images]
     parts += [MediaPart("video", str(p)) for p in videos]
     try:
@@ -228,12 +290,24 @@ def execute(
         return fail(exit_codes.USAGE_ERROR, str(e))
     try:
         settings = load_settings().override(**flags)
+        settings = append_system_prompt(settings, extra.get("append_system_prompt"))
         renderer = make_renderer(output_format)
-        turn = UserTurn(prompt, media=tuple(media), thinking_mode=flags.get("thinking"))
+        # The schema goes with the last prompt: the cached system prompt stays as it is.
+        texts = [prompt, *more_prompts]
+        if schema is not None:
+            texts[-1] += schema_instruction(schema)
+        thinking = flags.get("thinking")
+        turn = UserTurn(texts[0], media=tuple(media), thinking_mode=thinking)
+        more = tuple(UserTurn(t, thinking_mode=thinking) for t in texts[1:])
     except ValueError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
+    if settings.engine == "remote" and (why := unreachable(settings.base_url)) is not None:
+        return fail(exit_codes.ENGINE_UNAVAILABLE, why)  # before the snapshot is built
     if last_message_file is not None and not last_message_file.parent.is_dir():
         return fail(exit_codes.USAGE_ERROR, f"-o {last_message_file}: no such directory")
+    if extra.get("ephemeral") and (continue_last or resume):
+        # Removing the log at the end would delete the session being continued.
+        return fail(exit_codes.USAGE_ERROR, "--ephemeral starts a new session: no -c/--resume")
     if continue_last:
         from .sessions import latest_session_id
 
@@ -298,11 +372,19 @@ def execute(
             pass
         try:
             return await run_headless(
-                session, turn, renderer, approver, last_message_file=last_message_file
+                session,
+                turn,
+                renderer,
+                approver,
+                last_message_file=last_message_file,
+                more_turns=more,
+                schema=schema,
             )
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             await session.engine.close()
+            if extra.get("ephemeral"):
+                forget_session(settings.sessions_dir, session.id)
 
     try:
         return asyncio.run(main())

@@ -1,0 +1,164 @@
+"""What `m3agent run` reads before the session starts: the prompt with piped stdin beside it,
+a stream-json conversation on stdin, the --output-schema file, and a quick look at a remote
+server, so that a mistake is one line before any snapshot is built."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any, TextIO
+
+INPUT_FORMATS = ("text", "stream-json")
+
+
+def piped_stdin(stdin: TextIO) -> str | None:
+    """stdin's text when it is a pipe or a file (`git diff | m3agent run "review"`), else None.
+
+    A terminal, /dev/null or a socket is never read: reading an inherited descriptor that no
+    one writes to would hang the run (CI runners hand out such descriptors)."""
+    try:
+        if stdin.isatty():
+            return None
+        mode = os.fstat(stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):  # closed, or not a real file (tests)
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return None
+    return stdin.read()
+
+
+def with_stdin(prompt: str, piped: str | None) -> str:
+    """The prompt, then the piped text as Codex and Claude Code give it: after the task,
+    marked so that the model can tell the instruction from the data."""
+    if not piped or not piped.strip():
+        return prompt
+    return f"{prompt}\n\n<stdin>\n{piped.rstrip(chr(10))}\n</stdin>"
+
+
+def stream_json_prompts(text: str) -> list[str]:
+    """The user messages of a Claude Code style stream-json input, one JSON object a line:
+    {"type": "user", "message": {"role": "user", "content": "..." | [{"type": "text", ...}]}}.
+    ValueError names the first bad line."""
+    prompts = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--input-format stream-json: line {n} is not JSON ({e.msg})") from e
+        prompts.append(_user_text(obj, n))
+    if not prompts:
+        raise ValueError("--input-format stream-json: no user message on stdin")
+    return prompts
+
+
+def _user_text(obj: Any, n: int) -> str:
+    message = obj.get("message") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or obj.get("type") != "user" or not isinstance(message, dict):
+        raise ValueError(
+            f'--input-format stream-json: line {n} is not {{"type": "user", "message": ...}}'
+        )
+    content = message.get("content")
+    if isinstance(content, list):  # content blocks: the text ones, in order
+        content = "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError(f"--input-format stream-json: line {n} has no text content")
+    return content
+
+
+def load_schema(path: Path) -> dict[str, Any]:
+    """The --output-schema file: a JSON Schema the final answer must satisfy."""
+    import jsonschema
+
+    try:
+        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"--output-schema {path}: {e.strerror or e}") from e
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--output-schema {path}: not JSON ({e.msg}, line {e.lineno})") from e
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as e:
+        raise ValueError(f"--output-schema {path}: not a JSON Schema ({e.message})") from e
+    return schema
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """Appended to the prompt (not the system prompt: the cached prefix stays as it is)."""
+    return (
+        "\n\nAnswer with one JSON value and nothing else (no prose, no code fence), valid "
+        f"against this JSON Schema:\n{json.dumps(schema, indent=1)}"
+    )
+
+
+def check_answer(schema: dict[str, Any], answer: str) -> tuple[Any, str | None]:
+    """(the parsed answer, None) when it satisfies the schema, else (None, why not). A code
+    fence around the JSON is tolerated: models add one however they are asked."""
+    import jsonschema
+
+    text = answer.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, f"the answer is not JSON ({e.msg})"
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "the top level"
+        return None, f"the answer does not match --output-schema at {where}: {e.message}"
+    return value, None
+
+
+def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
+    """Why a remote server cannot be reached (refused, unknown host, timeout), else None.
+    Only the connection is judged: an HTTP error still means a server is there."""
+    import httpx
+
+    url = base_url.rstrip("/") + "/models"
+    try:
+        httpx.get(url, timeout=timeout_s)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+        return f"cannot reach the server at {base_url} ({type(e).__name__}: {e}); is it running?"
+    except httpx.HTTPError:
+        return None
+    return None
+
+
+def read_prompts(prompt: str | None, input_format: str) -> tuple[str, list[str]]:
+    """The first prompt and the ones after it, from the argument and stdin."""
+    import sys
+
+    if input_format == "stream-json":
+        if prompt not in (None, "-"):
+            raise ValueError("--input-format stream-json reads the prompts from stdin: no PROMPT")
+        first, *rest = stream_json_prompts(sys.stdin.read())
+        return first, rest
+    if prompt in (None, "-"):
+        if prompt is None and sys.stdin.isatty():
+            raise ValueError("give a PROMPT (or pipe it on stdin)")
+        return sys.stdin.read(), []
+    return with_stdin(prompt, piped_stdin(sys.stdin)), []
+
+
+def append_system_prompt(settings, text: str | None):
+    """The configured (or default) system prompt with TEXT after it (Claude Code's flag)."""
+    if not text:
+        return settings
+    from m3agent.agent.config import DEFAULT_SYSTEM_PROMPT
+
+    base = settings.system_prompt or DEFAULT_SYSTEM_PROMPT
+    return settings.override(system_prompt=f"{base}\n\n{text}")
+
+
+def forget_session(sessions_dir: Path, session_id: str) -> None:
+    """--ephemeral: the log this run wrote is removed (only this session's own files)."""
+    for path in sessions_dir.glob(f"{session_id}.*"):
+        path.unlink(missing_ok=True)
