@@ -71,6 +71,8 @@ class Settings:
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
+    # A server started by run/the TUI stops after this long without a request (0: never).
+    server_idle_timeout_s: float = 1800.0
     rules: tuple[ToolRule, ...] = ()
     # Repository snapshot (agent/context.py): on/off, an explicit token budget (else the
     # model's context minus the reserve), extra skip patterns (gitignore syntax), file size cap.
@@ -97,6 +99,10 @@ class Settings:
             raise ValueError("add_dirs must be a list of directories")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.server_idle_timeout_s < 0:
+            raise ValueError(
+                f"server_idle_timeout_s must be 0 or more, got {self.server_idle_timeout_s}"
+            )
         if self.retries < 0:
             raise ValueError(f"retries must be 0 or more, got {self.retries}")
         if self.context_budget is not None and self.context_budget < 1:

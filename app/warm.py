@@ -177,6 +177,8 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
     )
     relay = LoadRelay(log, say)
     argv = ["serve", "--engine", settings.engine, "--model", str(resolved.path)]
+    if settings.server_idle_timeout_s > 0:  # started for us: it ends itself when unused
+        argv += ["--idle-timeout", str(settings.server_idle_timeout_s)]
     # The data home as its working directory: the server outlives the run's workspace.
     # Its data home and config are ours whatever the environment says: its lock must be where
     # we look, and it must load the model as this run would (device, dtype).

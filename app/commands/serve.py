@@ -54,6 +54,13 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(
             False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
         ),
+        idle_timeout: float | None = typer.Option(
+            None,
+            "--idle-timeout",
+            metavar="S",
+            help="Stop after S seconds without a request (run and the TUI start theirs with "
+            "the config's server_idle_timeout_s).",
+        ),
     ) -> None:
         """Serve one model over HTTP until stopped."""
         vllm_options = {
@@ -83,6 +90,7 @@ def register(app: typer.Typer) -> None:
                 stop=stop,
                 vllm_options=vllm_options,
                 allow_public=allow_public,
+                idle_timeout_s=idle_timeout,
             )
         )
 
@@ -186,6 +194,7 @@ def execute(
     stop: bool,
     vllm_options: dict | None = None,
     allow_public: bool = False,
+    idle_timeout_s: float | None = None,
 ) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
@@ -199,6 +208,8 @@ def execute(
         settings = load_settings()
         if engine not in ("native", "vllm"):
             raise ValueError(f"--engine must be native or vllm, got {engine!r}")
+        if idle_timeout_s is not None and idle_timeout_s <= 0:
+            raise ValueError(f"--idle-timeout must be positive, got {idle_timeout_s:g}")
         if port is not None and socket is not None:
             raise ValueError("give --port or --socket, not both")
         if port is not None and not 0 <= port < 65536:
@@ -226,6 +237,7 @@ def execute(
             served_model_name=served_model_name,
             build_engine=builder,
             allow_public=allow_public,
+            idle_timeout_s=idle_timeout_s,
         )
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))

@@ -27,15 +27,23 @@ async def serve_forever(
     port: int | None,
     socket_path: str | None,
     log: TextIO,
+    idle_timeout_s: float | None = None,
 ) -> None:
     app = ChatServer(engine, config)
+    handler = app.handle
+    watch = None
+    if idle_timeout_s:  # an auto-started server (app/warm.py): it ends itself when unused
+        from .idle import IdleWatch
+
+        watch = IdleWatch(idle_timeout_s)
+        handler = watch.wrap(handler)
     if socket_path is not None:
         sock = Path(socket_path)
         if sock.exists():
             if _socket_in_use(socket_path):
                 raise ValueError(f"{socket_path} is in use by another server")
             sock.unlink()  # a stale socket left by a server that died
-    server = await start(app.handle, host=host, port=port, socket_path=socket_path, access_log=log)
+    server = await start(handler, host=host, port=port, socket_path=socket_path, access_log=log)
     bound_port = None if socket_path else server.sockets[0].getsockname()[1]
     # Clients on this machine reach a wildcard listener through loopback.
     local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
@@ -59,7 +67,14 @@ async def serve_forever(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        waits = [asyncio.ensure_future(stop.wait())]
+        if watch is not None:
+            waits.append(asyncio.ensure_future(watch.wait_idle()))
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if not stop.is_set():
+            log.write(f"m3agent serve: idle for {idle_timeout_s:g} s\n")
         log.write("m3agent serve: stopping\n")
         log.flush()
     finally:
@@ -95,6 +110,7 @@ def run_server(
     build_engine: Any,
     log: TextIO | None = None,
     allow_public: bool = False,
+    idle_timeout_s: float | None = None,
 ) -> None:
     """Blocks until stopped. ValueError for usage errors, EngineError when loading fails."""
     from m3agent.engine.model_source import resolve_model
@@ -137,6 +153,7 @@ def run_server(
                 port=port,
                 socket_path=socket_path,
                 log=log,
+                idle_timeout_s=idle_timeout_s,
             )
         )
     finally:

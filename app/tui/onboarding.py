@@ -27,6 +27,18 @@ DEMO_SCRIPT = (
     "To work with a real model, quit (ctrl+q) and start `m3agent` again to pick a server or "
     "a model directory, or see `m3agent -h`.",
 )
+# Every later prompt of the demo gets this answer: a replay has no reply of its own to give,
+# and "the script has no reply left" on the second prompt read as a crash.
+DEMO_AGAIN = (
+    "<mm:think>The demo has no model to answer this.</mm:think>Still the **scripted demo**: "
+    "no model reads your prompts here. Quit (ctrl+q) and start `m3agent` again to choose a "
+    "server or a model directory."
+)
+DEMO_PROMPTS = 500  # more prompts than anyone types in a demo
+
+
+def demo_script() -> list[str]:
+    return [*DEMO_SCRIPT, *[DEMO_AGAIN] * DEMO_PROMPTS]
 
 
 @dataclass(frozen=True, slots=True)
