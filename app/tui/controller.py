@@ -49,6 +49,7 @@ class SessionController:
         self.turn_started_at: float | None = None
         self.activity = ""  # what the running turn does now: "thinking", "running shell", ...
         self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
+        self.snapshot_from_log = False  # that detail was read from a resumed session's log
         self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
 
@@ -165,6 +166,7 @@ class SessionController:
             self.completed_turns += 1
         elif isinstance(e, ev.ContextEvent) and e.action in ("snapshot", "refresh"):
             self.last_snapshot_detail = dict(e.detail)
+            self.snapshot_from_log = False
         elif isinstance(e, ev.Error) and e.fatal:
             self.failed = True
 
@@ -210,22 +212,38 @@ class SessionController:
     def tool_errors(self) -> dict[str, bool]:
         """call id -> is_error, from the tool_call_finished events in the session's log (the
         tool messages themselves do not carry the flag)."""
-        path = getattr(getattr(self.session, "conversation", None), "path", None)
         out: dict[str, bool] = {}
+        for event in self._logged_events():
+            if event.get("type") == "tool_call_finished":
+                out[str(event.get("call_id"))] = bool(event.get("is_error"))
+        return out
+
+    def logged_snapshot_detail(self) -> dict[str, Any] | None:
+        """The last snapshot (or refresh) ContextEvent of the session's log: /context of a
+        resumed session, whose snapshot was taken by an earlier process."""
+        detail = None
+        for event in self._logged_events():
+            if event.get("type") == "context" and event.get("action") in ("snapshot", "refresh"):
+                detail = event.get("detail") if isinstance(event.get("detail"), dict) else detail
+        return detail
+
+    def _logged_events(self) -> list[dict[str, Any]]:
+        path = getattr(getattr(self.session, "conversation", None), "path", None)
         if path is None:
-            return out
+            return []
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except OSError:
-            return out
+            return []
+        out = []
         for line in lines:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
             event = record.get("event") if isinstance(record, dict) else None
-            if isinstance(event, dict) and event.get("type") == "tool_call_finished":
-                out[str(event.get("call_id"))] = bool(event.get("is_error"))
+            if isinstance(event, dict):
+                out.append(event)
         return out
 
     def resume_command(self) -> str | None:

@@ -113,7 +113,7 @@ class SlashActions:
             elif getattr(session, "snapshot", None) is not None:
                 text = format_snapshot(session.snapshot)
             elif detail is not None:
-                text = format_summary(detail)
+                text = format_summary(detail, resumed=screen.controller.snapshot_from_log)
             else:
                 text = "context: not available (this session has no repository snapshot)"
         except Exception as e:  # a report that fails is shown, not fatal

@@ -127,6 +127,9 @@ class MainScreen(Screen):
         if message.sandbox_layers is not None:
             self.set_status(sandbox_layers=message.sandbox_layers)
         if getattr(session, "resumed", False):
+            if self.controller.last_snapshot_detail is None:  # /context: the log's snapshot
+                self.controller.last_snapshot_detail = self.controller.logged_snapshot_detail()
+                self.controller.snapshot_from_log = True
             await self.transcript.history(
                 getattr(session, "messages", ()), self.controller.tool_errors()
             )
