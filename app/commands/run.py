@@ -301,6 +301,10 @@ def execute(
         more = tuple(UserTurn(t, thinking_mode=thinking) for t in texts[1:])
     except ValueError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
+    from ..media_support import reads_media, text_only_error
+
+    if media and reads_media(settings) is False:  # refused now, not as an HTTP 400 later
+        return fail(exit_codes.USAGE_ERROR, text_only_error(settings, "--image/--video"))
     if settings.engine == "remote" and (why := unreachable(settings.base_url)) is not None:
         return fail(exit_codes.ENGINE_UNAVAILABLE, why)  # before the snapshot is built
     if last_message_file is not None and not last_message_file.parent.is_dir():

@@ -79,7 +79,9 @@ class SessionController:
 
     def make_turn(self, text: str) -> UserTurn:
         """The next UserTurn: attachments, `@image` paths and the thinking mode go with it."""
-        media = tuple(self.attachments) + media_in_prompt(text, self.config.cwd)
+        # A text-only model: an `@shot.png` stays a mention in the text, never an attachment.
+        found = media_in_prompt(text, self.config.cwd) if self.config.media_refusal is None else ()
+        media = tuple(self.attachments) + found
         self.attachments.clear()
         return UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
 
@@ -132,6 +134,8 @@ class SessionController:
         ValueError with one line, instead of a failure when the prompt is sent."""
         from m3agent.agent.attachments import AttachmentError, validate_attachments
 
+        if self.config.media_refusal is not None:  # a text-only model: refused now
+            raise ValueError(self.config.media_refusal)
         part = media_part(raw, self.config.cwd)
         try:
             (checked,) = validate_attachments([part], cwd=self.config.cwd)

@@ -132,8 +132,13 @@ def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiCon
     workspace = Path(cwd).expanduser().resolve() if cwd else Path.cwd().resolve()
     if not workspace.is_dir():
         raise ValueError(f"working directory {workspace} does not exist")
+    from ..media_support import reads_media, text_only_error
+
     return TuiConfig(
         cwd=workspace,
+        media_refusal=text_only_error(settings, "/attach")
+        if reads_media(settings) is False
+        else None,
         engine=settings.engine,
         model=_model_label(settings.model),
         thinking=settings.thinking,

@@ -76,6 +76,8 @@ class TuiConfig:
     clock: Callable[[], float] = time.monotonic  # the turn timer (tests pin it)
     # First run (app/tui/onboarding.py): nothing configured, so ask for an engine first.
     setup: Any = None
+    # Why /attach must refuse media for this model (a text-only checkpoint), else None.
+    media_refusal: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
