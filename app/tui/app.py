@@ -66,7 +66,13 @@ class M3App(App):
         if result is None:
             self.exit()
             return
-        self.session_factory, saved = result
+        self.session_factory, saved, *chosen = result
+        if chosen:  # the demo is the scripted engine, not the configured default (native)
+            from dataclasses import replace
+
+            engine = "scripted" if chosen[0].kind == "demo" else chosen[0].kind
+            self.main.config = replace(self.main.config, engine=engine)
+            self.main.set_status(engine=engine, model="")
         await self.main.transcript.notice(saved)
         self.load_session(self.config.resume)
 

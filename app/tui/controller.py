@@ -222,6 +222,16 @@ class SessionController:
                 out[str(event.get("call_id"))] = bool(event.get("is_error"))
         return out
 
+    def tool_metadata(self) -> dict[str, dict[str, Any]]:
+        """call id -> the logged tool_call_finished metadata (interrupted, denied): a resumed
+        card then says "interrupted", not "failed"."""
+        out: dict[str, dict[str, Any]] = {}
+        for event in self._logged_events():
+            meta = event.get("metadata")
+            if event.get("type") == "tool_call_finished" and isinstance(meta, dict):
+                out[str(event.get("call_id"))] = meta
+        return out
+
     def logged_snapshot_detail(self) -> dict[str, Any] | None:
         """The last snapshot (or refresh) ContextEvent of the session's log: /context of a
         resumed session, whose snapshot was taken by an earlier process."""

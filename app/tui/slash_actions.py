@@ -35,6 +35,7 @@ KEYS = {
 class SlashActions:
     def __init__(self, screen: MainScreen) -> None:
         self.screen = screen
+        self.undone = 0  # /undo restores so far: past the last one, "nothing left", not "yet"
 
     async def run(self, command: SlashCommand) -> None:
         handler = getattr(self, f"do_{command.name}")
@@ -58,7 +59,9 @@ class SlashActions:
         await self.screen.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
 
     async def do_undo(self, arg: str) -> None:
-        undo = self.screen.config.undo or _checkpoint_undo(self.screen.controller.session)
+        undo = self.screen.config.undo or _checkpoint_undo(
+            self.screen.controller.session, self.undone
+        )
         if undo is None:
             await self.screen.transcript.error("undo is not available in this session", "usage")
             return
@@ -67,6 +70,7 @@ class SlashActions:
         except Exception as e:  # nothing to undo, or a restore failed: say which
             await self.screen.transcript.error(f"undo failed: {e}", "usage")
             return
+        self.undone += 1
         await self.screen.transcript.notice(str(result or "restored the last checkpoint"))
 
     async def do_diff(self, arg: str) -> None:
@@ -151,7 +155,7 @@ def _workspace_diff(cwd: Path) -> str:
     return repo.diff()
 
 
-def _checkpoint_undo(session: Any):
+def _checkpoint_undo(session: Any, undone: int = 0):
     """The session snapshots through a bound `Checkpoints.snapshot`; undo restores the newest
     checkpoint of that same store (taken before the last turn's first change)."""
     store = getattr(getattr(session, "checkpoint", None), "__self__", None)
@@ -160,6 +164,8 @@ def _checkpoint_undo(session: Any):
 
     def undo() -> str:
         entries = store.list()  # newest first
+        if not entries and undone:
+            raise ValueError(f"nothing left to undo: {undone} checkpoint(s) already restored")
         if not entries:
             raise ValueError("no checkpoint yet (one is taken before the first edit of a turn)")
         removed = store.restore(entries[0].id)

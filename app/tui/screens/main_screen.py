@@ -31,7 +31,7 @@ from ..messages import (
 from ..ports import TuiConfig
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
-from ..status import StatusState, engine_info, usage_fields
+from ..status import StatusState, engine_info, engine_label, usage_fields
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
@@ -120,7 +120,7 @@ class MainScreen(Screen):
         info = engine_info(session)
         if info is not None:
             self.set_status(
-                engine=info.backend,
+                engine=engine_label(self.config.engine, info.backend),
                 model=info.model,
                 context_max=self.status.context_max or info.max_context_tokens,
             )
@@ -131,7 +131,9 @@ class MainScreen(Screen):
                 self.controller.last_snapshot_detail = self.controller.logged_snapshot_detail()
                 self.controller.snapshot_from_log = True
             await self.transcript.history(
-                getattr(session, "messages", ()), self.controller.tool_errors()
+                getattr(session, "messages", ()),
+                self.controller.tool_errors(),
+                self.controller.tool_metadata(),
             )
         self.set_status(state="ready")
         self.pump_events(session)
@@ -195,7 +197,7 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ContextEvent):
             await t.notice(describe_context_event(e.action, e.detail))
         elif isinstance(e, ev.SessionStarted):
-            self.set_status(engine=e.engine, model=e.model)
+            self.set_status(engine=engine_label(self.config.engine, e.engine), model=e.model)
             if e.resumed:
                 await t.notice(f"resumed session {e.session_id}")
 
