@@ -114,6 +114,18 @@ class M3App(App):
         await screen.show_loading()
         self.load_session(session_id)
 
+    async def new_session(self) -> None:
+        """/clear and /new: the current session ends (its log stays, resumable) and a fresh
+        one opens on the same engine; nothing of the old prompt is rewritten."""
+        from .slash_daily import UsageTally
+
+        screen = self.main
+        await shutdown_session(screen.controller.detach())
+        screen.controller.usage = UsageTally()
+        screen.controller.pending_context.clear()
+        await screen.show_loading()
+        self.load_session(None)
+
     async def shutdown(self) -> None:
         self.main.set_status(state="closing")  # an engine can take a moment to stop
         self.resume_hint = self.main.controller.resume_command()

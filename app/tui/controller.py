@@ -24,6 +24,7 @@ from ..command_prefix import command_prefix, matches, shown
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
+from .slash_daily import UsageTally
 
 SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 
@@ -52,6 +53,8 @@ class SessionController:
         self.snapshot_from_log = False  # that detail was read from a resumed session's log
         self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
+        self.usage = UsageTally()  # /cost
+        self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
 
     # ---- the session ---------------------------------------------------------------------
 
@@ -83,6 +86,9 @@ class SessionController:
         found = media_in_prompt(text, self.config.cwd) if self.config.media_refusal is None else ()
         media = tuple(self.attachments) + found
         self.attachments.clear()
+        if self.pending_context:  # at the end of the conversation: the cached prefix stays
+            text = "\n\n".join([*self.pending_context, text])
+            self.pending_context.clear()
         return UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
 
     def enqueue(self, turn: UserTurn) -> QueuedTurn:
@@ -146,8 +152,12 @@ class SessionController:
 
     # ---- events ----------------------------------------------------------------------------
 
+    def add_context(self, text: str) -> None:
+        self.pending_context.append(text)
+
     def observe(self, e: Any) -> None:
         """Keeps busy state and activity in step with the session's events."""
+        self.usage.see(e)
         if isinstance(e, ev.TurnStarted):
             self.busy = True
             if self.turn_started_at is None:

@@ -29,6 +29,7 @@ KEYS = {
     "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
     "ctrl+q": "quit",
+    "!COMMAND": "run a shell command in the sandbox; its output goes with the next prompt",
 }
 
 
@@ -38,7 +39,11 @@ class SlashActions:
         self.undone = 0  # /undo restores so far: past the last one, "nothing left", not "yet"
 
     async def run(self, command: SlashCommand) -> None:
-        handler = getattr(self, f"do_{command.name}")
+        from .slash_daily import DailyActions  # /clear, /status, /cost, ... (slash_daily.py)
+
+        handler = getattr(self, f"do_{command.name}", None)
+        if handler is None:
+            handler = getattr(DailyActions(self.screen), f"do_{command.name}")
         await handler(command.arg)
 
     async def do_think(self, arg: str) -> None:

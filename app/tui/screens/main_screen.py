@@ -31,6 +31,7 @@ from ..messages import (
 from ..ports import TuiConfig
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
+from ..slash_daily import SHELL_ESCAPE, DailyActions
 from ..status import StatusState, engine_info, engine_label, usage_fields
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
@@ -236,6 +237,9 @@ class MainScreen(Screen):
         """A prompt or a slash command from the prompt (Enter)."""
         if self.history_path is not None:
             append_history(self.history_path, text)
+        if text.startswith(SHELL_ESCAPE):  # `!git status`: the shell, not the model
+            await DailyActions(self).shell_escape(text[len(SHELL_ESCAPE) :].strip())
+            return
         try:
             command = parse_slash(text)
         except SlashError as e:
@@ -244,6 +248,10 @@ class MainScreen(Screen):
         if command is not None:
             await self.slash.run(command)
             return
+        await self.send_text(text)
+
+    async def send_text(self, text: str) -> None:
+        """A prompt for the model (typed, or written by /init)."""
         c = self.controller
         if c.session is None and c.failed:
             await self.transcript.error(
