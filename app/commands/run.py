@@ -162,6 +162,27 @@ def register(app: typer.Typer) -> None:
             metavar="FORMAT",
             help="text, or stream-json: user messages on stdin, one JSON object a line.",
         ),
+        permission_mode: str | None = typer.Option(
+            None,
+            "--permission-mode",
+            metavar="MODE",
+            help="default, acceptEdits (file edits without asking), plan (read-only tools; "
+            "the model answers with a plan) or bypassPermissions (= --approval never).",
+        ),
+        allowed_tools: list[str] = typer.Option(
+            [],
+            "--allowed-tools",
+            "--allowedTools",
+            metavar="TOOLS",
+            help="Tools (names or globs, comma-separated) allowed without asking.",
+        ),
+        disallowed_tools: list[str] = typer.Option(
+            [],
+            "--disallowed-tools",
+            "--disallowedTools",
+            metavar="TOOLS",
+            help="Tools (names or globs, comma-separated) never run.",
+        ),
         ephemeral: bool = typer.Option(
             False, "--ephemeral", help="Do not keep the session log after the run."
         ),
@@ -209,6 +230,9 @@ def register(app: typer.Typer) -> None:
                 "output_schema": output_schema,
                 "input_format": input_format,
                 "ephemeral": ephemeral,
+                "permission_mode": permission_mode,
+                "allowed_tools": allowed_tools,
+                "disallowed_tools": disallowed_tools,
             },
         )
         raise typer.Exit(code)
@@ -243,6 +267,7 @@ def execute(
     from ..factory import build_session
     from ..headless import deny_approver, make_renderer, run_headless, tty_approver
     from ..headless_result import early_error_line
+    from ..permission_modes import check_mode, mode_rules, plan_text, tool_flag_rules
     from ..run_input import (
         INPUT_FORMATS,
         append_system_prompt,
@@ -291,9 +316,16 @@ def execute(
     try:
         settings = load_settings().override(**flags)
         settings = append_system_prompt(settings, extra.get("append_system_prompt"))
+        mode = check_mode(extra.get("permission_mode") or "default")
+        if mode == "bypassPermissions":
+            settings = settings.override(approval="never")
+        flag_rules = tool_flag_rules(
+            extra.get("allowed_tools") or [], extra.get("disallowed_tools") or []
+        )
+        settings = settings.override(rules=(*settings.rules, *flag_rules, *mode_rules(mode)))
         renderer = make_renderer(output_format)
         # The schema goes with the last prompt: the cached system prompt stays as it is.
-        texts = [prompt, *more_prompts]
+        texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]
         if schema is not None:
             texts[-1] += schema_instruction(schema)
         thinking = flags.get("thinking")

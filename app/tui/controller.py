@@ -21,6 +21,7 @@ from m3agent.engine.api import MediaPart
 from m3agent.tools.shell import Shell
 
 from ..command_prefix import command_prefix, matches, shown
+from ..permission_modes import plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
@@ -54,12 +55,19 @@ class SessionController:
         self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
         self.usage = UsageTally()  # /cost
+        self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
+        self.base_rules: tuple | None = None  # the gate's rules before any mode was applied
         self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
 
     # ---- the session ---------------------------------------------------------------------
 
     def attach(self, session: SessionLike) -> None:
         self.session = session
+        self.base_rules = None  # a new session's gate: the mode is applied to it afresh
+        if self.mode != "default":
+            from .plan_flow import apply_mode
+
+            apply_mode(self, self.mode)
         self.failed = False
         self.last_session_id = getattr(session, "id", None)
         if getattr(session, "resumed", False):
@@ -86,6 +94,7 @@ class SessionController:
         found = media_in_prompt(text, self.config.cwd) if self.config.media_refusal is None else ()
         media = tuple(self.attachments) + found
         self.attachments.clear()
+        text = plan_text(text, self.mode)  # plan mode's instruction rides on the message
         if self.pending_context:  # at the end of the conversation: the cached prefix stays
             text = "\n\n".join([*self.pending_context, text])
             self.pending_context.clear()

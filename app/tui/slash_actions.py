@@ -28,6 +28,7 @@ KEYS = {
     "Esc": "interrupt the model or the running tool",
     "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
+    "shift+Tab": "cycle default / accept edits / plan mode",
     "ctrl+q": "quit",
     "!COMMAND": "run a shell command in the sandbox; its output goes with the next prompt",
 }

@@ -20,6 +20,7 @@ class StatusState:
     cache_miss: str | None = None  # why the last call missed the prefix cache (agent/context_cache)
     tokens_per_s: float | None = None
     thinking: str = "adaptive"
+    mode: str = ""  # a permission mode other than default: "plan", "accept edits"
     sandbox: str = ""
     sandbox_layers: tuple[str, ...] = ()
 
@@ -65,6 +66,8 @@ class StatusState:
             parts.append(f"{self.tokens_per_s:.1f} tok/s")
         else:  # measured at the end of a call: while the first one runs, say so, not "-"
             parts.append("… tok/s" if self.state == "working" else "- tok/s")
+        if self.mode:
+            parts.append(self.mode)
         parts.append(f"think {self.thinking}")
         shown = self.sandbox_layers[:3]  # the confining layers come first in the report
         more = len(self.sandbox_layers) - len(shown)

@@ -150,3 +150,43 @@ def test_input_format_stream_json_is_a_conversation(cli, repo, home, m3):
     r = run(cli, "run", *scripted(cli, repo, m3.answer("x")), "--input-format", "stream-json",
             stdin='{"type": "assistant"}\n')  # fmt: skip
     assert r.returncode == 2 and "line 1" in r.stderr
+
+
+def _edit(m3):
+    return m3.calls(
+        m3.invoke("edit_file", path="greet.py", old_string='"helo"', new_string='"hello"')
+    )
+
+
+def test_permission_mode_plan_denies_changes_and_asks_for_a_plan(cli, repo, home, m3):
+    r = run(cli, "run", "fix the greeting", *scripted(cli, repo, _edit(m3), m3.answer("1. fix")),
+            "--permission-mode", "plan", "--approval", "never", "--output-format", "json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert '"helo"' in (repo / "greet.py").read_text()  # denied in plan mode
+    out = json.loads(r.stdout)
+    assert out["result"] == "1. fix"
+    user = logged_users(home, out["session_id"])[-1]
+    assert user.startswith("fix the greeting") and "<plan_mode>" in user
+    # the control: the same run in default mode edits the file
+    r = run(cli, "run", "fix", *scripted(cli, repo, _edit(m3), m3.answer("ok")),
+            "--approval", "never")  # fmt: skip
+    assert r.returncode == 0 and '"hello"' in (repo / "greet.py").read_text()
+
+
+def test_accept_edits_and_tool_flags(cli, repo, m3):
+    # untrusted asks before an edit; without a terminal that is a denial ...
+    r = run(cli, "run", "fix", *scripted(cli, repo, _edit(m3), m3.answer("ok")),
+            "--approval", "untrusted")  # fmt: skip
+    assert '"helo"' in (repo / "greet.py").read_text()
+    # ... acceptEdits lets file edits run without asking
+    r = run(cli, "run", "fix", *scripted(cli, repo, _edit(m3), m3.answer("ok")),
+            "--approval", "untrusted", "--permission-mode", "acceptEdits")  # fmt: skip
+    assert r.returncode == 0 and '"hello"' in (repo / "greet.py").read_text()
+    # --disallowed-tools denies even with --approval never; --allowed-tools allows
+    read = m3.calls(m3.invoke("read_file", path="greet.py"))
+    r = run(cli, "run", "read", *scripted(cli, repo, read, m3.answer("ok")), "--approval",
+            "never", "--disallowed-tools", "read_file,grep", "--output-format", "stream-json")  # fmt: skip
+    (done,) = [e for e in m3.events(r.stdout) if e["type"] == "tool_call_finished"]
+    assert done["is_error"] and "denies the tool read_file" in done["output"]
+    r = run(cli, "run", "x", *scripted(cli, repo, m3.answer("ok")), "--permission-mode", "nope")
+    assert r.returncode == 2 and "unknown permission mode 'nope'" in r.stderr

@@ -28,6 +28,7 @@ from ..messages import (
     SessionFailed,
     SessionReady,
 )
+from ..plan_flow import after_turn, cycle_mode
 from ..ports import TuiConfig
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
@@ -50,6 +51,7 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
+        Binding("shift+tab", "cycle_mode", "default / accept edits / plan", priority=True),
         Binding("pageup", "scroll_transcript('scroll_page_up')", show=False, priority=True),
         Binding("pagedown", "scroll_transcript('scroll_page_down')", show=False, priority=True),
         # Home/End scroll the transcript while the prompt is empty; with text they stay the
@@ -218,6 +220,7 @@ class MainScreen(Screen):
             await t.notice(f"turn stopped: {e.reason.replace('_', ' ')} reached")
         self.set_status(state="ready")
         self.query_one(ActivityLine).refresh_line()
+        await after_turn(self, e)  # plan mode: act on the plan, edit it, or keep planning
         await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
@@ -338,6 +341,9 @@ class MainScreen(Screen):
             # Only an empty prompt hands Home/End to the transcript.
             return not self.query_one(PromptInput).text and self.app.screen is self
         return True
+
+    async def action_cycle_mode(self) -> None:
+        await cycle_mode(self)
 
     def action_cycle_thinking(self) -> None:
         self.set_thinking(self.controller.cycle_thinking())
