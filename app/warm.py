@@ -6,7 +6,8 @@ model, against 6.8 s through a server whose prefix cache still held it. So for n
 the front ends reuse the ready server of the same model (its lock file, app/serve/lock.py) or
 start one detached (app/serve/detach.py) and attach to it. Two workspaces on the same model
 share one server; two runs starting at once start one (the lock picks the winner, the other
-run waits for it). The server keeps running after the run; `m3agent serve --stop` ends it.
+run waits for it). The server keeps running after the run; `m3agent serve --stop` ends it, and so does its idle
+timeout (server_idle_timeout_s, app/serve/idle.py).
 Opting out: `--in-process`, or `warm = false` in config.toml.
 
 While the server loads, its log's weight-loading lines (written by `load_log_writer` in the
