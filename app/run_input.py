@@ -141,9 +141,12 @@ def read_prompts(prompt: str | None, input_format: str) -> tuple[str, list[str]]
             raise ValueError("--input-format stream-json reads the prompts from stdin: no PROMPT")
         first, *rest = stream_json_prompts(sys.stdin.read())
         return first, rest
-    if prompt in (None, "-"):
-        if prompt is None and sys.stdin.isatty():
-            raise ValueError("give a PROMPT (or pipe it on stdin)")
+    if prompt is None:  # only a pipe or a file is read: never wait on a terminal
+        piped = piped_stdin(sys.stdin)
+        if piped is None:
+            raise ValueError("Missing argument 'PROMPT': give one, or pipe it on stdin")
+        return piped, []
+    if prompt == "-":
         return sys.stdin.read(), []
     return with_stdin(prompt, piped_stdin(sys.stdin)), []
 
