@@ -190,3 +190,17 @@ def test_accept_edits_and_tool_flags(cli, repo, m3):
     assert done["is_error"] and "denies the tool read_file" in done["output"]
     r = run(cli, "run", "x", *scripted(cli, repo, m3.answer("ok")), "--permission-mode", "nope")
     assert r.returncode == 2 and "unknown permission mode 'nope'" in r.stderr
+
+
+def test_tool_messages_in_the_log_carry_is_error(cli, repo, home, m3):
+    script = m3.calls(
+        m3.invoke("read_file", path="missing.py"), m3.invoke("read_file", path="greet.py")
+    )
+    r = run(cli, "run", "read", *scripted(cli, repo, script, m3.answer("ok")), "--approval",
+            "never", "--output-format", "json")  # fmt: skip
+    sid = json.loads(r.stdout)["session_id"]
+    rows = [json.loads(x) for x in (home / "sessions" / f"{sid}.jsonl").read_text().splitlines()]
+    tools = [r for r in rows if r.get("kind") == "message" and r["message"]["role"] == "tool"]
+    assert [t["is_error"] for t in tools] == [True, False]
+    assert all("is_error" not in r for r in rows if r.get("kind") == "message"
+               and r["message"]["role"] != "tool")  # fmt: skip
