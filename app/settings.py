@@ -118,6 +118,11 @@ class Settings:
         return self.home / "sessions"
 
     @property
+    def user_instructions_file(self) -> Path:
+        """~/.m3agent/AGENTS.md: the user's instructions for every workspace (agent/instructions.py)."""
+        return Path.home() / ".m3agent" / "AGENTS.md"
+
+    @property
     def checkpoints_dir(self) -> Path:
         return self.home / "checkpoints"
 

@@ -20,6 +20,9 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
         if files is not None and tokens is not None:
             return f"{what}: {files} files, {tokens} tokens"
         return what
+    if action == "instructions":
+        files = detail.get("files") or []
+        return f"instructions read from {len(files)} more file(s): " + ", ".join(files)
     if action == "thinking_default":
         return (
             f"session thinking mode: {detail.get('mode')} (was {detail.get('previous')}); "

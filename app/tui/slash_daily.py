@@ -26,6 +26,7 @@ DAILY_COMMANDS = (
     ("init", "", "ask the model to write AGENTS.md for this repository"),
     ("permissions", "", "the approval rules: config, this session, command prefixes"),
     ("exit", "", "leave (same as /quit)"),
+    ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
 )
 SHELL_ESCAPE = "!"  # `!git status`: the shell mode of Claude Code's prompt
 OUTPUT_LIMIT = 16_000  # characters of a `!cmd` output handed to the model
@@ -149,6 +150,56 @@ class DailyActions:
         lines.append("shell prefixes for this session: " + (", ".join(prefixes) or "none"))
         lines.append("edit them: [tools] in the config file (docs/cli.md), `s` in an approval")
         await self.screen.transcript.notice("\n".join(lines))
+
+    async def do_memory(self, arg: str) -> None:
+        """Lists the instruction files (AGENTS.md / CLAUDE.md found when the session opened);
+        `edit` / `user` opens the workspace's or the user's file in $EDITOR. An edit counts
+        from the next session (/new): the prompt already sent is never rewritten."""
+        s = self.screen
+        if arg.strip() in ("edit", "user"):
+            await self._edit_memory(arg.strip())
+            return
+        from m3agent.agent.instructions import NAMES, find_instructions
+
+        user = Path("~/.m3agent/AGENTS.md").expanduser()
+        lines = ["instruction files (read when the session opened):"]
+        own = next(
+            (Path(s.config.cwd) / n for n in NAMES if (Path(s.config.cwd) / n).is_file()), None
+        )
+        if own is not None:
+            lines.append(f"  workspace: {own} (in the repository snapshot)")
+        found = await asyncio.to_thread(find_instructions, Path(s.config.cwd), user)
+        lines += [f"  {f.scope}: {f.path}" for f in found]
+        if len(lines) == 1:
+            lines.append("  none")
+        lines.append("/memory edit opens ./AGENTS.md, /memory user ~/.m3agent/AGENTS.md")
+        await s.transcript.notice("\n".join(lines))
+
+    async def _edit_memory(self, which: str) -> None:
+        import os
+        import shlex
+        import subprocess
+
+        s = self.screen
+        path = (
+            Path("~/.m3agent/AGENTS.md").expanduser()
+            if which == "user"
+            else Path(s.config.cwd) / "AGENTS.md"
+        )
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+        if not editor:
+            await s.transcript.error(f"set $EDITOR to edit {path} from here", "usage")
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(exist_ok=True)
+        try:
+            with s.app.suspend():  # the editor gets the terminal, then the TUI comes back
+                code = subprocess.call([*shlex.split(editor), str(path)])
+        except Exception as e:  # no real terminal to hand over (tests, some drivers)
+            await s.transcript.error(f"cannot open an editor here ({e}); edit {path}", "usage")
+            return
+        note = "" if code == 0 else f" (the editor exited with {code})"
+        await s.transcript.notice(f"edited {path}{note}; /new starts a session that reads it")
 
     async def shell_escape(self, command: str) -> None:
         """`!cmd`: runs under the session's sandbox, as the shell tool would; the output is

@@ -127,3 +127,53 @@ async def test_bang_is_confined_like_the_shell_tool(harness, until, m3home, tmp_
         main = await ready(pilot, until)
         shown = await _notice(pilot, main, until, f"!echo x > {outside}")
     assert not outside.exists(), shown  # outside the workspace: the sandbox refused
+
+
+async def test_parent_instructions_reach_the_model_and_memory_lists_them(
+    make_repo, tmp_path, until, m3home, monkeypatch, harness
+):
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    monkeypatch.delenv("EDITOR", raising=False)
+    monkeypatch.delenv("VISUAL", raising=False)
+    (tmp_path / "userhome" / ".m3agent").mkdir(parents=True)
+    (tmp_path / "userhome" / ".m3agent" / "AGENTS.md").write_text("User rule: be brief.\n")
+    parent = tmp_path / "mono"
+    parent.mkdir()
+    (parent / "AGENTS.md").write_text("Monorepo rule: run make check.\n")
+    ws = parent / "pkg"
+    ws.mkdir()
+    (ws / "AGENTS.md").write_text("Package rule.\n")
+    (ws / "a.py").write_text("x = 1\n")
+    settings = load_settings().override(engine="scripted", approval="never")
+    engine = harness.wrap(ScriptedEngine(["</mm:think>ok"]))
+
+    def factory(resume_id, progress):
+        return build_session(settings, cwd=ws, engine=engine, resume=resume_id)
+
+    from dataclasses import replace
+
+    app = create_app(factory, replace(harness.config(), cwd=ws))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "hi")
+        await turn_done(pilot, until)
+        system = [m.content for m in main.controller.session.messages if m.role == "system"]
+        memory = await _notice(pilot, main, until, "/memory")
+        await send(pilot, "/memory edit")
+        await until(pilot, lambda: bool(main.query(ErrorView)))
+        no_editor = str(main.query(ErrorView).last().render())
+    # The session's system messages (the request folds them into the one system block).
+    sent = engine.requests[0].messages[0].content
+    assert "User rule: be brief." in sent and "Monorepo rule" in sent
+    assert "<repository_snapshot>" in system[1] and "Package rule." in system[1]
+    assert "User rule: be brief." in system[2] and "Monorepo rule: run make check." in system[2]
+    assert system[2].index("User rule") < system[2].index("Monorepo rule")
+    assert f"workspace: {ws / 'AGENTS.md'} (in the repository snapshot)" in memory
+    assert f"user: {tmp_path / 'userhome/.m3agent/AGENTS.md'}" in memory
+    assert f"parent: {parent / 'AGENTS.md'}" in memory
+    assert "set $EDITOR to edit" in no_editor
