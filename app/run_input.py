@@ -126,7 +126,10 @@ def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
     try:
         httpx.get(url, timeout=timeout_s)
     except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-        return f"cannot reach the server at {base_url} ({type(e).__name__}: {e}); is it running?"
+        # The remote engine's own words for the same failure (engine/backends/remote.py).
+        host = httpx.URL(base_url).copy_with(path="", query=None, fragment=None)
+        why = "connection refused" if "refused" in str(e).lower() else f"{type(e).__name__}: {e}"
+        return f"cannot reach {str(host).rstrip('/')}: {why} (is the server running?)"
     except httpx.HTTPError:
         return None
     return None
