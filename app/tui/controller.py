@@ -21,6 +21,7 @@ from m3agent.engine.api import MediaPart
 from m3agent.tools.shell import Shell
 
 from ..command_prefix import command_prefix, matches, shown
+from ..notify import Notifier, tty_writer
 from ..permission_modes import plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
@@ -55,6 +56,9 @@ class SessionController:
         self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
         self.usage = UsageTally()  # /cost
+        self.notifier = Notifier(
+            config.notify, config.notify_write or tty_writer, clock=self.clock
+        )  # bell / OSC 9 / OSC 777 on approvals and long turns
         self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
         self.base_rules: tuple | None = None  # the gate's rules before any mode was applied
         self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
@@ -167,6 +171,7 @@ class SessionController:
     def observe(self, e: Any) -> None:
         """Keeps busy state and activity in step with the session's events."""
         self.usage.see(e)
+        self.notifier.see(e, self.turn_started_at)  # before TurnComplete clears the start
         if isinstance(e, ev.TurnStarted):
             self.busy = True
             if self.turn_started_at is None:

@@ -136,6 +136,7 @@ def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiCon
 
     return TuiConfig(
         cwd=workspace,
+        notify=settings.notify_method(),
         media_refusal=text_only_error(settings, "/attach")
         if reads_media(settings) is False
         else None,
