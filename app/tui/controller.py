@@ -61,13 +61,22 @@ class SessionController:
         )  # bell / OSC 9 / OSC 777 on approvals and long turns
         self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
         self.base_rules: tuple | None = None  # the gate's rules before any mode was applied
-        self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
+        self.pending_context: list[str] = []
+        self.prefix_note: str | None = (
+            None  # an untrusted project prefix file, for /permissions  # `!cmd` outputs, sent with the next prompt
+        )
 
     # ---- the session ---------------------------------------------------------------------
 
     def attach(self, session: SessionLike) -> None:
         self.session = session
         self.base_rules = None  # a new session's gate: the mode is applied to it afresh
+        if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
+            from ..prefix_rules import load_prefixes
+
+            saved, self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)
+            for prefix in saved:
+                self.allow_prefix(prefix)
         if self.mode != "default":
             from .plan_flow import apply_mode
 

@@ -41,6 +41,7 @@ class ApprovalAnswer:
 
     decision: ApprovalDecision
     allow_prefix: tuple[str, ...] | None = None
+    save_prefix: bool = False  # also for later sessions (app/prefix_rules.py, user scope)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ DAILY_COMMANDS = (
     ("cost", "", "tokens of this session: prompt, cached, generated, time"),
     ("usage", "", "same as /cost"),
     ("init", "", "ask the model to write AGENTS.md for this repository"),
-    ("permissions", "", "the approval rules: config, this session, command prefixes"),
+    ("permissions", "[trust]", "approval rules and saved prefixes; trust: the project's"),
     ("exit", "", "leave (same as /quit)"),
     ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
 )
@@ -138,6 +138,9 @@ class DailyActions:
         await self.screen.send_text(INIT_PROMPT.format(existing=note))
 
     async def do_permissions(self, arg: str) -> None:
+        if arg.strip() == "trust":
+            await self._trust()
+            return
         session = self.screen.controller.session
         gate = getattr(session, "gate", None)
         lines = [f"approval policy: {self.screen.config.approval}"]
@@ -148,7 +151,12 @@ class DailyActions:
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
         prefixes = [" ".join(p) for p in self.screen.controller.allowed_prefixes]
         lines.append("shell prefixes for this session: " + (", ".join(prefixes) or "none"))
-        lines.append("edit them: [tools] in the config file (docs/cli.md), `s` in an approval")
+        if self.screen.controller.prefix_note:
+            lines.append(self.screen.controller.prefix_note)
+        lines.append(
+            "edit them: [tools] in the config file, shell_prefixes in <home>/permissions.json "
+            "or .m3agent/permissions.json (docs/tui.md); `s` in an approval saves one"
+        )
         await self.screen.transcript.notice("\n".join(lines))
 
     async def do_memory(self, arg: str) -> None:
@@ -200,6 +208,23 @@ class DailyActions:
             return
         note = "" if code == 0 else f" (the editor exited with {code})"
         await s.transcript.notice(f"edited {path}{note}; /new starts a session that reads it")
+
+    async def _trust(self) -> None:
+        from ..prefix_rules import load_prefixes, trust_project
+
+        s = self.screen
+        home = s.config.state_dir
+        try:
+            if home is None:
+                raise ValueError("no data home to keep the trust in")
+            said = await asyncio.to_thread(trust_project, home, Path(s.config.cwd))
+        except (OSError, ValueError) as e:
+            await s.transcript.error(str(e), "usage")
+            return
+        saved, s.controller.prefix_note = load_prefixes(home, Path(s.config.cwd))
+        for prefix in saved:
+            s.controller.allow_prefix(prefix)
+        await s.transcript.notice(f"{said}; its shell prefixes count from now on")
 
     async def shell_escape(self, command: str) -> None:
         """`!cmd`: runs under the session's sandbox, as the shell tool would; the output is

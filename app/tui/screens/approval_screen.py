@@ -76,6 +76,8 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
                         # It lasts this session (the controller's list), and says so.
                         label = Text(visible(f"Allow `{shown(self.prefix)} …` this session (p)"))
                         yield Button(label, id="approve_prefix", variant="primary")
+                        saved = Text(visible(f"Always allow `{shown(self.prefix)} …`, saved (s)"))
+                        yield Button(saved, id="approve_always", variant="warning")
                 else:
                     yield Button(
                         Text(visible(f"Allow {req.name} for this session (a)")),
@@ -103,8 +105,16 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             "deny": self.action_deny,
         }[event.button.id or "deny"]()
 
-    def _answer(self, decision: str, note: str = "", prefix: tuple[str, ...] | None = None) -> None:
-        self.dismiss(ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix))
+    def _answer(
+        self,
+        decision: str,
+        note: str = "",
+        prefix: tuple[str, ...] | None = None,
+        save: bool = False,
+    ) -> None:
+        self.dismiss(
+            ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix, save)
+        )
 
     def action_approve(self) -> None:
         self._answer("approve")
@@ -119,9 +129,11 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             self._answer("approve", prefix=self.prefix)
 
     def action_approve_always(self) -> None:
-        # Saved for later sessions: never for shell as a whole (prefixes instead).
+        # Saved for later sessions: never for shell as a whole, its prefix instead.
         if self.request.name != SHELL:
             self._answer("approve_always")
+        elif self.prefix is not None:
+            self._answer("approve", prefix=self.prefix, save=True)
 
     def action_deny(self) -> None:
         """First press opens the note field; Enter in it (or Deny again) sends the denial."""
