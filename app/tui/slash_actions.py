@@ -21,6 +21,7 @@ KEYS = {
     "Enter": "send",
     "ctrl+j": "new line",
     "↑ / ↓": "prompt history (in the / menu: choose)",
+    "ctrl+v": "paste; an image on the clipboard (wl-paste / xclip) is attached",
     "ctrl+r": "search the prompt history for what is typed (again: older; Esc: back)",
     "/": "the command menu; Tab completes, Enter runs",
     "Tab": "complete an @path or a /command (the focus stays in the prompt)",

@@ -233,6 +233,9 @@ class MainScreen(Screen):
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         await self.submitted(message.text)
 
+    async def on_prompt_input_image_pasted(self, message: PromptInput.ImagePasted) -> None:
+        await self.slash.do_attach(message.path)  # checked like /attach (text-only models)
+
     async def on_prompt_input_menu_chosen(self, message: PromptInput.MenuChosen) -> None:
         await self.submitted(message.text)
 

@@ -40,6 +40,13 @@ class PromptInput(TextArea):
             super().__init__()
             self.options = options
 
+    class ImagePasted(Message):
+        """ctrl+v found an image on the system clipboard (saved as `path`): attach it."""
+
+        def __init__(self, path: str) -> None:
+            super().__init__()
+            self.path = path
+
     class MenuChosen(Message):
         """Enter on a `/` menu entry that needs no argument: run it."""
 
@@ -118,6 +125,18 @@ class PromptInput(TextArea):
             self.move_cursor(self.document.end)
             return True
         return False
+
+    def action_paste(self) -> None:
+        """ctrl+v: an image on the system clipboard is attached (clipboard.py); otherwise
+        TextArea's own paste of text."""
+        from ..clipboard import clipboard_image
+
+        home = getattr(getattr(self.app, "config", None), "state_dir", None)
+        image = clipboard_image(Path(home) / "pasted") if home is not None else None
+        if image is not None:
+            self.post_message(self.ImagePasted(str(image)))
+            return
+        super().action_paste()
 
     def _menu_key(self, key: str) -> bool:
         """↑/↓ move in the `/` menu, Tab takes the entry, Enter takes and runs it, Esc closes."""
