@@ -274,7 +274,12 @@ def prompt_preview(preview: Preview) -> str:
     return f"{head}{text.rstrip(chr(10))}{notes}\n"
 
 
-def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
+def tty_approver(
+    err: TextIO,
+    stdin: TextIO | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+) -> Approver:
     """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
     session and s = always (saved for later sessions too), except for shell, where p allows
     the command's prefix (`pytest`, `git status`) instead of every command
@@ -283,6 +288,10 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
 
     err = SafeStream(err)  # the arguments and the reason quote the model and the repository
     prefixes: list[tuple[str, ...]] = []
+    if home is not None and cwd is not None:  # saved ones (user scope; a trusted project's)
+        from .prefix_rules import load_prefixes
+
+        prefixes += load_prefixes(home, cwd)[0]
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
         command = req.arguments.get("command") if req.name == Shell.name else None
@@ -299,7 +308,8 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
         if req.name != Shell.name:
             err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         elif prefix is not None:
-            err.write(f" [y]es / [p] always `{shown(prefix)} …` / [N]o: ")
+            saved = " / [s] always, saved" if home is not None else ""
+            err.write(f" [y]es / [p] always `{shown(prefix)} …` this run{saved} / [N]o: ")
         else:
             err.write(" [y]es / [N]o: ")
         err.flush()
@@ -311,8 +321,15 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
             return ops.ApprovalDecision(req.call_id, "approve_session")
         if answer in ("s", "save") and req.name != Shell.name:
             return ops.ApprovalDecision(req.call_id, "approve_always")
-        if answer == "p" and prefix is not None:
+        if answer in ("p", "s") and prefix is not None:
             prefixes.append(prefix)
+            if answer == "s" and home is not None:  # for later runs and the TUI too
+                from .prefix_rules import save_prefix
+
+                try:
+                    save_prefix(home, prefix)
+                except OSError as e:
+                    err.write(f"(not saved: {e})\n")
             return ops.ApprovalDecision(req.call_id, "approve")
         return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
 

@@ -387,7 +387,7 @@ def execute(
     if settings.approval == "never":
         approver = deny_approver("approvals are off")  # never called: the gate never asks
     elif sys.stdin.isatty() and sys.stderr.isatty():
-        approver = tty_approver(sys.stderr)
+        approver = tty_approver(sys.stderr, home=settings.home, cwd=Path(session.cwd))
     else:
         approver = deny_approver(
             "nobody can approve in headless mode (no terminal); the user may rerun with "
