@@ -26,7 +26,27 @@ def piped_stdin(stdin: TextIO) -> str | None:
         return None
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         return None
+    if stat.S_ISFIFO(mode) and not _ready(stdin.fileno(), FIRST_BYTE_WAIT_S):
+        # A pipe nobody writes to (an inherited descriptor in CI): a prompt must not hang.
+        import sys
+
+        sys.stderr.write(
+            f"note: nothing on stdin within {FIRST_BYTE_WAIT_S:g} s: not read "
+            "(use PROMPT - to wait for it)\n"
+        )
+        return None
     return stdin.read()
+
+
+FIRST_BYTE_WAIT_S = 3.0  # `git diff | m3agent run ...`: the first bytes come long before
+
+
+def _ready(fd: int, timeout_s: float) -> bool:
+    """Data or end of file on the pipe within the time."""
+    import select
+
+    readable, _, _ = select.select([fd], [], [], timeout_s)
+    return bool(readable)
 
 
 def with_stdin(prompt: str, piped: str | None) -> str:

@@ -204,3 +204,27 @@ def test_tool_messages_in_the_log_carry_is_error(cli, repo, home, m3):
     assert [t["is_error"] for t in tools] == [True, False]
     assert all("is_error" not in r for r in rows if r.get("kind") == "message"
                and r["message"]["role"] != "tool")  # fmt: skip
+
+
+def test_a_pipe_nobody_writes_to_does_not_hang(cli, repo, m3):
+    """An inherited stdin pipe that stays open and silent (CI runners) is not waited on."""
+    import time
+
+    p = subprocess.Popen(
+        [str(M3AGENT), "run", "hi", *scripted(cli, repo, m3.answer("ok"))],
+        env=cli.env(),
+        stdin=subprocess.PIPE,  # kept open, never written
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = time.monotonic()
+    try:
+        code = p.wait(timeout=60)
+        out, err = p.stdout.read(), p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.stdin.close()
+    assert code == 0 and out == "ok\n", err
+    assert "nothing on stdin within 3 s: not read" in err and time.monotonic() - started < 30
