@@ -217,9 +217,14 @@ class Conversation:
 
     # ---- writing ----------------------------------------------------------------------------
 
-    def append(self, message: Message) -> None:
-        """Log first, then remember: what the model later sees is always on disk."""
-        self._write({"kind": "message", "message": message.to_dict()})
+    def append(self, message: Message, *, is_error: bool | None = None) -> None:
+        """Log first, then remember: what the model later sees is always on disk. A tool
+        message's record also says whether the call failed (is_error), beside the message:
+        log readers need not match it with its tool_call_finished event."""
+        record: dict[str, Any] = {"kind": "message", "message": message.to_dict()}
+        if is_error is not None:
+            record["is_error"] = is_error
+        self._write(record)
         self._messages.append(message)
 
     def replace_tail(self, keep: int, messages: list[Message]) -> None:

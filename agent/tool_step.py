@@ -127,7 +127,8 @@ async def record_result(deps: LoopDeps, call: ToolCall, result: ToolResult) -> N
             tool_call_id=call.id,
             name=call.name,
             media=media,
-        )
+        ),
+        is_error=result.is_error,
     )
     await deps.emit(
         ev.ToolCallFinished(

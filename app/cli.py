@@ -66,6 +66,15 @@ def run_cli(args: list[str] | None = None) -> int:
     except typer.Abort:
         sys.stderr.write("interrupted\n")
         return exit_codes.INTERRUPTED
+    except ImportError as e:
+        # An optional package (torch, vllm, ...) missing: the install line, not a traceback.
+        from .missing_extra import missing_extra
+
+        message = missing_extra(e)
+        if message is None:
+            raise
+        sys.stderr.write(f"error: {message}\n")
+        return exit_codes.ENGINE_UNAVAILABLE
     except Exception as e:
         # Typer's (vendored) click errors: bad option, missing argument, bad value.
         if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):

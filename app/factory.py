@@ -28,7 +28,12 @@ def _import_backend(module: str, cls: str, engine: str) -> Any:
     try:
         mod = importlib.import_module(f"m3agent.engine.backends.{module}")
     except ImportError as e:
-        raise EngineUnavailable(f"the {engine} engine is unavailable in this install: {e}") from e
+        from .missing_extra import missing_extra
+
+        hint = missing_extra(e) or str(e)
+        raise EngineUnavailable(
+            f"the {engine} engine is unavailable in this install: {hint}"
+        ) from e
     try:
         return getattr(mod, cls)
     except AttributeError as e:
@@ -313,6 +318,26 @@ def _context(
     return out
 
 
+def _instructions(settings: Settings, cwd: Path, context: dict[str, Any]) -> dict[str, Any]:
+    """The user's and the parent directories' AGENTS.md / CLAUDE.md and their @imports, one
+    system message after the snapshot (agent/instructions.py)."""
+    from m3agent.agent.events import ContextEvent
+    from m3agent.agent.instructions import find_instructions, instructions_message_text
+    from m3agent.engine.api import Message
+
+    files = find_instructions(cwd, settings.user_instructions_file)
+    if not files:
+        return {}
+    message = Message(role="system", content=instructions_message_text(files))
+    event = ContextEvent(
+        action="instructions", detail={"files": [f"{f.scope}: {f.path}" for f in files]}
+    )
+    return {
+        "context_messages": [*context.get("context_messages", ()), message],
+        "startup_events": [*context.get("startup_events", ()), event],
+    }
+
+
 def build_session(
     settings: Settings,
     *,
@@ -377,6 +402,8 @@ def build_session(
             *mcp_notes,
             *extras.notes,
         ]
+        if not resume:  # a resumed session has its instructions in its log
+            context.update(_instructions(settings, cwd, context))
         if resume:
             session = Session.resume(
                 resume,

@@ -53,6 +53,8 @@ class Tally:
         self.context: list[dict[str, Any]] = []  # snapshot / refresh / compact events
         self.started = time.monotonic()
         self.duration_s: float | None = None  # wall time of the whole run, set at the end
+        self.structured_output: Any = None  # the answer parsed, with --output-schema
+        self.schema_error: str | None = None  # why the answer failed --output-schema
 
     def see(self, e: Any) -> None:
         if isinstance(e, ev.SessionStarted):
@@ -84,12 +86,31 @@ class Tally:
             "turns": self.turns,
         }
 
+    def claude_fields(self) -> dict[str, Any]:
+        from .headless_result import claude_fields
+
+        c = self.complete
+        api = sum(r.get("total_time_s") or 0.0 for r in self.requests)
+        valid = self.schema_error is None and self.structured_output is not None
+        return {
+            **claude_fields(
+                code=self.exit_code(),
+                answer=c.answer if c else "",
+                session_id=self.session_id,
+                turns=self.turns,
+                duration_s=self.elapsed_s(),
+                api_s=api,
+            ),
+            **({"structured_output": self.structured_output} if valid else {}),
+        }
+
     def exit_code(self) -> int:
         c = self.complete
         if c is None:
             return exit_codes.INTERNAL_ERROR
         if c.reason == "done":
-            return exit_codes.OK
+            # A done turn whose answer fails --output-schema is a failed run.
+            return exit_codes.OK if self.schema_error is None else exit_codes.INTERNAL_ERROR
         if c.reason in _LIMIT_REASONS:
             return exit_codes.TURN_LIMIT
         if c.reason == "interrupted":
@@ -97,6 +118,16 @@ class Tally:
         if any(err["kind"] == "engine_unavailable" for err in self.errors):
             return exit_codes.ENGINE_UNAVAILABLE
         return exit_codes.INTERNAL_ERROR
+
+
+def _check_schema(tally: Tally, schema: dict[str, Any], e: ev.TurnComplete) -> None:
+    from .run_input import check_answer
+
+    if e.reason != "done":
+        return
+    tally.structured_output, tally.schema_error = check_answer(schema, e.answer)
+    if tally.schema_error is not None:
+        tally.errors.append({"kind": "output_schema", "message": tally.schema_error})
 
 
 def usage_dict(u: Any) -> dict[str, Any]:
@@ -162,6 +193,7 @@ class JsonRenderer:
         c = tally.complete
         obj = {
             "v": ev.EVENT_SCHEMA_VERSION,
+            **tally.claude_fields(),  # type, subtype, result, num_turns, duration_ms, ...
             "session_id": tally.session_id,
             "reason": c.reason if c else "error",
             "answer": c.answer if c else "",
@@ -192,7 +224,20 @@ class StreamJsonRenderer:
         self.out.flush()
 
     def finish(self, tally: Tally) -> None:
-        pass
+        # The last line, as Claude Code's stream-json ends: {"type": "result", ...}.
+        c = tally.complete
+        line = {
+            "v": ev.EVENT_SCHEMA_VERSION,
+            **tally.claude_fields(),
+            "reason": c.reason if c else "error",
+            "answer": c.answer if c else "",
+            "usage": usage_dict(c.usage) if c else None,
+            **tally.result_fields(),
+            "errors": tally.errors,
+            "exit_code": tally.exit_code(),
+        }
+        self.out.write(dumps(line) + "\n")
+        self.out.flush()
 
 
 def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None) -> Any:
@@ -229,7 +274,12 @@ def prompt_preview(preview: Preview) -> str:
     return f"{head}{text.rstrip(chr(10))}{notes}\n"
 
 
-def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
+def tty_approver(
+    err: TextIO,
+    stdin: TextIO | None = None,
+    home: Path | None = None,
+    cwd: Path | None = None,
+) -> Approver:
     """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
     session and s = always (saved for later sessions too), except for shell, where p allows
     the command's prefix (`pytest`, `git status`) instead of every command
@@ -238,6 +288,10 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
 
     err = SafeStream(err)  # the arguments and the reason quote the model and the repository
     prefixes: list[tuple[str, ...]] = []
+    if home is not None and cwd is not None:  # saved ones (user scope; a trusted project's)
+        from .prefix_rules import load_prefixes
+
+        prefixes += load_prefixes(home, cwd)[0]
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
         command = req.arguments.get("command") if req.name == Shell.name else None
@@ -254,7 +308,8 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
         if req.name != Shell.name:
             err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         elif prefix is not None:
-            err.write(f" [y]es / [p] always `{shown(prefix)} …` / [N]o: ")
+            saved = " / [s] always, saved" if home is not None else ""
+            err.write(f" [y]es / [p] always `{shown(prefix)} …` this run{saved} / [N]o: ")
         else:
             err.write(" [y]es / [N]o: ")
         err.flush()
@@ -266,8 +321,15 @@ def tty_approver(err: TextIO, stdin: TextIO | None = None) -> Approver:
             return ops.ApprovalDecision(req.call_id, "approve_session")
         if answer in ("s", "save") and req.name != Shell.name:
             return ops.ApprovalDecision(req.call_id, "approve_always")
-        if answer == "p" and prefix is not None:
+        if answer in ("p", "s") and prefix is not None:
             prefixes.append(prefix)
+            if answer == "s" and home is not None:  # for later runs and the TUI too
+                from .prefix_rules import save_prefix
+
+                try:
+                    save_prefix(home, prefix)
+                except OSError as e:
+                    err.write(f"(not saved: {e})\n")
             return ops.ApprovalDecision(req.call_id, "approve")
         return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
 
@@ -281,23 +343,36 @@ async def run_headless(
     approver: Approver,
     *,
     last_message_file: Path | None = None,
+    more_turns: tuple[ops.UserTurn, ...] = (),
+    schema: dict[str, Any] | None = None,
 ) -> int:
-    """Runs one prompt to its end; returns the exit code. `last_message_file` gets the final
-    answer as it is (a file, not a terminal: nothing is escaped)."""
+    """Runs one prompt to its end (then `more_turns`, each after the last ended well: a
+    stream-json conversation); returns the exit code. `last_message_file` gets the final
+    answer as it is (a file, not a terminal: nothing is escaped). With `schema`, the final
+    answer must be JSON valid against it (--output-schema)."""
     tally = Tally()
     if isinstance(renderer, StreamJsonRenderer):
         renderer.tally = tally
+    pending = list(more_turns)
     session.submit(turn)
     async for e in session.events():
         tally.see(e)
+        if isinstance(e, ev.TurnComplete) and schema is not None and not pending:
+            _check_schema(tally, schema, e)
         renderer.event(e)
         if isinstance(e, ev.ApprovalRequest):
             session.submit(await approver(e))
         elif isinstance(e, ev.TurnComplete):
-            session.submit(ops.Shutdown())
+            if pending and e.reason == "done":
+                session.submit(pending.pop(0))
+            else:
+                session.submit(ops.Shutdown())
     await session.close()
     tally.duration_s = tally.elapsed_s()
     renderer.finish(tally)
+    if tally.schema_error is not None and isinstance(renderer, TextRenderer):
+        renderer.err.write(f"error: {tally.schema_error}\n")
+        renderer.err.flush()
     code = tally.exit_code()
     if last_message_file is not None:
         answer = tally.complete.answer if tally.complete is not None else ""

@@ -78,6 +78,10 @@ class Settings:
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
+    # A server started by run/the TUI stops after this long without a request (0: never).
+    server_idle_timeout_s: float = 1800.0
+    # TUI notifications (app/notify.py): auto (bell, off inside tmux), bell, osc9, osc777, off
+    notify: str = "auto"
     rules: tuple[ToolRule, ...] = ()
     # Repository snapshot (agent/context.py): on/off, an explicit token budget (else the
     # model's context minus the reserve), extra skip patterns (gitignore syntax), file size cap.
@@ -109,6 +113,14 @@ class Settings:
             raise ValueError("add_dirs must be a list of directories")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        from .notify import METHODS
+
+        if self.notify not in METHODS:
+            raise ValueError(f"notify must be one of {', '.join(METHODS)}, got {self.notify!r}")
+        if self.server_idle_timeout_s < 0:
+            raise ValueError(
+                f"server_idle_timeout_s must be 0 or more, got {self.server_idle_timeout_s}"
+            )
         if self.retries < 0:
             raise ValueError(f"retries must be 0 or more, got {self.retries}")
         if self.context_budget is not None and self.context_budget < 1:
@@ -132,6 +144,17 @@ class Settings:
     @property
     def sessions_dir(self) -> Path:
         return self.home / "sessions"
+
+    def notify_method(self, env: Mapping[str, str] | None = None) -> str:
+        """`notify` resolved for this terminal ($TMUX: auto is off)."""
+        from .notify import resolve
+
+        return resolve(self.notify, os.environ if env is None else env)
+
+    @property
+    def user_instructions_file(self) -> Path:
+        """~/.m3agent/AGENTS.md: the user's instructions for every workspace (agent/instructions.py)."""
+        return Path.home() / ".m3agent" / "AGENTS.md"
 
     @property
     def checkpoints_dir(self) -> Path:

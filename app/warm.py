@@ -6,7 +6,8 @@ model, against 6.8 s through a server whose prefix cache still held it. So for n
 the front ends reuse the ready server of the same model (its lock file, app/serve/lock.py) or
 start one detached (app/serve/detach.py) and attach to it. Two workspaces on the same model
 share one server; two runs starting at once start one (the lock picks the winner, the other
-run waits for it). The server keeps running after the run; `m3agent serve --stop` ends it.
+run waits for it). The server keeps running after the run; `m3agent serve --stop` ends it, and so does its idle
+timeout (server_idle_timeout_s, app/serve/idle.py).
 Opting out: `--in-process`, or `warm = false` in config.toml.
 
 While the server loads, its log's weight-loading lines (written by `load_log_writer` in the
@@ -197,6 +198,8 @@ def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
             "--expert-form",
             settings.expert_form,
         ]
+    if settings.server_idle_timeout_s > 0:  # started for us: it ends itself when unused
+        argv += ["--idle-timeout", str(settings.server_idle_timeout_s)]
     # The data home as its working directory: the server outlives the run's workspace.
     # Its data home and config are ours whatever the environment says: its lock must be where
     # we look, and it must load the model as this run would (device, dtype).

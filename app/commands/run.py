@@ -12,8 +12,11 @@ _ENGINES = "native|vllm|remote|scripted"
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
-        prompt: str = typer.Argument(
-            ..., metavar="PROMPT", help="The task. Use - to read it from stdin."
+        prompt: str | None = typer.Argument(
+            None,
+            metavar="[PROMPT]",
+            help="The task; - or none reads it from stdin. Piped stdin beside a PROMPT is "
+            "added after it.",
         ),
         engine: str | None = typer.Option(
             None,
@@ -140,6 +143,49 @@ def register(app: typer.Typer) -> None:
         trust_project_mcp: bool = typer.Option(
             False, "--trust-project-mcp", help="Start ./.mcp.json servers even if not trusted."
         ),
+        append_system_prompt: str | None = typer.Option(
+            None,
+            "--append-system-prompt",
+            metavar="TEXT",
+            help="Add TEXT to the end of the system prompt (a new session's).",
+        ),
+        output_schema: Path | None = typer.Option(
+            None,
+            "--output-schema",
+            "--json-schema",
+            metavar="FILE",
+            help="JSON Schema the final answer must satisfy (else exit 1).",
+        ),
+        input_format: str = typer.Option(
+            "text",
+            "--input-format",
+            metavar="FORMAT",
+            help="text, or stream-json: user messages on stdin, one JSON object a line.",
+        ),
+        permission_mode: str | None = typer.Option(
+            None,
+            "--permission-mode",
+            metavar="MODE",
+            help="default, acceptEdits (file edits without asking), plan (read-only tools; "
+            "the model answers with a plan) or bypassPermissions (= --approval never).",
+        ),
+        allowed_tools: list[str] = typer.Option(
+            [],
+            "--allowed-tools",
+            "--allowedTools",
+            metavar="TOOLS",
+            help="Tools (names or globs, comma-separated) allowed without asking.",
+        ),
+        disallowed_tools: list[str] = typer.Option(
+            [],
+            "--disallowed-tools",
+            "--disallowedTools",
+            metavar="TOOLS",
+            help="Tools (names or globs, comma-separated) never run.",
+        ),
+        ephemeral: bool = typer.Option(
+            False, "--ephemeral", help="Do not keep the session log after the run."
+        ),
         image: list[Path] = typer.Option(
             [], "--image", "-i", metavar="FILE", help="Attach an image (repeatable)."
         ),
@@ -190,13 +236,22 @@ def register(app: typer.Typer) -> None:
             videos=video,
             continue_last=continue_last,
             last_message_file=output_last_message,
+            extra={
+                "append_system_prompt": append_system_prompt,
+                "output_schema": output_schema,
+                "input_format": input_format,
+                "ephemeral": ephemeral,
+                "permission_mode": permission_mode,
+                "allowed_tools": allowed_tools,
+                "disallowed_tools": disallowed_tools,
+            },
         )
         raise typer.Exit(code)
 
 
 def execute(
     *,
-    prompt: str,
+    prompt: str | None,
     flags: dict,
     script: Path | None,
     output_format: str,
@@ -206,8 +261,10 @@ def execute(
     videos: list[Path],
     continue_last: bool = False,
     last_message_file: Path | None = None,
+    extra: dict | None = None,
 ) -> int:
-    """Everything behind the flags; returns the exit code. Heavy imports happen here."""
+    """Everything behind the flags; returns the exit code. Heavy imports happen here.
+    extra: --append-system-prompt, --output-schema, --input-format, --ephemeral."""
     import asyncio
     import os
     import signal
@@ -221,22 +278,47 @@ def execute(
     from .. import exit_codes
     from ..factory import build_session
     from ..headless import deny_approver, make_renderer, run_headless, tty_approver
+    from ..headless_result import early_error_line
+    from ..permission_modes import check_mode, mode_rules, plan_text, tool_flag_rules
+    from ..run_input import (
+        INPUT_FORMATS,
+        append_system_prompt,
+        forget_session,
+        load_schema,
+        read_prompts,
+        schema_instruction,
+        unreachable,
+    )
     from ..safe_text import visible
     from ..settings import load_settings
 
+    extra = extra or {}
+
     def fail(code: int, message: str) -> int:
         sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
+        if output_format in ("json", "stream-json"):  # a script reading stdout sees it too
+            sys.stdout.write(early_error_line(code, message))
+            sys.stdout.flush()
         return code
 
-    # The prompt as bytes (argv keeps undecodable bytes as surrogates; stdin is read raw),
-    # decoded as UTF-8 with each invalid byte sequence replaced by U+FFFD and one line saying
-    # so: a stray Latin-1 byte must not end the run with an internal error.
-    raw = sys.stdin.buffer.read() if prompt == "-" else os.fsencode(prompt)
-    prompt = raw.decode("utf-8", "replace")
-    if prompt.count("\ufffd") > raw.decode("utf-8", "ignore").count("\ufffd"):
-        sys.stderr.write("note: the prompt is not valid UTF-8; invalid bytes became U+FFFD\n")
+    input_format = extra.get("input_format") or "text"
+    if input_format not in INPUT_FORMATS:
+        return fail(
+            exit_codes.USAGE_ERROR,
+            f"unknown input format {input_format!r} (use one of {', '.join(INPUT_FORMATS)})",
+        )
+    try:
+        prompt, more_prompts = read_prompts(prompt, input_format)
+    except ValueError as e:
+        return fail(exit_codes.USAGE_ERROR, str(e))
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
+    schema = None
+    if extra.get("output_schema") is not None:
+        try:
+            schema = load_schema(extra["output_schema"])
+        except ValueError as e:
+            return fail(exit_codes.USAGE_ERROR, str(e))
     parts = [MediaPart("image", str(p)) for p in images]
     parts += [MediaPart("video", str(p)) for p in videos]
     try:
@@ -245,12 +327,35 @@ def execute(
         return fail(exit_codes.USAGE_ERROR, str(e))
     try:
         settings = load_settings().override(**flags)
+        settings = append_system_prompt(settings, extra.get("append_system_prompt"))
+        mode = check_mode(extra.get("permission_mode") or "default")
+        if mode == "bypassPermissions":
+            settings = settings.override(approval="never")
+        flag_rules = tool_flag_rules(
+            extra.get("allowed_tools") or [], extra.get("disallowed_tools") or []
+        )
+        settings = settings.override(rules=(*settings.rules, *flag_rules, *mode_rules(mode)))
         renderer = make_renderer(output_format)
-        turn = UserTurn(prompt, media=tuple(media), thinking_mode=flags.get("thinking"))
+        # The schema goes with the last prompt: the cached system prompt stays as it is.
+        texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]
+        if schema is not None:
+            texts[-1] += schema_instruction(schema)
+        thinking = flags.get("thinking")
+        turn = UserTurn(texts[0], media=tuple(media), thinking_mode=thinking)
+        more = tuple(UserTurn(t, thinking_mode=thinking) for t in texts[1:])
     except ValueError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
+    from ..media_support import reads_media, text_only_error
+
+    if media and reads_media(settings) is False:  # refused now, not as an HTTP 400 later
+        return fail(exit_codes.USAGE_ERROR, text_only_error(settings, "--image/--video"))
+    if settings.engine == "remote" and (why := unreachable(settings.base_url)) is not None:
+        return fail(exit_codes.ENGINE_UNAVAILABLE, why)  # before the snapshot is built
     if last_message_file is not None and not last_message_file.parent.is_dir():
         return fail(exit_codes.USAGE_ERROR, f"-o {last_message_file}: no such directory")
+    if extra.get("ephemeral") and (continue_last or resume):
+        # Removing the log at the end would delete the session being continued.
+        return fail(exit_codes.USAGE_ERROR, "--ephemeral starts a new session: no -c/--resume")
     if continue_last:
         from .sessions import latest_session_id
 
@@ -297,7 +402,7 @@ def execute(
     if settings.approval == "never":
         approver = deny_approver("approvals are off")  # never called: the gate never asks
     elif sys.stdin.isatty() and sys.stderr.isatty():
-        approver = tty_approver(sys.stderr)
+        approver = tty_approver(sys.stderr, home=settings.home, cwd=Path(session.cwd))
     else:
         approver = deny_approver(
             "nobody can approve in headless mode (no terminal); the user may rerun with "
@@ -318,11 +423,19 @@ def execute(
             pass
         try:
             return await run_headless(
-                session, turn, renderer, approver, last_message_file=last_message_file
+                session,
+                turn,
+                renderer,
+                approver,
+                last_message_file=last_message_file,
+                more_turns=more,
+                schema=schema,
             )
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             await session.engine.close()
+            if extra.get("ephemeral"):
+                forget_session(settings.sessions_dir, session.id)
 
     try:
         return asyncio.run(main())

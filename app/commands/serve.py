@@ -73,6 +73,13 @@ def register(app: typer.Typer) -> None:
         expert_form: str | None = typer.Option(
             None, "--expert-form", help="native M3 offload: experts as auto, int8 or bf16."
         ),
+        idle_timeout: float | None = typer.Option(
+            None,
+            "--idle-timeout",
+            metavar="S",
+            help="Stop after S seconds without a request (run and the TUI start theirs with "
+            "the config's server_idle_timeout_s).",
+        ),
     ) -> None:
         """Serve one model over HTTP until stopped."""
         vllm_options = {
@@ -105,6 +112,7 @@ def register(app: typer.Typer) -> None:
                 allow_media_dir=tuple(allow_media_dir),
                 max_media_mb=max_media_mb,
                 offload={"offload_experts": offload_experts, "expert_form": expert_form},
+                idle_timeout_s=idle_timeout,
             )
         )
 
@@ -214,6 +222,7 @@ def execute(
     allow_media_dir: tuple[Path, ...] = (),
     max_media_mb: int = 32,
     offload: dict | None = None,
+    idle_timeout_s: float | None = None,
 ) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
@@ -227,6 +236,8 @@ def execute(
         settings = load_settings()
         if engine not in ("native", "vllm"):
             raise ValueError(f"--engine must be native or vllm, got {engine!r}")
+        if idle_timeout_s is not None and idle_timeout_s <= 0:
+            raise ValueError(f"--idle-timeout must be positive, got {idle_timeout_s:g}")
         if port is not None and socket is not None:
             raise ValueError("give --port or --socket, not both")
         if port is not None and not 0 <= port < 65536:
@@ -262,6 +273,7 @@ def execute(
             allow_public=allow_public,
             allowed_media=tuple(d.expanduser() for d in allow_media_dir),
             media_bytes=max_media_mb * 1024 * 1024,
+            idle_timeout_s=idle_timeout_s,
         )
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))

@@ -86,6 +86,9 @@ def register(app: typer.Typer) -> None:
         allow_home: bool = typer.Option(
             False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
         ),
+        max_tokens: int | None = typer.Option(
+            None, "--max-tokens", metavar="N", help="Most tokens the model may generate per call."
+        ),
     ) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
@@ -100,6 +103,7 @@ def register(app: typer.Typer) -> None:
             "approval": approval,
             "sandbox": sandbox,
             "allow_home": allow_home or None,
+            "max_tokens": max_tokens,
         }
         raise typer.Exit(
             launch(flags, script=script, cwd=cwd, resume=resume, continue_last=continue_last)

@@ -31,8 +31,16 @@ async def serve_forever(
     socket_path: str | None,
     log: TextIO,
     token: str | None = None,
+    idle_timeout_s: float | None = None,
 ) -> None:
     app = ChatServer(engine, config)
+    handler = app.handle
+    watch = None
+    if idle_timeout_s:  # an auto-started server (app/warm.py): it ends itself when unused
+        from .idle import IdleWatch
+
+        watch = IdleWatch(idle_timeout_s)
+        handler = watch.wrap(handler)
     if socket_path is not None:
         sock = Path(socket_path)
         if sock.exists():
@@ -48,7 +56,7 @@ async def serve_forever(
         hosts = None  # clients reach a wildcard listener by names we cannot know
     guard = Guard(token=token, max_body_bytes=limit, hosts=hosts)
     server = await start(
-        app.handle,
+        handler,
         host=host,
         port=port,
         socket_path=socket_path,
@@ -82,7 +90,14 @@ async def serve_forever(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        waits = [asyncio.ensure_future(stop.wait())]
+        if watch is not None:
+            waits.append(asyncio.ensure_future(watch.wait_idle()))
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if not stop.is_set():
+            log.write(f"m3agent serve: idle for {idle_timeout_s:g} s\n")
         log.write("m3agent serve: stopping\n")
         log.flush()
     finally:
@@ -120,6 +135,7 @@ def run_server(
     allow_public: bool = False,
     allowed_media: tuple[Path, ...] = (),
     media_bytes: int | None = None,
+    idle_timeout_s: float | None = None,
 ) -> None:
     """Blocks until stopped. ValueError for usage errors, EngineError when loading fails.
     allowed_media: directories whose files a client may name as file:// URLs."""
@@ -173,6 +189,7 @@ def run_server(
                 socket_path=socket_path,
                 log=log,
                 token=token,
+                idle_timeout_s=idle_timeout_s,
             )
         )
     finally:

@@ -66,7 +66,13 @@ class M3App(App):
         if result is None:
             self.exit()
             return
-        self.session_factory, saved = result
+        self.session_factory, saved, *chosen = result
+        if chosen:  # the demo is the scripted engine, not the configured default (native)
+            from dataclasses import replace
+
+            engine = "scripted" if chosen[0].kind == "demo" else chosen[0].kind
+            self.main.config = replace(self.main.config, engine=engine)
+            self.main.set_status(engine=engine, model="")
         await self.main.transcript.notice(saved)
         self.load_session(self.config.resume)
 
@@ -107,6 +113,18 @@ class M3App(App):
         await shutdown_session(screen.controller.detach())
         await screen.show_loading()
         self.load_session(session_id)
+
+    async def new_session(self) -> None:
+        """/clear and /new: the current session ends (its log stays, resumable) and a fresh
+        one opens on the same engine; nothing of the old prompt is rewritten."""
+        from .slash_daily import UsageTally
+
+        screen = self.main
+        await shutdown_session(screen.controller.detach())
+        screen.controller.usage = UsageTally()
+        screen.controller.pending_context.clear()
+        await screen.show_loading()
+        self.load_session(None)
 
     async def shutdown(self) -> None:
         self.main.set_status(state="closing")  # an engine can take a moment to stop

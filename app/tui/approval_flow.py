@@ -41,6 +41,14 @@ class ApprovalFlow:
                 return  # closed by the app (the turn already ended): nothing to answer
             if result.allow_prefix:
                 self.screen.controller.allow_prefix(result.allow_prefix)
+                home = self.screen.config.state_dir
+                if result.save_prefix and home is not None:
+                    from ..prefix_rules import save_prefix
+
+                    try:
+                        save_prefix(home, result.allow_prefix)
+                    except OSError as e:  # the answer still holds for this session
+                        await self.screen.transcript.error(f"not saved: {e}", "internal")
             decision = result.decision
             card = self.screen.transcript.cards.get(request.call_id)
             if card is not None:

@@ -10,10 +10,7 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
         # The id is long and changes every run; /undo finds the checkpoint itself.
         return "checkpoint saved before the first change of this turn (/undo restores it)"
     if action == "compact":
-        before, after = detail.get("tokens_before"), detail.get("tokens_after")
-        if before is not None and after is not None:
-            return f"conversation compacted: {before} → {after} tokens"
-        return "conversation compacted"
+        return _compacted(detail)
     if action in ("snapshot", "refresh"):
         files = detail.get("files_included", detail.get("files"))
         tokens = detail.get("tokens")
@@ -23,6 +20,9 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
         if files is not None and tokens is not None:
             return f"{what}: {files} files, {tokens} tokens"
         return what
+    if action == "instructions":
+        files = detail.get("files") or []
+        return f"instructions read from {len(files)} more file(s): " + ", ".join(files)
     if action == "thinking_default":
         return (
             f"session thinking mode: {detail.get('mode')} (was {detail.get('previous')}); "
@@ -33,3 +33,24 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
         return f"hook {detail.get('event')}: {detail.get('command')} ({how}, {detail.get('duration_s')} s)"
     shown = ", ".join(f"{k}={v}" for k, v in detail.items())
     return f"context {action}" + (f": {shown}" if shown else "")
+
+
+_SOURCES = {"model": "the model's summary", "mechanical": "a summary of the tool calls"}
+
+
+def _compacted(d: dict[str, Any]) -> str:
+    """What /compact freed, in what the event knows: messages, and tokens where counted."""
+    if d.get("note") == "nothing to compact":
+        return "nothing to compact: the conversation holds only the system prompt and snapshot"
+    before, after = d.get("tokens_before"), d.get("tokens_after")
+    if before is not None and after is not None:
+        return f"conversation compacted: {before:,} → {after:,} tokens"
+    line = "conversation compacted"
+    m0, m1 = d.get("messages_before"), d.get("messages_after")
+    if m0 is not None and m1 is not None:
+        line += f": {m0} → {m1} messages"
+    if d.get("summary_source") in _SOURCES:
+        line += f" ({_SOURCES[d['summary_source']]})"
+    if before is not None:
+        line += f"; the prompt held {before:,} tokens, the next request shows what is left"
+    return line

@@ -21,9 +21,12 @@ from m3agent.engine.api import MediaPart
 from m3agent.tools.shell import Shell
 
 from ..command_prefix import command_prefix, matches, shown
+from ..notify import Notifier, tty_writer
+from ..permission_modes import plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
+from .slash_daily import UsageTally
 
 SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 
@@ -49,13 +52,35 @@ class SessionController:
         self.turn_started_at: float | None = None
         self.activity = ""  # what the running turn does now: "thinking", "running shell", ...
         self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
+        self.snapshot_from_log = False  # that detail was read from a resumed session's log
         self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
+        self.usage = UsageTally()  # /cost
+        self.notifier = Notifier(
+            config.notify, config.notify_write or tty_writer, clock=self.clock
+        )  # bell / OSC 9 / OSC 777 on approvals and long turns
+        self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
+        self.base_rules: tuple | None = None  # the gate's rules before any mode was applied
+        self.pending_context: list[str] = []
+        self.prefix_note: str | None = (
+            None  # an untrusted project prefix file, for /permissions  # `!cmd` outputs, sent with the next prompt
+        )
 
     # ---- the session ---------------------------------------------------------------------
 
     def attach(self, session: SessionLike) -> None:
         self.session = session
+        self.base_rules = None  # a new session's gate: the mode is applied to it afresh
+        if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
+            from ..prefix_rules import load_prefixes
+
+            saved, self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)
+            for prefix in saved:
+                self.allow_prefix(prefix)
+        if self.mode != "default":
+            from .plan_flow import apply_mode
+
+            apply_mode(self, self.mode)
         self.failed = False
         self.last_session_id = getattr(session, "id", None)
         if getattr(session, "resumed", False):
@@ -78,8 +103,14 @@ class SessionController:
 
     def make_turn(self, text: str) -> UserTurn:
         """The next UserTurn: attachments, `@image` paths and the thinking mode go with it."""
-        media = tuple(self.attachments) + media_in_prompt(text, self.config.cwd)
+        # A text-only model: an `@shot.png` stays a mention in the text, never an attachment.
+        found = media_in_prompt(text, self.config.cwd) if self.config.media_refusal is None else ()
+        media = tuple(self.attachments) + found
         self.attachments.clear()
+        text = plan_text(text, self.mode)  # plan mode's instruction rides on the message
+        if self.pending_context:  # at the end of the conversation: the cached prefix stays
+            text = "\n\n".join([*self.pending_context, text])
+            self.pending_context.clear()
         return UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
 
     def enqueue(self, turn: UserTurn) -> QueuedTurn:
@@ -131,6 +162,8 @@ class SessionController:
         ValueError with one line, instead of a failure when the prompt is sent."""
         from m3agent.agent.attachments import AttachmentError, validate_attachments
 
+        if self.config.media_refusal is not None:  # a text-only model: refused now
+            raise ValueError(self.config.media_refusal)
         part = media_part(raw, self.config.cwd)
         try:
             (checked,) = validate_attachments([part], cwd=self.config.cwd)
@@ -141,8 +174,13 @@ class SessionController:
 
     # ---- events ----------------------------------------------------------------------------
 
+    def add_context(self, text: str) -> None:
+        self.pending_context.append(text)
+
     def observe(self, e: Any) -> None:
         """Keeps busy state and activity in step with the session's events."""
+        self.usage.see(e)
+        self.notifier.see(e, self.turn_started_at)  # before TurnComplete clears the start
         if isinstance(e, ev.TurnStarted):
             self.busy = True
             if self.turn_started_at is None:
@@ -165,6 +203,7 @@ class SessionController:
             self.completed_turns += 1
         elif isinstance(e, ev.ContextEvent) and e.action in ("snapshot", "refresh"):
             self.last_snapshot_detail = dict(e.detail)
+            self.snapshot_from_log = False
         elif isinstance(e, ev.Error) and e.fatal:
             self.failed = True
 
@@ -210,22 +249,48 @@ class SessionController:
     def tool_errors(self) -> dict[str, bool]:
         """call id -> is_error, from the tool_call_finished events in the session's log (the
         tool messages themselves do not carry the flag)."""
-        path = getattr(getattr(self.session, "conversation", None), "path", None)
         out: dict[str, bool] = {}
+        for event in self._logged_events():
+            if event.get("type") == "tool_call_finished":
+                out[str(event.get("call_id"))] = bool(event.get("is_error"))
+        return out
+
+    def tool_metadata(self) -> dict[str, dict[str, Any]]:
+        """call id -> the logged tool_call_finished metadata (interrupted, denied): a resumed
+        card then says "interrupted", not "failed"."""
+        out: dict[str, dict[str, Any]] = {}
+        for event in self._logged_events():
+            meta = event.get("metadata")
+            if event.get("type") == "tool_call_finished" and isinstance(meta, dict):
+                out[str(event.get("call_id"))] = meta
+        return out
+
+    def logged_snapshot_detail(self) -> dict[str, Any] | None:
+        """The last snapshot (or refresh) ContextEvent of the session's log: /context of a
+        resumed session, whose snapshot was taken by an earlier process."""
+        detail = None
+        for event in self._logged_events():
+            if event.get("type") == "context" and event.get("action") in ("snapshot", "refresh"):
+                detail = event.get("detail") if isinstance(event.get("detail"), dict) else detail
+        return detail
+
+    def _logged_events(self) -> list[dict[str, Any]]:
+        path = getattr(getattr(self.session, "conversation", None), "path", None)
         if path is None:
-            return out
+            return []
         try:
             lines = Path(path).read_text(encoding="utf-8").splitlines()
         except OSError:
-            return out
+            return []
+        out = []
         for line in lines:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
             event = record.get("event") if isinstance(record, dict) else None
-            if isinstance(event, dict) and event.get("type") == "tool_call_finished":
-                out[str(event.get("call_id"))] = bool(event.get("is_error"))
+            if isinstance(event, dict):
+                out.append(event)
         return out
 
     def resume_command(self) -> str | None:

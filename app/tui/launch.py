@@ -53,7 +53,15 @@ def launch(
 
     if needs_setup(settings, flags, script):  # first run: ask instead of failing
         config = replace(config, setup=setup_port(settings, config.cwd))
-    return run_tui(session_factory(settings, config.cwd, script), config)
+    code = run_tui(session_factory(settings, config.cwd, script), config)
+    from .exit_server import on_exit
+
+    try:  # the first-run screen may have saved an engine since: read the config again
+        after = load_settings().override(**flags)
+    except ValueError:
+        after = settings
+    on_exit(after)
+    return code
 
 
 def setup_port(settings: Any, cwd: Path) -> Any:
@@ -63,9 +71,9 @@ def setup_port(settings: Any, cwd: Path) -> Any:
 
     from ..settings import save_settings
     from .onboarding import (
-        DEMO_SCRIPT,
         SetupPort,
         check_model_dir,
+        demo_script,
         probe_server,
         running_servers,
     )
@@ -75,7 +83,7 @@ def setup_port(settings: Any, cwd: Path) -> Any:
         if not values:
             demo = settings.home / "demo-script.json"
             demo.parent.mkdir(parents=True, exist_ok=True)
-            demo.write_text(json.dumps(list(DEMO_SCRIPT)), encoding="utf-8")
+            demo.write_text(json.dumps(demo_script()), encoding="utf-8")
             return (
                 session_factory(settings.override(engine="scripted"), cwd, demo),
                 "starting the scripted demo; nothing was saved",
@@ -124,8 +132,14 @@ def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiCon
     workspace = Path(cwd).expanduser().resolve() if cwd else Path.cwd().resolve()
     if not workspace.is_dir():
         raise ValueError(f"working directory {workspace} does not exist")
+    from ..media_support import reads_media, text_only_error
+
     return TuiConfig(
         cwd=workspace,
+        notify=settings.notify_method(),
+        media_refusal=text_only_error(settings, "/attach")
+        if reads_media(settings) is False
+        else None,
         engine=settings.engine,
         model=_model_label(settings.model),
         thinking=settings.thinking,

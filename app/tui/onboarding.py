@@ -27,6 +27,18 @@ DEMO_SCRIPT = (
     "To work with a real model, quit (ctrl+q) and start `m3agent` again to pick a server or "
     "a model directory, or see `m3agent -h`.",
 )
+# Every later prompt of the demo gets this answer: a replay has no reply of its own to give,
+# and "the script has no reply left" on the second prompt read as a crash.
+DEMO_AGAIN = (
+    "<mm:think>The demo has no model to answer this.</mm:think>Still the **scripted demo**: "
+    "no model reads your prompts here. Quit (ctrl+q) and start `m3agent` again to choose a "
+    "server or a model directory."
+)
+DEMO_PROMPTS = 500  # more prompts than anyone types in a demo
+
+
+def demo_script() -> list[str]:
+    return [*DEMO_SCRIPT, *[DEMO_AGAIN] * DEMO_PROMPTS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +107,10 @@ def check_model_dir(raw: str) -> SetupChoice:
         raise ValueError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.gguf")):
         raise ValueError(f"{path}: no *.safetensors weights")
+    from ..missing_extra import EXTRAS, torch_installed
+
+    if not torch_installed():  # saved now, every later start would fail on the import
+        raise ValueError(f"the native engine needs torch, not installed here: {EXTRAS['torch']}")
     return SetupChoice("native", model=str(path.resolve()))
 
 

@@ -41,6 +41,7 @@ class ApprovalAnswer:
 
     decision: ApprovalDecision
     allow_prefix: tuple[str, ...] | None = None
+    save_prefix: bool = False  # also for later sessions (app/prefix_rules.py, user scope)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +77,11 @@ class TuiConfig:
     clock: Callable[[], float] = time.monotonic  # the turn timer (tests pin it)
     # First run (app/tui/onboarding.py): nothing configured, so ask for an engine first.
     setup: Any = None
+    # Notifications (app/notify.py): the resolved method, and where the bytes go.
+    notify: str = "off"
+    notify_write: Callable[[str], None] | None = None
+    # Why /attach must refuse media for this model (a text-only checkpoint), else None.
+    media_refusal: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from m3agent.engine.api import THINKING_MODES
 
+from .slash_daily import DAILY_COMMANDS
+
 
 @dataclass(frozen=True, slots=True)
 class SlashSpec:
@@ -43,7 +45,7 @@ COMMANDS = (
     ),
     SlashSpec("help", "", "commands and keys"),
     SlashSpec("quit", "", "leave (also ctrl+q, or ctrl+c twice)"),
-)
+) + tuple(SlashSpec(*spec) for spec in DAILY_COMMANDS)
 NAMES = tuple(c.name for c in COMMANDS)
 HELP = {c.usage: c.help for c in COMMANDS}
 

@@ -21,6 +21,8 @@ KEYS = {
     "Enter": "send",
     "ctrl+j": "new line",
     "↑ / ↓": "prompt history (in the / menu: choose)",
+    "ctrl+v": "paste; an image on the clipboard (wl-paste / xclip) is attached",
+    "ctrl+r": "search the prompt history for what is typed (again: older; Esc: back)",
     "/": "the command menu; Tab completes, Enter runs",
     "Tab": "complete an @path or a /command (the focus stays in the prompt)",
     "PageUp / PageDown": "scroll the conversation",
@@ -28,16 +30,23 @@ KEYS = {
     "Esc": "interrupt the model or the running tool",
     "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
+    "shift+Tab": "cycle default / accept edits / plan mode",
     "ctrl+q": "quit",
+    "!COMMAND": "run a shell command in the sandbox; its output goes with the next prompt",
 }
 
 
 class SlashActions:
     def __init__(self, screen: MainScreen) -> None:
         self.screen = screen
+        self.undone = 0  # /undo restores so far: past the last one, "nothing left", not "yet"
 
     async def run(self, command: SlashCommand) -> None:
-        handler = getattr(self, f"do_{command.name}")
+        from .slash_daily import DailyActions  # /clear, /status, /cost, ... (slash_daily.py)
+
+        handler = getattr(self, f"do_{command.name}", None)
+        if handler is None:
+            handler = getattr(DailyActions(self.screen), f"do_{command.name}")
         await handler(command.arg)
 
     async def do_think(self, arg: str) -> None:
@@ -58,7 +67,9 @@ class SlashActions:
         await self.screen.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
 
     async def do_undo(self, arg: str) -> None:
-        undo = self.screen.config.undo or _checkpoint_undo(self.screen.controller.session)
+        undo = self.screen.config.undo or _checkpoint_undo(
+            self.screen.controller.session, self.undone
+        )
         if undo is None:
             await self.screen.transcript.error("undo is not available in this session", "usage")
             return
@@ -67,6 +78,7 @@ class SlashActions:
         except Exception as e:  # nothing to undo, or a restore failed: say which
             await self.screen.transcript.error(f"undo failed: {e}", "usage")
             return
+        self.undone += 1
         await self.screen.transcript.notice(str(result or "restored the last checkpoint"))
 
     async def do_diff(self, arg: str) -> None:
@@ -113,7 +125,7 @@ class SlashActions:
             elif getattr(session, "snapshot", None) is not None:
                 text = format_snapshot(session.snapshot)
             elif detail is not None:
-                text = format_summary(detail)
+                text = format_summary(detail, resumed=screen.controller.snapshot_from_log)
             else:
                 text = "context: not available (this session has no repository snapshot)"
         except Exception as e:  # a report that fails is shown, not fatal
@@ -151,7 +163,7 @@ def _workspace_diff(cwd: Path) -> str:
     return repo.diff()
 
 
-def _checkpoint_undo(session: Any):
+def _checkpoint_undo(session: Any, undone: int = 0):
     """The session snapshots through a bound `Checkpoints.snapshot`; undo restores the newest
     checkpoint of that same store (taken before the last turn's first change)."""
     store = getattr(getattr(session, "checkpoint", None), "__self__", None)
@@ -160,6 +172,8 @@ def _checkpoint_undo(session: Any):
 
     def undo() -> str:
         entries = store.list()  # newest first
+        if not entries and undone:
+            raise ValueError(f"nothing left to undo: {undone} checkpoint(s) already restored")
         if not entries:
             raise ValueError("no checkpoint yet (one is taken before the first edit of a turn)")
         removed = store.restore(entries[0].id)

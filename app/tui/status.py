@@ -20,6 +20,7 @@ class StatusState:
     cache_miss: str | None = None  # why the last call missed the prefix cache (agent/context_cache)
     tokens_per_s: float | None = None
     thinking: str = "adaptive"
+    mode: str = ""  # a permission mode other than default: "plan", "accept edits"
     sandbox: str = ""
     sandbox_layers: tuple[str, ...] = ()
 
@@ -61,7 +62,12 @@ class StatusState:
             parts.append(f"cached {_k(self.cached_tokens)} {self.cache_hit_pct:.0f}%{miss}")
         else:
             parts.append("cached -")
-        parts.append(f"{self.tokens_per_s:.1f} tok/s" if self.tokens_per_s else "- tok/s")
+        if self.tokens_per_s:
+            parts.append(f"{self.tokens_per_s:.1f} tok/s")
+        else:  # measured at the end of a call: while the first one runs, say so, not "-"
+            parts.append("… tok/s" if self.state == "working" else "- tok/s")
+        if self.mode:
+            parts.append(self.mode)
         parts.append(f"think {self.thinking}")
         shown = self.sandbox_layers[:3]  # the confining layers come first in the report
         more = len(self.sandbox_layers) - len(shown)
@@ -81,6 +87,14 @@ def usage_fields(state: StatusState) -> dict[str, Any]:
         "cache_hit_pct": state.cache_hit_pct,
         "tokens_per_s": state.tokens_per_s,
     }
+
+
+def engine_label(configured: str, backend: str) -> str:
+    """What runs the model, in the user's words: a native model reached through the background
+    `m3agent serve` is "native (serve)", not the "remote" backend that talks to it."""
+    if backend == "remote" and configured in ("native", "vllm"):
+        return f"{configured} (serve)"
+    return backend
 
 
 def engine_info(session: Any) -> Any:

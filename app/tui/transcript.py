@@ -93,7 +93,12 @@ class Transcript:
         await self.end_segment()
         await self._mount(DiffView(diff))
 
-    async def history(self, messages: Any, tool_errors: dict[str, bool] | None = None) -> None:
+    async def history(
+        self,
+        messages: Any,
+        tool_errors: dict[str, bool] | None = None,
+        tool_meta: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
         """A resumed session's earlier messages, shown as they were (reasoning folded).
         tool_errors: call id -> is_error from the session log's tool_call_finished events."""
         errors = tool_errors or {}
@@ -109,7 +114,10 @@ class Transcript:
                     await self.tool_started(call.id, call.name, call.arguments)
             elif m.role == "tool" and m.tool_call_id:
                 is_error = errors.get(m.tool_call_id, False)
-                await self.tool_finished(m.tool_call_id, m.name or "tool", m.content, is_error, {})
+                meta = (tool_meta or {}).get(m.tool_call_id, {})
+                await self.tool_finished(
+                    m.tool_call_id, m.name or "tool", m.content, is_error, meta
+                )
         await self.end_segment()
 
     async def clear(self) -> None:

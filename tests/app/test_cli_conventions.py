@@ -177,6 +177,8 @@ def test_json_result_flags_an_error_and_stream_json_carries_it(cli, repo, m3):
         "--output-format",
         "stream-json",
     )
-    last = json.loads(s.stdout.splitlines()[-1])
-    assert last["type"] == "turn_complete" and last["is_error"] is True
+    *_, done, last = (json.loads(x) for x in s.stdout.splitlines())
+    assert done["type"] == "turn_complete" and done["is_error"] is True
+    assert last["type"] == "result" and last["subtype"] == "error_max_turns"  # Claude Code's
+    assert last["is_error"] is True
     assert last["turns"] == 2 and last["duration_s"] > 0

@@ -47,7 +47,7 @@ def test_edit_and_shell_stream_json_then_resume(cli, repo, home, m3):
     evs = m3.events(r.stdout)
     assert all(e["v"] == 1 for e in evs)
     types = [e["type"] for e in evs]
-    assert types[0] == "session_started" and types[-1] == "turn_complete"
+    assert types[0] == "session_started" and types[-2:] == ["turn_complete", "result"]
     for t in (
         "turn_started",
         "reasoning_delta",
@@ -70,7 +70,7 @@ def test_edit_and_shell_stream_json_then_resume(cli, repo, home, m3):
     assert not finished[0]["is_error"]
     if _sandbox_works(repo):
         assert not finished[1]["is_error"] and "hello" in finished[1]["output"], finished[1]
-    done = evs[-1]
+    done = evs[-2]  # the turn_complete line; the last one is the result
     assert done["reason"] == "done"
     assert done["answer"] == "Fixed the typo; greet() now returns hello."
     assert done["usage"]["prompt_tokens"] > 0
@@ -248,8 +248,9 @@ def test_sigint_interrupts_and_exits_130(cli, repo, m3, tmp_path):
         if p.poll() is None:
             p.kill()
     assert p.returncode == exit_codes.INTERRUPTED, err
-    last = json.loads(out.strip().splitlines()[-1])
-    assert last["type"] == "turn_complete" and last["reason"] == "interrupted"
+    *_, done, last = (json.loads(x) for x in out.strip().splitlines())
+    assert done["type"] == "turn_complete" and done["reason"] == "interrupted"
+    assert last["type"] == "result" and last["reason"] == "interrupted"
 
 
 def test_sessions_lists_runs(cli, repo, m3):

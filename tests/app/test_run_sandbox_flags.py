@@ -100,4 +100,6 @@ def test_missing_add_dir_is_a_usage_error(cli, repo, tmp_path):
     )
     assert r.returncode == exit_codes.USAGE_ERROR
     assert "not a directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    assert json.loads(r.stdout or "null") is None
+    # issue 22: a run that fails before its session still prints one JSON result
+    out = json.loads(r.stdout)
+    assert out["type"] == "result" and out["is_error"] and out["exit_code"] == 2

@@ -115,6 +115,10 @@ async def test_the_demo_runs_a_turn_and_saves_nothing(repo, m3home, until):
         await turn_done(pilot, until)
         assert main.query_one(ToolCard).status == "ok"  # a real list_dir of the workspace
         assert "scripted demo" in main.query(AnswerView).last().text
+        # issue 22 item 2: the second prompt is answered too, not "no reply left"
+        await send(pilot, "and now?")
+        await turn_done(pilot, until, 2)
+        assert "Still the **scripted demo**" in main.query(AnswerView).last().text
         assert not settings.config_path.exists()
 
 

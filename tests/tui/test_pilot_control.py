@@ -93,7 +93,7 @@ async def test_context_command_shows_the_snapshot_figures(harness, until):
         await pilot.pause(0.05)
         notices = [str(n.render()) for n in main.query(NoticeView)]
         assert any("repository snapshot taken: 2 files, 321 tokens" in n for n in notices)
-        assert "tokens: 321" in notices[-1]
+        assert notices[-1].startswith("repository snapshot: 321 tokens")  # words, not keys
 
 
 async def test_escape_stops_a_running_tool(harness, until, m3text):

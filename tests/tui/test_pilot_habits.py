@@ -169,7 +169,7 @@ async def test_always_allow_a_command_prefix_not_every_command(harness, until, m
         await send(pilot, "run things")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         buttons = [str(b.label) for b in app.screen.query("Button")]
-        assert "Always allow `echo …` (p)" in buttons
+        assert "Allow `echo …` this session (p)" in buttons  # it lasts the session, says so
         assert not any("for this session" in b for b in buttons)  # no "every shell command"
         await pilot.press("a")  # the old "always": does nothing for shell now
         assert isinstance(app.screen, ApprovalScreen)

@@ -30,9 +30,9 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
     BINDINGS = [
         Binding("y", "approve", "approve once", show=False),
         Binding("a", "approve_session", "approve for session", show=False),
-        # s: always, saved for later sessions too (docs/mcp.md); no button, keeps the dialog small
+        # s: always, saved for later sessions too (docs/mcp.md); its button says "saved"
         Binding("s", "approve_always", "always allow (saved)", show=False),
-        Binding("p", "approve_prefix", "always allow this command prefix", show=False),
+        Binding("p", "approve_prefix", "allow this command prefix this session", show=False),
         Binding("n", "deny", "deny", show=False),
         Binding("escape", "deny_now", "deny", show=False),
     ]
@@ -73,13 +73,21 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
                 yield Button("Approve once (y)", id="approve", variant="success")
                 if req.name == SHELL:
                     if self.prefix is not None:
-                        label = Text(visible(f"Always allow `{shown(self.prefix)} …` (p)"))
+                        # It lasts this session (the controller's list), and says so.
+                        label = Text(visible(f"Allow `{shown(self.prefix)} …` this session (p)"))
                         yield Button(label, id="approve_prefix", variant="primary")
+                        saved = Text(visible(f"Always allow `{shown(self.prefix)} …`, saved (s)"))
+                        yield Button(saved, id="approve_always", variant="warning")
                 else:
                     yield Button(
                         Text(visible(f"Allow {req.name} for this session (a)")),
                         id="approve_session",
                         variant="primary",
+                    )
+                    yield Button(  # s had a key but no button: nobody found it
+                        Text(visible(f"Always allow {req.name}, saved (s)")),
+                        id="approve_always",
+                        variant="warning",
                     )
                 yield Button("Deny… (n)", id="deny", variant="error")
 
@@ -92,12 +100,21 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         {
             "approve": self.action_approve,
             "approve_session": self.action_approve_session,
+            "approve_always": self.action_approve_always,
             "approve_prefix": self.action_approve_prefix,
             "deny": self.action_deny,
         }[event.button.id or "deny"]()
 
-    def _answer(self, decision: str, note: str = "", prefix: tuple[str, ...] | None = None) -> None:
-        self.dismiss(ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix))
+    def _answer(
+        self,
+        decision: str,
+        note: str = "",
+        prefix: tuple[str, ...] | None = None,
+        save: bool = False,
+    ) -> None:
+        self.dismiss(
+            ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix, save)
+        )
 
     def action_approve(self) -> None:
         self._answer("approve")
@@ -112,9 +129,11 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             self._answer("approve", prefix=self.prefix)
 
     def action_approve_always(self) -> None:
-        # Saved for later sessions: never for shell as a whole (prefixes instead).
+        # Saved for later sessions: never for shell as a whole, its prefix instead.
         if self.request.name != SHELL:
             self._answer("approve_always")
+        elif self.prefix is not None:
+            self._answer("approve", prefix=self.prefix, save=True)
 
     def action_deny(self) -> None:
         """First press opens the note field; Enter in it (or Deny again) sends the denial."""

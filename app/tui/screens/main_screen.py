@@ -29,10 +29,12 @@ from ..messages import (
     SessionFailed,
     SessionReady,
 )
+from ..plan_flow import after_turn, cycle_mode
 from ..ports import TuiConfig
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
-from ..status import StatusState, engine_info, usage_fields
+from ..slash_daily import SHELL_ESCAPE, DailyActions
+from ..status import StatusState, engine_info, engine_label, usage_fields
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
@@ -51,6 +53,7 @@ class MainScreen(Screen):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
+        Binding("shift+tab", "cycle_mode", "default / accept edits / plan", priority=True),
         Binding("pageup", "scroll_transcript('scroll_page_up')", show=False, priority=True),
         Binding("pagedown", "scroll_transcript('scroll_page_down')", show=False, priority=True),
         # Home/End scroll the transcript while the prompt is empty; with text they stay the
@@ -124,15 +127,20 @@ class MainScreen(Screen):
         info = engine_info(session)
         if info is not None:
             self.set_status(
-                engine=info.backend,
+                engine=engine_label(self.config.engine, info.backend),
                 model=info.model,
                 context_max=self.status.context_max or info.max_context_tokens,
             )
         if message.sandbox_layers is not None:
             self.set_status(sandbox_layers=message.sandbox_layers)
         if getattr(session, "resumed", False):
+            if self.controller.last_snapshot_detail is None:  # /context: the log's snapshot
+                self.controller.last_snapshot_detail = self.controller.logged_snapshot_detail()
+                self.controller.snapshot_from_log = True
             await self.transcript.history(
-                getattr(session, "messages", ()), self.controller.tool_errors()
+                getattr(session, "messages", ()),
+                self.controller.tool_errors(),
+                self.controller.tool_metadata(),
             )
         self.set_status(state="ready")
         self.pump_events(session)
@@ -198,7 +206,7 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ContextEvent):
             await t.notice(describe_context_event(e.action, e.detail))
         elif isinstance(e, ev.SessionStarted):
-            self.set_status(engine=e.engine, model=e.model)
+            self.set_status(engine=engine_label(self.config.engine, e.engine), model=e.model)
             if e.resumed:
                 await t.notice(f"resumed session {e.session_id}")
 
@@ -218,6 +226,7 @@ class MainScreen(Screen):
             await t.notice(f"turn stopped: {e.reason.replace('_', ' ')} reached")
         self.set_status(state="ready")
         self.query_one(ActivityLine).refresh_line()
+        await after_turn(self, e)  # plan mode: act on the plan, edit it, or keep planning
         await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
@@ -230,6 +239,9 @@ class MainScreen(Screen):
     async def on_prompt_input_submitted(self, message: PromptInput.Submitted) -> None:
         await self.submitted(message.text)
 
+    async def on_prompt_input_image_pasted(self, message: PromptInput.ImagePasted) -> None:
+        await self.slash.do_attach(message.path)  # checked like /attach (text-only models)
+
     async def on_prompt_input_menu_chosen(self, message: PromptInput.MenuChosen) -> None:
         await self.submitted(message.text)
 
@@ -237,6 +249,9 @@ class MainScreen(Screen):
         """A prompt or a slash command from the prompt (Enter)."""
         if self.history_path is not None:
             append_history(self.history_path, text)
+        if text.startswith(SHELL_ESCAPE):  # `!git status`: the shell, not the model
+            await DailyActions(self).shell_escape(text[len(SHELL_ESCAPE) :].strip())
+            return
         custom = ext_view.custom_turn(self, text)  # a custom command or skill
         if custom is not None:
             if self.controller.enqueue(custom).shown:
@@ -252,6 +267,10 @@ class MainScreen(Screen):
         if command is not None:
             await self.slash.run(command)
             return
+        await self.send_text(text)
+
+    async def send_text(self, text: str) -> None:
+        """A prompt for the model (typed, or written by /init)."""
         c = self.controller
         if c.session is None and c.failed:
             await self.transcript.error(
@@ -338,6 +357,9 @@ class MainScreen(Screen):
             # Only an empty prompt hands Home/End to the transcript.
             return not self.query_one(PromptInput).text and self.app.screen is self
         return True
+
+    async def action_cycle_mode(self) -> None:
+        await cycle_mode(self)
 
     def action_cycle_thinking(self) -> None:
         self.set_thinking(self.controller.cycle_thinking())

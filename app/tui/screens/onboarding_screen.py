@@ -105,7 +105,8 @@ class OnboardingScreen(Screen[Any]):
         except (OSError, ValueError) as e:
             self.app.call_from_thread(self.say, f"could not save the setting: {e}")
             return
-        self.app.call_from_thread(self.dismiss, result)
+        # The choice goes along: the status bar names its engine while it loads.
+        self.app.call_from_thread(self.dismiss, (*result, choice))
 
     def action_back(self) -> None:
         field = self.query_one("#setup-input", Input)

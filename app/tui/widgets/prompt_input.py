@@ -40,6 +40,13 @@ class PromptInput(TextArea):
             super().__init__()
             self.options = options
 
+    class ImagePasted(Message):
+        """ctrl+v found an image on the system clipboard (saved as `path`): attach it."""
+
+        def __init__(self, path: str) -> None:
+            super().__init__()
+            self.path = path
+
     class MenuChosen(Message):
         """Enter on a `/` menu entry that needs no argument: run it."""
 
@@ -62,11 +69,16 @@ class PromptInput(TextArea):
         self.prompt_history: list[str] = []
         self._history_pos: int | None = None  # None: editing a fresh draft
         self._draft = ""
+        self._search = None  # a HistorySearch while ctrl+r is searching (history_search.py)
 
     async def on_key(self, event: events.Key) -> None:
         # A subclass's public key handler runs before TextArea's own; prevent_default() keeps
         # TextArea from handling a key this prompt has taken (Enter, Tab, ↑/↓ in the history).
         key = event.key
+        if key == "ctrl+r" or self._search is not None:
+            if self._search_key(key):
+                self._stop(event)
+                return
         if self.menu is not None and self.menu.open and self._menu_key(key):
             self._stop(event)
             return
@@ -91,6 +103,40 @@ class PromptInput(TextArea):
             self._stop(event)
             self._walk_history(+1)
             return
+
+    def _search_key(self, key: str) -> bool:
+        """ctrl+r: the next older match; Esc: back to the draft; other keys end the search
+        (and do what they do, on the found prompt)."""
+        from ..history_search import HistorySearch
+
+        if key == "ctrl+r":
+            if self._search is None:
+                self._search = HistorySearch(self.prompt_history, self.text)
+            found = self._search.next()
+            if found is not None:
+                self.load_text(found)
+                self.move_cursor(self.document.end)
+            self.border_title = self._search.title(found is not None)
+            return True
+        search, self._search = self._search, None
+        self.border_title = None
+        if key == "escape" and search is not None:
+            self.load_text(search.draft)
+            self.move_cursor(self.document.end)
+            return True
+        return False
+
+    def action_paste(self) -> None:
+        """ctrl+v: an image on the system clipboard is attached (clipboard.py); otherwise
+        TextArea's own paste of text."""
+        from ..clipboard import clipboard_image
+
+        home = getattr(getattr(self.app, "config", None), "state_dir", None)
+        image = clipboard_image(Path(home) / "pasted") if home is not None else None
+        if image is not None:
+            self.post_message(self.ImagePasted(str(image)))
+            return
+        super().action_paste()
 
     def _menu_key(self, key: str) -> bool:
         """↑/↓ move in the `/` menu, Tab takes the entry, Enter takes and runs it, Esc closes."""

@@ -1,0 +1,118 @@
+"""Issue 22 item 8, the wrong words: a native model through its server is "native (serve)",
+not "remote"; "… tok/s" while the first call runs, not "- tok/s"; an interrupted tool stays
+"interrupted" after resume; /undo past the last checkpoint says nothing is left; the approval
+modal's s has a button and p says it lasts the session; /compact says what it freed."""
+
+from __future__ import annotations
+
+import pytest
+from m3agent.app.tui.context_notice import describe_context_event
+from m3agent.app.tui.status import StatusState, engine_label
+from m3agent.app.tui.widgets.error_view import ErrorView
+from m3agent.app.tui.widgets.tool_card import ToolCard
+from pilot_steps import ready, send, turn_done
+
+pytestmark = pytest.mark.anyio
+SIZE = (110, 34)
+
+
+def test_engine_label_and_speed_words():
+    assert engine_label("native", "remote") == "native (serve)"
+    assert engine_label("remote", "remote") == "remote"  # a real remote server (control)
+    assert engine_label("native", "native") == "native"
+    working = StatusState(engine="scripted", state="working").render()
+    assert "… tok/s" in working and "- tok/s" not in working
+    assert "- tok/s" in StatusState(engine="scripted", state="ready").render()
+
+
+def test_compact_says_what_it_freed():
+    line = describe_context_event(
+        "compact",
+        {"messages_before": 24, "messages_after": 4, "summary_source": "model",
+         "tokens_before": 12345},
+    )  # fmt: skip
+    assert line == (
+        "conversation compacted: 24 → 4 messages (the model's summary); the prompt held "
+        "12,345 tokens, the next request shows what is left"
+    )
+    nothing = describe_context_event("compact", {"note": "nothing to compact"})
+    assert nothing.startswith("nothing to compact")
+
+
+async def test_interrupted_tool_stays_interrupted_after_resume(harness, until, m3text):
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    ns = m3text.NS
+    call = (
+        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>sleep 30{ns}</command>'
+        f"{ns}</invoke>\n{ns}</tool_call>"
+    )
+    settings = load_settings().override(engine="scripted", approval="never")
+
+    def factory(resume_id, progress):
+        return build_session(
+            settings, cwd=harness.repo, engine=ScriptedEngine([call, "stopped"]), resume=resume_id
+        )
+
+    async with create_app(factory, harness.config()).run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "wait a bit")
+        await until(pilot, lambda: bool(main.query(ToolCard)))
+        await pilot.pause(0.5)
+        await pilot.press("escape")
+        await turn_done(pilot, until)
+        assert main.query_one(ToolCard).status == "interrupted"
+        sid = main.controller.session.id
+    app2 = create_app(factory, harness.config(resume=sid))
+    async with app2.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await pilot.pause(0.1)
+        assert [c.status for c in main.query(ToolCard)] == ["interrupted"]
+
+
+async def test_undo_past_the_last_checkpoint(harness, until, m3text):
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    settings = load_settings().override(engine="scripted", approval="never")
+    script = [m3text.edit_call("src/calc.py", "a - b", "a + b"), "fixed"]
+
+    def factory(resume_id, progress):  # the real checkpoints of the workspace
+        return build_session(settings, cwd=harness.repo, engine=ScriptedEngine(script))
+
+    async with create_app(factory, harness.config()).run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        errors = lambda: [str(e.render()) for e in main.query(ErrorView)]  # noqa: E731
+        await send(pilot, "/undo")  # before any edit: "yet" is right here
+        await until(pilot, lambda: bool(errors()))
+        assert "no checkpoint yet" in errors()[-1]
+        await send(pilot, "fix add")
+        await turn_done(pilot, until)
+        await send(pilot, "/undo")
+        await until(pilot, lambda: "a - b" in (harness.repo / "src/calc.py").read_text())
+        await send(pilot, "/undo")
+        await until(pilot, lambda: len(errors()) == 2)
+        assert "nothing left to undo: 1 checkpoint(s) already restored" in errors()[-1]
+
+
+async def test_approval_modal_buttons_say_how_long(harness, until, m3text):
+    from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+
+    app = harness.app(
+        [m3text.edit_call("src/calc.py", "a - b", "a + b"), "fixed"], approval="untrusted"
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "fix add")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        labels = [str(b.label) for b in app.screen.query("Button")]
+        assert "Always allow edit_file, saved (s)" in labels
+        assert "Allow edit_file for this session (a)" in labels
+        await pilot.click("#approve_always")
+        await turn_done(pilot, until)
+        assert main.query_one(ToolCard).status == "ok"

@@ -1,0 +1,87 @@
+"""Saved shell prefixes: `s` in the approval of a shell command saves its prefix for later
+sessions (user scope, <home>/permissions.json); a project's .m3agent/permissions.json counts
+only after /permissions trust, and only for the content that was trusted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+from m3agent.app.tui.widgets.notice_view import NoticeView
+from pilot_steps import ready, send, turn_done
+
+pytestmark = pytest.mark.anyio
+SIZE = (110, 40)
+
+
+def _shell(ns: str, command: str) -> str:
+    return (
+        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>{command}{ns}</command>'
+        f"{ns}</invoke>\n{ns}</tool_call>"
+    )
+
+
+def _app(harness, script):
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    settings = load_settings().override(engine="scripted", approval="untrusted")
+
+    def factory(resume_id, progress):
+        return build_session(settings, cwd=harness.repo, engine=ScriptedEngine(script))
+
+    return create_app(factory, harness.config(approval="untrusted"))
+
+
+async def test_s_saves_the_prefix_for_later_sessions(harness, until, m3text, m3home):
+    ns = m3text.NS
+    app = _app(harness, [_shell(ns, "echo one"), "Done."])
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, until)
+        await send(pilot, "run it")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        labels = [str(b.label) for b in app.screen.query("Button")]
+        assert "Always allow `echo …`, saved (s)" in labels
+        await pilot.press("s")
+        await turn_done(pilot, until)
+    saved = json.loads((m3home / "permissions.json").read_text())
+    assert saved["shell_prefixes"] == [["echo"]]
+    assert (m3home / "permissions.json").stat().st_mode & 0o777 == 0o600
+    app2 = _app(harness, [_shell(ns, "echo two"), _shell(ns, "ls"), "Done."])
+    async with app2.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await send(pilot, "again")
+        # echo runs without a question; ls (not saved) is asked about: the control
+        await until(pilot, lambda: isinstance(app2.screen, ApprovalScreen))
+        assert app2.screen.request.arguments["command"] == "ls"
+        await pilot.press("y")
+        await turn_done(pilot, until)
+        assert main.controller.allowed_prefixes == [("echo",)]
+
+
+async def test_project_prefixes_count_only_after_trust(harness, until, m3text, m3home):
+    ns = m3text.NS
+    project = harness.repo / ".m3agent" / "permissions.json"
+    project.parent.mkdir()
+    project.write_text(json.dumps({"shell_prefixes": [["echo"]]}))
+    app = _app(harness, [_shell(ns, "echo one"), "Done."])
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        assert main.controller.allowed_prefixes == []  # untrusted: not used
+        await send(pilot, "/permissions")
+        await pilot.pause(0.2)
+        text = str(main.query(NoticeView).last().render())
+        assert "is not trusted: /permissions trust uses them" in text
+        await send(pilot, "/permissions trust")
+        await until(pilot, lambda: main.controller.allowed_prefixes == [("echo",)])
+        await send(pilot, "run")
+        await turn_done(pilot, until)  # no question: the trusted project prefix covers it
+        assert not isinstance(app.screen, ApprovalScreen)
+    project.write_text(json.dumps({"shell_prefixes": [["echo"], ["rm"]]}))  # edited
+    app2 = _app(harness, [])
+    async with app2.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        assert main.controller.allowed_prefixes == []  # trust was for the old content
