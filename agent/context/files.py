@@ -5,7 +5,7 @@ work tree, else from a walk that honours .gitignore/.ignore (tools/ignore.py). O
 `.m3agentignore` at the root and the user's config patterns (gitignore syntax, `!` re-includes),
 then built-in rules for lock files, vendored and generated trees, binaries and files too large
 to be source. Secrets (by name and by content), paths through symlinks and hard-linked files
-are refused by context_guard.py whatever the rules say. Every skip carries its reason, for
+are refused by guard.py whatever the rules say. Every skip carries its reason, for
 `m3agent context`.
 """
 
@@ -14,8 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,16 +21,11 @@ from typing import Any
 from m3agent.tools.ignore import parse_rules, walk
 from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
 
-from .context_guard import (
-    SECRET_NAMES,
-    Refused,
-    read_beneath,
-    secret_in_text,
-    unsafe_rel,
-)
-from .events import Progress, ProgressStage
+from .guard import SECRET_NAMES, BeneathReader, Refused, read_beneath, unsafe_rel
+from .progress import SnapshotProgress
 
 IGNORE_FILE = ".m3agentignore"
+_ANY_DIR = "^(?:.*/)?"  # how tools/ignore.py opens the regex of a pattern without a "/"
 
 # Built-in skip rules, gitignore syntax, grouped by the reason reported.
 LOCK_FILES = (
@@ -132,62 +125,6 @@ class Skipped:
     reason: str
 
 
-class SnapshotProgress:
-    """Counts the snapshot's work (files listed, files read, tokens counted) and reports it as
-    Progress events to `report`, at most once per `interval_s` apart from the first listing and
-    the end: 100,000 files must not become 100,000 updates."""
-
-    def __init__(
-        self,
-        report: Callable[[Progress], None],
-        interval_s: float = 0.1,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._report = report
-        self._interval = interval_s
-        self._clock = clock
-        self._last = float("-inf")
-        self.listed = 0
-        self.read = 0
-        self.tokens = 0
-
-    def listed_files(self, n: int) -> None:
-        self.listed = n
-        self._emit(force=True)
-
-    def read_file(self) -> None:
-        self.read += 1
-        self._emit()
-
-    def counted(self, tokens: int) -> None:
-        self.tokens += tokens
-        self._emit()
-
-    def done(self, tokens: int) -> None:
-        self.tokens = tokens
-        self._emit(force=True, final=True)
-
-    def _emit(self, *, force: bool = False, final: bool = False) -> None:
-        now = self._clock()
-        if not force and now - self._last < self._interval:
-            return
-        self._last = now
-        message = (
-            f"repository snapshot: {self.listed:,} files listed, {self.read:,} read, "
-            f"{self.tokens:,} tokens"
-        )
-        self._report(
-            Progress(
-                stage=ProgressStage.SNAPSHOT,
-                message=message,
-                done=self.read,
-                total=self.listed,
-                unit="files",
-                final=final,
-            )
-        )
-
-
 class _Patterns:
     """Ordered gitignore rules, each tagged with the reason it gives; last match wins.
 
@@ -199,26 +136,57 @@ class _Patterns:
     def __init__(self) -> None:
         self._rules: list[tuple[Any, str]] = []
         self._any: re.Pattern[str] | None = None
+        self._anchored: list[int] = []
+        self._any_name: re.Pattern[str] = re.compile("(?!)")
         self._dirs: dict[str, int] = {}
+        self._bases: dict[tuple[str, bool], int] = {}
 
     def add(self, patterns: tuple[str, ...] | list[str], reason: str) -> None:
         for rule in parse_rules("\n".join(patterns), ""):
             self._rules.append((rule, reason))
         self._any = None
         self._dirs = {}
+        self._bases = {}
+
+    def _prepare(self) -> re.Pattern[str]:
+        # A rule without a "/" (tools/ignore.py's `^(?:.*/)?...$`) matches a name at any depth:
+        # its answer depends on the last component only, so it is cached per name. The few
+        # anchored rules are matched against whole paths, behind one combined regex.
+        self._anchored = [
+            k for k, (r, _) in enumerate(self._rules) if not r.regex.pattern.startswith(_ANY_DIR)
+        ]
+        pats = [f"(?:{self._rules[k][0].regex.pattern})" for k in self._anchored]
+        self._any = re.compile("|".join(pats) or "(?!)")
+        names = [
+            f"(?:{r.regex.pattern})" for r, _ in self._rules if r.regex.pattern.startswith(_ANY_DIR)
+        ]
+        self._any_name = re.compile("|".join(names) or "(?!)")  # rejects most names at once
+        return self._any
+
+    def _by_name(self, name: str, is_dir: bool) -> int:
+        hit = self._bases.get((name, is_dir))
+        if hit is None:
+            hit = -1
+            for k in () if not self._any_name.match(name) else range(len(self._rules) - 1, -1, -1):
+                rule = self._rules[k][0]
+                if rule.regex.pattern.startswith(_ANY_DIR) and (is_dir or not rule.dir_only):
+                    if rule.regex.match(name):
+                        hit = k
+                        break
+            self._bases[(name, is_dir)] = hit
+        return hit
 
     def _last(self, path: str, is_dir: bool) -> int:
-        if self._any is None:
-            self._any = re.compile(
-                "|".join(f"(?:{r.regex.pattern})" for r, _ in self._rules) or "(?!)"
-            )
-        if not self._any.match(path):
-            return -1
-        for k in range(len(self._rules) - 1, -1, -1):
-            rule = self._rules[k][0]
-            if (is_dir or not rule.dir_only) and rule.regex.match(path):
-                return k
-        return -1
+        combined = self._any if self._any is not None else self._prepare()
+        k = self._by_name(path.rsplit("/", 1)[-1], is_dir)
+        if self._anchored and combined.match(path):
+            for j in reversed(self._anchored):
+                if j <= k:
+                    break
+                rule = self._rules[j][0]
+                if (is_dir or not rule.dir_only) and rule.regex.match(path):
+                    return j
+        return k
 
     def _dir_last(self, d: str) -> int:
         hit = self._dirs.get(d)
@@ -319,18 +287,29 @@ def _secret_name(rel: str) -> bool:
     return _secret_patterns().reason(rel) is not None
 
 
-def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
-    """(text, "") for a readable text file, else (None, why it is skipped).
+def read_bytes(
+    root: Path, rel: str, rules: FileRules, reader: BeneathReader | None = None
+) -> tuple[bytes | None, str]:
+    """(bytes, "") of a file the guards let through, else (None, why it is skipped).
 
-    Read through context_guard.read_beneath: no symlinked directory on the way, no hard link,
-    no FIFO or device. A symlink as the last component is followed only to a file inside the
-    repository, whose own path must pass the same checks."""
-    root = Path(root)
+    Read through guard.read_beneath (or `reader`, its many-files form): no symlinked directory
+    on the way, no hard link, no FIFO or device. A symlink as the last component is followed
+    only to a file inside the repository, whose own path must pass the same checks. Content
+    checks are scan.py's."""
     if unsafe_rel(rel):
         return None, "unsafe path"
+    if reader is not None:
+        try:
+            return reader.read(rel, rules.max_file_bytes), ""
+        except Refused as e:
+            if str(e) != "symlink":  # a final symlink: resolved below
+                return None, str(e)
+        except FileNotFoundError:
+            return None, "missing"
+        except OSError as e:
+            return None, f"unreadable ({e.strerror or e})"
+    root = Path(root)
     p = root / rel
-    if not os.path.lexists(p):
-        return None, "missing"
     if os.path.islink(p):
         real_root = os.path.realpath(root)
         target = os.path.realpath(p)
@@ -341,29 +320,22 @@ def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str
             return None, "symlink to a secret or an unsafe path"
         rel, root = target_rel, Path(real_root)
     try:
-        data = read_beneath(root, rel, rules.max_file_bytes)
+        return read_beneath(root, rel, rules.max_file_bytes), ""
     except Refused as e:
         return None, str(e)
     except FileNotFoundError:
         return None, "missing"
     except OSError as e:
         return None, f"unreadable ({e.strerror or e})"
-    if b"\0" in data[:_SNIFF_BYTES]:
-        return None, "binary"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "binary"
-    secret = secret_in_text(text)
-    if secret is not None:
-        return None, f"secret (the content holds {secret})"
-    if rules.use_builtin_rules:
-        head = text[:400].lower()
-        if any(m in head for m in _GENERATED_MARKERS):
-            return None, "generated"
-        if (
-            len(text) > MAX_LINE_CHARS
-            and max(map(len, text.splitlines()), default=0) > MAX_LINE_CHARS
-        ):
-            return None, "minified or data (very long lines)"
-    return text, ""
+
+
+def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
+    """(text, "") for a readable text file that passes every content check, else (None, why
+    it is skipped): read_bytes, then scan.check_content."""
+    from .scan import check_content
+
+    data, why = read_bytes(root, rel, rules)
+    if data is None:
+        return None, why
+    text, why, _ = check_content(data, rules)
+    return text, why
