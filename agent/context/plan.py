@@ -110,7 +110,8 @@ class Planner:
         return (self.whole[i], True) if i in self.whole else (self.est[i], False)
 
     def _sure_over(self, i: int, cap: int) -> bool:
-        return i not in self.whole and self.est[i] > 2 * cap
+        # est is bytes / 2.0 and no source runs above ~2.4 bytes a token: 1.25 x cap is over it
+        return i not in self.whole and self.est[i] > 1.25 * cap
 
     def _cost(self, i: int, cap: int) -> tuple[int, bool]:
         """(tokens it competes with, whether as its outline)."""

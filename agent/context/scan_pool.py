@@ -16,8 +16,8 @@ import subprocess
 import sys
 
 from .files import FileRules
+from .frames import read_frame, write_frame
 from .scan import records_of
-from .scan_worker import read_frame, write_frame
 
 POOL_MIN_BYTES = 24 * 2**20  # below this, starting workers costs more than it saves
 _CHUNK_BYTES = 4 * 2**20

@@ -3,29 +3,10 @@ stdin, the list of plain records out on stdout, until stdin closes."""
 
 from __future__ import annotations
 
-import marshal
-import struct
 import sys
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-_LEN = struct.Struct("<Q")
-
-
-def write_frame(out: Any, obj: Any) -> None:
-    data = marshal.dumps(obj)
-    out.write(_LEN.pack(len(data)) + data)
-    out.flush()
-
-
-def read_frame(src: Any) -> Any:
-    head = src.read(_LEN.size)
-    if len(head) < _LEN.size:
-        raise EOFError
-    (n,) = _LEN.unpack(head)
-    data = src.read(n)
-    if len(data) < n:
-        raise EOFError
-    return marshal.loads(data)
+from .frames import read_frame, write_frame
 
 
 def serve(src: BinaryIO, out: BinaryIO) -> None:
