@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from m3agent.tools.ignore import parse_rules, walk
+from m3agent.tools.ignore import walk
 from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
 
 from .guard import SECRET_NAMES, BeneathReader, Refused, read_beneath, unsafe_rel
+from .patterns import Patterns
 from .progress import SnapshotProgress
 
 IGNORE_FILE = ".m3agentignore"
-_ANY_DIR = "^(?:.*/)?"  # how tools/ignore.py opens the regex of a pattern without a "/"
 
 # Built-in skip rules, gitignore syntax, grouped by the reason reported.
 LOCK_FILES = (
@@ -125,86 +123,6 @@ class Skipped:
     reason: str
 
 
-class _Patterns:
-    """Ordered gitignore rules, each tagged with the reason it gives; last match wins.
-
-    A rule matches a file when it matches the path itself or (directory rules too) one of its
-    parent directories. Directory results are cached and one combined regex rejects most
-    paths at once: 10,000 files must not cost 10,000 x rules regex calls.
-    """
-
-    def __init__(self) -> None:
-        self._rules: list[tuple[Any, str]] = []
-        self._any: re.Pattern[str] | None = None
-        self._anchored: list[int] = []
-        self._any_name: re.Pattern[str] = re.compile("(?!)")
-        self._dirs: dict[str, int] = {}
-        self._bases: dict[tuple[str, bool], int] = {}
-
-    def add(self, patterns: tuple[str, ...] | list[str], reason: str) -> None:
-        for rule in parse_rules("\n".join(patterns), ""):
-            self._rules.append((rule, reason))
-        self._any = None
-        self._dirs = {}
-        self._bases = {}
-
-    def _prepare(self) -> re.Pattern[str]:
-        # A rule without a "/" (tools/ignore.py's `^(?:.*/)?...$`) matches a name at any depth:
-        # its answer depends on the last component only, so it is cached per name. The few
-        # anchored rules are matched against whole paths, behind one combined regex.
-        self._anchored = [
-            k for k, (r, _) in enumerate(self._rules) if not r.regex.pattern.startswith(_ANY_DIR)
-        ]
-        pats = [f"(?:{self._rules[k][0].regex.pattern})" for k in self._anchored]
-        self._any = re.compile("|".join(pats) or "(?!)")
-        names = [
-            f"(?:{r.regex.pattern})" for r, _ in self._rules if r.regex.pattern.startswith(_ANY_DIR)
-        ]
-        self._any_name = re.compile("|".join(names) or "(?!)")  # rejects most names at once
-        return self._any
-
-    def _by_name(self, name: str, is_dir: bool) -> int:
-        hit = self._bases.get((name, is_dir))
-        if hit is None:
-            hit = -1
-            for k in () if not self._any_name.match(name) else range(len(self._rules) - 1, -1, -1):
-                rule = self._rules[k][0]
-                if rule.regex.pattern.startswith(_ANY_DIR) and (is_dir or not rule.dir_only):
-                    if rule.regex.match(name):
-                        hit = k
-                        break
-            self._bases[(name, is_dir)] = hit
-        return hit
-
-    def _last(self, path: str, is_dir: bool) -> int:
-        combined = self._any if self._any is not None else self._prepare()
-        k = self._by_name(path.rsplit("/", 1)[-1], is_dir)
-        if self._anchored and combined.match(path):
-            for j in reversed(self._anchored):
-                if j <= k:
-                    break
-                rule = self._rules[j][0]
-                if (is_dir or not rule.dir_only) and rule.regex.match(path):
-                    return j
-        return k
-
-    def _dir_last(self, d: str) -> int:
-        hit = self._dirs.get(d)
-        if hit is None:
-            parent = d.rsplit("/", 1)[0] if "/" in d else ""
-            hit = max(self._dir_last(parent) if parent else -1, self._last(d, True))
-            self._dirs[d] = hit
-        return hit
-
-    def reason(self, rel: str) -> str | None:
-        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        k = max(self._dir_last(parent) if parent else -1, self._last(rel, False))
-        if k < 0:
-            return None
-        rule, why = self._rules[k]
-        return None if rule.negate else why
-
-
 def _git_files(root: Path) -> tuple[list[str], set[str], str | None] | None:
     """(all listed files, changed files, why git was not used) from the workspace's index, or
     None outside a git work tree. The listing goes through tools/safe_git.py: the repository
@@ -237,7 +155,7 @@ def list_candidates(
             skipped.append(Skipped(".git", f"{git[2]}; files listed by a directory walk"))
         paths = [rel for rel, is_dir in walk(root, cap=rules.max_walk_entries) if not is_dir]
         changed = set()
-    patterns = _Patterns()
+    patterns = Patterns()
     if rules.use_builtin_rules:
         patterns.add(LOCK_FILES, "lock file")
         patterns.add(VENDORED, "vendored")
@@ -276,8 +194,8 @@ def list_candidates(
 
 
 @functools.cache
-def _secret_patterns() -> _Patterns:
-    patterns = _Patterns()
+def _secret_patterns() -> Patterns:
+    patterns = Patterns()
     patterns.add(SECRET_NAMES, "secret")
     return patterns
 
