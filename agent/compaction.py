@@ -22,9 +22,9 @@ from typing import Any
 from m3agent.engine import api
 
 from .context import SNAPSHOT_OPEN
-from .context_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
 from .conversation import Conversation
 from .events import ContextEvent
+from .prompt_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
 from .prompt_messages import request_messages
 
 COMPACT_PROMPT = (

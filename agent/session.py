@@ -20,9 +20,9 @@ from . import events as ev
 from . import ops
 from .approvals import ApprovalGate
 from .config import AgentConfig
-from .context_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from .conversation import Conversation
 from .loop import run_turn
+from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used

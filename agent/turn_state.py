@@ -14,8 +14,8 @@ from m3agent.tools.sandbox.policy import SandboxPolicy
 
 from .approvals import ApprovalGate
 from .config import AgentConfig
-from .context_cache import CacheTracker
 from .conversation import Conversation
+from .prompt_cache import CacheTracker
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox

@@ -272,7 +272,7 @@ def snapshot_tokenizer(settings: Settings) -> Any:
 def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | None = None):
     """SnapshotConfig from settings; None when the budget leaves no room for a snapshot."""
     from m3agent.agent.context import SnapshotConfig
-    from m3agent.agent.context_files import FileRules
+    from m3agent.agent.context.files import FileRules
 
     budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
     if budget < 1:
@@ -364,7 +364,7 @@ def build_session(
     if not cwd.is_dir():
         raise ValueError(f"working directory {cwd} does not exist")
     if not settings.allow_home:  # the whole home as a workspace: its secrets in reach
-        from m3agent.agent.context_guard import workspace_refusal
+        from m3agent.agent.context.guard import workspace_refusal
 
         if (why := workspace_refusal(cwd)) is not None:
             raise ValueError(why)

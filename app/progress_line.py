@@ -11,6 +11,8 @@ in both cases: they say that a process outlives the run.
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Callable
 from typing import TextIO
 
 from m3agent.agent.events import Progress, ProgressStage
@@ -20,11 +22,24 @@ from .safe_text import visible
 _ERASE = "\r\x1b[K"
 
 
+PLAIN_AFTER_S = 1.0  # a step quicker than this prints no plain line
+PLAIN_EVERY_S = 3.0
+
+
 class ProgressLine:
-    def __init__(self, stream: TextIO, tty: bool | None = None) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        tty: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._out = stream
         self._tty = stream.isatty() if tty is None else tty
         self._open = False  # a progress line is on the screen without its newline
+        self._clock = clock
+        self._began: float | None = None  # when the current snapshot step began
+        self._last_plain = float("-inf")
+        self._printed = False
 
     def __call__(self, p: Progress) -> None:
         text = visible(p.message)
@@ -35,9 +50,25 @@ class ProgressLine:
             width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
             self._out.write(_ERASE + text[:width] + ("\n" if p.final else ""))
             self._open = not p.final
+        elif p.stage == ProgressStage.SNAPSHOT and self._plain(p):
+            self._out.write(f"m3agent: {text}\n")
         else:
             return
         self._out.flush()
+
+    def _plain(self, p: Progress) -> bool:
+        """Whether this snapshot update becomes a plain line (not a terminal)."""
+        now = self._clock()
+        if self._began is None:
+            self._began = now
+        slow = now - self._began >= PLAIN_AFTER_S
+        due = now - self._last_plain >= PLAIN_EVERY_S
+        show = (p.final and (slow or self._printed)) or (slow and due)
+        if p.final:
+            self._began, self._last_plain, self._printed = None, float("-inf"), False
+        elif show:
+            self._last_plain, self._printed = now, True
+        return show
 
     def close(self) -> None:
         """Erases a line left unfinished (a step that failed before its final report)."""

@@ -1,4 +1,4 @@
-"""`m3agent context [--json] [--cwd DIR] [--budget N] [--engine E --model M --base-url U]`.
+"""`m3agent context [--json] [--quiet] [--cwd DIR] [--budget N] [--engine E --model M --base-url U]`.
 
 What the repository snapshot of a session started here would hold: files included (tokens
 each), listed by path only (over budget; with their real size on disk), skipped (with the
@@ -109,6 +109,9 @@ def register(app: typer.Typer) -> None:
         base_url: str | None = typer.Option(
             None, "--base-url", help="OpenAI-compatible server URL (remote): its max_model_len."
         ),
+        quiet: bool = typer.Option(
+            False, "--quiet", "-q", help="No progress on stderr while the snapshot is built."
+        ),
     ) -> None:
         """Show what the repository snapshot of a session started here would hold."""
         import json
@@ -134,7 +137,9 @@ def register(app: typer.Typer) -> None:
             tokenizer = snapshot_tokenizer(settings)
             from ..progress_line import ProgressLine
 
-            progress = ProgressLine(sys.stderr)  # files and tokens so far, on a terminal only
+            # files read / total, MB, tokens, elapsed: rewritten on a terminal, plain lines
+            # (a slow build only) elsewhere
+            progress = None if quiet else ProgressLine(sys.stderr)
             try:
                 snap = build_snapshot(
                     root,
@@ -143,7 +148,8 @@ def register(app: typer.Typer) -> None:
                     progress=progress,
                 )
             finally:
-                progress.close()
+                if progress is not None:
+                    progress.close()
         except ValueError as e:
             fail(str(e))
             return

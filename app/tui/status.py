@@ -17,7 +17,7 @@ class StatusState:
     context_max: int | None = None
     cached_tokens: int | None = None
     cache_hit_pct: float | None = None
-    cache_miss: str | None = None  # why the last call missed the prefix cache (agent/context_cache)
+    cache_miss: str | None = None  # why the last call missed the prefix cache (agent/prompt_cache)
     tokens_per_s: float | None = None
     thinking: str = "adaptive"
     mode: str = ""  # a permission mode other than default: "plan", "accept edits"

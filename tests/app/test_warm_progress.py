@@ -153,11 +153,14 @@ def test_run_shows_snapshot_progress_only_on_a_terminal(make_repo, tmp_path):
     repo = make_repo({f"src/m{i}.py": f"X = {i}\n" for i in range(30)})
     code, out, err = _run_scripted(tmp_path, repo, stderr_tty=True)
     assert code == 0 and "hello" in out
-    assert "\r\x1b[Krepository snapshot: 30 files listed, 0 read, 0 tokens" in err
+    assert "\r\x1b[Krepository snapshot: 0/30 files read (0.0 MB), 0 tokens, " in err
     final = err.split("\r\x1b[K")[-1]
-    assert final.startswith("repository snapshot: 30 files listed, 30 read, ")
-    assert "tokens\r\n" in final or "tokens\n" in final  # left standing, then a new line
+    assert final.startswith("repository snapshot: 30/30 files read (0.0 MB), ")
+    assert " s\r\n" in final or " s\n" in final  # elapsed; left standing, then a new line
     code, out, err = _run_scripted(tmp_path, repo, stderr_tty=False)
     assert code == 0 and "hello" in out
-    assert "files listed" not in err and "\x1b[K" not in err
+    # no rewritten line; plain lines only if the snapshot took more than a second
+    assert "\x1b[K" not in err
+    lines = [ln for ln in err.splitlines() if "files read" in ln]
+    assert all(ln.startswith("m3agent: repository snapshot: ") for ln in lines)
     assert "m3agent serve" not in err  # the scripted engine stays in process

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from m3agent.agent.context_cache import CacheTracker
+from m3agent.agent.prompt_cache import CacheTracker
 from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
 

@@ -4,7 +4,7 @@ events while build_snapshot works on a real git repository, a few per second at 
 from __future__ import annotations
 
 from m3agent.agent.context import SnapshotConfig, build_snapshot
-from m3agent.agent.context_files import SnapshotProgress
+from m3agent.agent.context.progress import SnapshotProgress
 from m3agent.agent.events import Progress, ProgressStage
 
 
@@ -25,7 +25,7 @@ def test_snapshot_reports_listing_reading_and_tokens(make_repo, tokenizer):
     first, last = seen[0], seen[-1]
     # The listing is reported before any file is read: 40 modules and the README.
     assert (first.done, first.total, first.unit) == (0, 41, "files")
-    assert "41 files listed" in first.message
+    assert "0/41 files read (0.0 MB)" in first.message
     assert last.final and not any(p.final for p in seen[:-1])
     assert (last.done, last.total) == (41, 41)
     assert f"{snap.tokens:,} tokens" in last.message and snap.tokens > 0

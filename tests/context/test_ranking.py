@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from m3agent.agent.context import SnapshotConfig, build_snapshot
-from m3agent.agent.context_rank import is_pinned, kind, outline, rank_scores
-from m3agent.agent.context_select import file_cap, select
+from m3agent.agent.context.outline import outline
+from m3agent.agent.context.rank import is_pinned, kind, rank_scores
+from m3agent.agent.context.select import file_cap, select
 
 
 def status(snap):
@@ -57,7 +58,9 @@ def test_kinds_and_pins():
         "docs/README.md": ("source", True),
         "src/rich/__init__.py": ("source", True),
         "numpy/__init__.py": ("source", True),
-        "numpy/core/__init__.py": ("source", False),
+        "numpy/core/__init__.py": ("source", True),  # sub-packages' entry points (issue 22.9)
+        "src/rich/sub/__init__.py": ("source", True),
+        "numpy/core/deep/__init__.py": ("source", False),
         "src/lib.rs": ("source", True),
         "cmd/tool/main.go": ("source", True),
         "AGENTS.md": ("source", True),
@@ -90,7 +93,7 @@ def test_scores_exactly_reproducible_across_hash_seeds(tmp_path):
     src = tmp_path / "texts.json"
     src.write_text(json.dumps(texts))
     code = (
-        "import json,sys; from m3agent.agent.context_rank import rank_scores; "
+        "import json,sys; from m3agent.agent.context.rank import rank_scores; "
         f"t = json.load(open({str(src)!r})); "
         "print(json.dumps({p: repr(v) for p, v in rank_scores(t).items()}, sort_keys=True))"
     )

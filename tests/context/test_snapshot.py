@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 from m3agent.agent.context import SnapshotConfig, build_snapshot
-from m3agent.agent.context_files import FileRules
+from m3agent.agent.context.files import FileRules
 
 BIG = 10_000_000
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.agent.context import SnapshotConfig, build_snapshot
-from m3agent.agent.context_files import FileRules
+from m3agent.agent.context.files import FileRules
 from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine
@@ -221,7 +221,7 @@ def test_a_fifo_in_the_repository_does_not_hang_the_snapshot(world, tokenizer):
 
 
 def test_a_hostile_index_path_is_not_followed(world, tokenizer):
-    from m3agent.agent.context_files import read_source
+    from m3agent.agent.context.files import read_source
 
     repo, home = world
     assert read_source(repo, "../home/.netrc", FileRules()) == (None, "unsafe path")

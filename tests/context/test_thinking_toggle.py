@@ -10,9 +10,9 @@ import asyncio
 
 import pytest
 from m3agent.agent import events as ev
-from m3agent.agent.context_cache import THINKING_DEFAULT_CHANGED
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.ops import SetThinking, UserTurn
+from m3agent.agent.prompt_cache import THINKING_DEFAULT_CHANGED
 from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine, common_prefix_len

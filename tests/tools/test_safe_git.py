@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from m3agent.agent.context_files import FileRules, list_candidates
+from m3agent.agent.context.files import FileRules, list_candidates
 from m3agent.app.tui.slash_actions import _workspace_diff
 from m3agent.tools.checkpoint import Checkpoints
 from m3agent.tools.safe_git import RepoRefused, UserRepo, run_git

@@ -26,19 +26,27 @@ class TokenCounter:
 
     def __init__(self, tokenizer: Any, cache_dir: Path | None = None):
         self.tokenizer = tokenizer
+        self.fingerprint = tokenizer_fingerprint(tokenizer)
         self._path: Path | None = None
-        self._known: dict[str, int] = {}
+        self._known_cache: dict[str, int] | None = None  # read on first use
         self._dirty = False
         self.hits = 0
         self.misses = 0
         if cache_dir is not None:
-            self._path = Path(cache_dir) / f"tokens-{tokenizer_fingerprint(tokenizer)}.json"
+            self._path = Path(cache_dir) / f"tokens-{self.fingerprint}.json"
+
+    @property
+    def _known(self) -> dict[str, int]:
+        if self._known_cache is None:
+            self._known_cache = {}
             try:
-                data = json.loads(self._path.read_text(encoding="utf-8"))
-                if isinstance(data, dict):
-                    self._known = {k: v for k, v in data.items() if isinstance(v, int)}
+                if self._path is not None:
+                    data = json.loads(self._path.read_text(encoding="utf-8"))
+                    if isinstance(data, dict):
+                        self._known_cache = {k: v for k, v in data.items() if isinstance(v, int)}
             except (OSError, ValueError):
-                self._known = {}
+                pass
+        return self._known_cache
 
     def _encode(self, texts: Sequence[str]) -> list[int]:
         batch = getattr(self.tokenizer, "encode_text_batch", None)
@@ -65,7 +73,7 @@ class TokenCounter:
         if self._path is None or not self._dirty:
             return
         if len(self._known) > 400_000:  # a runaway cache: start over rather than grow forever
-            self._known = {}
+            self._known_cache = {}
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self._path.with_suffix(f".{os.getpid()}.tmp")

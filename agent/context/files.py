@@ -5,7 +5,7 @@ work tree, else from a walk that honours .gitignore/.ignore (tools/ignore.py). O
 `.m3agentignore` at the root and the user's config patterns (gitignore syntax, `!` re-includes),
 then built-in rules for lock files, vendored and generated trees, binaries and files too large
 to be source. Secrets (by name and by content), paths through symlinks and hard-linked files
-are refused by context_guard.py whatever the rules say. Every skip carries its reason, for
+are refused by guard.py whatever the rules say. Every skip carries its reason, for
 `m3agent context`.
 """
 
@@ -13,24 +13,15 @@ from __future__ import annotations
 
 import functools
 import os
-import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from m3agent.tools.ignore import parse_rules, walk
+from m3agent.tools.ignore import walk
 from m3agent.tools.safe_git import RepoRefused, SafeGitError, UserRepo
 
-from .context_guard import (
-    SECRET_NAMES,
-    Refused,
-    read_beneath,
-    secret_in_text,
-    unsafe_rel,
-)
-from .events import Progress, ProgressStage
+from .guard import SECRET_NAMES, BeneathReader, Refused, read_beneath, unsafe_rel
+from .patterns import Patterns
+from .progress import SnapshotProgress
 
 IGNORE_FILE = ".m3agentignore"
 
@@ -132,111 +123,6 @@ class Skipped:
     reason: str
 
 
-class SnapshotProgress:
-    """Counts the snapshot's work (files listed, files read, tokens counted) and reports it as
-    Progress events to `report`, at most once per `interval_s` apart from the first listing and
-    the end: 100,000 files must not become 100,000 updates."""
-
-    def __init__(
-        self,
-        report: Callable[[Progress], None],
-        interval_s: float = 0.1,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._report = report
-        self._interval = interval_s
-        self._clock = clock
-        self._last = float("-inf")
-        self.listed = 0
-        self.read = 0
-        self.tokens = 0
-
-    def listed_files(self, n: int) -> None:
-        self.listed = n
-        self._emit(force=True)
-
-    def read_file(self) -> None:
-        self.read += 1
-        self._emit()
-
-    def counted(self, tokens: int) -> None:
-        self.tokens += tokens
-        self._emit()
-
-    def done(self, tokens: int) -> None:
-        self.tokens = tokens
-        self._emit(force=True, final=True)
-
-    def _emit(self, *, force: bool = False, final: bool = False) -> None:
-        now = self._clock()
-        if not force and now - self._last < self._interval:
-            return
-        self._last = now
-        message = (
-            f"repository snapshot: {self.listed:,} files listed, {self.read:,} read, "
-            f"{self.tokens:,} tokens"
-        )
-        self._report(
-            Progress(
-                stage=ProgressStage.SNAPSHOT,
-                message=message,
-                done=self.read,
-                total=self.listed,
-                unit="files",
-                final=final,
-            )
-        )
-
-
-class _Patterns:
-    """Ordered gitignore rules, each tagged with the reason it gives; last match wins.
-
-    A rule matches a file when it matches the path itself or (directory rules too) one of its
-    parent directories. Directory results are cached and one combined regex rejects most
-    paths at once: 10,000 files must not cost 10,000 x rules regex calls.
-    """
-
-    def __init__(self) -> None:
-        self._rules: list[tuple[Any, str]] = []
-        self._any: re.Pattern[str] | None = None
-        self._dirs: dict[str, int] = {}
-
-    def add(self, patterns: tuple[str, ...] | list[str], reason: str) -> None:
-        for rule in parse_rules("\n".join(patterns), ""):
-            self._rules.append((rule, reason))
-        self._any = None
-        self._dirs = {}
-
-    def _last(self, path: str, is_dir: bool) -> int:
-        if self._any is None:
-            self._any = re.compile(
-                "|".join(f"(?:{r.regex.pattern})" for r, _ in self._rules) or "(?!)"
-            )
-        if not self._any.match(path):
-            return -1
-        for k in range(len(self._rules) - 1, -1, -1):
-            rule = self._rules[k][0]
-            if (is_dir or not rule.dir_only) and rule.regex.match(path):
-                return k
-        return -1
-
-    def _dir_last(self, d: str) -> int:
-        hit = self._dirs.get(d)
-        if hit is None:
-            parent = d.rsplit("/", 1)[0] if "/" in d else ""
-            hit = max(self._dir_last(parent) if parent else -1, self._last(d, True))
-            self._dirs[d] = hit
-        return hit
-
-    def reason(self, rel: str) -> str | None:
-        parent = rel.rsplit("/", 1)[0] if "/" in rel else ""
-        k = max(self._dir_last(parent) if parent else -1, self._last(rel, False))
-        if k < 0:
-            return None
-        rule, why = self._rules[k]
-        return None if rule.negate else why
-
-
 def _git_files(root: Path) -> tuple[list[str], set[str], str | None] | None:
     """(all listed files, changed files, why git was not used) from the workspace's index, or
     None outside a git work tree. The listing goes through tools/safe_git.py: the repository
@@ -269,7 +155,7 @@ def list_candidates(
             skipped.append(Skipped(".git", f"{git[2]}; files listed by a directory walk"))
         paths = [rel for rel, is_dir in walk(root, cap=rules.max_walk_entries) if not is_dir]
         changed = set()
-    patterns = _Patterns()
+    patterns = Patterns()
     if rules.use_builtin_rules:
         patterns.add(LOCK_FILES, "lock file")
         patterns.add(VENDORED, "vendored")
@@ -308,8 +194,8 @@ def list_candidates(
 
 
 @functools.cache
-def _secret_patterns() -> _Patterns:
-    patterns = _Patterns()
+def _secret_patterns() -> Patterns:
+    patterns = Patterns()
     patterns.add(SECRET_NAMES, "secret")
     return patterns
 
@@ -319,18 +205,29 @@ def _secret_name(rel: str) -> bool:
     return _secret_patterns().reason(rel) is not None
 
 
-def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
-    """(text, "") for a readable text file, else (None, why it is skipped).
+def read_bytes(
+    root: Path, rel: str, rules: FileRules, reader: BeneathReader | None = None
+) -> tuple[bytes | None, str]:
+    """(bytes, "") of a file the guards let through, else (None, why it is skipped).
 
-    Read through context_guard.read_beneath: no symlinked directory on the way, no hard link,
-    no FIFO or device. A symlink as the last component is followed only to a file inside the
-    repository, whose own path must pass the same checks."""
-    root = Path(root)
+    Read through guard.read_beneath (or `reader`, its many-files form): no symlinked directory
+    on the way, no hard link, no FIFO or device. A symlink as the last component is followed
+    only to a file inside the repository, whose own path must pass the same checks. Content
+    checks are scan.py's."""
     if unsafe_rel(rel):
         return None, "unsafe path"
+    if reader is not None:
+        try:
+            return reader.read(rel, rules.max_file_bytes), ""
+        except Refused as e:
+            if str(e) != "symlink":  # a final symlink: resolved below
+                return None, str(e)
+        except FileNotFoundError:
+            return None, "missing"
+        except OSError as e:
+            return None, f"unreadable ({e.strerror or e})"
+    root = Path(root)
     p = root / rel
-    if not os.path.lexists(p):
-        return None, "missing"
     if os.path.islink(p):
         real_root = os.path.realpath(root)
         target = os.path.realpath(p)
@@ -341,29 +238,22 @@ def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str
             return None, "symlink to a secret or an unsafe path"
         rel, root = target_rel, Path(real_root)
     try:
-        data = read_beneath(root, rel, rules.max_file_bytes)
+        return read_beneath(root, rel, rules.max_file_bytes), ""
     except Refused as e:
         return None, str(e)
     except FileNotFoundError:
         return None, "missing"
     except OSError as e:
         return None, f"unreadable ({e.strerror or e})"
-    if b"\0" in data[:_SNIFF_BYTES]:
-        return None, "binary"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "binary"
-    secret = secret_in_text(text)
-    if secret is not None:
-        return None, f"secret (the content holds {secret})"
-    if rules.use_builtin_rules:
-        head = text[:400].lower()
-        if any(m in head for m in _GENERATED_MARKERS):
-            return None, "generated"
-        if (
-            len(text) > MAX_LINE_CHARS
-            and max(map(len, text.splitlines()), default=0) > MAX_LINE_CHARS
-        ):
-            return None, "minified or data (very long lines)"
-    return text, ""
+
+
+def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
+    """(text, "") for a readable text file that passes every content check, else (None, why
+    it is skipped): read_bytes, then scan.check_content."""
+    from .scan import check_content
+
+    data, why = read_bytes(root, rel, rules)
+    if data is None:
+        return None, why
+    text, why, _ = check_content(data, rules)
+    return text, why

@@ -8,33 +8,27 @@ data, fixtures, tests and prose under docs/ are down-weighted (bulky, and rarely
 agent needs first). Files an agent always needs are pinned ahead of everything: READMEs, AGENTS.md /
 CLAUDE.md, build manifests and package entry points.
 
+A `.pyi` stub whose `.py` is in the repository too counts x0.1: the module itself says more.
+
 Scores are exactly reproducible: terms are summed with math.fsum in sorted order, never in the
-iteration order of a set (which changes with PYTHONHASHSEED between runs). Pure text, no
-parsers: it must stay fast on 10,000 files and work for any language.
+iteration order of a set (which changes with PYTHONHASHSEED between runs). The features (each
+file's words and defined symbols) come from scan.py's one pass, cached by content hash; the
+reference totals are one numpy bincount over every file's word ids.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
-# Definitions in the common languages: Python, JS/TS, Go, Rust, C/C++, Java, Ruby, shell.
-_KEYWORDS = (
-    r"(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:default\s+)?"
-    r"(?:def|class|function|func|fn|struct|enum|trait|interface|type|impl|module|const|let|var"
-    r"|static|typedef|object|record|macro_rules!)\s+\*?([A-Za-z_][A-Za-z0-9_]{2,})"
-)
-_DEFINES = re.compile(rf"^[ \t]*{_KEYWORDS}|^([A-Z][A-Z0-9_]{{2,}})\s*[:=]", re.MULTILINE)
-_TOP_LEVEL = re.compile(rf"^{_KEYWORDS}|^([A-Z][A-Z0-9_]{{2,}})\s*[:=]")
-_COMMON = frozenset(
-    "self cls None True False return import from main init test tests args kwargs name value "
-    "data type str int list dict new get set run the and for not".split()
-)
+import numpy as np
+
+from .scan import COMMON, Record, defined_names, word_counts
+
 _DOC_LIFT = {"readme": 3.0, "agents": 3.0, "claude": 3.0, "architecture": 2.0, "contributing": 1.0}
 
+STUB_WEIGHT = 0.1  # a .pyi next to its .py
 PINNED = 1e6  # added to a pinned file's score: ahead of any value per token
 MIN_COST_TOKENS = 64  # a tiny file does not get an unbounded value per token
 
@@ -98,8 +92,8 @@ def is_pinned(path: str) -> bool:
         return True
     if base in MANIFESTS and (depth == 0 or (depth == 1 and base in _WORKSPACE_MANIFESTS)):
         return True
-    if base in ("__init__.py", "__main__.py"):
-        return depth == 1 or (depth == 2 and dirs[0] in ("src", "lib"))
+    if base in ("__init__.py", "__main__.py"):  # a package's and its sub-packages' entry points
+        return depth <= 2 or (depth == 3 and dirs[0] in ("src", "lib"))
     if base in ("lib.rs", "main.rs"):
         return dirs == ["src"]
     if base == "main.go":
@@ -138,76 +132,111 @@ def kind(path: str) -> str:
     return "source"
 
 
-def defined_symbols(text: str) -> set[str]:
-    out: set[str] = set()
-    for m in _DEFINES.finditer(text):
-        name = m.group(1) or m.group(2)
-        if name and name not in _COMMON:
-            out.add(name)
+def _stem(path: str) -> bytes:
+    base = path.rsplit("/", 1)[-1]
+    return base.split(".", 1)[0].encode("utf-8", "surrogateescape")
+
+
+def _doc_lift(path: str) -> float:
+    stem = path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return _DOC_LIFT.get(stem.lower(), 0.0) * (2.0 if "/" not in path else 1.0)
+
+
+def reference_totals(records: Mapping[str, Record]) -> tuple[dict[bytes, int], np.ndarray]:
+    """(word -> id, how often each word occurs in the whole repository)."""
+    vocab: dict[bytes, int] = {}
+    ids: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    for path in sorted(records):
+        r = records[path]
+        words = r.words()
+        if not words:
+            continue
+        for w in set(words).difference(vocab):  # C-level set work; a loop over new words only
+            vocab[w] = len(vocab)
+        ids.append(np.fromiter(map(vocab.__getitem__, words), np.int64, len(words)))
+        counts.append(np.frombuffer(r.counts_blob, dtype=np.uint32).astype(np.int64))
+    if not ids:
+        return vocab, np.zeros(0, dtype=np.int64)
+    total = np.bincount(np.concatenate(ids), weights=np.concatenate(counts), minlength=len(vocab))
+    return vocab, total.astype(np.int64)
+
+
+def file_value(path: str, rec: Record, vocab: Mapping[bytes, int], total: np.ndarray) -> float:
+    """log1p-damped references from elsewhere to what the file defines, plus a doc lift."""
+    names = set(rec.names)
+    stem = _stem(path)
+    if len(stem) >= 3 and stem not in COMMON:
+        names.add(stem)
+    own = dict(zip(rec.words(), rec.counts(), strict=True)) if names else {}
+    terms = []
+    for n in sorted(names):
+        k = vocab.get(n)
+        elsewhere = (int(total[k]) if k is not None else 0) - own.get(n, 0)
+        if elsewhere > 0:
+            terms.append(math.log1p(elsewhere))
+    return math.fsum(terms) + _doc_lift(path)
+
+
+def file_values(paths: Sequence[str], records: Mapping[str, Record]) -> dict[str, float]:
+    """path -> file_value, with the reference totals over `records` (every candidate)."""
+    vocab, total = reference_totals(records)
+    return {p: file_value(p, records[p], vocab, total) for p in sorted(paths)}
+
+
+def path_weights(paths: Sequence[str], records: Mapping[str, Record]) -> dict[str, tuple]:
+    """path -> (its kind's weight, pinned): what the score takes from the path alone."""
+    out = {}
+    for path in paths:
+        weight = WEIGHTS[kind(path)]
+        if path.endswith(".pyi") and path[:-1] in records:
+            weight *= STUB_WEIGHT
+        out[path] = (weight, is_pinned(path))
     return out
 
 
-def _stem(path: str) -> str:
-    base = path.rsplit("/", 1)[-1]
-    return base.split(".", 1)[0]
-
-
-def file_value(path: str, text: str, own: Counter[str], total: Counter[str]) -> float:
-    """log1p-damped references from elsewhere to what the file defines, plus a doc lift."""
-    names = defined_symbols(text)
-    stem = _stem(path)
-    if len(stem) >= 3 and stem not in _COMMON:
-        names.add(stem)
-    terms = [math.log1p(total[n] - own[n]) for n in sorted(names) if total[n] - own[n] > 0]
-    lift = _DOC_LIFT.get(stem.lower(), 0.0) * (2.0 if "/" not in path else 1.0)
-    return math.fsum(terms) + lift
-
-
-def rank_scores(
-    texts: Mapping[str, str], tokens: Mapping[str, int] | None = None
+def scores_of(
+    paths: Sequence[str],
+    records: Mapping[str, Record],
+    values: Mapping[str, float],
+    tokens: Mapping[str, int] | None = None,
+    weights: Mapping[str, tuple] | None = None,
 ) -> dict[str, float]:
-    """path -> score (higher first): pinned files first, then value per token times the kind's
-    weight. `tokens`: each file's section size (default: its characters / 4). Exactly the same
-    numbers for the same texts, in any process."""
-    per_file: dict[str, Counter[str]] = {}
-    total: Counter[str] = Counter()
-    for path in sorted(texts):
-        c = Counter(_IDENT.findall(texts[path]))
-        per_file[path] = c
-        total.update(c)
+    """path -> score (higher first): pinned files first, then value per token times the
+    kind's weight. `tokens`: each file's section size (default: its estimate); `weights`:
+    path_weights (computed when not given)."""
+    if weights is None:
+        weights = path_weights(paths, records)
     scores: dict[str, float] = {}
-    for path in sorted(texts):
-        text = texts[path]
-        value = file_value(path, text, per_file[path], total)
-        size = tokens[path] if tokens is not None and path in tokens else len(text) // 4 + 1
-        score = value / max(size, MIN_COST_TOKENS) * WEIGHTS[kind(path)]
-        if is_pinned(path):
+    for path in sorted(paths):
+        value = values[path]
+        size = tokens[path] if tokens is not None and path in tokens else records[path].est_tokens()
+        weight, pinned = weights[path]
+        score = value / max(size, MIN_COST_TOKENS) * weight
+        if pinned:
             score += PINNED + value
         scores[path] = score
     return scores
 
 
-_CONTAINERS = re.compile(
-    r"^(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:abstract\s+|final\s+)?"
-    r"(?:class|struct|impl|trait|interface|object|enum|module)\b"
-)
-_MEMBER = re.compile(rf"^(?: {{2,4}}|\t){_KEYWORDS}")
+def rank_records(
+    records: Mapping[str, Record], tokens: Mapping[str, int] | None = None
+) -> dict[str, float]:
+    """Scores of every record's path; exactly the same numbers for the same records, in any
+    process."""
+    return scores_of(list(records), records, file_values(list(records), records), tokens)
 
 
-def outline(text: str, max_lines: int = 400) -> str:
-    """A file's map for when it is over the per-file cap: its top-level symbols and the members
-    of its top-level classes (one level down), one `line: text` each."""
-    out: list[str] = []
-    in_container = False
-    for n, line in enumerate(text.splitlines(), 1):
-        if _TOP_LEVEL.match(line):
-            in_container = bool(_CONTAINERS.match(line))
-        elif not (in_container and _MEMBER.match(line)):
-            if line[:1] not in ("", " ", "\t", "}", ")", "]", "#", "/", "*", "@"):
-                in_container = False  # other top-level code ends the container
-            continue
-        out.append(f"{n}: {line.rstrip()[:160]}")
-        if len(out) >= max_lines:
-            out.append("...")
-            break
-    return "\n".join(out) + ("\n" if out else "")
+def rank_scores(
+    texts: Mapping[str, str], tokens: Mapping[str, int] | None = None
+) -> dict[str, float]:
+    """rank_records for texts in memory (default size: characters / 4)."""
+    records = {}
+    for p, t in texts.items():
+        data = t.encode("utf-8", "surrogatepass")
+        names = defined_names(data, p.endswith((".py", ".pyi")))
+        records[p] = Record.of(len(data), names, word_counts(data))
+    sizes = {p: len(t) // 4 + 1 for p, t in texts.items()}
+    if tokens is not None:
+        sizes.update(tokens)
+    return rank_records(records, sizes)

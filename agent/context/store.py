@@ -1,0 +1,99 @@
+"""The snapshot's caches across runs, under `<M3AGENT_HOME>/context-cache/`.
+
+- **Records** (`records-<rules>.marshal`): scan.Record per content hash. A changed file is
+  scanned again; an unchanged one costs a dictionary lookup.
+- **Plans** (`plans-<rules>.marshal`): the outcome of a whole build (every file's status,
+  tokens, score and reason; the outlines) per *state*, the hash of every candidate's path and
+  content hash with the budget, the rules and the tokenizer. A warm start on an unchanged
+  repository reads and hashes its files, finds the plan, and only reads the packed files' text:
+  ranking and counting do not run again.
+
+marshal, not pickle: the data are plain tuples and bytes, and loading it runs no code. A
+missing, stale or unreadable cache only costs time; writes are atomic (rename).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+from pathlib import Path
+from typing import Any
+
+VERSION = 1  # bump when Record or a plan changes shape or meaning
+_MAX_PLANS = 8
+_MAX_RECORDS = 400_000
+
+
+def _load(path: Path | None) -> dict:
+    if path is None:
+        return {}
+    try:
+        data = marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return {}
+    if not isinstance(data, dict) or data.get("version") != VERSION:
+        return {}
+    items = data.get("items")
+    return items if isinstance(items, dict) else {}
+
+
+def _save(path: Path | None, items: dict) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(marshal.dumps({"version": VERSION, "items": items}))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass  # only a cache
+
+
+class SnapshotStore:
+    """Records and plans for one set of rules; cache_dir None: in memory only."""
+
+    def __init__(self, cache_dir: Path | None, rules_key: str) -> None:
+        tag = hashlib.sha1(rules_key.encode()).hexdigest()[:12]
+        base = Path(cache_dir) if cache_dir is not None else None
+        self._records_path = base / f"records-{tag}.marshal" if base else None
+        self._plans_path = base / f"plans-{tag}.marshal" if base else None
+        self._records: dict | None = None  # loaded on first use: a warm start may not need it
+        self._plans: dict | None = None
+        self._seen: set[bytes] = set()
+        self._dirty_records = False
+
+    def record(self, digest: bytes) -> tuple | None:
+        if self._records is None:
+            self._records = _load(self._records_path)
+        self._seen.add(digest)
+        return self._records.get(digest)
+
+    def put_record(self, digest: bytes, plain: tuple) -> None:
+        if self._records is None:
+            self._records = _load(self._records_path)
+        self._seen.add(digest)
+        self._records[digest] = plain
+        self._dirty_records = True
+
+    def plan(self, state: bytes) -> Any:
+        if self._plans is None:
+            self._plans = _load(self._plans_path)
+        return self._plans.get(state)
+
+    def put_plan(self, state: bytes, plan: Any) -> None:
+        if self._plans is None:
+            self._plans = _load(self._plans_path)
+        self._plans.pop(state, None)
+        self._plans[state] = plan  # dicts keep insertion order: the oldest plans go first
+        while len(self._plans) > _MAX_PLANS:
+            self._plans.pop(next(iter(self._plans)))
+        _save(self._plans_path, self._plans)
+
+    def save(self) -> None:
+        if not self._dirty_records or self._records is None:
+            return
+        if len(self._records) > _MAX_RECORDS:  # keep this repository's, drop the rest
+            self._records = {k: v for k, v in self._records.items() if k in self._seen}
+        _save(self._records_path, self._records)
+        self._dirty_records = False

@@ -1,0 +1,181 @@
+"""Issue 22.9 and 28: outlines from a real parser, the one-pass scan, the literal pre-filter of
+the secret scan, and a warm start that finds its plan, on real-shaped inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from m3agent.agent.context import SnapshotConfig, build_snapshot
+from m3agent.agent.context.files import FileRules
+from m3agent.agent.context.guard import SECRET_CONTENT, secret_in, secret_in_text
+from m3agent.agent.context.outline import outline
+from m3agent.agent.context.rank import rank_scores
+from m3agent.agent.context.scan import check_content, defined_names, word_counts
+from m3agent.agent.context.scan_pool import Scanner
+
+# A Textual widget: its DEFAULT_CSS string has lines at column 0 that look like code.
+WIDGET = (
+    "from textual.widget import Widget\n\n\n"
+    "class DataTable(Widget):\n"
+    '    DEFAULT_CSS = """\n'
+    "DataTable {\n    height: auto;\n}\n"
+    "class Fake:\n"
+    "def not_a_function():\n"
+    "MAX_ROWS = 3\n"
+    '"""\n\n'
+    + "".join(f"    def method_{i}(self):\n        return {i}\n\n" for i in range(40))
+    + "def helper_after():\n    return 1\n"
+)
+# numpy's _add_newdocs.py: calls whose docstrings hold definition-shaped lines.
+ADD_NEWDOCS = "from numpy._core.function_base import add_newdoc\n\n" + "".join(
+    f"add_newdoc('numpy._core', 'thing{i}', '''\n"
+    f"class thing{i}(object)\n\n"
+    f"def thing{i}_method(x):\n    return x\n"
+    f"CONSTANT_{i} = 1\n'''\n)\n\n"
+    for i in range(50)
+)
+
+
+def test_python_outline_reads_code_not_strings():
+    got = outline(WIDGET, "widgets/data_table.py").splitlines()
+    assert got[0] == "4: class DataTable(Widget):"
+    assert len(got) == 42 and got[-1].endswith("def helper_after():")
+    assert all("Fake" not in g and "not_a_function" not in g and "MAX_ROWS" not in g for g in got)
+    assert "method_39" in got[-2]
+    assert outline(ADD_NEWDOCS, "numpy/_core/_add_newdocs.py") == ""  # defines nothing
+
+
+def test_other_languages_keep_the_line_patterns():
+    rust = "pub struct Engine {\n    x: u32,\n}\n\nimpl Engine {\n    pub fn start(&self) {}\n}\n"
+    assert outline(rust, "src/engine.rs") == (
+        "1: pub struct Engine {\n5: impl Engine {\n6:     pub fn start(&self) {}\n"
+    )
+    # not Python after all (a .py that does not parse): the patterns, not nothing
+    assert "def broken_py2" in outline("print 'x'\ndef broken_py2():\n    pass\n", "old.py")
+
+
+def test_ranking_ignores_definitions_inside_strings():
+    data = ADD_NEWDOCS.encode()
+    assert defined_names(data, python=True) == ()
+    assert b"thing0_method" in defined_names(data, python=False)  # what the old regex saw
+    users = {f"pkg/u{i}.py": "".join(f"thing{k}_method(1)\n" for k in range(50)) for i in range(5)}
+    real = "".join(f"def thing{k}_method(x):\n    return x\n" for k in range(50))
+    s = rank_scores({"pkg/_add_newdocs.py": ADD_NEWDOCS, "pkg/methods.py": real, **users})
+    assert s["pkg/methods.py"] > 0 and s["pkg/_add_newdocs.py"] == 0.0
+
+
+def test_a_stub_beside_its_module_counts_less():
+    mod = "def shared_helper():\n    return 1\n"
+    users = {f"u{i}.py": "shared_helper()\n" for i in range(5)}
+    alone = rank_scores({"pkg/core.pyi": mod, **users})["pkg/core.pyi"]
+    beside = rank_scores({"pkg/core.pyi": mod, "pkg/core.py": mod, **users})["pkg/core.pyi"]
+    assert beside == pytest.approx(alone * 0.1, rel=0.3)  # the .py also takes references
+
+
+@pytest.mark.parametrize("why,rx", SECRET_CONTENT)
+def test_the_prefilter_never_hides_a_class(why, rx):
+    samples = {
+        "a private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n",
+        "a GitHub token": "token = 'ghp_" + "a1B2" * 9 + "'\n",
+        "an AWS access key": "id=AKIA" + "Q7ZX3M5N8P2R4T6V" + "\n",
+        "an AWS secret key": "AWS_Secret_Access_Key = " + "x" * 40 + "\n",
+        "a GitLab token": "glpat-" + "a" * 24 + "\n",
+        "a Slack token": "xoxb-" + "1" * 12 + "\n",
+        "a Slack webhook": "https://hooks.slack.com/services/T" + "A" * 24 + "\n",
+        "an API key": "key: sk-proj-" + "Z" * 40 + "\n",
+        "a Hugging Face token": "hf_" + "Q" * 34 + "\n",
+        "a Google API key": "AIza" + "B" * 35 + "\n",
+        "a Stripe key": "rk_live_" + "9" * 24 + "\n",
+    }
+    text = "# é unicode before it\n" + samples[why]
+    data = text.encode()
+    words = b" " + b" ".join(word_counts(data)) + b" "
+    assert rx.search(text) and secret_in(text, words, data.isascii()) == secret_in_text(text)
+    _, reason, _ = check_content(data, FileRules())
+    assert reason.startswith("secret")
+    # a case-folding character in a non-ASCII file still reaches the pattern
+    folded = "aws_\u017fecret_access_key = " + "y" * 30 + "\n"
+    fw = b" " + b" ".join(word_counts(folded.encode())) + b" "
+    assert secret_in(folded, fw, False) == secret_in_text(folded) == "an AWS secret key"
+
+
+def test_cheap_skips_come_before_the_secret_scan():
+    gen = "# @generated by a tool\nkey = 'ghp_" + "a1B2" * 9 + "'\n"
+    assert check_content(gen.encode(), FileRules())[1] == "generated"
+    assert check_content(b"\0\1ghp_", FileRules())[1] == "binary"
+
+
+def test_worker_processes_give_the_same_records():
+    items = [(f"m{i}.py", (WIDGET + f"\nVALUE_{i} = {i}\n").encode()) for i in range(40)]
+    here, there = Scanner(FileRules(), min_bytes=10**12), Scanner(FileRules(), min_bytes=0)
+    for p, d in items:
+        here.add(p, d)
+        there.add(p, d)
+    assert here.results() == there.results()
+
+
+def _files(n: int) -> dict[str, str]:
+    out = {"README.md": "# big\n", "pkg/__init__.py": "from pkg.core import run_all\n"}
+    for i in range(n):
+        out[f"pkg/mod{i:03}.py"] = (
+            f"from pkg.core import helper_{(i * 7) % n}\n\n\n"
+            f"def helper_{i}(x):\n    return helper_{(i * 7) % n}(x) + {i}\n" + "# pad\n" * 40
+        )
+    # over the cap (2,048 tokens at this budget), its outline well under it
+    out["pkg/app.py"] = "".join(f"DataTable().method_{i}()\n" for i in range(40))
+    out["pkg/widget.py"] = WIDGET.replace(
+        "        return", "        x = 1\n" * 25 + "        return"
+    )
+    return out
+
+
+def test_warm_start_same_bytes_and_no_rescan(make_repo, tokenizer, tmp_path):
+    root = make_repo(_files(120))
+    cache = tmp_path / "cache"
+    cold = build_snapshot(root, tokenizer, SnapshotConfig(6_000, cache_dir=cache))
+    warm = build_snapshot(root, tokenizer, SnapshotConfig(6_000, cache_dir=cache))
+    fresh = build_snapshot(root, tokenizer, SnapshotConfig(6_000))  # no cache at all
+    assert cold.text == warm.text == fresh.text and cold.files == warm.files == fresh.files
+    assert cold.tokens <= 6_000 and abs(cold.tokens - len(tokenizer.encode_text(cold.text))) < 64
+    assert {f.path: f.status for f in cold.files}["pkg/widget.py"] == "outline"
+    assert "DataTable {" not in cold.text  # the CSS is not an outline line
+    (root / "pkg/mod005.py").write_text("def helper_5(x):\n    return 5\n")
+    edited = build_snapshot(root, tokenizer, SnapshotConfig(6_000, cache_dir=cache))
+    again = build_snapshot(root, tokenizer, SnapshotConfig(6_000))
+    assert edited.text == again.text != cold.text
+
+
+def test_context_command_quiet_and_plain_progress(make_repo, tmp_path):
+    from m3agent.agent.events import Progress, ProgressStage
+    from m3agent.app.progress_line import ProgressLine
+
+    now = [0.0]
+    import io
+
+    pipe = io.StringIO()
+    line = ProgressLine(pipe, tty=False, clock=lambda: now[0])
+    for k in range(100):  # ten seconds of updates, ten a second
+        now[0] = k / 10
+        line(Progress(stage=ProgressStage.SNAPSHOT, message=f"read {k}", done=k, total=100))
+    line(Progress(stage=ProgressStage.SNAPSHOT, message="done", final=True))
+    lines = pipe.getvalue().splitlines()
+    assert lines[0] == "m3agent: read 10" and lines[-1] == "m3agent: done"
+    assert 3 <= len(lines) <= 6  # one every few seconds, not a hundred
+    quick = io.StringIO()
+    line = ProgressLine(quick, tty=False, clock=lambda: 0.0)
+    line(Progress(stage=ProgressStage.SNAPSHOT, message="read", done=1, total=2))
+    line(Progress(stage=ProgressStage.SNAPSHOT, message="done", final=True))
+    assert quick.getvalue() == ""  # a quick snapshot says nothing
+
+    repo = make_repo(_files(10))
+    m3 = os.path.join(os.path.dirname(sys.executable), "m3agent")
+    env = {**os.environ, "M3AGENT_HOME": str(tmp_path / "home")}
+    env.pop("M3AGENT_CONFIG", None)
+    r = subprocess.run([m3, "context", "--json", "--quiet", "--cwd", str(repo)],
+                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert json.loads(r.stdout)["files_included"] == 14
