@@ -97,12 +97,8 @@ class HostExpertLayer:
         """Per-expert float [I, h], [I, h], [h, I] weights -> the host form."""
         if form not in COMPUTED_FORMS:
             raise ValueError(f"the CPU computes experts as int8, int4, mxfp8 or bf16, not {form}")
-        p13 = [
-            forms.pack(forms.interleave_gate_up(g.float(), u.float()), form.value, group)
-            for g, u in zip(gate, up, strict=True)
-        ]
-        p2 = [forms.pack(d.float(), form.value, group) for d in down]
-        return cls.from_packed(form, p13, p2, group, pin)
+        packed = [pack_expert(form, g, u, d, group) for g, u, d in zip(gate, up, down, strict=True)]
+        return cls.from_packed(form, *zip(*packed, strict=True), group, pin)
 
     @classmethod
     def from_mxfp8(
@@ -114,13 +110,8 @@ class HostExpertLayer:
     ) -> HostExpertLayer:
         """The checkpoint's MXFP8 tensors as stored ((e4m3 [N, K], e8m0 [N, K/32]) each),
         re-tiled without touching a value."""
-        p13 = []
-        for (gv, gs), (uv, us) in zip(gate, up, strict=True):
-            v = forms.interleave_gate_up(gv.view(torch.uint8), uv.view(torch.uint8))
-            s = forms.interleave_gate_up(gs.view(torch.uint8), us.view(torch.uint8))
-            p13.append(forms.pack_mxfp8(v.view(torch.float8_e4m3fn), s))
-        p2 = [forms.pack_mxfp8(v, s) for v, s in down]
-        return cls.from_packed(ExpertForm.MXFP8, p13, p2, forms.INT4_GROUP, pin)
+        packed = [pack_mxfp8_expert(g, u, d) for g, u, d in zip(gate, up, down, strict=True)]
+        return cls.from_packed(ExpertForm.MXFP8, *zip(*packed, strict=True), forms.INT4_GROUP, pin)
 
     @classmethod
     def from_packed(
@@ -154,6 +145,26 @@ class HostExpertLayer:
         """Page-locked copies (for streaming to the GPU at prefill); needs CUDA."""
         pin = {k: v.pin_memory() for k, v in self.tensors().items()}
         return HostExpertLayer(self.form, self.hidden, self.inter, group=self.group, **pin)
+
+
+Packed = dict[str, torch.Tensor]
+
+
+def pack_expert(
+    form: ExpertForm, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor, group: int
+) -> tuple[Packed, Packed]:
+    """One expert's float weights -> its gate/up and down projections in `form`."""
+    if form not in COMPUTED_FORMS:
+        raise ValueError(f"the CPU computes experts as int8, int4, mxfp8 or bf16, not {form}")
+    w13 = forms.interleave_gate_up(gate.float(), up.float())
+    return forms.pack(w13, form.value, group), forms.pack(down.float(), form.value, group)
+
+
+def pack_mxfp8_expert(gate: tuple, up: tuple, down: tuple) -> tuple[Packed, Packed]:
+    """One expert's stored MXFP8 (e4m3, e8m0) pairs, re-tiled only."""
+    v = forms.interleave_gate_up(gate[0].view(torch.uint8), up[0].view(torch.uint8))
+    s = forms.interleave_gate_up(gate[1].view(torch.uint8), up[1].view(torch.uint8))
+    return forms.pack_mxfp8(v.view(torch.float8_e4m3fn), s), forms.pack_mxfp8(*down)
 
 
 def _bytes(t: torch.Tensor | None) -> torch.Tensor:
