@@ -241,18 +241,15 @@ class CpuExperts:
     def reference(
         self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
-        """The same op on dequantised fp32 weights, token by token."""
+        """The same op in fp32 on the dequantised weights, one expert at a time (an expert's
+        fp32 copy is 226 MB at M3's width: never all of them at once)."""
         L = self.layers[layer]
         out = torch.zeros(x.shape, dtype=torch.float32)
-        dense: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for t in range(x.shape[0]):
-            for j in range(ids.shape[1]):
-                e = int(ids[t, j])
-                if e not in dense:
-                    dense[e] = L.dense(e)
-                w13, w2 = dense[e]
+        for e in torch.unique(ids).tolist():
+            w13, w2 = L.dense(e)
+            for t, j in (ids == e).nonzero().tolist():
                 h = swiglu_oai_merged(x[t].float() @ w13.t(), self.alpha, self.limit, self.beta)
-                out[t] += weights[t, j] * (h @ w2.t())
+                out[t] += weights[t, j].float() * (h @ w2.t())
         return out
 
 
