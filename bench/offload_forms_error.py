@@ -125,7 +125,11 @@ def main() -> None:
     first = min(moes)
     ids = torch.randint(0, a.vocab - 8, (a.tokens,))
     captured = {}
-    hook = moes[first].register_forward_hook(lambda m, i, o: captured.setdefault("x", i[0].clone()))
+
+    def capture(module, inputs, output) -> None:  # returns None: the output stays the module's
+        captured.setdefault("x", inputs[0].clone())
+
+    hook = moes[first].register_forward_hook(capture)
     base = prefill(model, ids)
     hook.remove()
     x = captured["x"]

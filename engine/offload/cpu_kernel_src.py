@@ -25,6 +25,7 @@ Forms (codes shared with cpu_kernel.py):
 SOURCE = r"""
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
+#include <atomic>
 #include <immintrin.h>
 #include <cmath>
 #include <cstdint>
@@ -249,6 +250,21 @@ void prepare(bool integer, const float* x, int nrows, int K, int8_t* q, float* q
   });
 }
 
+// Threads take chunks of work from a shared counter instead of a fixed half each: on a shared
+// host a descheduled thread's share is picked up by the others instead of leaving them
+// waiting at the barrier. Chunks stay contiguous, so each one is a sequential stream.
+template <class F>
+void dynamic_for(int64_t n, int64_t chunk, const F& f) {
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, at::get_num_threads(), 1, [&](int64_t, int64_t) {
+    for (;;) {
+      const int64_t b = next.fetch_add(chunk);
+      if (b >= n) break;
+      f(b, std::min(n, b + chunk));
+    }
+  });
+}
+
 struct Scratch {
   std::vector<int8_t> q; std::vector<float> qs, qsum; std::vector<uint16_t> b;
   Acts make(bool integer, const float* x, int nrows, int K) {
@@ -299,7 +315,7 @@ torch::Tensor moe_forward(int64_t form, int64_t group, torch::Tensor x, torch::T
   for (int u = 0; u < U; ++u) arow0[u + 1] = arow0[u] + (int)toks[u].size();
   std::vector<float> act((size_t)arow0[U] * I);
   const int ntile13 = I / TILE;
-  at::parallel_for(0, (int64_t)U * ntile13, 1, [&](int64_t b0, int64_t b1) {
+  dynamic_for((int64_t)U * ntile13, 4, [&](int64_t b0, int64_t b1) {
     float g[MAXT * TILE], up[MAXT * TILE];
     for (int64_t item = b0; item < b1; ++item) {
       const int u = item / ntile13, j = item % ntile13, nt = toks[u].size();
@@ -318,7 +334,7 @@ torch::Tensor moe_forward(int64_t form, int64_t group, torch::Tensor x, torch::T
   Acts aa = sa.make(integer, act.data(), arow0[U], I);
   auto out = torch::zeros({T, H}, torch::kFloat32);
   float* op = out.data_ptr<float>();
-  at::parallel_for(0, H / TILE, 1, [&](int64_t j0, int64_t j1) {
+  dynamic_for(H / TILE, 2, [&](int64_t j0, int64_t j1) {
     float y[MAXT * TILE];
     int rows[MAXT];
     for (int64_t j = j0; j < j1; ++j)

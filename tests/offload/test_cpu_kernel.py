@@ -40,9 +40,10 @@ def random_packed(form: ExpertForm, experts: int, h: int, inter: int, seed: int)
             s(h),
         )
     if form is ExpertForm.INT4:
-        s = lambda n, k: (
-            torch.rand(experts, n, k // 128, 16, generator=g) * 2e-3 + 1e-3
-        ).bfloat16()  # noqa: E731
+
+        def s(n, k):
+            return (torch.rand(experts, n, k // 128, 16, generator=g) * 2e-3 + 1e-3).bfloat16()
+
         m = lambda n, k: (-8 * s(n, k).float()).bfloat16()  # noqa: E731
         return HostExpertLayer(
             form,
