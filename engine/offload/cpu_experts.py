@@ -211,6 +211,8 @@ class CpuExperts:
             self._views[layer] = views
         x = x.float().contiguous()
         ids = ids.to(torch.int64).contiguous()
+        if ids.numel() and not (0 <= int(ids.min()) and int(ids.max()) < L.num_experts):
+            raise ValueError(f"expert ids outside 0..{L.num_experts - 1}")  # the kernel trusts them
         weights = weights.float().contiguous()
         code = FORM_CODE[L.form.value]
         outs = []

@@ -112,3 +112,10 @@ def test_duplicate_tokens_and_shared_experts_accumulate(kernel):
     )
     assert torch.allclose(out[0], out[1], rtol=1e-5, atol=1e-6)
     assert out.abs().sum() > 0
+
+
+def test_expert_ids_out_of_range_are_refused(kernel):
+    layer = random_packed(ExpertForm.INT4, 3, 256, 128, seed=2)
+    cpu = CpuExperts({0: layer}, kernel=kernel)
+    with pytest.raises(ValueError, match="outside 0..2"):
+        cpu.forward(0, torch.randn(1, 256), torch.tensor([[0, 3]]), torch.ones(1, 2))
