@@ -115,7 +115,9 @@ def quantize(llama_cpp, src: Path, dst: Path, qtype: str) -> None:
         raise RuntimeError(f"llama_model_quantize {qtype} returned {rc}")
 
 
-def llama_rows(llama_cpp, gguf: Path, qtype: str, layers: int, bw_buf, pairs: int, steps: int):
+def llama_rows(
+    llama_cpp, gguf: Path, qtype: str, layers: int, bw_buf, pairs: int, steps: int, batches=(1, 8)
+):
     from llama_cpp import Llama
 
     threads = physical_cores()
@@ -133,7 +135,7 @@ def llama_rows(llama_cpp, gguf: Path, qtype: str, layers: int, bw_buf, pairs: in
     }
     per_expert = 3 * H * INTER * BYTES_PER_WEIGHT[qtype]
     rows = []
-    for batch in (1, 8):
+    for batch in batches:
         samples = []
         for _ in range(pairs):
             bw = host_read_bw(bw_buf)
@@ -165,6 +167,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--forms", default="int8,int4,bf16,mxfp8")
     ap.add_argument("--workdir", default="")
+    ap.add_argument(
+        "--llama-batches",
+        default="1,8",
+        help="llama.cpp batches; a -DGGML_NATIVE build on a CPU that lists AMX without the OS "
+        "granting it dies with SIGILL at batch > 1 (seen on the 2-core machine): pass 1 there",
+    )
     ap.add_argument("--out", default="")
     a = ap.parse_args()
     threads = physical_cores()
@@ -198,7 +206,8 @@ def main() -> None:
             for qtype in LLAMA_TYPES:
                 q = Path(tmp) / f"moe-{qtype}.gguf"
                 quantize(llama_cpp, f16, q, qtype)
-                rows += llama_rows(llama_cpp, q, qtype, a.layers, bw_buf, a.pairs, a.steps)
+                batches = tuple(int(b) for b in a.llama_batches.split(","))
+                rows += llama_rows(llama_cpp, q, qtype, a.layers, bw_buf, a.pairs, a.steps, batches)
                 q.unlink()
     ratios(rows)
     if a.out:
