@@ -33,6 +33,8 @@ class ExpertForm(StrEnum):
     AUTO = "auto"
     STORED = "stored"  # as the checkpoint stores them (bf16, or fp8 with its scales)
     INT8 = "int8"  # int8 weights, one fp32 scale per output row (AMX / VNNI int8)
+    INT4 = "int4"  # 4-bit weights, bf16 scale and min per group of 128 along k (4.25 bits)
+    MXFP8 = "mxfp8"  # e4m3 values, e8m0 scale per 1x32 block (the released checkpoint's form)
     BF16 = "bf16"
 
 
@@ -127,6 +129,10 @@ def host_expert_bytes(c: M3TextConfig, stored: int, fmt: StorageFormat, form: Ex
     if form is ExpertForm.BF16:
         return 2 * weights
     rows = 2 * c.intermediate_size + c.hidden_size  # gate, up (I rows each), down (h rows)
+    if form is ExpertForm.INT4:  # half a byte a weight, bf16 scale + min per 128 (forms.py)
+        return weights // 2 + 4 * (weights // 128)
+    if form is ExpertForm.MXFP8:  # one byte a weight, one e8m0 byte per 32
+        return weights + weights // 32
     return weights + 4 * rows
 
 

@@ -33,11 +33,13 @@ def make_moe(seed: int = 0) -> MoE:
 
 
 def host_layer(moe: MoE, form: ExpertForm) -> HostExpertLayer:
+    """The engine MoE's experts in a host form (int4 in groups of 64: H=128 rows of k)."""
     return HostExpertLayer.from_weights(
         [ex.w1.weight.float() for ex in moe.experts],
         [ex.w3.weight.float() for ex in moe.experts],
         [ex.w2.weight.float() for ex in moe.experts],
         form,
+        group=64,
     )
 
 
@@ -59,27 +61,40 @@ def test_bf16_host_experts_equal_the_engine_moe(tokens):
     assert (got - ref).abs().max() / ref.abs().max() < 2e-2
 
 
-def test_int8_host_experts_within_quantisation_error():
+@pytest.mark.parametrize(
+    ("form", "vs_engine", "vs_reference"),
+    [(ExpertForm.INT8, 0.03, 0.02), (ExpertForm.MXFP8, 0.06, 0.01), (ExpertForm.INT4, 0.2, 0.02)],
+)
+@pytest.mark.parametrize("use_kernel", [True, False])
+def test_quantised_host_experts_within_their_error(form, vs_engine, vs_reference, use_kernel):
     moe = make_moe(1)
     x = (torch.randn(5, H) * 2).to(torch.bfloat16)
     w, ids = routed(moe, x)
-    cpu = CpuExperts({0: host_layer(moe, ExpertForm.INT8)})
+    cpu = CpuExperts({0: host_layer(moe, form)}, use_kernel=use_kernel)
+    if use_kernel and not cpu.uses_kernel:
+        pytest.skip("no CPU kernel on this machine (see cpu_kernel.py)")
     got = cpu.forward(0, x, ids, w)
     want = moe(x).float()
     rel = (got - want).norm() / want.norm()
-    assert rel < 0.03, rel
-    # The kernel agrees with the fp32 reference on the same int8 values far more tightly.
+    assert rel < vs_engine, rel
+    # Against the fp32 reference on the same quantised weights the gap is only the rounding of
+    # activations (int8 per 32 in the kernel, bf16 in the torch path): far tighter.
     ref = cpu.reference(0, x, ids, w)
-    assert (got - ref).norm() / ref.norm() < 0.01
+    assert (got - ref).norm() / ref.norm() < vs_reference
 
 
 def test_int8_rows_and_sizes():
     w = torch.randn(64, 96)
     q, s = quantize_rows_int8(w)
     assert q.dtype == torch.int8 and s.shape == (64,)
-    assert ((q.float() * s.float()[:, None] - w).abs() <= s.float()[:, None] * 0.51 + 1e-2).all()
+    assert ((q.float() * s.float()[:, None] - w).abs() <= s.float()[:, None] * 0.51 + 1e-6).all()
     moe = make_moe()
     layer = host_layer(moe, ExpertForm.INT8)
-    assert layer.expert_bytes() == 3 * H * INTER + 2 * (2 * INTER + H)
-    with pytest.raises(ValueError, match="int8 or bf16"):
+    assert layer.expert_bytes() == 3 * H * INTER + 4 * (2 * INTER + H)  # fp32 row scales
+    int4 = host_layer(moe, ExpertForm.INT4)
+    weights = 3 * H * INTER
+    assert int4.expert_bytes() == weights // 2 + 4 * (weights // 64)  # bf16 scale + min / 64
+    mx = host_layer(moe, ExpertForm.MXFP8)
+    assert mx.expert_bytes() == weights + weights // 32
+    with pytest.raises(ValueError, match="int8, int4, mxfp8 or bf16"):
         HostExpertLayer.from_weights([], [], [], ExpertForm.STORED)
