@@ -133,8 +133,10 @@ class Settings:
             raise ValueError(
                 f"offload_experts must be auto, on or off, got {self.offload_experts!r}"
             )
-        if self.expert_form not in ("auto", "int8", "bf16"):
-            raise ValueError(f"expert_form must be auto, int8 or bf16, got {self.expert_form!r}")
+        if self.expert_form not in ("auto", "int8", "int4", "mxfp8", "bf16"):
+            raise ValueError(
+                f"expert_form must be auto, int8, int4, mxfp8 or bf16, got {self.expert_form!r}"
+            )
         if self.hot_experts is not None and self.hot_experts < 0:
             raise ValueError(f"hot_experts must be 0 or more, got {self.hot_experts}")
         if self.prefill_stream_tokens < 0:

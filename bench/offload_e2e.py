@@ -19,6 +19,7 @@ the plan; the planner's bounds; an extrapolation to 57 MoE layers. One JSON file
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import gc
 import json
@@ -106,7 +107,6 @@ def seed_layer(c, form, seeds: int):
 
 def host_layers(c, seed, layer_ids, pin: bool) -> dict:
     """Each layer: every expert slot its own memory, filled from the seed experts."""
-    from m3agent.engine.offload.cpu_experts import HostExpertLayer
     from m3agent.engine.offload.device_experts import tensor_fields
 
     src = tensor_fields(seed)
@@ -120,7 +120,7 @@ def host_layers(c, seed, layer_ids, pin: bool) -> dict:
         for e in range(c.num_local_experts):
             for k, v in t.items():
                 v[e].copy_(src[k][(e + li) % n_seed])
-        out[li] = HostExpertLayer(seed.form, **t)
+        out[li] = dataclasses.replace(seed, **t)
         say(f"  host experts of layer {li} built ({len(out)}/{len(layer_ids)})")
     return out
 

@@ -199,7 +199,9 @@ def register(app: typer.Typer) -> None:
             "weights do not fit the GPU), on, off.",
         ),
         expert_form: str | None = typer.Option(
-            None, "--expert-form", help="native M3 offload: experts as auto, int8 or bf16."
+            None,
+            "--expert-form",
+            help="native M3 offload: experts as auto, int8, int4, mxfp8 or bf16.",
         ),
     ) -> None:
         """Run one task headless and print the answer."""

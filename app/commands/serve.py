@@ -71,7 +71,9 @@ def register(app: typer.Typer) -> None:
             help="native M3: routed experts in host memory on the CPU: auto, on, off.",
         ),
         expert_form: str | None = typer.Option(
-            None, "--expert-form", help="native M3 offload: experts as auto, int8 or bf16."
+            None,
+            "--expert-form",
+            help="native M3 offload: experts as auto, int8, int4, mxfp8 or bf16.",
         ),
         idle_timeout: float | None = typer.Option(
             None,

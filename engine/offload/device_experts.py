@@ -5,39 +5,39 @@ so a hot or streamed expert computes the same function as the CPU's copy and cos
 memory as the plan's row. This module dequantises one expert at a time to the activation dtype
 just before its two GEMMs.
 
-A form is a HostExpertLayer's tensor fields; forms other than bf16 and int8-per-row (int4 per
-group, MXFP8) add their dequantisation to `expert_weights`.
+A form is a HostExpertLayer's tensor fields (tiled as engine/offload/forms.py lays them out);
+every form dequantises through forms.dequantize, on whichever device holds the tensors.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import torch
 
 from ..native.layers.mlp import swiglu_oai_merged
+from . import forms
 from .cpu_experts import HostExpertLayer
 from .plan import ExpertForm
 
 
 def tensor_fields(layer: HostExpertLayer) -> dict[str, torch.Tensor]:
     """The layer's tensors by field name, each with the expert index first."""
-    out = {}
-    for f in fields(layer):
-        v = getattr(layer, f.name)
-        if isinstance(v, torch.Tensor):
-            out[f.name] = v
-    return out
+    return layer.tensors()
 
 
-def _mm(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
-    """x [n, K] bf16 @ w [N, K].T -> [n, N] bf16, one rounding at the end as the CPU kernels
-    round: bf16 weights straight; int8 rows summed in fp32 and scaled before rounding."""
-    if scale is None:
-        return x @ w.t()
-    if x.is_cuda:  # tensor cores: the bf16 product, then the scale (one more rounding)
-        return (x @ w.to(x.dtype).t()) * scale.to(x.dtype)
-    return ((x.float() @ w.float().t()) * scale.float()).to(torch.bfloat16)
+def _projection(t: dict[str, torch.Tensor], slot: int, which: str) -> dict[str, torch.Tensor]:
+    """Expert `slot`'s tensors of one projection ('13' or '2') as forms.pack laid them out."""
+    return {p: t[p + which][slot] for p in ("w", "s", "m") if p + which in t}
+
+
+def expert_weights(
+    form: ExpertForm, t: dict[str, torch.Tensor], slot: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w13 [2I, h] gate rows then up rows, w2 [h, I]) of expert `slot`, dequantised to fp32
+    on the tensors' device (forms.dequantize is the torch reference of every host form)."""
+    if form.value not in forms.CHUNK:
+        raise ValueError(f"no dequantisation for expert form {form}")
+    w13 = forms.split_gate_up(forms.dequantize(_projection(t, slot, "13"), form.value))
+    return w13, forms.dequantize(_projection(t, slot, "2"), form.value)
 
 
 def expert_forward(
@@ -49,31 +49,15 @@ def expert_forward(
     limit: float,
     beta: float,
 ) -> torch.Tensor:
-    """Expert `slot` of the tensors `t` on rows x [n, h] -> [n, h] fp32, rounded to bf16 at
-    the same points as CpuExperts (inputs, both GEMM outputs, the activation), so a hot or
-    streamed expert gives what the CPU would have given."""
-    if form not in (ExpertForm.BF16, ExpertForm.INT8):
-        raise ValueError(f"no GPU path for expert form {form}")
-    s13 = t["s13"][slot] if form is ExpertForm.INT8 else None
-    s2 = t["s2"][slot] if form is ExpertForm.INT8 else None
+    """Expert `slot` of the tensors `t` on rows x [n, h] -> [n, h] fp32: the weights
+    dequantised on the device, then two bf16 GEMMs with the activation between them rounded
+    to bf16, as the CPU computes them (the input, the activation and the output are the
+    points both round at)."""
+    w13, w2 = expert_weights(form, t, slot)
     xb = x.to(torch.bfloat16)
-    gu = _mm(xb, t["w13"][slot].to(torch.bfloat16) if s13 is None else t["w13"][slot], s13)
-    gu = gu.float()
+    gu = (xb @ w13.to(torch.bfloat16).t()).float()
     act = swiglu_oai_merged(gu, alpha, limit, beta).to(torch.bfloat16)
-    return _mm(act, t["w2"][slot], s2).float()
-
-
-def expert_weights(
-    form: ExpertForm, t: dict[str, torch.Tensor], slot: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(w13 [2I, h], w2 [h, I]) of expert `slot`, dequantised to fp32."""
-    if form is ExpertForm.BF16:
-        return t["w13"][slot].float(), t["w2"][slot].float()
-    if form is ExpertForm.INT8:
-        w13 = t["w13"][slot].float() * t["s13"][slot].float()[:, None]
-        w2 = t["w2"][slot].float() * t["s2"][slot].float()[:, None]
-        return w13, w2
-    raise ValueError(f"no dequantisation for expert form {form}")
+    return (act @ w2.to(torch.bfloat16).t()).float()
 
 
 def dequantised(layer: HostExpertLayer, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

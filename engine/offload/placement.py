@@ -24,7 +24,7 @@ from .plan import ExpertForm
 
 log = logging.getLogger(__name__)
 # host forms the CPU computes with today; the offload-kernels work adds int4 / MXFP8
-HOST_FORMS = (ExpertForm.INT8, ExpertForm.BF16)
+HOST_FORMS = (ExpertForm.INT8, ExpertForm.INT4, ExpertForm.MXFP8, ExpertForm.BF16)
 EXPERT_PARAM = re.compile(
     r"^model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight$"
 )
@@ -37,6 +37,10 @@ class OffloadConfig:
     prefill_stream_tokens: int = 1024  # chunks this long stream experts to the GPU (0: never)
     stream_experts: int = 32  # experts per streamed transfer (two such GPU buffers)
     cpu_threads: int | None = None  # torch threads for the CPU experts (None: torch's default)
+    # The compiled CPU kernel (activations quantised per 32 for the integer forms, as llama.cpp's
+    # Q8 path does); False: the torch path, whose rounding the GPU's hot and streamed experts
+    # share exactly (device_experts.py), which the token-equality tests need.
+    cpu_kernel: bool = True
 
     def __post_init__(self) -> None:
         if self.form not in HOST_FORMS:
@@ -59,6 +63,7 @@ class HostExpertCollector:
         self.num_experts, self.form = num_experts, form
         self._parts: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
         self._layers: dict[int, dict[str, torch.Tensor]] = {}
+        self._templates: dict[int, HostExpertLayer] = {}
         self._done: dict[int, set[int]] = {}
 
     def wants(self, name: str) -> bool:
@@ -80,6 +85,7 @@ class HostExpertCollector:
         t = tensor_fields(one)
         dst = self._layers.get(layer)
         if dst is None:
+            self._templates[layer] = one  # the form's sizes (hidden, inter, group)
             dst = self._layers[layer] = {
                 k: torch.empty((self.num_experts, *v.shape[1:]), dtype=v.dtype)
                 for k, v in t.items()
@@ -104,7 +110,7 @@ class HostExpertCollector:
                 raise ValueError(
                     f"layer {i}: {len(self._done[i])} of {self.num_experts} routed experts loaded"
                 )
-            out[i] = HostExpertLayer(self.form, **t)
+            out[i] = replace(self._templates[i], **t)
         return out
 
 

@@ -48,7 +48,11 @@ class OffloadRuntime:
         if cfg.cpu_threads is not None:
             torch.set_num_threads(cfg.cpu_threads)
         self.cpu = CpuExperts(
-            layers, alpha=config.swiglu_alpha, limit=config.swiglu_limit, beta=config.swiglu_beta
+            layers,
+            alpha=config.swiglu_alpha,
+            limit=config.swiglu_limit,
+            beta=config.swiglu_beta,
+            use_kernel=cfg.cpu_kernel,
         )
         # one worker: the CPU step of a layer is itself multi-threaded inside torch
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="m3agent-cpu-experts")

@@ -65,11 +65,13 @@ class HostPrecisionExpert(torch.nn.Module):
 
 def host_precision_reference(path: Path, off_model):
     """The all-on-device engine whose routed experts are the host form's values computed at
-    the host kernel's precision: offloading must then change no greedy token."""
+    the host path's precision (the dequantised weights rounded to bf16, as the torch CPU path
+    and the GPU's hot and streamed experts use them): offloading must then change no greedy
+    token."""
     ref = load_model(path, dtype=torch.float32)
     for i, L in off_model.offload.layers.items():
         moe = ref.model.layers[i].block_sparse_moe
-        w13, w2 = dequantised(L, torch.float32)
+        w13, w2 = (w.float() for w in dequantised(L, torch.bfloat16))
         for e in range(L.num_experts):
             moe.experts[e] = HostPrecisionExpert(w13[e], w2[e], moe.alpha, moe.limit, moe.beta)
     return ref

@@ -91,4 +91,6 @@ def test_doctor_flags_check_a_native_model_here(tmp_path):
         [str(EXE), "doctor", "--no-mcp", "--expert-form", "int3"],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
-    assert bad.returncode == 2 and "expert_form must be auto, int8 or bf16" in bad.stderr
+    assert (
+        bad.returncode == 2 and "expert_form must be auto, int8, int4, mxfp8 or bf16" in bad.stderr
+    )

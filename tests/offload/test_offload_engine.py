@@ -21,7 +21,7 @@ from .offload_helpers import (
     reference_for,
 )
 
-FORMS = [ExpertForm.BF16, ExpertForm.INT8]
+FORMS = [ExpertForm.BF16, ExpertForm.INT8, ExpertForm.INT4, ExpertForm.MXFP8]
 # (hot experts per layer, prefill stream threshold): the CPU alone; and the hot cache with
 # the 200-token prompt streamed in groups of 3 experts (8 experts: 3 groups, double-buffered)
 MODES = {"cpu": (0, 0), "hot+stream": (3, 64)}
@@ -43,7 +43,11 @@ def _logits(eng, out) -> torch.Tensor:
 def test_offloaded_greedy_tokens_equal_the_on_device_engine(tiny, form, mode):
     hot, stream_at = MODES[mode]
     cfg = OffloadConfig(
-        form=form, hot_experts_per_layer=hot, prefill_stream_tokens=stream_at, stream_experts=3
+        form=form,
+        hot_experts_per_layer=hot,
+        prefill_stream_tokens=stream_at,
+        stream_experts=3,
+        cpu_kernel=False,  # the torch path: the rounding the reference shares exactly
     )
     off = offloaded(tiny, cfg)
     assert set(off.offload.layers) == {1, 2}  # layer 0 is the dense layer
@@ -74,7 +78,7 @@ def test_offloaded_greedy_tokens_equal_the_on_device_engine(tiny, form, mode):
 def test_offloaded_prefill_logits_near_the_plain_fp32_engine(tiny, form):
     """Against the plain all-on-device fp32 engine with the dequantised host weights, before
     any token can differ: the first logits agree to the host kernel's bf16 rounding."""
-    off = offloaded(tiny, OffloadConfig(form=form, prefill_stream_tokens=0))
+    off = offloaded(tiny, OffloadConfig(form=form, prefill_stream_tokens=0, cpu_kernel=False))
     ref = reference_for(tiny, off)
     p = [prompt(120, 4)]
     e_off, e_ref = engine(off), engine(ref)

@@ -41,11 +41,15 @@ def test_full_width_offloaded_greedy_tokens_equal_on_device(wide, form):
     off = offloaded(
         wide,
         OffloadConfig(
-            form=form, hot_experts_per_layer=2, prefill_stream_tokens=48, stream_experts=2
+            form=form,
+            hot_experts_per_layer=2,
+            prefill_stream_tokens=48,
+            stream_experts=2,
+            cpu_kernel=False,  # the torch path: the rounding the reference shares exactly
         ),
     )
     (L,) = off.offload.layers.values()
-    assert tuple(L.w13.shape) == (4, 2 * 3072, 6144) and tuple(L.w2.shape) == (4, 6144, 3072)
+    assert (L.num_experts, L.hidden, L.inter) == (4, 6144, 3072)
     ref = host_precision_reference(wide, off)
     p = [prompt(64, 7)]
     e_off = engine(off)
