@@ -57,8 +57,11 @@ def cache_root() -> Path:
     env = os.environ.get("M3AGENT_KERNEL_CACHE")
     if env:
         return Path(env)
-    from platformdirs import user_cache_dir
-
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:  # the engine runs without the app's packages (a GPU image, a bench)
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        return Path(base) / "m3agent" / "kernels"
     return Path(user_cache_dir("m3agent")) / "kernels"
 
 
