@@ -179,7 +179,7 @@ def build_snapshot(
     scores: dict[str, float] = {}
     outlines: dict[int, tuple[str, int]] = {}  # files over the per-file cap: (section, tokens)
     if total_all <= config.budget_tokens:
-        inc_idx, shown_idx = set(range(len(order))), set()
+        inc_idx, shown_idx = set(range(len(order))), set[int]()
     else:
         room = config.budget_tokens - fixed - listing_tokens
         cap = file_cap(room)

@@ -77,7 +77,7 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
     return "\n".join(lines) + ("\n" if lines and trailing_nl else "")
 
 
-class ApplyPatch(Tool):
+class ApplyPatch(Tool[ApplyPatchArgs]):
     name = "apply_patch"
     description = (
         "Apply a patch to one or more files, atomically: every hunk applies or nothing changes. "
@@ -130,9 +130,10 @@ class ApplyPatch(Tool):
 
         def current(p: Path, raw: str) -> str:
             if p in seen:
-                if seen[p] is None:
+                text = seen[p]
+                if text is None:
                     raise PatchError(f"{raw}: deleted earlier in this patch")
-                return seen[p]
+                return text
             try:  # by descriptor, no symlink followed, no hard-linked file read
                 data = read_bytes(p, raw, links_ok=hardlinks_allowed(p, ctx))
             except FsRefused as e:

@@ -50,7 +50,7 @@ class ReadFileArgs(BaseModel):
     limit: int = Field(2000, ge=1, le=20000, description="Maximum number of lines to read.")
 
 
-class ReadFile(Tool):
+class ReadFile(Tool[ReadFileArgs]):
     name = "read_file"
     description = (
         "Read a text file. Returns lines prefixed with their 1-based line numbers. "
