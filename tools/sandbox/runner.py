@@ -89,12 +89,6 @@ class Sandbox:
     def mode(self):
         return self.policy.mode
 
-    def would_block(self, tool_name: str, arguments: dict) -> bool:
-        """Whether the path guard would refuse this call (approvals ask first when it would)."""
-        from m3agent.tools.sandbox.precheck import would_block
-
-        return would_block(self.policy, tool_name, arguments)
-
     def active_layers(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.report.layers if s.active)
 
