@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -17,7 +18,7 @@ MAX_OUTPUT_CHARS = 100_000
 MAX_LINE_BYTES = 8_000  # a longer line is cut (and says so)
 
 
-def _lines(f) -> Iterator[tuple[bytes, int]]:
+def _lines(f: BinaryIO) -> Iterator[tuple[bytes, int]]:
     """(line, bytes cut from its end): a line is held only up to MAX_LINE_BYTES, so one
     enormous line (a minified bundle, /dev/zero behind a name) cannot fill memory."""
     while True:
