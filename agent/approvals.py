@@ -20,7 +20,7 @@ from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
 from m3agent.tools.base import Touches
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
 from .config import ApprovalPolicy, ToolRule, Verdict
@@ -53,18 +53,15 @@ def _rule_verdict(tool_name: str, rules: tuple[ToolRule, ...]) -> Verdict | None
     return max(matching, key=lambda a: _STRENGTH[a])
 
 
-def _sandbox_would_block(
-    sandbox: Sandbox | SandboxPolicy | None, touches: Touches | None, mutates: bool
-) -> bool:
+def _sandbox_would_block(sandbox: Sandbox | None, touches: Touches | None, mutates: bool) -> bool:
     """From the paths the call declares (touches); a call that declared nothing (its
     arguments did not parse) is judged by the mode alone: no change in a read-only sandbox."""
     if sandbox is None:
         return False
-    policy = sandbox if isinstance(sandbox, SandboxPolicy) else sandbox.policy
     if touches is None:
-        return mutates and policy.mode is SandboxMode.READ_ONLY
+        return mutates and sandbox.policy.mode is SandboxMode.READ_ONLY
     try:
-        return blocks(policy, touches)
+        return blocks(sandbox, touches)
     except Exception:  # a precheck failure must not stop the turn; asking is the safe side
         return True
 
@@ -102,7 +99,7 @@ class ApprovalGate:
         *,
         mutates: bool,
         risky: bool = False,
-        sandbox: Sandbox | SandboxPolicy | None = None,
+        sandbox: Sandbox | None = None,
     ) -> ApprovalCheck:
         """`touches`: what the call declares (Toolset.touches; None when it declared
         nothing)."""

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import THINKING_MODES, Engine, Message, Usage
-from m3agent.tools.sandbox.policy import SandboxPolicy
 
 from . import events as ev
 from . import ops
@@ -43,7 +42,7 @@ class Session:
         *,
         conversation: Conversation,
         cwd: Path,
-        sandbox: Sandbox | SandboxPolicy | None = None,
+        sandbox: Sandbox | None = None,
         checkpoint: Callable[[str], Any] | None = None,
         tool_env: dict[str, str] | None = None,
         resumed: bool = False,

@@ -101,7 +101,9 @@ async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> Tool
         control.tool_cancel = None
 
 
-def _dispatch_sync(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -> ToolResult:
+def _dispatch_sync(toolset: ToolsetProtocol | None, call: ToolCall, ctx: ToolContext) -> ToolResult:
+    if toolset is None:  # the model was offered no tools, yet called one
+        return ToolResult(f"unknown tool {call.name!r}; this session has no tools", is_error=True)
     try:
         result = toolset.dispatch(call.name, call.arguments, ctx)
     except Exception as e:  # Toolset promises not to raise; a tool bug still must not kill us

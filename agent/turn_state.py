@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import Engine
-from m3agent.tools.sandbox.policy import SandboxPolicy
 
 from .approvals import ApprovalGate
 from .config import AgentConfig
@@ -44,7 +43,7 @@ class LoopDeps:
     gate: ApprovalGate
     cwd: Path
     emit: Emit
-    sandbox: Sandbox | SandboxPolicy | None = None  # into ToolContext.sandbox; approvals read it
+    sandbox: Sandbox | None = None  # into ToolContext.sandbox; approvals read it
     checkpoint: Callable[[str], Any] | None = None  # snapshot(label) before the first mutation
     tool_env: dict[str, str] | None = None
     cache: CacheTracker | None = None  # annotates each Usage with a miss reason

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from recording import recording_engine_class  # bench/recording.py: this script's folder
+
 PAGE = 128
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = [
@@ -56,23 +58,9 @@ def rss_mb() -> float:
 
 
 def recording_engine(model_dir: Path, args):
-    from m3agent.engine.backends.native import NativeEngine
     from m3agent.engine.native.engine_config import EngineConfig
 
-    class Recording(NativeEngine):
-        def __init__(self, *a, **kw):
-            self.requests, self.generated = [], {}
-            super().__init__(*a, **kw)
-
-        def _deliver(self, out):
-            if out.finished:
-                self.generated[out.request_id] = list(out.token_ids)
-            super()._deliver(out)
-
-        async def stream(self, request):
-            self.requests.append(request)
-            async for d in super().stream(request):
-                yield d
+    Recording = recording_engine_class()
 
     cfg = EngineConfig(
         max_num_batched_tokens=args.chunk,

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from recording import recording_engine_class  # bench/recording.py: this script's folder
+
 PAGE = 128
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("enabled", "disabled", "adaptive")
@@ -68,7 +70,6 @@ def run(args, work: Path, save) -> dict:
     from m3agent.agent.ops import SetThinking, UserTurn
     from m3agent.app.factory import build_session
     from m3agent.app.settings import Settings
-    from m3agent.engine.backends.native import NativeEngine
     from m3agent.engine.backends.scripted import common_prefix_len
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
@@ -94,20 +95,7 @@ def run(args, work: Path, save) -> dict:
     repo = work / "repo"
     make_repo(repo, int(args.budget * 1.2), tok)
 
-    class Recording(NativeEngine):
-        def __init__(self, *a, **kw):
-            self.requests, self.generated = [], {}
-            super().__init__(*a, **kw)
-
-        def _deliver(self, out):
-            if out.finished:
-                self.generated[out.request_id] = list(out.token_ids)
-            super()._deliver(out)
-
-        async def stream(self, request):
-            self.requests.append(request)
-            async for d in super().stream(request):
-                yield d
+    Recording = recording_engine_class()
 
     engine = Recording.from_model_dir(
         model_dir,

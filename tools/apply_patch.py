@@ -13,6 +13,9 @@ from .fdio import FsRefused, lstat, read_bytes, unlink, write_atomic
 from .patch_parse import FileOp, Hunk, PatchError, parse
 from .paths import PathDenied, check_write, display, hardlinks_allowed
 
+# Per file: (source, destination, old text or None, new text or None).
+_Plan = list[tuple[Path, Path | None, str | None, str | None]]
+
 
 class ApplyPatchArgs(BaseModel):
     patch: str = Field(
@@ -77,7 +80,7 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
     return "\n".join(lines) + ("\n" if lines and trailing_nl else "")
 
 
-class ApplyPatch(Tool):
+class ApplyPatch(Tool[ApplyPatchArgs]):
     name = "apply_patch"
     description = (
         "Apply a patch to one or more files, atomically: every hunk applies or nothing changes. "
@@ -123,16 +126,17 @@ class ApplyPatch(Tool):
             metadata={"diff": full, "paths_changed": changed, "truncated": bool(note)},
         )
 
-    def _plan(self, ops: list[FileOp], ctx: ToolContext):
+    def _plan(self, ops: list[FileOp], ctx: ToolContext) -> _Plan:
         """(source, destination, old text or None, new text or None) per file, all checked."""
-        plan: list[tuple[Path, Path | None, str | None, str | None]] = []
+        plan: _Plan = []
         seen: dict[Path, str | None] = {}
 
         def current(p: Path, raw: str) -> str:
             if p in seen:
-                if seen[p] is None:
+                text = seen[p]
+                if text is None:
                     raise PatchError(f"{raw}: deleted earlier in this patch")
-                return seen[p]
+                return text
             try:  # by descriptor, no symlink followed, no hard-linked file read
                 data = read_bytes(p, raw, links_ok=hardlinks_allowed(p, ctx))
             except FsRefused as e:
@@ -169,7 +173,7 @@ class ApplyPatch(Tool):
                     seen[src] = new
         return plan
 
-    def _commit(self, plan) -> None:
+    def _commit(self, plan: _Plan) -> None:
         """Write every change; if one write fails, put back what was already written. Every
         write and removal goes through the checked directory's descriptor (tools/fdio.py)."""
         done: list[tuple[Path, str | None]] = []  # (path, content before) for rollback
@@ -200,7 +204,7 @@ class ApplyPatch(Tool):
             raise
 
 
-def _diffs(plan, ctx: ToolContext) -> tuple[list[str], list[str]]:
+def _diffs(plan: _Plan, ctx: ToolContext) -> tuple[list[str], list[str]]:
     """(the unified diff lines of a plan, one summary line per file)."""
     diffs: list[str] = []
     summary: list[str] = []

@@ -13,9 +13,12 @@ import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:  # types only: base stays a leaf that the sandbox package may import
+    from .sandbox.runner import Sandbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +74,23 @@ class Touches:
 class ToolContext:
     cwd: Path  # the workspace root; relative paths resolve against it
     cancel: threading.Event = field(default_factory=threading.Event)
-    # The sandbox policy and runner live in tools/sandbox; kept as Any here so base has no cycle.
-    sandbox: Any = None
+    # The session's sandbox (policy, probed layers, runner). None: the default policy
+    # (workspace-write on `cwd`), whose Sandbox the shell tool builds on first use.
+    sandbox: Sandbox | None = None
     timeout_s: float = 120.0
     env: dict[str, str] | None = None
     call_id: str = ""  # the model's id of this call (the task tool nests events under it)
 
 
-class Tool:
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+class Tool(Generic[ArgsT]):
     """Subclass with a pydantic `Args` model and `run`. Class attributes describe it;
-    `touches` and `preview` say what a call would do (override both in a tool with paths)."""
+    `touches` and `preview` say what a call would do (override both in a tool with paths).
+    The type argument is the `Args` model (`class EditFile(Tool[EditFileArgs])`), so `run`,
+    `touches` and `preview` take it typed; the registry holds `Tool[Any]`, since it validates
+    each call's arguments with that tool's own `Args` before handing them over."""
 
     name: ClassVar[str]
     description: ClassVar[str]
@@ -88,14 +98,14 @@ class Tool:
     mutates: ClassVar[bool] = False  # writes files or runs commands (approvals, checkpoints)
     risky: ClassVar[bool] = False  # ask first even inside the sandbox (on-request policy)
 
-    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:  # pragma: no cover
+    def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError
 
-    def touches(self, args: BaseModel) -> Touches:
+    def touches(self, args: ArgsT) -> Touches:
         """The paths `args` name. A tool that cannot say declares itself opaque."""
         return Touches(opaque=True)
 
-    def preview(self, args: BaseModel, ctx: ToolContext) -> Preview | None:
+    def preview(self, args: ArgsT, ctx: ToolContext) -> Preview | None:
         """What `run(args, ctx)` would do, without doing it (no write, no command, no
         request). None: nothing to show beyond the arguments."""
         return None

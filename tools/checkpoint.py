@@ -7,6 +7,7 @@ workspace's .gitignore excludes are not snapshotted (and so not restored).
 
 from __future__ import annotations
 
+import builtins  # `list` below is also a method name, which shadows it in the class body
 import fcntl
 import functools
 import hashlib
@@ -163,7 +164,7 @@ class Checkpoints:
         return self._list()
 
     @_exclusive
-    def _list(self) -> list[Checkpoint]:
+    def _list(self) -> builtins.list[Checkpoint]:
         self._make_private()
         if self._head() is None:
             return []
@@ -175,7 +176,7 @@ class Checkpoints:
         return rows
 
     @_exclusive
-    def restore(self, checkpoint_id: str) -> list[str]:
+    def restore(self, checkpoint_id: str) -> builtins.list[str]:
         """Make the workspace match the checkpoint; returns the paths that were removed.
 
         Files changed since are rewritten, files deleted since come back, files created since
@@ -209,7 +210,7 @@ class Checkpoints:
             self._git("update-ref", "-d", REF)
         return removed
 
-    def _prune_empty_dirs(self, removed: list[str]) -> None:
+    def _prune_empty_dirs(self, removed: builtins.list[str]) -> None:
         dirs = sorted(
             {str(Path(r).parent) for r in removed if Path(r).parent != Path(".")},
             key=lambda d: -d.count("/"),

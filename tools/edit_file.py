@@ -23,7 +23,7 @@ class EditFileArgs(BaseModel):
     replace_all: bool = Field(False, description="Replace every occurrence instead of exactly one.")
 
 
-class EditFile(Tool):
+class EditFile(Tool[EditFileArgs]):
     name = "edit_file"
     description = (
         "Replace an exact string in a file. old_string must match exactly once (include "

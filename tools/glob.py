@@ -21,7 +21,7 @@ class GlobArgs(BaseModel):
     include_ignored: bool = Field(False, description="Also match files excluded by .gitignore.")
 
 
-class Glob(Tool):
+class Glob(Tool[GlobArgs]):
     name = "glob"
     description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
     Args = GlobArgs

@@ -30,7 +30,7 @@ class GrepArgs(BaseModel):
     max_matches: int = Field(MAX_MATCHES, ge=1, le=2000)
 
 
-class Grep(Tool):
+class Grep(Tool[GrepArgs]):
     name = "grep"
     description = (
         "Search file contents with a regular expression. Returns 'path:line:text' rows; "
@@ -53,7 +53,7 @@ class Grep(Tool):
         except re.error as e:
             return ToolResult(f"invalid regular expression {args.pattern!r}: {e}", is_error=True)
         if self._rg:
-            rows = _confirm(self._ripgrep(args, root, ctx), regex, ctx)
+            rows = _confirm(self._ripgrep(self._rg, args, root, ctx), regex, ctx)
         else:
             rows = self._python(args, regex, root, ctx)
         truncated = len(rows) > args.max_matches
@@ -72,9 +72,11 @@ class Grep(Tool):
             out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"}
         )
 
-    def _ripgrep(self, args: GrepArgs, root: Path, ctx: ToolContext) -> list[tuple[Path, int]]:
+    def _ripgrep(
+        self, rg: str, args: GrepArgs, root: Path, ctx: ToolContext
+    ) -> list[tuple[Path, int]]:
         cmd = [
-            self._rg,
+            rg,
             "--line-number",
             "--no-heading",
             "--color",

@@ -18,7 +18,7 @@ class ListDirArgs(BaseModel):
     path: str = Field(".", description="Directory, relative to the workspace or absolute.")
 
 
-class ListDir(Tool):
+class ListDir(Tool[ListDirArgs]):
     name = "list_dir"
     description = "List the entries of a directory; subdirectories end with '/'."
     Args = ListDirArgs

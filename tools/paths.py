@@ -20,12 +20,7 @@ class PathDenied(Exception):
 
 def policy_of(ctx: ToolContext) -> SandboxPolicy:
     """The context's policy, or the default (workspace-write on ctx.cwd) when none is set."""
-    sb = ctx.sandbox
-    if sb is None:
-        return SandboxPolicy(workspace=ctx.cwd)
-    if isinstance(sb, SandboxPolicy):
-        return sb
-    return sb.policy
+    return SandboxPolicy(workspace=ctx.cwd) if ctx.sandbox is None else ctx.sandbox.policy
 
 
 def _within(path: Path, root: Path) -> bool:

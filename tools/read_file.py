@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -17,7 +18,7 @@ MAX_OUTPUT_CHARS = 100_000
 MAX_LINE_BYTES = 8_000  # a longer line is cut (and says so)
 
 
-def _lines(f) -> Iterator[tuple[bytes, int]]:
+def _lines(f: BinaryIO) -> Iterator[tuple[bytes, int]]:
     """(line, bytes cut from its end): a line is held only up to MAX_LINE_BYTES, so one
     enormous line (a minified bundle, /dev/zero behind a name) cannot fill memory."""
     while True:
@@ -50,7 +51,7 @@ class ReadFileArgs(BaseModel):
     limit: int = Field(2000, ge=1, le=20000, description="Maximum number of lines to read.")
 
 
-class ReadFile(Tool):
+class ReadFile(Tool[ReadFileArgs]):
     name = "read_file"
     description = (
         "Read a text file. Returns lines prefixed with their 1-based line numbers. "

@@ -34,6 +34,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypedDict
 
 # Options that make git run a program, each forced off on every call. ("" resets a list, e.g.
 # credential.helper; "false"/":" are commands that do nothing.)
@@ -101,6 +102,15 @@ def git_env(scratch: Path, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+class GitPlaces(TypedDict):
+    """run_git's location arguments for a borrowed repository (SafeRepo._borrowed)."""
+
+    git_dir: Path
+    work_tree: Path
+    index_file: Path
+    object_dir: Path
 
 
 def run_git(
@@ -248,7 +258,7 @@ class UserRepo:
         return fmt if fmt in ("sha1", "sha256") else "sha1"
 
     @contextmanager
-    def _borrowed(self) -> Iterator[dict[str, Path]]:
+    def _borrowed(self) -> Iterator[GitPlaces]:
         """A private GIT_DIR holding copies of the index (and split-index parts) and
         info/exclude; the workspace's object directory is read in place."""
         self._check_same()

@@ -25,13 +25,9 @@ class ShellArgs(BaseModel):
 
 
 def sandbox_of(ctx: ToolContext) -> Sandbox:
-    sb = ctx.sandbox
-    if isinstance(sb, Sandbox):
-        return sb
-    policy = sb if isinstance(sb, SandboxPolicy) else SandboxPolicy(workspace=ctx.cwd)
-    sandbox = Sandbox(policy)
-    ctx.sandbox = sandbox  # probe once per context, not once per command
-    return sandbox
+    if ctx.sandbox is None:  # the default policy, probed once per context, not per command
+        ctx.sandbox = Sandbox(SandboxPolicy(workspace=ctx.cwd))
+    return ctx.sandbox
 
 
 def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
@@ -46,7 +42,7 @@ def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
     return cwd
 
 
-class Shell(Tool):
+class Shell(Tool[ShellArgs]):
     name = "shell"
     description = (
         "Run a bash command in the workspace under the sandbox. Returns exit code, stdout and "

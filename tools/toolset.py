@@ -156,11 +156,13 @@ def _escaped(value: Any) -> Any:
     if isinstance(value, str):
         return shown_name(value)
     if isinstance(value, dict):
-        new = {k: _escaped(v) for k, v in value.items()}
-        return value if all(new[k] is value[k] for k in value) else new
+        fields = {k: _escaped(v) for k, v in value.items()}
+        return value if all(fields[k] is value[k] for k in value) else fields
     if isinstance(value, (list, tuple)):
-        new = [_escaped(v) for v in value]
-        return value if all(a is b for a, b in zip(new, value, strict=True)) else type(value)(new)
+        items = [_escaped(v) for v in value]
+        return (
+            value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+        )
     return value
 
 

@@ -19,7 +19,7 @@ class WriteFileArgs(BaseModel):
     content: str = Field(description="The complete new content of the file.")
 
 
-class WriteFile(Tool):
+class WriteFile(Tool[WriteFileArgs]):
     name = "write_file"
     description = "Create a file or replace its whole content. Parent directories are created."
     Args = WriteFileArgs

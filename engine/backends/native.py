@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -184,7 +184,7 @@ class NativeEngine:
 
     async def _generate(
         self, request_id: str, ids: list[int], s: SamplingParams, mm: Any, turn: Turn
-    ) -> AsyncIterator[ChatDelta]:
+    ) -> AsyncGenerator[ChatDelta, None]:
         try:
             params = TokenSamplingParams(
                 max_tokens=s.max_tokens,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,7 @@ class VllmEngine:
 
     async def _generate(
         self, rid: str, vllm_prompt: dict[str, Any], sampling: SamplingParams, turn: Turn
-    ) -> AsyncIterator[ChatDelta]:
+    ) -> AsyncGenerator[ChatDelta, None]:
         params = self._sampling(sampling)
         ids = vllm_prompt["prompt_token_ids"]
         self._aborted.discard(rid)
@@ -266,7 +266,7 @@ class VllmEngine:
             raise request_error(e) from None
 
 
-async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncIterator[Any]:
+async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncGenerator[Any, None]:
     """vLLM's outputs until `stop` is set. Cancelling the pending `__anext__` is how vLLM's
     own generate() learns that its caller left (it aborts the request on CancelledError)."""
     waiter = asyncio.ensure_future(stop.wait())

@@ -25,7 +25,7 @@ _MARK = re.compile(f"{_OPEN}(\\d+){_CLOSE}")
 
 
 def _has_marker(s: str | None) -> bool:
-    return bool(s) and any(m in s for m in ALL_ADDED_TOKENS)
+    return s is not None and any(m in s for m in ALL_ADDED_TOKENS)
 
 
 def _clean(s: str | None) -> bool:

@@ -11,6 +11,7 @@ from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.agent.conversation import Conversation, SessionLogError, list_sessions
 from m3agent.engine.api import Message, ToolCall
 from m3agent.tools.sandbox.policy import SandboxPolicy
+from sandbox_support import unprobed
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,7 @@ from m3agent.tools.sandbox.policy import SandboxPolicy
 )
 def test_policy_matrix(tmp_path, policy, mutates, mode, expected):
     gate = ApprovalGate(policy)
-    sandbox = SandboxPolicy(workspace=tmp_path, mode=mode)
+    sandbox = unprobed(SandboxPolicy(workspace=tmp_path, mode=mode))
     assert gate.check("t", None, mutates=mutates, sandbox=sandbox).verdict == expected
 
 

@@ -146,7 +146,7 @@ def test_read_only_sandbox_on_request_asks(home, repo, m3):
             AgentConfig(thinking_default="enabled", approval_policy="on-request"),
             sessions_dir=home / "sessions",
             cwd=repo,
-            sandbox=SandboxPolicy(workspace=repo, mode="read-only"),
+            sandbox=Sandbox(SandboxPolicy(workspace=repo, mode="read-only")),
         )
 
         async def on(sess, e):

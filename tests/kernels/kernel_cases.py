@@ -25,6 +25,30 @@ from m3agent.engine.native.kernels.testing import make_batch
 ACT = {"cpu": torch.float16, "cuda": torch.bfloat16}
 
 
+def _act(device) -> torch.dtype:
+    """The activation dtype the cases use on `device` (ACT, by device type)."""
+    return ACT[str(device).split(":")[0]]
+
+
+def _randn(device, *shape) -> torch.Tensor:
+    """Standard-normal data in the activation dtype (drawn in float32, then cast)."""
+    return torch.randn(*shape, device=device).to(_act(device))
+
+
+def _batch(seq_lens, query_lens, *, hkv, d, device, seed, **kw):
+    """make_batch with index keys as wide as the heads (d), as every attention case has it."""
+    return make_batch(
+        list(seq_lens),
+        list(query_lens),
+        hkv=hkv,
+        head_dim=d,
+        index_dim=d,
+        device=device,
+        seed=seed,
+        **kw,
+    )
+
+
 def _gate(out, ref, rel_max=5e-3, cos_min=0.9999, what=""):
     rel, cos = rel_error(out, ref)
     assert rel <= rel_max and cos >= cos_min, f"{what}: rel {rel:.2e} cos {cos:.6f}"
@@ -32,23 +56,22 @@ def _gate(out, ref, rel_max=5e-3, cos_min=0.9999, what=""):
 
 
 def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     kv_dtype = kv_dtype or act
-    b = make_batch(
+    b = _batch(
         [300, 90],
         [200, 90],
         hkv=hkv,
-        head_dim=d,
-        index_dim=d,
-        kv_dtype=kv_dtype,
-        index_dtype=kv_dtype,
+        d=d,
         device=device,
         seed=1,
+        kv_dtype=kv_dtype,
+        index_dtype=kv_dtype,
     )
     t = b.md.num_tokens
-    k = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(":")[0]])
-    v = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(":")[0]])
-    ik = torch.randn(t, d, device=device).to(ACT[str(device).split(":")[0]])
+    k = _randn(device, t, hkv, d)
+    v = _randn(device, t, hkv, d)
+    ik = _randn(device, t, d)
     slots = b.md.slot_mapping.clone()
     slots[3] = -1  # padding row: must be skipped
     kv_ref, idx_ref = b.kv_cache.clone(), b.index_cache.clone()
@@ -63,27 +86,26 @@ def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
 
 
 def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     kv_dtype = kv_dtype or act
-    b = make_batch(
+    b = _batch(
         [260, 40],
         [130, 40],
         hkv=hkv,
-        head_dim=d,
-        index_dim=d,
-        kv_dtype=kv_dtype,
-        index_dtype=kv_dtype,
+        d=d,
         device=device,
         seed=2,
+        kv_dtype=kv_dtype,
+        index_dtype=kv_dtype,
     )
     t = b.md.num_tokens
-    r = lambda *s: torch.randn(*s, device=device).to(ACT[str(device).split(":")[0]])  # noqa: E731
+    r = lambda *s: _randn(device, *s)  # noqa: E731
     q, k, v, iq, ik = r(t, hq, d), r(t, hkv, d), r(t, hkv, d), r(t, hi, d), r(t, d)
     ws = [r(d) * 0.1 for _ in range(4)]
     pos = torch.arange(1024, dtype=torch.float32, device=device)
     inv = 10000.0 ** (-torch.arange(0, rot, 2, device=device).float() / rot)
     ang = pos[:, None] * inv[None]
-    cs = torch.cat([ang.cos(), ang.sin()], -1).to(ACT[str(device).split(":")[0]])
+    cs = torch.cat([ang.cos(), ang.sin()], -1).to(_act(device))
     args = dict(
         cos_sin_cache=cs, positions=b.md.positions, eps=1e-6, slot_mapping=b.md.slot_mapping
     )
@@ -134,22 +156,21 @@ def case_select(
     local=1,
     num_decodes=0,
 ):
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     index_dtype = index_dtype or act
-    b = make_batch(
-        list(seq_lens),
-        list(query_lens),
+    b = _batch(
+        seq_lens,
+        query_lens,
         hkv=h,
-        head_dim=di,
-        index_dim=di,
-        index_dtype=index_dtype,
+        d=di,
         device=device,
         seed=3,
+        index_dtype=index_dtype,
         num_decodes=num_decodes,
         decode_query_len=query_lens[0],
     )
     t = b.md.num_tokens
-    iq = torch.randn(t, h, di, device=device).to(ACT[str(device).split(":")[0]])
+    iq = _randn(device, t, h, di)
     sel = index_select.index_select_blocks(iq, b.index_cache, b.md, topk, init, local)
     ref_scores = index_select.reference_scores(iq, b.index_cache, b.md, init, local)
     ref_sel = index_select.reference_select_from_scores(ref_scores, topk)
@@ -185,23 +206,22 @@ def case_sparse(
     decode_query_len=1,
     rel_max=5e-3,
 ):
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     kv_dtype = kv_dtype or act
-    b = make_batch(
-        list(seq_lens),
-        list(query_lens),
+    b = _batch(
+        seq_lens,
+        query_lens,
         hkv=hkv,
-        head_dim=d,
-        index_dim=d,
-        kv_dtype=kv_dtype,
+        d=d,
         device=device,
         seed=4,
+        kv_dtype=kv_dtype,
         num_decodes=num_decodes,
         decode_query_len=decode_query_len,
     )
     t = b.md.num_tokens
-    q = torch.randn(t, hq, d, device=device).to(ACT[str(device).split(":")[0]])
-    iq = torch.randn(t, hkv, d, device=device).to(ACT[str(device).split(":")[0]])
+    q = _randn(device, t, hq, d)
+    iq = _randn(device, t, hkv, d)
     sel = index_select.reference(iq, b.index_cache, b.md, topk)
     scale = d**-0.5
     out = sparse_attention.sparse_attention(q, b.kv_cache, sel, b.md, scale)
@@ -211,16 +231,15 @@ def case_sparse(
 
 def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2, fused_merge=False):
     """Several selected blocks per split-K chunk (the unrolled in-program loop)."""
-    act = ACT[str(device).split(":")[0]]
-    b = make_batch(
+    act = _act(device)
+    b = _batch(
         [900, 1500, 3000],
         [2, 2, 2],
         hkv=2,
-        head_dim=64,
-        index_dim=64,
-        kv_dtype=kv_dtype or act,
+        d=64,
         device=device,
         seed=6,
+        kv_dtype=kv_dtype or act,
         num_decodes=3,
         decode_query_len=2,
     )
@@ -246,11 +265,11 @@ def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2, fused_merge=False)
 
 
 def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv=2, d=64):
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     b = make_batch(
         list(seq_lens), list(query_lens), hkv=hkv, head_dim=d, device=device, seed=5, kv_dtype=act
     )
-    q = torch.randn(b.md.num_tokens, hq, d, device=device).to(ACT[str(device).split(":")[0]])
+    q = _randn(device, b.md.num_tokens, hq, d)
     out = dense_attention.dense_attention(q, b.kv_cache, b.md, d**-0.5)
     ref = dense_attention.reference(q, b.kv_cache, b.md, d**-0.5)
     return _gate(out.float(), ref, 1e-2, 0.9999, "dense attention")
@@ -259,7 +278,7 @@ def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv
 def case_add_rmsnorm(device="cpu", t=7, n=300, residual=True):
     from m3agent.engine.native.kernels import add_rmsnorm
 
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     x = torch.randn(t, n, device=device).to(act)
     r = torch.randn(t, n, device=device).to(act) if residual else None
     w = (0.1 * torch.randn(n, device=device)).to(act)
@@ -272,7 +291,7 @@ def case_add_rmsnorm(device="cpu", t=7, n=300, residual=True):
 def case_swiglu(device="cpu", t=5, inter=1500):
     from m3agent.engine.native.kernels import swiglu
 
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     gu = (4 * torch.randn(t, 2 * inter, device=device)).to(act)  # past the +-7 clamp too
     out = swiglu.swiglu_oai_merged(gu, 1.702, 7.0, 1.0)
     ref = swiglu.reference(gu, 1.702, 7.0, 1.0)
@@ -301,7 +320,7 @@ def _moe_weights(e, n, k, fmt, device, act):
 def case_moe(device="cpu", fmt="bf16", t=5, e=8, hidden=256, inter=128, k=2):
     from m3agent.engine.native.kernels import moe_grouped, moe_router
 
-    act = ACT[str(device).split(":")[0]]
+    act = _act(device)
     x = torch.randn(t, hidden, device=device).to(act)
     logits = torch.randn(t, e, device=device)
     bias = 0.01 * torch.randn(e, device=device)

@@ -25,11 +25,28 @@ async def _until(pilot, predicate, timeout: float = 30.0) -> None:
         await pilot.pause(0.05)
 
 
+def _app(settings, repo, tmp_path, *replies):
+    """The TUI app as the CLI builds it, over a scripted engine that gives `replies`."""
+    from m3agent.app.tui.app import create_app
+    from m3agent.app.tui.launch import session_factory, tui_config
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(list(replies)))
+    return create_app(
+        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    )
+
+
+async def _ready(pilot, main) -> None:
+    """Until the session is built and the status line says ready."""
+    await _until(
+        pilot, lambda: main.controller.session is not None and main.status.state == "ready"
+    )
+
+
 async def test_slash_mcp_lists_servers_state_and_tools(
     home, repo, server, tmp_path, user_config, stdio_config
 ):
-    from m3agent.app.tui.app import create_app
-    from m3agent.app.tui.launch import session_factory, tui_config
     from m3agent.app.tui.widgets.notice_view import NoticeView
     from m3agent.app.tui.widgets.tool_card import ToolCard
     from pilot_steps import send
@@ -39,17 +56,12 @@ async def test_slash_mcp_lists_servers_state_and_tools(
         + stdio_config("demo", server)
         + '[mcp_servers.ghost]\ncommand = "/no/such/server"\n'
     )
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")]))
-    settings = load_settings()
-    app = create_app(
-        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    app = _app(
+        load_settings(), repo, tmp_path, calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")
     )
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(
-            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
-        )
+        await _ready(pilot, main)
         await send(pilot, "add")
         await _until(pilot, lambda: main.controller.completed_turns >= 1)
         await send(pilot, "/mcp")
@@ -66,23 +78,16 @@ async def test_slash_mcp_lists_servers_state_and_tools(
 async def test_s_in_the_approval_modal_saves_an_always_allow(
     home, repo, server, tmp_path, user_config, stdio_config
 ):
-    from m3agent.app.tui.app import create_app
-    from m3agent.app.tui.launch import session_factory, tui_config
     from m3agent.app.tui.screens.approval_screen import ApprovalScreen
     from pilot_steps import send
 
     user_config('engine = "scripted"\n' + stdio_config("demo", server))
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")]))
-    settings = load_settings()
-    app = create_app(
-        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    app = _app(
+        load_settings(), repo, tmp_path, calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")
     )
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(
-            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
-        )
+        await _ready(pilot, main)
         await send(pilot, "add")
         await _until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
         await pilot.press("s")
@@ -95,25 +100,21 @@ async def test_s_in_the_approval_modal_saves_an_always_allow(
 async def test_mcp_reload_says_what_it_recomputes_and_acts_only_on_yes(
     home, repo, server, tmp_path, user_config, stdio_config
 ):
-    from m3agent.app.tui.app import create_app
-    from m3agent.app.tui.launch import session_factory, tui_config
     from m3agent.app.tui.widgets.notice_view import NoticeView
     from pilot_steps import send
 
     user_config('engine = "scripted"\napproval = "never"\n' + stdio_config("demo", server))
-    script = tmp_path / "script.json"
-    script.write_text(
-        json.dumps([answer("hello"), calls(invoke("mcp__two__add", a=1, b=1)), answer("2")])
-    )
-    settings = load_settings()
-    app = create_app(
-        session_factory(settings, repo, script), tui_config(settings, cwd=repo, resume=None)
+    app = _app(
+        load_settings(),
+        repo,
+        tmp_path,
+        answer("hello"),
+        calls(invoke("mcp__two__add", a=1, b=1)),
+        answer("2"),
     )
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
-        await _until(
-            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
-        )
+        await _ready(pilot, main)
         session = main.controller.session
         await send(pilot, "hi")
         await _until(pilot, lambda: main.controller.completed_turns >= 1)

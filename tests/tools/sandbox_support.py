@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
-from m3agent.tools.sandbox.report import probe
+from m3agent.tools.sandbox.report import SandboxReport, probe
 from m3agent.tools.sandbox.runner import Sandbox
 
 ACTIONS = Path(__file__).parent / "escape_actions.py"
@@ -148,6 +148,12 @@ def victim_process():
 
 
 CONFIGS = ("bwrap", "no-bwrap")
+
+
+def unprobed(policy: SandboxPolicy) -> Sandbox:
+    """A Sandbox for `policy` with no layer probed and no helper built: enough for what reads
+    only the policy (the path guard, the approvals' precheck), never for running commands."""
+    return Sandbox(policy, SandboxReport(policy.mode.value, False, ()), use_helper=False)
 
 
 def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **limits) -> Sandbox:

@@ -25,7 +25,15 @@ from pathlib import Path
 import pytest
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
-from sandbox_support import CONFIGS, SECRET, action_argv, make_sandbox, result_of, serve_unix
+from sandbox_support import (
+    CONFIGS,
+    SECRET,
+    action_argv,
+    make_sandbox,
+    result_of,
+    serve_unix,
+    unprobed,
+)
 
 AF_NETLINK, AF_PACKET, AF_ALG, AF_VSOCK = 16, 17, 38, 40
 SOCK_RAW, SOCK_SEQPACKET = 3, 5
@@ -280,7 +288,7 @@ def test_file_tools_refuse_the_data_dir(tool, cred):
     policy = SandboxPolicy(workspace=cred.ws, home=cred.home, private_paths=(cred.data,))
     target = cred.data / "sessions" / ("s1.jsonl" if tool == "read_file" else "")
     r = default_toolset().dispatch(
-        tool, {"path": str(target)}, ToolContext(cwd=cred.ws, sandbox=policy)
+        tool, {"path": str(target)}, ToolContext(cwd=cred.ws, sandbox=unprobed(policy))
     )
     assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
     assert SECRET not in r.output
@@ -294,6 +302,6 @@ def test_control_file_tools_read_the_data_dir_when_not_private(cred):
     r = default_toolset().dispatch(
         "read_file",
         {"path": str(cred.data / "sessions" / "s1.jsonl")},
-        ToolContext(cwd=cred.ws, sandbox=policy),
+        ToolContext(cwd=cred.ws, sandbox=unprobed(policy)),
     )
     assert not r.is_error and SECRET in r.output

@@ -21,7 +21,7 @@ from m3agent.tools.base import ToolContext
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.toolset import default_toolset
-from sandbox_support import CONFIGS, action_argv, make_sandbox, result_of
+from sandbox_support import CONFIGS, action_argv, make_sandbox, result_of, unprobed
 
 
 @pytest.fixture
@@ -137,7 +137,7 @@ def test_nested_repository_below_root_is_not_refused_by_layers(config, bare):
     "path", [".git/config", "src/.git/config", ".m3agent/x", "AGENTS.md", "src/.git"]
 )
 def test_file_tools_refuse_protected_names_at_any_depth(path, bare):
-    ctx = ToolContext(cwd=bare.ws, sandbox=SandboxPolicy(workspace=bare.ws))
+    ctx = ToolContext(cwd=bare.ws, sandbox=unprobed(SandboxPolicy(workspace=bare.ws)))
     r = default_toolset().dispatch("write_file", {"path": path, "content": "x"}, ctx)
     assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
     assert not (bare.ws / path).exists()

@@ -22,6 +22,7 @@ import pytest
 from m3agent.tools.base import ToolContext
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.toolset import default_toolset
+from sandbox_support import unprobed
 
 SECRET = "aws_secret_access_key = LINKED-SECRET"
 
@@ -40,7 +41,7 @@ def linked(tmp_path):
 
 
 def _ctx(ws: Path, **kw) -> ToolContext:
-    return ToolContext(cwd=ws, sandbox=SandboxPolicy(workspace=ws, **kw))
+    return ToolContext(cwd=ws, sandbox=unprobed(SandboxPolicy(workspace=ws, **kw)))
 
 
 CALLS = {

@@ -22,7 +22,7 @@ from m3agent.tools.base import ToolContext
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.toolset import default_toolset
 from race_support import Racer, settle
-from sandbox_support import CONFIGS, make_sandbox
+from sandbox_support import CONFIGS, make_sandbox, unprobed
 
 SECRET = "SECRET-KEY-MATERIAL"
 ATTACKER_KEY = "ssh-ed25519 AAAA attacker"
@@ -41,7 +41,7 @@ def scene(tmp_path):
     (ssh / "id_rsa").write_text(SECRET + "\n")
     (ssh / "planted_secret_name").write_text("x")  # a name only ~/.ssh has
     os.symlink(ssh, ws / "link")
-    ctx = ToolContext(cwd=ws, sandbox=SandboxPolicy(workspace=ws, home=ssh.parent))
+    ctx = ToolContext(cwd=ws, sandbox=unprobed(SandboxPolicy(workspace=ws, home=ssh.parent)))
     yield ws, ssh, ctx
     settle(ws / "keys", ws / "link")
 

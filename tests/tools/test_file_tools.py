@@ -9,6 +9,7 @@ import stat
 import pytest
 from m3agent.tools.base import ToolContext
 from m3agent.tools.toolset import default_toolset
+from sandbox_support import unprobed
 
 
 @pytest.fixture
@@ -168,7 +169,7 @@ def test_grep_python_fallback_caps_and_ignores(ws):
 def test_read_only_mode_blocks_writes(ws):
     from m3agent.tools.sandbox.policy import SandboxPolicy
 
-    ctx = ToolContext(cwd=ws, sandbox=SandboxPolicy(workspace=ws, mode="read-only"))
+    ctx = ToolContext(cwd=ws, sandbox=unprobed(SandboxPolicy(workspace=ws, mode="read-only")))
     r = default_toolset().dispatch("write_file", {"path": "x.txt", "content": "x"}, ctx)
     assert r.is_error and "read-only" in r.output and not (ws / "x.txt").exists()
 

@@ -19,6 +19,7 @@ from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.sandbox.precheck import blocks
 from m3agent.tools.toolset import Toolset, ToolsetProtocol, default_toolset
 from pydantic import BaseModel
+from sandbox_support import unprobed
 
 
 def _state(root: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -295,16 +296,16 @@ class _Drop(Tool):
 
 def test_precheck_judges_a_new_tool_by_its_declaration(ws):
     tools = Toolset([_Drop()])
-    policy = SandboxPolicy(workspace=ws)
-    assert not blocks(policy, tools.touches("drop_file", {"to": "out/m.txt"}))
-    assert blocks(policy, tools.touches("drop_file", {"to": "../m.txt"}))
-    assert blocks(policy, tools.touches("drop_file", {"to": ".git/config"}))
+    sb = unprobed(SandboxPolicy(workspace=ws))
+    assert not blocks(sb, tools.touches("drop_file", {"to": "out/m.txt"}))
+    assert blocks(sb, tools.touches("drop_file", {"to": "../m.txt"}))
+    assert blocks(sb, tools.touches("drop_file", {"to": ".git/config"}))
     assert blocks(
-        SandboxPolicy(workspace=ws, mode="read-only"),
+        unprobed(SandboxPolicy(workspace=ws, mode="read-only")),
         tools.touches("drop_file", {"to": "out/m.txt"}),
     )
-    assert blocks(policy, Touches(reads=("~/.ssh/id_rsa",)))
-    assert not blocks(policy, Touches(opaque=True))  # left to the layers at run time
+    assert blocks(sb, Touches(reads=("~/.ssh/id_rsa",)))
+    assert not blocks(sb, Touches(opaque=True))  # left to the layers at run time
 
 
 def test_no_table_of_tool_names_outside_the_tools():

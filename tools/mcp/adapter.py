@@ -42,7 +42,7 @@ class _AnyArgs(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class McpTool(Tool):
+class McpTool(Tool[BaseModel]):
     """Base of the generated classes; `hub`, `server`, `remote_name` are set per class."""
 
     mutates: ClassVar[bool] = True  # an MCP tool may do anything: checkpoint before it
@@ -123,7 +123,7 @@ class ReadResourceArgs(BaseModel):
     uri: str = Field(description="The resource URI, as given in the tool result.")
 
 
-class ReadMcpResource(Tool):
+class ReadMcpResource(Tool[ReadResourceArgs]):
     """Reads a resource an MCP tool result linked to (resources/read on its server)."""
 
     name: ClassVar[str] = "mcp_read_resource"
@@ -159,7 +159,8 @@ class ReadMcpResource(Tool):
             )
         except McpCallError as e:
             return ToolResult(str(e), is_error=True, metadata={"mcp_server": args.server})
-        rows, images = [], []
+        rows: list[str] = []
+        images: list[str] = []
         for item in result.contents:
             if getattr(item, "text", None) is not None:
                 rows.append(item.text)

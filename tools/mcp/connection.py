@@ -57,7 +57,8 @@ class ServerConnection:
         async with self._lock:
             await self._finish_stopping()
             alive = self._holder is not None and not self._holder.done()
-            if self.state is ServerState.READY and alive and not self._broken.is_set():
+            broken = self._broken is not None and self._broken.is_set()
+            if self.state is ServerState.READY and alive and not broken:
                 return
             if self.state is ServerState.FAILED or self._holder is not None:
                 await self._stop_holder()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TextIO
 
 import anyio
 
@@ -140,7 +140,7 @@ async def open_transport(
     cfg: McpServerConfig,
     *,
     stdio: Any,
-    errlog: IO[str],
+    errlog: TextIO,
     on_garbage: Callable[[Exception], None],
     on_closed: Callable[[], None],
 ) -> AsyncIterator[Any]:

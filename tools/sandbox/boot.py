@@ -17,6 +17,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.policy import SandboxPolicy
 
 PKG_DIR = Path(__file__).resolve().parent
 
@@ -91,7 +95,7 @@ def needed_paths() -> tuple[Path, ...]:
     )
 
 
-def inside_roots(policy) -> tuple[Path, ...]:
+def inside_roots(policy: SandboxPolicy) -> tuple[Path, ...]:
     """The launcher's package (and the helper) where they lie in a writable root (m3agent run
     on its own source tree): they run before any confinement, so a command must never be
     able to change them."""

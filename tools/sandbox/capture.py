@@ -32,7 +32,7 @@ class Capture:
     def __enter__(self) -> Capture:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.out.close()
         self.err.close()
 

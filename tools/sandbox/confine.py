@@ -42,7 +42,7 @@ class _CapData(ctypes.Structure):
     _fields_ = [("e", ctypes.c_uint32), ("p", ctypes.c_uint32), ("i", ctypes.c_uint32)]
 
 
-def _fail(libc, what: str) -> OSError:
+def _fail(libc: ctypes.CDLL, what: str) -> OSError:
     err = ctypes.get_errno()
     return OSError(err, f"{what}: {os.strerror(err)}")
 
@@ -52,7 +52,7 @@ def _under(path: str, root: str) -> bool:
 
 
 class _Rules:
-    def __init__(self, libc, plan: dict) -> None:
+    def __init__(self, libc: ctypes.CDLL, plan: dict) -> None:
         self.libc, self.fs = libc, plan["fs"]
         attr = _RulesetAttr(plan["fs"], plan["net"], plan["scoped"])
         fd = libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(plan["attr_size"]), 0)
@@ -107,7 +107,7 @@ class _Rules:
                 self.grant_except(child, rights, excluded, dir_rights)
 
 
-def landlock(libc, plan: dict) -> None:
+def landlock(libc: ctypes.CDLL, plan: dict) -> None:
     rules = _Rules(libc, plan)
     for op in plan["ops"]:
         kind, args = op[0], op[1:]
@@ -143,7 +143,7 @@ def rlimits(pairs: list, nproc_extra: int) -> None:
         resource.setrlimit(which, (value, new_hard))
 
 
-def seccomp(libc, program: bytes) -> None:
+def seccomp(libc: ctypes.CDLL, program: bytes) -> None:
     buf = ctypes.create_string_buffer(program, len(program))
     prog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -162,7 +162,7 @@ def _caps() -> dict:
     return out
 
 
-def drop_privileges(libc, capset_nr: int, last_cap: int, securebits: int) -> None:
+def drop_privileges(libc: ctypes.CDLL, capset_nr: int, last_cap: int, securebits: int) -> None:
     """no_new_privs, the ambient and bounding sets emptied, root's securebits locked, then
     capset to nothing (privileges.py says why each)."""
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
@@ -193,7 +193,7 @@ def user_process_count() -> int:
     return n
 
 
-def apply(libc, spec: dict) -> None:
+def apply(libc: ctypes.CDLL, spec: dict) -> None:
     """In the child: rlimits, then Landlock, then seccomp (last but for the privilege drop,
     since it limits prctl users), then the capabilities."""
     if spec.get("rlimits"):

@@ -12,7 +12,7 @@ import socket
 import threading
 
 
-def _pump(src, dst) -> None:
+def _pump(src: socket.socket, dst: socket.socket) -> None:
     try:
         while True:
             data = src.recv(65536)
@@ -28,7 +28,7 @@ def _pump(src, dst) -> None:
             pass
 
 
-def _handle(conn, path: str) -> None:
+def _handle(conn: socket.socket, path: str) -> None:
     up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         up.connect(path)

@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: object) -> None:
         raise _Stop(signum)  # raising breaks the blocking waitpid, which PEP 475 would retry
 
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import marshal
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def _last_cap() -> int:
         return 63
 
 
-def allowlist_active(policy: SandboxPolicy, layers) -> bool:
+def allowlist_active(policy: SandboxPolicy, layers: Sequence[str]) -> bool:
     """network = "allowlist" works only in bubblewrap's own network namespace; elsewhere
     the network simply stays off (doctor says so)."""
     return bool(policy.allowed_domains) and not policy.network and "bwrap" in layers
@@ -71,6 +72,6 @@ def encode(spec: dict) -> str:
     return marshal.dumps(spec).hex()
 
 
-def agent_pid(layers) -> int | None:
+def agent_pid(layers: Sequence[str]) -> int | None:
     # bubblewrap's --die-with-parent covers it; else the launcher watches the agent
     return os.getpid() if "bwrap" not in layers else None

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 
 class SandboxMode(StrEnum):
@@ -221,7 +222,7 @@ class SandboxPolicy:
             for p in self._home_paths(self.hardlink_allow)
         )
 
-    def with_(self, **changes) -> SandboxPolicy:
+    def with_(self, **changes: Any) -> SandboxPolicy:
         return replace(self, **changes)
 
     # -- JSON for the launcher -----------------------------------------------------------

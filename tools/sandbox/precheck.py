@@ -5,19 +5,21 @@ writes what, so a new tool (an MCP tool, a plugin) is judged by its own declarat
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.tools.base import ToolContext, Touches
-from m3agent.tools.sandbox.policy import SandboxPolicy
+
+if TYPE_CHECKING:  # types only: the runner loads when a Sandbox is built
+    from m3agent.tools.sandbox.runner import Sandbox
 
 
-def blocks(policy: SandboxPolicy, touches: Touches) -> bool:
+def blocks(sandbox: Sandbox, touches: Touches) -> bool:
     """Whether the path guard would refuse one of the paths a call names (a read of a secret
     location, a write outside the writable roots, into a protected name, or any write in a
     read-only sandbox). An opaque tool's other reach is left to the layers at run time."""
     from m3agent.tools.paths import PathDenied, check_read, check_write
 
-    ctx = ToolContext(cwd=policy.workspace, sandbox=policy)
+    ctx = ToolContext(cwd=sandbox.policy.workspace, sandbox=sandbox)
     try:
         for raw in touches.reads:
             check_read(raw, ctx)
@@ -26,12 +28,3 @@ def blocks(policy: SandboxPolicy, touches: Touches) -> bool:
     except PathDenied:
         return True
     return False
-
-
-def would_block(policy: SandboxPolicy, tool_name: str, arguments: dict[str, Any]) -> bool:
-    """`blocks` for a call of one of the standard tools, named (Sandbox.would_block); the
-    agent asks its own toolset instead, which knows its MCP tools too."""
-    from m3agent.tools.toolset import default_toolset
-
-    touches = default_toolset(use_ripgrep=False).touches(tool_name, arguments)
-    return touches is not None and blocks(policy, touches)

@@ -33,7 +33,7 @@ Resolver = Callable[[str, int], Sequence[str]]
 
 
 def _getaddrinfo(host: str, port: int) -> list[str]:
-    return [ai[4][0] for ai in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    return [str(ai[4][0]) for ai in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
 
 
 def matches(host: str, allowed: Sequence[str]) -> bool:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 NETWORK_MODES = ("off", "on", "allowlist")
-_LISTS = ("allow_read", "allow_write", "deny_read", "deny_write", "hardlink_allow")
+_LISTS: tuple[str, ...] = ("allow_read", "allow_write", "deny_read", "deny_write", "hardlink_allow")
 _LISTS += ("allowed_domains",)
 
 

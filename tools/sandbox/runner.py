@@ -86,14 +86,8 @@ class Sandbox:
         return self.proxy
 
     @property
-    def mode(self):
+    def mode(self) -> SandboxMode:
         return self.policy.mode
-
-    def would_block(self, tool_name: str, arguments: dict) -> bool:
-        """Whether the path guard would refuse this call (approvals ask first when it would)."""
-        from m3agent.tools.sandbox.precheck import would_block
-
-        return would_block(self.policy, tool_name, arguments)
 
     def active_layers(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.report.layers if s.active)
@@ -201,7 +195,17 @@ class Sandbox:
             full = bwrap.argv(self.policy, run_dir, cwd, binds) + full
         return full, clean_env, list(removed)
 
-    def _run_in(self, argv, cwd, timeout_s, cancel, env, layers, run_dir, cgroup) -> RunResult:
+    def _run_in(
+        self,
+        argv: list[str],
+        cwd: Path,
+        timeout_s: float,
+        cancel: threading.Event | None,
+        env: dict[str, str] | None,
+        layers: tuple[str, ...],
+        run_dir: Path,
+        cgroup: Cgroup | None,
+    ) -> RunResult:
         status_r, status_w = os.pipe()
         placeholders, absent = [], []
         if "bwrap" in layers:  # taken before bubblewrap creates the mount points
