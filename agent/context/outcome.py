@@ -84,8 +84,8 @@ def plan_snapshot(
         if i in plan.included:
             entries.append(FileEntry(p, "included", plan.whole[i], score=score))
         elif i in plan.outlines:
-            size, counted = plan.sizes[i]
-            why = f"over the per-file cap ({'' if counted else 'about '}{size} tokens)"
+            size, exact = plan.sizes[i]
+            why = f"over the per-file cap ({'' if exact else 'about '}{size} tokens)"
             entries.append(FileEntry(p, "outline", plan.outlines[i][1], why, score))
         else:
             why = "over budget" if i in plan.shown else "over budget (not listed)"

@@ -76,7 +76,7 @@ async def run_child(parent: Any, agent: AgentDef, prompt: str, call_id: str) -> 
     config = replace(parent.config, max_turns=agent.max_turns)
     child = Session(
         parent.engine,
-        RestrictedToolset(parent_tools, allowed) if parent_tools is not None else None,
+        RestrictedToolset(parent_tools, frozenset(allowed)) if parent_tools is not None else None,
         config,
         conversation=conv,
         cwd=parent.cwd,
