@@ -3,8 +3,8 @@
 `auto` offloads when the checkpoint's weights do not fit the GPU (a CPU-only run never needs
 it: everything is in host memory already); `on` forces it (any device: on a CPU the "GPU" half
 runs on the CPU too, which is how the tests exercise the path); `off` never. The expert form
-is the plan's choice unless given; the hot-expert slots are the plan's (GPU memory left over)
-on CUDA, none on the CPU, unless given.
+is the plan's choice unless given; no hot-expert slots unless given (the plan's figure is what
+the GPU has room for, but hot experts were measured to slow decode today: see below).
 """
 
 from __future__ import annotations
@@ -84,7 +84,10 @@ def choose_offload(
         form = plan.expert_form if plan is not None else ExpertForm.INT8
         if form not in HOST_FORMS:
             form = ExpertForm.INT8
-    hot = hot_experts if hot_experts is not None else (plan.hot_per_layer if plan else 0)
+    # No hot experts unless asked: on the H200 run of 2026-12-01 the GPU's hot experts, which
+    # dequantise their tiled host form on every call, made decode slower than leaving every
+    # routed expert to the CPU (int8 b1 62.1 -> 62.9 ms, int4 47.8 -> 67.2 ms; docs/offload.md).
+    hot = hot_experts if hot_experts is not None else 0
     oc = OffloadConfig(
         form=form, hot_experts_per_layer=hot, prefill_stream_tokens=prefill_stream_tokens
     )
