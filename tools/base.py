@@ -96,6 +96,9 @@ class Tool(Generic[ArgsT]):
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]]
     mutates: ClassVar[bool] = False  # writes files or runs commands (approvals, checkpoints)
+    # What kind of action it is, in the Agent Client Protocol's words (read, edit, delete,
+    # move, search, execute, think, fetch, other): how an editor shows its calls.
+    kind: ClassVar[str] = "other"
     risky: ClassVar[bool] = False  # ask first even inside the sandbox (on-request policy)
 
     def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult:  # pragma: no cover

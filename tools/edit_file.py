@@ -25,6 +25,7 @@ class EditFileArgs(BaseModel):
 
 class EditFile(Tool[EditFileArgs]):
     name = "edit_file"
+    kind = "edit"
     description = (
         "Replace an exact string in a file. old_string must match exactly once (include "
         "surrounding lines to make it unique) unless replace_all is true. Returns a diff."

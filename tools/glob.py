@@ -23,6 +23,7 @@ class GlobArgs(BaseModel):
 
 class Glob(Tool[GlobArgs]):
     name = "glob"
+    kind = "search"
     description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
     Args = GlobArgs
 

@@ -32,6 +32,7 @@ class GrepArgs(BaseModel):
 
 class Grep(Tool[GrepArgs]):
     name = "grep"
+    kind = "search"
     description = (
         "Search file contents with a regular expression. Returns 'path:line:text' rows; "
         "respects .gitignore; results are capped."

@@ -53,6 +53,7 @@ class ReadFileArgs(BaseModel):
 
 class ReadFile(Tool[ReadFileArgs]):
     name = "read_file"
+    kind = "read"
     description = (
         "Read a text file. Returns lines prefixed with their 1-based line numbers. "
         "Use offset/limit to read part of a large file."

@@ -44,6 +44,7 @@ def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
 
 class Shell(Tool[ShellArgs]):
     name = "shell"
+    kind = "execute"
     description = (
         "Run a bash command in the workspace under the sandbox. Returns exit code, stdout and "
         "stderr (long output is cut in the middle). Background processes are killed when the "

@@ -64,6 +64,7 @@ def skills_listing(skills: Iterable[Skill]) -> str:
 
 class SkillTool(Tool):
     name: ClassVar[str] = "skill"
+    kind = "read"
     description: ClassVar[str] = (
         "Load a skill's full instructions by name (the skills are listed in the system "
         "prompt). Returns its SKILL.md and the files beside it."

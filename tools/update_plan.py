@@ -28,6 +28,7 @@ class PlanItem(BaseModel):
 
 class UpdatePlan(Tool):
     name: ClassVar[str] = "update_plan"
+    kind = "think"
     description: ClassVar[str] = (
         "Keep a short checklist of the task's steps. Send the whole list each time; at most "
         "one step is in_progress. Use it for tasks of several steps, not for one-liners."

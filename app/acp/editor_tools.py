@@ -15,10 +15,12 @@ from typing import Any
 
 from m3agent.tools.base import Preview, Tool, ToolContext, ToolResult, Touches
 from m3agent.tools.paths import PathDenied, check_read, check_write
+from m3agent.tools.read_file import ReadFile
+from m3agent.tools.write_file import WriteFile
 
 # bridge(method, path, **fields) -> awaitable result, run on the connection's loop.
 Bridge = Callable[..., Awaitable[Any]]
-_READ, _WRITE = "read_file", "write_file"
+_READ, _WRITE = ReadFile.name, WriteFile.name  # the tools the editor's fs can serve
 
 
 class EditorToolset:

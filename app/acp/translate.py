@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import acp
 from acp.schema import PermissionOption
 from m3agent.agent import events as ev
 
-_KINDS = {
-    "read_file": "read",
-    "list_dir": "search",
-    "glob": "search",
-    "grep": "search",
-    "write_file": "edit",
-    "edit_file": "edit",
-    "apply_patch": "edit",
-    "shell": "execute",
-    "update_plan": "think",
-    "task": "other",
-    "skill": "read",
-}
+
+@functools.cache
+def _kinds() -> dict[str, str]:
+    """Tool name -> ACP kind, as each tool declares it (tools/base.py's `kind`)."""
+    from m3agent.tools.skills import SkillTool
+    from m3agent.tools.toolset import default_toolset
+    from m3agent.tools.update_plan import UpdatePlan
+
+    classes = [*map(type, default_toolset(use_ripgrep=False).tools()), SkillTool, UpdatePlan]
+    return {c.name: c.kind for c in classes}
+
 
 PERMISSION_OPTIONS = [
     PermissionOption(option_id="approve", name="Allow once", kind="allow_once"),
@@ -32,7 +31,7 @@ PERMISSION_OPTIONS = [
 
 
 def kind_of(name: str) -> str:
-    return _KINDS.get(name, "fetch" if name.startswith("mcp__") else "other")
+    return _kinds().get(name, "fetch" if name.startswith("mcp__") else "other")
 
 
 def title_of(name: str, arguments: dict[str, Any]) -> str:

@@ -266,7 +266,7 @@ def test_the_tui_session_factory_starts_the_server_and_shows_progress(homes, tin
         assert any(lb.startswith("starting m3agent serve --engine native") for lb in labels)
         assert any(f"pid {lock.pid}" in lb and "m3agent serve --stop" in lb for lb in labels)
         snap = [(lb, f) for lb, f in lines if lb.startswith("repository snapshot:")]
-        assert snap and snap[-1][1] == 1.0 and "5 files listed, 5 read" in snap[-1][0]
+        assert snap and snap[-1][1] == 1.0 and "5/5 files read" in snap[-1][0]
     finally:
         import asyncio
 

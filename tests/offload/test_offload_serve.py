@@ -89,4 +89,4 @@ def test_bad_offload_flags_are_one_line_usage_errors(home, tmp_path):
         "error: offload_experts must be auto, on or off, got 'maybe'"
     ]
     r = cli(home, "serve", "--model", str(tmp_path), "--expert-form", "int3")
-    assert r.returncode == 2 and "expert_form must be auto, int8 or bf16" in r.stderr
+    assert r.returncode == 2 and "expert_form must be auto, int8, int4, mxfp8 or bf16" in r.stderr

@@ -45,6 +45,8 @@ class _AnyArgs(BaseModel):
 class McpTool(Tool[BaseModel]):
     """Base of the generated classes; `hub`, `server`, `remote_name` are set per class."""
 
+    kind = "fetch"
+
     mutates: ClassVar[bool] = True  # an MCP tool may do anything: checkpoint before it
     risky: ClassVar[bool] = True  # and ask first unless a rule or --approval never says not to
     Args: ClassVar[type[BaseModel]] = _AnyArgs
