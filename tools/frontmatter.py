@@ -7,7 +7,9 @@ stay strings, so a file never fails to load over a field we do not use.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -61,3 +63,20 @@ def parse(text: str) -> Document:
         elif last is not None and isinstance(meta.get(last), str):  # a folded continuation
             meta[last] = f"{meta[last]} {stripped}".strip()
     return Document({}, text)  # no closing ---: not a header after all
+
+
+def read_named(
+    path: Path, fallback_name: str, valid_name: re.Pattern[str]
+) -> tuple[Document, str, str] | str:
+    """(document, name, description) of a skill or agent file, or why it cannot be used: unreadable,
+    or "" when its name (`name`, else fallback_name) does not match valid_name or it has no
+    description (the caller says that in its own words)."""
+    try:
+        doc = parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        return f"unreadable ({e})"
+    name = doc.text("name") or fallback_name
+    desc = doc.text("description")
+    if not valid_name.match(name) or not desc:
+        return ""
+    return doc, name, desc

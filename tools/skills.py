@@ -16,7 +16,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
-from .frontmatter import parse
+from .frontmatter import parse, read_named
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _MAX_FILES_LISTED = 50
@@ -37,16 +37,12 @@ def discover_skills(roots: Iterable[Path]) -> tuple[tuple[Skill, ...], tuple[str
         if not root.is_dir():
             continue
         for skill_md in sorted(root.glob("*/SKILL.md")):
-            try:
-                doc = parse(skill_md.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as e:
-                problems.append(f"{skill_md}: unreadable ({e})")
+            got = read_named(skill_md, skill_md.parent.name, _NAME)
+            if isinstance(got, str):
+                why = got or "needs a name and a description in its frontmatter"
+                problems.append(f"{skill_md}: {why}")
                 continue
-            name = doc.text("name") or skill_md.parent.name
-            desc = doc.text("description")
-            if not _NAME.match(name) or not desc:
-                problems.append(f"{skill_md}: needs a name and a description in its frontmatter")
-                continue
+            _, name, desc = got
             found.setdefault(name, Skill(name, desc, skill_md))
     return tuple(found.values()), tuple(problems)
 

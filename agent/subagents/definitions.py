@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.frontmatter import parse
+from m3agent.tools.frontmatter import read_named
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_MAX_TURNS = 12
@@ -48,16 +48,12 @@ def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, 
         if not root.is_dir():
             continue
         for path in sorted(root.glob("*.md")):
-            try:
-                doc = parse(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as e:
-                problems.append(f"{path}: unreadable ({e})")
+            got = read_named(path, path.stem, _NAME)
+            if isinstance(got, str):
+                why = got or "an agent needs a lowercase name and a description"
+                problems.append(f"{path}: {why}")
                 continue
-            name = doc.text("name") or path.stem
-            desc = doc.text("description")
-            if not _NAME.match(name) or not desc:
-                problems.append(f"{path}: an agent needs a lowercase name and a description")
-                continue
+            doc, name, desc = got
             turns = doc.text("max-turns") or doc.text("maxTurns")
             try:
                 max_turns = int(turns) if turns else DEFAULT_MAX_TURNS
