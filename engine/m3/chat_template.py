@@ -32,7 +32,7 @@ from .m3_render import render_builtin, render_tool_calls, tool_json
 from .neutralise import neutralise_deep
 from .prompt_parts import PromptPart
 from .prompt_text import GENERATION_PREFIX
-from .tokens import BOS, EOS, check_thinking_mode
+from .tokens import BOS, EOS, SPECIAL_TOKENS, check_thinking_mode
 
 __all__ = [
     "ChatTemplate",
@@ -149,7 +149,9 @@ class ChatTemplate:
 
         # Tool schemas (an MCP server's descriptions) and tool-call arguments are printed
         # inside the template's own runs (tojson, to_xml), where markers would be tokens:
-        # their marker strings are neutralised (engine/m3/neutralise.py).
+        # a schema is outside text, every marker string in it is neutralised; arguments are
+        # the model's own output, as in the built-in renderer's "model" runs only the role,
+        # end-of-turn and media markers are (engine/m3/neutralise.py).
         return render_template(
             self._template,
             self.origin,
@@ -180,7 +182,9 @@ class ChatTemplate:
 def _calls_neutralised(m: Message) -> Message:
     if not m.tool_calls:
         return m
-    calls = tuple(replace(c, arguments=neutralise_deep(c.arguments)) for c in m.tool_calls)
+    calls = tuple(
+        replace(c, arguments=neutralise_deep(c.arguments, SPECIAL_TOKENS)) for c in m.tool_calls
+    )
     return replace(m, tool_calls=calls)
 
 

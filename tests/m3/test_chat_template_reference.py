@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from dataclasses import replace
 
 import pytest
 from m3_conversations import TOOLS, conversation
@@ -21,6 +22,8 @@ from m3_reference import (
 from m3agent.engine.api import MediaPart, Message, ToolCall
 from m3agent.engine.m3 import prompt_text
 from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt
+from m3agent.engine.m3.neutralise import neutralise_deep
+from m3agent.engine.m3.tokens import SPECIAL_TOKENS
 
 N_CONVERSATIONS = 240
 STATS = {"conversations": 0, "bytes": 0}
@@ -251,8 +254,26 @@ def test_media_out_of_order_is_an_error():
         render_prompt([m], [], "adaptive")
 
 
+def _special_markers_out_of_arguments(messages):
+    """What the jinja path hands the template: tool-call arguments are printed inside its own
+    runs, so the role / end-of-turn / media marker strings in them get a word joiner."""
+    return [
+        replace(
+            m,
+            tool_calls=tuple(
+                replace(c, arguments=neutralise_deep(c.arguments, SPECIAL_TOKENS))
+                for c in m.tool_calls
+            ),
+        )
+        for m in messages
+    ]
+
+
 def test_jinja_path_with_the_real_template_file(ref, tmp_path):
-    """The checkpoint's own template stays the first choice: the real file in a model dir."""
+    """The checkpoint's own template stays the first choice: the real file in a model dir.
+    Its output is the reference's byte for byte, message texts with marker strings included
+    (they go as text runs); the one deliberate difference is a word joiner in a special
+    marker string inside a tool call's arguments (counted, and shown to occur)."""
     source = ref[0]
     from m3_reference import REFERENCE
 
@@ -260,18 +281,28 @@ def test_jinja_path_with_the_real_template_file(ref, tmp_path):
     tpl = ChatTemplate.from_model_dir(tmp_path)
     assert not tpl.is_builtin
     rng = random.Random(7)
+    seen = {"as is": 0, "arguments joined": 0, "text runs": 0, "no text": 0}
     for _ in range(40):
         messages, tools = conversation(rng)
         turn, session = rng.choice(MODES), rng.choice(MODES)
         got = tpl.render(messages, tools, turn, session_thinking_mode=session)
-        assert got == render_reference_split(source, messages, tools, turn, session, True)
+        plain = render_reference_split(source, messages, tools, turn, session, True)
+        handed = _special_markers_out_of_arguments(messages)
+        assert got == render_reference_split(source, handed, tools, turn, session, True)
+        seen["as is" if got == plain else "arguments joined"] += 1
         parts = tpl.render_parts(messages, tools, turn, session_thinking_mode=session)
         assert "".join(p.text for p in parts) == got
+        if any(m.content or m.reasoning for m in messages if not m.media):
+            seen["text runs"] += any(p.kind == "text" for p in parts)
+        else:
+            seen["no text"] += 1
         # and the built-in renderer agrees with it, prose aside
         _s, theirs, ours = ref
         assert ours.normalize(
-            render_prompt(messages, tools, turn, session_thinking_mode=session)
+            render_prompt(handed, tools, turn, session_thinking_mode=session)
         ) == theirs.normalize(got)
+    print(seen)
+    assert seen["as is"] >= 20 and seen["arguments joined"] >= 1 and seen["text runs"] + seen["no text"] == 40
 
 
 def test_report_totals(ref):
@@ -310,8 +341,12 @@ def test_real_template_keeps_marker_strings_in_messages_as_text(ref):
         assert tok.image_token_id not in ids
         assert tok.decode(ids) == text
         assert tok.encode(text).count(tok.eos_token_id) == 9  # what one template run would do
-    # a content the template rewrites (a think block inside it): one template run, still right
-    split = [Message("user", "u"), Message("assistant", "plan</mm:think>answer")]
+    # a content the template splits (a think block inside it): split the same way first, so
+    # its halves are text runs too, and the output is still the template's own
+    split = [Message("user", "u"), Message("assistant", "plan</mm:think>answer " + evil)]
     parts = tpl.render_parts(split, [], "adaptive")
-    assert [p.kind for p in parts] == ["template"]
-    assert parts[0].text == render_reference(ref[0], split, [], "adaptive", True)
+    assert "".join(p.text for p in parts) == render_reference(ref[0], split, [], "adaptive", True)
+    assert [p.text for p in parts if p.kind == "text"] == ["u", "plan", "answer " + evil]
+    control = [Message("user", "u"), Message("assistant", "plan</mm:think>answer")]
+    ends = tok.encode_parts(tpl.render_parts(control, [], "adaptive")).count(tok.eos_token_id)
+    assert tok.encode_parts(parts).count(tok.eos_token_id) == ends

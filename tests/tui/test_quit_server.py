@@ -76,7 +76,7 @@ def test_quit_says_the_server_runs_and_stops_it_on_y(tmp_path, repo, tiny):
         (lock,) = _locks(home)
         tmux.run("send-keys", "-t", "t", "C-q")
         tmux.wait_for("stop it now? [y/N]", timeout=60)
-        screen = " ".join(tmux.screen().split())  # the line wraps at 110 columns
+        screen = " ".join(tmux.joined_screen().split())  # the line wraps at 110 columns
         assert f"background m3agent serve (pid {lock['pid']}" in screen
         assert "it stops after 30 min unused" in screen and "m3agent serve --stop" in screen
         assert _alive(lock["pid"])  # asked, not yet stopped

@@ -38,6 +38,11 @@ class Tmux:
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "t")
 
+    def joined_screen(self) -> str:
+        """The screen with lines the terminal wrapped joined back (a word cut at the edge
+        is whole again)."""
+        return self.run("capture-pane", "-p", "-J", "-t", "t")
+
     def wait_for(self, text: str, timeout: float = 30.0, poll_s: float = 0.03) -> float:
         # Each poll is a tmux process; polling too often would steal CPU from the app on a
         # 2-core machine and slow down what is being measured.
