@@ -302,7 +302,11 @@ def test_jinja_path_with_the_real_template_file(ref, tmp_path):
             render_prompt(handed, tools, turn, session_thinking_mode=session)
         ) == theirs.normalize(got)
     print(seen)
-    assert seen["as is"] >= 20 and seen["arguments joined"] >= 1 and seen["text runs"] + seen["no text"] == 40
+    assert (
+        seen["as is"] >= 20
+        and seen["arguments joined"] >= 1
+        and seen["text runs"] + seen["no text"] == 40
+    )
 
 
 def test_report_totals(ref):
