@@ -91,11 +91,15 @@ def environment(threads: int) -> dict:
     return env
 
 
-def paired_samples(step, bw_buf: torch.Tensor, pairs: int, steps: int) -> list[dict]:
-    """`pairs` x (bandwidth check, then `steps` calls of step() -> bytes touched)."""
+def paired_samples(
+    step, bw_buf: torch.Tensor, pairs: int, steps: int, bw: float | None = None
+) -> list[dict]:
+    """`pairs` x (bandwidth check, then `steps` calls of step() -> bytes touched); `bw`: a
+    check the caller just took (then no new one)."""
     out = []
+    given = bw
     for _ in range(pairs):
-        bw = host_read_bw(bw_buf)
+        bw = given if given is not None else host_read_bw(bw_buf)
         t0, cpu0, nbytes = time.perf_counter(), time.process_time(), 0
         for _ in range(steps):
             nbytes += step()
