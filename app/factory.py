@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent.conversation import Conversation
-from m3agent.agent.events import Progress
+from m3agent.agent.events import ContextAction, ErrorKind, Progress
 from m3agent.agent.session import Session
-from m3agent.engine.api import EngineUnavailable
+from m3agent.engine.api import LOCAL_ENGINES, EngineName, EngineUnavailable
 
 from .settings import Settings
 
@@ -142,11 +142,11 @@ def _vllm(settings: Settings, script: Path | None, progress: Report | None = Non
     return _import_backend("vllm", "VllmEngine", "vllm").from_model_dir(model_dir)
 
 
-ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None, Report | None], Any]] = {
-    "scripted": _scripted,
-    "remote": _remote,
-    "native": _native,
-    "vllm": _vllm,
+ENGINE_BUILDERS: dict[EngineName, Callable[[Settings, Path | None, Report | None], Any]] = {
+    EngineName.SCRIPTED: _scripted,
+    EngineName.REMOTE: _remote,
+    EngineName.NATIVE: _native,
+    EngineName.VLLM: _vllm,
 }
 
 
@@ -227,7 +227,7 @@ def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) ->
     from m3agent.agent.events import Error
 
     config = settings.mcp_config(cwd)
-    notes = [Error(message=line, kind="tool") for line in config.skipped]
+    notes = [Error(message=line, kind=ErrorKind.TOOL) for line in config.skipped]
     if not config.servers:
         return base, notes
     from importlib.metadata import PackageNotFoundError, version
@@ -246,7 +246,7 @@ def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) ->
         media_dir=settings.home / "mcp-media",
         client_version=ours,
     )
-    notes += [Error(message=why, kind="tool") for why in started.errors.values()]
+    notes += [Error(message=why, kind=ErrorKind.TOOL) for why in started.errors.values()]
     return started.toolset, notes
 
 
@@ -262,7 +262,7 @@ def snapshot_tokenizer(settings: Settings) -> Any:
     """The model's tokenizer when there is a model directory, else the bundled M3 one."""
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-    if settings.engine in ("native", "vllm") and settings.model:
+    if settings.engine in LOCAL_ENGINES and settings.model:
         path = Path(settings.model).expanduser()
         if (path / "tokenizer.json").is_file():
             return M3Tokenizer.from_model_dir(path)
@@ -314,7 +314,7 @@ def _context(
     if snap.entries("included") or snap.instructions or snap.entries("listed"):
         detail = {"files": len(snap.entries("included")), **snap.summary()}
         out["context_messages"] = [snap.message()]
-        out["startup_events"] = [ContextEvent(action="snapshot", detail=detail)]
+        out["startup_events"] = [ContextEvent(action=ContextAction.SNAPSHOT, detail=detail)]
     return out
 
 
@@ -330,7 +330,7 @@ def _instructions(settings: Settings, cwd: Path, context: dict[str, Any]) -> dic
         return {}
     message = Message(role="system", content=instructions_message_text(files))
     event = ContextEvent(
-        action="instructions", detail={"files": [f"{f.scope}: {f.path}" for f in files]}
+        action=ContextAction.INSTRUCTIONS, detail={"files": [f"{f.scope}: {f.path}" for f in files]}
     )
     return {
         "context_messages": [*context.get("context_messages", ()), message],

@@ -24,10 +24,9 @@ from typing import Any
 
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
-from m3agent.engine.api import SamplingParams
+from m3agent.engine.api import ENGINE_NAMES, EngineName, SamplingParams, ThinkingMode
 from m3agent.tools.private_fs import fix_mode
 
-ENGINES = ("native", "vllm", "remote", "scripted")
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 
 SECRET_ENV = ("M3AGENT_API_KEY", "OPENAI_API_KEY")  # read once, then taken out of the env
@@ -46,13 +45,13 @@ _ENV = {
 class Settings:
     home: Path
     config_path: Path
-    engine: str = "native"
+    engine: EngineName = EngineName.NATIVE
     model: str | None = None  # a model directory (native/vllm) or the served model name
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key: str | None = None
     request_timeout_s: float = 600.0
     retries: int = 3
-    thinking: str = "adaptive"
+    thinking: ThinkingMode = ThinkingMode.ADAPTIVE
     approval: str = "on-request"
     sandbox: str = "workspace-write"
     network: bool = False  # shell commands may use the network
@@ -103,8 +102,12 @@ class Settings:
     user_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r} (use one of {', '.join(ENGINES)})")
+        if self.engine not in ENGINE_NAMES:
+            raise ValueError(
+                f"unknown engine {self.engine!r} (use one of {', '.join(ENGINE_NAMES)})"
+            )
+        # Strings from the file, the environment or a flag become the members (equal to them).
+        object.__setattr__(self, "engine", EngineName(self.engine))
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(
                 f"unknown sandbox mode {self.sandbox!r} (use one of {', '.join(SANDBOX_MODES)})"
@@ -142,6 +145,7 @@ class Settings:
         if self.prefill_stream_tokens < 0:
             raise ValueError("prefill_stream_tokens must be 0 (never) or more")
         self.agent_config()  # validates thinking, approval and limits with their own messages
+        object.__setattr__(self, "thinking", ThinkingMode(self.thinking))
 
     @property
     def sessions_dir(self) -> Path:
@@ -187,7 +191,7 @@ class Settings:
             max_turns=self.max_turns,
             max_tool_calls=self.max_tool_calls,
             max_wall_time_s=self.max_wall_time_s,
-            thinking_default=self.thinking,  # type: ignore[arg-type]
+            thinking_default=self.thinking,
             approval_policy=self.approval,
             rules=self.rules,
             tool_timeout_s=self.tool_timeout_s,

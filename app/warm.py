@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from m3agent.agent.events import Progress, ProgressStage
-from m3agent.engine.api import EngineUnavailable
+from m3agent.engine.api import LOCAL_ENGINES, EngineUnavailable
 
-LOCAL_ENGINES = ("native", "vllm")
 STOP_HINT = "stop it with `m3agent serve --stop`"
 _LOAD_LINE = re.compile(r"loading weights (\d+)% \(([\d,]+) of ([\d,]+) bytes\)")
 

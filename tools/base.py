@@ -21,12 +21,21 @@ if TYPE_CHECKING:  # types only: base stays a leaf that the sandbox package may 
     from .sandbox.runner import Sandbox
 
 
+class ToolOutcome(StrEnum):
+    """How a call ended that did not simply run: each is a flag in its result's metadata
+    (`{ToolOutcome.DENIED: True}`, written `{"denied": true}`), which front ends show."""
+
+    DENIED = "denied"  # an approval rule, a hook or the user refused it
+    SKIPPED = "skipped"  # never started: a limit, or an interrupt before its turn
+    INTERRUPTED = "interrupted"  # stopped by the user while it ran
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     output: str
     is_error: bool = False
     # Structured extras for front ends: "diff" (unified diff text), "exit_code", "truncated",
-    # "paths_changed" (list[str]), "blocked_by" (sandbox layer) ...
+    # "paths_changed" (list[str]), "blocked_by" (sandbox layer), a ToolOutcome flag ...
     metadata: dict[str, Any] = field(default_factory=dict)
     # Images the model sees inside the result: (kind, absolute path, character offset of the
     # placeholder in `output`), offsets non-decreasing (the chat template renders them there).

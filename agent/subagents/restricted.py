@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from m3agent.tools.base import Preview, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
 
 
 class RestrictedToolset:
@@ -33,7 +33,7 @@ class RestrictedToolset:
             return ToolResult(
                 f"{name} is not available to this subagent (its tools: {allowed})",
                 is_error=True,
-                metadata={"denied": True},
+                metadata={ToolOutcome.DENIED: True},
             )
         return self.inner.dispatch(name, arguments, ctx)
 

@@ -13,7 +13,7 @@ import concurrent.futures
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.base import Tool, ToolContext, ToolOutcome, ToolResult, Touches
 from pydantic import BaseModel, ConfigDict, Field
 
 from .child import run_child
@@ -75,9 +75,13 @@ class TaskTool(Tool):
             except concurrent.futures.TimeoutError:
                 if ctx.cancel.is_set():
                     fut.cancel()
-                    return ToolResult("the subagent was interrupted", True, {"interrupted": True})
+                    return ToolResult(
+                        "the subagent was interrupted", True, {ToolOutcome.INTERRUPTED: True}
+                    )
             except concurrent.futures.CancelledError:
-                return ToolResult("the subagent was interrupted", True, {"interrupted": True})
+                return ToolResult(
+                    "the subagent was interrupted", True, {ToolOutcome.INTERRUPTED: True}
+                )
         share = out.first_cached_tokens / out.first_prompt_tokens if out.first_prompt_tokens else 0
         meta = {
             "subagent": agent.name,

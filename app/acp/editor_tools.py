@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from m3agent.tools.base import Preview, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
 from m3agent.tools.paths import PathDenied, check_read, check_write
 from m3agent.tools.read_file import ReadFile
 from m3agent.tools.write_file import WriteFile
@@ -75,7 +75,7 @@ class EditorToolset:
                 f"not run: {name} changes files or runs commands, and the session is in plan "
                 "mode (read only); propose the change instead",
                 is_error=True,
-                metadata={"denied": True},
+                metadata={ToolOutcome.DENIED: True},
             )
         if isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
             if name == _READ and self.can_read:

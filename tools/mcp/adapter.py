@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..base import Preview, PreviewKind, Tool, ToolContext, ToolResult
+from ..base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
 from ..bounds import preview_text
 from .hub import McpCancelled, McpHub
 from .state import McpCallError
@@ -89,7 +89,7 @@ class McpTool(Tool[BaseModel]):
             return ToolResult(
                 "interrupted by the user",
                 is_error=True,
-                metadata={"interrupted": True, "mcp_server": self.server},
+                metadata={ToolOutcome.INTERRUPTED: True, "mcp_server": self.server},
             )
         except McpCallError as e:
             return ToolResult(
@@ -157,7 +157,7 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
             )
         except McpCancelled:
             return ToolResult(
-                "interrupted by the user", is_error=True, metadata={"interrupted": True}
+                "interrupted by the user", is_error=True, metadata={ToolOutcome.INTERRUPTED: True}
             )
         except McpCallError as e:
             return ToolResult(str(e), is_error=True, metadata={"mcp_server": args.server})
