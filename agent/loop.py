@@ -85,8 +85,8 @@ def _concurrent_run(deps: LoopDeps, pending: list[api.ToolCall], room: int) -> l
     otherwise just the first."""
     out: list[api.ToolCall] = []
     for c in pending[: max(1, room)]:
-        cls = tool_step.tool_class(deps.toolset, c.name)
-        if cls is None or not getattr(cls, "concurrent", False):
+        tool = tool_step.find_tool(deps.toolset, c.name)
+        if tool is None or not tool.concurrent:
             break
         out.append(c)
     return out or pending[:1]

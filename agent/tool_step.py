@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _CANCEL_GRACE_S = 10.0
 
 
-def tool_class(toolset: ToolsetProtocol | None, name: str) -> type[Tool] | None:
+def find_tool(toolset: ToolsetProtocol | None, name: str) -> Tool | None:
     if toolset is None:
         return None
     try:
@@ -152,13 +152,13 @@ async def run_call(
 ) -> ToolResult:
     """Approval -> checkpoint (first mutation of the turn) -> dispatch. Returns the result;
     the caller records it."""
-    cls = tool_class(deps.toolset, call.name)
-    mutates = cls is not None and cls.mutates
+    tool = find_tool(deps.toolset, call.name)
+    mutates = tool is not None and tool.mutates
     await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
     call, blocked, permission = await hook_points.pre_tool(deps, call)
     if blocked is not None:
         return blocked
-    if cls is not None and deps.toolset is not None:
+    if tool is not None and deps.toolset is not None:
         try:
             touches = deps.toolset.touches(call.name, call.arguments)
         except Exception as e:  # a tool bug: fail closed, with one result as always
@@ -168,7 +168,7 @@ async def run_call(
                 metadata={ToolOutcome.DENIED: True},
             )
         check = deps.gate.check(
-            call.name, touches, mutates=mutates, risky=cls.risky, sandbox=deps.sandbox
+            call.name, touches, mutates=mutates, risky=tool.risky, sandbox=deps.sandbox
         )
         if check.verdict is Verdict.DENY:
             return ToolResult(

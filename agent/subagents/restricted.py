@@ -16,7 +16,7 @@ class RestrictedToolset:
     def schemas(self) -> list[dict[str, Any]]:
         return self.inner.schemas()  # the same bytes as the parent's: a prefix-cache hit
 
-    def get(self, name: str) -> type[Tool]:
+    def get(self, name: str) -> Tool:
         if name not in self.allowed:  # no approval is asked for a call that will be refused
             raise KeyError(f"{name} is not available to this subagent")
         return self.inner.get(name)

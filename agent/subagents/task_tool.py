@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any
 
 from m3agent.tools.base import Tool, ToolContext, ToolOutcome, ToolResult, Touches
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,14 +23,14 @@ _POLL_S = 0.1
 
 
 class TaskTool(Tool):
-    name: ClassVar[str] = "task"
-    description: ClassVar[str] = (
+    name = "task"
+    description = (
         "Run a subagent on a self-contained task; it works with its own tools and budget and "
         "returns a summary. Several task calls in one reply run in parallel. The subagent "
         "types are listed in the system prompt."
     )
-    mutates: ClassVar[bool] = False  # its child's own calls are approved one by one
-    concurrent: ClassVar[bool] = True
+    mutates = False  # its child's own calls are approved one by one
+    concurrent = True
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")

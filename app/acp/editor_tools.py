@@ -50,7 +50,7 @@ class EditorToolset:
     def schemas(self) -> list[dict[str, Any]]:
         return self.inner.schemas()
 
-    def get(self, name: str) -> type[Tool]:
+    def get(self, name: str) -> Tool:
         if self._blocked(name):  # no approval is asked for a call that will be refused
             raise KeyError(f"{name} is not available in plan mode")
         return self.inner.get(name)
