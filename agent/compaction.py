@@ -23,7 +23,7 @@ from m3agent.engine import api
 
 from .context import SNAPSHOT_OPEN
 from .conversation import Conversation
-from .events import ContextEvent
+from .events import ContextAction, ContextEvent
 from .prompt_cache import COMPACTION, SNAPSHOT_REFRESHED, CacheTracker
 from .prompt_messages import request_messages
 
@@ -78,17 +78,17 @@ async def model_summary(
     messages: Sequence[api.Message],
     tools: Sequence[dict[str, Any]],
     sampling: api.SamplingParams,
-    session_thinking_mode: str = "adaptive",
+    session_thinking_mode: api.ThinkingMode = api.ThinkingMode.ADAPTIVE,
 ) -> tuple[str, api.Usage | None]:
     """The model's own summary, or ("", None) when it gave none."""
     request = api.ChatRequest(
         request_id=f"compact-{secrets.token_hex(6)}",
         messages=request_messages((*messages, api.Message(role="user", content=COMPACT_PROMPT))),
         tools=tuple(tools),  # the same tools: the developer block stays a cache hit
-        thinking_mode="disabled",  # this call's generation prefix only
+        thinking_mode=api.ThinkingMode.DISABLED,  # this call's generation prefix only
         sampling=replace(sampling, max_tokens=min(sampling.max_tokens, SUMMARY_MAX_TOKENS)),
         # the session's: the system block, and so the whole prompt, stays a cache hit
-        session_thinking_mode=session_thinking_mode,  # type: ignore[arg-type]
+        session_thinking_mode=session_thinking_mode,
     )
     text: list[str] = []
     usage: api.Usage | None = None
@@ -109,7 +109,7 @@ async def compact(
     cache: CacheTracker | None = None,
     trigger: str = "manual",
     new_snapshot: api.Message | None = None,
-    session_thinking_mode: str = "adaptive",
+    session_thinking_mode: api.ThinkingMode = api.ThinkingMode.ADAPTIVE,
 ) -> ContextEvent:
     """Rewrites the conversation tail (logged) and returns the event to report."""
     messages = conversation.messages
@@ -118,7 +118,9 @@ async def compact(
     detail: dict[str, Any] = {"trigger": trigger, "messages_before": len(messages)}
     if not tail and new_snapshot is None:
         detail.update(messages_after=len(messages), summary_source="none", tokens_before=None)
-        return ContextEvent(action="compact", detail={**detail, "note": "nothing to compact"})
+        return ContextEvent(
+            action=ContextAction.COMPACT, detail={**detail, "note": "nothing to compact"}
+        )
     summary_usage: api.Usage | None = None
     source = "none"
     new_tail: list[api.Message] = []
@@ -148,4 +150,7 @@ async def compact(
         summary_source=source,
         tokens_before=(summary_usage.prompt_tokens if summary_usage else None),
     )
-    return ContextEvent(action="refresh" if new_snapshot is not None else "compact", detail=detail)
+    return ContextEvent(
+        action=ContextAction.REFRESH if new_snapshot is not None else ContextAction.COMPACT,
+        detail=detail,
+    )

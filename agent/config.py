@@ -62,7 +62,7 @@ class AgentConfig:
     max_turns: int = 50
     max_tool_calls: int = 200
     max_wall_time_s: float = 3600.0
-    thinking_default: ThinkingMode = "adaptive"
+    thinking_default: ThinkingMode = ThinkingMode.ADAPTIVE
     approval_policy: str = "on-request"
     rules: tuple[ToolRule, ...] = ()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
@@ -80,6 +80,8 @@ class AgentConfig:
             raise ValueError(
                 f"thinking mode {self.thinking_default!r} is not one of {', '.join(THINKING_MODES)}"
             )
+        # A string from settings or a flag becomes the member (equal to it, typed).
+        object.__setattr__(self, "thinking_default", ThinkingMode(self.thinking_default))
         if self.approval_policy not in APPROVAL_POLICIES:
             raise ValueError(
                 f"approval policy {self.approval_policy!r} is not one of "

@@ -11,10 +11,51 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from m3agent.engine.api import Usage
+from m3agent.engine.api import EngineName, FinishReason, ThinkingMode, Usage
 from m3agent.tools.base import Preview
 
 EVENT_SCHEMA_VERSION = 1
+
+
+# ---- closed vocabularies (each defined once; a member equals its string, and json.dumps
+# writes that string, so the stream-json form is unchanged) ------------------------------
+
+
+class StopReason(StrEnum):
+    """Why a turn ended (TurnComplete.reason)."""
+
+    DONE = "done"  # the model answered without a tool call
+    MAX_TURNS = "max_turns"  # the engine-call limit (AgentConfig.max_turns)
+    MAX_TOOL_CALLS = "max_tool_calls"
+    TIMEOUT = "timeout"  # the turn's wall-time limit
+    INTERRUPTED = "interrupted"  # the user stopped it
+    ERROR = "error"  # an engine failure or a refused attachment (an Error event says which)
+    BLOCKED = "blocked"  # a UserPromptSubmit hook refused the prompt
+
+
+class ContextAction(StrEnum):
+    """What a ContextEvent reports."""
+
+    SNAPSHOT = "snapshot"  # the repository snapshot taken at start
+    REFRESH = "refresh"  # compaction with a fresh snapshot
+    COMPACT = "compact"  # the conversation tail summarised
+    CHECKPOINT = "checkpoint"  # a checkpoint before the turn's first mutation
+    INSTRUCTIONS = "instructions"  # AGENTS.md-style instruction files loaded
+    THINKING_DEFAULT = "thinking_default"  # the session's default thinking mode changed
+    TOOLS = "tools"  # the toolset changed (MCP servers reloaded)
+    HOOK = "hook"  # a hook ran
+    REPAIR = "repair"  # a resumed log had calls without results; they were closed
+
+
+class ErrorKind(StrEnum):
+    """What an Error event is about."""
+
+    ENGINE_UNAVAILABLE = "engine_unavailable"  # the engine cannot be reached or loaded
+    ENGINE = "engine"  # the engine failed a request
+    TOOL = "tool"  # a tool, MCP server or checkpoint failed outside a tool result
+    USAGE = "usage"  # the front end or user asked for something invalid
+    HOOK = "hook"  # a hook failed or blocked
+    INTERNAL = "internal"  # a bug
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +80,7 @@ class _Event:
 class SessionStarted(_Event):
     type: ClassVar[str] = "session_started"
     session_id: str
-    engine: str
+    engine: EngineName
     model: str
     cwd: str
     resumed: bool = False
@@ -49,7 +90,7 @@ class SessionStarted(_Event):
 class TurnStarted(_Event):
     type: ClassVar[str] = "turn_started"
     turn: int
-    thinking_mode: str
+    thinking_mode: ThinkingMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,14 +150,14 @@ class ModelRequestFinished(_Event):
 
     type: ClassVar[str] = "model_request_finished"
     usage: Usage
-    finish_reason: str
+    finish_reason: FinishReason
 
 
 @dataclass(frozen=True, slots=True)
 class TurnComplete(_Event):
     type: ClassVar[str] = "turn_complete"
     turn: int
-    reason: str  # "done" | "max_turns" | "max_tool_calls" | "timeout" | "interrupted" | "error"
+    reason: StopReason
     answer: str
     usage: Usage  # summed over the turn's engine calls
     last_usage: Usage | None = None  # the last engine call (cache hit figures)
@@ -127,7 +168,7 @@ class ContextEvent(_Event):
     """Snapshot taken / refreshed, compaction done: always reported, never silent."""
 
     type: ClassVar[str] = "context"
-    action: str  # "snapshot" | "refresh" | "compact"
+    action: ContextAction
     detail: dict[str, Any] = field(default_factory=dict)
 
 
@@ -160,7 +201,7 @@ class Progress(_Event):
 class Error(_Event):
     type: ClassVar[str] = "error"
     message: str
-    kind: str = "internal"  # "engine_unavailable" | "engine" | "tool" | "usage" | "internal"
+    kind: ErrorKind = ErrorKind.INTERNAL
     fatal: bool = False
 
 

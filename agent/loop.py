@@ -20,6 +20,7 @@ from m3agent.engine import api
 from . import events as ev
 from . import tool_step
 from .attachments import AttachmentError, validate_attachments
+from .events import ErrorKind, StopReason
 from .hooks import points as hook_points
 from .ops import UserTurn
 from .prompt_messages import request_messages
@@ -66,7 +67,7 @@ class _Generation:
     calls: list[api.ToolCall] = field(default_factory=list)
     usage: api.UsageDelta | None = None
 
-    def message(self, mode: str) -> api.Message:
+    def message(self, mode: api.ThinkingMode) -> api.Message:
         raw = self.usage.raw_text if self.usage is not None else None
         reasoning = "".join(self.reasoning)
         return api.Message(
@@ -74,7 +75,7 @@ class _Generation:
             content="".join(self.content),
             reasoning=reasoning if self.reasoning else None,
             tool_calls=tuple(self.calls),
-            thinking_mode=mode,  # type: ignore[arg-type]
+            thinking_mode=mode,
             raw_text=raw,
         )
 
@@ -84,8 +85,8 @@ def _concurrent_run(deps: LoopDeps, pending: list[api.ToolCall], room: int) -> l
     otherwise just the first."""
     out: list[api.ToolCall] = []
     for c in pending[: max(1, room)]:
-        cls = tool_step.tool_class(deps.toolset, c.name)
-        if cls is None or not getattr(cls, "concurrent", False):
+        tool = tool_step.find_tool(deps.toolset, c.name)
+        if tool is None or not tool.concurrent:
             break
         out.append(c)
     return out or pending[:1]
@@ -125,8 +126,8 @@ async def run_turn(
     control: TurnControl,
     op: UserTurn,
     turn: int,
-    thinking_mode: str,
-    session_thinking_mode: str = "adaptive",
+    thinking_mode: api.ThinkingMode,
+    session_thinking_mode: api.ThinkingMode = api.ThinkingMode.ADAPTIVE,
 ) -> ev.TurnComplete:
     """`thinking_mode` is this turn's (the generation prefix); `session_thinking_mode` the one
     written in the prompt's system block, fixed for the session (prefix caching)."""
@@ -139,12 +140,12 @@ async def run_turn(
         media = validate_attachments(op.media, cwd=deps.cwd) if op.media else ()
     except AttachmentError as e:
         # Refused before anything is logged or sent: the session goes on without this turn.
-        await deps.emit(ev.Error(message=str(e), kind="usage"))
-        return ev.TurnComplete(turn=turn, reason="error", answer="", usage=api.Usage())
+        await deps.emit(ev.Error(message=str(e), kind=ErrorKind.USAGE))
+        return ev.TurnComplete(turn=turn, reason=StopReason.ERROR, answer="", usage=api.Usage())
     text, why = await hook_points.prompt_submit(deps, op.text)
     if text is None:  # a UserPromptSubmit hook blocked it: nothing is logged or sent
-        await deps.emit(ev.Error(message=f"prompt blocked by a hook: {why}", kind="hook"))
-        return ev.TurnComplete(turn=turn, reason="blocked", answer="", usage=api.Usage())
+        await deps.emit(ev.Error(message=f"prompt blocked by a hook: {why}", kind=ErrorKind.HOOK))
+        return ev.TurnComplete(turn=turn, reason=StopReason.BLOCKED, answer="", usage=api.Usage())
     conv.append(api.Message(role="user", content=text, media=media))
     await deps.emit(ev.TurnStarted(turn=turn, thinking_mode=thinking_mode))
     tools = tuple(deps.toolset.schemas()) if deps.toolset is not None else ()
@@ -152,7 +153,7 @@ async def run_turn(
     flags: dict[str, bool] = {}
     stop_hook_active = False
 
-    def done(reason: str) -> ev.TurnComplete:
+    def done(reason: StopReason) -> ev.TurnComplete:
         return ev.TurnComplete(
             turn=turn, reason=reason, answer=answer, usage=usage.freeze(), last_usage=usage.last
         )
@@ -162,25 +163,29 @@ async def run_turn(
     try:
         for _step in range(cfg.max_turns):
             if time.monotonic() - started > cfg.max_wall_time_s:
-                return done("timeout")
+                return done(StopReason.TIMEOUT)
             request = api.ChatRequest(
                 request_id=_new_id("req"),
                 messages=request_messages(conv.messages),
                 tools=tools,
-                thinking_mode=thinking_mode,  # type: ignore[arg-type]
+                thinking_mode=thinking_mode,
                 sampling=cfg.sampling,
-                session_thinking_mode=session_thinking_mode,  # type: ignore[arg-type]
+                session_thinking_mode=session_thinking_mode,
             )
             gen = _Generation()
             try:
                 await _generate(deps, request, gen)
             except api.EngineError as e:
-                kind = "engine_unavailable" if isinstance(e, api.EngineUnavailable) else "engine"
+                kind = (
+                    ErrorKind.ENGINE_UNAVAILABLE
+                    if isinstance(e, api.EngineUnavailable)
+                    else ErrorKind.ENGINE
+                )
                 if gen.content or gen.reasoning or gen.calls:
                     conv.append(gen.message(thinking_mode))
                 gen = None
                 await deps.emit(ev.Error(message=str(e), kind=kind, fatal=True))
-                return done("error")
+                return done(StopReason.ERROR)
             msg = gen.message(thinking_mode)
             conv.append(msg)
             finished = gen.usage
@@ -197,7 +202,7 @@ async def run_turn(
                 # A Stop hook that blocks says why the model must go on (Claude Code's shape).
                 again = await hook_points.on_stop(deps, stop_hook_active)
                 if again is None:
-                    return done("done")
+                    return done(StopReason.DONE)
                 stop_hook_active = True
                 conv.append(api.Message(role="user", content=f"Stop hook: {again}"))
                 continue
@@ -209,7 +214,7 @@ async def run_turn(
                             deps, c, tool_step.not_run("the tool-call limit was reached")
                         )
                     pending = []
-                    return done("max_tool_calls")
+                    return done(StopReason.MAX_TOOL_CALLS)
                 batch = _concurrent_run(deps, pending, cfg.max_tool_calls - tool_calls_done)
                 if len(batch) > 1:  # several task calls: their children run side by side
                     results = await asyncio.gather(
@@ -223,12 +228,12 @@ async def run_turn(
                     pending.pop(0)
                     tool_calls_done += 1
                     await tool_step.record_result(deps, c, result)
-        return done("max_turns")
+        return done(StopReason.MAX_TURNS)
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None:
             task.uncancel()
-        reason = control.stop_reason or "interrupted"
+        reason = control.stop_reason or StopReason.INTERRUPTED
         in_tool = gen is None and bool(pending)  # else the generation itself was cut
         if gen is not None and (gen.content or gen.reasoning or gen.calls):
             # Keep what was already shown to the user; a cut generation has no tool calls run.
@@ -236,7 +241,7 @@ async def run_turn(
             pending = list(partial.tool_calls)
             conv.append(partial)
             answer = partial.content
-        note = "the turn timed out" if reason == "timeout" else "interrupted by the user"
+        note = "the turn timed out" if reason is StopReason.TIMEOUT else "interrupted by the user"
         for i, c in enumerate(pending):
             # Only the call that was running was interrupted; the others never started.
             res = tool_step.cancelled_result() if in_tool and i == 0 else tool_step.not_run(note)

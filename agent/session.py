@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.engine.api import THINKING_MODES, Engine, Message, Usage
+from m3agent.engine.api import THINKING_MODES, Engine, Message, ThinkingMode, Usage
 
 from . import events as ev
 from . import ops
@@ -31,6 +31,11 @@ if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
 _UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
 _END = object()
+
+
+def _mode(value: str | None, fallback: ThinkingMode) -> ThinkingMode:
+    """A mode read from the session log (a plain string), or `fallback` if it names none."""
+    return ThinkingMode(value) if value in THINKING_MODES else fallback
 
 
 class Session:
@@ -66,9 +71,13 @@ class Session:
         self.hooks = hooks
         self.subagent = subagent
         self._hook_context = ""  # SessionStart hooks' context: goes with the first prompt
-        self.thinking_default: str = conversation.meta.thinking_default or config.thinking_default
+        self.thinking_default: ThinkingMode = _mode(
+            conversation.meta.thinking_default, ThinkingMode(config.thinking_default)
+        )
         # Written in the prompt's system block; fixed unless SetThinking(session_default=True).
-        self.session_thinking_mode: str = conversation.meta.session_thinking_mode
+        self.session_thinking_mode: ThinkingMode = _mode(
+            conversation.meta.session_thinking_mode, ThinkingMode.ADAPTIVE
+        )
         self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         # persist_allow: where an "always allow" answer is kept for later sessions.
         self.gate = ApprovalGate(config.approval_policy, config.rules, persist=persist_allow)
@@ -142,7 +151,7 @@ class Session:
             )
         if notes:
             repair = ev.ContextEvent(
-                action="repair", detail={"notes": notes, "interrupted_calls": closed}
+                action=ev.ContextAction.REPAIR, detail={"notes": notes, "interrupted_calls": closed}
             )
             kwargs["startup_events"] = (*kwargs.get("startup_events", ()), repair)
         return cls(engine, toolset, config, conversation=conv, cwd=where, resumed=True, **kwargs)
@@ -178,29 +187,33 @@ class Session:
         if isinstance(op, ops.UserTurn):
             if op.thinking_mode is not None and op.thinking_mode not in THINKING_MODES:
                 msg = f"unknown thinking mode {op.thinking_mode!r}"
-                self._put(ev.Error(message=msg, kind="usage"))
+                self._put(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
                 return
+            if op.thinking_mode is not None:
+                op = replace(op, thinking_mode=ThinkingMode(op.thinking_mode))
             self._turns.put_nowait(op)
         elif isinstance(op, ops.Interrupt):
-            self._stop_turn("interrupted")
+            self._stop_turn(ev.StopReason.INTERRUPTED)
         elif isinstance(op, ops.ApprovalDecision):
             self._decide(op)
         elif isinstance(op, ops.SetThinking):
             if op.mode not in THINKING_MODES:
-                self._put(ev.Error(message=f"unknown thinking mode {op.mode!r}", kind="usage"))
+                msg = f"unknown thinking mode {op.mode!r}"
+                self._put(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
                 return
+            mode = ThinkingMode(op.mode)
             if op.session_default:
-                self._set_session_thinking(op.mode)
-            self.thinking_default = op.mode
-            self.conversation.log_setting(thinking_default=op.mode)
+                self._set_session_thinking(mode)
+            self.thinking_default = mode
+            self.conversation.log_setting(thinking_default=mode)
         elif isinstance(op, ops.Compact):
             self._turns.put_nowait(op)  # runs between turns, never during one
         elif isinstance(op, ops.Shutdown):
             self._closed = True
-            self._stop_turn("interrupted")
+            self._stop_turn(ev.StopReason.INTERRUPTED)
             self._turns.put_nowait(_END)
         else:
-            self._put(ev.Error(message=f"unknown op {type(op).__name__}", kind="usage"))
+            self._put(ev.Error(message=f"unknown op {type(op).__name__}", kind=ev.ErrorKind.USAGE))
 
     async def events(self) -> AsyncIterator[ev.Event]:
         """Every event in order; ends after Shutdown once the running turn has stopped."""
@@ -239,7 +252,7 @@ class Session:
             raise RuntimeError("a turn is running; the tools can change between turns")
         old, self.toolset = self.toolset, toolset
         self.cache.note("tools changed")
-        self._put(ev.ContextEvent(action="tools", detail=dict(detail or {})))
+        self._put(ev.ContextEvent(action=ev.ContextAction.TOOLS, detail=dict(detail or {})))
         return old
 
     # ---- subagents (agent/subagents: the task tool's children) ------------------------------
@@ -287,7 +300,7 @@ class Session:
     async def _emit(self, event: Any) -> None:
         self._put(event)
 
-    def _stop_turn(self, reason: str) -> None:
+    def _stop_turn(self, reason: ev.StopReason) -> None:
         if self._control is not None and self._control.stop_reason is None:
             self._control.stop_reason = reason
         if self._control is not None and self._control.tool_cancel is not None:
@@ -299,12 +312,15 @@ class Session:
         fut = self._control.approvals.get(decision.call_id) if self._control else None
         if fut is None or fut.done():
             self._put(
-                ev.Error(message=f"no pending approval for call {decision.call_id}", kind="usage")
+                ev.Error(
+                    message=f"no pending approval for call {decision.call_id}",
+                    kind=ev.ErrorKind.USAGE,
+                )
             )
             return
         fut.set_result(decision)
 
-    def _set_session_thinking(self, mode: str) -> None:
+    def _set_session_thinking(self, mode: ThinkingMode) -> None:
         """Rewrites the system block's mode line: says first what the next request recomputes."""
         if mode == self.session_thinking_mode:
             return
@@ -313,7 +329,7 @@ class Session:
         recompute = self.cache.last_total_tokens or (last.prompt_tokens if last else 0)
         self._put(
             ev.ContextEvent(
-                action="thinking_default",
+                action=ev.ContextAction.THINKING_DEFAULT,
                 detail={
                     "mode": mode,
                     "previous": self.session_thinking_mode,
@@ -335,7 +351,8 @@ class Session:
             if self.snapshot_builder is None:
                 self._put(
                     ev.Error(
-                        message="this session has no repository snapshot to refresh", kind="usage"
+                        message="this session has no repository snapshot to refresh",
+                        kind=ev.ErrorKind.USAGE,
                     )
                 )
                 return
@@ -347,7 +364,9 @@ class Session:
 
                 snapshot = await asyncio.to_thread(self.snapshot_builder, report)
             except (OSError, ValueError) as e:
-                self._put(ev.Error(message=f"cannot take a fresh snapshot: {e}", kind="usage"))
+                self._put(
+                    ev.Error(message=f"cannot take a fresh snapshot: {e}", kind=ev.ErrorKind.USAGE)
+                )
                 return
         from .hooks import HookEvent
         from .hooks import points as hook_points
@@ -429,7 +448,9 @@ class Session:
             self._turn_task = loop.create_task(
                 run_turn(deps, control, op, turn, mode, self.session_thinking_mode)
             )
-            timer = loop.call_later(self.config.max_wall_time_s, self._stop_turn, "timeout")
+            timer = loop.call_later(
+                self.config.max_wall_time_s, self._stop_turn, ev.StopReason.TIMEOUT
+            )
             task = self._turn_task
             try:
                 done = await asyncio.shield(task)
@@ -437,14 +458,16 @@ class Session:
                 me = asyncio.current_task()
                 if task.cancelled() and not (me is not None and me.cancelling()):
                     # Stopped before its first step ran: nothing to clean up.
-                    reason = control.stop_reason or "interrupted"
+                    reason = control.stop_reason or ev.StopReason.INTERRUPTED
                     done = ev.TurnComplete(turn=turn, reason=reason, answer="", usage=Usage())
                 else:  # the runner itself is being cancelled (event loop shutting down)
                     task.cancel()
                     raise
             except Exception as e:  # a bug in the loop: report it, keep the session usable
                 self._put(ev.Error(message=f"internal error: {type(e).__name__}: {e}", fatal=True))
-                done = ev.TurnComplete(turn=turn, reason="error", answer="", usage=Usage())
+                done = ev.TurnComplete(
+                    turn=turn, reason=ev.StopReason.ERROR, answer="", usage=Usage()
+                )
             finally:
                 timer.cancel()
                 self._control = None

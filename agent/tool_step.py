@@ -10,7 +10,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from m3agent.engine.api import MediaPart, Message, ToolCall
-from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult
+from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
 
 from . import events as ev
 from .approvals import Verdict
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _CANCEL_GRACE_S = 10.0
 
 
-def tool_class(toolset: ToolsetProtocol | None, name: str) -> type[Tool] | None:
+def find_tool(toolset: ToolsetProtocol | None, name: str) -> Tool | None:
     if toolset is None:
         return None
     try:
@@ -152,26 +152,28 @@ async def run_call(
 ) -> ToolResult:
     """Approval -> checkpoint (first mutation of the turn) -> dispatch. Returns the result;
     the caller records it."""
-    cls = tool_class(deps.toolset, call.name)
-    mutates = cls is not None and cls.mutates
+    tool = find_tool(deps.toolset, call.name)
+    mutates = tool is not None and tool.mutates
     await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
     call, blocked, permission = await hook_points.pre_tool(deps, call)
     if blocked is not None:
         return blocked
-    if cls is not None and deps.toolset is not None:
+    if tool is not None and deps.toolset is not None:
         try:
             touches = deps.toolset.touches(call.name, call.arguments)
         except Exception as e:  # a tool bug: fail closed, with one result as always
             return ToolResult(
                 f"not run: cannot tell what {call.name} would touch ({type(e).__name__}: {e})",
                 is_error=True,
-                metadata={"denied": True},
+                metadata={ToolOutcome.DENIED: True},
             )
         check = deps.gate.check(
-            call.name, touches, mutates=mutates, risky=cls.risky, sandbox=deps.sandbox
+            call.name, touches, mutates=mutates, risky=tool.risky, sandbox=deps.sandbox
         )
         if check.verdict is Verdict.DENY:
-            return ToolResult(f"not run: {check.reason}", is_error=True, metadata={"denied": True})
+            return ToolResult(
+                f"not run: {check.reason}", is_error=True, metadata={ToolOutcome.DENIED: True}
+            )
         # A hook's "allow" or the running command's allowed-tools skip the prompt (never a
         # deny rule); a hook's "ask" asks even where the policy would not.
         skip = permission == "allow" or call.name in deps.allowed_tools
@@ -182,7 +184,7 @@ async def run_call(
                 return ToolResult(
                     f"not run: the user denied this call{note}",
                     is_error=True,
-                    metadata={"denied": True},
+                    metadata={ToolOutcome.DENIED: True},
                 )
             if decision.decision is Decision.APPROVE_SESSION:
                 deps.gate.allow_for_session(call.name)
@@ -193,18 +195,22 @@ async def run_call(
         try:
             cp_id = await asyncio.to_thread(deps.checkpoint, f"before {call.name}")
         except Exception as e:  # a failed snapshot is reported, never silent, and not fatal
-            await deps.emit(ev.Error(message=f"checkpoint failed: {e}", kind="tool"))
+            await deps.emit(ev.Error(message=f"checkpoint failed: {e}", kind=ev.ErrorKind.TOOL))
         else:
-            await deps.emit(ev.ContextEvent(action="checkpoint", detail={"id": str(cp_id)}))
+            await deps.emit(
+                ev.ContextEvent(action=ev.ContextAction.CHECKPOINT, detail={"id": str(cp_id)})
+            )
     return await hook_points.post_tool(deps, call, await dispatch(deps, control, call))
 
 
 def not_run(reason: str) -> ToolResult:
-    return ToolResult(f"not run: {reason}", is_error=True, metadata={"skipped": True})
+    return ToolResult(f"not run: {reason}", is_error=True, metadata={ToolOutcome.SKIPPED: True})
 
 
 def cancelled_result() -> ToolResult:
-    return ToolResult("interrupted by the user", is_error=True, metadata={"interrupted": True})
+    return ToolResult(
+        "interrupted by the user", is_error=True, metadata={ToolOutcome.INTERRUPTED: True}
+    )
 
 
 def result_media(result: ToolResult) -> tuple[MediaPart, ...]:

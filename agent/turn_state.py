@@ -14,6 +14,7 @@ from m3agent.engine.api import Engine
 from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
+from .events import StopReason
 from .prompt_cache import CacheTracker
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
@@ -27,7 +28,7 @@ Emit = Callable[[Any], Awaitable[None]]
 class TurnControl:
     """Mutable, owned by the Session; the loop reads `stop_reason` after a cancellation."""
 
-    stop_reason: str | None = None  # "interrupted" | "timeout"
+    stop_reason: StopReason | None = None  # INTERRUPTED or TIMEOUT
     approvals: dict[str, asyncio.Future] = field(default_factory=dict)
     tool_cancel: threading.Event | None = None  # the running tool's ctx.cancel
 

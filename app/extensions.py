@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent.config import AgentConfig
-from m3agent.agent.events import Error
+from m3agent.agent.events import Error, ErrorKind
 
 from .custom_commands import CustomCommand, load_commands, skill_commands
 
@@ -109,14 +109,16 @@ def session_extras(
         hooks, hook_notes = session_hooks(settings, cwd)
     except ValueError as e:  # a broken settings file: no hooks, said at start
         hooks, hook_notes = None, [str(e)]
-    notes += [Error(message=n, kind="hook") for n in hook_notes]
+    notes += [Error(message=n, kind=ErrorKind.HOOK) for n in hook_notes]
     skills, problems = discover_skills(skill_roots(settings, cwd))
     commands, cmd_problems = all_commands(settings, cwd)
     from .mcp_prompts import prompt_commands
 
     commands += prompt_commands(toolset)  # after ours: a command file wins a name
     agents, agent_problems = load_agents(agent_dirs(settings, cwd))
-    notes += [Error(message=p, kind="usage") for p in (*problems, *cmd_problems, *agent_problems)]
+    notes += [
+        Error(message=p, kind=ErrorKind.USAGE) for p in (*problems, *cmd_problems, *agent_problems)
+    ]
     task = TaskTool(agents)
     extra: list[Any] = [UpdatePlan(), task]
     if skills:

@@ -10,14 +10,22 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.conversation import Conversation
-from m3agent.agent.events import Progress
+from m3agent.agent.events import ContextAction, ErrorKind, Progress
 from m3agent.agent.session import Session
-from m3agent.engine.api import EngineUnavailable
+from m3agent.engine.api import LOCAL_ENGINES, Engine, EngineName, EngineUnavailable
 
 from .settings import Settings
+from .warm import local_chat_files, user_model_dirs
+
+if TYPE_CHECKING:  # types only: each loads when it is built
+    from m3agent.agent.context import SnapshotConfig
+    from m3agent.agent.events import Error
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
 DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
 # progress(event): Progress events of the snapshot, the model load and the background server.
@@ -42,7 +50,7 @@ def _import_backend(module: str, cls: str, engine: str) -> Any:
         ) from e
 
 
-def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
+def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     if script is None:
@@ -50,27 +58,7 @@ def _scripted(settings: Settings, script: Path | None, progress: Report | None =
     return ScriptedEngine.from_file(script)
 
 
-def local_chat_files(model: str | None) -> dict[str, Any]:
-    """The tokenizer and chat template of `model` when its files are on this machine (a local
-    directory, or a hub snapshot already cached): the remote backend then renders prompts
-    with the checkpoint's own template and sends token ids. Never downloads; {} otherwise."""
-    if not model:
-        return {}
-    from m3agent.engine.m3.chat_template import ChatTemplate
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.model_source import resolve_model
-
-    try:
-        path = resolve_model(model, local_only=True, check=False).path
-        return {
-            "tokenizer": M3Tokenizer.from_model_dir(path),
-            "template": ChatTemplate.from_model_dir(path),
-        }
-    except (ValueError, OSError, EngineUnavailable):
-        return {}
-
-
-def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
+def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.remote import RemoteEngine
 
     return RemoteEngine(
@@ -88,13 +76,11 @@ def _model_dir(settings: Settings, engine: str) -> Path:
         raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
     from m3agent.engine.model_source import resolve_model
 
-    from .warm import user_model_dirs
-
     # A local directory or a hub repo id; a wrong or incomplete checkpoint is named here.
     return resolve_model(settings.model, model_dirs=user_model_dirs(settings)).path
 
 
-def _native(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
+def _native(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     model_dir = _model_dir(settings, "native")
     engine_cls = _import_backend("native", "NativeEngine", "native")
     device = settings.device
@@ -136,21 +122,21 @@ def _offload(settings: Settings, model_dir: Path, device: str) -> Any:
     return choice.config
 
 
-def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Any:
+def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     model_dir = _model_dir(settings, "vllm")
     # Default M3 arguments (SPEC §6.2); `m3agent serve --engine vllm` exposes the options.
     return _import_backend("vllm", "VllmEngine", "vllm").from_model_dir(model_dir)
 
 
-ENGINE_BUILDERS: dict[str, Callable[[Settings, Path | None, Report | None], Any]] = {
-    "scripted": _scripted,
-    "remote": _remote,
-    "native": _native,
-    "vllm": _vllm,
+ENGINE_BUILDERS: dict[EngineName, Callable[[Settings, Path | None, Report | None], Engine]] = {
+    EngineName.SCRIPTED: _scripted,
+    EngineName.REMOTE: _remote,
+    EngineName.NATIVE: _native,
+    EngineName.VLLM: _vllm,
 }
 
 
-def attach_to_server(settings: Settings) -> Any:
+def attach_to_server(settings: Settings) -> Engine | None:
     """A RemoteEngine on a running `m3agent serve` of the same model, else None (the code is
     in app/warm.py; kept here for callers of the factory)."""
     from .warm import attach_to_server as attach
@@ -165,17 +151,14 @@ def build_engine(
     attach: bool = True,
     start_server: bool = False,
     progress: Report | None = None,
-) -> Any:
+) -> Engine:
     """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.
 
     attach: use a running `m3agent serve` of the same model instead of loading it again.
     start_server: for native/vllm with `warm` on (the default), start that server when none
     runs (app/warm.py) so that the prefix cache outlives this process; run and the TUI ask
     for it, tests and `serve` itself do not. progress: Progress events while it loads."""
-    try:
-        builder = ENGINE_BUILDERS[settings.engine]
-    except KeyError:
-        raise ValueError(f"unknown engine {settings.engine!r}") from None
+    builder = ENGINE_BUILDERS[settings.engine]  # Settings holds only EngineName members
     if attach:
         from .warm import attach_to_server, server_engine, wants_server
 
@@ -186,7 +169,7 @@ def build_engine(
     return builder(settings, script, progress)
 
 
-def build_sandbox(settings: Settings, cwd: Path) -> Any:
+def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
     from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
 
@@ -215,19 +198,21 @@ def _rule_fields(settings: Settings) -> dict[str, Any]:
     return settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
 
 
-def build_toolset(settings: Settings, cwd: Path) -> Any:
+def build_toolset(settings: Settings, cwd: Path) -> Toolset:
     from m3agent.tools.toolset import default_toolset
 
     return default_toolset()
 
 
-def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) -> tuple[Any, list]:
+def build_mcp_toolset(
+    settings: Settings, cwd: Path, sandbox: Sandbox, base: Toolset
+) -> tuple[ToolsetProtocol, list[Error]]:
     """The base tools plus the configured MCP servers' tools (servers started now: the tool
     set is fixed for the session), and the events saying which servers were left out."""
     from m3agent.agent.events import Error
 
     config = settings.mcp_config(cwd)
-    notes = [Error(message=line, kind="tool") for line in config.skipped]
+    notes = [Error(message=line, kind=ErrorKind.TOOL) for line in config.skipped]
     if not config.servers:
         return base, notes
     from importlib.metadata import PackageNotFoundError, version
@@ -246,7 +231,7 @@ def build_mcp_toolset(settings: Settings, cwd: Path, sandbox: Any, base: Any) ->
         media_dir=settings.home / "mcp-media",
         client_version=ours,
     )
-    notes += [Error(message=why, kind="tool") for why in started.errors.values()]
+    notes += [Error(message=why, kind=ErrorKind.TOOL) for why in started.errors.values()]
     return started.toolset, notes
 
 
@@ -258,18 +243,20 @@ def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
     return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir)).snapshot
 
 
-def snapshot_tokenizer(settings: Settings) -> Any:
+def snapshot_tokenizer(settings: Settings) -> M3Tokenizer:
     """The model's tokenizer when there is a model directory, else the bundled M3 one."""
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-    if settings.engine in ("native", "vllm") and settings.model:
+    if settings.engine in LOCAL_ENGINES and settings.model:
         path = Path(settings.model).expanduser()
         if (path / "tokenizer.json").is_file():
             return M3Tokenizer.from_model_dir(path)
     return M3Tokenizer.default()
 
 
-def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | None = None):
+def snapshot_config(
+    settings: Settings, max_context_tokens: int, budget: int | None = None
+) -> SnapshotConfig | None:
     """SnapshotConfig from settings; None when the budget leaves no room for a snapshot."""
     from m3agent.agent.context import SnapshotConfig
     from m3agent.agent.context.files import FileRules
@@ -286,7 +273,7 @@ def snapshot_config(settings: Settings, max_context_tokens: int, budget: int | N
 
 
 def _context(
-    settings: Settings, cwd: Path, engine: Any, *, new: bool, progress: Report | None = None
+    settings: Settings, cwd: Path, engine: Engine, *, new: bool, progress: Report | None = None
 ) -> dict[str, Any]:
     """Session kwargs for the repository snapshot: its message and event (a new session only:
     a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
@@ -314,7 +301,7 @@ def _context(
     if snap.entries("included") or snap.instructions or snap.entries("listed"):
         detail = {"files": len(snap.entries("included")), **snap.summary()}
         out["context_messages"] = [snap.message()]
-        out["startup_events"] = [ContextEvent(action="snapshot", detail=detail)]
+        out["startup_events"] = [ContextEvent(action=ContextAction.SNAPSHOT, detail=detail)]
     return out
 
 
@@ -330,7 +317,7 @@ def _instructions(settings: Settings, cwd: Path, context: dict[str, Any]) -> dic
         return {}
     message = Message(role="system", content=instructions_message_text(files))
     event = ContextEvent(
-        action="instructions", detail={"files": [f"{f.scope}: {f.path}" for f in files]}
+        action=ContextAction.INSTRUCTIONS, detail={"files": [f"{f.scope}: {f.path}" for f in files]}
     )
     return {
         "context_messages": [*context.get("context_messages", ()), message],
@@ -342,8 +329,8 @@ def build_session(
     settings: Settings,
     *,
     cwd: Path | None = None,
-    engine: Any = None,
-    toolset: Any = None,
+    engine: Engine | None = None,
+    toolset: ToolsetProtocol | None = None,
     script: Path | None = None,
     resume: str | None = None,
     checkpoint: Callable[[str], Any] | None = None,
@@ -376,7 +363,7 @@ def build_session(
         engine = build_engine(
             settings, script=script, attach=attach, start_server=start_server, progress=progress
         )
-    mcp_notes: list = []
+    mcp_notes: list[Error] = []
     if toolset is None:
         toolset, mcp_notes = build_mcp_toolset(settings, cwd, sandbox, build_toolset(settings, cwd))
     if checkpoint is None:
@@ -428,7 +415,5 @@ def build_session(
         extras.bind(session)  # the task tool runs its children beside this session
         return session
     except BaseException:
-        close = getattr(toolset, "close", None)  # MCP servers started above must not leak
-        if close is not None:
-            close()
+        toolset.close()  # MCP servers started above must not leak
         raise

@@ -255,7 +255,7 @@ def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None
 
 def deny_approver(note: str) -> Approver:
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
-        return ops.ApprovalDecision(req.call_id, "deny", note)
+        return ops.ApprovalDecision(req.call_id, ops.Decision.DENY, note)
 
     return approve
 
@@ -297,7 +297,7 @@ def tty_approver(
         command = req.arguments.get("command") if req.name == Shell.name else None
         command = command if isinstance(command, str) else None
         if command is not None and any(matches(command, p) for p in prefixes):
-            return ops.ApprovalDecision(req.call_id, "approve")
+            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
         prefix = command_prefix(command) if command is not None else None
         # With a preview (the diff, the command) the arguments only repeat it: kept short.
         err.write(f"\nApprove {req.name} {_short(req.arguments, 120 if req.preview else 400)}?")
@@ -316,11 +316,11 @@ def tty_approver(
         reader = stdin or sys.stdin
         answer = (await asyncio.to_thread(reader.readline)).strip().lower()
         if answer in ("y", "yes"):
-            return ops.ApprovalDecision(req.call_id, "approve")
+            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
         if answer in ("a", "always") and req.name != Shell.name:
-            return ops.ApprovalDecision(req.call_id, "approve_session")
+            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE_SESSION)
         if answer in ("s", "save") and req.name != Shell.name:
-            return ops.ApprovalDecision(req.call_id, "approve_always")
+            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE_ALWAYS)
         if answer in ("p", "s") and prefix is not None:
             prefixes.append(prefix)
             if answer == "s" and home is not None:  # for later runs and the TUI too
@@ -330,8 +330,8 @@ def tty_approver(
                     save_prefix(home, prefix)
                 except OSError as e:
                     err.write(f"(not saved: {e})\n")
-            return ops.ApprovalDecision(req.call_id, "approve")
-        return ops.ApprovalDecision(req.call_id, "deny", "the user said no")
+            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
+        return ops.ApprovalDecision(req.call_id, ops.Decision.DENY, "the user said no")
 
     return approve
 

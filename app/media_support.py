@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from m3agent.engine.api import LOCAL_ENGINES
+
 
 def reads_media(settings: Any) -> bool | None:
-    if settings.engine not in ("native", "vllm") or not settings.model:
+    if settings.engine not in LOCAL_ENGINES or not settings.model:
         return None
     path = Path(settings.model).expanduser()
     if not (path / "config.json").is_file():

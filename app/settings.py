@@ -24,11 +24,11 @@ from typing import Any
 
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
-from m3agent.engine.api import SamplingParams
+from m3agent.engine.api import ENGINE_NAMES, EngineName, SamplingParams, ThinkingMode
 from m3agent.tools.private_fs import fix_mode
+from m3agent.tools.sandbox.policy import SandboxMode
 
-ENGINES = ("native", "vllm", "remote", "scripted")
-SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+SANDBOX_MODES: tuple[SandboxMode, ...] = tuple(SandboxMode)
 
 SECRET_ENV = ("M3AGENT_API_KEY", "OPENAI_API_KEY")  # read once, then taken out of the env
 _ENV = {
@@ -46,15 +46,15 @@ _ENV = {
 class Settings:
     home: Path
     config_path: Path
-    engine: str = "native"
+    engine: EngineName = EngineName.NATIVE
     model: str | None = None  # a model directory (native/vllm) or the served model name
     base_url: str = "http://127.0.0.1:8000/v1"
     api_key: str | None = None
     request_timeout_s: float = 600.0
     retries: int = 3
-    thinking: str = "adaptive"
+    thinking: ThinkingMode = ThinkingMode.ADAPTIVE
     approval: str = "on-request"
-    sandbox: str = "workspace-write"
+    sandbox: SandboxMode = SandboxMode.WORKSPACE_WRITE
     network: bool = False  # shell commands may use the network
     add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
     dangerously_no_sandbox: bool = False  # run the shell even when no sandbox layer works
@@ -103,12 +103,17 @@ class Settings:
     user_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r} (use one of {', '.join(ENGINES)})")
+        if self.engine not in ENGINE_NAMES:
+            raise ValueError(
+                f"unknown engine {self.engine!r} (use one of {', '.join(ENGINE_NAMES)})"
+            )
+        # Strings from the file, the environment or a flag become the members (equal to them).
+        object.__setattr__(self, "engine", EngineName(self.engine))
         if self.sandbox not in SANDBOX_MODES:
             raise ValueError(
                 f"unknown sandbox mode {self.sandbox!r} (use one of {', '.join(SANDBOX_MODES)})"
             )
+        object.__setattr__(self, "sandbox", SandboxMode(self.sandbox))
         if not isinstance(self.add_dirs, (list, tuple)):
             raise ValueError("add_dirs must be a list of directories")
         if self.max_tokens < 1:
@@ -142,6 +147,7 @@ class Settings:
         if self.prefill_stream_tokens < 0:
             raise ValueError("prefill_stream_tokens must be 0 (never) or more")
         self.agent_config()  # validates thinking, approval and limits with their own messages
+        object.__setattr__(self, "thinking", ThinkingMode(self.thinking))
 
     @property
     def sessions_dir(self) -> Path:
@@ -177,7 +183,8 @@ class Settings:
         )
 
     def override(self, **values: Any) -> Settings:
-        """Command-line flags: None means "not given" and keeps the current value."""
+        """Settings by name; None means "not given" and keeps the current value (the command
+        line's flags come through Overrides.apply)."""
         given = {k: v for k, v in values.items() if v is not None}
         return replace(self, **given)
 
@@ -187,13 +194,74 @@ class Settings:
             max_turns=self.max_turns,
             max_tool_calls=self.max_tool_calls,
             max_wall_time_s=self.max_wall_time_s,
-            thinking_default=self.thinking,  # type: ignore[arg-type]
+            thinking_default=self.thinking,
             approval_policy=self.approval,
             rules=self.rules,
             tool_timeout_s=self.tool_timeout_s,
             sampling=SamplingParams(max_tokens=self.max_tokens),
             **extra,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """The settings flags of `m3agent run` and the TUI, one field per flag, named as the flag
+    is (`--add-dir` is add_dir, `--no-context` no_context). None, False or empty: not given,
+    the config's value stays. `apply` turns them into settings."""
+
+    engine: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    thinking: str | None = None
+    approval: str | None = None
+    sandbox: str | None = None
+    allow_home: bool = False
+    max_tokens: int | None = None
+    # run only (the TUI has no such flags)
+    max_turns: int | None = None
+    network: bool = False
+    add_dir: tuple[Path, ...] = ()
+    dangerously_no_sandbox: bool = False
+    accept_sandbox_gaps: bool = False
+    context_budget: int | None = None
+    no_context: bool = False
+    in_process: bool = False
+    mcp_config: tuple[Path, ...] = ()
+    strict_mcp_config: bool = False
+    trust_project_mcp: bool = False
+    offload_experts: str | None = None
+    expert_form: str | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The settings these flags set, by setting name (only those given)."""
+        values: dict[str, Any] = {
+            "engine": self.engine,
+            "model": self.model,
+            "base_url": self.base_url,
+            "thinking": self.thinking,
+            "approval": self.approval,
+            "sandbox": self.sandbox,
+            "allow_home": self.allow_home or None,
+            "max_tokens": self.max_tokens,
+            "max_turns": self.max_turns,
+            "network": self.network or None,
+            "add_dirs": tuple(str(d) for d in self.add_dir) or None,
+            "dangerously_no_sandbox": self.dangerously_no_sandbox or None,
+            "accept_sandbox_gaps": self.accept_sandbox_gaps or None,
+            "context_budget": self.context_budget,
+            "context": False if self.no_context else None,
+            "warm": False if self.in_process else None,
+            "mcp_config_files": tuple(str(p) for p in self.mcp_config) or None,
+            "strict_mcp_config": self.strict_mcp_config or None,
+            "trust_project_mcp": self.trust_project_mcp or None,
+            "offload_experts": self.offload_experts,
+            "expert_form": self.expert_form,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+    def apply(self, settings: Settings) -> Settings:
+        """`settings` with these flags on top (ValueError for a bad value, in its own words)."""
+        return settings.override(**self.given())
 
 
 def _paths(env: Mapping[str, str]) -> tuple[Path, Path]:

@@ -22,30 +22,52 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from m3agent.agent.events import Progress, ProgressStage
-from m3agent.engine.api import EngineUnavailable
+from m3agent.engine.api import LOCAL_ENGINES, Engine, EngineUnavailable
 
-LOCAL_ENGINES = ("native", "vllm")
+if TYPE_CHECKING:
+    from .settings import Settings
+
 STOP_HINT = "stop it with `m3agent serve --stop`"
 _LOAD_LINE = re.compile(r"loading weights (\d+)% \(([\d,]+) of ([\d,]+) bytes\)")
 
 Report = Callable[[Progress], None]
 
 
-def user_model_dirs(settings: Any) -> tuple[Path, ...]:
+def local_chat_files(model: str | None) -> dict[str, Any]:
+    """The tokenizer and chat template of `model` when its files are on this machine (a local
+    directory, or a hub snapshot already cached): the remote backend then renders prompts
+    with the checkpoint's own template and sends token ids. Never downloads; {} otherwise."""
+    if not model:
+        return {}
+    from m3agent.engine.m3.chat_template import ChatTemplate
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+    from m3agent.engine.model_source import resolve_model
+
+    try:
+        path = resolve_model(model, local_only=True, check=False).path
+        return {
+            "tokenizer": M3Tokenizer.from_model_dir(path),
+            "template": ChatTemplate.from_model_dir(path),
+        }
+    except (ValueError, OSError, EngineUnavailable):
+        return {}
+
+
+def user_model_dirs(settings: Settings) -> tuple[Path, ...]:
     """Where a model name (not written as a path) is looked up before the hub: the user's own
     `<data home>/models` (engine/model_source.py), never the working directory."""
     return (settings.home / "models",)
 
 
-def wants_server(settings: Any) -> bool:
+def wants_server(settings: Settings) -> bool:
     """True when this front end should run the model in a background server."""
     return bool(settings.warm and settings.engine in LOCAL_ENGINES and settings.model)
 
 
-def attach_to_server(settings: Any, report: Report | None = None) -> Any:
+def attach_to_server(settings: Settings, report: Report | None = None) -> Engine | None:
     """A RemoteEngine on a running `m3agent serve` of the same model, else None.
 
     Only looks at local state (lock files, the hub cache): never downloads, never loads."""
@@ -68,7 +90,7 @@ def attach_to_server(settings: Any, report: Report | None = None) -> Any:
     return engine
 
 
-def server_engine(settings: Any, report: Report | None = None) -> Any:
+def server_engine(settings: Settings, report: Report | None = None) -> Engine:
     """A RemoteEngine on the server of settings.model, started now when none runs."""
     engine = attach(settings, ensure_server(settings, report))
     if engine is None:  # a ready lock always has an address; a hand-edited one may not
@@ -76,13 +98,12 @@ def server_engine(settings: Any, report: Report | None = None) -> Any:
     return engine
 
 
-def attach(settings: Any, lock: Any) -> Any:
+def attach(settings: Settings, lock: Any) -> Engine | None:
     """A RemoteEngine on the server of this lock when it is ready, else None."""
     if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
         return None
     from m3agent.engine.backends.remote import RemoteEngine
 
-    from .factory import local_chat_files
     from .serve.guard import read_token
 
     # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
@@ -112,7 +133,9 @@ def _server(message: str, *, final: bool = False) -> Progress:
     return Progress(stage=ProgressStage.SERVER, message=message, final=final)
 
 
-def ensure_server(settings: Any, report: Report | None = None, timeout_s: float = 3600.0) -> Any:
+def ensure_server(
+    settings: Settings, report: Report | None = None, timeout_s: float = 3600.0
+) -> Any:
     """The ServerLock of a ready server of settings.model: the running one, else one started
     now (detached, in its own session). EngineUnavailable with the log's last line when it
     cannot start."""
@@ -120,6 +143,8 @@ def ensure_server(settings: Any, report: Report | None = None, timeout_s: float 
 
     from .serve.lock import find_lock
 
+    if not settings.model:  # wants_server() said yes only with a model
+        raise EngineUnavailable("no model to serve: give --model")
     say = report or (lambda p: None)
     # Downloads a hub model here, in the foreground (progress bars), not in the server.
     resolved = resolve_model(settings.model, model_dirs=user_model_dirs(settings))
@@ -179,7 +204,7 @@ def _log_path(home: Path, key: str) -> Path:
     return lock_path(home, key).with_suffix(".log")
 
 
-def _start(settings: Any, resolved: Any, say: Report, timeout_s: float) -> Any:
+def _start(settings: Settings, resolved: Any, say: Report, timeout_s: float) -> Any:
     from .serve.detach import start_detached
 
     log = _log_path(settings.home, resolved.key)

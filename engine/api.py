@@ -8,10 +8,52 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
-ThinkingMode = Literal["enabled", "disabled", "adaptive"]
-THINKING_MODES: tuple[str, ...] = ("enabled", "disabled", "adaptive")
+# ---- closed vocabularies ------------------------------------------------------------------
+# Each is defined once, here. A member equals its string value and json.dumps writes that
+# string, so logs, session files and the wire read as before; a string read back from JSON
+# goes through the enum (`ThinkingMode(value)`) where it enters a typed field.
+
+
+class ThinkingMode(StrEnum):
+    """How the model thinks in a turn: always, never, or when the model decides."""
+
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+    ADAPTIVE = "adaptive"
+
+
+# For `value in THINKING_MODES` on a plain string (Python 3.11's `in` on an Enum raises for a
+# str) and for messages that list the choices.
+THINKING_MODES: tuple[ThinkingMode, ...] = tuple(ThinkingMode)
+
+
+class FinishReason(StrEnum):
+    """Why one generation ended (the last ChatDelta, UsageDelta, says)."""
+
+    STOP = "stop"  # the model ended its answer
+    LENGTH = "length"  # max_tokens (or the context) was reached
+    TOOL_CALLS = "tool_calls"  # the model stopped to call tools
+    ABORT = "abort"  # the request was aborted (an interrupt)
+    REPETITION = "repetition"  # vLLM's loop detector stopped it
+    ERROR = "error"  # the backend failed the request
+
+
+class EngineName(StrEnum):
+    """The backends: `--engine` and EngineInfo.backend."""
+
+    NATIVE = "native"
+    VLLM = "vllm"
+    REMOTE = "remote"
+    SCRIPTED = "scripted"
+
+
+ENGINE_NAMES: tuple[EngineName, ...] = tuple(EngineName)
+# The backends that load the weights on this machine (the others reach a server or a script).
+LOCAL_ENGINES: tuple[EngineName, ...] = (EngineName.NATIVE, EngineName.VLLM)
+
 # "developer" and "root" are M3's own first-message roles (only `messages[0]`, or the one after a
 # `root`, is rendered as such: see engine/m3/chat_template.py).
 Role = Literal["root", "system", "developer", "user", "assistant", "tool"]
@@ -92,7 +134,7 @@ class Message:
             media=tuple(
                 MediaPart(m["kind"], m["path"], int(m.get("offset", 0))) for m in d.get("media", ())
             ),
-            thinking_mode=d.get("thinking_mode"),
+            thinking_mode=ThinkingMode(d["thinking_mode"]) if d.get("thinking_mode") else None,
             raw_text=d.get("raw_text"),
         )
 
@@ -112,11 +154,13 @@ class ChatRequest:
     request_id: str
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI tool objects: {"type": "function", ...}
-    thinking_mode: ThinkingMode = "adaptive"  # this turn's mode: the generation prefix only
+    thinking_mode: ThinkingMode = (
+        ThinkingMode.ADAPTIVE
+    )  # this turn's mode: the generation prefix only
     sampling: SamplingParams = field(default_factory=SamplingParams)
     # The mode written in the prompt's first (system) block. Fixed for a session (its starting
     # default), so a per-turn `thinking_mode` change never rewrites earlier tokens.
-    session_thinking_mode: ThinkingMode = "adaptive"
+    session_thinking_mode: ThinkingMode = ThinkingMode.ADAPTIVE
     # OpenAI's tool_choice: None/"auto" parse calls, "none" keeps the markup as content
     # (vLLM's behaviour; engine/m3/tool_parser.py).
     tool_choice: str | dict[str, Any] | None = None
@@ -157,13 +201,10 @@ class Usage:
         return self.prompt_tokens - self.cached_prompt_tokens
 
 
-FinishReason = Literal["stop", "length", "tool_calls", "abort", "repetition", "error"]
-
-
 @dataclass(frozen=True, slots=True)
 class UsageDelta:
     usage: Usage
-    finish_reason: FinishReason = "stop"
+    finish_reason: FinishReason = FinishReason.STOP
     # The model's exact generated text, when the backend has it (native, vllm, scripted); the
     # agent stores it as Message.raw_text so the next prompt re-renders it verbatim.
     raw_text: str | None = None
@@ -174,7 +215,7 @@ ChatDelta = ReasoningDelta | ContentDelta | ToolCallDelta | UsageDelta
 
 @dataclass(frozen=True, slots=True)
 class EngineInfo:
-    backend: str  # "native" | "vllm" | "remote" | "scripted"
+    backend: EngineName
     model: str
     max_context_tokens: int
 

@@ -32,6 +32,6 @@ lint-imports
 mkdir -p .mypy_farm/m3agent
 for pkg in app agent engine tools; do ln -sfn "../../$pkg" ".mypy_farm/m3agent/$pkg"; done
 (cd .mypy_farm && python -m mypy --config-file ../pyproject.toml \
-  -p m3agent.tools -p m3agent.agent -p m3agent.engine)
+  -p m3agent.tools -p m3agent.agent -p m3agent.engine -p m3agent.app)
 # Exit code 5 (no tests collected) fails the run, as any other failure does.
 python -m pytest -q -n "${PYTEST_WORKERS:-auto}" "$@"

@@ -13,12 +13,22 @@ import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 if TYPE_CHECKING:  # types only: base stays a leaf that the sandbox package may import
+    from .sandbox.policy import SandboxPolicy
     from .sandbox.runner import Sandbox
+
+
+class ToolOutcome(StrEnum):
+    """How a call ended that did not simply run: each is a flag in its result's metadata
+    (`{ToolOutcome.DENIED: True}`, written `{"denied": true}`), which front ends show."""
+
+    DENIED = "denied"  # an approval rule, a hook or the user refused it
+    SKIPPED = "skipped"  # never started: a limit, or an interrupt before its turn
+    INTERRUPTED = "interrupted"  # stopped by the user while it ran
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +36,7 @@ class ToolResult:
     output: str
     is_error: bool = False
     # Structured extras for front ends: "diff" (unified diff text), "exit_code", "truncated",
-    # "paths_changed" (list[str]), "blocked_by" (sandbox layer) ...
+    # "paths_changed" (list[str]), "blocked_by" (sandbox layer), a ToolOutcome flag ...
     metadata: dict[str, Any] = field(default_factory=dict)
     # Images the model sees inside the result: (kind, absolute path, character offset of the
     # placeholder in `output`), offsets non-decreasing (the chat template renders them there).
@@ -70,36 +80,72 @@ class Touches:
     opaque: bool = False
 
 
-@dataclass(slots=True)
 class ToolContext:
-    cwd: Path  # the workspace root; relative paths resolve against it
-    cancel: threading.Event = field(default_factory=threading.Event)
-    # The session's sandbox (policy, probed layers, runner). None: the default policy
-    # (workspace-write on `cwd`), whose Sandbox the shell tool builds on first use.
-    sandbox: Sandbox | None = None
-    timeout_s: float = 120.0
-    env: dict[str, str] | None = None
-    call_id: str = ""  # the model's id of this call (the task tool nests events under it)
+    """What one call runs with. `sandbox` is always a Sandbox: the session's, or for a context
+    made without one (a test, a preview outside a session) the default policy's
+    (workspace-write on `cwd`), built on first use and kept, since probing its layers costs a
+    process or two. `policy` is the sandbox's policy, read without building one."""
+
+    __slots__ = ("cwd", "cancel", "timeout_s", "env", "call_id", "_sandbox")
+
+    def __init__(
+        self,
+        cwd: Path,  # the workspace root; relative paths resolve against it
+        cancel: threading.Event | None = None,
+        sandbox: Sandbox | None = None,
+        timeout_s: float = 120.0,
+        env: dict[str, str] | None = None,
+        call_id: str = "",  # the model's id of this call (the task tool nests events under it)
+    ) -> None:
+        self.cwd = cwd
+        self.cancel = cancel if cancel is not None else threading.Event()
+        self._sandbox = sandbox
+        self.timeout_s = timeout_s
+        self.env = env
+        self.call_id = call_id
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            from .sandbox.policy import SandboxPolicy
+            from .sandbox.runner import Sandbox
+
+            self._sandbox = Sandbox(SandboxPolicy(workspace=self.cwd))
+        return self._sandbox
+
+    @property
+    def policy(self) -> SandboxPolicy:
+        if self._sandbox is not None:
+            return self._sandbox.policy
+        from .sandbox.policy import SandboxPolicy
+
+        return SandboxPolicy(workspace=self.cwd)
+
+    def __repr__(self) -> str:
+        return f"ToolContext(cwd={self.cwd!r}, call_id={self.call_id!r})"
 
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 
 class Tool(Generic[ArgsT]):
-    """Subclass with a pydantic `Args` model and `run`. Class attributes describe it;
+    """Subclass with a pydantic `Args` model and `run`. A tool is an instance, and its
+    attributes describe it: a built-in tool gives them in its class body (the defaults of
+    every instance), an MCP tool sets them per instance from what its server listed.
     `touches` and `preview` say what a call would do (override both in a tool with paths).
     The type argument is the `Args` model (`class EditFile(Tool[EditFileArgs])`), so `run`,
     `touches` and `preview` take it typed; the registry holds `Tool[Any]`, since it validates
     each call's arguments with that tool's own `Args` before handing them over."""
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    Args: ClassVar[type[BaseModel]]
-    mutates: ClassVar[bool] = False  # writes files or runs commands (approvals, checkpoints)
+    name: str
+    description: str
+    Args: type[BaseModel]
+    mutates: bool = False  # writes files or runs commands (approvals, checkpoints)
     # What kind of action it is, in the Agent Client Protocol's words (read, edit, delete,
     # move, search, execute, think, fetch, other): how an editor shows its calls.
-    kind: ClassVar[str] = "other"
-    risky: ClassVar[bool] = False  # ask first even inside the sandbox (on-request policy)
+    kind: str = "other"
+    risky: bool = False  # ask first even inside the sandbox (on-request policy)
+    concurrent: bool = False  # calls of one reply may run side by side (the task tool)
 
     def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError
@@ -113,14 +159,21 @@ class Tool(Generic[ArgsT]):
         request). None: nothing to show beyond the arguments."""
         return None
 
-    @classmethod
-    def schema(cls) -> dict[str, Any]:
-        """The OpenAI tool object for this tool."""
-        params = cls.Args.model_json_schema()
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (from `Args`; an MCP tool: its server's)."""
+        params = self.Args.model_json_schema()
         params.pop("title", None)
         for prop in params.get("properties", {}).values():
             prop.pop("title", None)
+        return params
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI tool object for this tool."""
         return {
             "type": "function",
-            "function": {"name": cls.name, "description": cls.description, "parameters": params},
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters(),
+            },
         }

@@ -25,7 +25,7 @@ class ExtendedToolset:
     def schemas(self) -> list[dict[str, Any]]:
         return [*self.inner.schemas(), *self.extra.schemas()]
 
-    def get(self, name: str) -> type[Tool]:
+    def get(self, name: str) -> Tool:
         return self._owner(name).get(name)
 
     def touches(self, name: str, arguments: Any) -> Touches | None:

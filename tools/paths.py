@@ -18,11 +18,6 @@ class PathDenied(Exception):
     """A path the policy does not allow; the message is shown to the model as is."""
 
 
-def policy_of(ctx: ToolContext) -> SandboxPolicy:
-    """The context's policy, or the default (workspace-write on ctx.cwd) when none is set."""
-    return SandboxPolicy(workspace=ctx.cwd) if ctx.sandbox is None else ctx.sandbox.policy
-
-
 def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -41,7 +36,7 @@ def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
 
 def is_secret(path: Path, ctx: ToolContext) -> bool:
     """For filtering search results: a resolved path the policy keeps unreadable."""
-    return _is_secret(Path(os.path.realpath(path)), policy_of(ctx))
+    return _is_secret(Path(os.path.realpath(path)), ctx.policy)
 
 
 def resolve(raw: str, ctx: ToolContext) -> Path:
@@ -73,18 +68,18 @@ def shown_name(name: str) -> str:
 
 def hardlinks_allowed(path: Path, ctx: ToolContext) -> bool:
     """Whether `path` lies under a `hardlink_allow` directory of the policy."""
-    return any(_within(path, d) for d in policy_of(ctx).hardlink_dirs())
+    return any(_within(path, d) for d in ctx.policy.hardlink_dirs())
 
 
 def check_read(raw: str, ctx: ToolContext) -> Path:
     path = resolve(raw, ctx)
-    if _is_secret(path, policy_of(ctx)):
+    if _is_secret(path, ctx.policy):
         raise PathDenied(f"{raw}: reading secret locations is not allowed by the sandbox policy")
     return path
 
 
 def check_write(raw: str, ctx: ToolContext) -> Path:
-    policy = policy_of(ctx)
+    policy = ctx.policy
     path = resolve(raw, ctx)
     if _is_secret(path, policy):
         raise PathDenied(f"{raw}: secret locations are not writable")

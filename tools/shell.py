@@ -10,8 +10,7 @@ from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import preview_text
 from .paths import PathDenied, resolve
 from .sandbox.budget import WriteBudgetSpent
-from .sandbox.policy import SandboxPolicy
-from .sandbox.runner import Sandbox, SandboxUnavailable
+from .sandbox.runner import SandboxUnavailable
 
 MAX_TIMEOUT_S = 1800.0
 
@@ -22,12 +21,6 @@ class ShellArgs(BaseModel):
         None, gt=0, le=MAX_TIMEOUT_S, description="Seconds before the command is killed."
     )
     workdir: str | None = Field(None, description="Directory to run in (default: the workspace).")
-
-
-def sandbox_of(ctx: ToolContext) -> Sandbox:
-    if ctx.sandbox is None:  # the default policy, probed once per context, not per command
-        ctx.sandbox = Sandbox(SandboxPolicy(workspace=ctx.cwd))
-    return ctx.sandbox
 
 
 def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
@@ -69,7 +62,7 @@ class Shell(Tool[ShellArgs]):
         return Preview(PreviewKind.COMMAND, text, note)
 
     def run(self, args: ShellArgs, ctx: ToolContext) -> ToolResult:
-        sandbox = sandbox_of(ctx)
+        sandbox = ctx.sandbox
         cwd = _workdir(args, ctx)
         if isinstance(cwd, ToolResult):
             return cwd

@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -59,9 +58,9 @@ def skills_listing(skills: Iterable[Skill]) -> str:
 
 
 class SkillTool(Tool):
-    name: ClassVar[str] = "skill"
+    name = "skill"
     kind = "read"
-    description: ClassVar[str] = (
+    description = (
         "Load a skill's full instructions by name (the skills are listed in the system "
         "prompt). Returns its SKILL.md and the files beside it."
     )

@@ -24,7 +24,7 @@ class ToolsetProtocol(Protocol):
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
-    def get(self, name: str) -> type[Tool]: ...
+    def get(self, name: str) -> Tool: ...
 
     def touches(self, name: str, arguments: Any) -> Touches | None: ...
 
@@ -67,11 +67,12 @@ class Toolset:
 
     def schemas(self) -> list[dict[str, Any]]:
         """OpenAI tool objects, in registration order (stable, so prompts stay cacheable)."""
-        return [type(t).schema() for t in self._tools.values()]
+        return [t.schema() for t in self._tools.values()]
 
-    def get(self, name: str) -> type[Tool]:
+    def get(self, name: str) -> Tool:
+        """The tool named `name` (KeyError if none): its attributes say what it is."""
         try:
-            return type(self._tools[name])
+            return self._tools[name]
         except KeyError:
             raise KeyError(f"unknown tool {name!r}") from None
 

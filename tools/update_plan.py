@@ -7,7 +7,6 @@ agent emits it as a PlanUpdate event, the TUI pins it and stream-json prints it.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,9 +26,9 @@ class PlanItem(BaseModel):
 
 
 class UpdatePlan(Tool):
-    name: ClassVar[str] = "update_plan"
+    name = "update_plan"
     kind = "think"
-    description: ClassVar[str] = (
+    description = (
         "Keep a short checklist of the task's steps. Send the whole list each time; at most "
         "one step is in_progress. Use it for tasks of several steps, not for one-liners."
     )

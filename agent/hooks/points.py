@@ -39,7 +39,7 @@ async def fire(
     async def report(e: HookEvent, run: HookRun) -> None:
         await emit(
             ev.ContextEvent(
-                action="hook",
+                action=ev.ContextAction.HOOK,
                 detail={
                     "event": str(e),
                     "command": run.command,
@@ -55,7 +55,7 @@ async def fire(
         event, {**_common(conv), **payload}, tool_name=tool_name, report=report
     )
     for line in verdict.failures:
-        await emit(ev.Error(message=line, kind="hook"))
+        await emit(ev.Error(message=line, kind=ev.ErrorKind.HOOK))
     return verdict
 
 

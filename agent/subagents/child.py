@@ -16,6 +16,7 @@ from m3agent.engine.api import Message
 
 from .. import events as ev
 from ..conversation import Conversation
+from ..events import StopReason
 from .definitions import AgentDef
 from .restricted import RestrictedToolset
 
@@ -26,7 +27,7 @@ _QUIET = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
 class ChildOutcome:
     session_id: str
     answer: str
-    reason: str
+    reason: StopReason
     turns: int
     first_prompt_tokens: int
     first_cached_tokens: int
@@ -111,7 +112,7 @@ async def run_child(parent: Any, agent: AgentDef, prompt: str, call_id: str) -> 
     return ChildOutcome(
         session_id=child.id,
         answer=done.answer if done else "",
-        reason=done.reason if done else "error",
+        reason=done.reason if done else StopReason.ERROR,
         turns=turns,
         first_prompt_tokens=u.prompt_tokens if u else 0,
         first_cached_tokens=u.cached_prompt_tokens if u else 0,

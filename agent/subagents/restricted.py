@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from m3agent.tools.base import Preview, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
 
 
 class RestrictedToolset:
@@ -16,7 +16,7 @@ class RestrictedToolset:
     def schemas(self) -> list[dict[str, Any]]:
         return self.inner.schemas()  # the same bytes as the parent's: a prefix-cache hit
 
-    def get(self, name: str) -> type[Tool]:
+    def get(self, name: str) -> Tool:
         if name not in self.allowed:  # no approval is asked for a call that will be refused
             raise KeyError(f"{name} is not available to this subagent")
         return self.inner.get(name)
@@ -33,7 +33,7 @@ class RestrictedToolset:
             return ToolResult(
                 f"{name} is not available to this subagent (its tools: {allowed})",
                 is_error=True,
-                metadata={"denied": True},
+                metadata={ToolOutcome.DENIED: True},
             )
         return self.inner.dispatch(name, arguments, ctx)
 

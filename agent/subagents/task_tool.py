@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any
 
-from m3agent.tools.base import Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.base import Tool, ToolContext, ToolOutcome, ToolResult, Touches
 from pydantic import BaseModel, ConfigDict, Field
 
 from .child import run_child
@@ -23,14 +23,14 @@ _POLL_S = 0.1
 
 
 class TaskTool(Tool):
-    name: ClassVar[str] = "task"
-    description: ClassVar[str] = (
+    name = "task"
+    description = (
         "Run a subagent on a self-contained task; it works with its own tools and budget and "
         "returns a summary. Several task calls in one reply run in parallel. The subagent "
         "types are listed in the system prompt."
     )
-    mutates: ClassVar[bool] = False  # its child's own calls are approved one by one
-    concurrent: ClassVar[bool] = True
+    mutates = False  # its child's own calls are approved one by one
+    concurrent = True
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -75,9 +75,13 @@ class TaskTool(Tool):
             except concurrent.futures.TimeoutError:
                 if ctx.cancel.is_set():
                     fut.cancel()
-                    return ToolResult("the subagent was interrupted", True, {"interrupted": True})
+                    return ToolResult(
+                        "the subagent was interrupted", True, {ToolOutcome.INTERRUPTED: True}
+                    )
             except concurrent.futures.CancelledError:
-                return ToolResult("the subagent was interrupted", True, {"interrupted": True})
+                return ToolResult(
+                    "the subagent was interrupted", True, {ToolOutcome.INTERRUPTED: True}
+                )
         share = out.first_cached_tokens / out.first_prompt_tokens if out.first_prompt_tokens else 0
         meta = {
             "subagent": agent.name,

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from m3agent.tools.base import Preview, Tool, ToolContext, ToolResult, Touches
+from m3agent.tools.base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
 from m3agent.tools.paths import PathDenied, check_read, check_write
 from m3agent.tools.read_file import ReadFile
 from m3agent.tools.write_file import WriteFile
@@ -50,7 +50,7 @@ class EditorToolset:
     def schemas(self) -> list[dict[str, Any]]:
         return self.inner.schemas()
 
-    def get(self, name: str) -> type[Tool]:
+    def get(self, name: str) -> Tool:
         if self._blocked(name):  # no approval is asked for a call that will be refused
             raise KeyError(f"{name} is not available in plan mode")
         return self.inner.get(name)
@@ -75,7 +75,7 @@ class EditorToolset:
                 f"not run: {name} changes files or runs commands, and the session is in plan "
                 "mode (read only); propose the change instead",
                 is_error=True,
-                metadata={"denied": True},
+                metadata={ToolOutcome.DENIED: True},
             )
         if isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
             if name == _READ and self.can_read:

@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
 
         if (session_id is None) == (not last):
             die("give a session ID or --last (m3agent sessions lists them)")
+        from ..settings import Overrides
         from ..tui.launch import launch
 
-        raise typer.Exit(launch({}, script=None, cwd=cwd, resume=session_id, continue_last=last))
+        raise typer.Exit(
+            launch(Overrides(), script=None, cwd=cwd, resume=session_id, continue_last=last)
+        )

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-_ENGINES = "native|vllm|remote|scripted"
+if TYPE_CHECKING:  # the CLI starts without loading settings; run() imports it
+    from ..settings import Overrides
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """run's own flags beyond the settings (Overrides), named as the flags are."""
+
+    output_format: str = "text"
+    input_format: str = "text"
+    output_last_message: Path | None = None
+    append_system_prompt: str | None = None
+    output_schema: Path | None = None
+    ephemeral: bool = False
+    permission_mode: str | None = None
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()
 
 
 def register(app: typer.Typer) -> None:
@@ -205,48 +223,50 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Run one task headless and print the answer."""
+        from ..settings import Overrides
+
         code = execute(
             prompt=prompt,
-            flags={
-                "engine": engine,
-                "model": model,
-                "base_url": base_url,
-                "thinking": thinking,
-                "max_turns": max_turns,
-                "approval": approval,
-                "sandbox": sandbox,
-                "network": network or None,
-                "add_dirs": tuple(str(d) for d in add_dir) or None,
-                "dangerously_no_sandbox": dangerously_no_sandbox or None,
-                "allow_home": allow_home or None,
-                "accept_sandbox_gaps": accept_sandbox_gaps or None,
-                "max_tokens": max_tokens,
-                "context_budget": context_budget,
-                "context": False if no_context else None,
-                "warm": False if in_process else None,
-                "mcp_config_files": tuple(str(p) for p in mcp_config) or None,
-                "strict_mcp_config": strict_mcp_config or None,
-                "trust_project_mcp": trust_project_mcp or None,
-                "offload_experts": offload_experts,
-                "expert_form": expert_form,
-            },
+            overrides=Overrides(
+                engine=engine,
+                model=model,
+                base_url=base_url,
+                thinking=thinking,
+                approval=approval,
+                sandbox=sandbox,
+                allow_home=allow_home,
+                max_tokens=max_tokens,
+                max_turns=max_turns,
+                network=network,
+                add_dir=tuple(add_dir),
+                dangerously_no_sandbox=dangerously_no_sandbox,
+                accept_sandbox_gaps=accept_sandbox_gaps,
+                context_budget=context_budget,
+                no_context=no_context,
+                in_process=in_process,
+                mcp_config=tuple(mcp_config),
+                strict_mcp_config=strict_mcp_config,
+                trust_project_mcp=trust_project_mcp,
+                offload_experts=offload_experts,
+                expert_form=expert_form,
+            ),
+            options=RunOptions(
+                output_format=output_format,
+                input_format=input_format,
+                output_last_message=output_last_message,
+                append_system_prompt=append_system_prompt,
+                output_schema=output_schema,
+                ephemeral=ephemeral,
+                permission_mode=permission_mode,
+                allowed_tools=tuple(allowed_tools),
+                disallowed_tools=tuple(disallowed_tools),
+            ),
             script=script,
-            output_format=output_format,
             cwd=cwd,
             resume=resume,
             images=image,
             videos=video,
             continue_last=continue_last,
-            last_message_file=output_last_message,
-            extra={
-                "append_system_prompt": append_system_prompt,
-                "output_schema": output_schema,
-                "input_format": input_format,
-                "ephemeral": ephemeral,
-                "permission_mode": permission_mode,
-                "allowed_tools": allowed_tools,
-                "disallowed_tools": disallowed_tools,
-            },
         )
         raise typer.Exit(code)
 
@@ -254,19 +274,16 @@ def register(app: typer.Typer) -> None:
 def execute(
     *,
     prompt: str | None,
-    flags: dict,
+    overrides: Overrides,
+    options: RunOptions,
     script: Path | None,
-    output_format: str,
     cwd: Path | None,
     resume: str | None,
     images: list[Path],
     videos: list[Path],
     continue_last: bool = False,
-    last_message_file: Path | None = None,
-    extra: dict | None = None,
 ) -> int:
-    """Everything behind the flags; returns the exit code. Heavy imports happen here.
-    extra: --append-system-prompt, --output-schema, --input-format, --ephemeral."""
+    """Everything behind the flags; returns the exit code. Heavy imports happen here."""
     import asyncio
     import os
     import signal
@@ -275,7 +292,7 @@ def execute(
     from m3agent.agent.attachments import AttachmentError, validate_attachments
     from m3agent.agent.conversation import SessionLogError
     from m3agent.agent.ops import Interrupt, UserTurn
-    from m3agent.engine.api import EngineError, EngineUnavailable, MediaPart
+    from m3agent.engine.api import EngineError, EngineName, EngineUnavailable, MediaPart
 
     from .. import exit_codes
     from ..factory import build_session
@@ -294,7 +311,8 @@ def execute(
     from ..safe_text import visible
     from ..settings import load_settings
 
-    extra = extra or {}
+    output_format = options.output_format
+    last_message_file = options.output_last_message
 
     def fail(code: int, message: str) -> int:
         sys.stderr.write(f"error: {visible(message)}\n")  # it may quote a file name
@@ -303,7 +321,7 @@ def execute(
             sys.stdout.flush()
         return code
 
-    input_format = extra.get("input_format") or "text"
+    input_format = options.input_format or "text"
     if input_format not in INPUT_FORMATS:
         return fail(
             exit_codes.USAGE_ERROR,
@@ -316,9 +334,9 @@ def execute(
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
     schema = None
-    if extra.get("output_schema") is not None:
+    if options.output_schema is not None:
         try:
-            schema = load_schema(extra["output_schema"])
+            schema = load_schema(options.output_schema)
         except ValueError as e:
             return fail(exit_codes.USAGE_ERROR, str(e))
     parts = [MediaPart("image", str(p)) for p in images]
@@ -328,21 +346,20 @@ def execute(
     except AttachmentError as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
     try:
-        settings = load_settings().override(**flags)
-        settings = append_system_prompt(settings, extra.get("append_system_prompt"))
-        mode = check_mode(extra.get("permission_mode") or "default")
+        settings = overrides.apply(load_settings())
+        settings = append_system_prompt(settings, options.append_system_prompt)
+        mode = check_mode(options.permission_mode or "default")
         if mode == "bypassPermissions":
             settings = settings.override(approval="never")
-        flag_rules = tool_flag_rules(
-            extra.get("allowed_tools") or [], extra.get("disallowed_tools") or []
-        )
+        flag_rules = tool_flag_rules(list(options.allowed_tools), list(options.disallowed_tools))
         settings = settings.override(rules=(*settings.rules, *flag_rules, *mode_rules(mode)))
         renderer = make_renderer(output_format)
         # The schema goes with the last prompt: the cached system prompt stays as it is.
         texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]
         if schema is not None:
             texts[-1] += schema_instruction(schema)
-        thinking = flags.get("thinking")
+        # --thinking is this run's mode (settings.thinking, checked above, is the default).
+        thinking = settings.thinking if overrides.thinking is not None else None
         turn = UserTurn(texts[0], media=tuple(media), thinking_mode=thinking)
         more = tuple(UserTurn(t, thinking_mode=thinking) for t in texts[1:])
     except ValueError as e:
@@ -351,11 +368,11 @@ def execute(
 
     if media and reads_media(settings) is False:  # refused now, not as an HTTP 400 later
         return fail(exit_codes.USAGE_ERROR, text_only_error(settings, "--image/--video"))
-    if settings.engine == "remote" and (why := unreachable(settings.base_url)) is not None:
+    if settings.engine is EngineName.REMOTE and (why := unreachable(settings.base_url)) is not None:
         return fail(exit_codes.ENGINE_UNAVAILABLE, why)  # before the snapshot is built
     if last_message_file is not None and not last_message_file.parent.is_dir():
         return fail(exit_codes.USAGE_ERROR, f"-o {last_message_file}: no such directory")
-    if extra.get("ephemeral") and (continue_last or resume):
+    if options.ephemeral and (continue_last or resume):
         # Removing the log at the end would delete the session being continued.
         return fail(exit_codes.USAGE_ERROR, "--ephemeral starts a new session: no -c/--resume")
     if continue_last:
@@ -385,7 +402,7 @@ def execute(
                 resume=resume,
                 progress=progress,
                 start_server=True,
-                attach=flags.get("warm") is not False,
+                attach=not overrides.in_process,
             )
         finally:
             progress.close()  # before an error line: no half-written progress in front of it
@@ -436,7 +453,7 @@ def execute(
         finally:
             loop.remove_signal_handler(signal.SIGINT)
             await session.engine.close()
-            if extra.get("ephemeral"):
+            if options.ephemeral:
                 forget_session(settings.sessions_dir, session.id)
 
     try:

@@ -226,7 +226,7 @@ def execute(
     offload: dict | None = None,
     idle_timeout_s: float | None = None,
 ) -> int:
-    from m3agent.engine.api import EngineError, EngineUnavailable
+    from m3agent.engine.api import LOCAL_ENGINES, EngineError, EngineUnavailable
     from m3agent.engine.model_source import resolve_model
 
     from .. import exit_codes
@@ -236,7 +236,7 @@ def execute(
 
     try:
         settings = load_settings()
-        if engine not in ("native", "vllm"):
+        if engine not in LOCAL_ENGINES:
             raise ValueError(f"--engine must be native or vllm, got {engine!r}")
         if idle_timeout_s is not None and idle_timeout_s <= 0:
             raise ValueError(f"--idle-timeout must be positive, got {idle_timeout_s:g}")

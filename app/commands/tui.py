@@ -93,18 +93,19 @@ def register(app: typer.Typer) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
             return  # a sub-command runs; the TUI stays closed
+        from ..settings import Overrides
         from ..tui.launch import launch
 
-        flags = {
-            "engine": engine,
-            "model": model,
-            "base_url": base_url,
-            "thinking": thinking,
-            "approval": approval,
-            "sandbox": sandbox,
-            "allow_home": allow_home or None,
-            "max_tokens": max_tokens,
-        }
+        overrides = Overrides(
+            engine=engine,
+            model=model,
+            base_url=base_url,
+            thinking=thinking,
+            approval=approval,
+            sandbox=sandbox,
+            allow_home=allow_home,
+            max_tokens=max_tokens,
+        )
         raise typer.Exit(
-            launch(flags, script=script, cwd=cwd, resume=resume, continue_last=continue_last)
+            launch(overrides, script=script, cwd=cwd, resume=resume, continue_last=continue_last)
         )

@@ -19,6 +19,7 @@ from m3agent.engine.api import (
     MediaPart,
     Message,
     SamplingParams,
+    ThinkingMode,
     ToolCall,
     Usage,
 )
@@ -236,7 +237,7 @@ def to_message(m: _Message, media_dir: Path, allowed: tuple[Path, ...] = ()) -> 
         reasoning=reasoning,
         tool_calls=calls,
         raw_text=m.raw_text,
-        thinking_mode=m.thinking_mode,
+        thinking_mode=ThinkingMode(m.thinking_mode) if m.thinking_mode else None,
     )
 
 
@@ -279,9 +280,9 @@ def to_chat_request(
         request_id=request_id,
         messages=tuple(to_message(m, media_dir, allowed_media) for m in body.messages),
         tools=tuple(body.tools or ()),
-        thinking_mode=mode,
+        thinking_mode=ThinkingMode(mode),
         sampling=sampling,
-        session_thinking_mode=session_mode,
+        session_thinking_mode=ThinkingMode(session_mode),
         tool_choice=body.tool_choice,
     )
 

@@ -27,7 +27,7 @@ async def batches(events: AsyncIterator[Any], frame_s: float = 0.02) -> AsyncIte
             async for event in events:
                 queue.put_nowait(event)
         except Exception as e:  # the stream broke: say so, keep the window usable
-            queue.put_nowait(ev.Error(f"event stream failed: {e}", "internal"))
+            queue.put_nowait(ev.Error(f"event stream failed: {e}", ev.ErrorKind.INTERNAL))
         finally:
             queue.put_nowait(_END)
 

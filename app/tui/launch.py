@@ -6,14 +6,17 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import exit_codes
 from .ports import Progress, SessionSummary, TuiConfig
 
+if TYPE_CHECKING:
+    from ..settings import Overrides
+
 
 def launch(
-    flags: dict[str, Any],
+    overrides: Overrides,
     *,
     script: Path | None,
     cwd: Path | None,
@@ -28,7 +31,7 @@ def launch(
         return exit_codes.USAGE_ERROR
 
     try:
-        settings = load_settings().override(**flags)
+        settings = overrides.apply(load_settings())
         resume, cwd = _pick_session(settings, cwd, resume, continue_last)
         config = tui_config(settings, cwd=cwd, resume=resume)
     except ValueError as e:
@@ -51,13 +54,13 @@ def launch(
         print(f"error: {visible(str(e))}", file=sys.stderr)
         return exit_codes.SANDBOX_UNAVAILABLE
 
-    if needs_setup(settings, flags, script):  # first run: ask instead of failing
+    if needs_setup(settings, overrides.given(), script):  # first run: ask instead of failing
         config = replace(config, setup=setup_port(settings, config.cwd))
     code = run_tui(session_factory(settings, config.cwd, script), config)
     from .exit_server import on_exit
 
     try:  # the first-run screen may have saved an engine since: read the config again
-        after = load_settings().override(**flags)
+        after = overrides.apply(load_settings())
     except ValueError:
         after = settings
     on_exit(after)

@@ -61,7 +61,7 @@ class TuiConfig:
     cwd: Path
     engine: str = "scripted"
     model: str = ""
-    thinking: ThinkingMode = "adaptive"
+    thinking: ThinkingMode = ThinkingMode.ADAPTIVE
     approval: str = "on-request"
     sandbox: str = "workspace-write"
     sandbox_layers: tuple[str, ...] = ()

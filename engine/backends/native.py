@@ -22,6 +22,7 @@ from ..api import (
     ChatRequest,
     EngineError,
     EngineInfo,
+    EngineName,
     EngineRequestError,
     EngineStats,
     EngineUnavailable,
@@ -131,7 +132,7 @@ class NativeEngine:
     # ---- Engine protocol ----------------------------------------------------------------
 
     def info(self) -> EngineInfo:
-        return EngineInfo("native", self._model_name, self._engine.max_model_len)
+        return EngineInfo(EngineName.NATIVE, self._model_name, self._engine.max_model_len)
 
     def stats(self) -> EngineStats:
         return self._chat.stats.get()

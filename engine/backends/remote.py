@@ -29,10 +29,12 @@ from ..api import (
     ChatRequest,
     EngineError,
     EngineInfo,
+    EngineName,
     EngineProtocolError,
     EngineRequestError,
     EngineStats,
     EngineUnavailable,
+    FinishReason,
     ToolCallDelta,
     Usage,
     UsageDelta,
@@ -49,13 +51,8 @@ from .remote_format import error_message, request_body
 from .remote_stream import ContentReparser, StreamDecoder
 
 _RETRY_STATUS = (502, 503, 504)
-_FINISH = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "abort": "abort",
-    "repetition": "repetition",
-}
+# The server's reasons passed on as they are; any other (its "error" included) reads as "stop".
+_FINISH = {r.value: r for r in FinishReason if r is not FinishReason.ERROR}
 
 
 class RemoteEngine:
@@ -106,7 +103,9 @@ class RemoteEngine:
     # ---- Engine protocol ------------------------------------------------------------------
 
     def info(self) -> EngineInfo:
-        return EngineInfo(backend="remote", model=self.model, max_context_tokens=self._max_ctx)
+        return EngineInfo(
+            backend=EngineName.REMOTE, model=self.model, max_context_tokens=self._max_ctx
+        )
 
     def stats(self) -> EngineStats:
         return self._chat.stats.get()
@@ -257,10 +256,14 @@ class RemoteEngine:
                 total_time_s=time.monotonic() - started,
             )
             self._chat.stats.add(usage)
-            finish = "abort" if aborted else _FINISH.get(decoder.finish_reason or "stop", "stop")
-            if finish == "stop" and any(isinstance(d, ToolCallDelta) for d in tail):
-                finish = "tool_calls"
-            yield UsageDelta(usage=usage, finish_reason=finish)  # type: ignore[arg-type]
+            finish = (
+                FinishReason.ABORT
+                if aborted
+                else _FINISH.get(decoder.finish_reason or "stop", FinishReason.STOP)
+            )
+            if finish is FinishReason.STOP and any(isinstance(d, ToolCallDelta) for d in tail):
+                finish = FinishReason.TOOL_CALLS
+            yield UsageDelta(usage=usage, finish_reason=finish)
         finally:
             self._active.pop(request.request_id, None)
             self._aborted.discard(request.request_id)

@@ -19,6 +19,7 @@ from ..api import (
     ChatDelta,
     ChatRequest,
     EngineInfo,
+    EngineName,
     EngineRequestError,
     EngineStats,
 )
@@ -94,7 +95,9 @@ class ScriptedEngine:
         return len(self._script) - self._next
 
     def info(self) -> EngineInfo:
-        return EngineInfo(backend="scripted", model=self._model, max_context_tokens=self._max_ctx)
+        return EngineInfo(
+            backend=EngineName.SCRIPTED, model=self._model, max_context_tokens=self._max_ctx
+        )
 
     def stats(self) -> EngineStats:
         return self._layer().stats.get()

@@ -23,6 +23,7 @@ from ..api import (
     ChatRequest,
     EngineError,
     EngineInfo,
+    EngineName,
     EngineStats,
     EngineUnavailable,
     SamplingParams,
@@ -129,7 +130,7 @@ class VllmEngine:
     # ---- Engine protocol ----------------------------------------------------------------
 
     def info(self) -> EngineInfo:
-        return EngineInfo("vllm", self._model_name, self.plan.max_model_len)
+        return EngineInfo(EngineName.VLLM, self._model_name, self.plan.max_model_len)
 
     def stats(self) -> EngineStats:
         return self._chat.stats.get()

@@ -28,6 +28,7 @@ from ..api import (
     EngineError,
     EngineRequestError,
     EngineStats,
+    FinishReason,
     PromptTooLong,
     ToolCallDelta,
     Usage,
@@ -41,7 +42,7 @@ from .tokens import ALL_ADDED_TOKENS, SPECIAL_TOKENS, held_suffix_len
 # What the backends report (vLLM's FinishReason strings; native uses the same words).
 # "error" is vLLM's retryable request-level failure (it always answers 500 for it): raised.
 # "repetition" is vLLM's loop detector: passed on, the agent should know the model looped.
-BACKEND_FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+BACKEND_FINISH_REASONS = tuple(r for r in FinishReason if r is not FinishReason.TOOL_CALLS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +54,14 @@ class Prompt:
     token_ids: tuple[int, ...]
 
 
-def finish_reason(backend_reason: str | None, saw_tool_call: bool) -> str:
+def finish_reason(backend_reason: str | None, saw_tool_call: bool) -> FinishReason:
     """The backend's reason -> the ChatDelta vocabulary ("tool_calls" when a call ended it)."""
     reason = backend_reason or "stop"
     if reason not in BACKEND_FINISH_REASONS:
         raise EngineError(f"the engine finished with an unknown reason {reason!r}")
     if reason == "stop" and saw_tool_call:
-        return "tool_calls"
-    return reason
+        return FinishReason.TOOL_CALLS
+    return FinishReason(reason)
 
 
 class StatsCounter:
@@ -253,5 +254,5 @@ class Turn:
         if backend_reason == "error":
             raise EngineError(error or "the engine failed this request (retry it)")
         reason = finish_reason(backend_reason, self.saw_tool_call)
-        deltas.append(UsageDelta(usage, reason, raw_text=self.raw_text))  # type: ignore[arg-type]
+        deltas.append(UsageDelta(usage, reason, raw_text=self.raw_text))
         return deltas

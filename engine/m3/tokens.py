@@ -6,6 +6,8 @@ think markers are non-special added tokens, so they survive it (the parsers work
 
 from __future__ import annotations
 
+from ..api import THINKING_MODES, ThinkingMode
+
 BOS = "]~!b["  # begin of document
 ROLE = "]~b]"  # begin of a role turn
 EOS = "[e~["  # end of turn / end of sequence
@@ -27,13 +29,11 @@ SPECIAL_TOKENS: tuple[str, ...] = (BOS, ROLE, EOS, IMAGE, VIDEO, IMAGE_START, IM
 NON_SPECIAL_ADDED_TOKENS: tuple[str, ...] = (NS, THINK_START, THINK_END)
 ALL_ADDED_TOKENS: tuple[str, ...] = SPECIAL_TOKENS + NON_SPECIAL_ADDED_TOKENS
 
-THINKING_MODES: tuple[str, ...] = ("enabled", "disabled", "adaptive")
 
-
-def check_thinking_mode(mode: str) -> str:
+def check_thinking_mode(mode: str) -> ThinkingMode:
     if mode not in THINKING_MODES:
         raise ValueError(f"thinking mode must be one of {', '.join(THINKING_MODES)}, not {mode!r}")
-    return mode
+    return ThinkingMode(mode)
 
 
 def held_suffix_len(buf: str, markers: tuple[str, ...]) -> int:

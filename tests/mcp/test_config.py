@@ -183,7 +183,7 @@ def test_a_repository_cannot_switch_off_a_user_server_by_reusing_its_name(
 
 
 def test_server_tool_names_and_descriptions_are_made_safe_for_the_prompt():
-    from m3agent.tools.mcp.adapter import MAX_DESCRIPTION_CHARS, make_tool_class
+    from m3agent.tools.mcp.adapter import MAX_DESCRIPTION_CHARS, McpTool
     from mcp_types import Tool
 
     odd = Tool(
@@ -191,8 +191,8 @@ def test_server_tool_names_and_descriptions_are_made_safe_for_the_prompt():
         description="d" * 10_000,
         input_schema={"type": "object", "title": "noise", "properties": {}},
     )
-    cls = make_tool_class("srv", odd)
-    schema = cls.schema()["function"]
-    assert schema["name"] == "mcp__srv__get_file____x_y" and cls.remote_name == odd.name
+    tool = McpTool(None, "srv", odd)
+    schema = tool.schema()["function"]
+    assert schema["name"] == "mcp__srv__get_file____x_y" and tool.remote_name == odd.name
     assert len(schema["description"]) == MAX_DESCRIPTION_CHARS
     assert "title" not in schema["parameters"]

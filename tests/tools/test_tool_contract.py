@@ -14,7 +14,7 @@ import mcp.types as mcp_types
 import pytest
 from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from m3agent.tools.bounds import META_DIFF_BYTES, META_DIFF_LINES
-from m3agent.tools.mcp.adapter import make_tool_class
+from m3agent.tools.mcp.adapter import McpTool
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.sandbox.precheck import blocks
 from m3agent.tools.toolset import Toolset, ToolsetProtocol, default_toolset
@@ -224,14 +224,14 @@ def test_mcp_tool_preview_names_server_tool_and_arguments(ws):
         description="find things",
         inputSchema={"type": "object", "properties": {"q": {"type": "string"}}},
     )
-    cls = make_tool_class("docs", remote)
-    tools = Toolset([cls(hub=None, timeout_s=None)])  # no server: a preview never calls it
-    preview = tools.preview(cls.name, {"q": "sandbox"}, ToolContext(cwd=ws))
+    tool = McpTool(None, "docs", remote)  # no server: a preview never calls it
+    tools = Toolset([tool])
+    preview = tools.preview(tool.name, {"q": "sandbox"}, ToolContext(cwd=ws))
     assert preview.kind is PreviewKind.TEXT and not preview.is_error
     assert preview.text.startswith("MCP server docs, tool search\n")
     assert '"q": "sandbox"' in preview.text
-    assert tools.touches(cls.name, {"q": "x"}) == Touches(opaque=True)
-    assert cls.mutates and cls.risky
+    assert tools.touches(tool.name, {"q": "x"}) == Touches(opaque=True)
+    assert tool.mutates and tool.risky
 
 
 def test_touches_of_each_tool(tools):

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..base import Tool
 from ..toolset import Toolset
-from .adapter import ReadMcpResource, make_tool_class, tool_name
+from .adapter import McpTool, ReadMcpResource, tool_name
 from .config import McpConfig, McpServerConfig, Scope, Transport
 from .hub import McpHub
 from .state import McpCallError, ServerState, ServerStatus
@@ -85,7 +85,7 @@ def start_mcp(
                     )
                     continue
                 taken.add(name)
-                extra.append(make_tool_class(conn.cfg.name, t)(hub, conn.cfg.tool_timeout_s))
+                extra.append(McpTool(hub, conn.cfg.name, t, conn.cfg.tool_timeout_s))
         if hub.servers():
             extra.append(ReadMcpResource(hub))
         return McpStartup(McpToolset([*base.tools(), *extra], hub), errors)

@@ -1,9 +1,9 @@
 """MCP tools as m3agent tools: `mcp__SERVER__TOOL`, the server's own JSON schema and
 description, and a result rendered to bounded text for the model.
 
-Each MCP tool becomes its own `Tool` subclass (the Toolset and the approval step read the
-name, schema and flags from the class). Arguments are not re-validated here: the model's
-arguments were typed by this same schema when parsed, and the server validates them.
+Each MCP tool is one `McpTool` instance, its name, description and schema its own (the Toolset
+and the approval step read them from the instance). Arguments are not re-validated here: the
+model's arguments were typed by this same schema when parsed, and the server validates them.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import json
 import mimetypes
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..base import Preview, PreviewKind, Tool, ToolContext, ToolResult
+from ..base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
 from ..bounds import preview_text
 from .hub import McpCancelled, McpHub
 from .state import McpCallError
@@ -43,32 +43,36 @@ class _AnyArgs(BaseModel):
 
 
 class McpTool(Tool[BaseModel]):
-    """Base of the generated classes; `hub`, `server`, `remote_name` are set per class."""
+    """One tool a server listed (an mcp_types.Tool), named mcp__SERVER__TOOL, with the
+    server's description (bounded) and input schema."""
 
     kind = "fetch"
+    mutates = True  # an MCP tool may do anything: checkpoint before it
+    risky = True  # and ask first unless a rule or --approval never says not to
+    Args = _AnyArgs
 
-    mutates: ClassVar[bool] = True  # an MCP tool may do anything: checkpoint before it
-    risky: ClassVar[bool] = True  # and ask first unless a rule or --approval never says not to
-    Args: ClassVar[type[BaseModel]] = _AnyArgs
-    server: ClassVar[str]
-    remote_name: ClassVar[str]
-    input_schema: ClassVar[dict[str, Any]]
-    annotations: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, hub: McpHub, timeout_s: float | None) -> None:
-        self.hub = hub
+    def __init__(
+        self, hub: McpHub | None, server: str, listed: Any, timeout_s: float | None = None
+    ) -> None:
+        schema = dict(listed.input_schema or {"type": "object", "properties": {}})
+        schema.setdefault("type", "object")
+        schema.pop("title", None)  # the SDK's generated "fooArguments" title is prompt noise
+        description = (listed.description or listed.title or listed.name).strip()
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
+        self.name = tool_name(server, listed.name)
+        self.description = description
+        self.server = server
+        self.remote_name: str = listed.name
+        self.input_schema: dict[str, Any] = schema
+        self.annotations: dict[str, Any] = (
+            listed.annotations.model_dump(exclude_none=True) if listed.annotations else {}
+        )
+        self.hub = hub  # None: previews only (a preview never calls the server)
         self.timeout_s = timeout_s  # the server's own; None: the session's tool timeout
 
-    @classmethod
-    def schema(cls) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": cls.name,
-                "description": cls.description,
-                "parameters": cls.input_schema,
-            },
-        }
+    def parameters(self) -> dict[str, Any]:
+        return self.input_schema
 
     def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
         """The request the server would get (touches: opaque, the Tool default)."""
@@ -79,6 +83,8 @@ class McpTool(Tool[BaseModel]):
         return Preview(PreviewKind.TEXT, text, note)
 
     def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        if self.hub is None:
+            return ToolResult(f"{self.name}: no connection to {self.server}", is_error=True)
         arguments = args.model_dump()
         timeout = self.timeout_s or ctx.timeout_s
         try:
@@ -89,34 +95,13 @@ class McpTool(Tool[BaseModel]):
             return ToolResult(
                 "interrupted by the user",
                 is_error=True,
-                metadata={"interrupted": True, "mcp_server": self.server},
+                metadata={ToolOutcome.INTERRUPTED: True, "mcp_server": self.server},
             )
         except McpCallError as e:
             return ToolResult(
                 str(e), is_error=True, metadata={"mcp_server": self.server, "mcp_failure": True}
             )
         return render_result(result, self.server, self.hub.media_dir)
-
-
-def make_tool_class(server: str, tool: Any) -> type[McpTool]:
-    """A Tool subclass for one listed MCP tool (mcp_types.Tool)."""
-    schema = dict(tool.input_schema or {"type": "object", "properties": {}})
-    schema.setdefault("type", "object")
-    schema.pop("title", None)  # the SDK's generated "fooArguments" title is noise in the prompt
-    description = (tool.description or tool.title or tool.name).strip()
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        description = description[: MAX_DESCRIPTION_CHARS - 1] + "…"
-    ann = tool.annotations.model_dump(exclude_none=True) if tool.annotations else {}
-    attrs = {
-        "name": tool_name(server, tool.name),
-        "description": description,
-        "server": server,
-        "remote_name": tool.name,
-        "input_schema": schema,
-        "annotations": ann,
-        "__module__": __name__,
-    }
-    return type(f"Mcp_{server}_{tool.name}", (McpTool,), attrs)
 
 
 class ReadResourceArgs(BaseModel):
@@ -128,14 +113,14 @@ class ReadResourceArgs(BaseModel):
 class ReadMcpResource(Tool[ReadResourceArgs]):
     """Reads a resource an MCP tool result linked to (resources/read on its server)."""
 
-    name: ClassVar[str] = "mcp_read_resource"
-    description: ClassVar[str] = (
+    name = "mcp_read_resource"
+    description = (
         "Read a resource that an MCP tool result linked to (shown as [resource: ...]). "
         "Give the server name and the URI exactly as in that result."
     )
-    Args: ClassVar[type[BaseModel]] = ReadResourceArgs
-    mutates: ClassVar[bool] = False
-    risky: ClassVar[bool] = True  # reaches a server, which may do anything
+    Args = ReadResourceArgs
+    mutates = False
+    risky = True  # reaches a server, which may do anything
 
     def __init__(self, hub: McpHub) -> None:
         self.hub = hub
@@ -157,7 +142,7 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
             )
         except McpCancelled:
             return ToolResult(
-                "interrupted by the user", is_error=True, metadata={"interrupted": True}
+                "interrupted by the user", is_error=True, metadata={ToolOutcome.INTERRUPTED: True}
             )
         except McpCallError as e:
             return ToolResult(str(e), is_error=True, metadata={"mcp_server": args.server})
