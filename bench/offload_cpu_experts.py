@@ -71,6 +71,16 @@ def random_layer(form: ExpertForm, experts: int, h: int, inter: int, seed: int) 
     return HostExpertLayer(form, h, inter, w13, w2)
 
 
+def scheduler() -> str:
+    """This process's scheduling policy: under `chrt -f N` (SCHED_FIFO) a shared machine's
+    other processes get ~5% of the CPU while it runs, which is how the 2-core figures are
+    taken (docs/offload.md)."""
+    policy = os.sched_getscheduler(0)
+    if policy == os.SCHED_FIFO:
+        return f"SCHED_FIFO {os.sched_getparam(0).sched_priority}"
+    return "SCHED_RR" if policy == os.SCHED_RR else "default"
+
+
 def environment(threads: int) -> dict:
     env = {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -79,6 +89,7 @@ def environment(threads: int) -> dict:
         "cpu_count": os.cpu_count(),
         "torch": torch.__version__,
         "load_average": os.getloadavg(),
+        "scheduler": scheduler(),
     }
     try:
         env["cpu_model"] = next(

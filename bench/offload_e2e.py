@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from offload_cpu_experts import scheduler  # noqa: E402
 
 GIB = 1 << 30
 FULL = dict(
@@ -448,6 +449,7 @@ def main() -> None:
         gpu=torch.cuda.get_device_name() if cuda else None, torch=torch.__version__,
         cpu_threads=torch.get_num_threads(), host_read_gbs=host_bw / 1e9,
         pcie_gbs=pcie / 1e9 if cuda else None, smoke=a.smoke, shape=s,
+        scheduler=scheduler(), load_average=os.getloadavg(),
     )  # fmt: skip
     print(json.dumps(env), flush=True)
     rows: list[dict] = []

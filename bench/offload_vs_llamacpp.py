@@ -189,14 +189,13 @@ def interleaved_samples(
     return ours, theirs
 
 
-def realtime() -> str:
+def realtime() -> None:
     """Every thread of this process (and the ones it starts later) under SCHED_FIFO: on a
     shared 2-core machine other processes then get ~5% of the CPU while this runs, the same
-    for both sides. Returns what was set, for the environment row."""
+    for both sides (the environment row records it)."""
     param = os.sched_param(50)
     for tid in os.listdir("/proc/self/task"):
         os.sched_setscheduler(int(tid), os.SCHED_FIFO, param)
-    return "SCHED_FIFO 50"
 
 
 def main() -> None:
@@ -215,10 +214,11 @@ def main() -> None:
     )
     ap.add_argument("--out", default="")
     a = ap.parse_args()
-    sched = realtime() if a.realtime else "default"
+    if a.realtime:
+        realtime()
     threads = physical_cores()
     torch.set_num_threads(threads)
-    env = {"bench": "environment", **environment(threads), "scheduler": sched}
+    env = {"bench": "environment", **environment(threads)}
     rows: list[dict] = [env]
     batches = tuple(int(b) for b in a.batches.split(","))
     bw_buf = torch.ones((1 << 30) // 8, dtype=torch.int64)
