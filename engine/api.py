@@ -154,9 +154,8 @@ class ChatRequest:
     request_id: str
     messages: tuple[Message, ...]
     tools: tuple[dict[str, Any], ...] = ()  # OpenAI tool objects: {"type": "function", ...}
-    thinking_mode: ThinkingMode = (
-        ThinkingMode.ADAPTIVE
-    )  # this turn's mode: the generation prefix only
+    # this turn's mode: the generation prefix only
+    thinking_mode: ThinkingMode = ThinkingMode.ADAPTIVE
     sampling: SamplingParams = field(default_factory=SamplingParams)
     # The mode written in the prompt's first (system) block. Fixed for a session (its starting
     # default), so a per-turn `thinking_mode` change never rewrites earlier tokens.
