@@ -253,6 +253,13 @@ class BeneathReader:
             self._chain.append((part, fd))
         return self._chain[-1][1] if self._chain else self._root
 
+    def stat(self, rel: str) -> os.stat_result:
+        """The lstat of root/rel, reached through the same directory chain as read() (so a
+        symlinked directory on the way is Refused): what a warm start compares with the last
+        run's before trusting that run's hash of the file."""
+        parts = rel.split("/")
+        return os.stat(parts[-1], dir_fd=self._dir(parts[:-1]), follow_symlinks=False)
+
     def read(self, rel: str, max_bytes: int) -> bytes:
         """As read_beneath(root, rel, max_bytes)."""
         parts = rel.split("/")

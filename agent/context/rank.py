@@ -21,10 +21,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .scan import COMMON, Record, defined_names, word_counts
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _DOC_LIFT = {"readme": 3.0, "agents": 3.0, "claude": 3.0, "architecture": 2.0, "contributing": 1.0}
 
@@ -144,6 +146,8 @@ def _doc_lift(path: str) -> float:
 
 def reference_totals(records: Mapping[str, Record]) -> tuple[dict[bytes, int], np.ndarray]:
     """(word -> id, how often each word occurs in the whole repository)."""
+    import numpy as np  # here: a warm start that finds its plan never ranks
+
     vocab: dict[bytes, int] = {}
     ids: list[np.ndarray] = []
     counts: list[np.ndarray] = []
