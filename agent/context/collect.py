@@ -1,11 +1,14 @@
 """Every candidate read once and hashed; its Record from the cache, or scanned.
 
 `read_all` reads (through the guards, directories kept open between files) and hashes each
-candidate: the floor any snapshot pays, and all a warm start on an unchanged repository does
-before its plan is found. `records_for` then gives each readable file its Record: from the
-store when the content is known, else scanned (scan.py), in worker processes when there is
-enough of it to pay for starting them. Records come back in the candidates' order whatever
-the workers' timing, so the result never depends on it.
+candidate: the floor any snapshot pays. On a warm start (store.StatIndex) a file whose
+size, mtime, ctime, inode and device are those the last run saw keeps that run's hash without
+being read; the files that are packed (or scanned) are read anyway, through the guards, and
+checked against it, and a mismatch restarts the build with every file read. `records_for`
+then gives each readable file its Record: from the store when the content is known, else
+scanned (scan.py), in worker processes when there is enough of it to pay for starting them.
+Records come back in the candidates' order whatever the workers' timing, so the result never
+depends on it.
 """
 
 from __future__ import annotations

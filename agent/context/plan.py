@@ -1,14 +1,18 @@
 """Which files go in whole, which as outlines, which by path: tokenizing only what is packed.
 
-Every file has an estimate of its section's tokens (its bytes over scan.BYTES_PER_TOKEN). When
-the estimates of the whole repository are within twice the budget, every section is counted
-exactly and the selection is exactly the repo-map selection of rank.py and select.py. Beyond
-that (a repository of hundreds of MB against a 1M budget), files are ranked with the
-estimates, the selected ones are counted exactly, and selection and ranking run again with
-those counts until every selected file's count is exact (a few rounds): the snapshot then
-tokenizes about what it packs, and its accounting is still the exact sum of the pieces'
-counts. Every number is a function of the content alone (never of what a cache held), so the
-same repository gives the same plan cold or warm.
+Every file has an estimate of its section's tokens (its bytes over scan.bytes_per_token: a
+figure per kind of file, measured with M3's tokenizer). When the estimates of the whole
+repository are within twice the budget, every section is counted exactly and the selection is
+exactly the repo-map selection of rank.py and select.py. Beyond that (a repository of hundreds
+of MB against a 1M budget), files are ranked with the estimates, the selected ones are counted
+exactly, and selection and ranking run again with those counts until every selected file's
+count is exact (a few rounds): the snapshot then tokenizes about what it packs (torch's tree:
+1.06M tokens counted for 1.02M packed), and its accounting is still the exact sum of the
+pieces' counts. A file whose estimate is over the per-file cap is never tokenized whole: it
+competes with its outline (the quick line-pattern one's estimate, then, once chosen, the real
+outline counted exactly), which says "about N tokens". Every number is a function of the
+content alone (never of what a cache held), so the same repository gives the same plan cold
+or warm.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ _DOC_LIFT = {"readme": 3.0, "agents": 3.0, "claude": 3.0, "architecture": 2.0, "
 STUB_WEIGHT = 0.1  # a .pyi next to its .py
 PINNED = 1e6  # added to a pinned file's score: ahead of any value per token
 MIN_COST_TOKENS = 64  # a tiny file does not get an unbounded value per token
+_TOTALS_CHUNK = 2000  # files whose words are split at once (30,000 files' words: ~200 MB)
 
 # ---- kinds of files --------------------------------------------------------------------------
 
@@ -161,19 +162,18 @@ def reference_totals(
     wanted: set[bytes] = set()
     for p in records if paths is None else paths:
         wanted |= _own_names(p, records[p])
-    ids = {w: k for k, w in enumerate(sorted(wanted))}
-    blobs = [r.words_blob for p in sorted(records) if (r := records[p]).words_blob]
-    if not blobs or not ids:
-        return dict.fromkeys(ids, 0)
-    words = b"\n".join(blobs).split(b"\n")
-    counts = np.frombuffer(
-        b"".join(r.counts_blob for p in sorted(records) if (r := records[p]).words_blob),
-        dtype=np.uint32,
-    )
-    where = np.fromiter(map(ids.get, words, itertools.repeat(-1)), np.int64, len(words))
-    hit = where >= 0
-    total = np.bincount(where[hit], weights=counts[hit], minlength=len(ids))
-    return dict(zip(sorted(wanted), total.astype(np.int64).tolist(), strict=True))
+    names = sorted(wanted)
+    ids = {w: k for k, w in enumerate(names)}
+    total = np.zeros(len(ids), dtype=np.int64)
+    with_words = [r for p in sorted(records) if (r := records[p]).words_blob]
+    for k in range(0, len(with_words) if ids else 0, _TOTALS_CHUNK):  # bounded memory
+        part = with_words[k : k + _TOTALS_CHUNK]
+        words = b"\n".join(r.words_blob for r in part).split(b"\n")
+        counts = np.frombuffer(b"".join(r.counts_blob for r in part), dtype=np.uint32)
+        where = np.fromiter(map(ids.get, words, itertools.repeat(-1)), np.int64, len(words))
+        hit = where >= 0
+        total += np.bincount(where[hit], weights=counts[hit], minlength=len(ids)).astype(np.int64)
+    return dict(zip(names, total.tolist(), strict=True))
 
 
 def file_value(path: str, rec: Record, total: Mapping[bytes, int]) -> float:

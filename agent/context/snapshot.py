@@ -7,7 +7,7 @@ and, when everything does not fit, keeps the files the rest of the repository re
 (tokens.py); the others are listed by path. AGENTS.md (or CLAUDE.md) at the root goes first, as
 instructions. The same repository state gives the same bytes: no time, no absolute path, no
 machine detail enters the text. A warm start on an unchanged repository finds its whole plan
-in the store (store.py) and only reads and hashes.
+in the store (store.py) and only stats its files (store.StatIndex) and reads what it packs.
 
 The session puts `Snapshot.message()` right after the system prompt and never rewrites it; a
 fresh snapshot is an explicit, reported event (agent/compaction.py). Every request folds the

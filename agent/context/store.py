@@ -5,8 +5,12 @@
 - **Plans** (`plans-<rules>.marshal`): the outcome of a whole build (every file's status,
   tokens, score and reason; the outlines) per *state*, the hash of every candidate's path and
   content hash with the budget, the rules and the tokenizer. A warm start on an unchanged
-  repository reads and hashes its files, finds the plan, and only reads the packed files' text:
-  ranking and counting do not run again.
+  repository stats its files (reading only those whose stat changed), finds the plan, and
+  reads only the packed files' text: ranking and counting do not run again.
+- **Stats** (`stats-<root>.marshal`, StatIndex): per repository, each file's stat key with
+  its content hash, so that a warm start stats files instead of reading them. An entry whose
+  mtime or ctime is within RACY_NS of the run that saw it is not kept (it could change again
+  within the same timestamp tick unseen).
 
 marshal, not pickle: the data are plain tuples and bytes, and loading it runs no code. A
 missing, stale or unreadable cache only costs time; writes are atomic (rename).
