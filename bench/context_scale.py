@@ -8,7 +8,9 @@ tree it times, in the same run:
 - a cold run: `m3agent context --json` with an empty M3AGENT_HOME (no caches);
 - warm runs: the same command again with that home (caches filled by the cold run);
 
-each as a real subprocess, wall time and max RSS (wait4), repeated; best and median reported.
+each as a real subprocess, wall time, user + sys CPU seconds and max RSS (wait4), repeated;
+best and median reported, each run with the 1-minute load average when it started (on a
+shared machine wall time stretches with the load; CPU seconds are what to compare).
 It also records what was packed (tokens, files included / outlined / listed, the content hash)
 and every file refused as holding a secret, with the line that matched, so false positives on
 real trees can be read. `--legacy-root DIR` runs an older checkout the same way (PYTHONPATH
@@ -124,8 +126,20 @@ def build_tree(name: str, trees: Path, max_files: int) -> Path:
     return root
 
 
+def _cpu_self() -> float:
+    """This process's CPU seconds and its waited-for children's (git)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
 def floor(root: Path) -> dict:
     """list + read + hash of every listed file: the least any snapshot pays."""
+    load = _load()
+    c0 = _cpu_self()
     t0 = time.perf_counter()
     r = subprocess.run(
         ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -141,7 +155,14 @@ def floor(root: Path) -> dict:
             continue
         n_bytes += len(data)
         hashlib.sha1(data).digest()
-    return {"files": len(paths), "mb": round(n_bytes / 1e6, 1), "s": time.perf_counter() - t0}
+    return {
+        "files": len(paths),
+        "mb": round(n_bytes / 1e6, 1),
+        "s": round(time.perf_counter() - t0, 3),
+        # this process's CPU plus git's (a waited-for child)
+        "cpu_s": round(_cpu_self() - c0, 3),
+        "load_1m": load,
+    }
 
 
 def _command(legacy: Path | None, root: Path, quiet: bool) -> tuple[list[str], dict]:
@@ -165,6 +186,7 @@ def _command(legacy: Path | None, root: Path, quiet: bool) -> tuple[list[str], d
 
 def run_once(cmd: list[str], env: dict, home: Path) -> dict:
     env = {**env, "M3AGENT_HOME": str(home)}
+    load = _load()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
@@ -177,6 +199,10 @@ def run_once(cmd: list[str], env: dict, home: Path) -> dict:
         raise RuntimeError(f"{cmd} failed: {stderr[-2000:]}")
     return {
         "s": wall,
+        # user + sys of the command and the scan workers it waited for: what a run costs
+        # whatever else loads the machine (wall time stretches with the load average)
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "load_1m": load,
         "max_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "report": json.loads(stdout),
         "stderr_lines": len(stderr.splitlines()),
@@ -231,17 +257,22 @@ def _stats(xs: list[float]) -> dict:
 def measure(root: Path, legacy: Path | None, repeat: int, warm_repeat: int) -> dict:
     cmd, env = _command(legacy, root, quiet=False)
     colds, warms, rss_cold, rss_warm = [], [], [], []
+    cold_cpu, warm_cpu, cold_load, warm_load = [], [], [], []
     last = None
     stderr_lines = 0
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as home:
             r = run_once(cmd, env, Path(home))
             colds.append(r["s"])
+            cold_cpu.append(r["cpu_s"])
+            cold_load.append(r["load_1m"])
             rss_cold.append(r["max_rss_mb"])
             stderr_lines = r["stderr_lines"]
             for _ in range(warm_repeat):
                 w = run_once(cmd, env, Path(home))
                 warms.append(w["s"])
+                warm_cpu.append(w["cpu_s"])
+                warm_load.append(w["load_1m"])
                 rss_warm.append(w["max_rss_mb"])
                 if w["report"]["content_hash"] != r["report"]["content_hash"]:
                     raise RuntimeError("a warm run packed different bytes than the cold run")
@@ -250,6 +281,10 @@ def measure(root: Path, legacy: Path | None, repeat: int, warm_repeat: int) -> d
     return {
         "cold_s": _stats(colds),
         "warm_s": _stats(warms),
+        "cold_cpu_s": _stats(cold_cpu),
+        "warm_cpu_s": _stats(warm_cpu),
+        "cold_load_1m": cold_load,
+        "warm_load_1m": warm_load,
         "max_rss_cold_mb": max(rss_cold),
         "max_rss_warm_mb": max(rss_warm),
         "stderr_lines_cold": stderr_lines,
@@ -302,14 +337,17 @@ def main() -> None:
             for old in earlier["rows"]:
                 side = old.get("legacy") or old["new"]
                 if old["tree"] == name and "new" in row:
-                    row["earlier"] = {k: side[k] for k in ("cold_s", "warm_s", "max_rss_cold_mb")}
+                    keys = ("cold_s", "warm_s", "cold_cpu_s", "warm_cpu_s", "max_rss_cold_mb")
+                    row["earlier"] = {k: side[k] for k in keys if k in side}
                     row["packed_vs_earlier"] = compare(row["new"]["packed"], side["packed"])
         print(json.dumps({k: v for k, v in row.items() if k not in ("new", "legacy")}), flush=True)
         for key in ("new", "legacy"):
             if key in row:
                 m = row[key]
                 print(
-                    f"{name} {key}: cold {m['cold_s']} warm {m['warm_s']} rss {m['max_rss_cold_mb']} MB",
+                    f"{name} {key}: cold {m['cold_s']} s (cpu {m['cold_cpu_s']}, load "
+                    f"{m['cold_load_1m']}) warm {m['warm_s']} s (cpu {m['warm_cpu_s']}, load "
+                    f"{m['warm_load_1m']}) rss {m['max_rss_cold_mb']} MB",
                     flush=True,
                 )
         rows.append(row)
@@ -317,6 +355,8 @@ def main() -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "load_avg_at_end": os.getloadavg(),
+        "note": "cpu_s = user + sys of the run (children included); load_1m = the 1-minute "
+        "load average when the run started (2 cores shared with other processes)",
         "python": sys.version.split()[0],
         "rows": rows,
     }

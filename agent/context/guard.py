@@ -127,18 +127,30 @@ def secret_in_text(text: str) -> str | None:
     return None
 
 
-# The literal each SECRET_CONTENT pattern cannot match without, as it shows in a file's words
-# (runs of [A-Za-z0-9_], each between spaces in `words`): a word that starts with the prefix,
-# or a whole word (the patterns' `\b...-` and `[ -]` split words). `\b` in the patterns is a
-# split point here too, so a match always leaves its literal among the words.
-_WORD_STARTS = tuple(
-    b" " + w
-    for w in (
-        b"ghp_ gho_ ghu_ ghs_ ghr_ github_pat_ AKIA ASIA AIDA AROA hf_ AIza sk_live_ rk_live_"
-    ).split()
-)
-_WHOLE_WORDS = tuple(
-    b" " + w + b" " for w in b"BEGIN glpat xoxa xoxb xoxp xoxo xoxs xoxr sk slack".split()
+# The literals each SECRET_CONTENT pattern cannot match without, as they show in a file's
+# words (runs of [A-Za-z0-9_], each between spaces in `words`): words that start with a prefix
+# (" ghp_"), or whole words (" BEGIN "; the patterns' `\b...-` and `[ -]` split words). `\b`
+# in the patterns is a split point here too, so a match always leaves a literal among the
+# words. One (prefixes, whole words) pair per pattern, in SECRET_CONTENT's order; the AWS
+# secret-key pattern, case-insensitive, has its own check (_AWS_SECRET).
+_LITERALS: tuple[tuple[tuple[bytes, ...], tuple[bytes, ...]], ...] = tuple(
+    (
+        tuple(b" " + w for w in prefixes.encode().split()),
+        tuple(b" " + w + b" " for w in whole.encode().split()),
+    )
+    for prefixes, whole in (
+        ("", "BEGIN"),
+        ("ghp_ gho_ ghu_ ghs_ ghr_ github_pat_", ""),
+        ("AKIA ASIA AIDA AROA", ""),
+        ("", ""),  # aws_secret_access_key
+        ("", "glpat"),
+        ("", "xoxa xoxb xoxp xoxo xoxs xoxr"),
+        ("", "slack"),
+        ("", "sk"),
+        ("hf_", ""),
+        ("AIza", ""),
+        ("sk_live_ rk_live_", ""),
+    )
 )
 _AWS_SECRET = b"aws_secret_access_key"  # matched case-insensitively by its pattern
 # Characters that Unicode case folding maps onto the ASCII letters of that pattern (long s,
@@ -147,17 +159,20 @@ _FOLDS_TO_ASCII = ("\u017f", "\u212a")
 
 
 def secret_in(text: str, words: bytes, ascii_only: bool) -> str | None:
-    """secret_in_text(text), with a literal pre-filter first: `words` is the file's unique
-    words joined by spaces (with a space at each end), as scan.py computes them for ranking.
-    A file without any pattern's literal skips the eleven regex searches; one with a literal
-    gets exactly the checks secret_in_text makes, so nothing it detects is lost."""
-    maybe = (
-        any(w in words for w in _WORD_STARTS)
-        or any(w in words for w in _WHOLE_WORDS)
-        or _AWS_SECRET in words.lower()
-        or (not ascii_only and any(c in text for c in _FOLDS_TO_ASCII))
-    )
-    return secret_in_text(text) if maybe else None
+    """secret_in_text(text), with a literal pre-filter per pattern: `words` is the file's
+    unique words joined by spaces (with a space at each end), as scan.py computes them for
+    ranking. A pattern runs only where one of its literals occurs (none for most files), so
+    the first pattern that matches is the one secret_in_text reports: nothing is lost."""
+    for (why, rx), (prefixes, whole) in zip(SECRET_CONTENT, _LITERALS, strict=True):
+        if prefixes or whole:
+            maybe = any(w in words for w in prefixes) or any(w in words for w in whole)
+        else:
+            maybe = _AWS_SECRET in words.lower() or (
+                not ascii_only and any(c in text for c in _FOLDS_TO_ASCII)
+            )
+        if maybe and rx.search(text):
+            return why
+    return None
 
 
 def unsafe_rel(rel: str) -> bool:
@@ -252,6 +267,13 @@ class BeneathReader:
                 raise
             self._chain.append((part, fd))
         return self._chain[-1][1] if self._chain else self._root
+
+    def stat(self, rel: str) -> os.stat_result:
+        """The lstat of root/rel, reached through the same directory chain as read() (so a
+        symlinked directory on the way is Refused): what a warm start compares with the last
+        run's before trusting that run's hash of the file."""
+        parts = rel.split("/")
+        return os.stat(parts[-1], dir_fd=self._dir(parts[:-1]), follow_symlinks=False)
 
     def read(self, rel: str, max_bytes: int) -> bytes:
         """As read_beneath(root, rel, max_bytes)."""

@@ -29,6 +29,11 @@ class FileEntry:
     reason: str = ""  # for skipped / listed
     score: float = 0.0
 
+    def as_dict(self) -> dict:
+        """dataclasses.asdict's result, without its recursive copy (30,000 entries)."""
+        return {"path": self.path, "status": self.status, "tokens": self.tokens,
+                "reason": self.reason, "score": self.score}  # fmt: skip
+
 
 @dataclass(slots=True)
 class Outcome:

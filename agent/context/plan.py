@@ -1,14 +1,18 @@
 """Which files go in whole, which as outlines, which by path: tokenizing only what is packed.
 
-Every file has an estimate of its section's tokens (its bytes over scan.BYTES_PER_TOKEN). When
-the estimates of the whole repository are within twice the budget, every section is counted
-exactly and the selection is exactly the repo-map selection of rank.py and select.py. Beyond
-that (a repository of hundreds of MB against a 1M budget), files are ranked with the
-estimates, the selected ones are counted exactly, and selection and ranking run again with
-those counts until every selected file's count is exact (a few rounds): the snapshot then
-tokenizes about what it packs, and its accounting is still the exact sum of the pieces'
-counts. Every number is a function of the content alone (never of what a cache held), so the
-same repository gives the same plan cold or warm.
+Every file has an estimate of its section's tokens (its bytes over scan.bytes_per_token: a
+figure per kind of file, measured with M3's tokenizer). When the estimates of the whole
+repository are within twice the budget, every section is counted exactly and the selection is
+exactly the repo-map selection of rank.py and select.py. Beyond that (a repository of hundreds
+of MB against a 1M budget), files are ranked with the estimates, the selected ones are counted
+exactly, and selection and ranking run again with those counts until every selected file's
+count is exact (a few rounds): the snapshot then tokenizes about what it packs (torch's tree:
+1.06M tokens counted for 1.02M packed), and its accounting is still the exact sum of the
+pieces' counts. A file whose estimate is over the per-file cap is never tokenized whole: it
+competes with its outline (the quick line-pattern one's estimate, then, once chosen, the real
+outline counted exactly), which says "about N tokens". Every number is a function of the
+content alone (never of what a cache held), so the same repository gives the same plan cold
+or warm.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .outline import outline, quick_outline
 from .rank import file_values, path_weights, scores_of
-from .scan import BYTES_PER_TOKEN, Record
+from .scan import BYTES_PER_TOKEN, Record, bytes_per_token
 from .select import file_cap, select
 from .tokens import TokenCounter
 
@@ -51,7 +55,7 @@ class Plan:
 
 
 def _estimate(path: str, rec: Record) -> int:
-    return rec.est_tokens() + len(path) // 3 + 8
+    return int(rec.n_bytes / bytes_per_token(path)) + 1 + len(path) // 3 + 8
 
 
 class Planner:
@@ -77,7 +81,7 @@ class Planner:
         self.whole: dict[int, int] = {}
         self._outline: dict[int, str] = {}  # symbols text ("" when none)
         self._quick: dict[int, str] = {}
-        self._outline_tokens: dict[int, int] = {}  # exact section tokens of the outline
+        self._outline_tokens: dict[int, int | None] = {}  # exact tokens of its outline
 
     def exact_all(self, budget: int) -> bool:
         est = sum(self.est)
@@ -105,30 +109,39 @@ class Planner:
         return cache[i]
 
     def size_of(self, i: int) -> tuple[int, bool]:
-        """(tokens of the whole file, whether counted: else its estimate, which is only used
-        for a file so far over the cap that counting it could not change the outcome)."""
+        """(tokens of the whole file, whether counted: else its estimate, for a file estimated
+        over the cap, which is never counted whole)."""
         return (self.whole[i], True) if i in self.whole else (self.est[i], False)
 
-    def _sure_over(self, i: int, cap: int) -> bool:
-        # est is bytes / 2.0 and no source runs above ~2.4 bytes a token: 1.25 x cap is over it
-        return i not in self.whole and self.est[i] > 1.25 * cap
+    def _outline_cost(self, i: int) -> int | None:
+        """The exact tokens of the file's outline section (`ast` for Python); None when the
+        file has no outline."""
+        if i not in self._outline_tokens:
+            symbols = self._symbols(i, fast=False)
+            n = None
+            if symbols:
+                sec = outline_section(self.order[i], symbols, *self.size_of(i))
+                n = self.counter.count([sec], remember=False)[0]
+            self._outline_tokens[i] = n
+        return self._outline_tokens[i]
 
     def _cost(self, i: int, cap: int) -> tuple[int, bool]:
-        """(tokens it competes with, whether as its outline)."""
+        """(tokens it competes with, whether as its outline). A file over the cap, by its
+        count or (never counted whole) by its estimate, competes with its outline: the quick
+        one's estimate until it is chosen, then the real outline's exact count."""
         t = self.whole.get(i, self.est[i])
         if t <= cap:
             return t, False
-        final = i in self.whole or self._sure_over(i, cap)
-        symbols = self._symbols(i, fast=not final)
+        if i in self.whole or i in self._outline_tokens:
+            n = self._outline_cost(i)
+            return (n, True) if n is not None and n <= cap else (t, False)
+        symbols = self._symbols(i, fast=True)
         if not symbols:
             return t, False
-        if not final:  # an estimate of its outline, until the file is counted
-            return int(len(symbols.encode()) / BYTES_PER_TOKEN) + 24, True
-        if i not in self._outline_tokens:
-            sec = outline_section(self.order[i], symbols, *self.size_of(i))
-            self._outline_tokens[i] = self.counter.count([sec], remember=False)[0]
-        n = self._outline_tokens[i]
-        return (n, True) if n <= cap else (t, False)
+        return int(len(symbols.encode()) / BYTES_PER_TOKEN) + 24, True
+
+    def _exact(self, i: int, as_outline: bool) -> bool:
+        return i in self._outline_tokens if as_outline else i in self.whole
 
     def plan(self, room: int, path_tokens: Sequence[int]) -> Plan:
         """Ranked selection within `room` tokens, every selected section counted exactly."""
@@ -140,21 +153,20 @@ class Planner:
             costs = [self._cost(i, cap) for i in idx]
             if round_ == _ROUNDS:  # still estimates: those files do not compete any more
                 costs = [
-                    (c, o) if i in self.whole else (room + 1, o) for i, (c, o) in enumerate(costs)
+                    (c, o) if self._exact(i, o) else (room + 1, o) for i, (c, o) in enumerate(costs)
                 ]
             cost = [c for c, _ in costs]
             sizes = dict(zip(self.order, cost, strict=True))
             scores = scores_of(self.order, self.records, values, sizes, weights)
             ranked = sorted(idx, key=lambda i: (-scores[self.order[i]], i))
             inc, shown = select(ranked, cost, path_tokens, room, cap=cap)
-            need = [
-                i
-                for i in ranked
-                if i in inc and i not in self.whole and not self._sure_over(i, cap)
-            ]
+            need = [i for i in ranked if i in inc and not self._exact(i, costs[i][1])]
             if not need:
                 break
-            self.count_whole(need)
+            self.count_whole([i for i in need if not costs[i][1]])
+            for i in need:
+                if costs[i][1]:
+                    self._outline_cost(i)
         out = Plan(shown=shown, whole=dict(self.whole), scores=scores)
         for i in inc:
             if costs[i][1]:

@@ -7,7 +7,7 @@ and, when everything does not fit, keeps the files the rest of the repository re
 (tokens.py); the others are listed by path. AGENTS.md (or CLAUDE.md) at the root goes first, as
 instructions. The same repository state gives the same bytes: no time, no absolute path, no
 machine detail enters the text. A warm start on an unchanged repository finds its whole plan
-in the store (store.py) and only reads and hashes.
+in the store (store.py) and only stats its files (store.StatIndex) and reads what it packs.
 
 The session puts `Snapshot.message()` right after the system prompt and never rewrites it; a
 fresh snapshot is an explicit, reported event (agent/compaction.py). Every request folds the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from .outcome import SNAPSHOT_CLOSE, FileEntry, from_plain, plan_snapshot, to_pl
 from .outline import outline
 from .plan import section
 from .progress import SnapshotProgress
-from .store import VERSION, SnapshotStore
+from .store import VERSION, SnapshotStore, StatIndex
 from .tokens import TokenCounter
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
@@ -83,7 +83,7 @@ class Snapshot:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.summary(), "files": [asdict(f) for f in self.files]}
+        return {**self.summary(), "files": [f.as_dict() for f in self.files]}
 
 
 def _instructions(name: str, text: str) -> str:
@@ -142,23 +142,31 @@ def build_snapshot(
 ) -> Snapshot:
     """Deterministic for the same files, rules, budget and tokenizer. progress: called with
     Progress events (files listed, read, tokens counted), a few per second at most."""
-    for _ in range(2):
+    for attempt in range(2):
         try:
-            return _build(Path(root), tokenizer, config, progress)
+            return _build(Path(root), tokenizer, config, progress, trust_stat=attempt == 0)
         except _Changed:
-            continue  # edited while we read it: once more, from the listing
-    return _build(Path(root), tokenizer, config, progress)
+            continue  # edited while we read it: once more, from the listing, reading it all
+    return _build(Path(root), tokenizer, config, progress, trust_stat=False)
 
 
 def _build(
-    root: Path, tokenizer: Any, config: SnapshotConfig, progress: Callable[[Progress], None] | None
+    root: Path,
+    tokenizer: Any,
+    config: SnapshotConfig,
+    progress: Callable[[Progress], None] | None,
+    trust_stat: bool,
 ) -> Snapshot:
     started = time.perf_counter()
     counter = TokenCounter(tokenizer, config.cache_dir)
     tally = SnapshotProgress(progress) if progress is not None else None
     candidates, name_skips = list_candidates(root, config.rules, tally)
-    store = SnapshotStore(config.cache_dir, _rules_key(config.rules))
-    got = read_all(root, candidates, config.rules, tally)
+    rules_key = _rules_key(config.rules)
+    store = SnapshotStore(config.cache_dir, rules_key)
+    stats = StatIndex(config.cache_dir, root, rules_key) if config.cache_dir is not None else None
+    if stats is not None and not trust_stat:
+        stats.known = {}
+    got = read_all(root, candidates, config.rules, tally, stats)
     text_of = _Texts(root, config.rules, got, store)
     entries: list[FileEntry] = [FileEntry(s.path, "skipped", reason=s.reason) for s in name_skips]
     state = hashlib.sha1(
@@ -210,6 +218,8 @@ def _build(
     digest_ = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     text = _header(len(order), digest_) + body + SNAPSHOT_CLOSE
 
+    if stats is not None:  # every packed file was read and matched its hash: keep the stats
+        stats.save()
     entries += plan.entries
     if instructions:
         entries.append(FileEntry(instructions, "instructions", plan.instr_tokens))

@@ -5,8 +5,12 @@
 - **Plans** (`plans-<rules>.marshal`): the outcome of a whole build (every file's status,
   tokens, score and reason; the outlines) per *state*, the hash of every candidate's path and
   content hash with the budget, the rules and the tokenizer. A warm start on an unchanged
-  repository reads and hashes its files, finds the plan, and only reads the packed files' text:
-  ranking and counting do not run again.
+  repository stats its files (reading only those whose stat changed), finds the plan, and
+  reads only the packed files' text: ranking and counting do not run again.
+- **Stats** (`stats-<root>.marshal`, StatIndex): per repository, each file's stat key with
+  its content hash, so that a warm start stats files instead of reading them. An entry whose
+  mtime or ctime is within RACY_NS of the run that saw it is not kept (it could change again
+  within the same timestamp tick unseen).
 
 marshal, not pickle: the data are plain tuples and bytes, and loading it runs no code. A
 missing, stale or unreadable cache only costs time; writes are atomic (rename).
@@ -97,3 +101,40 @@ class SnapshotStore:
             self._records = {k: v for k, v in self._records.items() if k in self._seen}
         _save(self._records_path, self._records)
         self._dirty_records = False
+
+
+# A stat this close to the time of the run that saw it may change again within the same
+# timestamp tick unseen (git's "racy" entries): it is not trusted by the next run.
+RACY_NS = 2_000_000_000
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+class StatIndex:
+    """For one repository root (`stats-<root>.marshal`): each file's stat key (size, mtime,
+    ctime, inode, device) with the SHA-1 of its bytes as last read. A warm start whose file
+    has the same key takes that hash instead of reading the file; every file that is packed is
+    still read, through the guards, and its bytes checked against the hash."""
+
+    def __init__(self, cache_dir: Path | None, root: Path, rules_key: str) -> None:
+        where = os.path.realpath(root) + "\0" + rules_key
+        tag = hashlib.sha1(where.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        self._path = Path(cache_dir) / f"stats-{tag}.marshal" if cache_dir is not None else None
+        self.known: dict[str, tuple] = _load(self._path)
+        self.seen: dict[str, tuple] = {}
+
+    def digest(self, path: str, key: tuple) -> bytes | None:
+        hit = self.known.get(path)
+        if hit is not None and tuple(hit[0]) == key and isinstance(hit[1], bytes):
+            return hit[1]
+        return None
+
+    def saw(self, path: str, key: tuple, digest: bytes, now_ns: int) -> None:
+        if now_ns - max(key[1], key[2]) > RACY_NS:
+            self.seen[path] = (key, digest)
+
+    def save(self) -> None:
+        if self.seen != self.known:
+            _save(self._path, self.seen)
