@@ -106,8 +106,15 @@ SECRET_CONTENT: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for why, rx in (
         ("a private key", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----"),
         ("a GitHub token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
-        ("an AWS access key", r"\b(?:AKIA|ASIA|AIDA|AROA)[0-9A-Z]{16}\b"),
-        ("an AWS secret key", r"(?i)aws_secret_access_key\s*[=:]\s*\S{20,}"),
+        # AWS's documentation writes its example ids with the suffix EXAMPLE
+        # (AKIAIOSFODNN7EXAMPLE): a real id never ends so, those are not refused
+        ("an AWS access key", r"\b(?:AKIA|ASIA|AIDA|AROA)(?![0-9A-Z]{9}EXAMPLE\b)[0-9A-Z]{16}\b"),
+        # a secret access key is 40 characters of base64's alphabet; a name on the right
+        # (`aws_secret_access_key=aws_secret_access_key`, boto3) is not one
+        (
+            "an AWS secret key",
+            r"(?i)aws_secret_access_key\s*[=:]\s*[\"']?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])",
+        ),
         ("a GitLab token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
         ("a Slack token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
         ("a Slack webhook", r"hooks\.slack\.com/services/T[A-Za-z0-9_/]{20,}"),
