@@ -143,12 +143,17 @@ def register(app: typer.Typer) -> None:
 
         from ..cli_errors import die
 
-        _, rows = _servers(cwd.resolve())
+        settings, rows = _servers(cwd.resolve())
         found = [(s, t) for s, t in rows if s.name == name]
         if not found:
             die(f"no MCP server named {name!r}")
         s, trusted = found[-1]
         d = {**s.to_dict(), "trusted": trusted}
+        from ..mcp_oauth import login_status
+
+        oauth = login_status(settings.home, s)
+        if oauth is not None:
+            d["oauth"] = oauth
         if as_json:
             sys.stdout.write(json.dumps(d, indent=2) + "\n")
             return

@@ -301,11 +301,38 @@ def test_an_expired_token_is_refreshed_without_a_browser(world):
     assert stored["tokens"]["access_token"] == w.events(at="as", what="issued")[-1]["access_token"]
 
 
-def test_logout_forgets_the_token(world):
+def test_get_shows_the_login_and_logout_forgets_the_token(world):
     w = world()
     assert w.login().returncode == 0
+    (w.home / "config.toml").write_text(f'[mcp_servers.secure]\nurl = "{w.mcp_url}"\n')
+    got = subprocess.run(
+        [M3AGENT, "mcp", "get", "secure", "--json"], env=w.env(), capture_output=True, text=True
+    )
+    oauth = json.loads(got.stdout)["oauth"]
+    assert oauth["logged_in"] and oauth["refreshable"] and oauth["expires_at"] > time.time()
+    assert "at-" not in got.stdout  # no token in what it prints
     r = subprocess.run(
         [M3AGENT, "mcp", "logout", "secure"], env=w.env(), capture_output=True, text=True
     )
     assert r.returncode == 0 and not w.token_file().exists()
     assert w.run("secure").returncode == 6
+
+
+def test_an_interactive_session_goes_on_without_the_server_and_says_why(
+    world, open_session, drive, monkeypatch
+):
+    # the TUI's path (build_session without mcp_login_fatal): one line, the other server stays
+    from m3agent.app.settings import load_settings
+
+    w = world()
+    monkeypatch.setenv("M3AGENT_HOME", str(w.home))
+    monkeypatch.delenv("M3AGENT_CONFIG", raising=False)
+    settings = load_settings().override(mcp_config_files=(str(w.config),))
+    session = open_session(settings, w.repo, [calls(invoke("mcp__plain__hello")), answer("ok")])
+    states = {s.name: s for s in session.toolset.hub.statuses()}
+    assert states["secure"].state.value == "failed"
+    assert "needs a login: run `m3agent mcp login secure`" in states["secure"].detail
+    assert states["plain"].state.value == "ready"
+    events, done = drive(session, "hi")
+    assert done.reason == "done"
+    assert w.events(at="as") == []

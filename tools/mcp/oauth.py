@@ -222,6 +222,8 @@ def make_provider(
         raise McpLoginRequired(server)
 
     class _Provider(OAuthClientProvider):
+        interactive = False  # True when a person can do the browser step (mcp login)
+
         async def _initialize(self) -> None:
             await super()._initialize()
             storage.restore(self.context)

@@ -118,7 +118,7 @@ class RedirectListener:
         code = (query.get("code") or [""])[0]
         if not code:
             return 400, "The redirect has no code; ignored."
-        iss = (query.get("iss") or [None])[0]
+        iss = query["iss"][0] if query.get("iss") else None
         self._result.set_result(AuthorizationCodeResult(code=code, state=state, iss=iss))
         return 200, "m3agent is logged in."
 
