@@ -196,7 +196,8 @@ def test_a_token_endpoint_on_another_origin_gets_no_code(world):
     httpx.get(browser_step(url), timeout=10)
     _, err = login.communicate(timeout=60)
     assert login.returncode == 6
-    assert "sends the token request to http://127.0.0.1:" in err and "refused" in err
+    assert "would send the token request to http://127.0.0.1:" in err and "refused" in err
+    assert "Traceback" not in err and err.count("error:") == 1
     assert w.events(at="evil") == []  # neither the code nor the PKCE verifier went there
     assert not w.token_file().exists()
     # control: the same flow with the token endpoint on the AS's origin logs in
@@ -299,6 +300,19 @@ def test_an_expired_token_is_refreshed_without_a_browser(world):
     assert w.events(at="secure", path="/token") == []  # the refresh went to the AS it came from
     stored = json.loads(w.token_file().read_text())
     assert stored["tokens"]["access_token"] == w.events(at="as", what="issued")[-1]["access_token"]
+
+
+def test_a_refused_refresh_asks_for_a_login_in_one_line(world):
+    w = world(expires_in=1)
+    assert w.login().returncode == 0
+    record = json.loads(w.token_file().read_text())
+    record["tokens"]["refresh_token"] = "rt-revoked"
+    w.token_file().write_text(json.dumps(record))
+    time.sleep(1.5)
+    run = w.run("secure")
+    assert run.returncode == 6
+    assert "MCP server secure needs a login: run `m3agent mcp login secure`" in run.stderr
+    assert "Traceback" not in run.stderr and run.stderr.count("error:") == 1, run.stderr
 
 
 def test_get_shows_the_login_and_logout_forgets_the_token(world):

@@ -21,6 +21,7 @@ what m3agent decides:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import AsyncGenerator
@@ -283,11 +284,9 @@ class OAuthGuard:
             self._allowed() if outgoing.method == "GET" else {origin(as_url or self.server_url)}
         )
         if origin(url) not in allowed:
-            as_url = self.provider.context.auth_server_url or self.server_url
             raise OAuthRefused(
-                f"MCP server {self.server}: the authorization server's metadata sends the "
-                f"{_what(outgoing)} to {origin(url)}, not to its own origin {origin(as_url)}: "
-                "refused"
+                f"MCP server {self.server}: the OAuth flow would send the {_what(outgoing)} to "
+                f"{origin(url)}, not to {' or '.join(sorted(allowed))}: refused"
             )
 
     async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
@@ -328,6 +327,14 @@ def guard(server: str, server_url: str, provider: Any, storage: TokenFile) -> An
     return auth_cls(server, server_url, provider, storage)
 
 
+def quiet_sdk_logs() -> None:
+    """The SDK logs a traceback for every flow it stops; ours says it in one line instead."""
+    log = logging.getLogger("mcp.client.auth")
+    if not any(isinstance(h, logging.NullHandler) for h in log.handlers):
+        log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
 def session_auth(server: str, server_url: str, oauth_dir: Path) -> Any:
     """The auth of a session's connection: stored tokens, refresh, never a browser. None for
     a plain-http server that is not on this machine (no token is ever sent over it)."""
@@ -335,6 +342,7 @@ def session_auth(server: str, server_url: str, oauth_dir: Path) -> Any:
         check_transport_security(server_url, f"MCP server {server}:")
     except OAuthRefused:
         return None
+    quiet_sdk_logs()
     storage = TokenFile(token_path(oauth_dir, server), server_url)
     provider = make_provider(server, server_url, storage)
     return guard(server, server_url, provider, storage)

@@ -28,6 +28,7 @@ from .oauth import (
     guard,
     make_provider,
     origin,
+    quiet_sdk_logs,
     token_path,
 )
 from .state import one_line
@@ -137,6 +138,7 @@ async def login(
     if cfg.transport is Transport.STDIO or not cfg.url:
         raise OAuthRefused(f"MCP server {cfg.name} is a stdio server: OAuth is for HTTP servers")
     check_transport_security(cfg.url, f"MCP server {cfg.name}:")
+    quiet_sdk_logs()
     listener = RedirectListener()
     await listener.start()
     path = token_path(oauth_dir, cfg.name)
