@@ -156,7 +156,8 @@ async def open_transport(
 
     headers = dict(cfg.headers)
     auth = None
-    if oauth_dir is not None and not any(k.lower() == "authorization" for k in headers):
+    configured = any(k.lower() == "authorization" for k in headers)
+    if oauth_dir is not None and cfg.transport is Transport.HTTP and not configured:
         from .oauth import session_auth  # configured credentials win; otherwise OAuth if asked
 
         auth = session_auth(cfg.name, cfg.url, oauth_dir)
@@ -169,7 +170,6 @@ async def open_transport(
             headers=headers,
             timeout=30.0,
             sse_read_timeout=max(300.0, cfg.tool_timeout_s or 0.0),
-            auth=auth,
         ) as (read, write):
             yield _WatchedRead(read, on_garbage, on_closed), write
         return

@@ -135,8 +135,11 @@ async def login(
     from mcp.client.streamable_http import streamable_http_client
     from mcp_types import Implementation
 
-    if cfg.transport is Transport.STDIO or not cfg.url:
-        raise OAuthRefused(f"MCP server {cfg.name} is a stdio server: OAuth is for HTTP servers")
+    if cfg.transport is not Transport.HTTP:
+        raise OAuthRefused(
+            f"MCP server {cfg.name} is a {cfg.transport.value} server: OAuth login is for "
+            "streamable HTTP servers"
+        )
     check_transport_security(cfg.url, f"MCP server {cfg.name}:")
     quiet_sdk_logs()
     listener = RedirectListener()
