@@ -307,6 +307,32 @@ def engine_only(args, work: Path) -> dict:
             "median_decode_step_s": round(decode[len(decode) // 2], 4) if decode else None,
         }
 
+    def profiled_decode(n: int) -> dict:
+        """torch.profiler over one decode step of n requests: the ops that take its time."""
+        from torch.profiler import ProfilerActivity, profile
+
+        for _ in range(n):
+            own = [rng.randrange(10, args.vocab - 10) for _ in range(200)]
+            params = TokenSamplingParams(max_tokens=6, ignore_eos=True)
+            llm.add_request(f"r{next(counter)}", prefix + own, params)
+        llm.step()  # the prefills
+        llm.step()  # a first decode
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            t = time.perf_counter()
+            llm.step()
+            wall = time.perf_counter() - t
+        while llm.has_unfinished_requests():
+            llm.step()
+        ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+        total = sum(e.self_cpu_time_total for e in ops) or 1.0
+        return {
+            "requests": n,
+            "wall_s": round(wall, 4),
+            "top_ops_self_cpu_share": {
+                e.key: round(e.self_cpu_time_total / total, 3) for e in ops[:6]
+            },
+        }
+
     t = time.perf_counter()
     llm.add_request("parent", prefix, TokenSamplingParams(max_tokens=1, ignore_eos=True))
     while llm.has_unfinished_requests():
@@ -327,6 +353,10 @@ def engine_only(args, work: Path) -> dict:
                     "load_average": os.getloadavg(),
                 }
             )
+    profiles = []
+    if args.profile_steps:
+        torch.set_num_threads((args.threads or [torch.get_num_threads()])[0])
+        profiles = [profiled_decode(n) for n in (1, args.children, 1, args.children)]
     return {
         "mode": "engine-only",
         "python": platform.python_version(),
@@ -338,6 +368,7 @@ def engine_only(args, work: Path) -> dict:
         "max_tokens": args.max_tokens,
         "children": args.children,
         "rows": rows,
+        "decode_step_profiles": profiles,
     }
 
 
@@ -368,6 +399,9 @@ def main() -> None:
     )
     ap.add_argument(
         "--engine-only", action="store_true", help="time LLMEngine steps only (see engine_only)"
+    )
+    ap.add_argument(
+        "--profile-steps", action="store_true", help="with --engine-only: torch.profiler tables"
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
