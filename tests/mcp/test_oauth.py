@@ -51,7 +51,7 @@ class World:
         self.write_config(secure=self.mcp_url, plain=self.plain_url)
 
     def _wait(self, port: int) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # importing uvicorn+mcp on a loaded machine
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
@@ -86,7 +86,7 @@ class World:
     def start_login(self, name: str = "secure", *extra: str) -> subprocess.Popen:
         return subprocess.Popen(
             [M3AGENT, "mcp", "login", name, "--mcp-config", str(self.config), "--no-browser"]
-            + list(extra),
+            + ["--timeout", "120", *extra],
             cwd=self.repo,
             env=self.env(),
             stdout=subprocess.PIPE,
@@ -112,7 +112,7 @@ class World:
         url = self.authorization_url(proc)
         redirect = browser_step(url)
         assert httpx.get(redirect, timeout=10).status_code == 200
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=120)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def run(self, *tools: str) -> subprocess.CompletedProcess:
@@ -182,7 +182,7 @@ def test_a_redirect_with_a_wrong_state_is_refused_and_the_login_keeps_waiting(wo
     assert login.poll() is None  # still waiting for the real redirect
     # control: the real redirect completes the login
     assert httpx.get(redirect, timeout=10).status_code == 200
-    out, err = login.communicate(timeout=60)
+    out, err = login.communicate(timeout=120)
     assert login.returncode == 0, err
     assert "logged in to MCP server secure: 1 tools" in out
     grants = w.events(at="as", what="token")
@@ -194,7 +194,7 @@ def test_a_token_endpoint_on_another_origin_gets_no_code(world):
     login = w.start_login()
     url = w.authorization_url(login)
     httpx.get(browser_step(url), timeout=10)
-    _, err = login.communicate(timeout=60)
+    _, err = login.communicate(timeout=120)
     assert login.returncode == 6
     assert "would send the token request to http://127.0.0.1:" in err and "refused" in err
     assert "Traceback" not in err and err.count("error:") == 1
@@ -210,7 +210,7 @@ def test_a_server_that_names_another_resource_gets_no_login(world):
     # minted and handed to secure, which could replay it there
     w = world(resource="http://127.0.0.1:9/other/mcp")
     login = w.start_login()
-    _, err = login.communicate(timeout=60)
+    _, err = login.communicate(timeout=120)
     assert login.returncode == 6 and "does not match" in err, err
     assert w.events(at="as", what="authorize") == [] and w.events(at="as", what="token") == []
     # control: its own resource
