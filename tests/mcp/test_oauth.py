@@ -276,6 +276,17 @@ def test_headless_run_says_how_to_log_in_then_works_after_login(world):
     assert before.returncode == 6
     assert "MCP server secure needs a login: run `m3agent mcp login secure`" in before.stderr
     assert w.events(at="as") == []  # a session never registers a client or opens a browser
+    (w.home / "config.toml").write_text(f'[mcp_servers.secure]\nurl = "{w.mcp_url}"\n')
+    doctor = subprocess.run(
+        [M3AGENT, "doctor", "--json", "--engine", "scripted"],
+        cwd=w.repo,
+        env=w.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (row,) = [r for r in json.loads(doctor.stdout)["mcp"] if r["name"] == "secure"]
+    assert row["state"] == "failed" and "run `m3agent mcp login secure`" in row["detail"]
     r = w.login()
     assert r.returncode == 0, r.stderr
     assert f"token in {w.token_file()}" in r.stdout
