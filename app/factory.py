@@ -205,10 +205,11 @@ def build_toolset(settings: Settings, cwd: Path) -> Toolset:
 
 
 def build_mcp_toolset(
-    settings: Settings, cwd: Path, sandbox: Sandbox, base: Toolset
+    settings: Settings, cwd: Path, sandbox: Sandbox, base: Toolset, *, login_fatal: bool = False
 ) -> tuple[ToolsetProtocol, list[Error]]:
     """The base tools plus the configured MCP servers' tools (servers started now: the tool
-    set is fixed for the session), and the events saying which servers were left out."""
+    set is fixed for the session), and the events saying which servers were left out.
+    login_fatal: an HTTP server that needs `m3agent mcp login` raises McpLoginRequired."""
     from m3agent.agent.events import Error
 
     config = settings.mcp_config(cwd)
@@ -231,6 +232,11 @@ def build_mcp_toolset(
         media_dir=settings.home / "mcp-media",
         client_version=ours,
     )
+    if login_fatal and started.needs_login:
+        from m3agent.tools.mcp import McpLoginRequired
+
+        started.toolset.close()
+        raise McpLoginRequired(started.needs_login[0])
     notes += [Error(message=why, kind=ErrorKind.TOOL) for why in started.errors.values()]
     return started.toolset, notes
 
@@ -337,11 +343,14 @@ def build_session(
     progress: Report | None = None,
     start_server: bool = False,
     attach: bool = True,
+    mcp_login_fatal: bool = False,
 ) -> Session:
     """The seam front ends and tests use; pass `engine`/`toolset` to use ready-made ones.
 
     progress: Progress events (background server, model load, snapshot) while it opens;
-    start_server / attach: as build_engine's (run and the TUI start a server by default)."""
+    start_server / attach: as build_engine's (run and the TUI start a server by default);
+    mcp_login_fatal: headless runs stop (McpLoginRequired) before the engine loads when an
+    HTTP MCP server needs a login."""
     # A bad session id is a usage error to report before any engine is loaded.
     meta = Conversation.load(settings.sessions_dir, resume, repair=False).meta if resume else None
     if cwd is None:
@@ -359,11 +368,15 @@ def build_session(
 
     private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
+    mcp_notes: list[Error] = []
+    if toolset is None and mcp_login_fatal:  # a login that is needed: said before any load
+        toolset, mcp_notes = build_mcp_toolset(
+            settings, cwd, sandbox, build_toolset(settings, cwd), login_fatal=True
+        )
     if engine is None:
         engine = build_engine(
             settings, script=script, attach=attach, start_server=start_server, progress=progress
         )
-    mcp_notes: list[Error] = []
     if toolset is None:
         toolset, mcp_notes = build_mcp_toolset(settings, cwd, sandbox, build_toolset(settings, cwd))
     if checkpoint is None:

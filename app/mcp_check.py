@@ -19,7 +19,11 @@ def check_servers(settings: Any, policy: Any) -> list[dict[str, Any]]:
     ]
     if not config.servers:
         return rows
-    hub = McpHub(McpConfig(config.servers), sandbox=Sandbox(policy), workspace=policy.workspace)
+    hub = McpHub(
+        McpConfig(config.servers, oauth_dir=config.oauth_dir),
+        sandbox=Sandbox(policy),
+        workspace=policy.workspace,
+    )
     try:
         errors = hub.start_all()
         for status in hub.statuses():

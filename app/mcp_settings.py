@@ -152,7 +152,7 @@ def resolve(
         for s in read_mcp_json(Path(f).expanduser(), Scope.FLAG, env):
             chosen[s.name] = s
     servers = [s for s in chosen.values() if s.enabled]
-    return McpConfig(tuple(servers), tuple(skipped))
+    return McpConfig(tuple(servers), tuple(skipped), oauth_dir=home / "mcp-oauth")
 
 
 # ---- persisted approvals --------------------------------------------------------------------

@@ -8,10 +8,16 @@ runs) start from its prefix:
 2. sequential:    4 children one after another, wall time;
 3. parallel:      4 children at once (asyncio.gather, one engine: batched), wall time.
 
+Each phase also reports where its time went (PhaseClock): engine steps, requests per step,
+seconds inside steps, and the event-loop thread's CPU time (prompt rendering, parsing, the
+children's sessions). --threads 2,1 repeats the phases per torch thread count.
+
 The model is a random M3 checkpoint written by init-tiny (shape options below): it speaks
 nonsense, so each child is given a budget of one engine call and --max-tokens tokens.
 
     python bench/subagents.py                                   # CPU, small snapshot
+    python bench/subagents.py --budget 24000 --layers 2 --threads 2,1 \
+        --out bench/results/subagents_cpu_2026-12-02.json      # ~31K-token prompt, 2 cores
     python bench/subagents.py --device cuda --budget 100000 --chunk 16384 \\
         --out bench/results/subagents_cuda.json                 # 100K tokens on one GPU
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -43,6 +50,55 @@ def engine_for(model_dir: Path, args):
     return NativeEngine.from_model_dir(model_dir, device=args.device, dtype=args.dtype, config=cfg)
 
 
+class PhaseClock:
+    """Where a phase's time went: the engine thread's steps (count, seconds, requests per
+    step), its CPU time, and the CPU time of the event-loop thread (prompt rendering, parsing,
+    the children's sessions). Wraps the engine's step on this instance only."""
+
+    def __init__(self, native_engine) -> None:
+        self._llm = native_engine._engine
+        self._thread = native_engine._thread
+        self.steps: list[tuple[float, int]] = []
+        step = self._llm.step
+
+        def timed():
+            n = len(self._llm.scheduler.requests)
+            t = time.perf_counter()
+            out = step()
+            self.steps.append((time.perf_counter() - t, n))
+            return out
+
+        self._llm.step = timed
+
+    def _engine_cpu_s(self) -> float:
+        tid = self._thread.native_id
+        fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def start(self) -> None:
+        self._mark = (
+            len(self.steps),
+            time.thread_time(),
+            self._engine_cpu_s(),
+            time.perf_counter(),
+        )
+
+    def stop(self) -> dict:
+        n0, loop0, eng0, wall0 = self._mark
+        steps = self.steps[n0:]
+        busy = sum(s for s, _ in steps)
+        return {
+            "wall_s": round(time.perf_counter() - wall0, 3),
+            "engine_steps": len(steps),
+            "engine_step_s": round(busy, 3),
+            "mean_requests_per_step": round(sum(n for _, n in steps) / len(steps), 2)
+            if steps
+            else 0,
+            "engine_thread_cpu_s": round(self._engine_cpu_s() - eng0, 3),
+            "event_loop_cpu_s": round(time.thread_time() - loop0, 3),
+        }
+
+
 def child_row(out, wall_s: float | None = None) -> dict:
     share = out.first_cached_tokens / out.first_prompt_tokens if out.first_prompt_tokens else 0.0
     row = {
@@ -54,6 +110,12 @@ def child_row(out, wall_s: float | None = None) -> dict:
     if wall_s is not None:
         row["wall_s"] = round(wall_s, 3)
     return row
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 def run(args, work: Path) -> dict:
@@ -79,8 +141,13 @@ def run(args, work: Path) -> dict:
             seed=0,
         ),
     )
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads[0])
     t0 = time.perf_counter()
     engine = engine_for(model_dir, args)
+    clock = PhaseClock(engine)
     load_s = time.perf_counter() - t0
     settings = Settings(
         home=work / "home",
@@ -115,13 +182,44 @@ def run(args, work: Path) -> dict:
             out = await run_child(session, agent, f"Question {i}: what is file {i} for?", f"b{i}")
             return out, time.perf_counter() - t
 
+        async def phases(base: int) -> dict:
+            """4 children in sequence, then 4 at once; child ids differ per call, so every
+            child has its own task message after the shared prefix."""
+            clock.start()
+            t = time.perf_counter()
+            seq = [await child(base + i) for i in range(args.children)]
+            seq_s = time.perf_counter() - t
+            seq_profile = clock.stop()
+            clock.start()
+            t = time.perf_counter()
+            par = await asyncio.gather(*(child(base + 50 + i) for i in range(args.children)))
+            par_s = time.perf_counter() - t
+            par_profile = clock.stop()
+            return {
+                "torch_threads": torch_threads(),
+                "sequential": {
+                    "children": args.children,
+                    "wall_s": round(seq_s, 3),
+                    "profile": seq_profile,
+                    "each": [child_row(o, s) for o, s in seq],
+                },
+                "parallel": {
+                    "children": args.children,
+                    "wall_s": round(par_s, 3),
+                    "profile": par_profile,
+                    "each": [child_row(o, s) for o, s in par],
+                },
+                "parallel_speedup": round(seq_s / par_s, 3) if par_s else None,
+            }
+
         first, first_s = await child(0)
-        t = time.perf_counter()
-        seq = [await child(i) for i in range(1, 1 + args.children)]
-        seq_s = time.perf_counter() - t
-        t = time.perf_counter()
-        par = await asyncio.gather(*(child(i) for i in range(10, 10 + args.children)))
-        par_s = time.perf_counter() - t
+        runs = []
+        for k, n in enumerate(args.threads or [0]):
+            if n:
+                import torch
+
+                torch.set_num_threads(n)
+            runs.append(await phases(100 * (k + 1)))
         await session.close()
         await engine.close()
         return {
@@ -131,22 +229,16 @@ def run(args, work: Path) -> dict:
                 "ttft_s": parent[0].time_to_first_token_s,
             },
             "first_child": child_row(first, first_s),
-            "sequential": {
-                "children": args.children,
-                "wall_s": round(seq_s, 3),
-                "each": [child_row(o, s) for o, s in seq],
-            },
-            "parallel": {
-                "children": args.children,
-                "wall_s": round(par_s, 3),
-                "each": [child_row(o, s) for o, s in par],
-            },
-            "parallel_speedup": round(seq_s / par_s, 3) if par_s else None,
+            **{k: v for k, v in runs[0].items() if k != "torch_threads"},
+            "by_threads": runs,
         }
 
     result = asyncio.run(drive())
     shares = [result["first_child"]["cached_share"]] + [
-        r["cached_share"] for part in ("sequential", "parallel") for r in result[part]["each"]
+        r["cached_share"]
+        for run in result["by_threads"]
+        for part in ("sequential", "parallel")
+        for r in run[part]["each"]
     ]
     return {
         "python": platform.python_version(),
@@ -163,11 +255,120 @@ def run(args, work: Path) -> dict:
             "dtype": args.dtype,
             "load_s": round(load_s, 3),
         },
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg(),
         "budget_tokens": args.budget,
         "max_tokens": args.max_tokens,
         **result,
         "min_cached_share": min(shares),
         "target_met": min(shares) >= 0.95,
+    }
+
+
+def engine_only(args, work: Path) -> dict:
+    """The same question one level down, without sessions: LLMEngine.step() timed directly.
+    A --budget-token random prefix is computed once; then 4 requests (prefix + 200 own tokens,
+    --max-tokens each) run one after another and then together, per torch thread count, twice.
+    Says what a batched step costs against single steps (prefill and decode separately)."""
+    import random
+
+    import torch
+    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.llm_engine import LLMEngine
+    from m3agent.engine.native.loader import load_model
+    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.tiny import TinySpec, init_tiny
+
+    model_dir = work / "model"
+    init_tiny(model_dir, TinySpec(layers=args.layers, hidden=args.hidden, seed=0))
+    model = load_model(model_dir, device=args.device, dtype=getattr(torch, args.dtype))
+    llm = LLMEngine(
+        model, None, EngineConfig(max_num_batched_tokens=args.chunk, device=args.device)
+    )
+    rng = random.Random(0)
+    prefix = [rng.randrange(10, args.vocab - 10) for _ in range(args.budget)]
+    counter = iter(range(1_000_000))
+
+    def go(n: int) -> dict:
+        for _ in range(n):
+            own = [rng.randrange(10, args.vocab - 10) for _ in range(200)]
+            params = TokenSamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
+            llm.add_request(f"r{next(counter)}", prefix + own, params)
+        steps = []
+        while llm.has_unfinished_requests():
+            t = time.perf_counter()
+            llm.step()
+            steps.append(time.perf_counter() - t)
+        decode = sorted(steps[1:])
+        return {
+            "total_s": round(sum(steps), 3),
+            "steps": len(steps),
+            "prefill_step_s": round(steps[0], 3),
+            "median_decode_step_s": round(decode[len(decode) // 2], 4) if decode else None,
+        }
+
+    def profiled_decode(n: int) -> dict:
+        """torch.profiler over one decode step of n requests: the ops that take its time."""
+        from torch.profiler import ProfilerActivity, profile
+
+        for _ in range(n):
+            own = [rng.randrange(10, args.vocab - 10) for _ in range(200)]
+            params = TokenSamplingParams(max_tokens=6, ignore_eos=True)
+            llm.add_request(f"r{next(counter)}", prefix + own, params)
+        llm.step()  # the prefills
+        llm.step()  # a first decode
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            t = time.perf_counter()
+            llm.step()
+            wall = time.perf_counter() - t
+        while llm.has_unfinished_requests():
+            llm.step()
+        ops = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+        total = sum(e.self_cpu_time_total for e in ops) or 1.0
+        return {
+            "requests": n,
+            "wall_s": round(wall, 4),
+            "top_ops_self_cpu_share": {
+                e.key: round(e.self_cpu_time_total / total, 3) for e in ops[:6]
+            },
+        }
+
+    t = time.perf_counter()
+    llm.add_request("parent", prefix, TokenSamplingParams(max_tokens=1, ignore_eos=True))
+    while llm.has_unfinished_requests():
+        llm.step()
+    rows = []
+    for rep in range(2):
+        for n in args.threads or [torch.get_num_threads()]:
+            torch.set_num_threads(n)
+            singles = [go(1) for _ in range(args.children)]
+            rows.append(
+                {
+                    "rep": rep,
+                    "torch_threads": n,
+                    "sequential_total_s": round(sum(s["total_s"] for s in singles), 3),
+                    "single_prefill_step_s": singles[0]["prefill_step_s"],
+                    "single_decode_step_s": singles[0]["median_decode_step_s"],
+                    "parallel": go(args.children),
+                    "load_average": os.getloadavg(),
+                }
+            )
+    profiles = []
+    if args.profile_steps:
+        torch.set_num_threads((args.threads or [torch.get_num_threads()])[0])
+        profiles = [profiled_decode(n) for n in (1, args.children, 1, args.children)]
+    return {
+        "mode": "engine-only",
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "device": args.device,
+        "model": {"layers": args.layers, "hidden": args.hidden, "dtype": args.dtype},
+        "prefix_tokens": args.budget,
+        "parent_prefill_s": round(time.perf_counter() - t, 3),
+        "max_tokens": args.max_tokens,
+        "children": args.children,
+        "rows": rows,
+        "decode_step_profiles": profiles,
     }
 
 
@@ -189,12 +390,25 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=2048)
     ap.add_argument("--max-model-len", type=int, default=None)
     ap.add_argument("--kv-bytes", type=int, default=None)
+    ap.add_argument(
+        "--threads",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[],
+        help="torch CPU threads for the children, e.g. 2,1: the phases run once per value "
+        "after one parent request (default: torch's own choice)",
+    )
+    ap.add_argument(
+        "--engine-only", action="store_true", help="time LLMEngine steps only (see engine_only)"
+    )
+    ap.add_argument(
+        "--profile-steps", action="store_true", help="with --engine-only: torch.profiler tables"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     if args.dtype is None:
         args.dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
     with tempfile.TemporaryDirectory(prefix="m3agent-bench-sub-") as tmp:
-        result = run(args, Path(tmp))
+        result = (engine_only if args.engine_only else run)(args, Path(tmp))
     text = json.dumps(result, indent=2)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""`m3agent mcp add|list|get|remove|trust`: the MCP servers sessions start.
+"""`m3agent mcp add|list|get|remove|trust|login|logout`: the MCP servers sessions start.
 
 `add` writes a `[mcp_servers.NAME]` table to the user config (`--scope user`, the default)
 or an entry to `./.mcp.json` (`--scope project`, Claude Code's file). Nothing here starts a
@@ -143,12 +143,17 @@ def register(app: typer.Typer) -> None:
 
         from ..cli_errors import die
 
-        _, rows = _servers(cwd.resolve())
+        settings, rows = _servers(cwd.resolve())
         found = [(s, t) for s, t in rows if s.name == name]
         if not found:
             die(f"no MCP server named {name!r}")
         s, trusted = found[-1]
         d = {**s.to_dict(), "trusted": trusted}
+        from ..mcp_oauth import login_status
+
+        oauth = login_status(settings.home, s)
+        if oauth is not None:
+            d["oauth"] = oauth
         if as_json:
             sys.stdout.write(json.dumps(d, indent=2) + "\n")
             return
@@ -213,3 +218,42 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(f"trusting {s.name}: {s.describe()}\n")
             sys.stdout.write("".join(line + "\n" for line in trust_lines(s)))
         trust(settings.home, where, chosen)
+
+    @mcp.command("login")
+    def login_(
+        name: str = typer.Argument(..., help="An HTTP server of the config."),
+        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to read."),
+        mcp_config: list[Path] = typer.Option(
+            [], "--mcp-config", help="Also read servers from this .mcp.json-style file."
+        ),
+        no_browser: bool = typer.Option(
+            False, "--no-browser", help="Only print the URL (open it anywhere)."
+        ),
+        timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the redirect."),
+    ) -> None:
+        """Log in to an HTTP server with OAuth (browser, redirect to 127.0.0.1); exit 6 if not."""
+        from ..cli_errors import die
+        from ..mcp_oauth import run_login
+        from ..settings import load_settings
+
+        try:
+            settings = load_settings()
+            if mcp_config:
+                settings = settings.override(mcp_config_files=tuple(str(p) for p in mcp_config))
+        except ValueError as e:
+            die(str(e))
+        code = run_login(settings, cwd.resolve(), name, browser=not no_browser, timeout_s=timeout)
+        raise typer.Exit(code)
+
+    @mcp.command("logout")
+    def logout(name: str = typer.Argument(...)) -> None:
+        """Forget the stored OAuth tokens of a server."""
+        from ..cli_errors import die
+        from ..mcp_oauth import run_logout
+        from ..settings import load_settings
+
+        try:
+            settings = load_settings()
+        except ValueError as e:
+            die(str(e))
+        raise typer.Exit(run_logout(settings, name))

@@ -387,6 +387,8 @@ def execute(
                 exit_codes.USAGE_ERROR,
                 f"no session to continue in {where} (m3agent sessions lists them)",
             )
+    from m3agent.tools.mcp import McpLoginRequired
+
     from ..progress_line import ProgressLine
     from ..sandbox_consent import ConsentRefused, consent_for
 
@@ -403,11 +405,14 @@ def execute(
                 progress=progress,
                 start_server=True,
                 attach=not overrides.in_process,
+                mcp_login_fatal=True,
             )
         finally:
             progress.close()  # before an error line: no half-written progress in front of it
     except ConsentRefused as e:
         return fail(exit_codes.SANDBOX_UNAVAILABLE, str(e))
+    except McpLoginRequired as e:
+        return fail(exit_codes.MCP_LOGIN, str(e))
     except (ValueError, SessionLogError) as e:
         return fail(exit_codes.USAGE_ERROR, str(e))
     except EngineUnavailable as e:

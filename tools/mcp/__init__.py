@@ -14,6 +14,7 @@ from ..toolset import Toolset
 from .adapter import McpTool, ReadMcpResource, tool_name
 from .config import McpConfig, McpServerConfig, Scope, Transport
 from .hub import McpHub
+from .oauth import McpLoginRequired
 from .state import McpCallError, ServerState, ServerStatus
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "ServerState",
     "ServerStatus",
     "McpCallError",
+    "McpLoginRequired",
     "start_mcp",
     "tool_name",
 ]
@@ -47,6 +49,7 @@ class McpToolset(Toolset):
 class McpStartup:
     toolset: McpToolset
     errors: dict[str, str]  # one line each: a server that did not start, a tool left out
+    needs_login: tuple[str, ...] = ()  # HTTP servers that want `m3agent mcp login NAME`
 
 
 def start_mcp(
@@ -88,7 +91,8 @@ def start_mcp(
                 extra.append(McpTool(hub, conn.cfg.name, t, conn.cfg.tool_timeout_s))
         if hub.servers():
             extra.append(ReadMcpResource(hub))
-        return McpStartup(McpToolset([*base.tools(), *extra], hub), errors)
+        login = tuple(c.cfg.name for c in hub.servers() if c.needs_login)
+        return McpStartup(McpToolset([*base.tools(), *extra], hub), errors, login)
     except BaseException:
         hub.close()
         raise

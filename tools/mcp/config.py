@@ -20,6 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from .entry_rules import fingerprint, refuse_expansion, refuse_loader_variables
@@ -124,6 +125,7 @@ class McpConfig:
 
     servers: tuple[McpServerConfig, ...] = ()
     skipped: tuple[str, ...] = field(default=())  # one line per server left out, and why
+    oauth_dir: Path | None = None  # where OAuth tokens of HTTP servers live (None: no OAuth)
 
     def get(self, name: str) -> McpServerConfig | None:
         return next((s for s in self.servers if s.name == name), None)

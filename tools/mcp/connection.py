@@ -17,6 +17,7 @@ from typing import Any
 
 from .config import McpServerConfig, Transport
 from .launch import open_transport, stderr_tail, stdio_parameters
+from .oauth import McpLoginRequired
 from .state import McpCallError, ServerState, ServerStatus, one_line
 
 # How long a stopping server may take before we stop waiting for it (the SDK kills it).
@@ -26,9 +27,17 @@ _MAX_TOOL_PAGES = 50
 
 class ServerConnection:
     def __init__(
-        self, cfg: McpServerConfig, *, sandbox: Any, workspace: Path, client_version: str = "0"
+        self,
+        cfg: McpServerConfig,
+        *,
+        sandbox: Any,
+        workspace: Path,
+        client_version: str = "0",
+        oauth_dir: Path | None = None,
     ) -> None:
         self.cfg = cfg
+        self.oauth_dir = oauth_dir
+        self.needs_login = False  # the last start failed because the server wants an OAuth login
         self.sandbox = sandbox
         self.workspace = workspace
         self.client_version = client_version
@@ -100,6 +109,7 @@ class ServerConnection:
                     errlog=errlog,
                     on_garbage=self._garbage,
                     on_closed=self._closed,
+                    oauth_dir=self.oauth_dir,
                 )
                 client = Client(
                     transport,
@@ -128,7 +138,9 @@ class ServerConnection:
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # noqa: BLE001 - every way a server can fail is reported
-            why = one_line(e)
+            login = _find_login(e)
+            self.needs_login = login is not None
+            why = str(login) if login is not None else one_line(e)
             tail = stderr_tail(err_path)
             self._fail(f"{why}" + (f" (stderr: {tail})" if tail else ""))
             if not ready.done():
@@ -316,3 +328,17 @@ class ServerConnection:
 
 def _names(tools: list[Any]) -> list[str]:
     return [t.name for t in tools]
+
+
+def _find_login(e: BaseException | None, depth: int = 0) -> McpLoginRequired | None:
+    """The McpLoginRequired inside what the SDK raised (groups, causes), if any."""
+    if e is None or depth > 8:
+        return None
+    if isinstance(e, McpLoginRequired):
+        return e
+    if isinstance(e, BaseExceptionGroup):
+        for x in e.exceptions:
+            found = _find_login(x, depth + 1)
+            if found is not None:
+                return found
+    return _find_login(e.__cause__ or e.__context__, depth + 1)

@@ -40,7 +40,11 @@ class McpHub:
         self.media_dir = media_dir  # where images from results are saved (None: not saved)
         self._servers = {
             s.name: ServerConnection(
-                s, sandbox=sandbox, workspace=workspace, client_version=client_version
+                s,
+                sandbox=sandbox,
+                workspace=workspace,
+                client_version=client_version,
+                oauth_dir=config.oauth_dir,
             )
             for s in config.servers
             if s.enabled

@@ -143,6 +143,7 @@ async def open_transport(
     errlog: TextIO,
     on_garbage: Callable[[Exception], None],
     on_closed: Callable[[], None],
+    oauth_dir: Path | None = None,
 ) -> AsyncIterator[Any]:
     """(read, write) streams to the server; `stdio` is the StdioServerParameters."""
     if cfg.transport is Transport.STDIO:
@@ -154,6 +155,12 @@ async def open_transport(
     import httpx2
 
     headers = dict(cfg.headers)
+    auth = None
+    configured = any(k.lower() == "authorization" for k in headers)
+    if oauth_dir is not None and cfg.transport is Transport.HTTP and not configured:
+        from .oauth import session_auth  # configured credentials win; otherwise OAuth if asked
+
+        auth = session_auth(cfg.name, cfg.url, oauth_dir)
     timeout = httpx2.Timeout(30.0, read=max(300.0, cfg.tool_timeout_s or 0.0))
     if cfg.transport is Transport.SSE:
         from mcp.client.sse import sse_client
@@ -168,7 +175,7 @@ async def open_transport(
         return
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:  # noqa: SIM117
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout, auth=auth) as http:  # noqa: SIM117
         async with streamable_http_client(cfg.url, http_client=http) as (read, write):
             yield _WatchedRead(read, on_garbage, on_closed), write
 
