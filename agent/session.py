@@ -21,7 +21,7 @@ from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
 from .loop import run_turn
-from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
+from .prompt_cache import REWOUND, THINKING_DEFAULT_CHANGED, CacheTracker
 from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
@@ -241,6 +241,18 @@ class Session:
         self.cache.note("tools changed")
         self._put(ev.ContextEvent(action="tools", detail=dict(detail or {})))
         return old
+
+    def rewind(self, keep: int, detail: dict[str, Any] | None = None) -> None:
+        """Between turns only: the conversation goes back to its first `keep` messages (the
+        front end restores the files itself, from the checkpoints). The log keeps everything
+        before a rewind record; the next request's prompt is a prefix of an earlier one."""
+        if self.busy or not self._turns.empty():
+            raise RuntimeError("a turn is running or queued; rewind between turns")
+        dropped = len(self.conversation) - keep
+        self.conversation.rewind(keep)
+        self.cache.note(REWOUND)
+        info = {"kept_messages": keep, "dropped_messages": dropped, **(detail or {})}
+        self._put(ev.ContextEvent(action="rewind", detail=info))
 
     # ---- subagents (agent/subagents: the task tool's children) ------------------------------
 
