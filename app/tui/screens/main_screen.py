@@ -200,6 +200,8 @@ class MainScreen(Screen):
             self.set_status(**usage_fields(self.status.with_usage(e.usage)))
         elif isinstance(e, ev.TurnStarted):
             self.set_status(state="working")
+        elif isinstance(e, ev.Progress) and e.stage == ev.ProgressStage.PREFILL:
+            self.set_status(prefill=None if e.final else e.message)
         elif isinstance(e, ev.TurnComplete):
             await self._turn_complete(e)
         elif isinstance(e, ev.Error):
@@ -221,6 +223,7 @@ class MainScreen(Screen):
         await t.end_segment()
         for card in t.unfinished_cards():
             card.set_status("interrupted")
+        self.set_status(prefill=None)  # an interrupt can end the turn mid-prefill
         if e.last_usage is not None:
             self.set_status(**usage_fields(self.status.with_usage(e.last_usage)))
         if e.reason == "interrupted":
