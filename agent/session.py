@@ -71,7 +71,9 @@ class Session:
         self.session_thinking_mode: str = conversation.meta.session_thinking_mode
         self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         # persist_allow: where an "always allow" answer is kept for later sessions.
-        self.gate = ApprovalGate(config.approval_policy, config.rules, persist=persist_allow)
+        self.gate = ApprovalGate(
+            config.approval_policy, config.rules, persist=persist_allow, workspace=self.cwd
+        )
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
         self._runner: asyncio.Task | None = None
