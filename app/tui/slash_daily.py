@@ -26,8 +26,8 @@ DAILY_COMMANDS = (
     ("init", "", "ask the model to write AGENTS.md for this repository"),
     (
         "permissions",
-        "[trust|allow RULE|ask RULE|deny RULE|remove RULE]",
-        "approval rules (edit_file(src/**), Edit(src/**)) and saved prefixes; trust: the project's",
+        "[trust | allow|ask|deny|remove RULE]",
+        "approval rules and saved prefixes; RULE: edit_file(src/**); trust: the project's",
     ),
     ("exit", "", "leave (same as /quit)"),
     ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
