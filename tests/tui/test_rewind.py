@@ -204,3 +204,22 @@ def test_tmux_escape_escape_rewinds_a_shell_change(repo, m3home, m3text, tmp_pat
         ).stdout
         == ""
     )
+
+
+async def test_files_only_keeps_the_conversation(harness, until, m3home, m3text):
+    app, _ = _app(harness, _script(m3text))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await _three_turns(pilot, until, main)
+        log = main.controller.session.conversation.path
+        before = log.read_text()
+        await send(pilot, "/rewind")
+        await until(pilot, lambda: isinstance(app.screen, RewindScreen))
+        await pilot.press("down", "down", "enter")  # prompt 1
+        await pilot.pause(0.05)
+        await pilot.press("down", "down", "enter")  # files only
+        await until(pilot, lambda: "the conversation is unchanged" in _last_notice(main))
+        assert _users(main) == ["fix the sign", "make a file", "say hi"]
+        assert "a - b" in (harness.repo / "src/calc.py").read_text()  # before turn 1's edit
+        assert not (harness.repo / "shell.txt").exists()
+        assert '"kind": "rewind"' not in log.read_text()[len(before) :]
