@@ -8,8 +8,10 @@ Codex's meaning of the policies:
 - never:      never ask; what the sandbox blocks fails and the model sees the failure.
 Per-tool rules from config override the policy; when several rules match, deny wins, then ask.
 A rule names a tool, "*", a glob ("mcp__github__*"), or an MCP server as `mcp__SERVER` (all of
-its tools, Claude Code's convention). "Always allow" answers are handed to `persist` (the app
-stores them as allow rules for later sessions).
+its tools, Claude Code's convention), optionally with a path pattern: `edit_file(src/**)`,
+Claude Code's `Edit(src/**)` (agent/path_rules.py: workspace-relative only, symlinks resolved).
+"Always allow" answers are handed to `persist` (the app stores them as allow rules for later
+sessions).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.tools.base import Touches
@@ -24,6 +27,7 @@ from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
 from .config import ApprovalPolicy, ToolRule, Verdict
+from .path_rules import PathRule, parse_rule, rule_covers
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
@@ -46,8 +50,22 @@ def rule_matches(rule: str, tool_name: str) -> bool:
     return any(c in rule for c in "*?[") and fnmatchcase(tool_name, rule)
 
 
-def _rule_verdict(tool_name: str, rules: tuple[ToolRule, ...]) -> Verdict | None:
-    matching = [Verdict(r.action) for r in rules if rule_matches(r.tool, tool_name)]
+def _rule_verdict(
+    tool_name: str,
+    rules: tuple[tuple[ToolRule, PathRule], ...],
+    touches: Touches | None,
+    workspace: Path | None,
+    confine: bool = True,
+) -> Verdict | None:
+    paths = None if touches is None or touches.opaque else (*touches.reads, *touches.writes)
+    matching = []
+    for rule, parsed in rules:
+        if not any(rule_matches(t, tool_name) for t in parsed.tools):
+            continue
+        verdict = Verdict(rule.action)
+        allow = verdict is Verdict.ALLOW
+        if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
+            matching.append(verdict)
     if not matching:
         return None
     return max(matching, key=lambda a: _STRENGTH[a])
@@ -74,11 +92,24 @@ class ApprovalGate:
         policy: str,
         rules: tuple[ToolRule, ...] = (),
         persist: Callable[[str], None] | None = None,
+        workspace: Path | None = None,
+        *,
+        confine: bool = True,  # False: path rules unchecked (tests of what the checks stop)
     ):
         self.policy = ApprovalPolicy(policy)
-        self.rules = rules
         self.persist = persist
+        self.workspace = Path(workspace) if workspace is not None else None
+        self._confine = confine
+        self.rules = rules  # parsed now: a bad rule is a ValueError naming it
         self._session_allowed: set[str] = set()
+
+    @property
+    def rules(self) -> tuple[ToolRule, ...]:
+        return tuple(r for r, _ in self._rules)
+
+    @rules.setter
+    def rules(self, rules: tuple[ToolRule, ...]) -> None:
+        self._rules = tuple((r, parse_rule(r.tool, check=self._confine)) for r in rules)
 
     def allow_for_session(self, tool_name: str) -> None:
         self._session_allowed.add(tool_name)
@@ -103,7 +134,7 @@ class ApprovalGate:
     ) -> ApprovalCheck:
         """`touches`: what the call declares (Toolset.touches; None when it declared
         nothing)."""
-        rule = _rule_verdict(tool_name, self.rules)
+        rule = _rule_verdict(tool_name, self._rules, touches, self.workspace, self._confine)
         if rule is Verdict.DENY:
             return ApprovalCheck(Verdict.DENY, f"the config denies the tool {tool_name}")
         if rule is Verdict.ALLOW:

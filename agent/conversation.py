@@ -9,6 +9,8 @@ crash loses at most the step in flight. Line kinds (all carry "kind"):
   {"kind": "setting", "session_thinking_mode": MODE}   (the mode in the prompt's system block)
   {"kind": "compaction", "keep": N, "messages": [Message.to_dict(), ...]}
       (the first N messages stay, the rest is replaced by `messages`: /compact, a fresh snapshot)
+  {"kind": "rewind", "keep": N, ...}                  (the first N messages stay: /rewind; the
+      dropped messages stay in the log above it, so nothing is ever lost)
 `Conversation.load` rebuilds the exact message list from the message lines, after cutting off a
 torn last line (backed up, reported in `repairs`: agent/log_repair.py). A new log's header line
 is written aside and linked into place, so a log is never without one.
@@ -170,6 +172,11 @@ class Conversation:
                     messages = messages[: int(rec["keep"])] + tail
                 except (KeyError, TypeError, ValueError) as e:
                     raise SessionLogError(f"{path}:{lineno}: bad compaction record ({e})") from e
+            elif kind == "rewind":
+                try:
+                    messages = messages[: int(rec["keep"])]
+                except (KeyError, TypeError, ValueError) as e:
+                    raise SessionLogError(f"{path}:{lineno}: bad rewind record ({e})") from e
             elif kind == "setting" and "thinking_default" in rec:
                 thinking = rec["thinking_default"]
             if kind == "setting" and "session_thinking_mode" in rec:
@@ -236,6 +243,14 @@ class Conversation:
             {"kind": "compaction", "keep": keep, "messages": [m.to_dict() for m in messages]}
         )
         self._messages = self._messages[:keep] + list(messages)
+
+    def rewind(self, keep: int, **detail: Any) -> None:
+        """/rewind: back to the first `keep` messages. Appended as a record (the log is never
+        cut), so `load` rebuilds the shorter list and the dropped turns stay readable."""
+        if not 0 < keep <= len(self._messages):
+            raise ValueError(f"cannot rewind to {keep} of {len(self._messages)} messages")
+        self._write({"kind": "rewind", "keep": keep, **detail})
+        self._messages = self._messages[:keep]
 
     def close_unanswered_calls(self) -> list[str]:
         """Give every tool call that has no result an "interrupted" result, right after its

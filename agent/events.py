@@ -176,6 +176,7 @@ class ProgressStage(StrEnum):
     SNAPSHOT = "snapshot"  # the repository snapshot: files listed, read, tokens counted
     MODEL_LOAD = "model_load"  # weights: bytes loaded of the checkpoint's total
     SERVER = "server"  # the background `m3agent serve` run/TUI use: started, reused, ready
+    PREFILL = "prefill"  # the prompt's prefill: tokens computed of the prompt (slow ones only)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from .attachments import AttachmentError, validate_attachments
 from .events import ErrorKind, StopReason
 from .hooks import points as hook_points
 from .ops import UserTurn
+from .prefill_progress import PrefillReporter
 from .prompt_messages import request_messages
 from .turn_state import LoopDeps, TurnControl
 
@@ -98,6 +99,7 @@ def _new_id(prefix: str) -> str:
 
 async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) -> None:
     stream = deps.engine.stream(request)
+    prefill = PrefillReporter()
     try:
         async for delta in stream:
             if isinstance(delta, api.ReasoningDelta):
@@ -113,6 +115,10 @@ async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) 
                 gen.calls.append(call)
             elif isinstance(delta, api.UsageDelta):
                 gen.usage = delta
+            elif isinstance(delta, api.PrefillProgress):
+                shown = prefill.report(delta)
+                if shown is not None:
+                    await deps.emit(shown)
     except asyncio.CancelledError:
         await deps.engine.abort(request.request_id)
         raise

@@ -18,6 +18,7 @@ ENGINE_RESTARTED = "engine restarted"
 COMPACTION = "compaction"
 SNAPSHOT_REFRESHED = "snapshot refreshed"
 THINKING_DEFAULT_CHANGED = "session thinking mode changed"
+REWOUND = "rewound to an earlier turn"
 UNKNOWN = "unknown (evicted, or the prompt changed)"
 
 

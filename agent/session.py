@@ -21,7 +21,7 @@ from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
 from .loop import run_turn
-from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
+from .prompt_cache import REWOUND, THINKING_DEFAULT_CHANGED, CacheTracker
 from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
@@ -80,7 +80,9 @@ class Session:
         )
         self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         # persist_allow: where an "always allow" answer is kept for later sessions.
-        self.gate = ApprovalGate(config.approval_policy, config.rules, persist=persist_allow)
+        self.gate = ApprovalGate(
+            config.approval_policy, config.rules, persist=persist_allow, workspace=self.cwd
+        )
         self._events: asyncio.Queue = asyncio.Queue()
         self._turns: asyncio.Queue = asyncio.Queue()
         self._runner: asyncio.Task | None = None
@@ -254,6 +256,18 @@ class Session:
         self.cache.note("tools changed")
         self._put(ev.ContextEvent(action=ev.ContextAction.TOOLS, detail=dict(detail or {})))
         return old
+
+    def rewind(self, keep: int, detail: dict[str, Any] | None = None) -> None:
+        """Between turns only: the conversation goes back to its first `keep` messages (the
+        front end restores the files itself, from the checkpoints). The log keeps everything
+        before a rewind record; the next request's prompt is a prefix of an earlier one."""
+        if self.busy or not self._turns.empty():
+            raise RuntimeError("a turn is running or queued; rewind between turns")
+        dropped = len(self.conversation) - keep
+        self.conversation.rewind(keep)
+        self.cache.note(REWOUND)
+        info = {"kept_messages": keep, "dropped_messages": dropped, **(detail or {})}
+        self._put(ev.ContextEvent(action="rewind", detail=info))
 
     # ---- subagents (agent/subagents: the task tool's children) ------------------------------
 

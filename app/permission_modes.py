@@ -45,15 +45,19 @@ def mode_rules(mode: str) -> tuple[ToolRule, ...]:
 
 
 def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule, ...]:
-    """--allowed-tools / --disallowed-tools (comma- or space-separated names, or globs)."""
+    """--allowed-tools / --disallowed-tools (comma- or space-separated names, globs, or path
+    rules: `edit_file(src/**)`, Claude Code's `Edit(src/**)`); a bad rule is a ValueError now,
+    before anything is built."""
+    from m3agent.agent.path_rules import parse_rule
 
     def names(values: list[str]) -> list[str]:
         return [n for v in values for n in v.replace(",", " ").split()]
 
-    return tuple(
-        [ToolRule(n, "allow") for n in names(allowed)]
-        + [ToolRule(n, "deny") for n in names(disallowed)]
-    )
+    rules = [ToolRule(n, "allow") for n in names(allowed)]
+    rules += [ToolRule(n, "deny") for n in names(disallowed)]
+    for rule in rules:
+        parse_rule(rule.tool)  # RuleError names the rule and why
+    return tuple(rules)
 
 
 def next_mode(mode: str) -> str:

@@ -76,14 +76,98 @@ def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
 
 
 def trust_project(home: Path, cwd: Path) -> str:
-    project = cwd / PROJECT_FILE
-    digest = _digest(project)
-    if digest is None:
-        raise ValueError(f"no {PROJECT_FILE} in {cwd}")
+    """Trusts the project's permissions.json and settings.json as they are now."""
+    files = [(cwd / f, _digest(cwd / f)) for f in (PROJECT_FILE, PROJECT_SETTINGS)]
+    found = [(f, d) for f, d in files if d is not None]
+    if not found:
+        raise ValueError(f"no {PROJECT_FILE} or {PROJECT_SETTINGS} in {cwd}")
     path = home / TRUST_FILE
     private_dir(home)
     data = _read(path)
-    data[str(project.resolve())] = digest
+    for project, digest in found:
+        data[str(project.resolve())] = digest
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     path.chmod(0o600)
-    return f"trusted {project} (its current content)"
+    return "trusted " + " and ".join(str(f) for f, _ in found) + " (their current content)"
+
+
+# ---- per-path tool rules (`edit_file(src/**)`, `Edit(src/**)`) ------------------------------
+# user: "rules" in <home>/permissions.json ({RULE: allow|ask|deny}), written by /permissions
+# (hand-written ones go in the config's [tools] table, quoted: "edit_file(src/**)" = "allow");
+# project: Claude Code's `.m3agent/settings.json` {"permissions": {"allow": [...], ...}},
+# counted only once trusted (/permissions trust: this file's exact content, as above).
+PROJECT_SETTINGS = Path(".m3agent") / "settings.json"
+ACTIONS = ("allow", "ask", "deny")
+
+
+def _checked(rule: str, action: str):
+    from m3agent.agent.config import ToolRule
+    from m3agent.agent.path_rules import parse_rule
+
+    parse_rule(rule)  # RuleError (a ValueError) names the rule and why
+    return ToolRule(rule, action)
+
+
+def user_rules(home: Path) -> list:
+    raw = _read(home / USER_FILE).get("rules", {})
+    out = []
+    for rule, action in raw.items() if isinstance(raw, dict) else []:
+        try:
+            out.append(_checked(str(rule), str(action)))
+        except ValueError:
+            continue  # a hand-edited bad entry: /permissions lists what counts
+    return out
+
+
+def save_user_rule(home: Path, rule: str, action: str | None) -> str:
+    """Adds (or, with action None, removes) a user rule; ValueError for a bad one."""
+    if action is not None:
+        if action not in ACTIONS:
+            raise ValueError(f"action {action!r} is not one of {', '.join(ACTIONS)}")
+        _checked(rule, action)
+    path = home / USER_FILE
+    private_dir(home)
+    data = _read(path)
+    rules = data.get("rules") if isinstance(data.get("rules"), dict) else {}
+    if action is None:
+        if rule not in rules:
+            raise ValueError(f"no saved rule {rule!r}")
+        del rules[rule]
+    else:
+        rules[rule] = action
+    data["rules"] = rules
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    path.chmod(0o600)
+    return f"{rule} = {action}" if action else f"removed {rule}"
+
+
+def project_rules(home: Path, cwd: Path) -> tuple[list, list[str]]:
+    """(the project's rules that count, notes: untrusted, or rules refused and why)."""
+    project = cwd / PROJECT_SETTINGS
+    if not project.is_file():
+        return [], []
+    perms = _read(project).get("permissions", {})
+    entries = [
+        (str(rule), action)
+        for action in ACTIONS
+        for rule in (perms.get(action, []) if isinstance(perms, dict) else [])
+        if isinstance(perms.get(action, []), list)
+    ]
+    if _read(home / TRUST_FILE).get(str(project.resolve())) != _digest(project):
+        return [], [
+            f"{project} has {len(entries)} permission rule(s) but is not trusted: "
+            "/permissions trust uses them"
+        ]
+    rules, notes = [], []
+    for rule, action in entries:
+        try:
+            rules.append(_checked(rule, action))
+        except ValueError as e:
+            notes.append(f"{project}: refused: {e}")
+    return rules, notes
+
+
+def saved_rules(home: Path, cwd: Path) -> tuple[list, list[str]]:
+    """User rules, then the trusted project's: after the config's own (deny still wins)."""
+    rules, notes = project_rules(home, cwd)
+    return user_rules(home) + rules, notes

@@ -1,8 +1,9 @@
 """Progress events on stderr for `m3agent run` while the session opens.
 
-On a terminal, snapshot and model-load progress is one line rewritten in place (carriage
-return + erase to the end of the line, cut to the terminal's width so it never wraps) and left
-standing by the step's final report. When stderr is not a terminal (a log, a pipe, CI) those
+On a terminal, snapshot, model-load and prefill progress is one line rewritten in place
+(carriage return + erase to the end of the line, cut to the terminal's width so it never wraps)
+and left standing by the step's final report. When stderr is not a terminal (a log, a pipe, CI)
+a slow snapshot or prefill gets a plain line every few seconds and its final one; other
 updates are not written at all: a file would get hundreds of lines of counters. The background
 server's notices (which server is used, that it keeps running, how to stop it) are plain lines
 in both cases: they say that a process outlives the run.
@@ -40,6 +41,7 @@ class ProgressLine:
         self._began: float | None = None  # when the current snapshot step began
         self._last_plain = float("-inf")
         self._printed = False
+        self._last_prefill = float("-inf")  # when the last plain prefill line was written
 
     def __call__(self, p: Progress) -> None:
         text = visible(p.message)
@@ -51,6 +53,10 @@ class ProgressLine:
             self._out.write(_ERASE + text[:width] + ("\n" if p.final else ""))
             self._open = not p.final
         elif p.stage == ProgressStage.SNAPSHOT and self._plain(p):
+            self._out.write(f"m3agent: {text}\n")
+        elif p.stage == ProgressStage.PREFILL and self._plain_prefill(p):
+            # The agent reports only a slow prefill (agent/prefill_progress.py): the first
+            # report shows at once, then one line every PLAIN_EVERY_S, and the final one.
             self._out.write(f"m3agent: {text}\n")
         else:
             return
@@ -68,6 +74,12 @@ class ProgressLine:
             self._began, self._last_plain, self._printed = None, float("-inf"), False
         elif show:
             self._last_plain, self._printed = now, True
+        return show
+
+    def _plain_prefill(self, p: Progress) -> bool:
+        now = self._clock()
+        show = p.final or now - self._last_prefill >= PLAIN_EVERY_S
+        self._last_prefill = float("-inf") if p.final else (now if show else self._last_prefill)
         return show
 
     def close(self) -> None:

@@ -209,7 +209,29 @@ class UsageDelta:
     raw_text: str | None = None
 
 
-ChatDelta = ReasoningDelta | ContentDelta | ToolCallDelta | UsageDelta
+@dataclass(frozen=True, slots=True)
+class PrefillProgress:
+    """How far the prompt's prefill has got, after each chunk of it. Only a backend that sees
+    its chunks reports this (native); others (remote, vllm, scripted) may send none. It comes
+    before the first text and is never the last delta."""
+
+    prompt_tokens: int
+    computed_tokens: int  # of prompt_tokens, the cached ones included
+    cached_tokens: int  # served from the prefix cache, not computed
+    elapsed_s: float  # since the request was first scheduled
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        computed = self.computed_tokens - self.cached_tokens
+        return computed / self.elapsed_s if self.elapsed_s > 0 and computed > 0 else None
+
+    @property
+    def eta_s(self) -> float | None:
+        rate = self.tokens_per_s
+        return (self.prompt_tokens - self.computed_tokens) / rate if rate else None
+
+
+ChatDelta = ReasoningDelta | ContentDelta | ToolCallDelta | UsageDelta | PrefillProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +284,8 @@ class Engine(Protocol):
     def info(self) -> EngineInfo: ...
 
     def stream(self, request: ChatRequest) -> AsyncIterator[ChatDelta]:
-        """Yields reasoning / content / tool-call deltas, then exactly one UsageDelta last."""
+        """Yields reasoning / content / tool-call deltas, then exactly one UsageDelta last
+        (PrefillProgress deltas may come first, while the prompt is computed)."""
         ...
 
     async def abort(self, request_id: str) -> None: ...

@@ -352,7 +352,16 @@ def execute(
         if mode == "bypassPermissions":
             settings = settings.override(approval="never")
         flag_rules = tool_flag_rules(list(options.allowed_tools), list(options.disallowed_tools))
-        settings = settings.override(rules=(*settings.rules, *flag_rules, *mode_rules(mode)))
+        # Saved path rules: the user's, and a trusted project's .m3agent/settings.json.
+        from ..prefix_rules import saved_rules
+
+        where = (cwd or Path.cwd()).expanduser().resolve()
+        saved, rule_notes = saved_rules(settings.home, where)
+        for note in rule_notes:
+            sys.stderr.write(f"note: {note}\n")
+        settings = settings.override(
+            rules=(*settings.rules, *saved, *flag_rules, *mode_rules(mode))
+        )
         renderer = make_renderer(output_format)
         # The schema goes with the last prompt: the cached system prompt stays as it is.
         texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]

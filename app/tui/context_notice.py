@@ -9,6 +9,13 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
     if action == "checkpoint":
         # The id is long and changes every run; /undo finds the checkpoint itself.
         return "checkpoint saved before the first change of this turn (/undo restores it)"
+    if action == "rewind":
+        dropped = detail.get("dropped_messages")
+        files = detail.get("files") or "files: left as they are"
+        return (
+            f"rewound to before prompt {detail.get('turn', '?')}: {dropped} message(s) left the "
+            f"conversation (the session log keeps them); {files}"
+        )
     if action == "compact":
         return _compacted(detail)
     if action in ("snapshot", "refresh"):

@@ -62,6 +62,8 @@ class SessionController:
         self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
         self.base_rules: tuple | None = None  # the gate's rules before any mode was applied
         self.pending_context: list[str] = []
+        self.config_rules: tuple = ()  # the gate's rules from config and flags (attach)
+        self.rule_notes: list[str] = []  # an untrusted project settings.json, refused rules
         self.prefix_note: str | None = (
             None  # an untrusted project prefix file, for /permissions  # `!cmd` outputs, sent with the next prompt
         )
@@ -71,12 +73,15 @@ class SessionController:
     def attach(self, session: SessionLike) -> None:
         self.session = session
         self.base_rules = None  # a new session's gate: the mode is applied to it afresh
+        gate = getattr(session, "gate", None)
+        self.config_rules = tuple(getattr(gate, "rules", ()))  # before saved path rules
         if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
             from ..prefix_rules import load_prefixes
 
             saved, self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)
             for prefix in saved:
                 self.allow_prefix(prefix)
+            self.apply_saved_rules()
         if self.mode != "default":
             from .plan_flow import apply_mode
 
@@ -85,6 +90,23 @@ class SessionController:
         self.last_session_id = getattr(session, "id", None)
         if getattr(session, "resumed", False):
             self.prompts_sent += 1  # a resumed session is worth resuming again
+
+    def apply_saved_rules(self) -> None:
+        """The user's saved path rules and the trusted project's, after the config's own (a
+        config deny still wins); again after /permissions changes them or trusts the project."""
+        gate = getattr(self.session, "gate", None)
+        if gate is None or self.config.state_dir is None:
+            return
+        from ..prefix_rules import saved_rules
+
+        saved, self.rule_notes = saved_rules(self.config.state_dir, Path(self.config.cwd))
+        rules = (*self.config_rules, *saved)
+        if self.base_rules is not None:  # a permission mode is on: its rules stay last
+            from ..permission_modes import mode_rules
+
+            self.base_rules = rules
+            rules = (*rules, *mode_rules(self.mode))
+        gate.rules = rules
 
     def detach(self) -> SessionLike | None:
         session, self.session = self.session, None

@@ -36,6 +36,11 @@ COMMANDS = (
     ),
     SlashSpec("attach", "PATH", "attach an image or video to the next prompt (or write @path.png)"),
     SlashSpec("undo", "", "restore the files as they were before the last edit"),
+    SlashSpec(
+        "rewind",
+        "",
+        "back to before an earlier prompt: the conversation and the files (also Esc Esc)",
+    ),
     SlashSpec("diff", "", "show the uncommitted changes in the workspace (git diff)"),
     SlashSpec("compact", "", "summarise the conversation to free context"),
     SlashSpec("sessions", "", "browse saved sessions and resume one"),

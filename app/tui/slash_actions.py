@@ -28,6 +28,7 @@ KEYS = {
     "PageUp / PageDown": "scroll the conversation",
     "Home / End": "top / bottom of the conversation (when the prompt is empty)",
     "Esc": "interrupt the model or the running tool",
+    "Esc Esc": "when idle: rewind to before an earlier prompt (same as /rewind)",
     "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
     "shift+Tab": "cycle default / accept edits / plan mode",
@@ -80,6 +81,11 @@ class SlashActions:
             return
         self.undone += 1
         await self.screen.transcript.notice(str(result or "restored the last checkpoint"))
+
+    async def do_rewind(self, arg: str) -> None:
+        from .rewind_flow import open_rewind
+
+        await open_rewind(self.screen)
 
     async def do_diff(self, arg: str) -> None:
         cwd = self.screen.config.cwd

@@ -24,7 +24,11 @@ DAILY_COMMANDS = (
     ("cost", "", "tokens of this session: prompt, cached, generated, time"),
     ("usage", "", "same as /cost"),
     ("init", "", "ask the model to write AGENTS.md for this repository"),
-    ("permissions", "[trust]", "approval rules and saved prefixes; trust: the project's"),
+    (
+        "permissions",
+        "[trust | allow|ask|deny|remove RULE]",
+        "approval rules and saved prefixes; RULE: edit_file(src/**); trust: the project's",
+    ),
     ("exit", "", "leave (same as /quit)"),
     ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
 )
@@ -141,6 +145,16 @@ class DailyActions:
         if arg.strip() == "trust":
             await self._trust()
             return
+        verb, _, rule = arg.strip().partition(" ")
+        if verb in ("allow", "ask", "deny", "remove"):
+            await self._edit_rule(verb, rule.strip())
+            return
+        if arg.strip():
+            await self.screen.transcript.error(
+                "usage: /permissions [trust | allow RULE | ask RULE | deny RULE | remove RULE]",
+                "usage",
+            )
+            return
         session = self.screen.controller.session
         gate = getattr(session, "gate", None)
         lines = [f"approval policy: {self.screen.config.approval}"]
@@ -153,9 +167,11 @@ class DailyActions:
         lines.append("shell prefixes for this session: " + (", ".join(prefixes) or "none"))
         if self.screen.controller.prefix_note:
             lines.append(self.screen.controller.prefix_note)
+        lines += self.screen.controller.rule_notes
         lines.append(
-            "edit them: [tools] in the config file, shell_prefixes in <home>/permissions.json "
-            "or .m3agent/permissions.json (docs/tui.md); `s` in an approval saves one"
+            "edit them: /permissions allow|ask|deny|remove RULE (saved for you), [tools] in the "
+            "config file, shell_prefixes in <home>/permissions.json, the project's "
+            ".m3agent/settings.json or permissions.json (docs/tui.md); `s` in an approval saves one"
         )
         await self.screen.transcript.notice("\n".join(lines))
 
@@ -209,6 +225,23 @@ class DailyActions:
         note = "" if code == 0 else f" (the editor exited with {code})"
         await s.transcript.notice(f"edited {path}{note}; /new starts a session that reads it")
 
+    async def _edit_rule(self, verb: str, rule: str) -> None:
+        from ..prefix_rules import save_user_rule
+
+        s = self.screen
+        home = s.config.state_dir
+        try:
+            if not rule:
+                raise ValueError(f"usage: /permissions {verb} RULE (e.g. edit_file(src/**))")
+            if home is None:
+                raise ValueError("no data home to keep the rule in")
+            said = save_user_rule(home, rule, None if verb == "remove" else verb)
+        except (OSError, ValueError) as e:
+            await s.transcript.error(str(e), "usage")
+            return
+        s.controller.apply_saved_rules()
+        await s.transcript.notice(f"saved: {said} (from now on, and in later sessions)")
+
     async def _trust(self) -> None:
         from ..prefix_rules import load_prefixes, trust_project
 
@@ -224,7 +257,8 @@ class DailyActions:
         saved, s.controller.prefix_note = load_prefixes(home, Path(s.config.cwd))
         for prefix in saved:
             s.controller.allow_prefix(prefix)
-        await s.transcript.notice(f"{said}; its shell prefixes count from now on")
+        s.controller.apply_saved_rules()
+        await s.transcript.notice(f"{said}; its shell prefixes and rules count from now on")
 
     async def shell_escape(self, command: str) -> None:
         """`!cmd`: runs under the session's sandbox, as the shell tool would; the output is

@@ -23,6 +23,7 @@ class StatusState:
     mode: str = ""  # a permission mode other than default: "plan", "accept edits"
     sandbox: str = ""
     sandbox_layers: tuple[str, ...] = ()
+    prefill: str | None = None  # a slow prefill's progress line (agent/prefill_progress.py)
 
     def with_usage(self, usage: Usage) -> StatusState:
         """The last engine call's figures: context held, cache hit, decode speed."""
@@ -62,7 +63,9 @@ class StatusState:
             parts.append(f"cached {_k(self.cached_tokens)} {self.cache_hit_pct:.0f}%{miss}")
         else:
             parts.append("cached -")
-        if self.tokens_per_s:
+        if self.prefill and self.state == "working":  # the prompt is still being computed
+            parts.append(self.prefill)
+        elif self.tokens_per_s:
             parts.append(f"{self.tokens_per_s:.1f} tok/s")
         else:  # measured at the end of a call: while the first one runs, say so, not "-"
             parts.append("… tok/s" if self.state == "working" else "- tok/s")

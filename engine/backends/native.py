@@ -26,12 +26,13 @@ from ..api import (
     EngineRequestError,
     EngineStats,
     EngineUnavailable,
+    PrefillProgress,
     SamplingParams,
 )
 from ..m3.chat import ChatLayer, Turn
 from ..native.engine_config import EngineConfig
 from ..native.llm_engine import LLMEngine
-from ..native.outputs import RequestOutput
+from ..native.outputs import PrefillStep, RequestOutput
 from ..native.sampling_params import TokenSamplingParams
 from .completion import CompletionRequest
 
@@ -207,6 +208,14 @@ class NativeEngine:
                 if isinstance(item, Exception):
                     turn.finished = True
                     raise item
+                if isinstance(item, PrefillStep):  # a chunk of the prompt is computed
+                    yield PrefillProgress(
+                        item.num_prompt_tokens,
+                        item.num_computed_tokens,
+                        item.num_cached_tokens,
+                        item.elapsed_s,
+                    )
+                    continue
                 out: RequestOutput = item
                 for d in turn.feed(out.new_text):
                     yield d
@@ -247,6 +256,10 @@ class NativeEngine:
             except Exception as e:  # a runtime bug: fail what is running, keep the thread
                 self._fail_all(EngineError(f"the native engine failed: {type(e).__name__}: {e}"))
                 continue
+            for p in self._engine.prefill_steps:  # before the step's first token
+                target = self._sinks.get(p.request_id)
+                if target is not None:
+                    _put(*target, p)
             for out in outputs:
                 self._deliver(out)
 

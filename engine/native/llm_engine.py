@@ -20,10 +20,11 @@ from .kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from .kv_cache_manager import KVCacheManager, cdiv
 from .model_api import NativeModel
 from .model_runner import ModelRunner
-from .outputs import FinishReason, RequestMetrics, RequestOutput
+from .outputs import FinishReason, PrefillStep, RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
 from .sampling_params import TokenSamplingParams
 from .scheduler import Scheduler, SchedulerConfig
+from .scheduler_output import SchedulerOutput
 from .stop_strings import StopStringFilter
 
 _FINISH = {
@@ -111,6 +112,8 @@ class LLMEngine:
         self._text: dict[str, _TextState] = {}
         self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits
         self.num_steps = 0
+        # The prompts the last step computed a part of: the backend reports their progress.
+        self.prefill_steps: tuple[PrefillStep, ...] = ()
 
     def _num_blocks(self, specs: list, dtype: torch.dtype, max_len: int) -> int:
         cfg = self.config
@@ -190,6 +193,7 @@ class LLMEngine:
     # ---- one step -----------------------------------------------------------------------
 
     def step(self) -> list[RequestOutput]:
+        self.prefill_steps = ()
         sched = self.scheduler.schedule()
         if sched.is_empty:
             return []
@@ -204,7 +208,27 @@ class LLMEngine:
         outputs = []
         for request in self.scheduler.update_from_output(sched, result.sampled_token_ids):
             outputs.append(self._process_token(request))
+        self.prefill_steps = self._prefill_steps(sched)
         return outputs
+
+    def _prefill_steps(self, sched: SchedulerOutput) -> tuple[PrefillStep, ...]:
+        now = time.monotonic()
+        steps = []
+        for row in sched.scheduled:
+            request = self.scheduler.requests.get(row.request_id)
+            if request is None or row.num_computed_tokens >= request.num_prompt_tokens:
+                continue  # a decode (or a finished request): no prompt computed
+            started = request.timings.first_scheduled or request.timings.arrival
+            steps.append(
+                PrefillStep(
+                    request.request_id,
+                    min(request.num_computed_tokens, request.num_prompt_tokens),
+                    request.num_prompt_tokens,
+                    max(request.num_cached_tokens, 0),
+                    now - started,
+                )
+            )
+        return tuple(steps)
 
     def _process_token(self, request: Request) -> RequestOutput:
         token = request.output_token_ids[-1]

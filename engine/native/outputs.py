@@ -46,3 +46,14 @@ class RequestOutput:
     @property
     def num_generated_tokens(self) -> int:
         return len(self.token_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillStep:
+    """A request's prompt after one step that computed part of it (chunked prefill)."""
+
+    request_id: str
+    num_computed_tokens: int  # of the prompt, cached pages included
+    num_prompt_tokens: int
+    num_cached_tokens: int
+    elapsed_s: float  # since the request was first scheduled

@@ -3,6 +3,7 @@ what the SessionController knows and hands it the user's intent; it decides noth
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..messages import (
 )
 from ..plan_flow import after_turn, cycle_mode
 from ..ports import TuiConfig
+from ..rewind_flow import DOUBLE_ESC_S, open_rewind
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE, DailyActions
@@ -81,6 +83,7 @@ class MainScreen(Screen):
         state = config.state_dir
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
+        self._last_idle_esc: float | None = None  # Esc-Esc (rewind_flow.py)
 
     def compose(self) -> ComposeResult:
         menu = CommandMenu(id="command-menu")
@@ -197,6 +200,8 @@ class MainScreen(Screen):
             self.set_status(**usage_fields(self.status.with_usage(e.usage)))
         elif isinstance(e, ev.TurnStarted):
             self.set_status(state="working")
+        elif isinstance(e, ev.Progress) and e.stage == ev.ProgressStage.PREFILL:
+            self.set_status(prefill=None if e.final else e.message)
         elif isinstance(e, ev.TurnComplete):
             await self._turn_complete(e)
         elif isinstance(e, ev.Error):
@@ -218,6 +223,7 @@ class MainScreen(Screen):
         await t.end_segment()
         for card in t.unfinished_cards():
             card.set_status("interrupted")
+        self.set_status(prefill=None)  # an interrupt can end the turn mid-prefill
         if e.last_usage is not None:
             self.set_status(**usage_fields(self.status.with_usage(e.last_usage)))
         if e.reason == "interrupted":
@@ -325,6 +331,16 @@ class MainScreen(Screen):
         if outcome == "dropped":
             self.show_waiting()
             await self.transcript.notice("queued prompts dropped")
+        if outcome is not None or self.app.screen is not self:
+            self._last_idle_esc = None
+            return
+        # Idle, nothing queued: a second Esc soon after the first opens /rewind (Claude Code).
+        now = time.monotonic()  # key timing: the real clock, whatever config.clock says
+        if self._last_idle_esc is not None and now - self._last_idle_esc <= DOUBLE_ESC_S:
+            self._last_idle_esc = None
+            await open_rewind(self)
+        else:
+            self._last_idle_esc = now
 
     async def action_ctrl_c(self) -> None:
         """ctrl+c (bound in app.py): interrupt a running turn, else clear the prompt, else

@@ -1,0 +1,126 @@
+"""Prefill progress of `m3agent run` on stderr (issue 22), through the installed console script
+and a real tiny M3 on the CPU, in-process: a prompt long enough for several 2,048-token chunks.
+Not a terminal: plain `m3agent: prefill ...` lines and the final one. A terminal (a pty): one
+line rewritten in place (carriage return + erase), left standing by "prefill done"."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+EXE = Path(sys.executable).parent / "m3agent"
+PROMPT = "Summarise this text. " + "The quick brown fox jumps over the lazy dog. " * 40
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("m3") / "tiny"
+    r = subprocess.run(
+        [
+            str(EXE),
+            "model",
+            "init-tiny",
+            str(path),
+            "--layers",
+            "2",
+            "--hidden",
+            "128",
+            "--experts",
+            "2",
+            "--seed",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+def _argv(tiny: Path, repo: Path) -> list[str]:
+    return [
+        str(EXE),
+        "run",
+        PROMPT,
+        "--engine",
+        "native",
+        "--model",
+        str(tiny),
+        "--in-process",
+        "--cwd",
+        str(repo),
+        "--approval",
+        "never",
+        "--max-tokens",
+        "2",
+        "--max-turns",
+        "1",
+    ]
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {**os.environ, "M3AGENT_HOME": str(home)}
+    env.pop("M3AGENT_CONFIG", None)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text('device = "cpu"\n')
+    return env
+
+
+def test_plain_lines_when_stderr_is_not_a_terminal(tiny, repo, home):
+    r = subprocess.run(
+        _argv(tiny, repo), env=_env(home), capture_output=True, text=True, timeout=600
+    )
+    assert r.returncode in (0, 4), r.stderr
+    lines = [x for x in r.stderr.splitlines() if "prefill" in x]
+    assert lines and lines[-1].startswith("m3agent: prefill done: "), r.stderr
+    running = lines[:-1]
+    assert running, r.stderr  # at least one report while the chunks ran
+    m = re.fullmatch(
+        r"m3agent: prefill ([\d,]+)/([\d,]+) tokens \d+% · [\d,]+ tok/s · (~\d+ s|<1 s) left",
+        running[0],
+    )
+    assert m, running[0]
+    total = int(m.group(2).replace(",", ""))
+    assert int(m.group(1).replace(",", "")) == 2048 and total > 3 * 2048
+    assert "\r" not in r.stderr and "\x1b" not in r.stderr  # no terminal codes in a file
+
+
+def test_one_rewritten_line_on_a_terminal(tiny, repo, home):
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        _argv(tiny, repo),
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        stdin=subprocess.DEVNULL,
+    )
+    os.close(slave)
+    raw = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 600)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        raw += chunk
+    proc.wait(timeout=60)
+    os.close(master)
+    text = raw.decode("utf-8", "replace")
+    assert proc.returncode in (0, 4), text
+    updates = re.findall(r"\r\x1b\[Kprefill [\d,]+/[\d,]+ tokens", text)
+    assert updates, text  # rewritten in place, with no newline of its own
+    assert re.search(r"\r\x1b\[Kprefill done: [\d,]+ tokens in [\d.]+ s[^\n]*\r?\n", text), text
+    assert not re.search(r"prefill [\d,]+/[\d,]+ tokens[^\r\x1b]*\n", text)  # never stands
