@@ -45,6 +45,7 @@ class ContextAction(StrEnum):
     TOOLS = "tools"  # the toolset changed (MCP servers reloaded)
     HOOK = "hook"  # a hook ran
     REPAIR = "repair"  # a resumed log had calls without results; they were closed
+    REWIND = "rewind"  # the conversation went back to before an earlier prompt (/rewind)
 
 
 class ErrorKind(StrEnum):

@@ -267,7 +267,7 @@ class Session:
         self.conversation.rewind(keep)
         self.cache.note(REWOUND)
         info = {"kept_messages": keep, "dropped_messages": dropped, **(detail or {})}
-        self._put(ev.ContextEvent(action="rewind", detail=info))
+        self._put(ev.ContextEvent(action=ev.ContextAction.REWIND, detail=info))
 
     # ---- subagents (agent/subagents: the task tool's children) ------------------------------
 

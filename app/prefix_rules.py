@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from m3agent.tools.private_fs import private_dir
 
@@ -128,7 +129,8 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
     path = home / USER_FILE
     private_dir(home)
     data = _read(path)
-    rules = data.get("rules") if isinstance(data.get("rules"), dict) else {}
+    found = data.get("rules")
+    rules: dict[str, Any] = found if isinstance(found, dict) else {}
     if action is None:
         if rule not in rules:
             raise ValueError(f"no saved rule {rule!r}")
