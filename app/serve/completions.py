@@ -16,8 +16,16 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from m3agent.engine.api import ChatDelta, ContentDelta, EngineError, SamplingParams, UsageDelta
+from m3agent.engine.api import (
+    ChatDelta,
+    ContentDelta,
+    EngineError,
+    PrefillProgress,
+    SamplingParams,
+    UsageDelta,
+)
 from m3agent.engine.backends.completion import CompletionRequest
+from m3agent.engine.backends.remote_completion import PREFILL_FIELD, PREFILL_OPTION, prefill_json
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .http import HttpResponse
@@ -126,6 +134,10 @@ async def completion_events(
 ) -> AsyncIterator[str]:
     created = int(time.time())
     include_usage = bool((body.stream_options or {}).get("include_usage"))
+    # m3agent's own client (engine/backends/remote.py, attached to this server) asks for the
+    # prefill's progress: chunks with no choices and an "m3agent_prefill" object, which an
+    # OpenAI client that did not ask never sees.
+    progress = bool((body.stream_options or {}).get(PREFILL_OPTION))
 
     def chunk(text: str, finish: str | None = None) -> str:
         return json.dumps(
@@ -146,6 +158,17 @@ async def completion_events(
                 yield chunk(d.text)
             elif isinstance(d, UsageDelta):
                 final = d
+            elif isinstance(d, PrefillProgress) and progress:
+                yield json.dumps(
+                    {
+                        "id": request_id,
+                        "object": "text_completion",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        PREFILL_FIELD: prefill_json(d),
+                    }
+                )
     except EngineError as e:
         yield json.dumps({"error": {"message": str(e), "code": status_of(e)}})
         yield "[DONE]"

@@ -45,6 +45,7 @@ from .remote_completion import (
     NoCompletions,
     chunk_object,
     completion_body,
+    prefill_of,
     renders_prompts,
 )
 from .remote_format import error_message, request_body
@@ -159,7 +160,8 @@ class RemoteEngine:
         # Timed from the request, not from the response's headers: a server that sends them
         # with the first token would otherwise hide its whole prefill from the TTFT.
         turn = self._chat.start(request)
-        resp = await self._open(completion_body(request, self.model, prompt), "/completions")
+        body = completion_body(request, self.model, prompt, prefill_progress=self._send_raw_text)
+        resp = await self._open(body, "/completions")
         self._active[request.request_id] = resp
         usage: dict[str, Any] = {}
         reason: str | None = None
@@ -170,6 +172,8 @@ class RemoteEngine:
                     done = True
                     break
                 obj = chunk_object(payload, self.origin)
+                if (progress := prefill_of(obj)) is not None:
+                    yield progress
                 for ch in obj.get("choices") or []:
                     for d in turn.feed(str(ch.get("text") or "")):
                         yield d

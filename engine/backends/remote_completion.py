@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..api import ChatRequest, EngineError, EngineProtocolError
+from ..api import ChatRequest, EngineError, EngineProtocolError, PrefillProgress
 
 _RENDERING_SERVERS = ("vllm", "m3agent")  # /v1/models owned_by of servers with /v1/completions
 
@@ -45,15 +45,54 @@ def renders_prompts(status: int, body: bytes) -> bool:
     return any(isinstance(c, dict) and c.get("owned_by") in _RENDERING_SERVERS for c in cards)
 
 
-def completion_body(request: ChatRequest, model: str, prompt: str | list[int]) -> dict[str, Any]:
+# m3agent serve's extension of the completions stream: asked for in stream_options, it sends
+# chunks with no choices and this object while the prompt is prefilled (app/serve).
+PREFILL_OPTION = "m3agent_prefill_progress"
+PREFILL_FIELD = "m3agent_prefill"
+
+
+def prefill_json(p: PrefillProgress) -> dict[str, Any]:
+    return {
+        "prompt_tokens": p.prompt_tokens,
+        "computed_tokens": p.computed_tokens,
+        "cached_tokens": p.cached_tokens,
+        "elapsed_s": round(p.elapsed_s, 3),
+    }
+
+
+def prefill_of(obj: dict[str, Any]) -> PrefillProgress | None:
+    """The chunk's prefill progress, or None (none there, or not well formed: it only feeds a
+    progress line, so a server's odd value is dropped, never trusted into arithmetic)."""
+    v = obj.get(PREFILL_FIELD)
+    if not isinstance(v, dict):
+        return None
+    ints = [v.get(k) for k in ("prompt_tokens", "computed_tokens", "cached_tokens")]
+    elapsed = v.get("elapsed_s")
+    if not all(type(i) is int and 0 <= i < 1 << 40 for i in ints):
+        return None
+    if type(elapsed) not in (int, float) or not 0 <= elapsed < 1e7:
+        return None
+    total, done, cached = ints
+    if not cached <= done <= total:
+        return None
+    return PrefillProgress(total, done, cached, float(elapsed))
+
+
+def completion_body(
+    request: ChatRequest, model: str, prompt: str | list[int], *, prefill_progress: bool = False
+) -> dict[str, Any]:
     """A /v1/completions body for a prompt we rendered (vLLM's extra sampling fields kept:
-    top_k; special tokens kept in the text, M3's markup is what our parsers read)."""
+    top_k; special tokens kept in the text, M3's markup is what our parsers read).
+    prefill_progress: ask m3agent serve for its prefill chunks (only ours understands it)."""
     s = request.sampling
+    options: dict[str, Any] = {"include_usage": True}
+    if prefill_progress:
+        options[PREFILL_OPTION] = True
     body: dict[str, Any] = {
         "model": model,
         "prompt": prompt,
         "stream": True,
-        "stream_options": {"include_usage": True},
+        "stream_options": options,
         "max_tokens": s.max_tokens,
         "temperature": s.temperature,
         "top_p": s.top_p,

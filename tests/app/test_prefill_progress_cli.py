@@ -1,7 +1,8 @@
 """Prefill progress of `m3agent run` on stderr (issue 22), through the installed console script
 and a real tiny M3 on the CPU, in-process: a prompt long enough for several 2,048-token chunks.
 Not a terminal: plain `m3agent: prefill ...` lines and the final one. A terminal (a pty): one
-line rewritten in place (carriage return + erase), left standing by "prefill done"."""
+line rewritten in place (carriage return + erase), left standing by "prefill done". And the
+default path: the model in a background `m3agent serve`."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def tiny(tmp_path_factory) -> Path:
     return path
 
 
-def _argv(tiny: Path, repo: Path) -> list[str]:
+def _argv(tiny: Path, repo: Path, *, warm: bool = False) -> list[str]:
     return [
         str(EXE),
         "run",
@@ -55,7 +56,7 @@ def _argv(tiny: Path, repo: Path) -> list[str]:
         "native",
         "--model",
         str(tiny),
-        "--in-process",
+        *(() if warm else ("--in-process",)),
         "--cwd",
         str(repo),
         "--approval",
@@ -124,3 +125,19 @@ def test_one_rewritten_line_on_a_terminal(tiny, repo, home):
     assert updates, text  # rewritten in place, with no newline of its own
     assert re.search(r"\r\x1b\[Kprefill done: [\d,]+ tokens in [\d.]+ s[^\n]*\r?\n", text), text
     assert not re.search(r"prefill [\d,]+/[\d,]+ tokens[^\r\x1b]*\n", text)  # never stands
+
+
+def test_plain_lines_through_the_background_server(tiny, repo, home):
+    """The default path: the model in a background `m3agent serve`, which streams its prefill
+    chunks to this client (the completions stream's m3agent_prefill chunks)."""
+    env = _env(home)
+    try:
+        r = subprocess.run(
+            _argv(tiny, repo, warm=True), env=env, capture_output=True, text=True, timeout=900
+        )
+        assert r.returncode in (0, 4), r.stderr
+        lines = [x for x in r.stderr.splitlines() if "prefill" in x]
+        assert lines and lines[-1].startswith("m3agent: prefill done: "), r.stderr
+        assert re.fullmatch(r"m3agent: prefill 2,048/[\d,]+ tokens .*", lines[0]), lines
+    finally:
+        subprocess.run([str(EXE), "serve", "--stop"], env=env, capture_output=True, timeout=120)
