@@ -66,11 +66,16 @@ def prefill_of(obj: dict[str, Any]) -> PrefillProgress | None:
     v = obj.get(PREFILL_FIELD)
     if not isinstance(v, dict):
         return None
-    ints = [v.get(k) for k in ("prompt_tokens", "computed_tokens", "cached_tokens")]
+    ints: list[int] = []
+    for k in ("prompt_tokens", "computed_tokens", "cached_tokens"):
+        i = v.get(k)
+        if type(i) is not int or not 0 <= i < 1 << 40:
+            return None
+        ints.append(i)
     elapsed = v.get("elapsed_s")
-    if not all(type(i) is int and 0 <= i < 1 << 40 for i in ints):
+    if not isinstance(elapsed, int | float) or isinstance(elapsed, bool):
         return None
-    if type(elapsed) not in (int, float) or not 0 <= elapsed < 1e7:
+    if not 0 <= elapsed < 1e7:
         return None
     total, done, cached = ints
     if not cached <= done <= total:
