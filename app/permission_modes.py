@@ -51,7 +51,20 @@ def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule
     from m3agent.agent.path_rules import parse_rule
 
     def names(values: list[str]) -> list[str]:
-        return [n for v in values for n in v.replace(",", " ").split()]
+        # commas and spaces separate rules, except inside a rule's parentheses
+        # (`Edit(docs/my notes/**)`, Claude Code's `Bash(git status:*)`)
+        out: list[str] = []
+        for v in values:
+            word, depth = "", 0
+            for ch in v:
+                depth += (ch == "(") - (ch == ")") if depth or ch == "(" else 0
+                if ch in ", \t" and depth == 0:
+                    out += [word] if word else []
+                    word = ""
+                else:
+                    word += ch
+            out += [word] if word else []
+        return out
 
     rules = [ToolRule(n, "allow") for n in names(allowed)]
     rules += [ToolRule(n, "deny") for n in names(disallowed)]

@@ -54,6 +54,16 @@ def test_allowed_tools_takes_claude_code_path_rules(cli, repo, m3):
     assert done["is_error"] and "helo" in (repo / "secrets/k.py").read_text()
 
 
+def test_a_rule_with_a_space_inside_its_parentheses_is_one_rule(cli, repo, m3):
+    (repo / "my notes").mkdir()
+    (repo / "my notes/a.md").write_text("helo\n")
+    replies = (_edits(m3, "my notes/a.md"), m3.answer("ok"))
+    r = _run(cli, repo, "--allowed-tools", "read_file, Edit(my notes/**)", replies=replies)
+    assert r.returncode == 0, r.stderr
+    (done,) = _finished(r.stdout)
+    assert not done["is_error"] and "hello" in (repo / "my notes/a.md").read_text()
+
+
 def test_a_bad_rule_on_the_command_line_exits_2(cli, repo, m3):
     for bad in ("Edit(../outside/**)", "Edit(/etc/**)"):
         r = _run(cli, repo, "--allowed-tools", bad, replies=(m3.answer("ok"),))
