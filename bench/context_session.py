@@ -58,7 +58,7 @@ def rss_mb() -> float:
 
 
 def recording_engine(model_dir: Path, args):
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     Recording = recording_engine_class()
 

@@ -158,9 +158,9 @@ def gpu_used(cuda: bool) -> int:
 
 
 def engine_for(model, device: str, batch: int, max_len: int, chunk: int):
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
     from m3agent.engine.native.kv_cache_allocator import bytes_per_block
-    from m3agent.engine.native.llm_engine import LLMEngine
 
     kv = "fp8" if device == "cuda" else "auto"
     dtype = torch.float8_e4m3fn if kv == "fp8" else model.info.dtype
@@ -188,7 +188,7 @@ def expected_unique(e: int, k: int, batch: int) -> float:
 
 
 def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes, plan) -> dict:
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from stack_engine import fill_caches, skip_prefill
 
     rt = model.offload
@@ -255,7 +255,7 @@ def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes,
 
 
 def prefill_case(model, s, device, chunk, m, n_layers, layer_bytes) -> dict:
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
     rt = model.offload
     engine = engine_for(model, device, 1, chunk + 256, chunk)

@@ -208,10 +208,10 @@ def decode_case(
     read_tbps: float | None,
     profile_it: bool,
 ) -> dict:
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from m3agent.engine.native.kv_cache_allocator import bytes_per_block
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
 
     steps = WARM_STEPS + TIMED_STEPS + (PROFILED_STEPS if profile_it else 0) + 2
     max_len = ctx + steps + 128
@@ -305,10 +305,10 @@ def free_memory(device: str) -> None:
 
 
 def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dict:
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from m3agent.engine.native.kv_cache_allocator import bytes_per_block
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
 
     max_len = ctx + 256
     blocks = -(-max_len // 128) + 4

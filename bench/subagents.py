@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def engine_for(model_dir: Path, args):
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     cfg = EngineConfig(
         max_num_batched_tokens=args.chunk,

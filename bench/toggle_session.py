@@ -155,7 +155,7 @@ async def with_server(model_dir: Path, max_len: int, device: str, run) -> tuple[
     from m3agent.app.serve.http import start
     from m3agent.app.serve.server import ChatServer, ServeConfig
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     blocks = max_len // PAGE + 8
     engine = NativeEngine.from_model_dir(

@@ -98,10 +98,10 @@ def run_requests(
 ) -> int:
     import torch
     from m3agent.engine.api import EngineError
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.llm_engine import LLMEngine
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from m3agent.engine.native.loader import load_model
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
     from m3agent.engine.native.tokenizer_loader import load_tokenizer
 
     torch_dtype = getattr(torch, dtype, None)

@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from .attention import dense_attention, insert_kv
-from .attention_metadata import AttentionMetadata
+from .core.attention_metadata import AttentionMetadata
+from .core.model_api import LayerCache, LayerCacheSpec, ModelInfo
 from .layers.linear import Embedding, Linear
 from .layers.mlp import SiluMLP
 from .layers.norm import RMSNorm
 from .layers.rope import RotaryEmbedding
-from .model_api import LayerCache, LayerCacheSpec, ModelInfo
 
 
 @dataclass(frozen=True, slots=True)

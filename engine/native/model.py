@@ -17,13 +17,13 @@ from .attention import (
     insert_kv,
     kernel_op,
 )
-from .attention_metadata import AttentionMetadata
+from .core.attention_metadata import AttentionMetadata
+from .core.model_api import LayerCache, LayerCacheSpec, ModelInfo
 from .layers.linear import Embedding, FusedWeights, Linear
 from .layers.mlp import SwigluOAIMLP
 from .layers.moe import MoE
 from .layers.norm import GemmaRMSNorm
 from .layers.rope import RotaryEmbedding
-from .model_api import LayerCache, LayerCacheSpec, ModelInfo
 from .msa import index_select_blocks, sparse_attention
 
 

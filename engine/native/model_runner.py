@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .model_api import LayerCache, NativeModel
+from .core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .core.model_api import LayerCache, NativeModel
+from .core.sampling_params import TokenSamplingParams
+from .core.scheduler_output import SchedulerOutput
 from .sampler import Sampler, seeded_generator
-from .sampling_params import TokenSamplingParams
-from .scheduler_output import SchedulerOutput
 
 
 @dataclass(frozen=True, slots=True)

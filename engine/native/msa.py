@@ -14,7 +14,7 @@ from .attention import (
     q_chunk,
     request_rows,
 )
-from .attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).

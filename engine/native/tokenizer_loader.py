@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .detokenizer import TokenizerLike
+from .core.detokenizer import TokenizerLike
 
 
 class _TokenizersAdapter:

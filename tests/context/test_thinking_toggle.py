@@ -67,7 +67,7 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
     from m3agent.engine.backends.native import NativeEngine
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     class Recording(NativeEngine):
         def __init__(self, *a, **kw):

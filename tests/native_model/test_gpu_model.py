@@ -31,7 +31,7 @@ def ckpt(tmp_path_factory):
 
 
 def _run(model, ids, paged, device, splits):
-    from m3agent.engine.native.model_api import LayerCache
+    from m3agent.engine.native.core.model_api import LayerCache
 
     gen = torch.Generator().manual_seed(0)
     tables = paged.page_tables([len(ids)], -(-len(ids) // 128) + 2, gen)

@@ -23,7 +23,7 @@ from m3agent.engine.backends.scripted import common_prefix_len
 from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt
 from m3agent.engine.m3.output_parser import parse_output
 from m3agent.engine.m3.tokenizer import M3Tokenizer
-from m3agent.engine.native.engine_config import EngineConfig
+from m3agent.engine.native.core.engine_config import EngineConfig
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE
+from ..core.attention_metadata import BLOCK_SIZE
 from .insert import reference_insert_index, reference_insert_kv
 
 
