@@ -160,7 +160,7 @@ def gpu_used(cuda: bool) -> int:
 def engine_for(model, device: str, batch: int, max_len: int, chunk: int):
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.kv_cache_allocator import bytes_per_block
+    from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
     kv = "fp8" if device == "cuda" else "auto"
     dtype = torch.float8_e4m3fn if kv == "fp8" else model.info.dtype

@@ -28,10 +28,10 @@ from ..api import (
     SamplingParams,
 )
 from ..m3.chat import ChatLayer, Turn
-from ..native.engine_config import EngineConfig
-from ..native.llm_engine import LLMEngine
-from ..native.outputs import RequestOutput
-from ..native.sampling_params import TokenSamplingParams
+from ..native.core.engine_config import EngineConfig
+from ..native.core.llm_engine import LLMEngine
+from ..native.core.outputs import RequestOutput
+from ..native.core.sampling_params import TokenSamplingParams
 from .completion import CompletionRequest
 
 

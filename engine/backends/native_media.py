@@ -127,7 +127,7 @@ class NativeMedia:
         self, messages: Sequence[Message], prompt_ids: Sequence[int]
     ) -> tuple[list[int], Any]:
         """(expanded prompt ids, MultiModalInputs) for a rendered prompt; errors are one line."""
-        from ..native.mm_inputs import MultiModalInputs
+        from ..native.runner.mm_inputs import MultiModalInputs
 
         parts = attached_parts(messages)
         for kind, limit in (("image", self.limits.max_images), ("video", self.limits.max_videos)):

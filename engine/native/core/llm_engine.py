@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ...api import EngineRequestError, PromptTooLong
-from ..kv_cache_allocator import allocate_caches, num_blocks_for_budget
-from ..model_runner import ModelRunner
+from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
+from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
 from .detokenizer import IncrementalDetokenizer, TokenizerLike
 from .engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
@@ -77,7 +77,7 @@ class LLMEngine:
         )
         vision = None
         if vision_tower is not None:
-            from ..mm_inputs import VisionEmbedder
+            from ..runner.mm_inputs import VisionEmbedder
 
             vision = VisionEmbedder(vision_tower, self.device)
         graphs = None
@@ -88,7 +88,7 @@ class LLMEngine:
             and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
             and not config.enforce_eager
         ):
-            from ..cuda_graphs import DecodeGraphs
+            from ..runner.cuda_graphs import DecodeGraphs
 
             graphs = DecodeGraphs(
                 model,

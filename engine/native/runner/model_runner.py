@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .core.model_api import LayerCache, NativeModel
-from .core.sampling_params import TokenSamplingParams
-from .core.scheduler_output import SchedulerOutput
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.model_api import LayerCache, NativeModel
+from ..core.sampling_params import TokenSamplingParams
+from ..core.scheduler_output import SchedulerOutput
 from .sampler import Sampler, seeded_generator
 
 

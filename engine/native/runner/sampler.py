@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .core.sampling_params import TokenSamplingParams
+from ..core.sampling_params import TokenSamplingParams
 
 
 def seeded_generator(seed: int, device: torch.device | str) -> torch.Generator:
