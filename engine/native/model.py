@@ -11,20 +11,20 @@ import torch
 from torch import nn
 
 from ..m3.config import M3TextConfig
-from .attention import (
+from .core.attention_metadata import AttentionMetadata
+from .core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from .layers.attention import (
     dense_attention,
     insert_index,
     insert_kv,
     kernel_op,
 )
-from .core.attention_metadata import AttentionMetadata
-from .core.model_api import LayerCache, LayerCacheSpec, ModelInfo
 from .layers.linear import Embedding, FusedWeights, Linear
 from .layers.mlp import SwigluOAIMLP
 from .layers.moe import MoE
+from .layers.msa import index_select_blocks, sparse_attention
 from .layers.norm import GemmaRMSNorm
 from .layers.rope import RotaryEmbedding
-from .msa import index_select_blocks, sparse_attention
 
 
 class M3Attention(nn.Module):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention import kernel_op
+from .attention import kernel_op
 from .mlp import SwigluOAIMLP
 
 
