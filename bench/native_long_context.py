@@ -36,7 +36,7 @@ VOCAB = 4096
 
 
 def build_model(layers: int, dense_layers: int, max_pos: int):
-    from m3agent.engine.native.model import M3ForCausalLM
+    from m3agent.engine.native.models.m3 import M3ForCausalLM
     from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(

@@ -77,7 +77,7 @@ def text_config(s: dict, moe_layers: int):
 
 def gpu_model(c, device: str):
     """M3 with random bf16 (fp32 on the CPU) weights everywhere but the routed experts."""
-    from m3agent.engine.native.model import M3ForCausalLM
+    from m3agent.engine.native.models.m3 import M3ForCausalLM
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = M3ForCausalLM(c, dtype=dtype, device=device, experts_device="meta")

@@ -24,8 +24,8 @@ from torch import nn
 from ..m3.config import parse_config
 from ..safetensors_meta import read_header
 from .gguf_loader import load_gguf
-from .llama import LlamaConfig, LlamaForCausalLM
-from .model import M3ForCausalLM
+from .models.llama import LlamaConfig, LlamaForCausalLM
+from .models.m3 import M3ForCausalLM
 
 log = logging.getLogger(__name__)
 FP8_BLOCK = 128

@@ -84,7 +84,7 @@ def tiny_text_config(s: TinySpec, eos_id: int, bos_id: int) -> M3TextConfig:
 
 def random_weights(c: M3TextConfig, seed: int) -> dict[str, torch.Tensor]:
     """Text-layout names (`model.layers.N...`, `lm_head.weight`) -> fp32 tensors."""
-    from .model import M3ForCausalLM
+    from .models.m3 import M3ForCausalLM
 
     g = torch.Generator().manual_seed(seed)
     shell = M3ForCausalLM(c, dtype=torch.float32, device="meta")

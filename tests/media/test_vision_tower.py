@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from m3agent.engine.native.vision import (
+from m3agent.engine.native.models.m3_vision import (
     M3VisionTower,
     VisionConfig,
     apply_rope,

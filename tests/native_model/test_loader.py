@@ -16,7 +16,7 @@ from m3agent.engine.native.loader import (
     quantize_fp8,
     quantize_mxfp8,
 )
-from m3agent.engine.native.model import M3ForCausalLM
+from m3agent.engine.native.models.m3 import M3ForCausalLM
 from m3agent.engine.native.tiny import TinySpec, init_tiny
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .core.attention_metadata import AttentionMetadata
-from .core.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from .layers.attention import dense_attention, insert_kv
-from .layers.linear import Embedding, Linear
-from .layers.mlp import SiluMLP
-from .layers.norm import RMSNorm
-from .layers.rope import RotaryEmbedding
+from ..core.attention_metadata import AttentionMetadata
+from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..layers.attention import dense_attention, insert_kv
+from ..layers.linear import Embedding, Linear
+from ..layers.mlp import SiluMLP
+from ..layers.norm import RMSNorm
+from ..layers.rope import RotaryEmbedding
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,21 +10,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..m3.config import M3TextConfig
-from .core.attention_metadata import AttentionMetadata
-from .core.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from .layers.attention import (
+from ...m3.config import M3TextConfig
+from ..core.attention_metadata import AttentionMetadata
+from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..layers.attention import (
     dense_attention,
     insert_index,
     insert_kv,
     kernel_op,
 )
-from .layers.linear import Embedding, FusedWeights, Linear
-from .layers.mlp import SwigluOAIMLP
-from .layers.moe import MoE
-from .layers.msa import index_select_blocks, sparse_attention
-from .layers.norm import GemmaRMSNorm
-from .layers.rope import RotaryEmbedding
+from ..layers.linear import Embedding, FusedWeights, Linear
+from ..layers.mlp import SwigluOAIMLP
+from ..layers.moe import MoE
+from ..layers.msa import index_select_blocks, sparse_attention
+from ..layers.norm import GemmaRMSNorm
+from ..layers.rope import RotaryEmbedding
 
 
 class M3Attention(nn.Module):
