@@ -36,8 +36,8 @@ VOCAB = 4096
 
 
 def build_model(layers: int, dense_layers: int, max_pos: int):
+    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
     from m3agent.engine.native.models.m3 import M3ForCausalLM
-    from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(
         layers=layers,

@@ -63,7 +63,7 @@ def proc_kib(key: str) -> int:
 
 
 def text_config(s: dict, moe_layers: int):
-    from m3agent.engine.native.tiny import TinySpec, tiny_text_config
+    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(
         layers=s["dense_layers"] + moe_layers, hidden=s["hidden"], heads=s["heads"],

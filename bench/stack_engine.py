@@ -72,8 +72,8 @@ PROFILED_STEPS = 3
 
 
 def build_model(shape: dict, device: str, max_pos: int, moe_experts: int = 0):
+    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
     from m3agent.engine.native.models.m3 import M3ForCausalLM
-    from m3agent.engine.native.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(
         layers=shape["layers"],

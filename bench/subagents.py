@@ -63,7 +63,7 @@ def run(args, work: Path) -> dict:
     from m3agent.agent.subagents.child import run_child
     from m3agent.app.factory import build_session
     from m3agent.app.settings import Settings
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
     init_tiny(

@@ -74,7 +74,7 @@ def run(args, work: Path, save) -> dict:
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
     from m3agent.engine.native.core.engine_config import EngineConfig
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
     init_tiny(

@@ -233,7 +233,7 @@ def main() -> int:
     )
     p.add_argument("--out", type=Path, default=Path("bench/results/toggle_session_cpu.json"))
     a = p.parse_args()
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     with tempfile.TemporaryDirectory() as d:
         model = init_tiny(

@@ -101,8 +101,8 @@ def run_requests(
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
     from m3agent.engine.native.core.sampling_params import TokenSamplingParams
-    from m3agent.engine.native.loader import load_model
-    from m3agent.engine.native.tokenizer_loader import load_tokenizer
+    from m3agent.engine.native.loaders.checkpoint import load_model
+    from m3agent.engine.native.loaders.tokenizer import load_tokenizer
 
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):

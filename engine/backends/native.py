@@ -94,7 +94,7 @@ class NativeEngine:
         from ..m3.chat_template import ChatTemplate
         from ..m3.tokenizer import M3Tokenizer
         from ..m3.tokens import EOS
-        from ..native.loader import load_model
+        from ..native.loaders.checkpoint import load_model
         from .native_media import NativeMedia, wants_vision
 
         torch_dtype = getattr(torch, dtype, None)
@@ -117,7 +117,7 @@ class NativeEngine:
             template = ChatTemplate.from_model_dir(path)
             tower = media = None
             if wants_vision(Path(path)):  # vision_config and vision weights: a VL checkpoint
-                from ..native.vision_loader import load_vision_tower
+                from ..native.loaders.vision import load_vision_tower
 
                 media = NativeMedia.for_checkpoint(Path(path), tokenizer)
                 tower = load_vision_tower(path, dtype=torch_dtype, device=device)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..native.loader import (
+from ..native.loaders.checkpoint import (
     dequantize_fp8,
     dequantize_mxfp8,
     is_mx_scale,

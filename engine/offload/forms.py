@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..native.loader import dequantize_mxfp8, quantize_mxfp8
+from ..native.loaders.checkpoint import dequantize_mxfp8, quantize_mxfp8
 
 TILE = 16
 MX_BLOCK = 32

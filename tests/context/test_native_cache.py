@@ -18,7 +18,7 @@ PAGE = 128
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(

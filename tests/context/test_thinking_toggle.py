@@ -51,7 +51,7 @@ async def drive(session, plan):
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3_toggle")
     init_tiny(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.loader import load_model
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
 pytestmark = pytest.mark.gpu
 

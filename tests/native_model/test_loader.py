@@ -9,15 +9,15 @@ import sys
 import pytest
 import torch
 from m3agent.app.cli import build_app
-from m3agent.engine.native.loader import (
+from m3agent.engine.native.loaders.checkpoint import (
     dequantize_fp8,
     dequantize_mxfp8,
     load_model,
     quantize_fp8,
     quantize_mxfp8,
 )
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.native.models.m3 import M3ForCausalLM
-from m3agent.engine.native.tiny import TinySpec, init_tiny
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 

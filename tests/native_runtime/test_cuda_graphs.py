@@ -19,8 +19,8 @@ def build(topk: int, moe: bool = False):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     pytest.importorskip("triton")
+    from m3agent.engine.native.loaders.tiny import TinySpec, random_weights, tiny_text_config
     from m3agent.engine.native.models.m3 import M3ForCausalLM
-    from m3agent.engine.native.tiny import TinySpec, random_weights, tiny_text_config
 
     spec = TinySpec(
         layers=3,

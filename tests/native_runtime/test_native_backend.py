@@ -28,7 +28,7 @@ from m3agent.engine.native.core.engine_config import EngineConfig
 
 @pytest.fixture(scope="module")
 def tiny_m3_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(

@@ -38,7 +38,7 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def setup():
-    from m3agent.engine.native.loader import load_model
+    from m3agent.engine.native.loaders.checkpoint import load_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(GGUF_DIR, gguf_file=GGUF_NAME)

@@ -14,8 +14,8 @@ GREEDY = TokenSamplingParams(max_tokens=4, ignore_eos=True)
 
 @pytest.fixture(scope="module")
 def m3():
-    from m3agent.engine.native.loader import load_model
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.checkpoint import load_model
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     return load_model(init_tiny_dir(TinySpec, init_tiny))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .models.m3_vision import M3VisionTower, VisionConfig
+from ..models.m3_vision import M3VisionTower, VisionConfig
 
 VISION_FILE = "vision.safetensors"
 _PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from ..m3 import tokens as m3tokens
-from ..m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
-from .loader import quantize_fp8, quantize_mxfp8
+from ...m3 import tokens as m3tokens
+from ...m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
+from .checkpoint import quantize_fp8, quantize_mxfp8
 
 PREFIX = "language_model."
 
@@ -84,7 +84,7 @@ def tiny_text_config(s: TinySpec, eos_id: int, bos_id: int) -> M3TextConfig:
 
 def random_weights(c: M3TextConfig, seed: int) -> dict[str, torch.Tensor]:
     """Text-layout names (`model.layers.N...`, `lm_head.weight`) -> fp32 tensors."""
-    from .models.m3 import M3ForCausalLM
+    from ..models.m3 import M3ForCausalLM
 
     g = torch.Generator().manual_seed(seed)
     shell = M3ForCausalLM(c, dtype=torch.float32, device="meta")
@@ -153,7 +153,7 @@ def write_tokenizer_for_vocab(path: Path, vocab: int) -> dict[str, int]:
     byte-level one above (small vocabularies keep tiny models tiny)."""
     from tokenizers import Tokenizer
 
-    from ..m3.tokenizer import default_tokenizer_path, write_tokenizer_files
+    from ...m3.tokenizer import default_tokenizer_path, write_tokenizer_files
 
     bundled = Tokenizer.from_file(str(default_tokenizer_path()))
     if vocab < bundled.get_vocab_size():

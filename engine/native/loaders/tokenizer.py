@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .core.detokenizer import TokenizerLike
+from ..core.detokenizer import TokenizerLike
 
 
 class _TokenizersAdapter:
@@ -45,7 +45,7 @@ def load_tokenizer(path: str | Path) -> TokenizerLike:
             raise ValueError(f"cannot read the tokenizer inside {gguf}: {e}") from None
     if not (p / "tokenizer.json").is_file():
         raise ValueError(f"no tokenizer.json in {p}")
-    from ..m3.tokenizer import M3Tokenizer
+    from ...m3.tokenizer import M3Tokenizer
 
     try:
         return M3Tokenizer.from_model_dir(p)

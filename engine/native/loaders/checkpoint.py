@@ -21,11 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..m3.config import parse_config
-from ..safetensors_meta import read_header
-from .gguf_loader import load_gguf
-from .models.llama import LlamaConfig, LlamaForCausalLM
-from .models.m3 import M3ForCausalLM
+from ...m3.config import parse_config
+from ...safetensors_meta import read_header
+from ..models.llama import LlamaConfig, LlamaForCausalLM
+from ..models.m3 import M3ForCausalLM
+from .gguf import load_gguf
 
 log = logging.getLogger(__name__)
 FP8_BLOCK = 128
@@ -290,12 +290,12 @@ def load_model(
         raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
     collector = None
     if offload is not None:
-        from ..offload.placement import HostExpertCollector
+        from ...offload.placement import HostExpertCollector
 
         collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
     if collector is not None:
-        from ..offload.placement import attach
+        from ...offload.placement import attach
 
         attach(model, collector.layers(), offload, device)
     return model.eval()
@@ -312,7 +312,7 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
     if p.suffix == ".gguf" or (p.is_dir() and not (p / "config.json").exists()):
         from gguf import GGUFReader
 
-        from .gguf_loader import find_gguf
+        from .gguf import find_gguf
 
         g = find_gguf(p)
         r = GGUFReader(str(g))
