@@ -52,4 +52,7 @@ def load_tokenizer(path: str | Path) -> TokenizerLike:
     except ValueError:  # not an M3 vocabulary (no M3 end-of-turn token): plain tokenizers
         from tokenizers import Tokenizer
 
-        return _TokenizersAdapter(Tokenizer.from_file(str(p / "tokenizer.json")))
+        try:
+            return _TokenizersAdapter(Tokenizer.from_file(str(p / "tokenizer.json")))
+        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+            raise ValueError(f"cannot read {p / 'tokenizer.json'}: {e}") from None
