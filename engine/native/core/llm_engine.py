@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ...api import EngineRequestError, PromptTooLong
+from ...api import EngineRequestError, FinishReason, PromptTooLong
 from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
@@ -20,13 +20,13 @@ from .detokenizer import IncrementalDetokenizer, TokenizerLike
 from .engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
 from .kv_cache_manager import KVCacheManager, cdiv
 from .model_api import NativeModel
-from .outputs import FinishReason, RequestMetrics, RequestOutput
+from .outputs import RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
 from .sampling_params import TokenSamplingParams
 from .scheduler import Scheduler, SchedulerConfig
 from .stop_strings import StopStringFilter
 
-_FINISH = {
+_FINISH: dict[RequestStatus, FinishReason] = {
     RequestStatus.FINISHED_STOPPED: "stop",
     RequestStatus.FINISHED_LENGTH: "length",
     RequestStatus.FINISHED_ABORTED: "abort",
