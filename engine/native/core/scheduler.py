@@ -11,6 +11,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from .block_pool import KVCacheBlock
 from .kv_cache_manager import KVCacheManager
 from .request import Request, RequestStatus
 from .scheduler_output import ScheduledRequest, SchedulerOutput
@@ -100,7 +101,8 @@ class Scheduler:
         if not preempted:
             while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
                 request = self.waiting[0]
-                hits, num_hit_tokens = [], 0
+                hits: list[KVCacheBlock] = []
+                num_hit_tokens = 0
                 if request.num_computed_tokens == 0:
                     hits, num_hit_tokens = self.kv.get_computed_blocks(request)
                 remaining = request.num_tokens - request.num_computed_tokens - num_hit_tokens

@@ -244,7 +244,7 @@ def load_model(
     rope_scaling: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
     offload: Any = None,
-) -> nn.Module:
+) -> M3ForCausalLM | LlamaForCausalLM:
     """Build and fill a NativeModel from a checkpoint directory or GGUF file.
 
     rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M).
@@ -262,7 +262,7 @@ def load_model(
         raise ValueError(f"{p} is neither a checkpoint directory nor a .gguf file")
     cfg = _read_json(p / "config.json")
     files = safetensors_files(p)
-    model: nn.Module
+    model: M3ForCausalLM | LlamaForCausalLM
     if _is_m3(cfg):
         text = parse_config(cfg, rope_scaling).text_config
         if not text.eos_token_id:  # the VL layout keeps it at the top or in generation_config
@@ -292,6 +292,7 @@ def load_model(
     if offload is not None:
         from ...offload.placement import HostExpertCollector
 
+        assert isinstance(model, M3ForCausalLM)  # checked above
         collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
     if collector is not None:
@@ -328,7 +329,8 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
             "dtype": dict(types),
         }
     cfg = _read_json(p / "config.json")
-    params, dtypes, skipped = 0, Counter(), 0
+    params, skipped = 0, 0
+    dtypes: Counter[str] = Counter()
     for f in safetensors_files(p):
         for name, meta in read_header(f).items():
             if name.endswith(("weight_scale_inv", "weight_scale")):

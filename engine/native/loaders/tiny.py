@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -113,6 +114,17 @@ def _fp8_eligible(name: str, t: torch.Tensor) -> bool:
     )
 
 
+def _added_ids(tok: Any) -> dict[str, int]:
+    """M3's added tokens -> their ids in a tokenizers.Tokenizer that holds them all."""
+    ids: dict[str, int] = {}
+    for t in m3tokens.ALL_ADDED_TOKENS:
+        i = tok.token_to_id(t)
+        if i is None:
+            raise ValueError(f"the tokenizer lacks M3's {t!r}")
+        ids[t] = i
+    return ids
+
+
 def write_tokenizer(path: Path) -> dict[str, int]:
     """A byte-level tokenizer: 256 byte tokens, then M3's added tokens. Returns their ids."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -129,7 +141,7 @@ def write_tokenizer(path: Path) -> dict[str, int]:
         [AddedToken(t, special=False, normalized=False) for t in m3tokens.NON_SPECIAL_ADDED_TOKENS]
     )
     tok.save(str(path / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in m3tokens.ALL_ADDED_TOKENS}
+    ids = _added_ids(tok)
     (path / "tokenizer_config.json").write_text(
         json.dumps(
             {
@@ -159,7 +171,7 @@ def write_tokenizer_for_vocab(path: Path, vocab: int) -> dict[str, int]:
     if vocab < bundled.get_vocab_size():
         return write_tokenizer(path)
     write_tokenizer_files(path)
-    return {t: bundled.token_to_id(t) for t in m3tokens.ALL_ADDED_TOKENS}
+    return _added_ids(bundled)
 
 
 def init_tiny(path: str | Path, spec: TinySpec = TinySpec()) -> Path:
