@@ -12,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .block_pool import KVCacheBlock
+from .engine_config import require_at_least
 from .kv_cache_manager import KVCacheManager
 from .request import Request, RequestStatus
 from .scheduler_output import ScheduledRequest, SchedulerOutput
@@ -25,14 +26,9 @@ class SchedulerConfig:
     enable_chunked_prefill: bool = True
 
     def __post_init__(self) -> None:
-        if self.max_num_batched_tokens < 1:
-            raise ValueError(
-                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
-            )
-        if self.max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if self.max_model_len < 2:
-            raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
+        require_at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        require_at_least("max_num_seqs", self.max_num_seqs, 1)
+        require_at_least("max_model_len", self.max_model_len, 2)
 
 
 class Scheduler:
