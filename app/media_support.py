@@ -17,7 +17,7 @@ def reads_media(settings: Any) -> bool | None:
     path = Path(settings.model).expanduser()
     if not (path / "config.json").is_file():
         return None  # a hub id not downloaded yet: the engine will say
-    from m3agent.engine.backends.native_media import wants_vision
+    from m3agent.engine.native.loaders.vision import wants_vision
 
     try:
         return wants_vision(path)

@@ -58,7 +58,7 @@ def rss_mb() -> float:
 
 
 def recording_engine(model_dir: Path, args):
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     Recording = recording_engine_class()
 
@@ -78,7 +78,7 @@ def session_bench(args, work: Path) -> dict:
     from m3agent.engine.backends.scripted import common_prefix_len
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
     spec = TinySpec(

@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "native_model"))
 from conftest import build_md, make_caches, page_tables  # noqa: E402
-from m3agent.engine.native.loader import load_model  # noqa: E402
-from m3agent.engine.native.model_api import LayerCache  # noqa: E402
-from m3agent.engine.native.tiny import TinySpec, init_tiny  # noqa: E402
+from m3agent.engine.native.core.model_api import LayerCache  # noqa: E402
+from m3agent.engine.native.loaders.checkpoint import load_model  # noqa: E402
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny  # noqa: E402
 
 OPS = ("insert_kv", "insert_index", "dense_attention", "index_select_blocks", "sparse_attention")
 

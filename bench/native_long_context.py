@@ -36,8 +36,8 @@ VOCAB = 4096
 
 
 def build_model(layers: int, dense_layers: int, max_pos: int):
-    from m3agent.engine.native.model import M3ForCausalLM
-    from m3agent.engine.native.tiny import TinySpec, tiny_text_config
+    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
+    from m3agent.engine.native.models.m3 import M3ForCausalLM
 
     spec = TinySpec(
         layers=layers,
@@ -70,7 +70,7 @@ def build_model(layers: int, dense_layers: int, max_pos: int):
 def profile_decode(engine, prompt: list[int], path: Path) -> None:
     """torch.profiler over three decode steps of a request whose prompt is cached: where the
     time of a decode step goes (CPU-side engine work vs GPU kernels)."""
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from torch.profiler import ProfilerActivity, profile
 
     engine.add_request("profiled", prompt, TokenSamplingParams(max_tokens=8, ignore_eos=True))
@@ -92,10 +92,10 @@ def profile_decode(engine, prompt: list[int], path: Path) -> None:
 
 
 def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
-    from m3agent.engine.native.block_hash import extend_block_hashes
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.block_hash import extend_block_hashes
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
     total = cfg["prompt"] + NEW_TOKENS + cfg["decode"] + 512
     model = build_model(cfg["layers"], cfg["dense_layers"], max_pos=total + 1024)

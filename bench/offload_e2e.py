@@ -64,7 +64,7 @@ def proc_kib(key: str) -> int:
 
 
 def text_config(s: dict, moe_layers: int):
-    from m3agent.engine.native.tiny import TinySpec, tiny_text_config
+    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
 
     spec = TinySpec(
         layers=s["dense_layers"] + moe_layers, hidden=s["hidden"], heads=s["heads"],
@@ -78,7 +78,7 @@ def text_config(s: dict, moe_layers: int):
 
 def gpu_model(c, device: str):
     """M3 with random bf16 (fp32 on the CPU) weights everywhere but the routed experts."""
-    from m3agent.engine.native.model import M3ForCausalLM
+    from m3agent.engine.native.models.m3 import M3ForCausalLM
 
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = M3ForCausalLM(c, dtype=dtype, device=device, experts_device="meta")
@@ -159,9 +159,9 @@ def gpu_used(cuda: bool) -> int:
 
 
 def engine_for(model, device: str, batch: int, max_len: int, chunk: int):
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.kv_cache_allocator import bytes_per_block
-    from m3agent.engine.native.llm_engine import LLMEngine
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
     kv = "fp8" if device == "cuda" else "auto"
     dtype = torch.float8_e4m3fn if kv == "fp8" else model.info.dtype
@@ -189,7 +189,7 @@ def expected_unique(e: int, k: int, batch: int) -> float:
 
 
 def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes, plan) -> dict:
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from stack_engine import fill_caches, skip_prefill
 
     rt = model.offload
@@ -256,7 +256,7 @@ def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes,
 
 
 def prefill_case(model, s, device, chunk, m, n_layers, layer_bytes) -> dict:
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
     rt = model.offload
     engine = engine_for(model, device, 1, chunk + 256, chunk)

@@ -248,7 +248,7 @@ def measure(
 
 
 def tiny_model(where: Path) -> Path:
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     spec = TinySpec(
         layers=2,

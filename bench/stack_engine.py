@@ -72,8 +72,8 @@ PROFILED_STEPS = 3
 
 
 def build_model(shape: dict, device: str, max_pos: int, moe_experts: int = 0):
-    from m3agent.engine.native.model import M3ForCausalLM
-    from m3agent.engine.native.tiny import TinySpec, tiny_text_config
+    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
+    from m3agent.engine.native.models.m3 import M3ForCausalLM
 
     spec = TinySpec(
         layers=shape["layers"],
@@ -121,7 +121,7 @@ def fill_caches(caches, seed: int = 0) -> None:
 def skip_prefill(engine) -> None:
     """Prefill steps return a token without running the model (the caches already hold
     random context); decode steps run the real model."""
-    from m3agent.engine.native.model_runner import ModelRunnerOutput
+    from m3agent.engine.native.runner.model_runner import ModelRunnerOutput
 
     runner = engine.runner
     inner = runner.execute_model
@@ -208,10 +208,10 @@ def decode_case(
     read_tbps: float | None,
     profile_it: bool,
 ) -> dict:
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.kv_cache_allocator import bytes_per_block
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
     steps = WARM_STEPS + TIMED_STEPS + (PROFILED_STEPS if profile_it else 0) + 2
     max_len = ctx + steps + 128
@@ -305,10 +305,10 @@ def free_memory(device: str) -> None:
 
 
 def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dict:
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.kv_cache_allocator import bytes_per_block
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
     max_len = ctx + 256
     blocks = -(-max_len // 128) + 4

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def engine_for(model_dir: Path, args):
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     cfg = EngineConfig(
         max_num_batched_tokens=args.chunk,
@@ -125,7 +125,7 @@ def run(args, work: Path) -> dict:
     from m3agent.agent.subagents.child import run_child
     from m3agent.app.factory import build_session
     from m3agent.app.settings import Settings
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
     init_tiny(
@@ -273,11 +273,11 @@ def engine_only(args, work: Path) -> dict:
     import random
 
     import torch
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.loader import load_model
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.loaders.checkpoint import load_model
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
     init_tiny(model_dir, TinySpec(layers=args.layers, hidden=args.hidden, seed=0))

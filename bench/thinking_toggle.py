@@ -73,8 +73,8 @@ def run(args, work: Path, save) -> dict:
     from m3agent.engine.backends.scripted import common_prefix_len
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model_dir = work / "model"
     init_tiny(

@@ -155,7 +155,7 @@ async def with_server(model_dir: Path, max_len: int, device: str, run) -> tuple[
     from m3agent.app.serve.http import start
     from m3agent.app.serve.server import ChatServer, ServeConfig
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     blocks = max_len // PAGE + 8
     engine = NativeEngine.from_model_dir(
@@ -233,7 +233,7 @@ def main() -> int:
     )
     p.add_argument("--out", type=Path, default=Path("bench/results/toggle_session_cpu.json"))
     a = p.parse_args()
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     with tempfile.TemporaryDirectory() as d:
         model = init_tiny(

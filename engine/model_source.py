@@ -202,7 +202,8 @@ def check_checkpoint(path: Path) -> None:
 
 def checkpoint_facts(path: Path) -> CheckpointFacts:
     cfg = _read_json(path / "config.json")
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    nested = cfg.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
     quant = cfg.get("quantization_config") or text.get("quantization_config") or {}
     method = quant.get("quant_method") or quant.get("format") if isinstance(quant, dict) else None
     if method is None and str(cfg.get("torch_dtype", "")).startswith("float8"):

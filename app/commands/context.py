@@ -21,7 +21,7 @@ DEFAULT_SESSION_TOKENS = 196_608  # what remote/scripted sessions assume when no
 
 def _native_cpu_window(text_config, max_len: int) -> int:
     """The window LLMEngine gives a model on CPU: the default KV budget caps it."""
-    from m3agent.engine.native.engine_config import DEFAULT_CPU_KV_BYTES
+    from m3agent.engine.native.core.engine_config import DEFAULT_CPU_KV_BYTES
 
     c = text_config
     index = c.sparse_attention_config.sparse_index_dim

@@ -96,34 +96,32 @@ def run_requests(
     emit: Callable[[dict[str, Any]], None],
     warn: Callable[[str], None],
 ) -> int:
-    import torch
-    from m3agent.engine.api import EngineError
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.loader import load_model
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
-    from m3agent.engine.native.tokenizer_loader import load_tokenizer
+    from m3agent.engine.api import EngineError, EngineUnavailable
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.llm import DTYPES, LLM
 
-    torch_dtype = getattr(torch, dtype, None)
-    if not isinstance(torch_dtype, torch.dtype):
-        warn(f"error: unknown --dtype {dtype!r} (try float32, bfloat16, float16)")
+    if dtype not in DTYPES:
+        warn(f"error: unknown --dtype {dtype!r} (try {', '.join(DTYPES)})")
         return exit_codes.USAGE_ERROR
     needs_text = any(x.prompt is not None or x.stop for x in lines)
     try:
         config = EngineConfig(device=device, **engine_kwargs)
-        loaded = load_model(
-            model, device=device, dtype=torch_dtype, max_model_len=config.max_model_len
+        llm = LLM.from_model_dir(
+            model,
+            device=device,
+            dtype=dtype,
+            config=config,
+            need_tokenizer=needs_text,
+            vision=False,
         )
-        tokenizer = None
-        try:
-            tokenizer = load_tokenizer(model)
-        except ValueError:
-            if needs_text:
-                raise
-        llm = LLMEngine(loaded, tokenizer, config)
-    except (ValueError, OSError, RuntimeError) as e:
+    except ValueError as e:
         warn(f"error: cannot load the native model from {model}: {str(e).splitlines()[0]}")
         return exit_codes.ENGINE_UNAVAILABLE
+    except EngineUnavailable as e:
+        warn(f"error: {e}")
+        return exit_codes.ENGINE_UNAVAILABLE
+    tokenizer = llm.tokenizer
 
     started = time.monotonic()
     code = exit_codes.OK

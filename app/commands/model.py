@@ -42,8 +42,8 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Write a random MiniMax M3 checkpoint in HF layout (config, safetensors, tokenizer)."""
-        from m3agent.engine.native.tiny import TinySpec
-        from m3agent.engine.native.tiny import init_tiny as write
+        from m3agent.engine.native.loaders.tiny import TinySpec
+        from m3agent.engine.native.loaders.tiny import init_tiny as write
 
         try:
             spec = TinySpec(
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
         """Architecture, layers, parameter count and dtypes of a checkpoint."""
         import json
 
-        from m3agent.engine.native.loader import checkpoint_info
+        from m3agent.engine.native.loaders.checkpoint import checkpoint_info
 
         try:
             d = checkpoint_info(path)

@@ -12,8 +12,8 @@ import asyncio
 import contextlib
 import queue
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, replace
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,10 @@ from ..api import (
     SamplingParams,
 )
 from ..m3.chat import ChatLayer, Turn
-from ..native.engine_config import EngineConfig
-from ..native.llm_engine import LLMEngine
-from ..native.outputs import PrefillStep, RequestOutput
-from ..native.sampling_params import TokenSamplingParams
+from ..native.core.engine_config import EngineConfig
+from ..native.core.llm_engine import LLMEngine
+from ..native.core.outputs import PrefillStep, RequestOutput
+from ..native.core.sampling_params import TokenSamplingParams
 from .completion import CompletionRequest
 
 
@@ -85,50 +85,38 @@ class NativeEngine:
         device: str = "cpu",
         dtype: str = "float32",
         config: EngineConfig | None = None,
-        progress: Any = None,
-        offload: Any = None,
+        progress: Callable[[int, int], None] | None = None,
+        offload: object = None,
     ) -> NativeEngine:
-        """Loads weights, tokenizer and chat template; any failure is one EngineUnavailable line.
+        """The engine through native's front door (`LLM.from_model_dir`), plus the chat
+        template and the media preprocessing; any failure is one EngineUnavailable line.
         progress(bytes done, bytes total) while the weights load. offload: an
         offload.placement.OffloadConfig puts M3's routed experts in host memory (CPU compute)."""
-        import torch
-
         from ..m3.chat_template import ChatTemplate
         from ..m3.tokenizer import M3Tokenizer
         from ..m3.tokens import EOS
-        from ..native.loader import load_model
-        from .native_media import NativeMedia, wants_vision
+        from ..native.llm import LLM
+        from .native_media import NativeMedia
 
-        torch_dtype = getattr(torch, dtype, None)
-        if not isinstance(torch_dtype, torch.dtype):
-            raise EngineUnavailable(f"unknown dtype {dtype!r} (try float32, bfloat16, float16)")
-        config = replace(config or EngineConfig(), device=device)
-        if offload is not None and device.startswith("cuda") and config.kv_cache_dtype == "auto":
-            # the plan's KV rows are e4m3: half the bytes, and the GPU memory the hot experts use
-            config = replace(config, kv_cache_dtype="fp8")
-        try:
-            model = load_model(
-                path,
-                device=device,
-                dtype=torch_dtype,
-                max_model_len=config.max_model_len,
-                progress=progress,
-                offload=offload,
+        llm = LLM.from_model_dir(
+            path, device=device, dtype=dtype, config=config, progress=progress, offload=offload
+        )
+        tokenizer = llm.tokenizer
+        if not isinstance(tokenizer, M3Tokenizer):
+            raise EngineUnavailable(
+                f"cannot load the native model from {path}: no M3 tokenizer.json "
+                "(chat needs M3's; `m3agent generate` runs other models)"
             )
-            tokenizer = M3Tokenizer.from_model_dir(path)
+        try:
             template = ChatTemplate.from_model_dir(path)
-            tower = media = None
-            if wants_vision(Path(path)):  # vision_config and vision weights: a VL checkpoint
-                from ..native.vision_loader import load_vision_tower
-
+            media = None
+            if llm.runner.vision is not None:
                 media = NativeMedia.for_checkpoint(Path(path), tokenizer)
-                tower = load_vision_tower(path, dtype=torch_dtype, device=device)
-            engine = LLMEngine(model, tokenizer, config, vision_tower=tower)
-        except (ValueError, OSError, RuntimeError, KeyError) as e:
+        except (ValueError, OSError) as e:
             raise EngineUnavailable(f"cannot load the native model from {path}: {e}") from e
         eos = tokenizer.token_to_id(EOS)
         stops = (eos,) if eos is not None else ()
-        return cls(engine, tokenizer, Path(path).name, template, stops, media)
+        return cls(llm, tokenizer, Path(path).name, template, stops, media)
 
     # ---- Engine protocol ----------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Images and videos for the native backend: the vision tower's load and each request's inputs.
+"""Images and videos for the native backend: each request's media inputs.
 
 `NativeMedia` belongs to one NativeEngine. Per request it preprocesses every media part of the
 user messages on the CPU (engine/m3/media, SPEC §5), expands each placeholder token of the
@@ -24,29 +24,7 @@ from ..m3.media.load import load_media
 from ..m3.media.placeholders import VisionTokenIds, expand_prompt_ids
 from ..m3.media.result import MediaInput
 
-# Names of vision weights in a VL checkpoint (SPEC §1.7), after an optional `model.` prefix.
-_VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024  # pixel_values kept for later turns (float32 patches)
-
-
-def has_vision_weights(model_dir: Path) -> bool:
-    """Whether any safetensors file of the checkpoint holds vision weights (headers only)."""
-    from safetensors import safe_open
-
-    for shard in sorted(model_dir.glob("*.safetensors")):
-        with safe_open(str(shard), framework="pt") as f:
-            if any(k.removeprefix("model.").startswith(_VISION_PREFIXES) for k in f.keys()):
-                return True
-    return False
-
-
-def wants_vision(model_dir: Path) -> bool:
-    """config.json has a vision_config and the weights are there: load the tower."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text())
-    except (OSError, ValueError):
-        return False  # the text loader reports a broken config.json itself
-    return isinstance(config.get("vision_config"), dict) and has_vision_weights(model_dir)
 
 
 def media_config_for(model_dir: Path) -> MediaConfig:
@@ -127,7 +105,7 @@ class NativeMedia:
         self, messages: Sequence[Message], prompt_ids: Sequence[int]
     ) -> tuple[list[int], Any]:
         """(expanded prompt ids, MultiModalInputs) for a rendered prompt; errors are one line."""
-        from ..native.mm_inputs import MultiModalInputs
+        from ..native.runner.mm_inputs import MultiModalInputs
 
         parts = attached_parts(messages)
         for kind, limit in (("image", self.limits.max_images), ("video", self.limits.max_videos)):

@@ -2,8 +2,8 @@
 
 `M3Tokenizer.from_model_dir` loads a checkpoint's tokenizer.json (+ tokenizer_config.json);
 `M3Tokenizer.default()` loads the small bundled byte-level BPE with M3's added tokens
-(built by `python -m m3agent.engine.m3.build_tokenizer`). `IncrementalDetokenizer` turns a
-stream of token ids into stable text pieces for the native engine.
+(built by `python -m m3agent.engine.m3.build_tokenizer`). Streaming detokenisation is the
+native engine's (engine/native/core/detokenizer.py).
 """
 
 from __future__ import annotations
@@ -181,43 +181,3 @@ def write_tokenizer_files(model_dir: str | Path) -> Path:
         json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return target
-
-
-class IncrementalDetokenizer:
-    """Token ids in, newly stable text out.
-
-    Decodes a short window of recent ids and releases only text that cannot change any more:
-    a trailing U+FFFD (an incomplete UTF-8 sequence split across byte tokens) is held until the
-    next token completes it; `flush()` releases whatever is left at the end.
-    """
-
-    def __init__(self, tokenizer: M3Tokenizer, *, skip_special_tokens: bool = False):
-        self._tok = tokenizer
-        self._skip = skip_special_tokens
-        self._ids: list[int] = []
-        self._prefix = 0  # window start: ids already released, kept as decoding context
-        self._read = 0  # ids before this are released
-
-    def _decode(self, start: int, end: int | None = None) -> str:
-        return self._tok.decode(self._ids[start:end], skip_special_tokens=self._skip)
-
-    def push(self, token_id: int) -> str:
-        self._ids.append(int(token_id))
-        prefix_text = self._decode(self._prefix, self._read)
-        new_text = self._decode(self._prefix)
-        if len(new_text) <= len(prefix_text) or new_text.endswith("\ufffd"):
-            return ""
-        self._prefix, self._read = self._read, len(self._ids)
-        return new_text[len(prefix_text) :]
-
-    def flush(self) -> str:
-        if self._read >= len(self._ids):
-            return ""
-        prefix_text = self._decode(self._prefix, self._read)
-        new_text = self._decode(self._prefix)
-        self._prefix = self._read = len(self._ids)
-        return new_text[len(prefix_text) :]
-
-    @property
-    def token_ids(self) -> list[int]:
-        return list(self._ids)

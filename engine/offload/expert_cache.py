@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -69,7 +70,7 @@ def sampled_checksum(path: Path, size: int) -> str:
     return h.hexdigest()
 
 
-def _write_durable(path: Path, write: Callable[[object], None]) -> None:
+def _write_durable(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write through a temporary file, fsync, rename: the name holds a whole file or none."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     with tmp.open("wb") as f:
@@ -142,11 +143,11 @@ class ExpertStore:
         todo = [layer for layer in layers if metas[layer] is None]
         t0, written = time.perf_counter(), 0
         for i, layer in enumerate(todo):
-            metas[layer] = self.convert(layer, source(layer))
-            written += metas[layer]["size"]
+            meta = metas[layer] = self.convert(layer, source(layer))
+            written += meta["size"]
             if progress is not None:
                 progress(BuildProgress(i + 1, len(todo), written, time.perf_counter() - t0, layer))
-        return {layer: self.mapped(layer, metas[layer]) for layer in layers}
+        return {layer: self.mapped(layer, m) for layer, m in metas.items() if m is not None}
 
     def convert(self, layer: int, experts: LayerExperts) -> dict:
         """Quantise/re-tile one layer expert by expert into its file, durably; returns its
@@ -163,7 +164,8 @@ class ExpertStore:
             return {n + "13": t for n, t in p13.items()} | {n + "2": t for n, t in p2.items()}
 
         first = packed(0)
-        table, off = [], 0
+        table: list[dict[str, Any]] = []
+        off = 0
         for name in _NAMES:
             if name in first:
                 t = first[name]
@@ -174,7 +176,7 @@ class ExpertStore:
                 off = -(-(off + n * experts.count) // ALIGN) * ALIGN
         bin_p, meta_p = self._paths(layer)
 
-        def write_bin(f) -> None:
+        def write_bin(f: BinaryIO) -> None:
             f.truncate(off)
             for e in range(experts.count):
                 p = first if e == 0 else packed(e)
@@ -214,7 +216,8 @@ class ExpertStore:
 
 def _as_float(w: object) -> torch.Tensor:
     if isinstance(w, tuple):  # MXFP8 pair converted into another form
-        from ..native.loader import dequantize_mxfp8
+        from ..native.loaders.checkpoint import dequantize_mxfp8
 
         return dequantize_mxfp8(*w)
-    return w.float()  # type: ignore[union-attr]
+    assert isinstance(w, torch.Tensor)
+    return w.float()

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..native.loader import (
+from ..native.loaders.checkpoint import (
     dequantize_fp8,
     dequantize_mxfp8,
     is_mx_scale,
@@ -108,7 +108,8 @@ class CheckpointExperts:
             raise ValueError(f"layer {layer} lacks experts {', '.join(missing[:4])}")
 
         def read(e: int) -> tuple[Any, Any, Any]:
-            return tuple(self._read(names[(e, p)]) for p in ("w1", "w3", "w2"))  # type: ignore[return-value]
+            w1, w3, w2 = (self._read(names[(e, p)]) for p in ("w1", "w3", "w2"))
+            return w1, w3, w2
 
         mx = isinstance(read(0)[0], tuple)
         return LayerExperts(n, read, mx)

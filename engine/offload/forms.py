@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..native.loader import dequantize_mxfp8, quantize_mxfp8
+from ..native.loaders.checkpoint import dequantize_mxfp8, quantize_mxfp8
 
 TILE = 16
 MX_BLOCK = 32
@@ -126,7 +126,8 @@ def unpack_nibbles(p: torch.Tensor) -> torch.Tensor:
 
 def pack(w: torch.Tensor, form: str, group: int = INT4_GROUP) -> dict[str, torch.Tensor]:
     """A float [N, K] projection -> its tensors in `form`: w, and s / m where the form has them."""
-    check_shape(*w.shape, form, group)
+    n, k = w.shape
+    check_shape(n, k, form, group)
     if form == "int8":
         q, s = quantize_rows_int8(w)
         return {"w": tile(offset_int8(q), 4), "s": s}
@@ -142,7 +143,8 @@ def pack(w: torch.Tensor, form: str, group: int = INT4_GROUP) -> dict[str, torch
 
 def pack_mxfp8(values: torch.Tensor, e8m0: torch.Tensor) -> dict[str, torch.Tensor]:
     """The checkpoint's own MXFP8 tensors (e4m3 [N, K], e8m0 bytes [N, K/32]), re-tiled only."""
-    check_shape(*values.shape, "mxfp8")
+    n, k = values.shape
+    check_shape(n, k, "mxfp8")
     e = e8m0.view(torch.uint8)
     if int(e.max()) > 134:  # 2^7 and above: no weight is that large; the kernel's bias needs it
         raise ValueError("MXFP8 scale exponent above 2^7")

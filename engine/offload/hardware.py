@@ -80,7 +80,8 @@ def probe(
     if gpu_mem_gib is not None:
         name, gpu_bytes = gpu_name or "GPU", int(gpu_mem_gib * GIB)
     elif found is not None:
-        (name, gpu_bytes), _ = found, measured.append("gpu_mem")
+        name, gpu_bytes = found
+        measured.append("gpu_mem")
     else:
         raise ValueError("no CUDA GPU here: give --gpu-mem GiB (and --gpu-bw GB/s) to plan for one")
     if gpu_bw_gbs is not None:

@@ -153,9 +153,9 @@ def from_checkpoint(model_dir: str | Path) -> tuple[M3TextConfig, Inventory]:
             key = (int(layer.group(1)), int(expert.group(1)))
             per_expert[key] = per_expert.get(key, 0) + nbytes
     experts: dict[int, tuple[int, int]] = {}
-    for (layer, _), nbytes in sorted(per_expert.items()):
-        n, size = experts.get(layer, (0, 0))
-        experts[layer] = (n + 1, max(size, nbytes))
+    for (layer_no, _), nbytes in sorted(per_expert.items()):
+        n, size = experts.get(layer_no, (0, 0))
+        experts[layer_no] = (n + 1, max(size, nbytes))
     return c, Inventory(fmt=fmt, parts=parts, experts=experts, source="safetensors")
 
 

@@ -65,7 +65,8 @@ class OffloadedMoE(nn.Module):
         self.top_k, self.scaling = moe.top_k, moe.scaling
         self.alpha, self.limit, self.beta = moe.alpha, moe.limit, moe.beta
         self.layer = layer
-        self.cpu, self.pool, self.hot, self.stream = cpu, pool, hot, stream
+        # not `self.cpu`: that is nn.Module.cpu()
+        self.cpu_experts, self.pool, self.hot, self.stream = cpu, pool, hot, stream
         self.stream_tokens = stream_tokens
         n = moe.gate.weight.shape[0]
         # routing counts of the run (what the hot cache is refreshed from); on the device so
@@ -119,9 +120,11 @@ class OffloadedMoE(nn.Module):
         sel = (ids, w) if hot is None else cpu_slots(ids, w, hot)
         if sel is None or sel[0].numel() == 0:
             return None
-        y = self.cpu.forward(self.layer, x, sel[0], sel[1])
+        y = self.cpu_experts.forward(self.layer, x, sel[0], sel[1])
         y = y.pin_memory() if torch.cuda.is_available() else y
-        self.cpu_bytes += torch.unique(sel[0]).numel() * self.cpu.layers[self.layer].expert_bytes()
+        self.cpu_bytes += (
+            torch.unique(sel[0]).numel() * self.cpu_experts.layers[self.layer].expert_bytes()
+        )
         self.cpu_s += time.perf_counter() - t0
         return y
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -110,7 +111,8 @@ class HostExpertCollector:
                 raise ValueError(
                     f"layer {i}: {len(self._done[i])} of {self.num_experts} routed experts loaded"
                 )
-            out[i] = replace(self._templates[i], **t)
+            fields: dict[str, Any] = dict(t)  # tensor fields only: the form stays
+            out[i] = replace(self._templates[i], **fields)
         return out
 
 
@@ -129,7 +131,7 @@ def pin_in_place(layers: dict[int, HostExpertLayer]) -> list[torch.Tensor]:
     except (AttributeError, RuntimeError) as e:
         log.warning("host experts stay pageable (no cudaHostRegister: %s): slower prefill", e)
         return []
-    done = []
+    done: list[torch.Tensor] = []
     for L in layers.values():
         for t in tensor_fields(L).values():
             if t.is_pinned() or t.numel() == 0:

@@ -53,13 +53,14 @@ class PrefillStreamer:
         lo = g * self.group
         hi = min(lo + self.group, self.host[layer].num_experts)
         src = tensor_fields(self.host[layer])
-        if self.copy_stream is not None:
+        freed, copied = self.freed[b], self.copied[b]
+        if self.copy_stream is not None and freed is not None and copied is not None:
             # the buffer is free once the compute that last read it has run
-            self.copy_stream.wait_event(self.freed[b])
+            self.copy_stream.wait_event(freed)
             with torch.cuda.stream(self.copy_stream):
                 for k, dst in self.bufs[b].items():
                     dst[: hi - lo].copy_(src[k][lo:hi], non_blocking=True)
-                self.copied[b].record(self.copy_stream)
+                copied.record(self.copy_stream)
         else:
             for k, dst in self.bufs[b].items():
                 dst[: hi - lo].copy_(src[k][lo:hi])
@@ -95,8 +96,9 @@ class PrefillStreamer:
             if nb is None:
                 nxt = self._next_after(layer)
                 self.pending = (nxt, 0, self._start(nxt, 0))
-            if self.copied[b] is not None:
-                torch.cuda.current_stream(self.device).wait_event(self.copied[b])
+            copied = self.copied[b]
+            if copied is not None:
+                torch.cuda.current_stream(self.device).wait_event(copied)
             lo = g * self.group
             hi = min(lo + self.group, self.host[layer].num_experts)
             present = torch.unique(ids_h[(ids_h >= lo) & (ids_h < hi)]).tolist()
@@ -106,8 +108,9 @@ class PrefillStreamer:
                     form, self.bufs[b], e - lo, x.index_select(0, tok), alpha, limit, beta
                 )
                 out.index_add_(0, tok, y * weights[tok, slot][:, None])
-            if self.freed[b] is not None:
-                self.freed[b].record(torch.cuda.current_stream(self.device))
+            freed = self.freed[b]
+            if freed is not None:
+                freed.record(torch.cuda.current_stream(self.device))
             if nb is not None:
                 b = nb
         return out

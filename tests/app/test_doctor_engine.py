@@ -66,7 +66,7 @@ def test_nothing_listening_is_one_clear_line(tmp_path):
 
 
 def test_native_model_directory_valid_or_named(tmp_path):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     tiny = init_tiny(tmp_path / "tiny", TinySpec(layers=2, hidden=128, experts=2))
     rows = {r.name: r for r in check_engine(_settings(tmp_path, engine="native", model=str(tiny)))}

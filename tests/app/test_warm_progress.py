@@ -23,7 +23,7 @@ M3AGENT = Path(sys.executable).parent / "m3agent"
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512))
@@ -31,7 +31,7 @@ def tiny(tmp_path_factory) -> Path:
 
 
 def test_native_loader_reports_bytes_up_to_the_checkpoint_size(tiny):
-    from m3agent.engine.native.loader import load_model, safetensors_files
+    from m3agent.engine.native.loaders.checkpoint import load_model, safetensors_files
 
     calls: list[tuple[int, int]] = []
     load_model(tiny, progress=lambda done, total: calls.append((done, total)))

@@ -18,7 +18,7 @@ PAGE = 128
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(
@@ -29,7 +29,7 @@ def tiny_dir(tmp_path_factory):
 
 def recording_engine(tiny_dir):
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     class Recording(NativeEngine):
         """The real engine; it also keeps each request and its generated token ids."""

@@ -247,7 +247,7 @@ def test_context_uses_the_remote_servers_window(make_repo, tmp_path, models_serv
 
 
 def test_context_window_of_a_tiny_native_model_and_real_sizes(make_repo, tmp_path):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     model = init_tiny(
         tmp_path / "tiny", TinySpec(layers=2, hidden=64, heads=2, kv_heads=1, experts=2)

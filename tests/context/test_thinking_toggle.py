@@ -51,7 +51,7 @@ async def drive(session, plan):
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3_toggle")
     init_tiny(
@@ -67,7 +67,7 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
     from m3agent.engine.backends.native import NativeEngine
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     class Recording(NativeEngine):
         def __init__(self, *a, **kw):

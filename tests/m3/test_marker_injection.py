@@ -97,7 +97,7 @@ def test_native_engine_prompt_ids_of_the_tiny_model(tmp_path):
     """The native backend's own chat layer, loaded from `init_tiny`'s checkpoint on CPU."""
     pytest.importorskip("torch")
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.tiny import init_tiny
+    from m3agent.engine.native.loaders.tiny import init_tiny
 
     path = init_tiny(tmp_path / "tiny")
     engine = NativeEngine.from_model_dir(str(path), device="cpu", dtype="float32")
@@ -112,9 +112,9 @@ def test_native_engine_prompt_ids_of_the_tiny_model(tmp_path):
 
 
 def test_a_tokenizer_without_run_encoding_cuts_outside_text_inside_markers(tok):
-    """GGUF vocabularies and plain tokenizer files (engine/native/tokenizer_loader.py) only
+    """GGUF vocabularies and plain tokenizer files (engine/native/loaders/tokenizer.py) only
     have encode(text): the chat layer encodes outside text in pieces cut inside markers."""
-    from m3agent.engine.native.tokenizer_loader import _TokenizersAdapter
+    from m3agent.engine.native.loaders.tokenizer import _TokenizersAdapter
 
     plain = _TokenizersAdapter(tok.hf_tokenizer)
     layer = ChatLayer(plain, ChatTemplate())

@@ -1,4 +1,4 @@
-"""The bundled tokenizer, checkpoint loading, and incremental detokenization."""
+"""The bundled tokenizer and checkpoint loading (streaming detokenisation: tests/native_runtime)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from m3agent.engine.m3 import tokens as T
 from m3agent.engine.m3.build_tokenizer import build_tokenizer_json
 from m3agent.engine.m3.tokenizer import (
-    IncrementalDetokenizer,
     M3Tokenizer,
     default_tokenizer_path,
     write_tokenizer_files,
@@ -69,41 +68,10 @@ def test_encode_has_no_bos_and_compresses(tok):
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60), st.sampled_from(["", T.THINK_START, T.EOS, T.NS]))
-def test_roundtrip_and_incremental_detok(text, marker):
+def test_roundtrip(text, marker):
     tok = M3Tokenizer.default()
     s = text + marker + text
-    ids = tok.encode(s)
-    assert tok.decode(ids) == s
-    d = IncrementalDetokenizer(tok)
-    pieces = [d.push(i) for i in ids]
-    pieces.append(d.flush())
-    assert "".join(pieces) == s
-    assert all("\ufffd" not in p for p in pieces) or "\ufffd" in s
-
-
-def test_incremental_holds_incomplete_utf8(tok):
-    s = "a🎉"
-    ids = tok.encode(s)
-    assert len(ids) > 2  # the emoji is several byte tokens in this small vocab
-    d = IncrementalDetokenizer(tok)
-    outs = [d.push(i) for i in ids]
-    assert outs[0] == "a" and all(o == "" for o in outs[1:-1]) and outs[-1] == "🎉"
-    assert d.flush() == ""
-
-
-def test_incremental_flush_releases_truncated_bytes(tok):
-    ids = tok.encode("é")[:-1] if len(tok.encode("é")) > 1 else None
-    if ids is None:
-        pytest.skip("é is one token")
-    d = IncrementalDetokenizer(tok)
-    assert [d.push(i) for i in ids] == [""] * len(ids)
-    assert d.flush() == "\ufffd"
-
-
-def test_incremental_skip_special(tok):
-    d = IncrementalDetokenizer(tok, skip_special_tokens=True)
-    out = "".join(d.push(i) for i in tok.encode("]~b]ai\nhi[e~[")) + d.flush()
-    assert out == "ai\nhi"
+    assert tok.decode(tok.encode(s)) == s
 
 
 def test_model_dir_roundtrip(tmp_path):
@@ -157,16 +125,3 @@ def test_load_errors_are_value_errors(tmp_path, setup, match):
     setup(d)
     with pytest.raises(ValueError, match=match):
         M3Tokenizer.from_model_dir(d)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 8191), max_size=40))
-def test_incremental_detok_of_arbitrary_ids_matches_full_decode(ids):
-    tok = M3Tokenizer.default()
-    full = tok.decode(ids)
-    d = IncrementalDetokenizer(tok)
-    streamed = "".join(d.push(i) for i in ids) + d.flush()
-    if "\ufffd" not in full:
-        assert streamed == full
-    else:  # invalid UTF-8 from random byte tokens: the same text around the replacements
-        assert streamed.replace("\ufffd", "") == full.replace("\ufffd", "")

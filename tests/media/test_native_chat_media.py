@@ -27,9 +27,9 @@ from m3agent.engine.backends.native import NativeEngine
 from m3agent.engine.m3.chat_template import render_prompt_parts
 from m3agent.engine.m3.media import VisionTokenIds, load_video
 from m3agent.engine.m3.media.placeholders import timestamp_text
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE
-from m3agent.engine.native.tiny import TinySpec, init_tiny
-from m3agent.engine.native.vision_loader import write_random_vision_weights
+from m3agent.engine.native.core.attention_metadata import BLOCK_SIZE
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.vision import write_random_vision_weights
 from PIL import Image
 
 # Long enough (byte-level tokenizer: ~1 token a byte) that the common prefix of two turns

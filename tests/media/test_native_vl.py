@@ -6,13 +6,13 @@ import pytest
 import torch
 from m3agent.engine.m3.media import VisionTokenIds, expand_prompt_ids, load_image, load_video
 from m3agent.engine.m3.media.placeholders import prompt_token_count
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.loader import load_model
-from m3agent.engine.native.mm_inputs import MultiModalInputs
-from m3agent.engine.native.sampling_params import TokenSamplingParams
-from m3agent.engine.native.tiny import TinySpec, init_tiny
-from m3agent.engine.native.vision_loader import load_vision_tower, write_random_vision_weights
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.vision import load_vision_tower, write_random_vision_weights
+from m3agent.engine.native.runner.mm_inputs import MultiModalInputs
 from PIL import Image
 
 

@@ -6,14 +6,14 @@ import json
 
 import pytest
 import torch
-from m3agent.engine.native.vision import (
+from m3agent.engine.native.loaders.vision import load_vision_tower, write_random_vision_weights
+from m3agent.engine.native.models.m3_vision import (
     M3VisionTower,
     VisionConfig,
     apply_rope,
     merge_vision_embeddings,
     rope_cos_sin,
 )
-from m3agent.engine.native.vision_loader import load_vision_tower, write_random_vision_weights
 from torch import nn
 
 CFG = VisionConfig(

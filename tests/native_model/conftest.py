@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from m3agent.engine.native.core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 
 def page_tables(
@@ -59,7 +59,7 @@ def make_caches(
     model, num_blocks: int, dtype=torch.float32, device="cpu", fill: float | None = None
 ):
     """Per-layer caches for a NativeModel; `fill` puts garbage in every slot first."""
-    from m3agent.engine.native.model_api import LayerCache
+    from m3agent.engine.native.core.model_api import LayerCache
 
     caches = []
     for spec in model.cache_specs():

@@ -1,7 +1,7 @@
 """Our M3 checkpoint layout -> transformers' own MiniMax M3 (`models.minimax_m3_vl`).
 
 A test helper for the parity test: the config and the weights of a checkpoint written by
-`engine.native.tiny.init_tiny` (vLLM's names, `language_model.model.layers.N...`), converted
+`engine.native.loaders.tiny.init_tiny` (vLLM's names, `language_model.model.layers.N...`), converted
 to transformers' `MiniMaxM3VLForCausalLM`:
 
 * `self_attn.index_{q,k}_{proj,norm}` -> `self_attn.indexer.{q,k}_{proj,norm}`;

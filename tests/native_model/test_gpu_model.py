@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.loader import load_model
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +31,7 @@ def ckpt(tmp_path_factory):
 
 
 def _run(model, ids, paged, device, splits):
-    from m3agent.engine.native.model_api import LayerCache
+    from m3agent.engine.native.core.model_api import LayerCache
 
     gen = torch.Generator().manual_seed(0)
     tables = paged.page_tables([len(ids)], -(-len(ids) // 128) + 2, gen)

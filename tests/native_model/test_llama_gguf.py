@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from m3agent.engine.native.gguf_loader import unpermute_rows
-from m3agent.engine.native.llama import LlamaForCausalLM
-from m3agent.engine.native.loader import load_model
+from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.native.loaders.gguf import unpermute_rows
+from m3agent.engine.native.models.llama import LlamaForCausalLM
 
 PROMPTS = [
     'def fibonacci(n):\n    """Return the n-th Fibonacci number."""',

@@ -9,15 +9,15 @@ import sys
 import pytest
 import torch
 from m3agent.app.cli import build_app
-from m3agent.engine.native.loader import (
+from m3agent.engine.native.loaders.checkpoint import (
     dequantize_fp8,
     dequantize_mxfp8,
     load_model,
     quantize_fp8,
     quantize_mxfp8,
 )
-from m3agent.engine.native.model import M3ForCausalLM
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
+from m3agent.engine.native.models.m3 import M3ForCausalLM
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
@@ -162,9 +162,9 @@ def test_mxfp8_round_trip():
 
 
 def _logits(path, ids):
-    from m3agent.engine.native.engine_config import EngineConfig
-    from m3agent.engine.native.llm_engine import LLMEngine
-    from m3agent.engine.native.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.core.llm_engine import LLMEngine
+    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
     engine = LLMEngine(load_model(path), None, EngineConfig(num_gpu_blocks=16, keep_logits=True))
     out = engine.generate([ids], TokenSamplingParams(max_tokens=3, ignore_eos=True))[0]

@@ -8,8 +8,8 @@ import math
 
 import pytest
 import torch
-from m3agent.engine.native.loader import load_model
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from safetensors.torch import load_file
 
 BLK = 128

@@ -1,12 +1,12 @@
-"""MSA reference (engine/native/msa.py) against SPEC §2: dense identity, a brute-force
+"""MSA reference (engine/native/layers/msa.py) against SPEC §2: dense identity, a brute-force
 reference written straight from §2.8 (no paging), selection rules and paging invariance."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.attention import dense_attention, insert_index, insert_kv
-from m3agent.engine.native.msa import index_select_blocks, sparse_attention
+from m3agent.engine.native.layers.attention import dense_attention, insert_index, insert_kv
+from m3agent.engine.native.layers.msa import index_select_blocks, sparse_attention
 
 BLK = 128
 

@@ -20,11 +20,11 @@ import torch
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("transformers.models.minimax_m3_vl")
 
-from m3agent.engine.native.engine_config import EngineConfig  # noqa: E402
-from m3agent.engine.native.llm_engine import LLMEngine  # noqa: E402
-from m3agent.engine.native.loader import load_model  # noqa: E402
-from m3agent.engine.native.sampling_params import TokenSamplingParams  # noqa: E402
-from m3agent.engine.native.tiny import TinySpec, init_tiny  # noqa: E402
+from m3agent.engine.native.core.engine_config import EngineConfig  # noqa: E402
+from m3agent.engine.native.core.llm_engine import LLMEngine  # noqa: E402
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams  # noqa: E402
+from m3agent.engine.native.loaders.checkpoint import load_model  # noqa: E402
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny  # noqa: E402
 
 TOL = 1e-4
 PROMPT_LEN = 600  # 5 key blocks of 128

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from m3agent.engine.native.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from m3agent.engine.native.core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from m3agent.engine.native.core.model_api import LayerCache, LayerCacheSpec, ModelInfo
 
 
 def _rope(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from m3agent.engine.native.block_hash import hash_block_tokens
-from m3agent.engine.native.block_pool import BlockPool
-from m3agent.engine.native.kv_cache_manager import KVCacheManager
-from m3agent.engine.native.request import Request
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.block_hash import hash_block_tokens
+from m3agent.engine.native.core.block_pool import BlockPool
+from m3agent.engine.native.core.kv_cache_manager import KVCacheManager
+from m3agent.engine.native.core.request import Request
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
 BS = 128
 

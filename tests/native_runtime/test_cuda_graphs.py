@@ -8,9 +8,9 @@ import dataclasses
 
 import pytest
 import torch
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
 pytestmark = pytest.mark.gpu
 
@@ -19,8 +19,8 @@ def build(topk: int, moe: bool = False):
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     pytest.importorskip("triton")
-    from m3agent.engine.native.model import M3ForCausalLM
-    from m3agent.engine.native.tiny import TinySpec, random_weights, tiny_text_config
+    from m3agent.engine.native.loaders.tiny import TinySpec, random_weights, tiny_text_config
+    from m3agent.engine.native.models.m3 import M3ForCausalLM
 
     spec = TinySpec(
         layers=3,

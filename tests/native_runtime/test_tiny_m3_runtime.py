@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 
 GREEDY = TokenSamplingParams(max_tokens=4, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
 def m3():
-    from m3agent.engine.native.loader import load_model
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.checkpoint import load_model
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     return load_model(init_tiny_dir(TinySpec, init_tiny))
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from m3agent.engine.native.engine_config import EngineConfig
-from m3agent.engine.native.llm_engine import LLMEngine
-from m3agent.engine.native.loader import load_model
-from m3agent.engine.native.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine
+from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.loaders.checkpoint import load_model
 from m3agent.engine.offload.device_experts import dequantised
 from m3agent.engine.offload.placement import OffloadConfig
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.loader import dequantize_mxfp8
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.checkpoint import dequantize_mxfp8
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.cpu_experts import CpuExperts
 from m3agent.engine.offload.expert_cache import ExpertStore
 from m3agent.engine.offload.expert_source import CheckpointExperts, checkpoint_fingerprint

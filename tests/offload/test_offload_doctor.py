@@ -11,7 +11,7 @@ from pathlib import Path
 from m3agent.app.engine_check import check_engine, placement_row
 from m3agent.app.settings import Settings
 from m3agent.engine.m3.config import M3TextConfig, text_config_to_dict
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.hardware import GIB, meminfo_available
 
 EXE = Path(sys.executable).with_name("m3agent")

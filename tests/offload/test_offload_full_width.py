@@ -6,7 +6,7 @@ greedy tokens as the on-device engine with the host form's expert values, per fo
 from __future__ import annotations
 
 import pytest
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.placement import OffloadConfig
 from m3agent.engine.offload.plan import ExpertForm
 

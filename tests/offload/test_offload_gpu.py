@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.placement import OffloadConfig
 from m3agent.engine.offload.plan import ExpertForm
 
@@ -26,7 +26,7 @@ def tiny(tmp_path_factory):
 @needs_cuda
 @pytest.mark.parametrize("form", [ExpertForm.INT8, ExpertForm.BF16], ids=str)
 def test_offloaded_engine_on_cuda_matches_its_cpu_twin(tiny, form):
-    from m3agent.engine.native.loader import load_model
+    from m3agent.engine.native.loaders.checkpoint import load_model
 
     cfg = OffloadConfig(
         form=form, hot_experts_per_layer=3, prefill_stream_tokens=64, stream_experts=3

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.tiny import TinySpec, init_tiny
+from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.choose import choose_offload
 from m3agent.engine.offload.cpu_experts import CpuExperts, HostExpertLayer
 from m3agent.engine.offload.hot_cache import HotExperts

@@ -78,7 +78,7 @@ def real_m3_dir(tmp_path: Path, quant: dict | None) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     out = {}
     for fmt in ("bf16", "fp8"):

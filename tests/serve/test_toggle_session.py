@@ -24,7 +24,7 @@ def toggle():
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     return init_tiny(
         tmp_path_factory.mktemp("m") / "tiny",

@@ -13,7 +13,7 @@ PROMPT = "Summarise this text. " + "The quick brown fox jumps over the lazy dog.
 
 @pytest.fixture(scope="module")
 def tiny_m3_dir(tmp_path_factory):
-    from m3agent.engine.native.tiny import TinySpec, init_tiny
+    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
     path = tmp_path_factory.mktemp("tiny_m3")
     init_tiny(path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, seed=1))
@@ -26,7 +26,7 @@ async def test_status_bar_shows_prefill_progress(harness, until, tiny_m3_dir):
     from m3agent.app.tui.app import create_app
     from m3agent.engine.api import SamplingParams
     from m3agent.engine.backends.native import NativeEngine
-    from m3agent.engine.native.engine_config import EngineConfig
+    from m3agent.engine.native.core.engine_config import EngineConfig
 
     def factory(resume_id, progress):
         engine = NativeEngine.from_model_dir(

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 FP8_DTYPES = (torch.float8_e4m3fn,)
 # log2(e): the kernels run the softmax in base 2 (exp2), as SPEC 2.5 says vLLM's do.

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .common import (
     LOG2E,
     gather_request_kv,

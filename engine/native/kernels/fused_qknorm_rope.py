@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE
+from ..core.attention_metadata import BLOCK_SIZE
 from .insert import reference_insert_index, reference_insert_kv
 
 
@@ -148,11 +148,15 @@ def fused_qknorm_rope_insert(
         return
     hkv = k.shape[1]
     has_idx = iq is not None and ik is not None and index_cache is not None
-    hi = iq.shape[1] if has_idx else 0
-    di = iq.shape[2] if has_idx else d
-    iq_, ik_ = (iq, ik) if has_idx else (q, q[:, 0])
+    # without an index: q stands in for the index tensors (never read, HI == 0)
+    iq_, ik_, idx = (
+        (iq, ik, index_cache)
+        if iq is not None and ik is not None and index_cache is not None
+        else (q, q[:, 0], kv_cache)
+    )
     iqw, ikw = (iq_norm_w, ik_norm_w) if has_idx else (q_norm_w, q_norm_w)
-    idx = index_cache if has_idx else kv_cache
+    hi = iq_.shape[1] if has_idx else 0
+    di = iq_.shape[2] if has_idx else d
     sidx_page, sidx_off = (idx.stride(0), idx.stride(1)) if has_idx else (0, 0)
     n_prog = hq + hkv + (hi + 1 if has_idx else 0)
     iqo = iq_out if (has_idx and iq_out is not None) else iq_

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .common import gather_request_index, next_pow2, query_tiles
 from .topk import topk_blocks
 

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE
+from ..core.attention_metadata import BLOCK_SIZE
 
 FP8_MAX = 448.0
 

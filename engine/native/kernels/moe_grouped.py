@@ -245,6 +245,8 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor | None, fmt: str) -> torch.T
     if fmt == "bf16":
         return w.float()
     e, n, k = w.shape
+    if scale is None:
+        raise ValueError(f"{fmt} weights need their scales")
     if fmt == "fp8":
         s = scale.float().repeat_interleave(128, 1)[:, :n].repeat_interleave(128, 2)[:, :, :k]
         return w.float() * s

@@ -1,5 +1,5 @@
 """The kernel entry points the model dispatches CUDA tensors to (same names and signatures as
-the plain-torch paths in engine/native/msa.py and attention.py)."""
+the plain-torch paths in engine/native/layers/msa.py and attention.py)."""
 
 from __future__ import annotations
 

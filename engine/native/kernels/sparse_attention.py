@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .common import gather_request_kv, token_to_request
 from .sparse_decode import (  # noqa: F401  (re-exported)
     decode_chunks,

@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .common import LOG2E, next_pow2, token_to_request
 from .split_k_merge import _merge
 

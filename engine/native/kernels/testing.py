@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,17 @@ checkpoint-named parameter (a view of the fused tensor; loaders copy into it in 
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 from torch import nn
+
+
+class Placement(TypedDict):
+    """Where and in which dtype a layer allocates its weights (passed on as **kwargs)."""
+
+    dtype: torch.dtype
+    device: torch.device | str
 
 
 class Linear(nn.Module):

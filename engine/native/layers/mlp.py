@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention import kernel_op
-from .linear import FusedWeights, Linear
+from .attention import kernel_op
+from .linear import FusedWeights, Linear, Placement
 
 
 def swiglu_oai(
@@ -29,6 +29,14 @@ def swiglu_oai_merged(
     """The `[all gates | all ups]` layout of vLLM's merged projection (not interleaved)."""
     g, u = gate_up.chunk(2, dim=-1)
     return swiglu_oai(g, u, alpha, limit, beta)
+
+
+class SwigluArgs(Placement):
+    """SwigluOAIMLP's activation constants with its placement (passed on as **kwargs)."""
+
+    alpha: float
+    limit: float
+    beta: float
 
 
 class SwigluOAIMLP(nn.Module):
@@ -54,8 +62,13 @@ class SwigluOAIMLP(nn.Module):
         # gate and up as one [2I, H] GEMM, then one activation launch (CUDA path)
         self._gate_up = FusedWeights(getattr(self, names[0]), getattr(self, names[1]))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def projections(self) -> tuple[Linear, Linear, Linear]:
+        """gate, up and down, whatever the checkpoint calls them."""
         g, u, d = (getattr(self, n) for n in self._names)
+        return g, u, d
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g, u, d = self.projections()
         op = kernel_op("swiglu_oai_merged", x, g.weight)
         if op is not None and x.dim() == 2 and self._gate_up.intact():
             return d(op(self._gate_up(x), self.alpha, self.limit, self.beta))

@@ -7,11 +7,13 @@ Checkpoint names: block_sparse_moe.gate.weight, .e_score_correction_bias,
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
-from ..attention import kernel_op
-from .mlp import SwigluOAIMLP
+from .attention import kernel_op
+from .mlp import SwigluArgs, SwigluOAIMLP
 
 
 def route(
@@ -24,6 +26,14 @@ def route(
     w = scores.gather(1, ids)  # the unbiased scores of the chosen experts
     w = w / w.sum(-1, keepdim=True)
     return w * scaling, ids
+
+
+class _Gate(nn.Module):
+    """The router's weight under the checkpoint's name (block_sparse_moe.gate.weight)."""
+
+    def __init__(self, weight: nn.Parameter) -> None:
+        super().__init__()
+        self.weight = weight
 
 
 class MoE(nn.Module):
@@ -51,41 +61,50 @@ class MoE(nn.Module):
         self.top_k = top_k
         self.scaling = routed_scaling_factor
         # The router stays fp32 whatever the model dtype (vLLM's GateLinear).
-        self.gate = nn.Module()
-        self.gate.weight = nn.Parameter(
-            torch.empty(num_experts, hidden, dtype=torch.float32, device=device),
-            requires_grad=False,
+        self.gate = _Gate(
+            nn.Parameter(
+                torch.empty(num_experts, hidden, dtype=torch.float32, device=device),
+                requires_grad=False,
+            )
         )
+        self.e_score_correction_bias: nn.Parameter | None = None
         if use_bias:
             self.e_score_correction_bias = nn.Parameter(
                 torch.zeros(num_experts, dtype=torch.float32, device=device), requires_grad=False
             )
-        else:
-            self.e_score_correction_bias = None
-        kw = dict(alpha=alpha, limit=limit, beta=beta, dtype=dtype, device=device)
-        ekw = {**kw, "device": edev}
-        self.experts = nn.ModuleList(
+        kw: SwigluArgs = {
+            "alpha": alpha,
+            "limit": limit,
+            "beta": beta,
+            "dtype": dtype,
+            "device": device,
+        }
+        ekw: SwigluArgs = {**kw, "device": edev}
+        experts = [
             SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **ekw) for _ in range(num_experts)
-        )
+        ]
+        self.experts = nn.ModuleList(experts)
         self.shared_experts = SwigluOAIMLP(hidden, inter * n_shared, **kw) if n_shared > 0 else None
         self.alpha, self.limit, self.beta = alpha, limit, beta
         # All experts' weights stacked, [E, 2I, H] (gate | up) and [E, H, I], for the grouped
         # kernel (kernels/moe_grouped.py); each expert's checkpoint-named Linears are views.
         self._w13 = torch.empty(num_experts, 2 * inter, hidden, dtype=dtype, device=edev)
         self._w2 = torch.empty(num_experts, hidden, inter, dtype=dtype, device=edev)
-        for e, ex in enumerate(self.experts):
+        for e, ex in enumerate(experts):
             ex._gate_up.weight = self._w13[e]
-            ex.w1.weight = nn.Parameter(self._w13[e, :inter], requires_grad=False)
-            ex.w3.weight = nn.Parameter(self._w13[e, inter:], requires_grad=False)
-            ex.w2.weight = nn.Parameter(self._w2[e], requires_grad=False)
+            w1, w3, w2 = ex.projections()
+            w1.weight = nn.Parameter(self._w13[e, :inter], requires_grad=False)
+            w3.weight = nn.Parameter(self._w13[e, inter:], requires_grad=False)
+            w2.weight = nn.Parameter(self._w2[e], requires_grad=False)
 
     def _stacked_intact(self) -> bool:
-        first, last = self.experts[0], self.experts[-1]
+        first_w1 = cast(SwigluOAIMLP, self.experts[0]).projections()[0]
+        _, last_w3, last_w2 = cast(SwigluOAIMLP, self.experts[-1]).projections()
         half = self._w13.shape[1] // 2
         return (
-            first.w1.weight.data_ptr() == self._w13.data_ptr()
-            and last.w2.weight.data_ptr() == self._w2[-1].data_ptr()
-            and last.w3.weight.data_ptr() == self._w13[-1, half:].data_ptr()
+            first_w1.weight.data_ptr() == self._w13.data_ptr()
+            and last_w2.weight.data_ptr() == self._w2[-1].data_ptr()
+            and last_w3.weight.data_ptr() == self._w13[-1, half:].data_ptr()
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..attention import kernel_op
+from .attention import kernel_op
 
 
-class GemmaRMSNorm(nn.Module):
-    """M3's norm (SPEC §1.4): y = x * rsqrt(mean(x^2) + eps) * (1 + w); w is stored as an
-    offset from 1 (initialised at 0). Applied over the last dim, so per head for QK-norm."""
+class _Norm(nn.Module):
+    """A [dim] weight (filled with `initial`, until a checkpoint overwrites it) and eps."""
+
+    initial = 1.0
 
     def __init__(
         self,
@@ -23,8 +24,15 @@ class GemmaRMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(
-            torch.zeros(dim, dtype=dtype, device=device), requires_grad=False
+            torch.full((dim,), self.initial, dtype=dtype, device=device), requires_grad=False
         )
+
+
+class GemmaRMSNorm(_Norm):
+    """M3's norm (SPEC §1.4): y = x * rsqrt(mean(x^2) + eps) * (1 + w); w is stored as an
+    offset from 1 (initialised at 0). Applied over the last dim, so per head for QK-norm."""
+
+    initial = 0.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
@@ -43,20 +51,8 @@ class GemmaRMSNorm(nn.Module):
         return self(residual), residual
 
 
-class RMSNorm(nn.Module):
+class RMSNorm(_Norm):
     """Llama's norm: weight multiplies the normalised value cast back to the input dtype."""
-
-    def __init__(
-        self,
-        dim: int,
-        eps: float,
-        *,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-    ) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim, dtype=dtype, device=device), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()

@@ -32,7 +32,7 @@ def _yarn_inv_freq(
         ) / (2 * math.log(theta))
 
     low = max(math.floor(correction_dim(rs.beta_fast)), 0)
-    high = min(math.ceil(correction_dim(rs.beta_slow)), rotary_dim - 1)
+    high: float = min(math.ceil(correction_dim(rs.beta_slow)), rotary_dim - 1)
     if low == high:
         high += 1e-3  # avoid a zero-width ramp
     half = rotary_dim // 2
@@ -42,6 +42,8 @@ def _yarn_inv_freq(
 
 
 class RotaryEmbedding(nn.Module):
+    inv_freq: torch.Tensor  # a buffer: follows .to() (the per-device copies below do not)
+
     def __init__(
         self, head_dim: int, rotary_dim: int, theta: float, rope_scaling: RopeScaling | None = None
     ) -> None:
@@ -75,7 +77,7 @@ class RotaryEmbedding(nn.Module):
         ang = positions.to(torch.float64)[:, None] * inv[None, :]
         return ((torch.cos(ang) * self.mscale).float(), (torch.sin(ang) * self.mscale).float())
 
-    def apply(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """x [T, H, head_dim] -> rotated copy (input dtype)."""
         r, h = self.rotary_dim, self.rotary_dim // 2
         xf = x.float()
@@ -86,4 +88,4 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, positions: torch.Tensor, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cos, sin = self.cos_sin(positions)
-        return tuple(self.apply(x, cos, sin) for x in xs)
+        return tuple(self.rotate(x, cos, sin) for x in xs)

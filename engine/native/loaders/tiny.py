@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from ..m3 import tokens as m3tokens
-from ..m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
-from .loader import quantize_fp8, quantize_mxfp8
+from ...m3 import tokens as m3tokens
+from ...m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
+from .checkpoint import quantize_fp8, quantize_mxfp8
 
 PREFIX = "language_model."
 
@@ -84,7 +85,7 @@ def tiny_text_config(s: TinySpec, eos_id: int, bos_id: int) -> M3TextConfig:
 
 def random_weights(c: M3TextConfig, seed: int) -> dict[str, torch.Tensor]:
     """Text-layout names (`model.layers.N...`, `lm_head.weight`) -> fp32 tensors."""
-    from .model import M3ForCausalLM
+    from ..models.m3 import M3ForCausalLM
 
     g = torch.Generator().manual_seed(seed)
     shell = M3ForCausalLM(c, dtype=torch.float32, device="meta")
@@ -113,6 +114,17 @@ def _fp8_eligible(name: str, t: torch.Tensor) -> bool:
     )
 
 
+def _added_ids(tok: Any) -> dict[str, int]:
+    """M3's added tokens -> their ids in a tokenizers.Tokenizer that holds them all."""
+    ids: dict[str, int] = {}
+    for t in m3tokens.ALL_ADDED_TOKENS:
+        i = tok.token_to_id(t)
+        if i is None:
+            raise ValueError(f"the tokenizer lacks M3's {t!r}")
+        ids[t] = i
+    return ids
+
+
 def write_tokenizer(path: Path) -> dict[str, int]:
     """A byte-level tokenizer: 256 byte tokens, then M3's added tokens. Returns their ids."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
@@ -129,7 +141,7 @@ def write_tokenizer(path: Path) -> dict[str, int]:
         [AddedToken(t, special=False, normalized=False) for t in m3tokens.NON_SPECIAL_ADDED_TOKENS]
     )
     tok.save(str(path / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in m3tokens.ALL_ADDED_TOKENS}
+    ids = _added_ids(tok)
     (path / "tokenizer_config.json").write_text(
         json.dumps(
             {
@@ -153,13 +165,13 @@ def write_tokenizer_for_vocab(path: Path, vocab: int) -> dict[str, int]:
     byte-level one above (small vocabularies keep tiny models tiny)."""
     from tokenizers import Tokenizer
 
-    from ..m3.tokenizer import default_tokenizer_path, write_tokenizer_files
+    from ...m3.tokenizer import default_tokenizer_path, write_tokenizer_files
 
     bundled = Tokenizer.from_file(str(default_tokenizer_path()))
     if vocab < bundled.get_vocab_size():
         return write_tokenizer(path)
     write_tokenizer_files(path)
-    return {t: bundled.token_to_id(t) for t in m3tokens.ALL_ADDED_TOKENS}
+    return _added_ids(bundled)
 
 
 def init_tiny(path: str | Path, spec: TinySpec = TinySpec()) -> Path:

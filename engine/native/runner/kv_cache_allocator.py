@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .attention_metadata import BLOCK_SIZE
-from .model_api import LayerCache, LayerCacheSpec
+from ..core.attention_metadata import BLOCK_SIZE
+from ..core.model_api import LayerCache, LayerCacheSpec
 
 
 def bytes_per_block(specs: list[LayerCacheSpec], dtype: torch.dtype) -> int:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..m3.media.placeholders import VisionTokenIds
-from ..m3.media.result import MediaInput
-from .block_hash import BlockHashFn
-from .scheduler_output import SchedulerOutput
+from ...m3.media.placeholders import VisionTokenIds
+from ...m3.media.result import MediaInput
+from ..core.block_hash import BlockHashFn
+from ..core.scheduler_output import SchedulerOutput
 
 
 def media_hash(item: MediaInput) -> bytes:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .llama import LlamaConfig, LlamaForCausalLM
+from ..models.llama import LlamaConfig, LlamaForCausalLM
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm",

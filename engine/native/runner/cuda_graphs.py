@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .model_api import LayerCache, NativeModel
-from .scheduler_output import SchedulerOutput
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.model_api import LayerCache, NativeModel
+from ..core.scheduler_output import SchedulerOutput
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 _MIN_WIDTH = 16  # pages: 2K tokens

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import dense_attention, insert_kv
-from .attention_metadata import AttentionMetadata
-from .layers.linear import Embedding, Linear
-from .layers.mlp import SiluMLP
-from .layers.norm import RMSNorm
-from .layers.rope import RotaryEmbedding
-from .model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..core.attention_metadata import AttentionMetadata
+from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..layers.attention import dense_attention, insert_kv
+from ..layers.linear import Embedding, Linear, Placement
+from ..layers.mlp import SiluMLP
+from ..layers.norm import RMSNorm
+from ..layers.rope import RotaryEmbedding
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ class LlamaAttention(nn.Module):
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.scale = c.head_dim**-0.5
         self.rope = [rope]
-        kw = dict(dtype=dtype, device=device)
+        kw: Placement = {"dtype": dtype, "device": device}
         self.q_proj = Linear(c.hidden_size, self.hq * self.d, **kw)
         self.k_proj = Linear(c.hidden_size, self.hkv * self.d, **kw)
         self.v_proj = Linear(c.hidden_size, self.hkv * self.d, **kw)
@@ -111,8 +111,8 @@ class LlamaAttention(nn.Module):
     ) -> torch.Tensor:
         t = x.shape[0]
         rope = self.rope[0]
-        q = rope.apply(self.q_proj(x).view(t, self.hq, self.d), *cos_sin)
-        k = rope.apply(self.k_proj(x).view(t, self.hkv, self.d), *cos_sin)
+        q = rope.rotate(self.q_proj(x).view(t, self.hq, self.d), *cos_sin)
+        k = rope.rotate(self.k_proj(x).view(t, self.hkv, self.d), *cos_sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
         insert_kv(k, v, cache.kv, md.slot_mapping)
         o = dense_attention(q, cache.kv, md, self.scale)
@@ -124,7 +124,7 @@ class LlamaDecoderLayer(nn.Module):
         self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype, device: torch.device | str
     ) -> None:
         super().__init__()
-        kw = dict(dtype=dtype, device=device)
+        kw: Placement = {"dtype": dtype, "device": device}
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.self_attn = LlamaAttention(c, rope, dtype, device)

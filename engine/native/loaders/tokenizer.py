@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .detokenizer import TokenizerLike
+from ..core.detokenizer import TokenizerLike
 
 
 class _TokenizersAdapter:
@@ -45,11 +45,14 @@ def load_tokenizer(path: str | Path) -> TokenizerLike:
             raise ValueError(f"cannot read the tokenizer inside {gguf}: {e}") from None
     if not (p / "tokenizer.json").is_file():
         raise ValueError(f"no tokenizer.json in {p}")
-    from ..m3.tokenizer import M3Tokenizer
+    from ...m3.tokenizer import M3Tokenizer
 
     try:
         return M3Tokenizer.from_model_dir(p)
     except ValueError:  # not an M3 vocabulary (no M3 end-of-turn token): plain tokenizers
         from tokenizers import Tokenizer
 
-        return _TokenizersAdapter(Tokenizer.from_file(str(p / "tokenizer.json")))
+        try:
+            return _TokenizersAdapter(Tokenizer.from_file(str(p / "tokenizer.json")))
+        except Exception as e:  # tokenizers raises a bare Exception on a malformed file
+            raise ValueError(f"cannot read {p / 'tokenizer.json'}: {e}") from None

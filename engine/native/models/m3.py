@@ -10,21 +10,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..m3.config import M3TextConfig
-from .attention import (
+from ...m3.config import M3TextConfig
+from ..core.attention_metadata import AttentionMetadata
+from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..layers.attention import (
     dense_attention,
     insert_index,
     insert_kv,
     kernel_op,
 )
-from .attention_metadata import AttentionMetadata
-from .layers.linear import Embedding, FusedWeights, Linear
-from .layers.mlp import SwigluOAIMLP
-from .layers.moe import MoE
-from .layers.norm import GemmaRMSNorm
-from .layers.rope import RotaryEmbedding
-from .model_api import LayerCache, LayerCacheSpec, ModelInfo
-from .msa import index_select_blocks, sparse_attention
+from ..layers.linear import Embedding, FusedWeights, Linear, Placement
+from ..layers.mlp import SwigluArgs, SwigluOAIMLP
+from ..layers.moe import MoE
+from ..layers.msa import index_select_blocks, sparse_attention
+from ..layers.norm import GemmaRMSNorm
+from ..layers.rope import RotaryEmbedding
 
 
 class M3Attention(nn.Module):
@@ -41,7 +41,7 @@ class M3Attention(nn.Module):
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.scale = c.head_dim**-0.5
         self.rope = [rope]  # shared, not a submodule (it has no weights)
-        kw = dict(dtype=dtype, device=device)
+        kw: Placement = {"dtype": dtype, "device": device}
         h = c.hidden_size
         self.q_proj = Linear(h, self.hq * self.d, **kw)
         self.k_proj = Linear(h, self.hkv * self.d, **kw)
@@ -83,8 +83,8 @@ class M3Attention(nn.Module):
             return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
         cos, sin = cos_sin
-        q = rope.apply(self.q_norm(self.q_proj(x).view(t, self.hq, self.d)), cos, sin)
-        k = rope.apply(self.k_norm(self.k_proj(x).view(t, self.hkv, self.d)), cos, sin)
+        q = rope.rotate(self.q_norm(self.q_proj(x).view(t, self.hq, self.d)), cos, sin)
+        k = rope.rotate(self.k_norm(self.k_proj(x).view(t, self.hkv, self.d)), cos, sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
         insert_kv(k, v, cache.kv, md.slot_mapping)
         if not self.sparse:
@@ -92,10 +92,10 @@ class M3Attention(nn.Module):
         else:
             if cache.index is None:
                 raise ValueError("an MSA layer was given no index cache")
-            iq = rope.apply(
+            iq = rope.rotate(
                 self.index_q_norm(self.index_q_proj(x).view(t, self.hidx, self.di)), cos, sin
             )
-            ik = rope.apply(self.index_k_norm(self.index_k_proj(x).view(t, 1, self.di)), cos, sin)
+            ik = rope.rotate(self.index_k_norm(self.index_k_proj(x).view(t, 1, self.di)), cos, sin)
             insert_index(ik[:, 0], cache.index, md.slot_mapping)
             sel = index_select_blocks(
                 iq, cache.index, md, self.topk, self.init_blocks, self.local_blocks
@@ -111,7 +111,7 @@ class M3Attention(nn.Module):
         t = x.shape[0]
         y = self._qkv(x)
         sizes = self._qkv.splits
-        views = torch.split(y, sizes, dim=1)
+        views = torch.split(y, list(sizes), dim=1)
         q = views[0].view(t, self.hq, self.d)
         cs, rows = rope_rows
         if self.sparse:
@@ -184,11 +184,16 @@ class M3DecoderLayer(nn.Module):
         experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        kw = dict(dtype=dtype, device=device)
+        kw: Placement = {"dtype": dtype, "device": device}
         self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.post_attention_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.self_attn = M3Attention(c, c.is_sparse_layer(i), rope, dtype, device)
-        act = dict(alpha=c.swiglu_alpha, limit=c.swiglu_limit, beta=c.swiglu_beta, **kw)
+        act: SwigluArgs = {
+            "alpha": c.swiglu_alpha,
+            "limit": c.swiglu_limit,
+            "beta": c.swiglu_beta,
+            **kw,
+        }
         self.is_moe = c.is_moe_layer(i)
         if self.is_moe:
             self.block_sparse_moe = MoE(
@@ -230,7 +235,7 @@ class M3Model(nn.Module):
         experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
-        kw = dict(dtype=dtype, device=device)
+        kw: Placement = {"dtype": dtype, "device": device}
         self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, **kw)
         rope = RotaryEmbedding(c.head_dim, c.rotary_dim, c.rope_theta, c.rope_scaling)
         self.rotary_emb = rope

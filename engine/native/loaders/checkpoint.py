@@ -21,11 +21,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..m3.config import parse_config
-from ..safetensors_meta import read_header
-from .gguf_loader import load_gguf
-from .llama import LlamaConfig, LlamaForCausalLM
-from .model import M3ForCausalLM
+from ...m3.config import parse_config
+from ...safetensors_meta import read_header
+from ..models.llama import LlamaConfig, LlamaForCausalLM
+from ..models.m3 import M3ForCausalLM
+from .gguf import load_gguf
 
 log = logging.getLogger(__name__)
 FP8_BLOCK = 128
@@ -244,7 +244,7 @@ def load_model(
     rope_scaling: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
     offload: Any = None,
-) -> nn.Module:
+) -> M3ForCausalLM | LlamaForCausalLM:
     """Build and fill a NativeModel from a checkpoint directory or GGUF file.
 
     rope_scaling overrides the config's (e.g. {"rope_type": "yarn", "factor": 2.0} for 1M).
@@ -262,7 +262,7 @@ def load_model(
         raise ValueError(f"{p} is neither a checkpoint directory nor a .gguf file")
     cfg = _read_json(p / "config.json")
     files = safetensors_files(p)
-    model: nn.Module
+    model: M3ForCausalLM | LlamaForCausalLM
     if _is_m3(cfg):
         text = parse_config(cfg, rope_scaling).text_config
         if not text.eos_token_id:  # the VL layout keeps it at the top or in generation_config
@@ -290,12 +290,13 @@ def load_model(
         raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
     collector = None
     if offload is not None:
-        from ..offload.placement import HostExpertCollector
+        from ...offload.placement import HostExpertCollector
 
+        assert isinstance(model, M3ForCausalLM)  # checked above
         collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
     if collector is not None:
-        from ..offload.placement import attach
+        from ...offload.placement import attach
 
         attach(model, collector.layers(), offload, device)
     return model.eval()
@@ -312,7 +313,7 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
     if p.suffix == ".gguf" or (p.is_dir() and not (p / "config.json").exists()):
         from gguf import GGUFReader
 
-        from .gguf_loader import find_gguf
+        from .gguf import find_gguf
 
         g = find_gguf(p)
         r = GGUFReader(str(g))
@@ -328,7 +329,8 @@ def checkpoint_info(path: str | Path) -> dict[str, Any]:
             "dtype": dict(types),
         }
     cfg = _read_json(p / "config.json")
-    params, dtypes, skipped = 0, Counter(), 0
+    params, skipped = 0, 0
+    dtypes: Counter[str] = Counter()
     for f in safetensors_files(p):
         for name, meta in read_header(f).items():
             if name.endswith(("weight_scale_inv", "weight_scale")):

@@ -11,6 +11,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from .block_pool import KVCacheBlock
+from .engine_config import require_at_least
 from .kv_cache_manager import KVCacheManager
 from .request import Request, RequestStatus
 from .scheduler_output import ScheduledRequest, SchedulerOutput
@@ -24,14 +26,9 @@ class SchedulerConfig:
     enable_chunked_prefill: bool = True
 
     def __post_init__(self) -> None:
-        if self.max_num_batched_tokens < 1:
-            raise ValueError(
-                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
-            )
-        if self.max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if self.max_model_len < 2:
-            raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
+        require_at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        require_at_least("max_num_seqs", self.max_num_seqs, 1)
+        require_at_least("max_model_len", self.max_model_len, 2)
 
 
 class Scheduler:
@@ -100,7 +97,8 @@ class Scheduler:
         if not preempted:
             while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
                 request = self.waiting[0]
-                hits, num_hit_tokens = [], 0
+                hits: list[KVCacheBlock] = []
+                num_hit_tokens = 0
                 if request.num_computed_tokens == 0:
                     hits, num_hit_tokens = self.kv.get_computed_blocks(request)
                 remaining = request.num_tokens - request.num_computed_tokens - num_hit_tokens

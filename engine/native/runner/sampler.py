@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .sampling_params import TokenSamplingParams
+from ..core.sampling_params import TokenSamplingParams
 
 
 def seeded_generator(seed: int, device: torch.device | str) -> torch.Generator:
@@ -45,7 +45,7 @@ class Sampler:
         if logits.shape[0] != len(params):
             raise ValueError(f"{logits.shape[0]} logit rows for {len(params)} requests")
         greedy = logits.argmax(-1).tolist()
-        out = []
+        out: list[int] = []
         for row, p, gen in zip(logits, params, generators, strict=True):
             if p.greedy:
                 out.append(greedy[len(out)])

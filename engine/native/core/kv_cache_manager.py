@@ -64,7 +64,7 @@ class KVCacheManager:
         if start >= end:
             return
         if request.mm_inputs is not None:  # same placeholder ids, different pictures
-            from .mm_inputs import extend_block_hashes_mm
+            from ..runner.mm_inputs import extend_block_hashes_mm
 
             extend_block_hashes_mm(
                 hashes,

@@ -12,25 +12,25 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..api import EngineRequestError, PromptTooLong
+from ...api import EngineRequestError, FinishReason, PromptTooLong
+from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
+from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
 from .detokenizer import IncrementalDetokenizer, TokenizerLike
 from .engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
-from .kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from .kv_cache_manager import KVCacheManager, cdiv
 from .model_api import NativeModel
-from .model_runner import ModelRunner
-from .outputs import FinishReason, PrefillStep, RequestMetrics, RequestOutput
+from .outputs import PrefillStep, RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
 from .sampling_params import TokenSamplingParams
 from .scheduler import Scheduler, SchedulerConfig
 from .scheduler_output import SchedulerOutput
 from .stop_strings import StopStringFilter
 
-_FINISH = {
-    RequestStatus.FINISHED_STOPPED: "stop",
-    RequestStatus.FINISHED_LENGTH: "length",
-    RequestStatus.FINISHED_ABORTED: "abort",
+_FINISH: dict[RequestStatus, FinishReason] = {
+    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    RequestStatus.FINISHED_LENGTH: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
 }
 
 
@@ -78,7 +78,7 @@ class LLMEngine:
         )
         vision = None
         if vision_tower is not None:
-            from .mm_inputs import VisionEmbedder
+            from ..runner.mm_inputs import VisionEmbedder
 
             vision = VisionEmbedder(vision_tower, self.device)
         graphs = None
@@ -89,7 +89,7 @@ class LLMEngine:
             and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
             and not config.enforce_eager
         ):
-            from .cuda_graphs import DecodeGraphs
+            from ..runner.cuda_graphs import DecodeGraphs
 
             graphs = DecodeGraphs(
                 model,
@@ -307,7 +307,9 @@ class LLMEngine:
             state = self._text.pop(rid)
             self.runner.remove_request(rid)
             outs.append(
-                self._output(request, (), "", True, "error", text=state.text, error=message)
+                self._output(
+                    request, (), "", True, FinishReason.ERROR, text=state.text, error=message
+                )
             )
         return outs
 

@@ -12,6 +12,12 @@ DEFAULT_CPU_KV_BYTES = 512 * 1024 * 1024
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
 
 
+def require_at_least(name: str, value: int | None, low: int) -> None:
+    """ValueError naming the setting when a given value is below `low` (None: not set)."""
+    if value is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+
+
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
     max_num_batched_tokens: int = 2048
@@ -32,16 +38,10 @@ class EngineConfig:
         return model_dtype if self.kv_cache_dtype == "auto" else torch.float8_e4m3fn
 
     def __post_init__(self) -> None:
-        if self.max_num_batched_tokens < 1:
-            raise ValueError(
-                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
-            )
-        if self.max_num_seqs < 1:
-            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
-        if self.max_model_len is not None and self.max_model_len < 2:
-            raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
-        if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:
-            raise ValueError(f"num_gpu_blocks must be >= 2, got {self.num_gpu_blocks}")
+        require_at_least("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        require_at_least("max_num_seqs", self.max_num_seqs, 1)
+        require_at_least("max_model_len", self.max_model_len, 2)
+        require_at_least("num_gpu_blocks", self.num_gpu_blocks, 2)
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
             raise ValueError("kv_cache_memory_bytes must be positive")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
@@ -49,8 +49,7 @@ class EngineConfig:
                 f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}, "
                 f"got {self.kv_cache_dtype!r}"
             )
-        if self.max_graph_batch < 1:
-            raise ValueError(f"max_graph_batch must be >= 1, got {self.max_graph_batch}")
+        require_at_least("max_graph_batch", self.max_graph_batch, 1)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"

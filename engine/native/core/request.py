@@ -5,8 +5,12 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .sampling_params import TokenSamplingParams
+
+if TYPE_CHECKING:
+    from ..runner.mm_inputs import MultiModalInputs
 
 
 class RequestStatus(enum.Enum):
@@ -56,7 +60,7 @@ class Request:
     block_hashes: list[bytes] = field(default_factory=list)
     stop_reason: int | str | None = None
     # images/videos (mm_inputs.MultiModalInputs): salts block hashes, feeds the vision tower
-    mm_inputs: object | None = None
+    mm_inputs: MultiModalInputs | None = None
     timings: RequestTimings = field(default_factory=lambda: RequestTimings(time.monotonic()))
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .attention import (
     gather_pages,
     kernel_op,
@@ -14,7 +15,6 @@ from .attention import (
     q_chunk,
     request_rows,
 )
-from .attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from .attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 
 # Query rows processed at once by the reference: bounds the [rows, Hq, L] fp32 score tensor
 # (and its softmax) to ~256 MiB however long the context.

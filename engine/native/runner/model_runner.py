@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 
-from .attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .model_api import LayerCache, NativeModel
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.model_api import LayerCache, NativeModel
+from ..core.sampling_params import TokenSamplingParams
+from ..core.scheduler_output import SchedulerOutput
 from .sampler import Sampler, seeded_generator
-from .sampling_params import TokenSamplingParams
-from .scheduler_output import SchedulerOutput
+
+if TYPE_CHECKING:
+    from ..models.m3 import M3ForCausalLM
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +118,9 @@ class ModelRunner:
             device=self.device,
         )
         if self.vision is not None and self.vision.needs(out):
-            embeds = self.vision.merge(out, self.model.model.embed_tokens(input_ids))
-            hidden = self.model.forward(input_ids, self.caches, md, inputs_embeds=embeds)
+            m3 = cast("M3ForCausalLM", self.model)  # only M3 checkpoints carry a vision tower
+            embeds = self.vision.merge(out, m3.model.embed_tokens(input_ids))
+            hidden = m3.forward(input_ids, self.caches, md, inputs_embeds=embeds)
         else:
             hidden = self.model.forward(input_ids, self.caches, md)
         sampling_rows = [i for i, row in enumerate(out.scheduled) if row.samples]

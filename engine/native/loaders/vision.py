@@ -14,10 +14,30 @@ from typing import Any
 
 import torch
 
-from .vision import M3VisionTower, VisionConfig
+from ..models.m3_vision import M3VisionTower, VisionConfig
 
 VISION_FILE = "vision.safetensors"
 _PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
+
+
+def has_vision_weights(model_dir: Path) -> bool:
+    """Whether any safetensors file of the checkpoint holds vision weights (headers only)."""
+    from safetensors import safe_open
+
+    for shard in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(shard), framework="pt") as f:
+            if any(k.removeprefix("model.").startswith(_PREFIXES) for k in f.keys()):
+                return True
+    return False
+
+
+def wants_vision(model_dir: Path) -> bool:
+    """config.json has a vision_config and the weights are there: load the tower."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        return False  # the text loader reports a broken config.json itself
+    return isinstance(config.get("vision_config"), dict) and has_vision_weights(model_dir)
 
 
 def _module_name(ckpt_name: str) -> str | None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-FinishReason = Literal["stop", "length", "abort", "error"]
+# The one finish-reason vocabulary (engine/api.py); native reports stop, length, abort, error.
+from ...api import FinishReason
 
 
 @dataclass(frozen=True, slots=True)
