@@ -14,23 +14,7 @@ from m3agent.agent.session import Session
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.tools.toolset import default_toolset
 
-NS = "]<]minimax[>["
-
-
-def invoke(name: str, **params: str) -> str:
-    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in params.items())
-    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
-
-
-def calls(*invokes: str, before: str = "", reasoning: str | None = "") -> str:
-    """Raw model text for an "enabled"-mode turn (the prompt already opened <mm:think>)."""
-    head = f"{reasoning}</mm:think>" if reasoning is not None else ""
-    return f"{head}{before}{NS}<tool_call>\n{''.join(invokes)}{NS}</tool_call>"
-
-
-def answer(text: str, reasoning: str | None = "") -> str:
-    head = f"{reasoning}</mm:think>" if reasoning is not None else ""
-    return head + text
+from ..support.markup import NS, answer, calls, invoke
 
 
 def make_session(home: Path, cwd: Path, script: list[str], **cfg) -> Session:

@@ -12,20 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-NS = "]<]minimax[>["
-
-
-def invoke(name: str, **params: str) -> str:
-    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in params.items())
-    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
-
-
-def calls(*invokes: str, before: str = "", reasoning: str = "") -> str:
-    return f"{reasoning}</mm:think>{before}{NS}<tool_call>\n{''.join(invokes)}{NS}</tool_call>"
-
-
-def answer(text: str, reasoning: str = "") -> str:
-    return f"{reasoning}</mm:think>{text}"
+from ..support.markup import NS, answer, calls, invoke
 
 
 class Cli:
