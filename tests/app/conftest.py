@@ -15,6 +15,20 @@ import pytest
 from ..support.markup import NS, answer, calls, invoke
 
 
+def scripted_run(prompt: str, script: Path, cwd: Path, *flags: str) -> tuple[str, ...]:
+    return (
+        "run",
+        prompt,
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(cwd),
+        *flags,
+    )
+
+
 class Cli:
     def __init__(self, home: Path, tmp: Path):
         self.home = home
@@ -44,6 +58,13 @@ class Cli:
             input=stdin if stdin is not None else "",
             cwd=cwd,
         )
+
+    def run_scripted(self, prompt: str, script: Path, cwd: Path, *flags: str, **kw):
+        """`m3agent run PROMPT --engine scripted --script SCRIPT --cwd CWD FLAGS...`."""
+        return self.run(*scripted_run(prompt, script, cwd, *flags), **kw)
+
+    def popen_scripted(self, prompt: str, script: Path, cwd: Path, *flags: str):
+        return self.popen(*scripted_run(prompt, script, cwd, *flags))
 
     def popen(self, *args: str, cwd=None) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "m3agent.app.cli", *args]
