@@ -99,13 +99,7 @@ def test_engine_error_ends_the_turn_with_an_error_event(home, repo, m3):
 def test_log_holds_every_message_and_event(home, repo, m3):
     script = [m3.calls(m3.invoke("list_dir", path=".")), m3.answer("ok")]
 
-    async def go():
-        s = m3.make_session(home, repo, script)
-        await m3.drive(s, "look")
-        await s.close()
-        return s
-
-    s = m3.run(go())
+    s, _, _ = m3.one_turn(home, repo, script, "look")
     lines = [json.loads(x) for x in s.conversation.path.read_text().splitlines()]
     assert lines[0]["kind"] == "session" and lines[0]["id"] == s.id
     kinds = {(x["kind"], x.get("event", {}).get("type")) for x in lines}

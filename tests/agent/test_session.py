@@ -188,13 +188,7 @@ def test_prompt_of_each_call_extends_the_previous_one(home, repo, m3):
 def test_resume_rebuilds_the_exact_conversation_and_continues(home, repo, m3):
     script = [m3.calls(m3.invoke("list_dir", path=".")), m3.answer("two files")]
 
-    async def first():
-        s = m3.make_session(home, repo, script)
-        await m3.drive(s, "what is here?")
-        await s.close()
-        return s
-
-    s = m3.run(first())
+    s, _, _ = m3.one_turn(home, repo, script, "what is here?")
     engine = ScriptedEngine([m3.answer("calc.py has add")])
 
     async def second():
