@@ -16,12 +16,20 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from m3agent.engine.api import ChatDelta, ContentDelta, EngineError, SamplingParams, UsageDelta
+from m3agent.engine.api import ChatDelta, ContentDelta, EngineError, UsageDelta
 from m3agent.engine.backends.completion import CompletionRequest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .http import HttpResponse
-from .wire import BYTES_PER_TOKEN, INT64, WireError, error_json, usage_json, validation_message
+from .wire import (
+    BYTES_PER_TOKEN,
+    INT64,
+    WireError,
+    error_json,
+    sampling_params,
+    usage_json,
+    validation_message,
+)
 
 
 class CompletionBody(BaseModel):
@@ -76,16 +84,7 @@ def parse_completion(
                 f"{max_context_tokens} tokens"
             )
         max_tokens = min(max_tokens, max_context_tokens - n)
-    d = SamplingParams()
-    stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
-    sampling = SamplingParams(
-        max_tokens=max_tokens,
-        temperature=d.temperature if body.temperature is None else body.temperature,
-        top_p=d.top_p if body.top_p is None else body.top_p,
-        top_k=d.top_k if body.top_k is None else body.top_k,
-        seed=body.seed,
-        stop=tuple(stop),
-    )
+    sampling = sampling_params(body, max_tokens)
     if isinstance(prompt, str):
         return body, CompletionRequest(request_id, prompt_text=prompt, sampling=sampling)
     return body, CompletionRequest(
