@@ -12,21 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from ..support.cli import scripted_run
 from ..support.markup import NS, answer, calls, invoke
-
-
-def scripted_run(prompt: str, script: Path, cwd: Path, *flags: str) -> tuple[str, ...]:
-    return (
-        "run",
-        prompt,
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(cwd),
-        *flags,
-    )
 
 
 class Cli:

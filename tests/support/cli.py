@@ -21,6 +21,22 @@ def cli_env(home: Path) -> dict[str, str]:
     return env
 
 
+def scripted_run(prompt: str, script: Path, cwd: Path, *flags: str) -> tuple[str, ...]:
+    """The arguments of `m3agent run PROMPT` on the scripted engine (SCRIPT: its replies) in
+    the workspace cwd, then flags."""
+    return (
+        "run",
+        prompt,
+        "--engine",
+        "scripted",
+        "--script",
+        str(script),
+        "--cwd",
+        str(cwd),
+        *flags,
+    )
+
+
 def run_cli(
     home: Path,
     *args: str,
