@@ -197,7 +197,7 @@ async def serve_completion(
             await engine.abort(rid)
             raise
         return HttpResponse(
-            events=_guarded(
+            events=guarded_events(
                 engine,
                 rid,
                 stream,
@@ -225,15 +225,15 @@ async def serve_completion(
     return HttpResponse.json(completion_json(rid, model, "".join(text), final))
 
 
-async def _guarded(
+async def guarded_events(
     engine: Any,
     request_id: str,
     stream: AsyncIterator[ChatDelta],
     first: ChatDelta | None,
     render: Any,
 ) -> AsyncIterator[str]:
-    """`render`'s events over first + the rest; the engine request is aborted if the client
-    leaves before the end."""
+    """`render`'s events over first + the rest of stream (a response's SSE events, chat or
+    completions); the engine request is aborted if the client leaves before the end."""
     ended = False
 
     async def deltas() -> AsyncIterator[ChatDelta]:

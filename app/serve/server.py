@@ -36,6 +36,7 @@ from m3agent.engine.api import (
 )
 
 from .completions import (
+    guarded_events,
     new_request_id,
     not_served,
     parse_completion,
@@ -210,7 +211,15 @@ class ChatServer:
         except asyncio.CancelledError:  # the client hung up during the prefill
             await self.engine.abort(chat.request_id)
             raise
-        return HttpResponse(events=self._sse(chat, body, stream, first))
+        return HttpResponse(
+            events=guarded_events(
+                self.engine,
+                chat.request_id,
+                stream,
+                first,
+                lambda deltas: self._sse(chat, body, deltas),
+            )
+        )
 
     async def _complete(self, chat: ChatRequest) -> HttpResponse:
         content: list[str] = []
@@ -262,11 +271,7 @@ class ChatServer:
         return HttpResponse.json(obj)
 
     async def _sse(
-        self,
-        chat: ChatRequest,
-        body: ChatBody,
-        stream: AsyncIterator[ChatDelta],
-        first: ChatDelta | None,
+        self, chat: ChatRequest, body: ChatBody, deltas: AsyncIterator[ChatDelta]
     ) -> AsyncIterator[str]:
         created = int(time.time())
         include_usage = bool((body.stream_options or {}).get("include_usage"))
@@ -285,16 +290,8 @@ class ChatServer:
 
         yield chunk({"role": "assistant", "content": ""})
         final: UsageDelta | None = None
-        ended = False
-
-        async def deltas() -> AsyncIterator[ChatDelta]:
-            if first is not None:
-                yield first
-            async for d in stream:
-                yield d
-
         try:
-            async for d in deltas():
+            async for d in deltas:
                 if isinstance(d, ContentDelta):
                     yield chunk({"content": d.text})
                 elif isinstance(d, ReasoningDelta):
@@ -303,19 +300,11 @@ class ChatServer:
                     yield chunk({"tool_calls": [tool_call_json(d.index, d.call, with_index=True)]})
                 elif isinstance(d, UsageDelta):
                     final = d
-            ended = True
         except EngineError as e:
-            ended = True
             # Mid-stream the status line is gone already: the error travels as a chunk.
             yield json.dumps({"error": {"message": str(e), "code": _status_of(e)}})
             yield "[DONE]"
             return
-        finally:
-            if not ended:  # the client left mid-stream: stop generating for nobody
-                await self.engine.abort(chat.request_id)
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
         yield chunk({}, final.finish_reason if final else "stop")
         if include_usage and final is not None:
             yield json.dumps(
