@@ -205,24 +205,37 @@ async def serve_completion(
                 lambda deltas: completion_events(rid, model, body, deltas, status_of),
             )
         )
-    text: list[str] = []
-    final: UsageDelta | None = None
-    ended = False
     try:
-        async for d in engine.complete(creq):
-            if isinstance(d, ContentDelta):
-                text.append(d.text)
-            elif isinstance(d, UsageDelta):
-                final = d
-        ended = True
+        deltas = await collect_deltas(engine, rid, engine.complete(creq))
     except EngineError as e:
-        ended = True
         code = status_of(e)
         return HttpResponse(code, error_json(str(e), "engine_error", code))
+    text = "".join(d.text for d in deltas if isinstance(d, ContentDelta))
+    return HttpResponse.json(completion_json(rid, model, text, last_usage(deltas)))
+
+
+async def collect_deltas(
+    engine: Any, request_id: str, stream: AsyncIterator[ChatDelta]
+) -> list[ChatDelta]:
+    """Every delta of a non-streamed answer; if this is cancelled first (the client hung up),
+    the engine request is aborted: no generating for nobody."""
+    deltas: list[ChatDelta] = []
+    ended = False
+    try:
+        async for d in stream:
+            deltas.append(d)
+        ended = True
+    except EngineError:
+        ended = True
+        raise
     finally:
-        if not ended:  # the client hung up: stop generating for nobody
-            await engine.abort(rid)
-    return HttpResponse.json(completion_json(rid, model, "".join(text), final))
+        if not ended:
+            await engine.abort(request_id)
+    return deltas
+
+
+def last_usage(deltas: list[ChatDelta]) -> UsageDelta | None:
+    return next((d for d in reversed(deltas) if isinstance(d, UsageDelta)), None)
 
 
 async def guarded_events(

@@ -36,7 +36,9 @@ from m3agent.engine.api import (
 )
 
 from .completions import (
+    collect_deltas,
     guarded_events,
+    last_usage,
     new_request_id,
     not_served,
     parse_completion,
@@ -222,29 +224,19 @@ class ChatServer:
         )
 
     async def _complete(self, chat: ChatRequest) -> HttpResponse:
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls: list[dict[str, Any]] = []
-        final: UsageDelta | None = None
-        ended = False
         try:
-            async for d in self.engine.stream(chat):
-                if isinstance(d, ContentDelta):
-                    content.append(d.text)
-                elif isinstance(d, ReasoningDelta):
-                    reasoning.append(d.text)
-                elif isinstance(d, ToolCallDelta):
-                    calls.append(tool_call_json(d.index, d.call, with_index=False))
-                elif isinstance(d, UsageDelta):
-                    final = d
-            ended = True
+            deltas = await collect_deltas(self.engine, chat.request_id, self.engine.stream(chat))
         except EngineError as e:
-            ended = True
             code = _status_of(e)
             return HttpResponse(code, error_json(str(e), "engine_error", code))
-        finally:
-            if not ended:  # cancelled: the client hung up before the answer was complete
-                await self.engine.abort(chat.request_id)
+        content = [d.text for d in deltas if isinstance(d, ContentDelta)]
+        reasoning = [d.text for d in deltas if isinstance(d, ReasoningDelta)]
+        calls = [
+            tool_call_json(d.index, d.call, with_index=False)
+            for d in deltas
+            if isinstance(d, ToolCallDelta)
+        ]
+        final = last_usage(deltas)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
         if reasoning:
             message["reasoning_content"] = "".join(reasoning)
