@@ -185,25 +185,12 @@ async def serve_completion(
     that a request the engine refuses at once is an HTTP error) or one JSON object."""
     rid = creq.request_id
     if body.stream:
-        stream = aiter(engine.complete(creq))
-        try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            first = None
-        except EngineError as e:
-            code = status_of(e)
-            return HttpResponse(code, error_json(str(e), "engine_error", code))
-        except asyncio.CancelledError:
-            await engine.abort(rid)
-            raise
-        return HttpResponse(
-            events=guarded_events(
-                engine,
-                rid,
-                stream,
-                first,
-                lambda deltas: completion_events(rid, model, body, deltas, status_of),
-            )
+        return await open_stream(
+            engine,
+            rid,
+            engine.complete(creq),
+            status_of,
+            lambda deltas: completion_events(rid, model, body, deltas, status_of),
         )
     try:
         deltas = await collect_deltas(engine, rid, engine.complete(creq))
@@ -236,6 +223,30 @@ async def collect_deltas(
 
 def last_usage(deltas: list[ChatDelta]) -> UsageDelta | None:
     return next((d for d in reversed(deltas) if isinstance(d, UsageDelta)), None)
+
+
+async def open_stream(
+    engine: Any,
+    request_id: str,
+    stream: AsyncIterator[ChatDelta],
+    status_of: Any,
+    render: Any,
+) -> HttpResponse:
+    """An SSE response of render's events over stream. It waits for the first delta before
+    the status line, so that a request the engine refuses at once (prompt too long, bad media)
+    is an HTTP error, not a 200 stream."""
+    stream = aiter(stream)
+    try:
+        first = await anext(stream)
+    except StopAsyncIteration:
+        first = None
+    except EngineError as e:
+        code = status_of(e)
+        return HttpResponse(code, error_json(str(e), "engine_error", code))
+    except asyncio.CancelledError:  # the client hung up during the prefill
+        await engine.abort(request_id)
+        raise
+    return HttpResponse(events=guarded_events(engine, request_id, stream, first, render))
 
 
 async def guarded_events(

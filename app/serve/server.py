@@ -13,7 +13,6 @@ POST /v1/completions         a raw prompt (text or token ids) -> the model's raw
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -37,10 +36,10 @@ from m3agent.engine.api import (
 
 from .completions import (
     collect_deltas,
-    guarded_events,
     last_usage,
     new_request_id,
     not_served,
+    open_stream,
     parse_completion,
     serve_completion,
 )
@@ -200,27 +199,12 @@ class ChatServer:
         )
 
     async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
-        """Waits for the first delta before the status line, so that a request the engine
-        refuses at once (prompt too long, bad media) is an HTTP error, not a 200 stream."""
-        stream = aiter(self.engine.stream(chat))
-        try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            first = None
-        except EngineError as e:
-            code = _status_of(e)
-            return HttpResponse(code, error_json(str(e), "engine_error", code))
-        except asyncio.CancelledError:  # the client hung up during the prefill
-            await self.engine.abort(chat.request_id)
-            raise
-        return HttpResponse(
-            events=guarded_events(
-                self.engine,
-                chat.request_id,
-                stream,
-                first,
-                lambda deltas: self._sse(chat, body, deltas),
-            )
+        return await open_stream(
+            self.engine,
+            chat.request_id,
+            self.engine.stream(chat),
+            _status_of,
+            lambda deltas: self._sse(chat, body, deltas),
         )
 
     async def _complete(self, chat: ChatRequest) -> HttpResponse:
