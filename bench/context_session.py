@@ -25,19 +25,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import resource
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from recording import recording_engine_class  # bench/recording.py: this script's folder
+from session_common import (  # bench/session_common.py: this script's folder
+    PAGE,
+    ROOT,
+    SOURCE_SUFFIXES,
+    add_model_args,
+    copy_source,
+    host_record,
+    init_model,
+    model_record,
+    new_tokens,
+    parse_args,
+    recording_engine_class,
+    session_events,
+    session_settings,
+)
 
-PAGE = 128
-ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = [
     "Give me an overview of this repository's layout.",
     "Which module renders the M3 prompt?",
@@ -74,38 +84,12 @@ def session_bench(args, work: Path) -> dict:
     from m3agent.agent import events as ev
     from m3agent.agent.ops import UserTurn
     from m3agent.app.factory import build_session
-    from m3agent.app.settings import Settings
-    from m3agent.engine.backends.scripted import common_prefix_len
-    from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
-    model_dir = work / "model"
-    spec = TinySpec(
-        layers=args.layers,
-        hidden=args.hidden,
-        heads=args.heads,
-        kv_heads=args.kv_heads,
-        experts=args.experts,
-        vocab=args.vocab,
-        dense_layers=args.dense_layers,
-        head_dim=args.head_dim,
-        seed=0,
-    )
-    init_tiny(model_dir, spec)
+    model_dir = init_model(work / "model", args)
     t0 = time.perf_counter()
     engine = recording_engine(model_dir, args)
     load_s = time.perf_counter() - t0
-    settings = Settings(
-        home=work / "home",
-        config_path=work / "none.toml",
-        engine="native",
-        model=str(model_dir),
-        approval="never",
-        thinking="disabled",
-        max_tokens=args.max_tokens,
-        context_budget=args.budget,
-    )
+    settings = session_settings(work, model_dir, args, thinking="disabled")
     t0 = time.perf_counter()
     session = build_session(settings, cwd=args.repo, engine=engine, checkpoint=lambda _l: None)
     session_build_s = time.perf_counter() - t0
@@ -123,24 +107,11 @@ def session_bench(args, work: Path) -> dict:
         await engine.close()
         return seen
 
-    seen = asyncio.run(drive())
-    snap = next(e.detail for e in seen if isinstance(e, ev.ContextEvent) and e.action == "snapshot")
-    usages = [e.usage for e in seen if isinstance(e, ev.ModelRequestFinished)]
-    errors = [e.message for e in seen if isinstance(e, ev.Error)]
-    if errors or len(usages) != len(engine.requests):
-        raise SystemExit(f"the session failed: {errors}")
-    tok = M3Tokenizer.from_model_dir(model_dir)
-    tmpl = ChatTemplate.from_model_dir(model_dir)
-    previous: list[int] = []
+    snap, usages = session_events(asyncio.run(drive()), engine)
     turns = []
-    for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
-        ids = tok.encode_parts(
-            render_prompt_parts(
-                list(req.messages), list(req.tools), req.thinking_mode, template=tmpl
-            )
-        )
-        new = len(ids) - common_prefix_len(previous, ids)
-        previous = ids + engine.generated[req.request_id][:-1]
+    for n, ((_ids, new), u) in enumerate(
+        zip(new_tokens(engine, model_dir, session_mode=False), usages, strict=True)
+    ):
         turns.append(
             {
                 "turn": n + 1,
@@ -157,19 +128,7 @@ def session_bench(args, work: Path) -> dict:
         )
     later = [t["ttft_s"] for t in turns[1:] if t["ttft_s"] is not None]
     return {
-        "model": {
-            "layers": args.layers,
-            "hidden": args.hidden,
-            "heads": args.heads,
-            "kv_heads": args.kv_heads,
-            "experts": args.experts,
-            "vocab": args.vocab,
-            "dense_layers": args.dense_layers,
-            "head_dim": args.head_dim,
-            "dtype": args.dtype,
-            "device": args.device,
-            "load_s": round(load_s, 3),
-        },
+        "model": {**model_record(args), "load_s": round(load_s, 3)},
         "repository": str(args.repo),
         "snapshot": snap,
         "session_build_s": round(session_build_s, 3),
@@ -189,19 +148,9 @@ def _copy_source(dest: Path, target_tokens: int, tokenizer) -> int:
     texts = []
     for rel in files:
         p = ROOT / rel
-        if (
-            p.suffix in (".py", ".md", ".toml", ".tcss", ".txt", ".sh", ".cfg", ".ini")
-            and p.is_file()
-        ):
+        if p.suffix in SOURCE_SUFFIXES and p.is_file():
             texts.append((rel, p.read_text(encoding="utf-8", errors="replace")))
-    per_copy = sum(len(ids) for ids in tokenizer.encode_text_batch([t for _, t in texts]))
-    copies = max(1, -(-target_tokens // max(per_copy, 1)))
-    for c in range(copies):
-        for rel, text in texts:
-            out = dest / f"copy{c}" / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-    return per_copy * copies
+    return copy_source(dest, texts, target_tokens, tokenizer)
 
 
 def build_bench(args, work: Path) -> dict:
@@ -269,36 +218,31 @@ def large_bench(work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default=None, help="default: float32 on cpu, bfloat16 on cuda")
+    add_model_args(
+        ap,
+        layers=4,
+        hidden=256,
+        heads=4,
+        kv_heads=2,
+        experts=4,
+        vocab=512,
+        dense_layers=1,
+        head_dim=128,
+        chunk=2048,
+    )
     ap.add_argument("--repo", type=Path, default=ROOT, help="repository to snapshot")
     ap.add_argument("--budget", type=int, default=8_000, help="snapshot token budget")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=16, help="generated tokens per turn")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--experts", type=int, default=4)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--dense-layers", type=int, default=1)
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--chunk", type=int, default=2048, help="max_num_batched_tokens")
     ap.add_argument("--max-model-len", type=int, default=None)
-    ap.add_argument("--kv-bytes", type=int, default=None, help="KV cache budget in bytes")
     ap.add_argument("--build-tokens", type=int, default=1_000_000)
     ap.add_argument("--tokenizer-dir", type=Path, default=None)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: session,build,large")
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
-    args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
+    args = parse_args(ap)
     skip = set(filter(None, args.skip.split(",")))
     out_path = args.out or ROOT / "bench" / "results" / f"context_session_{args.device}.json"
-    result: dict = {
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "cpus": len(__import__("os").sched_getaffinity(0)),
-    }
+    result: dict = host_record()
     work = Path(tempfile.mkdtemp(prefix="m3ctx-bench-"))
     try:
         if "session" not in skip:

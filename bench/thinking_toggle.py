@@ -18,23 +18,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
 import resource
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from recording import recording_engine_class  # bench/recording.py: this script's folder
+from session_common import (  # bench/session_common.py: this script's folder
+    PAGE,
+    ROOT,
+    SOURCE_SUFFIXES,
+    add_model_args,
+    copy_source,
+    host_record,
+    init_model,
+    model_record,
+    new_tokens,
+    parse_args,
+    recording_engine_class,
+    session_events,
+    session_settings,
+)
 
-PAGE = 128
-ROOT = Path(__file__).resolve().parent.parent
 MODES = ("enabled", "disabled", "adaptive")
-
-
-SUFFIXES = (".py", ".md", ".toml", ".tcss", ".txt", ".sh", ".cfg", ".ini")
 
 
 def _source_files() -> list[Path]:
@@ -44,7 +50,7 @@ def _source_files() -> list[Path]:
         rel = p.relative_to(ROOT)
         if any(part.startswith(".") for part in rel.parts) or "results" in rel.parts:
             continue
-        if p.suffix in SUFFIXES and p.is_file():
+        if p.suffix in SOURCE_SUFFIXES and p.is_file():
             out.append(p)
     return out
 
@@ -55,42 +61,17 @@ def make_repo(dest: Path, target_tokens: int, tokenizer) -> int:
         (p.relative_to(ROOT), p.read_text(encoding="utf-8", errors="replace"))
         for p in _source_files()
     ]
-    per_copy = sum(len(ids) for ids in tokenizer.encode_text_batch([t for _, t in files]))
-    copies = max(1, -(-target_tokens // max(per_copy, 1)))
-    for c in range(copies):
-        for rel, text in files:
-            out = dest / f"copy{c}" / rel
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text, encoding="utf-8")
-    return per_copy * copies
+    return copy_source(dest, files, target_tokens, tokenizer)
 
 
 def run(args, work: Path, save) -> dict:
     from m3agent.agent import events as ev
     from m3agent.agent.ops import SetThinking, UserTurn
     from m3agent.app.factory import build_session
-    from m3agent.app.settings import Settings
-    from m3agent.engine.backends.scripted import common_prefix_len
-    from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
     from m3agent.engine.native.core.engine_config import EngineConfig
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
-    model_dir = work / "model"
-    init_tiny(
-        model_dir,
-        TinySpec(
-            layers=args.layers,
-            hidden=args.hidden,
-            heads=args.heads,
-            kv_heads=args.kv_heads,
-            experts=args.experts,
-            vocab=args.vocab,
-            dense_layers=args.dense_layers,
-            head_dim=args.head_dim,
-            seed=0,
-        ),
-    )
+    model_dir = init_model(work / "model", args)
     tok = M3Tokenizer.from_model_dir(model_dir)
     repo = work / "repo"
     make_repo(repo, int(args.budget * 1.2), tok)
@@ -103,47 +84,21 @@ def run(args, work: Path, save) -> dict:
         dtype=args.dtype,
         config=EngineConfig(max_num_batched_tokens=args.chunk, kv_cache_memory_bytes=args.kv_bytes),
     )
-    settings = Settings(
-        home=work / "home",
-        config_path=work / "none.toml",
-        engine="native",
-        model=str(model_dir),
-        approval="never",
-        thinking="adaptive",
-        max_tokens=args.max_tokens,
-        context_budget=args.budget,
-    )
+    settings = session_settings(work, model_dir, args, thinking="adaptive")
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda _l: None)
     turn_modes = [MODES[i % 3] for i in range(args.turns)]
     announced: dict = {}
 
-    tmpl = ChatTemplate.from_model_dir(model_dir)
     seen: list = []
     t0 = time.perf_counter()
 
     def analyze(default_change: bool) -> dict:
-        errors = [e.message for e in seen if isinstance(e, ev.Error)]
-        usages = [e.usage for e in seen if isinstance(e, ev.ModelRequestFinished)]
-        if errors or len(usages) != len(engine.requests):
-            raise SystemExit(f"the session failed: {errors}")
-        snap = next(
-            e.detail for e in seen if isinstance(e, ev.ContextEvent) and e.action == "snapshot"
-        )
-        previous: list[int] = []
+        snap, usages = session_events(seen, engine)
         turns = []
-        for n, (req, u) in enumerate(zip(engine.requests, usages, strict=True)):
-            ids = tok.encode_parts(
-                render_prompt_parts(
-                    list(req.messages),
-                    list(req.tools),
-                    req.thinking_mode,
-                    template=tmpl,
-                    session_thinking_mode=req.session_thinking_mode,
-                )
-            )
+        for n, ((ids, new), req, u) in enumerate(
+            zip(new_tokens(engine, model_dir), engine.requests, usages, strict=True)
+        ):
             assert len(ids) == u.prompt_tokens, (len(ids), u.prompt_tokens)
-            new = len(ids) - common_prefix_len(previous, ids)
-            previous = ids + engine.generated[req.request_id][:-1]
             changed = default_change and n == len(engine.requests) - 1
             turns.append(
                 {
@@ -162,18 +117,7 @@ def run(args, work: Path, save) -> dict:
             )
         toggles = turns[1 : args.turns]
         out = {
-            "model": {
-                "layers": args.layers,
-                "hidden": args.hidden,
-                "heads": args.heads,
-                "kv_heads": args.kv_heads,
-                "experts": args.experts,
-                "vocab": args.vocab,
-                "dense_layers": args.dense_layers,
-                "head_dim": args.head_dim,
-                "dtype": args.dtype,
-                "device": args.device,
-            },
+            "model": model_record(args),
             "snapshot": snap,
             "turns": turns,
             "wall_s": round(time.perf_counter() - t0, 1),
@@ -220,21 +164,21 @@ def run(args, work: Path, save) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default=None, help="default: float32 on cpu, bfloat16 on cuda")
+    add_model_args(
+        ap,
+        layers=2,
+        hidden=128,
+        heads=2,
+        kv_heads=1,
+        experts=2,
+        vocab=512,
+        dense_layers=1,
+        head_dim=64,
+        chunk=4096,
+    )
     ap.add_argument("--budget", type=int, default=110_000, help="snapshot token budget")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=8, help="generated tokens per turn")
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--heads", type=int, default=2)
-    ap.add_argument("--kv-heads", type=int, default=1)
-    ap.add_argument("--experts", type=int, default=2)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--dense-layers", type=int, default=1)
-    ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--chunk", type=int, default=4096, help="max_num_batched_tokens")
-    ap.add_argument("--kv-bytes", type=int, default=None, help="KV cache budget in bytes")
     ap.add_argument(
         "--default-change",
         action="store_true",
@@ -243,14 +187,9 @@ def main() -> None:
     ap.add_argument(
         "--out", type=Path, default=ROOT / "bench" / "results" / "thinking_toggle_cpu.json"
     )
-    args = ap.parse_args()
-    args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
+    args = parse_args(ap)
     work = Path(tempfile.mkdtemp(prefix="m3toggle-bench-"))
-    head = {
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "cpus": len(os.sched_getaffinity(0)),
-    }
+    head = host_record()
 
     def save(part: dict) -> None:
         result = {

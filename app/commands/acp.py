@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
+
+from . import flags
 
 
 def register(app: typer.Typer) -> None:
     @app.command("acp")
     def acp_(
-        engine: str | None = typer.Option(
-            None, "--engine", "-e", metavar="NAME", help="native, vllm, remote or scripted."
-        ),
-        model: str | None = typer.Option(
-            None, "--model", "-m", metavar="MODEL", help="Model directory or served model name."
-        ),
-        base_url: str | None = typer.Option(
-            None, "--base-url", metavar="URL", help="OpenAI-compatible server URL (remote)."
-        ),
-        script: Path | None = typer.Option(
-            None, "--script", metavar="FILE", help="JSON array of raw model outputs (scripted)."
-        ),
+        engine: flags.Engine = None,
+        model: flags.Model = None,
+        base_url: flags.BaseUrl = None,
+        script: flags.Script = None,
         approval: str | None = typer.Option(
             None,
             "--approval",
@@ -29,10 +21,8 @@ def register(app: typer.Typer) -> None:
             metavar="POLICY",
             help="untrusted, on-request or never (the editor answers the requests).",
         ),
-        sandbox: str | None = typer.Option(
-            None, "--sandbox", "-s", metavar="MODE", help="read-only, workspace-write, full-access."
-        ),
-        no_context: bool = typer.Option(False, "--no-context", help="No repository snapshot."),
+        sandbox: flags.Sandbox = None,
+        no_context: flags.NoContext = False,
     ) -> None:
         """Speak ACP over stdio (Zed, JetBrains): one warm engine for every editor session."""
         import asyncio

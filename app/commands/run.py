@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from . import flags
+
 if TYPE_CHECKING:  # the CLI starts without loading settings; run() imports it
     from ..settings import Overrides
 
@@ -30,45 +32,18 @@ class RunOptions:
 def register(app: typer.Typer) -> None:
     @app.command("run")
     def run(
+        ctx: typer.Context,
         prompt: str | None = typer.Argument(
             None,
             metavar="[PROMPT]",
             help="The task; - or none reads it from stdin. Piped stdin beside a PROMPT is "
             "added after it.",
         ),
-        engine: str | None = typer.Option(
-            None,
-            "--engine",
-            "-e",
-            metavar="NAME",
-            help="Backend: native, vllm, remote or scripted (default: from the config).",
-        ),
-        model: str | None = typer.Option(
-            None,
-            "--model",
-            "-m",
-            metavar="MODEL",
-            help="Model directory (native, vllm) or served model name (remote).",
-        ),
-        base_url: str | None = typer.Option(
-            None,
-            "--base-url",
-            metavar="URL",
-            help="OpenAI-compatible server URL (remote), e.g. http://host:8000/v1.",
-        ),
-        script: Path | None = typer.Option(
-            None,
-            "--script",
-            metavar="FILE",
-            help="JSON array of raw model outputs (scripted engine).",
-        ),
-        thinking: str | None = typer.Option(
-            None,
-            "--thinking",
-            "-t",
-            metavar="MODE",
-            help="Thinking mode: enabled, disabled or adaptive.",
-        ),
+        engine: flags.Engine = None,
+        model: flags.Model = None,
+        base_url: flags.BaseUrl = None,
+        script: flags.Script = None,
+        thinking: flags.Thinking = None,
         output_format: str = typer.Option(
             "text",
             "--output-format",
@@ -88,32 +63,11 @@ def register(app: typer.Typer) -> None:
             metavar="N",
             help="Most model calls for this prompt (exit 4 when reached).",
         ),
-        cwd: Path | None = typer.Option(
-            None, "--cwd", "-C", metavar="DIR", help="Workspace (default: here)."
-        ),
-        continue_last: bool = typer.Option(
-            False,
-            "--continue",
-            "-c",
-            help="Continue the last session of this workspace.",
-        ),
-        resume: str | None = typer.Option(
-            None, "--resume", "-r", metavar="ID", help="Continue session ID."
-        ),
-        approval: str | None = typer.Option(
-            None,
-            "--approval",
-            "-a",
-            metavar="POLICY",
-            help="When to ask: untrusted, on-request or never.",
-        ),
-        sandbox: str | None = typer.Option(
-            None,
-            "--sandbox",
-            "-s",
-            metavar="MODE",
-            help="read-only, workspace-write or full-access.",
-        ),
+        cwd: flags.Cwd = None,
+        continue_last: flags.ContinueLast = False,
+        resume: flags.Resume = None,
+        approval: flags.Approval = None,
+        sandbox: flags.Sandbox = None,
         network: bool = typer.Option(
             False, "--network", help="Let shell commands use the network (off by default)."
         ),
@@ -128,24 +82,18 @@ def register(app: typer.Typer) -> None:
             "--dangerously-no-sandbox",
             help="Run shell commands even where no sandbox layer works (unprotected!).",
         ),
-        allow_home: bool = typer.Option(
-            False, "--allow-home", help="Start even in $HOME, / or a directory holding them."
-        ),
+        allow_home: flags.AllowHome = False,
         accept_sandbox_gaps: bool = typer.Option(
             False,
             "--accept-sandbox-gaps",
             help="Without bubblewrap, accept that commands can chmod/touch files outside the "
             "workspace (asked once in a terminal otherwise).",
         ),
-        max_tokens: int | None = typer.Option(
-            None, "--max-tokens", metavar="N", help="Most tokens the model may generate per call."
-        ),
+        max_tokens: flags.MaxTokens = None,
         context_budget: int | None = typer.Option(
             None, "--context-budget", metavar="N", help="Token budget of the repository snapshot."
         ),
-        no_context: bool = typer.Option(
-            False, "--no-context", help="Do not put a repository snapshot in the prompt."
-        ),
+        no_context: flags.NoContext = False,
         in_process: bool = typer.Option(
             False,
             "--in-process",
@@ -210,57 +158,16 @@ def register(app: typer.Typer) -> None:
         video: list[Path] = typer.Option(
             [], "--video", metavar="FILE", help="Attach a video (repeatable)."
         ),
-        offload_experts: str | None = typer.Option(
-            None,
-            "--offload-experts",
-            help="native M3: routed experts in host memory on the CPU: auto (when the "
-            "weights do not fit the GPU), on, off.",
-        ),
-        expert_form: str | None = typer.Option(
-            None,
-            "--expert-form",
-            help="native M3 offload: experts as auto, int8, int4, mxfp8 or bf16.",
-        ),
+        offload_experts: flags.OffloadExperts = None,
+        expert_form: flags.ExpertForm = None,
     ) -> None:
         """Run one task headless and print the answer."""
         from ..settings import Overrides
 
         code = execute(
             prompt=prompt,
-            overrides=Overrides(
-                engine=engine,
-                model=model,
-                base_url=base_url,
-                thinking=thinking,
-                approval=approval,
-                sandbox=sandbox,
-                allow_home=allow_home,
-                max_tokens=max_tokens,
-                max_turns=max_turns,
-                network=network,
-                add_dir=tuple(add_dir),
-                dangerously_no_sandbox=dangerously_no_sandbox,
-                accept_sandbox_gaps=accept_sandbox_gaps,
-                context_budget=context_budget,
-                no_context=no_context,
-                in_process=in_process,
-                mcp_config=tuple(mcp_config),
-                strict_mcp_config=strict_mcp_config,
-                trust_project_mcp=trust_project_mcp,
-                offload_experts=offload_experts,
-                expert_form=expert_form,
-            ),
-            options=RunOptions(
-                output_format=output_format,
-                input_format=input_format,
-                output_last_message=output_last_message,
-                append_system_prompt=append_system_prompt,
-                output_schema=output_schema,
-                ephemeral=ephemeral,
-                permission_mode=permission_mode,
-                allowed_tools=tuple(allowed_tools),
-                disallowed_tools=tuple(disallowed_tools),
-            ),
+            overrides=flags.fill(Overrides, ctx.params),
+            options=flags.fill(RunOptions, ctx.params),
             script=script,
             cwd=cwd,
             resume=resume,

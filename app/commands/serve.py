@@ -10,6 +10,8 @@ from pathlib import Path
 
 import typer
 
+from . import flags
+
 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
@@ -65,16 +67,8 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(
             False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
         ),
-        offload_experts: str | None = typer.Option(
-            None,
-            "--offload-experts",
-            help="native M3: routed experts in host memory on the CPU: auto, on, off.",
-        ),
-        expert_form: str | None = typer.Option(
-            None,
-            "--expert-form",
-            help="native M3 offload: experts as auto, int8, int4, mxfp8 or bf16.",
-        ),
+        offload_experts: flags.OffloadExperts = None,
+        expert_form: flags.ExpertForm = None,
         idle_timeout: float | None = typer.Option(
             None,
             "--idle-timeout",

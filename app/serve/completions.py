@@ -21,7 +21,6 @@ from m3agent.engine.api import (
     ContentDelta,
     EngineError,
     PrefillProgress,
-    SamplingParams,
     UsageDelta,
 )
 from m3agent.engine.backends.completion import CompletionRequest
@@ -29,7 +28,15 @@ from m3agent.engine.backends.remote_completion import PREFILL_FIELD, PREFILL_OPT
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .http import HttpResponse
-from .wire import BYTES_PER_TOKEN, INT64, WireError, error_json, usage_json, validation_message
+from .wire import (
+    BYTES_PER_TOKEN,
+    INT64,
+    WireError,
+    error_json,
+    sampling_params,
+    usage_json,
+    validation_message,
+)
 
 
 class CompletionBody(BaseModel):
@@ -84,16 +91,7 @@ def parse_completion(
                 f"{max_context_tokens} tokens"
             )
         max_tokens = min(max_tokens, max_context_tokens - n)
-    d = SamplingParams()
-    stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
-    sampling = SamplingParams(
-        max_tokens=max_tokens,
-        temperature=d.temperature if body.temperature is None else body.temperature,
-        top_p=d.top_p if body.top_p is None else body.top_p,
-        top_k=d.top_k if body.top_k is None else body.top_k,
-        seed=body.seed,
-        stop=tuple(stop),
-    )
+    sampling = sampling_params(body, max_tokens)
     if isinstance(prompt, str):
         return body, CompletionRequest(request_id, prompt_text=prompt, sampling=sampling)
     return body, CompletionRequest(
@@ -209,55 +207,79 @@ async def serve_completion(
     that a request the engine refuses at once is an HTTP error) or one JSON object."""
     rid = creq.request_id
     if body.stream:
-        stream = aiter(engine.complete(creq))
-        try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            first = None
-        except EngineError as e:
-            code = status_of(e)
-            return HttpResponse(code, error_json(str(e), "engine_error", code))
-        except asyncio.CancelledError:
-            await engine.abort(rid)
-            raise
-        return HttpResponse(
-            events=_guarded(
-                engine,
-                rid,
-                stream,
-                first,
-                lambda deltas: completion_events(rid, model, body, deltas, status_of),
-            )
+        return await open_stream(
+            engine,
+            rid,
+            engine.complete(creq),
+            status_of,
+            lambda deltas: completion_events(rid, model, body, deltas, status_of),
         )
-    text: list[str] = []
-    final: UsageDelta | None = None
-    ended = False
     try:
-        async for d in engine.complete(creq):
-            if isinstance(d, ContentDelta):
-                text.append(d.text)
-            elif isinstance(d, UsageDelta):
-                final = d
-        ended = True
+        deltas = await collect_deltas(engine, rid, engine.complete(creq))
     except EngineError as e:
-        ended = True
         code = status_of(e)
         return HttpResponse(code, error_json(str(e), "engine_error", code))
+    text = "".join(d.text for d in deltas if isinstance(d, ContentDelta))
+    return HttpResponse.json(completion_json(rid, model, text, last_usage(deltas)))
+
+
+async def collect_deltas(
+    engine: Any, request_id: str, stream: AsyncIterator[ChatDelta]
+) -> list[ChatDelta]:
+    """Every delta of a non-streamed answer; if this is cancelled first (the client hung up),
+    the engine request is aborted: no generating for nobody."""
+    deltas: list[ChatDelta] = []
+    ended = False
+    try:
+        async for d in stream:
+            deltas.append(d)
+        ended = True
+    except EngineError:
+        ended = True
+        raise
     finally:
-        if not ended:  # the client hung up: stop generating for nobody
-            await engine.abort(rid)
-    return HttpResponse.json(completion_json(rid, model, "".join(text), final))
+        if not ended:
+            await engine.abort(request_id)
+    return deltas
 
 
-async def _guarded(
+def last_usage(deltas: list[ChatDelta]) -> UsageDelta | None:
+    return next((d for d in reversed(deltas) if isinstance(d, UsageDelta)), None)
+
+
+async def open_stream(
+    engine: Any,
+    request_id: str,
+    stream: AsyncIterator[ChatDelta],
+    status_of: Any,
+    render: Any,
+) -> HttpResponse:
+    """An SSE response of render's events over stream. It waits for the first delta before
+    the status line, so that a request the engine refuses at once (prompt too long, bad media)
+    is an HTTP error, not a 200 stream."""
+    stream = aiter(stream)
+    try:
+        first = await anext(stream)
+    except StopAsyncIteration:
+        first = None
+    except EngineError as e:
+        code = status_of(e)
+        return HttpResponse(code, error_json(str(e), "engine_error", code))
+    except asyncio.CancelledError:  # the client hung up during the prefill
+        await engine.abort(request_id)
+        raise
+    return HttpResponse(events=guarded_events(engine, request_id, stream, first, render))
+
+
+async def guarded_events(
     engine: Any,
     request_id: str,
     stream: AsyncIterator[ChatDelta],
     first: ChatDelta | None,
     render: Any,
 ) -> AsyncIterator[str]:
-    """`render`'s events over first + the rest; the engine request is aborted if the client
-    leaves before the end."""
+    """`render`'s events over first + the rest of stream (a response's SSE events, chat or
+    completions); the engine request is aborted if the client leaves before the end."""
     ended = False
 
     async def deltas() -> AsyncIterator[ChatDelta]:

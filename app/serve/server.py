@@ -13,7 +13,6 @@ POST /v1/completions         a raw prompt (text or token ids) -> the model's raw
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -36,8 +35,11 @@ from m3agent.engine.api import (
 )
 
 from .completions import (
+    collect_deltas,
+    last_usage,
     new_request_id,
     not_served,
+    open_stream,
     parse_completion,
     serve_completion,
 )
@@ -197,45 +199,28 @@ class ChatServer:
         )
 
     async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
-        """Waits for the first delta before the status line, so that a request the engine
-        refuses at once (prompt too long, bad media) is an HTTP error, not a 200 stream."""
-        stream = aiter(self.engine.stream(chat))
-        try:
-            first = await anext(stream)
-        except StopAsyncIteration:
-            first = None
-        except EngineError as e:
-            code = _status_of(e)
-            return HttpResponse(code, error_json(str(e), "engine_error", code))
-        except asyncio.CancelledError:  # the client hung up during the prefill
-            await self.engine.abort(chat.request_id)
-            raise
-        return HttpResponse(events=self._sse(chat, body, stream, first))
+        return await open_stream(
+            self.engine,
+            chat.request_id,
+            self.engine.stream(chat),
+            _status_of,
+            lambda deltas: self._sse(chat, body, deltas),
+        )
 
     async def _complete(self, chat: ChatRequest) -> HttpResponse:
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls: list[dict[str, Any]] = []
-        final: UsageDelta | None = None
-        ended = False
         try:
-            async for d in self.engine.stream(chat):
-                if isinstance(d, ContentDelta):
-                    content.append(d.text)
-                elif isinstance(d, ReasoningDelta):
-                    reasoning.append(d.text)
-                elif isinstance(d, ToolCallDelta):
-                    calls.append(tool_call_json(d.index, d.call, with_index=False))
-                elif isinstance(d, UsageDelta):
-                    final = d
-            ended = True
+            deltas = await collect_deltas(self.engine, chat.request_id, self.engine.stream(chat))
         except EngineError as e:
-            ended = True
             code = _status_of(e)
             return HttpResponse(code, error_json(str(e), "engine_error", code))
-        finally:
-            if not ended:  # cancelled: the client hung up before the answer was complete
-                await self.engine.abort(chat.request_id)
+        content = [d.text for d in deltas if isinstance(d, ContentDelta)]
+        reasoning = [d.text for d in deltas if isinstance(d, ReasoningDelta)]
+        calls = [
+            tool_call_json(d.index, d.call, with_index=False)
+            for d in deltas
+            if isinstance(d, ToolCallDelta)
+        ]
+        final = last_usage(deltas)
         message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
         if reasoning:
             message["reasoning_content"] = "".join(reasoning)
@@ -262,11 +247,7 @@ class ChatServer:
         return HttpResponse.json(obj)
 
     async def _sse(
-        self,
-        chat: ChatRequest,
-        body: ChatBody,
-        stream: AsyncIterator[ChatDelta],
-        first: ChatDelta | None,
+        self, chat: ChatRequest, body: ChatBody, deltas: AsyncIterator[ChatDelta]
     ) -> AsyncIterator[str]:
         created = int(time.time())
         include_usage = bool((body.stream_options or {}).get("include_usage"))
@@ -285,16 +266,8 @@ class ChatServer:
 
         yield chunk({"role": "assistant", "content": ""})
         final: UsageDelta | None = None
-        ended = False
-
-        async def deltas() -> AsyncIterator[ChatDelta]:
-            if first is not None:
-                yield first
-            async for d in stream:
-                yield d
-
         try:
-            async for d in deltas():
+            async for d in deltas:
                 if isinstance(d, ContentDelta):
                     yield chunk({"content": d.text})
                 elif isinstance(d, ReasoningDelta):
@@ -303,19 +276,11 @@ class ChatServer:
                     yield chunk({"tool_calls": [tool_call_json(d.index, d.call, with_index=True)]})
                 elif isinstance(d, UsageDelta):
                     final = d
-            ended = True
         except EngineError as e:
-            ended = True
             # Mid-stream the status line is gone already: the error travels as a chunk.
             yield json.dumps({"error": {"message": str(e), "code": _status_of(e)}})
             yield "[DONE]"
             return
-        finally:
-            if not ended:  # the client left mid-stream: stop generating for nobody
-                await self.engine.abort(chat.request_id)
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
         yield chunk({}, final.finish_reason if final else "stop")
         if include_usage and final is not None:
             yield json.dumps(

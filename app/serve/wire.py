@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from m3agent.engine.api import (
     THINKING_MODES,
@@ -263,27 +263,40 @@ def to_chat_request(
                 f"bad request: chat_template_kwargs.{key} must be one of "
                 f"{', '.join(THINKING_MODES)}, got {value!r}"
             )
-    d = SamplingParams()
-    stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
-    max_tokens = body.max_completion_tokens or body.max_tokens or d.max_tokens
+    max_tokens = body.max_completion_tokens or body.max_tokens or SamplingParams().max_tokens
     if max_context_tokens:
         max_tokens = min(max_tokens, max_context_tokens)
-    sampling = SamplingParams(
+    return ChatRequest(
+        request_id=request_id,
+        messages=tuple(to_message(m, media_dir, allowed_media) for m in body.messages),
+        tools=tuple(body.tools or ()),
+        thinking_mode=ThinkingMode(mode),
+        sampling=sampling_params(body, max_tokens),
+        session_thinking_mode=ThinkingMode(session_mode),
+        tool_choice=body.tool_choice,
+    )
+
+
+class SamplingFields(Protocol):
+    """The sampling fields a chat and a completions body share (None: the engine's default)."""
+
+    temperature: float | None
+    top_p: float | None
+    top_k: int | None
+    seed: int | None
+    stop: str | list[str] | None
+
+
+def sampling_params(body: SamplingFields, max_tokens: int) -> SamplingParams:
+    d = SamplingParams()
+    stop = body.stop if isinstance(body.stop, list) else [body.stop] if body.stop else []
+    return SamplingParams(
         max_tokens=max_tokens,
         temperature=d.temperature if body.temperature is None else body.temperature,
         top_p=d.top_p if body.top_p is None else body.top_p,
         top_k=d.top_k if body.top_k is None else body.top_k,
         seed=body.seed,
         stop=tuple(stop),
-    )
-    return ChatRequest(
-        request_id=request_id,
-        messages=tuple(to_message(m, media_dir, allowed_media) for m in body.messages),
-        tools=tuple(body.tools or ()),
-        thinking_mode=ThinkingMode(mode),
-        sampling=sampling,
-        session_thinking_mode=ThinkingMode(session_mode),
-        tool_choice=body.tool_choice,
     )
 
 

@@ -10,35 +10,40 @@ from types import SimpleNamespace
 import pytest
 from m3agent.agent import events as ev
 from m3agent.agent.config import AgentConfig
+from m3agent.agent.ops import ApprovalDecision
 from m3agent.agent.session import Session
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.tools.toolset import default_toolset
 
-NS = "]<]minimax[>["
+from ..support.markup import NS, answer, calls, invoke
 
 
-def invoke(name: str, **params: str) -> str:
-    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in params.items())
-    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
-
-
-def calls(*invokes: str, before: str = "", reasoning: str | None = "") -> str:
-    """Raw model text for an "enabled"-mode turn (the prompt already opened <mm:think>)."""
-    head = f"{reasoning}</mm:think>" if reasoning is not None else ""
-    return f"{head}{before}{NS}<tool_call>\n{''.join(invokes)}{NS}</tool_call>"
-
-
-def answer(text: str, reasoning: str | None = "") -> str:
-    head = f"{reasoning}</mm:think>" if reasoning is not None else ""
-    return head + text
-
-
-def make_session(home: Path, cwd: Path, script: list[str], **cfg) -> Session:
+def make_session(
+    home: Path, cwd: Path, script: list[str], *, toolset=None, sandbox=None, **cfg
+) -> Session:
+    """A session over the scripted engine: thinking enabled, no approvals unless cfg says
+    (AgentConfig fields), the default tools unless toolset is given."""
     engine = ScriptedEngine(script, chunk_delay_s=cfg.pop("chunk_delay_s", 0.0))
     config = AgentConfig(**{"thinking_default": "enabled", "approval_policy": "never", **cfg})
     return Session.create(
-        engine, default_toolset(), config, sessions_dir=home / "sessions", cwd=cwd
+        engine,
+        default_toolset() if toolset is None else toolset,
+        config,
+        sessions_dir=home / "sessions",
+        cwd=cwd,
+        sandbox=sandbox,
     )
+
+
+def answering(decision: str, asked: list, *message: str):
+    """An on_event for drive(): each ApprovalRequest is kept in asked and answered decision."""
+
+    async def on(session: Session, e) -> None:
+        if isinstance(e, ev.ApprovalRequest):
+            asked.append(e)
+            session.submit(ApprovalDecision(e.call_id, decision, *message))
+
+    return on
 
 
 async def drive(session: Session, text: str, on_event=None, **turn) -> tuple[list, ev.TurnComplete]:
@@ -60,6 +65,19 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def one_turn(home: Path, cwd: Path, script: list[str], text: str, **session):
+    """make_session(**session), one prompt driven to its TurnComplete, the session closed:
+    (session, events, TurnComplete)."""
+
+    async def go():
+        s = make_session(home, cwd, script, **session)
+        seen, done = await drive(s, text)
+        await s.close()
+        return s, seen, done
+
+    return run(go())
+
+
 @pytest.fixture
 def repo(make_repo) -> Path:
     return make_repo({"calc.py": "def add(a, b):\n    return a - b\n"})
@@ -73,6 +91,8 @@ def m3():
         calls=calls,
         answer=answer,
         make_session=make_session,
+        answering=answering,
         drive=drive,
         run=run,
+        one_turn=one_turn,
     )

@@ -18,14 +18,11 @@ from m3agent.app.command_prefix import command_prefix, matches
 from m3agent.app.headless import tty_approver
 from m3agent.app.settings import load_settings
 
-NS = "]<]minimax[>["
+from ..support.markup import calls, invoke
 
 
 def shell_call(command: str) -> str:
-    return (
-        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="shell">{NS}<command>{command}'
-        f"{NS}</command>{NS}</invoke>\n{NS}</tool_call>"
-    )
+    return calls(invoke("shell", command=command))
 
 
 @pytest.fixture

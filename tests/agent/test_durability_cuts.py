@@ -4,17 +4,11 @@ history. The CI subset of bench/session_durability.py (its long run: 100 session
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "session_durability.py"
+from ..support.bench import load_bench
 
 
 def test_killed_and_cut_sessions_all_resume(tmp_path):
-    spec = importlib.util.spec_from_file_location("session_durability", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    result = bench.measure(tmp_path, runs=10, seed=5)
+    result = load_bench("session_durability").measure(tmp_path, runs=10, seed=5)
     assert result["failures"] == [], result["failures"]
     assert result["resumed_ok"] == 10
     # The cuts did land in the places that used to fail: mid-character and mid-record.

@@ -31,26 +31,13 @@ from m3agent.app.settings import Settings
 from m3agent.engine.api import Message, ToolCall
 from m3agent.engine.backends.scripted import ScriptedEngine
 
+from ..support.bench import load_bench
+
 NS = "]<]minimax[>["
 
 
-def openai_history_errors(messages) -> list[str]:
-    errors: list[str] = []
-    pending: set[str] = set()
-    for i, m in enumerate(messages):
-        if m.role == "tool":
-            if m.tool_call_id not in pending:
-                errors.append(f"message {i}: tool result for {m.tool_call_id!r} answers no call")
-            pending.discard(m.tool_call_id)
-            continue
-        if pending:
-            errors.append(f"message {i} ({m.role}): tool calls {sorted(pending)} have no result")
-            pending = set()
-        if m.role == "assistant":
-            pending = {c.id for c in m.tool_calls}
-    if pending:
-        errors.append(f"end: tool calls {sorted(pending)} have no result")
-    return errors
+# The benchmark's long run checks its sessions with the same rule.
+openai_history_errors = load_bench("session_durability").history_errors
 
 
 def settings(home: Path, **kw) -> Settings:

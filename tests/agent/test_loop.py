@@ -18,13 +18,7 @@ def test_edit_then_answer(home, repo, m3):
         m3.answer("Fixed: add now adds.", reasoning="Done."),
     ]
 
-    async def go():
-        s = m3.make_session(home, repo, script)
-        seen, done = await m3.drive(s, "fix add")
-        await s.close()
-        return s, seen, done
-
-    s, seen, done = m3.run(go())
+    s, seen, done = m3.one_turn(home, repo, script, "fix add")
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
     assert done.reason == "done" and done.answer == "Fixed: add now adds."
     types = [e.type for e in seen]
@@ -55,13 +49,7 @@ def test_bad_tool_calls_become_error_results_the_model_sees(home, repo, m3):
         m3.answer("I could not do it."),
     ]
 
-    async def go():
-        s = m3.make_session(home, repo, script)
-        seen, done = await m3.drive(s, "try things")
-        await s.close()
-        return s, seen, done
-
-    s, seen, done = m3.run(go())
+    s, seen, done = m3.one_turn(home, repo, script, "try things")
     assert done.reason == "done"
     results = [e for e in seen if isinstance(e, ev.ToolCallFinished)]
     assert [r.is_error for r in results] == [True, True, True]
@@ -77,13 +65,7 @@ def test_max_turns_stops_with_well_formed_history(home, repo, m3):
     looping = m3.calls(m3.invoke("list_dir", path="."))
     script = [looping] * 5
 
-    async def go():
-        s = m3.make_session(home, repo, script, max_turns=2)
-        _, done = await m3.drive(s, "loop forever")
-        await s.close()
-        return s, done
-
-    s, done = m3.run(go())
+    s, _, done = m3.one_turn(home, repo, script, "loop forever", max_turns=2)
     assert done.reason == "max_turns"
     assert s.engine.remaining == 3
     # Every call has its result, so the conversation can continue.
@@ -95,13 +77,7 @@ def test_max_turns_stops_with_well_formed_history(home, repo, m3):
 def test_max_tool_calls_answers_every_call(home, repo, m3):
     script = [m3.calls(*[m3.invoke("list_dir", path=".") for _ in range(3)])]
 
-    async def go():
-        s = m3.make_session(home, repo, script, max_tool_calls=2)
-        seen, done = await m3.drive(s, "many")
-        await s.close()
-        return s, seen, done
-
-    s, seen, done = m3.run(go())
+    s, seen, done = m3.one_turn(home, repo, script, "many", max_tool_calls=2)
     assert done.reason == "max_tool_calls"
     tool_msgs = [m for m in s.messages if m.role == "tool"]
     assert len(tool_msgs) == 3 and "limit" in tool_msgs[2].content
@@ -123,13 +99,7 @@ def test_engine_error_ends_the_turn_with_an_error_event(home, repo, m3):
 def test_log_holds_every_message_and_event(home, repo, m3):
     script = [m3.calls(m3.invoke("list_dir", path=".")), m3.answer("ok")]
 
-    async def go():
-        s = m3.make_session(home, repo, script)
-        await m3.drive(s, "look")
-        await s.close()
-        return s
-
-    s = m3.run(go())
+    s, _, _ = m3.one_turn(home, repo, script, "look")
     lines = [json.loads(x) for x in s.conversation.path.read_text().splitlines()]
     assert lines[0]["kind"] == "session" and lines[0]["id"] == s.id
     kinds = {(x["kind"], x.get("event", {}).get("type")) for x in lines}

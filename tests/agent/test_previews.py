@@ -112,12 +112,7 @@ def test_on_request_asks_before_a_declared_write_the_sandbox_refuses(home, repo,
     async def go():
         s = _session(home, repo, script, policy="on-request", sandbox=_no_probe_sandbox(repo))
 
-        async def on(sess, e):
-            if isinstance(e, ev.ApprovalRequest):
-                asked.append(e)
-                sess.submit(ApprovalDecision(e.call_id, "deny"))
-
-        await m3.drive(s, "write", on_event=on)
+        await m3.drive(s, "write", on_event=m3.answering("deny", asked))
         await s.close()
 
     m3.run(go())
@@ -137,12 +132,7 @@ def test_read_only_sandbox_asks_before_a_patch(home, repo, m3):
             home, repo, script, policy="on-request", sandbox=_no_probe_sandbox(repo, "read-only")
         )
 
-        async def on(sess, e):
-            if isinstance(e, ev.ApprovalRequest):
-                asked.append(e)
-                sess.submit(ApprovalDecision(e.call_id, "deny"))
-
-        await m3.drive(s, "patch", on_event=on)
+        await m3.drive(s, "patch", on_event=m3.answering("deny", asked))
         await s.close()
 
     m3.run(go())
@@ -317,19 +307,7 @@ def test_a_tool_whose_touches_fails_is_not_run(home, repo, m3):
 
     script = [m3.calls(m3.invoke("broken", x="1")), m3.answer("ok")]
 
-    async def go():
-        s = Session.create(
-            ScriptedEngine(script),
-            Toolset([Broken()]),
-            AgentConfig(thinking_default="enabled", approval_policy="never"),
-            sessions_dir=home / "sessions",
-            cwd=repo,
-        )
-        seen, done = await m3.drive(s, "go")
-        await s.close()
-        return seen, done
-
-    seen, done = m3.run(go())
+    _, seen, done = m3.one_turn(home, repo, script, "go", toolset=Toolset([Broken()]))
     assert done.reason == "done" and ran == []
     out = next(e for e in seen if isinstance(e, ev.ToolCallFinished))
     assert out.is_error and "cannot tell what broken would touch (RuntimeError: bug)" in out.output

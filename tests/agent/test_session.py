@@ -46,14 +46,7 @@ def test_interrupt_stops_a_running_tool(home, repo, m3):
     script = [m3.calls(m3.invoke("shell", command="sleep 30")), m3.answer("never")]
 
     async def go():
-        s = Session.create(
-            ScriptedEngine(script),
-            default_toolset(),
-            AgentConfig(thinking_default="enabled", approval_policy="never"),
-            sessions_dir=home / "sessions",
-            cwd=repo,
-            sandbox=sb,
-        )
+        s = m3.make_session(home, repo, script, sandbox=sb)
 
         async def on(sess, e):
             if isinstance(e, ev.ToolCallStarted):
@@ -82,19 +75,8 @@ def _approval_run(home, repo, m3, policy, decide, rules=()):
     asked = []
 
     async def go():
-        s = Session.create(
-            ScriptedEngine(script),
-            default_toolset(),
-            AgentConfig(thinking_default="enabled", approval_policy=policy, rules=rules),
-            sessions_dir=home / "sessions",
-            cwd=repo,
-        )
-
-        async def on(sess, e):
-            if isinstance(e, ev.ApprovalRequest):
-                asked.append(e)
-                sess.submit(ApprovalDecision(e.call_id, decide, "use a different approach"))
-
+        s = m3.make_session(home, repo, script, approval_policy=policy, rules=rules)
+        on = m3.answering(decide, asked, "use a different approach")
         seen, done = await m3.drive(s, "fix", on_event=on)
         await s.close()
         return s, seen, done
@@ -140,25 +122,13 @@ def test_read_only_sandbox_on_request_asks(home, repo, m3):
     ]
 
     async def go():
-        s = Session.create(
-            ScriptedEngine(script),
-            default_toolset(),
-            AgentConfig(thinking_default="enabled", approval_policy="on-request"),
-            sessions_dir=home / "sessions",
-            cwd=repo,
-            sandbox=Sandbox(SandboxPolicy(workspace=repo, mode="read-only")),
-        )
-
-        async def on(sess, e):
-            if isinstance(e, ev.ApprovalRequest):
-                asked.append(e.reason)
-                sess.submit(ApprovalDecision(e.call_id, "deny"))
-
-        await m3.drive(s, "write", on_event=on)
+        read_only = Sandbox(SandboxPolicy(workspace=repo, mode="read-only"))
+        s = m3.make_session(home, repo, script, approval_policy="on-request", sandbox=read_only)
+        await m3.drive(s, "write", on_event=m3.answering("deny", asked))
         await s.close()
 
     m3.run(go())
-    assert asked == ["the sandbox would block write_file"]
+    assert [a.reason for a in asked] == ["the sandbox would block write_file"]
     assert not (repo / "new.txt").exists()
 
 
@@ -218,13 +188,7 @@ def test_prompt_of_each_call_extends_the_previous_one(home, repo, m3):
 def test_resume_rebuilds_the_exact_conversation_and_continues(home, repo, m3):
     script = [m3.calls(m3.invoke("list_dir", path=".")), m3.answer("two files")]
 
-    async def first():
-        s = m3.make_session(home, repo, script)
-        await m3.drive(s, "what is here?")
-        await s.close()
-        return s
-
-    s = m3.run(first())
+    s, _, _ = m3.one_turn(home, repo, script, "what is here?")
     engine = ScriptedEngine([m3.answer("calc.py has add")])
 
     async def second():
@@ -349,20 +313,10 @@ def test_approval_request_carries_the_tools_preview(home, repo, m3):
     asked = []
 
     async def go():
-        s = Session.create(
-            ScriptedEngine(script),
-            Toolset([Note()]),
-            AgentConfig(thinking_default="enabled", approval_policy="untrusted"),
-            sessions_dir=home / "sessions",
-            cwd=repo,
+        s = m3.make_session(
+            home, repo, script, toolset=Toolset([Note()]), approval_policy="untrusted"
         )
-
-        async def on(sess, e):
-            if isinstance(e, ev.ApprovalRequest):
-                asked.append(e)
-                sess.submit(ApprovalDecision(e.call_id, "approve_session"))
-
-        await m3.drive(s, "note it", on_event=on)
+        await m3.drive(s, "note it", on_event=m3.answering("approve_session", asked))
         await s.close()
 
     m3.run(go())

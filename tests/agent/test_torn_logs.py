@@ -9,14 +9,14 @@ repair, the listing `m3agent sessions` uses, and `--continue`'s choice of the la
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from m3agent.agent.conversation import Conversation, SessionLogError, list_sessions
 from m3agent.app.commands.sessions import latest_session_id
+
+from ..support.cli import run_cli
 
 # Two-, three- and four-byte characters, in the prompt and in the answer.
 ANSWER = "résumé — 日本語のテキスト 🎉🚀 ok"
@@ -24,16 +24,8 @@ PROMPT = "explique ça: naïve café ✓"
 
 
 def cli(home: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    """Output as bytes: the test reads the multi-byte characters undecoded."""
+    return run_cli(home, *args, cwd=cwd, timeout=120, text=False)
 
 
 def scripted(tmp: Path, answers: list[str]) -> Path:

@@ -12,20 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-NS = "]<]minimax[>["
-
-
-def invoke(name: str, **params: str) -> str:
-    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in params.items())
-    return f'{NS}<invoke name="{name}">{body}{NS}</invoke>\n'
-
-
-def calls(*invokes: str, before: str = "", reasoning: str = "") -> str:
-    return f"{reasoning}</mm:think>{before}{NS}<tool_call>\n{''.join(invokes)}{NS}</tool_call>"
-
-
-def answer(text: str, reasoning: str = "") -> str:
-    return f"{reasoning}</mm:think>{text}"
+from ..support.cli import scripted_run
+from ..support.markup import NS, answer, calls, invoke
 
 
 class Cli:
@@ -57,6 +45,13 @@ class Cli:
             input=stdin if stdin is not None else "",
             cwd=cwd,
         )
+
+    def run_scripted(self, prompt: str, script: Path, cwd: Path, *flags: str, **kw):
+        """`m3agent run PROMPT --engine scripted --script SCRIPT --cwd CWD FLAGS...`."""
+        return self.run(*scripted_run(prompt, script, cwd, *flags), **kw)
+
+    def popen_scripted(self, prompt: str, script: Path, cwd: Path, *flags: str):
+        return self.popen(*scripted_run(prompt, script, cwd, *flags))
 
     def popen(self, *args: str, cwd=None) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "m3agent.app.cli", *args]

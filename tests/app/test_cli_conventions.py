@@ -146,37 +146,11 @@ def test_continue_output_file_and_json_result(cli, repo, m3, tmp_path):
 def test_json_result_flags_an_error_and_stream_json_carries_it(cli, repo, m3):
     loop = m3.calls(m3.invoke("list_dir", path="."))
     script = cli.script(loop, loop, loop)
-    r = cli.run(
-        "run",
-        "loop",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "-C",
-        str(repo),
-        "--max-turns",
-        "2",
-        "--output-format",
-        "json",
-    )
+    r = cli.run_scripted("loop", script, repo, "--max-turns", "2", "--output-format", "json")
     assert r.returncode == exit_codes.TURN_LIMIT
     out = json.loads(r.stdout)
     assert out["is_error"] is True and out["reason"] == "max_turns" and out["turns"] == 2
-    s = cli.run(
-        "run",
-        "loop",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "-C",
-        str(repo),
-        "--max-turns",
-        "2",
-        "--output-format",
-        "stream-json",
-    )
+    s = cli.run_scripted("loop", script, repo, "--max-turns", "2", "--output-format", "stream-json")
     *_, done, last = (json.loads(x) for x in s.stdout.splitlines())
     assert done["type"] == "turn_complete" and done["is_error"] is True
     assert last["type"] == "result" and last["subtype"] == "error_max_turns"  # Claude Code's

@@ -28,19 +28,8 @@ def test_edit_and_shell_stream_json_then_resume(cli, repo, home, m3):
         ),
         m3.answer("Fixed the typo; greet() now returns hello.", reasoning="It printed hello."),
     )
-    r = cli.run(
-        "run",
-        "fix the greeting",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--output-format",
-        "stream-json",
-        "--cwd",
-        str(repo),
-        "--thinking",
-        "enabled",
+    r = cli.run_scripted(
+        "fix the greeting", script, repo, "--output-format", "stream-json", "--thinking", "enabled"
     )
     assert r.returncode == 0, r.stderr
     assert (repo / "greet.py").read_text() == 'def greet():\n    return "hello"\n'
@@ -113,16 +102,7 @@ def test_text_output_answer_on_stdout_progress_on_stderr(cli, repo, m3):
         m3.calls(m3.invoke("read_file", path="greet.py")),
         m3.answer("greet returns helo."),
     )
-    r = cli.run(
-        "run",
-        "what does greet return?",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-    )
+    r = cli.run_scripted("what does greet return?", script, repo)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "greet returns helo.\n"
     assert "read_file" in r.stderr and "[done]" in r.stderr
@@ -131,20 +111,7 @@ def test_text_output_answer_on_stdout_progress_on_stderr(cli, repo, m3):
 def test_max_turns_exits_4(cli, repo, m3):
     loop = m3.calls(m3.invoke("list_dir", path="."))
     script = cli.script(loop, loop, loop)
-    r = cli.run(
-        "run",
-        "go",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--max-turns",
-        "2",
-        "--output-format",
-        "json",
-    )
+    r = cli.run_scripted("go", script, repo, "--max-turns", "2", "--output-format", "json")
     assert r.returncode == exit_codes.TURN_LIMIT, r.stderr
     out = json.loads(r.stdout)
     assert out["reason"] == "max_turns" and out["turns"] == 2 and out["tool_calls"] == 2
@@ -155,19 +122,8 @@ def test_headless_without_tty_denies_and_the_model_sees_it(cli, repo, m3):
         m3.calls(m3.invoke("write_file", path="x.txt", content="hi")),
         m3.answer("I was not allowed."),
     )
-    r = cli.run(
-        "run",
-        "write",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--approval",
-        "untrusted",
-        "--output-format",
-        "stream-json",
+    r = cli.run_scripted(
+        "write", script, repo, "--approval", "untrusted", "--output-format", "stream-json"
     )
     assert r.returncode == 0, r.stderr
     evs = m3.events(r.stdout)
@@ -221,18 +177,7 @@ def test_sigint_interrupts_and_exits_130(cli, repo, m3, tmp_path):
     script = cli.script(m3.calls(m3.invoke("shell", command="sleep 60")), m3.answer("x"))
     if not _sandbox_works(repo):
         pytest.skip("no sandbox layer here: shell would not run")
-    p = cli.popen(
-        "run",
-        "wait",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--output-format",
-        "stream-json",
-    )
+    p = cli.popen_scripted("wait", script, repo, "--output-format", "stream-json")
     try:
         deadline = time.monotonic() + 60
         line = ""
@@ -255,18 +200,7 @@ def test_sigint_interrupts_and_exits_130(cli, repo, m3, tmp_path):
 
 def test_sessions_lists_runs(cli, repo, m3):
     script = cli.script(m3.answer("hi there"))
-    r = cli.run(
-        "run",
-        "say hi",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--output-format",
-        "json",
-    )
+    r = cli.run_scripted("say hi", script, repo, "--output-format", "json")
     assert r.returncode == 0, r.stderr
     sid = json.loads(r.stdout)["session_id"]
     listed = cli.run("sessions")
@@ -299,18 +233,7 @@ def test_checkpoint_before_the_first_edit_and_undo(cli, repo, m3):
         ),
         m3.answer("done"),
     )
-    r = cli.run(
-        "run",
-        "edit",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--output-format",
-        "stream-json",
-    )
+    r = cli.run_scripted("edit", script, repo, "--output-format", "stream-json")
     assert r.returncode == 0, r.stderr
     cps = [e for e in m3.events(r.stdout) if e["type"] == "context" and e["action"] == "checkpoint"]
     assert len(cps) == 1  # once per turn, before the first mutating call

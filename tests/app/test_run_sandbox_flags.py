@@ -21,20 +21,8 @@ def protective(repo):
 
 def _shell_run(cli, m3, repo, command, *flags):
     script = cli.script(m3.calls(m3.invoke("shell", command=command)), m3.answer("done"))
-    r = cli.run(
-        "run",
-        "go",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--approval",
-        "never",
-        "--output-format",
-        "stream-json",
-        *flags,
+    r = cli.run_scripted(
+        "go", script, repo, "--approval", "never", "--output-format", "stream-json", *flags
     )
     assert r.returncode == 0, r.stderr
     (finished,) = [e for e in m3.events(r.stdout) if e["type"] == "tool_call_finished"]
@@ -84,19 +72,8 @@ def test_network_flag_lets_commands_connect(cli, m3, repo, protective):
 
 def test_missing_add_dir_is_a_usage_error(cli, repo, tmp_path):
     script = cli.script("unused")
-    r = cli.run(
-        "run",
-        "go",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--add-dir",
-        str(tmp_path / "nope"),
-        "--output-format",
-        "json",
+    r = cli.run_scripted(
+        "go", script, repo, "--add-dir", str(tmp_path / "nope"), "--output-format", "json"
     )
     assert r.returncode == exit_codes.USAGE_ERROR
     assert "not a directory" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from m3agent.agent.conversation import Conversation
 
+from ..support.cli import scripted_run
+
 HOSTILE = "\x1b]52;c;cHduZWQ=\x07\x1b]2;PWNED\x07\x1b[2J\x9b31m\u202etxt.exe"
 RAW = ("\x1b", "\x07", "\x9b", "\u202e")
 EXE = Path(sys.executable).parent / "m3agent"
@@ -31,18 +33,7 @@ def _run(cli, repo: Path, script: Path, fmt: str) -> subprocess.CompletedProcess
     return subprocess.run(
         [
             str(EXE),
-            "run",
-            "look",
-            "--engine",
-            "scripted",
-            "--script",
-            str(script),
-            "--cwd",
-            str(repo),
-            "--output-format",
-            fmt,
-            "--approval",
-            "never",
+            *scripted_run("look", script, repo, "--output-format", fmt, "--approval", "never"),
         ],
         env=cli.env(),
         capture_output=True,

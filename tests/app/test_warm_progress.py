@@ -18,6 +18,8 @@ from m3agent.agent.events import Progress, ProgressStage
 from m3agent.app.progress_line import ProgressLine
 from m3agent.app.warm import LoadRelay, load_log_writer, load_progress
 
+from ..support.cli import scripted_run
+
 M3AGENT = Path(sys.executable).parent / "m3agent"
 
 
@@ -110,17 +112,7 @@ def _run_scripted(tmp_path: Path, repo: Path, stderr_tty: bool) -> tuple[int, st
     script.write_text(json.dumps(["</mm:think>hello"]))
     env = {**os.environ, "M3AGENT_HOME": str(home), "COLUMNS": "200"}
     env.pop("M3AGENT_CONFIG", None)
-    cmd = [
-        str(M3AGENT),
-        "run",
-        "hi",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-    ]
+    cmd = [str(M3AGENT), *scripted_run("hi", script, repo)]
     if not stderr_tty:
         r = subprocess.run(
             cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL

@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,44 +19,19 @@ from pathlib import Path
 import pytest
 from m3agent.app.serve.lock import all_locks, pid_alive
 
-M3AGENT = Path(sys.executable).parent / "m3agent"
+from ..support.cli import CONSOLE_SCRIPT, cli_env, init_tiny_model, run_cli, start_cli
+
 pytestmark = pytest.mark.slow
 
 
-def env_for(home: Path) -> dict[str, str]:
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    return env
-
-
 def m3agent(home: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(M3AGENT), *args],
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    """The installed console script (not `python -m`): what a user runs."""
+    return run_cli(home, *args, timeout=timeout, command=CONSOLE_SCRIPT)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    model = tmp_path_factory.mktemp("model") / "tiny"
-    r = m3agent(
-        model.parent,
-        "model",
-        "init-tiny",
-        str(model),
-        "--layers",
-        "2",
-        "--hidden",
-        "128",
-        "--experts",
-        "2",
-    )
-    assert r.returncode == 0, r.stderr
-    return model
+    return init_tiny_model(tmp_path_factory.mktemp("model") / "tiny", command=CONSOLE_SCRIPT)
 
 
 def _processes_of(home: Path) -> list[int]:
@@ -153,13 +127,11 @@ def test_run_starts_a_server_and_a_resume_hits_its_cache(homes, tiny, workspace)
 
     # The reference: the same two runs through a server started by hand (`m3agent serve`).
     ref_home = homes("by-hand")
-    proc = subprocess.Popen(
-        [str(M3AGENT), "serve", "--engine", "native", "--model", str(tiny)],
-        env=env_for(ref_home),
-        stdin=subprocess.DEVNULL,
+    proc = start_cli(
+        ref_home,
+        *("serve", "--engine", "native", "--model", str(tiny)),
+        command=CONSOLE_SCRIPT,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     try:
         deadline = time.monotonic() + 120
@@ -194,7 +166,7 @@ def test_two_workspaces_starting_at_once_share_one_server(homes, tiny, make_repo
     from m3agent.app.settings import load_settings
     from m3agent.app.warm import ensure_server
 
-    settings = load_settings(env_for(home)).override(engine="native", model=str(tiny))
+    settings = load_settings(cli_env(home)).override(engine="native", model=str(tiny))
     got: list = []
     errors: list = []
 
@@ -220,7 +192,7 @@ def test_in_process_and_warm_false_start_no_server(homes, tiny):
     from m3agent.engine.backends.native import NativeEngine
 
     home = homes("cold", extra="warm = false\n")
-    settings = load_settings(env_for(home)).override(engine="native", model=str(tiny))
+    settings = load_settings(cli_env(home)).override(engine="native", model=str(tiny))
     assert settings.warm is False
     engine = build_engine(settings, start_server=True)
     try:
@@ -256,7 +228,7 @@ def test_the_tui_session_factory_starts_the_server_and_shows_progress(homes, tin
     from m3agent.engine.backends.remote import RemoteEngine
 
     home = homes("tui")
-    settings = load_settings(env_for(home)).override(engine="native", model=str(tiny))
+    settings = load_settings(cli_env(home)).override(engine="native", model=str(tiny))
     lines: list[tuple[str, float | None]] = []
     session = session_factory(settings, workspace, None)(None, lambda *a: lines.append(a))
     try:

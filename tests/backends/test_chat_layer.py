@@ -18,14 +18,9 @@ from m3agent.engine.api import (
 from m3agent.engine.m3.chat import ChatLayer, finish_reason
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-NS = "]<]minimax[>["
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "ls",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    },
-}
+from ..support.markup import calls, function_tool, invoke
+
+TOOL = function_tool("ls", path="string")
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +62,7 @@ def test_toggle_changes_only_the_generation_prefix(tok):
 
 def test_parses_counts_and_maps_finish_reasons(tok):
     layer = ChatLayer(tok)
-    call = (
-        f'plan</mm:think>ok\n{NS}<tool_call>\n{NS}<invoke name="ls">{NS}<path>.{NS}</path>'
-        f"{NS}</invoke>\n{NS}</tool_call>"
-    )
+    call = calls(invoke("ls", path="."), before="ok\n", reasoning="plan")
     out = run(
         layer,
         req(mode="enabled"),

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
-from m3agent.app.serve.http import start
-from m3agent.app.serve.server import ChatServer, ServeConfig
 from m3agent.engine.api import (
     ChatRequest,
     ContentDelta,
@@ -25,24 +22,11 @@ from m3agent.engine.m3.chat_template import ChatTemplate
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 from PIL import Image
 
-NS = "]<]minimax[>["
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "grep",
-        "description": "search",
-        "parameters": {
-            "type": "object",
-            "properties": {"pattern": {"type": "string"}},
-            "required": ["pattern"],
-        },
-    },
-}
-CALL = (
-    f'looking</mm:think>Searching.\n{NS}<tool_call>\n{NS}<invoke name="grep">{NS}<pattern>'
-    f"TODO{NS}</pattern>{NS}</invoke>\n{NS}</tool_call>"
-)
-SYSTEM = "You are a careful coding agent working in a repository. " * 30
+from ..support.markup import SYSTEM, calls, function_tool, invoke
+from ..support.serving import serve_and_run
+
+TOOL = function_tool("grep", "search", required=("pattern",), pattern="string")
+CALL = calls(invoke("grep", pattern="TODO"), before="Searching.\n", reasoning="looking")
 
 
 def req(rid: str, mode: str, messages=None, media=()) -> ChatRequest:
@@ -55,20 +39,6 @@ def req(rid: str, mode: str, messages=None, media=()) -> ChatRequest:
 
 async def collect(engine, r):
     return [d async for d in engine.stream(r)]
-
-
-def serve(engine, tmp_path: Path, client_main):
-    async def main():
-        app = ChatServer(engine, ServeConfig("tiny", tmp_path / "media"))
-        server = await start(app.handle, port=0)
-        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
-        try:
-            return await client_main(url)
-        finally:
-            server.close()
-            await server.wait_closed()
-
-    return asyncio.run(main())
 
 
 def test_renders_itself_sends_ids_and_parses_with_our_parsers(tmp_path):
@@ -90,7 +60,7 @@ def test_renders_itself_sends_ids_and_parses_with_our_parsers(tmp_path):
         finally:
             await remote.close()
 
-    remote, first, second = serve(scripted, tmp_path, main)
+    remote, first, second = serve_and_run(scripted, tmp_path, main)
     assert remote._completions is True  # /v1/models said owned_by m3agent
     assert "".join(d.text for d in first if isinstance(d, ReasoningDelta)) == "looking"
     assert [d.call.name for d in first if isinstance(d, ToolCallDelta)] == ["grep"]
@@ -127,7 +97,7 @@ def test_without_a_tokenizer_the_prompt_goes_as_text(tmp_path):
         finally:
             await remote.close()
 
-    out = serve(scripted, tmp_path, main)
+    out = serve_and_run(scripted, tmp_path, main)
     assert "".join(d.text for d in out if isinstance(d, ContentDelta)) == "ok"
     assert scripted.prompts[0].endswith("]~b]ai\n</mm:think>")
 
@@ -144,7 +114,7 @@ def test_media_turns_use_the_chat_endpoint(tmp_path):
         finally:
             await remote.close()
 
-    out = serve(scripted, tmp_path, main)
+    out = serve_and_run(scripted, tmp_path, main)
     assert "".join(d.text for d in out if isinstance(d, ContentDelta)) == "a red square"
     assert "]<]image[>[" in scripted.prompts[0]  # rendered by the server from messages
 
@@ -262,7 +232,7 @@ def test_abort_mid_completion_ends_with_abort_and_stops_the_server(tmp_path):
         finally:
             await remote.close()
 
-    out = serve(scripted, tmp_path, main)
+    out = serve_and_run(scripted, tmp_path, main)
     assert isinstance(out[-1], UsageDelta) and out[-1].finish_reason == "abort"
     assert len(out) < 50  # it stopped long before the 1500 characters
     # The server saw the connection close and closed its engine stream before the end (a

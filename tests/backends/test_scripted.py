@@ -18,15 +18,9 @@ from m3agent.engine.api import (
 from m3agent.engine.backends.scripted import PAGE_TOKENS, ScriptedEngine, load_script
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-NS = "]<]minimax[>["
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "shell",
-        "description": "run",
-        "parameters": {"type": "object", "properties": {"timeout": {"type": "integer"}}},
-    },
-}
+from ..support.markup import calls, function_tool, invoke
+
+TOOL = function_tool("shell", "run", timeout="integer")
 
 
 async def collect(engine, req):
@@ -34,7 +28,7 @@ async def collect(engine, req):
 
 
 def test_replays_through_the_parsers_with_token_counts():
-    text = f'plan</mm:think>Go.{NS}<tool_call>\n{NS}<invoke name="shell">{NS}<timeout>5{NS}</timeout>{NS}</invoke>\n{NS}</tool_call>'
+    text = calls(invoke("shell", timeout="5"), before="Go.", reasoning="plan")
     engine = ScriptedEngine([text, "</mm:think>Done."], chunk_chars=3)
     msgs = [Message("system", "s"), Message("user", "u " * 300)]
     req = ChatRequest("a", tuple(msgs), tools=(TOOL,), thinking_mode="enabled")

@@ -126,6 +126,18 @@ def _raw_outputs(mode):
     ]
 
 
+def assistant_message(out, raw: str, mode: str) -> Message:
+    """The assistant turn parse_output read from raw, as the session logs it."""
+    return Message(
+        "assistant",
+        out.content or "",
+        reasoning=out.reasoning,
+        tool_calls=tuple(out.tool_calls),
+        raw_text=raw,
+        thinking_mode=mode,
+    )
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_prefix_property_multi_turn(mode, spec_tools):
     tok = M3Tokenizer.default()
@@ -137,16 +149,7 @@ def test_prefix_property_multi_turn(mode, spec_tools):
         prompts.append(render_prompt(history, spec_tools, mode))
         raw = next(raws)
         out = parse_output(raw, spec_tools, mode)
-        history.append(
-            Message(
-                "assistant",
-                out.content or "",
-                reasoning=out.reasoning,
-                tool_calls=tuple(out.tool_calls),
-                raw_text=raw,
-                thinking_mode=mode,
-            )
-        )
+        history.append(assistant_message(out, raw, mode))
         return out
 
     out = assistant_turn()
@@ -178,15 +181,7 @@ def test_prefix_property_when_the_mode_changes_every_turn(spec_tools):
     ):
         prompts.append(render_prompt(history, spec_tools, mode))
         out = parse_output(raw, spec_tools, mode)
-        history.append(
-            Message(
-                "assistant",
-                out.content or "",
-                reasoning=out.reasoning,
-                raw_text=raw,
-                thinking_mode=mode,
-            )
-        )
+        history.append(assistant_message(out, raw, mode))
         history.append(Message("user", f"next after {mode}"))
     for a, b in zip(prompts, prompts[1:], strict=False):
         ids_a, ids_b = tok.encode(a), tok.encode(b)

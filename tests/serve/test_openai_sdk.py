@@ -9,29 +9,21 @@ from pathlib import Path
 
 import openai
 import pytest
-from m3agent.app.serve.http import start
-from m3agent.app.serve.server import ChatServer, ServeConfig
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-SYSTEM = "You are a careful coding agent working in a repository. " * 30
-NS = "]<]minimax[>["
+from ..support.markup import SYSTEM, calls, function_tool, invoke
+from ..support.serving import chat_server
 
 
 def run(engine, tmp_path: Path, client_main):
     async def main():
-        app = ChatServer(engine, ServeConfig("tiny", tmp_path / "media"))
-        server = await start(app.handle, port=0)
-        port = server.sockets[0].getsockname()[1]
-        client = openai.AsyncOpenAI(
-            base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0
-        )
-        try:
-            return await client_main(client)
-        finally:
-            await client.close()
-            server.close()
-            await server.wait_closed()
+        async with chat_server(engine, tmp_path / "media") as url:
+            client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
+            try:
+                return await client_main(client)
+            finally:
+                await client.close()
 
     return asyncio.run(main())
 
@@ -137,22 +129,8 @@ def test_unsupported_completion_parameters_are_400(tmp_path, extra, words):
     assert words in run(ScriptedEngine(["x"]), tmp_path, main)
 
 
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file.",
-        "parameters": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "required": ["path"],
-        },
-    },
-}
-CALL = (
-    f'</mm:think>Reading.{NS}<tool_call>\n{NS}<invoke name="read_file">{NS}<path>a.py'
-    f"{NS}</path>{NS}</invoke>\n{NS}</tool_call>"
-)
+TOOL = function_tool("read_file", "Read a file.", required=("path",), path="string")
+CALL = calls(invoke("read_file", path="a.py"), before="Reading.")
 
 
 @pytest.mark.parametrize("choice", ["auto", "none"])

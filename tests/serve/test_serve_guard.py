@@ -14,7 +14,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,31 +23,7 @@ from pathlib import Path
 
 import pytest
 
-
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def wait_ready(home: Path, proc: subprocess.Popen, timeout: float = 180) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        for lock in (home / "serve").glob("*.json"):
-            data = json.loads(lock.read_text())
-            if data.get("state") == "ready":
-                return data
-        time.sleep(0.2)
-    raise AssertionError("the server did not become ready")
-
+from ..support.cli import run_cli, start_cli, wait_ready
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
@@ -64,26 +39,20 @@ def served(tmp_path_factory):
     root = Path(tempfile.mkdtemp(prefix="m3serve-", dir="/tmp"))
     os.chmod(root, 0o755)
     model = root / "model" / "tiny"
-    r = cli(root, "model", "init-tiny", str(model), "--layers", "2", "--hidden", "128")
+    r = run_cli(root, "model", "init-tiny", str(model), "--layers", "2", "--hidden", "128")
     assert r.returncode == 0, r.stderr
     home = root / "home"  # does not exist yet: serve creates it
     allowed = root / "shared-media"
     allowed.mkdir()
     (allowed / "ok.png").write_bytes(PNG)
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "m3agent.app.cli", "serve", "--engine", "native"]
-        + ["--model", str(model), "--allow-media-dir", str(allowed)],
-        env=env,
-        stdin=subprocess.DEVNULL,
+    proc = start_cli(
+        home,
+        *("serve", "--engine", "native", "--model", str(model), "--allow-media-dir", str(allowed)),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
         preexec_fn=lambda: os.umask(0),  # the most permissive umask a user can have
     )
     try:
-        lock = wait_ready(home, proc)
+        lock = wait_ready(home, proc, timeout=180)
         token = (home / "serve" / "token").read_text().strip()
         yield {
             "home": home,

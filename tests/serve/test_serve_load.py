@@ -5,16 +5,11 @@ cache serving the shared part, the server's RSS bounded. The full run (1/4/16/64
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "serve_load.py"
+from ..support.bench import load_bench
 
 
 def test_serve_load_ci_subset(tmp_path):
-    spec = importlib.util.spec_from_file_location("serve_load", BENCH)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("serve_load")
     model = bench.tiny_model(tmp_path)
     result = bench.measure(model, levels=(1, 4), requests=8, prefix_tokens=600, max_tokens=2)
     assert result["total_requests"] == 16

@@ -23,24 +23,10 @@ from m3agent.engine.api import (
 from m3agent.engine.backends.remote import RemoteEngine
 from m3agent.engine.backends.scripted import ScriptedEngine
 
-NS = "]<]minimax[>["
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "grep",
-        "description": "search",
-        "parameters": {
-            "type": "object",
-            "properties": {"pattern": {"type": "string"}},
-            "required": ["pattern"],
-        },
-    },
-}
-CALL = (
-    f'looking</mm:think>{NS}<tool_call>\n{NS}<invoke name="grep">{NS}<pattern>TODO'
-    f"{NS}</pattern>{NS}</invoke>\n{NS}</tool_call>"
-)
-SYSTEM = "You are a careful coding agent working in a repository. " * 30
+from ..support.markup import SYSTEM, calls, function_tool, invoke
+
+TOOL = function_tool("grep", "search", required=("pattern",), pattern="string")
+CALL = calls(invoke("grep", pattern="TODO"), reasoning="looking")
 
 
 async def serving(engine, tmp_path: Path, *, socket_path: str | None = None):
@@ -48,6 +34,15 @@ async def serving(engine, tmp_path: Path, *, socket_path: str | None = None):
     server = await start(app.handle, port=0, socket_path=socket_path)
     port = None if socket_path else server.sockets[0].getsockname()[1]
     return server, port
+
+
+async def aborted(engine: ScriptedEngine) -> bool:
+    """Whether the engine saw an abort within two seconds."""
+    for _ in range(200):
+        if engine._aborted:  # noqa: SLF001 - the engine's own record of aborts
+            return True
+        await asyncio.sleep(0.01)
+    return False
 
 
 def body(**kw):
@@ -183,11 +178,7 @@ def test_client_leaving_mid_stream_aborts_the_engine_request(tmp_path):
                     async for line in r.aiter_lines():
                         if '"content": "t' in line:
                             break  # leave after the first words
-            for _ in range(200):
-                if engine._aborted:  # noqa: SLF001 - the engine's own record of aborts
-                    return True
-                await asyncio.sleep(0.01)
-            return False
+            return await aborted(engine)
         finally:
             server.close()
 
@@ -219,11 +210,7 @@ def test_client_leaving_a_non_streaming_request_aborts_it(tmp_path):
             async with httpx.AsyncClient(timeout=httpx.Timeout(0.3)) as c:
                 with pytest.raises(httpx.ReadTimeout):  # the client gives up and hangs up
                     await c.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body())
-            for _ in range(200):
-                if engine._aborted:  # noqa: SLF001 - the engine's own record of aborts
-                    return True
-                await asyncio.sleep(0.01)
-            return False
+            return await aborted(engine)
         finally:
             server.close()
 

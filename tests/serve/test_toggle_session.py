@@ -6,40 +6,20 @@ bench/toggle_session.py runs the same at 100K tokens."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "toggle_session.py"
+from ..support.bench import load_bench
 
 
 @pytest.fixture(scope="module")
 def toggle():
-    spec = importlib.util.spec_from_file_location("toggle_session", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("toggle_session")
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-
-    return init_tiny(
-        tmp_path_factory.mktemp("m") / "tiny",
-        TinySpec(
-            layers=2,
-            hidden=64,
-            heads=1,
-            kv_heads=1,
-            head_dim=32,
-            experts=2,
-            dense_layers=1,
-            intermediate=64,
-            dense_intermediate=64,
-        ),
-    )
+    """The serve benchmarks' tiny M3 (bench/serve_load.py's)."""
+    return load_bench("serve_load").tiny_model(tmp_path_factory.mktemp("m"))
 
 
 def test_toggle_every_turn_recomputes_only_new_tokens(toggle, tiny):

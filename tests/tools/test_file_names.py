@@ -19,15 +19,11 @@ import pytest
 from m3agent.tools.base import ToolContext
 from m3agent.tools.grep import Grep
 
-NS = "]<]minimax[>["
+from ..support.markup import calls, invoke
 
 
 def _call(name: str, **args: str) -> str:
-    body = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in args.items())
-    return (
-        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="{name}">{body}'
-        f"{NS}</invoke>\n{NS}</tool_call>"
-    )
+    return calls(invoke(name, **args))
 
 
 @pytest.fixture

@@ -154,19 +154,21 @@ def test_interrupt_aborts_the_request(engine, vllm):
     assert vllm.aborted == ["int1"]
 
 
+async def aborted_after_two(engine, rid: str) -> list:
+    """The deltas of request rid, aborted once two have arrived."""
+    out = []
+    async for d in engine.stream(request(rid)):
+        out.append(d)
+        if len(out) == 2:
+            await engine.abort(rid)
+    return out
+
+
 def test_abort_mid_stream_ends_with_abort(engine, vllm):
     vllm.scripts.append("</mm:think>" + "word " * 200)
     vllm.delay_s = 0.001
 
-    async def main():
-        out = []
-        async for d in engine.stream(request("ab1")):
-            out.append(d)
-            if len(out) == 2:
-                await engine.abort("ab1")
-        return out
-
-    out = asyncio.run(main())
+    out = asyncio.run(aborted_after_two(engine, "ab1"))
     assert isinstance(out[-1], UsageDelta) and out[-1].finish_reason == "abort"
     assert "ab1" in vllm.aborted
     assert len(out) < 50  # it stopped long before the 1000 characters
@@ -198,14 +200,6 @@ def test_abort_ends_the_stream_even_without_a_final_output(engine, vllm):
     vllm.delay_s = 0.01
     vllm.abort_wakes = False  # the engine goes silent instead of sending finish_reason=abort
 
-    async def main():
-        out = []
-        async for d in engine.stream(request("quiet")):
-            out.append(d)
-            if len(out) == 2:
-                await engine.abort("quiet")
-        return out
-
-    out = asyncio.run(asyncio.wait_for(main(), timeout=10))
+    out = asyncio.run(asyncio.wait_for(aborted_after_two(engine, "quiet"), timeout=10))
     assert isinstance(out[-1], UsageDelta) and out[-1].finish_reason == "abort"
     assert vllm.aborted == ["quiet"] and vllm.cancelled == ["quiet"]
