@@ -12,25 +12,29 @@ to the policy.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-# Claude Code's tool names in rules -> ours. Edit covers every tool that edits a file.
-CLAUDE_NAMES = {
-    "Edit": ("edit_file", "write_file", "apply_patch"),
-    "MultiEdit": ("edit_file",),
-    "Write": ("write_file",),
-    "Read": ("read_file",),
-    "Grep": ("grep",),
-    "Glob": ("glob",),
-    "LS": ("list_dir",),
-    "Bash": ("shell",),
-    "WebFetch": ("web_fetch",),
-}
 _RULE = re.compile(r"([^()\s]+)\((.*)\)")
-_COMMAND_TOOLS = ("shell",)
+
+
+@functools.cache
+def _tools() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+    """(Claude Code's name in a rule -> our tools, our tools whose rules are not paths), as
+    each built-in tool declares them (tools/base.py: claude_names, takes_paths)."""
+    from m3agent.tools.toolset import default_toolset
+
+    aliases: dict[str, tuple[str, ...]] = {}
+    no_paths = set()
+    for t in default_toolset().tools():
+        for cc in t.claude_names:
+            aliases[cc] = (*aliases.get(cc, ()), t.name)
+        if not t.takes_paths:
+            no_paths.add(t.name)
+    return aliases, frozenset(no_paths)
 
 
 class RuleError(ValueError):
@@ -48,7 +52,7 @@ class PathRule:
 
 
 def tool_names(name: str) -> tuple[str, ...]:
-    return CLAUDE_NAMES.get(name, (name,))
+    return _tools()[0].get(name, (name,))
 
 
 def parse_rule(text: str, *, check: bool = True) -> PathRule:
@@ -62,7 +66,7 @@ def parse_rule(text: str, *, check: bool = True) -> PathRule:
         return PathRule(tool_names(text), None)
     tool, pattern = m.group(1), m.group(2)
     tools = tool_names(tool)
-    if any(t in _COMMAND_TOOLS for t in tools):
+    if any(t in _tools()[1] for t in tools):
         raise RuleError(
             f"rule {text!r}: {tool} takes command prefixes, not paths "
             "(shell_prefixes, or `p`/`s` in an approval)"

@@ -82,6 +82,7 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
 
 class ApplyPatch(Tool[ApplyPatchArgs]):
     name = "apply_patch"
+    claude_names = ("Edit",)
     kind = "edit"
     description = (
         "Apply a patch to one or more files, atomically: every hunk applies or nothing changes. "

@@ -146,6 +146,9 @@ class Tool(Generic[ArgsT]):
     kind: str = "other"
     risky: bool = False  # ask first even inside the sandbox (on-request policy)
     concurrent: bool = False  # calls of one reply may run side by side (the task tool)
+    # Claude Code's tool names that stand for this one in a rule (`Edit(src/**)`)
+    claude_names: tuple[str, ...] = ()
+    takes_paths: bool = True  # a rule may name paths (the shell's rules are command prefixes)
 
     def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError

@@ -25,6 +25,7 @@ class EditFileArgs(BaseModel):
 
 class EditFile(Tool[EditFileArgs]):
     name = "edit_file"
+    claude_names = ("Edit", "MultiEdit")
     kind = "edit"
     description = (
         "Replace an exact string in a file. old_string must match exactly once (include "

@@ -23,6 +23,7 @@ class GlobArgs(BaseModel):
 
 class Glob(Tool[GlobArgs]):
     name = "glob"
+    claude_names = ("Glob",)
     kind = "search"
     description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
     Args = GlobArgs

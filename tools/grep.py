@@ -32,6 +32,7 @@ class GrepArgs(BaseModel):
 
 class Grep(Tool[GrepArgs]):
     name = "grep"
+    claude_names = ("Grep",)
     kind = "search"
     description = (
         "Search file contents with a regular expression. Returns 'path:line:text' rows; "

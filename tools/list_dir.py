@@ -20,6 +20,7 @@ class ListDirArgs(BaseModel):
 
 class ListDir(Tool[ListDirArgs]):
     name = "list_dir"
+    claude_names = ("LS",)
     kind = "search"
     description = "List the entries of a directory; subdirectories end with '/'."
     Args = ListDirArgs

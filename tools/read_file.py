@@ -53,6 +53,7 @@ class ReadFileArgs(BaseModel):
 
 class ReadFile(Tool[ReadFileArgs]):
     name = "read_file"
+    claude_names = ("Read",)
     kind = "read"
     description = (
         "Read a text file. Returns lines prefixed with their 1-based line numbers. "

@@ -37,6 +37,8 @@ def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
 
 class Shell(Tool[ShellArgs]):
     name = "shell"
+    claude_names = ("Bash",)
+    takes_paths = False
     kind = "execute"
     description = (
         "Run a bash command in the workspace under the sandbox. Returns exit code, stdout and "

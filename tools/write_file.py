@@ -21,6 +21,7 @@ class WriteFileArgs(BaseModel):
 
 class WriteFile(Tool[WriteFileArgs]):
     name = "write_file"
+    claude_names = ("Edit", "Write")
     kind = "edit"
     description = "Create a file or replace its whole content. Parent directories are created."
     Args = WriteFileArgs
