@@ -51,6 +51,27 @@ async def test_slash_opens_a_filtered_menu_tab_completes_enter_runs(harness, unt
         assert prompt.text == ""
 
 
+async def test_enter_right_after_fast_typing_sends_the_arguments(harness, until):
+    """The menu follows the text through TextArea.Changed; a key typed before that message is
+    handled (fast typing, a paste, tmux send-keys) must not meet a stale menu: Enter sends
+    "/think disabled", it does not take the menu's "/think" and drop the argument."""
+    from textual import events
+
+    app = harness.app([])
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        menu, prompt = main.query_one(CommandMenu), main.query_one(PromptInput)
+        prompt.focus()
+        await pilot.press("/", "t", "h")
+        assert [m.name for m in menu.matches] == ["think"] and menu.selected.runs_alone
+        prompt.insert("ink disabled")  # its Changed message is queued, not yet handled
+        assert menu.open  # the stale state the race leaves
+        await prompt.on_key(events.Key("enter", None))
+        await pilot.pause(0.05)
+        assert "think disabled" in main.status.render()  # the menu's "/think" alone: enabled
+        assert prompt.text == ""
+
+
 async def test_tab_never_leaves_the_prompt_and_later_keys_arrive(harness, until):
     app = harness.app(["Hello back."])
     async with app.run_test(size=SIZE) as pilot:

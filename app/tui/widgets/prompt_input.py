@@ -79,6 +79,11 @@ class PromptInput(TextArea):
             if self._search_key(key):
                 self._stop(event)
                 return
+        if self.menu is not None and self.menu.open:
+            # The menu follows the text through TextArea.Changed, a message that may still be
+            # queued behind this key (typed fast, or pasted, then Enter): match it to the text
+            # as it is now, so Enter sends "/cmd args" instead of taking a stale menu entry.
+            self.menu.filter(self.text)
         if self.menu is not None and self.menu.open and self._menu_key(key):
             self._stop(event)
             return
