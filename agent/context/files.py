@@ -245,15 +245,3 @@ def read_bytes(
         return None, "missing"
     except OSError as e:
         return None, f"unreadable ({e.strerror or e})"
-
-
-def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
-    """(text, "") for a readable text file that passes every content check, else (None, why
-    it is skipped): read_bytes, then scan.check_content."""
-    from .scan import check_content
-
-    data, why = read_bytes(root, rel, rules)
-    if data is None:
-        return None, why
-    text, why, _ = check_content(data, rules)
-    return text, why

@@ -21,8 +21,9 @@ import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
-from .files import FileRules
+from .files import FileRules, read_bytes
 from .guard import secret_in
 
 # Markers that tools put in the first lines of files they write.
@@ -178,6 +179,16 @@ def defined_names(data: bytes, python: bool) -> tuple[bytes, ...]:
             continue  # inside a string literal
         names.add(name)
     return tuple(sorted(names))
+
+
+def read_source(root: Path, rel: str, rules: FileRules) -> tuple[str | None, str]:
+    """(text, "") for a readable text file that passes every content check, else (None, why
+    it is skipped): files.read_bytes, then check_content."""
+    data, why = read_bytes(root, rel, rules)
+    if data is None:
+        return None, why
+    text, why, _ = check_content(data, rules)
+    return text, why
 
 
 def record_of(rel: str, data: bytes, rules: FileRules) -> tuple[Record, str | None]:

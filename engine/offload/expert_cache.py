@@ -216,7 +216,7 @@ class ExpertStore:
 
 def _as_float(w: object) -> torch.Tensor:
     if isinstance(w, tuple):  # MXFP8 pair converted into another form
-        from ..native.loaders.checkpoint import dequantize_mxfp8
+        from ..native.loaders.fp8 import dequantize_mxfp8
 
         return dequantize_mxfp8(*w)
     assert isinstance(w, torch.Tensor)

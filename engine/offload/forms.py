@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..native.loaders.checkpoint import dequantize_mxfp8, quantize_mxfp8
+from ..native.loaders.fp8 import dequantize_mxfp8, quantize_mxfp8
 
 TILE = 16
 MX_BLOCK = 32

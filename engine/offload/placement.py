@@ -12,7 +12,6 @@ puts the `OffloadRuntime` on the model.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,9 +20,10 @@ import torch
 
 from .cpu_experts import HostExpertLayer
 from .device_experts import tensor_fields
+from .pinning import pin_in_place
 from .plan import ExpertForm
+from .runtime import OffloadRuntime
 
-log = logging.getLogger(__name__)
 # host forms the CPU computes with today; the offload-kernels work adds int4 / MXFP8
 HOST_FORMS = (ExpertForm.INT8, ExpertForm.INT4, ExpertForm.MXFP8, ExpertForm.BF16)
 EXPERT_PARAM = re.compile(
@@ -116,47 +116,8 @@ class HostExpertCollector:
         return out
 
 
-def host_bytes(layers: dict[int, HostExpertLayer]) -> int:
-    return sum(
-        v.numel() * v.element_size() for L in layers.values() for v in tensor_fields(L).values()
-    )
-
-
-def pin_in_place(layers: dict[int, HostExpertLayer]) -> list[torch.Tensor]:
-    """Page-locks the layers' tensors where they are (asynchronous DMA to the GPU); returns
-    what was registered, for `unpin`. A tensor torch already pinned is left alone."""
-    try:
-        rt = torch.cuda.cudart()
-        rt.cudaHostRegister  # noqa: B018 (a build without the binding: stay pageable)
-    except (AttributeError, RuntimeError) as e:
-        log.warning("host experts stay pageable (no cudaHostRegister: %s): slower prefill", e)
-        return []
-    done: list[torch.Tensor] = []
-    for L in layers.values():
-        for t in tensor_fields(L).values():
-            if t.is_pinned() or t.numel() == 0:
-                continue
-            err = rt.cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0)
-            if int(err) != 0:
-                unpin(done)
-                raise ValueError(
-                    f"cannot pin {t.numel() * t.element_size()} bytes of host experts (CUDA error {int(err)})"
-                )
-            done.append(t)
-    return done
-
-
-def unpin(tensors: list[torch.Tensor]) -> None:
-    rt = torch.cuda.cudart()
-    for t in tensors:
-        rt.cudaHostUnregister(t.data_ptr())
-    tensors.clear()
-
-
 def attach(model, layers: dict[int, HostExpertLayer], cfg: OffloadConfig, device) -> None:
     """Swaps the model's MoE blocks for offloaded ones over `layers`; sets model.offload."""
-    from .runtime import OffloadRuntime
-
     device = torch.device(device)
     pinned = pin_in_place(layers) if device.type == "cuda" else []
     runtime = OffloadRuntime(layers, cfg, device, model.config, pinned)

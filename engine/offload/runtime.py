@@ -12,6 +12,7 @@ from ..m3.config import M3TextConfig
 from .cpu_experts import CpuExperts, HostExpertLayer
 from .hot_cache import HotExperts, HotStats
 from .offloaded_moe import OffloadedMoE
+from .pinning import host_bytes, unpin
 from .prefill_stream import PrefillStreamer
 
 
@@ -38,8 +39,6 @@ class OffloadRuntime:
         config: M3TextConfig,
         pinned: list[torch.Tensor] | None = None,
     ) -> None:
-        from .placement import host_bytes
-
         self.pinned = pinned if pinned is not None else []  # registered by placement.attach
         self.cfg = cfg
         self.layers = layers
@@ -101,8 +100,6 @@ class OffloadRuntime:
 
     def close(self) -> None:
         """Stops the worker and unpins the host experts (before their memory is freed)."""
-        from .placement import unpin
-
         self.pool.shutdown(wait=True)
         if self.pinned:
             torch.cuda.synchronize(self.device)  # no copy may still read them

@@ -221,7 +221,7 @@ def test_a_fifo_in_the_repository_does_not_hang_the_snapshot(world, tokenizer):
 
 
 def test_a_hostile_index_path_is_not_followed(world, tokenizer):
-    from m3agent.agent.context.files import read_source
+    from m3agent.agent.context.scan import read_source
 
     repo, home = world
     assert read_source(repo, "../home/.netrc", FileRules()) == (None, "unsafe path")

@@ -299,7 +299,7 @@ def case_swiglu(device="cpu", t=5, inter=1500):
 
 
 def _moe_weights(e, n, k, fmt, device, act):
-    from m3agent.engine.native.loaders.checkpoint import quantize_fp8
+    from m3agent.engine.native.loaders.fp8 import quantize_fp8
 
     w = torch.randn(e, n, k, device=device) * k**-0.5
     if fmt == "bf16":

@@ -9,10 +9,10 @@ import sys
 import pytest
 import torch
 from m3agent.app.cli import build_app
-from m3agent.engine.native.loaders.checkpoint import (
+from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.native.loaders.fp8 import (
     dequantize_fp8,
     dequantize_mxfp8,
-    load_model,
     quantize_fp8,
     quantize_mxfp8,
 )

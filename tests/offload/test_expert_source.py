@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from m3agent.engine.native.loaders.checkpoint import dequantize_mxfp8
+from m3agent.engine.native.loaders.fp8 import dequantize_mxfp8
 from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.cpu_experts import CpuExperts
 from m3agent.engine.offload.expert_cache import ExpertStore

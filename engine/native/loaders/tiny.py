@@ -17,7 +17,7 @@ import torch
 
 from ...m3 import tokens as m3tokens
 from ...m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
-from .checkpoint import quantize_fp8, quantize_mxfp8
+from .fp8 import quantize_fp8, quantize_mxfp8
 
 PREFIX = "language_model."
 
