@@ -78,7 +78,13 @@ def test_write_race_lands_nothing_outside(scene, tool):
             r = ts.dispatch(tool, WRITES[tool], ctx)
             outcomes.add("ok" if not r.is_error else r.output.split(":", 1)[1][:30])
     assert _outside_effects(ssh) == []  # no key, no temp file in the fake ~/.ssh
-    assert "ok" in outcomes  # the tool still works between swaps
+    # The tool still works: between swaps, or (a loaded machine may lose every window) once the
+    # racer has stopped; either way the refusals above were the race, not a broken tool.
+    if "ok" not in outcomes:
+        settle(ws / "keys", ws / "link")
+        r = ts.dispatch(tool, WRITES[tool], ctx)
+        assert not r.is_error, (r.output, outcomes)
+        assert (ws / "keys" / "authorized_keys").read_text().strip() == ATTACKER_KEY
 
 
 def test_control_write_by_name_after_realpath_lands_outside(scene):
@@ -154,7 +160,11 @@ def test_descriptor_layer_under_race_both_resolvers(scene, use_openat2):
                     use_openat2=use_openat2,
                 )
             except fdio.FsRefused as e:
-                assert "symlink appeared" in str(e) or "no such" in str(e), e
+                # the swap seen as a symlink (ELOOP), as gone (ENOENT), or as a non-directory
+                # in the middle of the walk (ENOTDIR: the nofollow walk's O_DIRECTORY open)
+                assert any(
+                    why in str(e) for why in ("symlink appeared", "no such", "not a directory")
+                ), e
                 refused += 1
     assert _outside_effects(ssh) == []
     assert refused > 0  # the race really hit the checked path
