@@ -7,7 +7,11 @@ SETTINGS names the ports and what to do wrong (for the attacks):
   events                                     a JSONL file every server appends what it saw to
   token_endpoint_origin: "evil"              the AS metadata names a token endpoint on evil_port
   resource: URL                              the protected resource metadata names this resource
-  expires_in: N                              access tokens live N seconds (default 3600)
+  expires_in: N                              access tokens from a login live N seconds
+                                             (default 3600)
+  refreshed_expires_in: N                    tokens from a refresh (default 3600: the one
+                                             refresh a test expects is not followed by
+                                             another on a slow machine)
 
 The AS does dynamic client registration (RFC 7591), the authorization endpoint (it redirects
 at once: the "user" always consents), and the token endpoint: authorization_code with PKCE
@@ -103,9 +107,9 @@ async def authorize(request: Request) -> Response:
     )
 
 
-def _issue(client_id: str, resource: str | None) -> dict:
+def _issue(client_id: str, resource: str | None, *, refreshed: bool = False) -> dict:
     token, again = "at-" + secrets.token_hex(16), "rt-" + secrets.token_hex(16)
-    ttl = int(cfg.get("expires_in", 3600))
+    ttl = int(cfg.get("refreshed_expires_in" if refreshed else "expires_in", 3600))
     access[token] = {"client_id": client_id, "resource": resource, "exp": time.time() + ttl}
     refresh[again] = {"client_id": client_id, "resource": resource}
     event(at="as", what="issued", access_token=token, refresh_token=again)
@@ -132,7 +136,7 @@ async def token(request: Request) -> Response:
         grant = refresh.pop(form.get("refresh_token", ""), None)
         if grant is None:
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        return JSONResponse(_issue(grant["client_id"], grant["resource"]))
+        return JSONResponse(_issue(grant["client_id"], grant["resource"], refreshed=True))
     return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
 
 
