@@ -5,7 +5,8 @@
     .m3agent/commands/git/pr.md   ->  /git:pr
 
 Frontmatter: `description` (shown in the `/` menu), `allowed-tools` (tools that run without an
-approval prompt during that turn; `Bash(git:*)`-style patterns count by their tool name),
+approval prompt during that turn, named as here or as in Claude Code: `shell` or `Bash`; a
+pattern such as `Bash(git diff:*)` grants nothing and is reported, never widened to its tool),
 `argument-hint`. In the body `$ARGUMENTS` is everything after the name and `$1`..`$9` its
 words; a body with neither gets the arguments appended. Skills (tools/skills.py) appear in the
 same menu as `/NAME`: a prompt asking the model to load that skill.
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from m3agent.tools.claude_names import resolve_tool_names
 from m3agent.tools.frontmatter import parse
 from m3agent.tools.skills import Skill
 
@@ -56,8 +58,21 @@ class CustomCommand:
         return text.strip()
 
 
-def _tool_name(pattern: str) -> str:
-    return pattern.split("(", 1)[0].strip()
+def _allowed_tools(entries: Iterable[str], path: Path, problems: list[str]) -> tuple[str, ...]:
+    """The tools a command's `allowed-tools` lets run unasked, by name in either vocabulary
+    (`shell` or `Bash`). An entry with a pattern (`Bash(git diff:*)`, `Edit(src/**)`) asks for
+    less than its whole tool: granting the tool would widen it, so it grants nothing here and
+    the problem line says so (approval rules and `/permissions` take such patterns)."""
+    names: list[str] = []
+    for entry in entries:
+        if "(" in entry:
+            problems.append(
+                f"{path}: allowed-tools {entry!r}: patterns are not applied to a command's "
+                f"turn; write the tool's name to allow all of it"
+            )
+            continue
+        names.append(entry.strip())
+    return resolve_tool_names(names)
 
 
 def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
@@ -86,7 +101,7 @@ def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tupl
                     name=name,
                     description=desc or f"custom command ({path.name})",
                     body=doc.body,
-                    allowed_tools=tuple(_tool_name(t) for t in doc.names("allowed-tools")),
+                    allowed_tools=_allowed_tools(doc.names("allowed-tools"), path, problems),
                     argument_hint=doc.text("argument-hint"),
                     source=str(path),
                 ),

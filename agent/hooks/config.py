@@ -4,7 +4,8 @@
                                "hooks": [{"type": "command", "command": "...", "timeout": 30}]}]}}
 
 A matcher is a regular expression over the tool name, anchored at both ends ("" or "*" match
-every tool); events without a tool ignore it.
+every tool), tried on our name and on Claude Code's names for the tool (tools/claude_names.py:
+`Bash` is `shell`, `Edit|Write` the file-changing tools); events without a tool ignore it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from m3agent.tools.claude_names import claude_names_of
 
 DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default
 
@@ -60,9 +63,12 @@ class HookMatcher:
         object.__setattr__(self, "_pattern", pattern)
 
     def matches(self, tool_name: str | None) -> bool:
+        """Our tool name or one of Claude Code's for it (`Bash` matches `shell`, `Edit|Write`
+        matches the file-changing tools), so Claude Code's matchers work as written."""
         if self._pattern is None or tool_name is None:
             return True
-        return self._pattern.fullmatch(tool_name) is not None
+        names = (tool_name, *claude_names_of(tool_name))
+        return any(self._pattern.fullmatch(name) is not None for name in names)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import ToolCall
 from m3agent.tools.base import ToolResult
+from m3agent.tools.claude_names import from_claude_keys, with_claude_keys
 
 from .. import events as ev
 from .config import HookEvent
@@ -67,7 +68,7 @@ async def pre_tool(deps: Any, call: ToolCall) -> tuple[ToolCall, ToolResult | No
         deps.emit,
         deps.conversation,
         HookEvent.PRE_TOOL_USE,
-        {"tool_name": call.name, "tool_input": call.arguments},
+        {"tool_name": call.name, "tool_input": with_claude_keys(call.arguments)},
         call.name,
     )
     if v.blocked or v.stop:
@@ -78,7 +79,8 @@ async def pre_tool(deps: Any, call: ToolCall) -> tuple[ToolCall, ToolResult | No
             None,
         )
     if v.updated_input is not None:
-        call = ToolCall(call.id, call.name, {**call.arguments, **v.updated_input})
+        updated = from_claude_keys(v.updated_input, call.arguments)
+        call = ToolCall(call.id, call.name, {**call.arguments, **updated})
     return call, None, v.permission
 
 
@@ -90,7 +92,7 @@ async def post_tool(deps: Any, call: ToolCall, result: ToolResult) -> ToolResult
         HookEvent.POST_TOOL_USE,
         {
             "tool_name": call.name,
-            "tool_input": call.arguments,
+            "tool_input": with_claude_keys(call.arguments),
             "tool_response": {"output": result.output, "is_error": result.is_error},
         },
         call.name,

@@ -3,7 +3,8 @@
 ---
 name: reviewer
 description: Reviews a diff for bugs. Use after an edit.
-tools: read_file, grep, glob      # optional: the tools it may call (default: all but task)
+tools: read_file, grep, glob      # optional: the tools it may call (default: all but task);
+                                  # Claude Code names too (Read, Grep, Glob, Bash, Edit)
 max-turns: 8                      # optional (ours): its budget of engine calls
 ---
 You are a careful reviewer ...    # its instructions
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from m3agent.tools.claude_names import resolve_tool_names
 from m3agent.tools.frontmatter import read_named
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -60,7 +62,7 @@ def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, 
             except ValueError:
                 problems.append(f"{path}: max-turns must be a number")
                 continue
-            tools = doc.names("tools")
+            tools = resolve_tool_names(doc.names("tools"))  # Claude Code names too
             if name not in found or found[name] is GENERAL:
                 found[name] = AgentDef(
                     name, desc, doc.body.strip(), tools or None, max(1, max_turns), str(path)

@@ -29,7 +29,7 @@ def messages(home: Path, sid: str):
 def test_project_and_user_commands_expand_with_allowed_tools(cli, repo, home, m3):
     write(
         repo / ".m3agent/commands/review.md",
-        "---\ndescription: Review one file\nallowed-tools: [shell, Bash(git diff:*)]\n"
+        "---\ndescription: Review one file\nallowed-tools: [Bash, Edit(src/**)]\n"
         "argument-hint: FILE\n---\nReview $1 carefully (all: $ARGUMENTS).\n",
     )
     write(home / "commands/git/pr.md", "Open a pull request.\n")
@@ -144,3 +144,18 @@ def test_mcp_prompt_is_a_slash_command(cli, repo, home, m3):
     assert r.returncode == 0, r.stderr
     user = [m.content for m in messages(home, evs[0]["session_id"]) if m.role == "user"]
     assert user == ["Please review greet.py, focusing on error handling."]
+
+
+def test_allowed_tools_patterns_are_reported_never_widened(tmp_path):
+    """`Bash(git diff:*)` asks for less than the shell: it grants nothing (granting `shell`
+    would let every command run unasked) and says so; plain names in either vocabulary count."""
+    from m3agent.app.custom_commands import load_commands
+
+    write(
+        tmp_path / "review.md",
+        "---\nallowed-tools: [Bash(git diff:*), Read, grep]\n---\nReview.\n",
+    )
+    (command,), problems = load_commands([tmp_path])
+    assert command.allowed_tools == ("read_file", "grep")
+    assert "shell" not in command.allowed_tools
+    assert len(problems) == 1 and "Bash(git diff:*)" in problems[0]

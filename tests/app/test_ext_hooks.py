@@ -112,6 +112,63 @@ def test_json_answer_rewrites_input_and_adds_context(cli, repo, home, m3, tmp_pa
     assert logged(tmp_path, "note")[0]["tool_response"]["is_error"] is False
 
 
+def test_claude_code_hook_scripts_work_as_written(cli, repo, home, m3, tmp_path):
+    """Matchers and inputs in Claude Code's vocabulary: `Bash` is our shell, `Edit|Write` the
+    file tools, `tool_input.file_path` our `path` (also when a hook rewrites it)."""
+    bash = hook_script(
+        tmp_path,
+        "bash",
+        "if 'rm ' in event['tool_input']['command']:\n"
+        "    sys.stderr.write('rm is not allowed'); sys.exit(2)\n",
+    )
+    redirect = hook_script(
+        tmp_path,
+        "redirect",
+        "p = event['tool_input']['file_path']\n"
+        "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PreToolUse',"
+        " 'updatedInput': {'file_path': 'safe/' + p}}}))\n",
+    )
+    write_settings(
+        home,
+        {
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"command": bash}]},
+                {"matcher": "Edit|Write", "hooks": [{"command": redirect}]},
+            ]
+        },
+    )
+    (repo / "keep.txt").write_text("kept\n")
+    (repo / "safe").mkdir()
+    script = cli.script(
+        m3.calls(
+            m3.invoke("shell", command="rm keep.txt"),
+            m3.invoke("write_file", path="out.txt", content="hello\n"),
+        ),
+        m3.answer("done"),
+    )
+    r, evs = run(cli, repo, script, "--approval", "never")
+    assert r.returncode == 0, r.stderr
+    assert (repo / "keep.txt").exists()  # the Bash matcher fired and blocked
+    assert (repo / "safe" / "out.txt").read_text() == "hello\n" and not (repo / "out.txt").exists()
+    (written,) = logged(tmp_path, "redirect")
+    assert written["tool_name"] == "write_file"
+    assert written["tool_input"]["file_path"] == "out.txt" == written["tool_input"]["path"]
+    assert [e["tool_input"]["command"] for e in logged(tmp_path, "bash")] == ["rm keep.txt"]
+
+
+def test_claude_code_matchers_control():
+    """Control: the same regular expressions over our names alone match nothing."""
+    import re
+
+    from m3agent.agent.hooks.config import HookMatcher
+
+    for matcher, tool in (("Bash", "shell"), ("Edit|Write", "write_file"), ("Read", "read_file")):
+        assert re.fullmatch(matcher, tool) is None
+        assert HookMatcher(matcher, ()).matches(tool)
+    assert not HookMatcher("Bash", ()).matches("write_file")
+    assert HookMatcher("mcp__git__.*", ()).matches("mcp__git__log")
+
+
 def test_prompt_session_start_stop_and_scrubbed_env(cli, repo, home, m3, tmp_path):
     ctx = hook_script(tmp_path, "ctx", "print('the build is green')\n")
     start = hook_script(tmp_path, "start", "print('SessionStart says hello')\n")

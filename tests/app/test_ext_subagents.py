@@ -98,7 +98,7 @@ def test_agent_definition_limits_tools_and_turns(cli, repo, home, m3, tmp_path):
     agents.mkdir(parents=True)
     (agents / "reader.md").write_text(
         "---\nname: reader\ndescription: Reads files, never runs commands\n"
-        "tools: read_file, grep\nmax-turns: 2\n---\nYou only read.\n"
+        "tools: Read, Grep\nmax-turns: 2\n---\nYou only read.\n"  # Claude Code's names
     )
     script = cli.script(
         m3.calls(m3.invoke("task", description="peek", prompt="look", subagent_type="reader")),
