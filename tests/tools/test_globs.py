@@ -23,7 +23,9 @@ def test_shared_wildcards():
 def test_trailing_double_star():
     # gitignore: `build/**` is what is inside build; a rule's `src/**` covers src too.
     assert _full("build/**", "build/x.o") and not _full("build/**", "build")
-    assert _full("src/**", "src/a/b.py", dir_itself=True) and _full("src/**", "src", dir_itself=True)
+    assert _full("src/**", "src/a/b.py", dir_itself=True) and _full(
+        "src/**", "src", dir_itself=True
+    )
 
 
 def test_brackets():
