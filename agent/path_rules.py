@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from m3agent.tools.globs import glob_to_regex
+
 _RULE = re.compile(r"([^()\s]+)\((.*)\)")
 
 
@@ -89,27 +91,8 @@ def check_pattern(pattern: str, rule: str = "") -> None:
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("(?:/.*)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out), re.DOTALL)
+    # `src/**` covers `src` itself, and brackets are literal (tools/globs.py says why).
+    return re.compile(glob_to_regex(pattern, dir_itself=True, classes=False), re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)

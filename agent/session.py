@@ -2,7 +2,8 @@
 
 `submit(op)` in, `events()` out. Control ops (Interrupt, ApprovalDecision, SetThinking) act at
 once; UserTurns queue and run one at a time. The conversation and its JSONL log live in a
-Conversation; `Session.resume` rebuilds the exact message list from that log.
+Conversation; `Session.resume` rebuilds the exact message list from that log. The runner task
+that takes the queued ops one at a time is agent/session_runner.py.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.engine.api import THINKING_MODES, Engine, Message, ThinkingMode, Usage
+from m3agent.engine.api import THINKING_MODES, Engine, Message, ThinkingMode
 
 from . import events as ev
-from . import ops
+from . import ops, session_runner
 from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
-from .loop import run_turn
-from .prompt_cache import REWOUND, THINKING_DEFAULT_CHANGED, CacheTracker
-from .turn_state import LoopDeps, TurnControl
+from .prompt_cache import REWOUND, CacheTracker
+from .session_runner import END
+from .turn_state import TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
@@ -30,7 +31,6 @@ if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
 
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
 _UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
-_END = object()
 
 
 def _mode(value: str | None, fallback: ThinkingMode) -> ThinkingMode:
@@ -213,7 +213,7 @@ class Session:
         elif isinstance(op, ops.Shutdown):
             self._closed = True
             self._stop_turn(ev.StopReason.INTERRUPTED)
-            self._turns.put_nowait(_END)
+            self._turns.put_nowait(END)
         else:
             self._put(ev.Error(message=f"unknown op {type(op).__name__}", kind=ev.ErrorKind.USAGE))
 
@@ -222,7 +222,7 @@ class Session:
         self._ensure_runner()
         while True:
             item = await self._events.get()
-            if item is _END:
+            if item is END:
                 return
             yield item
 
@@ -304,7 +304,7 @@ class Session:
                 for e in self._startup_events:
                     self._put(e)
             self._loop = asyncio.get_running_loop()
-            self._runner = self._loop.create_task(self._run())
+            self._runner = self._loop.create_task(session_runner.run(self))
 
     def _put(self, event: Any) -> None:
         if not isinstance(event, _UNLOGGED):
@@ -353,137 +353,3 @@ class Session:
         )
         self.session_thinking_mode = mode
         self.conversation.log_setting(session_thinking_mode=mode)
-
-    def _turn_number(self) -> int:
-        return sum(1 for m in self.conversation.messages if m.role == "user") + 1
-
-    async def _compact(self, refresh: bool, trigger: str) -> None:
-        from .compaction import compact
-
-        snapshot = None
-        if refresh:
-            if self.snapshot_builder is None:
-                self._put(
-                    ev.Error(
-                        message="this session has no repository snapshot to refresh",
-                        kind=ev.ErrorKind.USAGE,
-                    )
-                )
-                return
-            try:
-                loop = asyncio.get_running_loop()
-
-                def report(p: ev.Progress) -> None:  # from the builder's thread
-                    loop.call_soon_threadsafe(self._put, p)
-
-                snapshot = await asyncio.to_thread(self.snapshot_builder, report)
-            except (OSError, ValueError) as e:
-                self._put(
-                    ev.Error(message=f"cannot take a fresh snapshot: {e}", kind=ev.ErrorKind.USAGE)
-                )
-                return
-        from .hooks import HookEvent
-        from .hooks import points as hook_points
-
-        await hook_points.fire(
-            self.hooks, self._emit, self.conversation, HookEvent.PRE_COMPACT, {"trigger": trigger}
-        )
-        tools = tuple(self.toolset.schemas()) if self.toolset is not None else ()
-        try:
-            event = await compact(
-                self.conversation,
-                self.engine,
-                tools=tools,
-                sampling=self.config.sampling,
-                cache=self.cache,
-                trigger=trigger,
-                new_snapshot=snapshot,
-                session_thinking_mode=self.session_thinking_mode,
-            )
-        except Exception as e:  # a bug in compaction: report it, keep the session usable
-            self._put(ev.Error(message=f"compaction failed: {type(e).__name__}: {e}"))
-            return
-        self._put(event)
-
-    async def _session_start(self) -> None:
-        from .hooks import HookEvent
-        from .hooks import points as hook_points
-
-        source = "resume" if self.resumed else "startup"
-        v = await hook_points.fire(
-            self.hooks, self._emit, self.conversation, HookEvent.SESSION_START, {"source": source}
-        )
-        self._hook_context = v.context_text
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self.hooks is not None and not self.subagent:
-            await self._session_start()
-        while True:
-            op = await self._turns.get()
-            if op is _END:
-                break
-            if self._closed:
-                continue
-            if isinstance(op, ops.Compact):
-                await self._compact(op.refresh_snapshot, "manual")
-                continue
-            if self.cache.wants_compaction():
-                await self._compact(False, "auto")
-            control = TurnControl()
-            self._control = control
-            deps = LoopDeps(
-                engine=self.engine,
-                toolset=self.toolset,
-                conversation=self.conversation,
-                config=self.config,
-                gate=self.gate,
-                cwd=self.cwd,
-                emit=self._emit,
-                sandbox=self.sandbox,
-                checkpoint=self.checkpoint,
-                tool_env=self.tool_env,
-                cache=self.cache,
-                hooks=self.hooks,
-                subagent=self.subagent,
-                allowed_tools=frozenset(op.allowed_tools),
-            )
-            if self._hook_context:  # appended to the new prompt: the cached prefix stays
-                op = replace(
-                    op, text=f"{op.text}\n\n<hook_context>\n{self._hook_context}\n</hook_context>"
-                )
-                self._hook_context = ""
-            if self._mode_sent != self.session_thinking_mode:  # applies from this turn on
-                if self.cache.history:
-                    self.cache.note(THINKING_DEFAULT_CHANGED)
-                self._mode_sent = self.session_thinking_mode
-            mode = op.thinking_mode or self.thinking_default
-            turn = self._turn_number()
-            self._turn_task = loop.create_task(
-                run_turn(deps, control, op, turn, mode, self.session_thinking_mode)
-            )
-            timer = loop.call_later(
-                self.config.max_wall_time_s, self._stop_turn, ev.StopReason.TIMEOUT
-            )
-            task = self._turn_task
-            try:
-                done = await asyncio.shield(task)
-            except asyncio.CancelledError:
-                me = asyncio.current_task()
-                if task.cancelled() and not (me is not None and me.cancelling()):
-                    # Stopped before its first step ran: nothing to clean up.
-                    reason = control.stop_reason or ev.StopReason.INTERRUPTED
-                    done = ev.TurnComplete(turn=turn, reason=reason, answer="", usage=Usage())
-                else:  # the runner itself is being cancelled (event loop shutting down)
-                    task.cancel()
-                    raise
-            except Exception as e:  # a bug in the loop: report it, keep the session usable
-                self._put(ev.Error(message=f"internal error: {type(e).__name__}: {e}", fatal=True))
-                done = ev.TurnComplete(
-                    turn=turn, reason=ev.StopReason.ERROR, answer="", usage=Usage()
-                )
-            finally:
-                timer.cancel()
-                self._control = None
-            self._put(done)
-        self._events.put_nowait(_END)

@@ -1,172 +1,39 @@
 """The composition root: settings -> engine + toolset + sandbox + checkpoints -> Session.
 
-One function per engine backend, each importing its backend lazily so that a missing optional
-dependency (torch, vllm) only matters when that backend is asked for. Front ends (headless,
-TUI) and tests build sessions here.
+The engine is built in app/engine_build.py, the snapshot and instruction messages in
+app/session_context.py; the sandbox, tools and checkpoints here. Front ends (headless, TUI) and
+tests build sessions here.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.conversation import Conversation
-from m3agent.agent.events import ContextAction, ErrorKind, Progress
+from m3agent.agent.events import ErrorKind
 from m3agent.agent.session import Session
-from m3agent.engine.api import LOCAL_ENGINES, Engine, EngineName, EngineUnavailable
+from m3agent.engine.api import Engine
 
+from .engine_build import Report, build_engine
+from .session_context import context_kwargs, instructions_kwargs
 from .settings import Settings
-from .warm import local_chat_files, user_model_dirs
 
 if TYPE_CHECKING:  # types only: each loads when it is built
-    from m3agent.agent.context import SnapshotConfig
     from m3agent.agent.events import Error
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
-DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
-# progress(event): Progress events of the snapshot, the model load and the background server.
-Report = Callable[[Progress], None]
-
-
-def _import_backend(module: str, cls: str, engine: str) -> Any:
-    try:
-        mod = importlib.import_module(f"m3agent.engine.backends.{module}")
-    except ImportError as e:
-        from .missing_extra import missing_extra
-
-        hint = missing_extra(e) or str(e)
-        raise EngineUnavailable(
-            f"the {engine} engine is unavailable in this install: {hint}"
-        ) from e
-    try:
-        return getattr(mod, cls)
-    except AttributeError as e:
-        raise EngineUnavailable(
-            f"the {engine} engine is unavailable: no {cls} in {mod.__name__}"
-        ) from e
-
-
-def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    if script is None:
-        raise ValueError("--engine scripted needs --script FILE (a JSON array of strings)")
-    return ScriptedEngine.from_file(script)
-
-
-def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
-    from m3agent.engine.backends.remote import RemoteEngine
-
-    return RemoteEngine(
-        settings.base_url,
-        settings.model or DEFAULT_REMOTE_MODEL,
-        api_key=settings.api_key,
-        timeout=settings.request_timeout_s,
-        retries=settings.retries,
-        **local_chat_files(settings.model),
-    )
-
-
-def _model_dir(settings: Settings, engine: str) -> Path:
-    if not settings.model:
-        raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
-    from m3agent.engine.model_source import resolve_model
-
-    # A local directory or a hub repo id; a wrong or incomplete checkpoint is named here.
-    return resolve_model(settings.model, model_dirs=user_model_dirs(settings)).path
-
-
-def _native(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
-    model_dir = _model_dir(settings, "native")
-    engine_cls = _import_backend("native", "NativeEngine", "native")
-    device = settings.device
-    if device is None:
-        import torch  # present whenever the native backend imported
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
-    offload = _offload(settings, model_dir, device)
-    if progress is None:
-        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype, offload=offload)
-    from .warm import load_progress
-
-    return engine_cls.from_model_dir(
-        model_dir,
-        device=device,
-        dtype=dtype,
-        progress=lambda done, total: progress(load_progress(done, total)),
-        offload=offload,
-    )
-
-
-def _offload(settings: Settings, model_dir: Path, device: str) -> Any:
-    """The plan's expert offload for this run (None: all on the device); says why on stderr."""
-    from m3agent.engine.offload.choose import choose_offload
-
-    choice = choose_offload(
-        model_dir,
-        device,
-        settings.offload_experts,
-        settings.expert_form,
-        settings.hot_experts,
-        settings.prefill_stream_tokens,
-    )
-    if choice.config is not None:
-        import sys
-
-        print(f"native: {choice.reason}", file=sys.stderr)
-    return choice.config
-
-
-def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
-    model_dir = _model_dir(settings, "vllm")
-    # Default M3 arguments (SPEC §6.2); `m3agent serve --engine vllm` exposes the options.
-    return _import_backend("vllm", "VllmEngine", "vllm").from_model_dir(model_dir)
-
-
-ENGINE_BUILDERS: dict[EngineName, Callable[[Settings, Path | None, Report | None], Engine]] = {
-    EngineName.SCRIPTED: _scripted,
-    EngineName.REMOTE: _remote,
-    EngineName.NATIVE: _native,
-    EngineName.VLLM: _vllm,
-}
-
-
-def attach_to_server(settings: Settings) -> Engine | None:
-    """A RemoteEngine on a running `m3agent serve` of the same model, else None (the code is
-    in app/warm.py; kept here for callers of the factory)."""
-    from .warm import attach_to_server as attach
-
-    return attach(settings)
-
-
-def build_engine(
-    settings: Settings,
-    *,
-    script: Path | None = None,
-    attach: bool = True,
-    start_server: bool = False,
-    progress: Report | None = None,
-) -> Engine:
-    """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.
-
-    attach: use a running `m3agent serve` of the same model instead of loading it again.
-    start_server: for native/vllm with `warm` on (the default), start that server when none
-    runs (app/warm.py) so that the prefix cache outlives this process; run and the TUI ask
-    for it, tests and `serve` itself do not. progress: Progress events while it loads."""
-    builder = ENGINE_BUILDERS[settings.engine]  # Settings holds only EngineName members
-    if attach:
-        from .warm import attach_to_server, server_engine, wants_server
-
-        if start_server and wants_server(settings):
-            return server_engine(settings, progress)
-        if (server := attach_to_server(settings, progress)) is not None:
-            return server
-    return builder(settings, script, progress)
+# build_engine (app/engine_build.py) is kept importable from here: the TUI launcher uses it.
+__all__ = [
+    "build_checkpoint",
+    "build_engine",
+    "build_mcp_toolset",
+    "build_sandbox",
+    "build_session",
+    "build_toolset",
+]
 
 
 def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
@@ -249,88 +116,6 @@ def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
     return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir)).snapshot
 
 
-def snapshot_tokenizer(settings: Settings) -> M3Tokenizer:
-    """The model's tokenizer when there is a model directory, else the bundled M3 one."""
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
-
-    if settings.engine in LOCAL_ENGINES and settings.model:
-        path = Path(settings.model).expanduser()
-        if (path / "tokenizer.json").is_file():
-            return M3Tokenizer.from_model_dir(path)
-    return M3Tokenizer.default()
-
-
-def snapshot_config(
-    settings: Settings, max_context_tokens: int, budget: int | None = None
-) -> SnapshotConfig | None:
-    """SnapshotConfig from settings; None when the budget leaves no room for a snapshot."""
-    from m3agent.agent.context import SnapshotConfig
-    from m3agent.agent.context.files import FileRules
-
-    budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
-    if budget < 1:
-        return None
-    from .extensions import SNAPSHOT_SKIP
-
-    # Skills, commands and agent files reach the model only when used (issue 23).
-    skip = (*settings.context_skip, *SNAPSHOT_SKIP)
-    rules = FileRules(skip, settings.context_max_file_bytes)
-    return SnapshotConfig(budget, rules, settings.home / "context-cache")
-
-
-def _context(
-    settings: Settings, cwd: Path, engine: Engine, *, new: bool, progress: Report | None = None
-) -> dict[str, Any]:
-    """Session kwargs for the repository snapshot: its message and event (a new session only:
-    a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
-    if not settings.context:
-        return {}
-    from m3agent.agent.context import build_snapshot
-    from m3agent.agent.events import ContextEvent
-
-    info = engine.info()
-    config = snapshot_config(settings, info.max_context_tokens)
-    if config is None:
-        return {}
-    tokenizer = snapshot_tokenizer(settings)
-
-    def take(report: Report | None = None) -> Any:
-        return build_snapshot(cwd, tokenizer, config, progress=report)
-
-    out: dict[str, Any] = {
-        "snapshot_builder": lambda report=None: take(report).message(),
-        "auto_compact_tokens": max(1, int(info.max_context_tokens * 0.9)),
-    }
-    if not new:
-        return out
-    snap = take(progress)
-    if snap.entries("included") or snap.instructions or snap.entries("listed"):
-        detail = {"files": len(snap.entries("included")), **snap.summary()}
-        out["context_messages"] = [snap.message()]
-        out["startup_events"] = [ContextEvent(action=ContextAction.SNAPSHOT, detail=detail)]
-    return out
-
-
-def _instructions(settings: Settings, cwd: Path, context: dict[str, Any]) -> dict[str, Any]:
-    """The user's and the parent directories' AGENTS.md / CLAUDE.md and their @imports, one
-    system message after the snapshot (agent/instructions.py)."""
-    from m3agent.agent.events import ContextEvent
-    from m3agent.agent.instructions import find_instructions, instructions_message_text
-    from m3agent.engine.api import Message
-
-    files = find_instructions(cwd, settings.user_instructions_file)
-    if not files:
-        return {}
-    message = Message(role="system", content=instructions_message_text(files))
-    event = ContextEvent(
-        action=ContextAction.INSTRUCTIONS, detail={"files": [f"{f.scope}: {f.path}" for f in files]}
-    )
-    return {
-        "context_messages": [*context.get("context_messages", ()), message],
-        "startup_events": [*context.get("startup_events", ()), event],
-    }
-
-
 def build_session(
     settings: Settings,
     *,
@@ -396,14 +181,14 @@ def build_session(
         "hooks": extras.hooks,
     }
     try:
-        context = _context(settings, cwd, engine, new=not resume, progress=progress)
+        context = context_kwargs(settings, cwd, engine, new=not resume, progress=progress)
         context["startup_events"] = [
             *context.get("startup_events", ()),
             *mcp_notes,
             *extras.notes,
         ]
         if not resume:  # a resumed session has its instructions in its log
-            context.update(_instructions(settings, cwd, context))
+            context.update(instructions_kwargs(settings, cwd, context))
         if resume:
             session = Session.resume(
                 resume,

@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 from .base import Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
 from .fdio import lstat
-from .ignore import _glob_to_regex, walk
+from .globs import glob_to_regex
+from .ignore import walk
 from .paths import check_read, display, is_secret
 
 MAX_RESULTS = 500
@@ -35,7 +36,7 @@ class Glob(Tool[GlobArgs]):
         root = check_read(args.path, ctx)  # PathDenied: Toolset.dispatch reports it
         if not root.is_dir():
             return ToolResult(f"{display(root, ctx)}: no such directory", is_error=True)
-        regex = re.compile("^" + _glob_to_regex(args.pattern.lstrip("./") or "*") + "$")
+        regex = re.compile("^" + glob_to_regex(args.pattern.lstrip("./") or "*") + "$")
         hits: list[str] = []
         truncated = False
         for rel, is_dir in walk(root, respect_ignore=not args.include_ignored):

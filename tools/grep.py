@@ -14,7 +14,8 @@ from .base import Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
 from .fdio import FsRefused, open_regular
 from .fsutil import looks_binary
-from .ignore import _glob_to_regex, walk
+from .globs import glob_to_regex
+from .ignore import walk
 from .paths import check_read, display, hardlinks_allowed, is_secret
 
 MAX_MATCHES = 200
@@ -123,7 +124,7 @@ class Grep(Tool[GrepArgs]):
     def _python(
         self, args: GrepArgs, regex: re.Pattern[str], root: Path, ctx: ToolContext
     ) -> list[str]:
-        name_re = re.compile("^(?:.*/)?" + _glob_to_regex(args.glob) + "$") if args.glob else None
+        name_re = re.compile("^(?:.*/)?" + glob_to_regex(args.glob) + "$") if args.glob else None
         files = [root] if root.is_file() else (root / rel for rel, d in walk(root) if not d)
         rows: list[str] = []
         for f in files:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .globs import glob_to_regex
+
 IGNORE_FILES = (".gitignore", ".ignore")
 ALWAYS_SKIPPED = {".git", ".hg", ".svn", ".m3agent"}
 
@@ -23,42 +25,6 @@ class _Rule:
     regex: re.Pattern[str]
     negate: bool
     dir_only: bool
-
-
-def _glob_to_regex(pat: str) -> str:
-    i, out = 0, []
-    while i < len(pat):
-        c = pat[i]
-        if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pat.startswith("/**", i) and i + 3 == len(pat):
-            out.append("/.*")
-            i += 3
-        elif pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            j = pat.find("]", i + 1)
-            if j == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = pat[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append(f"[{body}]")
-                i = j + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    return "".join(out)
 
 
 def parse_rules(text: str, base: str) -> list[_Rule]:
@@ -76,7 +42,7 @@ def parse_rules(text: str, base: str) -> list[_Rule]:
             continue
         anchored = "/" in line
         line = line.lstrip("/")
-        body = _glob_to_regex(line)
+        body = glob_to_regex(line)
         regex = f"^{body}$" if anchored else f"^(?:.*/)?{body}$"
         rules.append(_Rule(base, re.compile(regex), negate, dir_only))
     return rules

@@ -5,37 +5,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from m3agent.tools.base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
+from m3agent.tools.gated_toolset import GatedToolset
 
 
-class RestrictedToolset:
+class RestrictedToolset(GatedToolset):
     def __init__(self, inner: Any, allowed: frozenset[str]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.allowed = allowed
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return self.inner.schemas()  # the same bytes as the parent's: a prefix-cache hit
+    def refused(self, name: str) -> bool:
+        return name not in self.allowed
 
-    def get(self, name: str) -> Tool:
-        if name not in self.allowed:  # no approval is asked for a call that will be refused
-            raise KeyError(f"{name} is not available to this subagent")
-        return self.inner.get(name)
+    def unavailable(self, name: str) -> str:
+        return f"{name} is not available to this subagent"
 
-    def touches(self, name: str, arguments: Any) -> Touches | None:
-        return self.inner.touches(name, arguments)
-
-    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
-        return self.inner.preview(name, arguments, ctx)
-
-    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
-        if name not in self.allowed:
-            allowed = ", ".join(sorted(self.allowed)) or "none"
-            return ToolResult(
-                f"{name} is not available to this subagent (its tools: {allowed})",
-                is_error=True,
-                metadata={ToolOutcome.DENIED: True},
-            )
-        return self.inner.dispatch(name, arguments, ctx)
+    def denial(self, name: str) -> str:
+        allowed = ", ".join(sorted(self.allowed)) or "none"
+        return f"{name} is not available to this subagent (its tools: {allowed})"
 
     def close(self) -> None:
         """The parent's tools stay open: the parent closes them."""

@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from m3agent.tools.base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
+from m3agent.tools.base import ToolContext, ToolResult
+from m3agent.tools.gated_toolset import GatedToolset
 from m3agent.tools.paths import PathDenied, check_read, check_write
 from m3agent.tools.read_file import ReadFile
 from m3agent.tools.write_file import WriteFile
@@ -23,7 +24,7 @@ Bridge = Callable[..., Awaitable[Any]]
 _READ, _WRITE = ReadFile.name, WriteFile.name  # the tools the editor's fs can serve
 
 
-class EditorToolset:
+class EditorToolset(GatedToolset):
     def __init__(
         self,
         inner: Any,
@@ -32,14 +33,14 @@ class EditorToolset:
         can_read: bool,
         can_write: bool,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.loop = loop
         self.bridge = bridge
         self.can_read = can_read and bridge is not None
         self.can_write = can_write and bridge is not None
         self.mode = "default"  # "plan": read only
 
-    def _blocked(self, name: str) -> bool:
+    def refused(self, name: str) -> bool:
         if self.mode != "plan":
             return False
         try:
@@ -47,22 +48,14 @@ class EditorToolset:
         except KeyError:
             return False
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return self.inner.schemas()
+    def unavailable(self, name: str) -> str:
+        return f"{name} is not available in plan mode"
 
-    def get(self, name: str) -> Tool:
-        if self._blocked(name):  # no approval is asked for a call that will be refused
-            raise KeyError(f"{name} is not available in plan mode")
-        return self.inner.get(name)
-
-    def touches(self, name: str, arguments: Any) -> Touches | None:
-        return self.inner.touches(name, arguments)
-
-    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
-        return self.inner.preview(name, arguments, ctx)
-
-    def close(self) -> None:
-        self.inner.close()
+    def denial(self, name: str) -> str:
+        return (
+            f"not run: {name} changes files or runs commands, and the session is in plan "
+            "mode (read only); propose the change instead"
+        )
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet: no recursion
@@ -70,19 +63,13 @@ class EditorToolset:
         return getattr(self.inner, name)  # the MCP hub and tool list beneath
 
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
-        if self._blocked(name):
-            return ToolResult(
-                f"not run: {name} changes files or runs commands, and the session is in plan "
-                "mode (read only); propose the change instead",
-                is_error=True,
-                metadata={ToolOutcome.DENIED: True},
-            )
-        if isinstance(arguments, dict) and isinstance(arguments.get("path"), str):
-            if name == _READ and self.can_read:
-                return self._editor_read(arguments, ctx)
-            if name == _WRITE and self.can_write and isinstance(arguments.get("content"), str):
-                return self._editor_write(arguments, ctx)
-        return self.inner.dispatch(name, arguments, ctx)
+        if not self.refused(name) and isinstance(arguments, dict):
+            if isinstance(arguments.get("path"), str):
+                if name == _READ and self.can_read:
+                    return self._editor_read(arguments, ctx)
+                if name == _WRITE and self.can_write and isinstance(arguments.get("content"), str):
+                    return self._editor_write(arguments, ctx)
+        return super().dispatch(name, arguments, ctx)
 
     def _call(self, method: str, **fields: Any) -> Any:
         assert self.bridge is not None  # can_read/can_write say so

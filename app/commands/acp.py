@@ -61,7 +61,7 @@ async def _serve(settings, script) -> int:
     from m3agent.engine.api import EngineError
 
     from ..acp.server import M3AcpAgent
-    from ..factory import build_engine
+    from ..engine_build import build_engine
 
     try:
         engine = build_engine(settings, script=script, start_server=True)

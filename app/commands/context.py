@@ -120,7 +120,7 @@ def register(app: typer.Typer) -> None:
         from m3agent.agent.context import build_snapshot
 
         from ..cli_errors import die as fail
-        from ..factory import snapshot_config, snapshot_tokenizer
+        from ..session_context import snapshot_config, snapshot_tokenizer
         from ..settings import load_settings
 
         root = cwd.expanduser().resolve()

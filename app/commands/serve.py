@@ -224,7 +224,7 @@ def execute(
     from m3agent.engine.model_source import resolve_model
 
     from .. import exit_codes
-    from ..factory import build_engine
+    from ..engine_build import build_engine
     from ..serve.run import run_server
     from ..settings import load_settings
 

@@ -103,24 +103,28 @@ def new_request_id() -> str:
     return f"cmpl-{uuid.uuid4().hex}"
 
 
-def completion_json(request_id: str, model: str, text: str, final: UsageDelta | None) -> dict:
-    obj: dict[str, Any] = {
+def _completion(
+    request_id: str, created: int, model: str, choices: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    """A text_completion object (the whole answer, or one chunk of a stream)."""
+    return {
         "id": request_id,
         "object": "text_completion",
-        "created": int(time.time()),
+        "created": created,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "text": text,
-                "logprobs": None,
-                "finish_reason": final.finish_reason if final else "stop",
-            }
-        ],
+        "choices": choices,
+        **extra,
     }
-    if final is not None:
-        obj["usage"] = usage_json(final.usage)
-    return obj
+
+
+def _choice(text: str, finish: str | None) -> dict[str, Any]:
+    return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+
+
+def completion_json(request_id: str, model: str, text: str, final: UsageDelta | None) -> dict:
+    choice = _choice(text, final.finish_reason if final else "stop")
+    usage = {"usage": usage_json(final.usage)} if final is not None else {}
+    return _completion(request_id, int(time.time()), model, [choice], **usage)
 
 
 async def completion_events(
@@ -137,17 +141,11 @@ async def completion_events(
     # OpenAI client that did not ask never sees.
     progress = bool((body.stream_options or {}).get(PREFILL_OPTION))
 
+    def frame(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return _completion(request_id, created, model, choices, **extra)
+
     def chunk(text: str, finish: str | None = None) -> str:
-        return json.dumps(
-            {
-                "id": request_id,
-                "object": "text_completion",
-                "created": created,
-                "model": model,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-            },
-            ensure_ascii=False,
-        )
+        return json.dumps(frame([_choice(text, finish)]), ensure_ascii=False)
 
     final: UsageDelta | None = None
     try:
@@ -157,32 +155,14 @@ async def completion_events(
             elif isinstance(d, UsageDelta):
                 final = d
             elif isinstance(d, PrefillProgress) and progress:
-                yield json.dumps(
-                    {
-                        "id": request_id,
-                        "object": "text_completion",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        PREFILL_FIELD: prefill_json(d),
-                    }
-                )
+                yield json.dumps(frame([], **{PREFILL_FIELD: prefill_json(d)}))
     except EngineError as e:
         yield json.dumps({"error": {"message": str(e), "code": status_of(e)}})
         yield "[DONE]"
         return
     yield chunk("", final.finish_reason if final else "stop")
     if include_usage and final is not None:
-        yield json.dumps(
-            {
-                "id": request_id,
-                "object": "text_completion",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": usage_json(final.usage),
-            }
-        )
+        yield json.dumps(frame([], usage=usage_json(final.usage)))
     yield "[DONE]"
 
 

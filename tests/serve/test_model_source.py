@@ -151,7 +151,7 @@ def _hostile_repo(root: Path) -> Path:
 
 
 def test_a_repo_directory_named_like_the_model_is_not_the_model(tmp_path, monkeypatch):
-    from m3agent.app.factory import local_chat_files
+    from m3agent.app.warm import local_chat_files
 
     repo = tmp_path / "repo"
     evil = _hostile_repo(repo)

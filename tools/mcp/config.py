@@ -163,6 +163,23 @@ def _number(server: str, key: str, value: Any) -> float:
     return float(value)
 
 
+def _checked(name: str, entry: Any, keys: set[str], not_a_mapping: str) -> Mapping[str, Any]:
+    """A server's entry (either format): a mapping of known keys, else ValueError."""
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"MCP server {name!r}: {not_a_mapping}")
+    unknown = set(entry) - keys
+    if unknown:
+        raise ValueError(f"MCP server {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    return entry
+
+
+def _transport(name: str, kind: str) -> Transport:
+    try:
+        return Transport("http" if kind == "streamable-http" else kind)
+    except ValueError:
+        raise ValueError(f"MCP server {name!r}: unknown type {kind!r} (stdio, http, sse)") from None
+
+
 _CLAUDE_KEYS = {"type", "command", "args", "env", "url", "headers", "cwd", "network", "timeout"}
 
 
@@ -170,21 +187,11 @@ def from_claude(
     name: str, entry: Any, *, scope: Scope, source: str, env: Mapping[str, str]
 ) -> McpServerConfig:
     """One entry of `.mcp.json`'s mcpServers."""
-    if not isinstance(entry, Mapping):
-        raise ValueError(f"MCP server {name!r}: must be an object")
-    unknown = set(entry) - _CLAUDE_KEYS
-    if unknown:
-        raise ValueError(f"MCP server {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    entry = _checked(name, entry, _CLAUDE_KEYS, "must be an object")
     if scope is Scope.PROJECT:  # the repository's words: no reading the user's environment
         refuse_expansion(name, dict(entry))
         refuse_loader_variables(name, dict(_table(name, "env", entry.get("env", {}))))
-    kind = entry.get("type") or ("stdio" if "command" in entry else "http")
-    if kind == "streamable-http":
-        kind = "http"
-    try:
-        transport = Transport(kind)
-    except ValueError:
-        raise ValueError(f"MCP server {name!r}: unknown type {kind!r} (stdio, http, sse)") from None
+    transport = _transport(name, entry.get("type") or ("stdio" if "command" in entry else "http"))
     try:
         x = lambda s: expand(s, env)  # noqa: E731
         values: dict[str, Any] = {
@@ -233,11 +240,7 @@ def from_codex(
     name: str, table: Any, *, source: str, env: Mapping[str, str], scope: Scope = Scope.USER
 ) -> McpServerConfig:
     """One `[mcp_servers.NAME]` table of a TOML config."""
-    if not isinstance(table, Mapping):
-        raise ValueError(f"MCP server {name!r}: [mcp_servers.{name}] must be a table")
-    unknown = set(table) - _CODEX_KEYS
-    if unknown:
-        raise ValueError(f"MCP server {name!r}: unknown key(s) {', '.join(sorted(unknown))}")
+    table = _checked(name, table, _CODEX_KEYS, f"[mcp_servers.{name}] must be a table")
     if scope is Scope.PROJECT:
         refuse_expansion(name, dict(table))
         if table.get("env_vars") or table.get("bearer_token_env_var"):
@@ -247,11 +250,7 @@ def from_codex(
             )
         refuse_loader_variables(name, dict(_table(name, "env", table.get("env", {}))))
     url = table.get("url") or ""
-    kind = table.get("type") or ("http" if url else "stdio")
-    try:
-        transport = Transport("http" if kind == "streamable-http" else kind)
-    except ValueError:
-        raise ValueError(f"MCP server {name!r}: unknown type {kind!r} (stdio, http, sse)") from None
+    transport = _transport(name, table.get("type") or ("http" if url else "stdio"))
     server_env = dict(_table(name, "env", table.get("env", {})))
     for var in _strs(name, "env_vars", table.get("env_vars", [])):
         if var in env:  # Codex: names passed through from m3agent's own environment

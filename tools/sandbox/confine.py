@@ -87,6 +87,10 @@ class _Rules:
             return
         if dir_rights:
             self.allow(root, dir_rights)
+        self.children(root, rights, inside, dir_rights)
+
+    def children(self, root: str, rights: int, excluded: list, dir_rights: int) -> None:
+        """grant_except on each entry of root (root itself gets nothing here)."""
         try:
             names = os.listdir(root)
         except OSError:
@@ -94,16 +98,6 @@ class _Rules:
         for name in names:
             child = root.rstrip("/") + "/" + name
             if not os.path.islink(child):  # a link is judged where it points
-                self.grant_except(child, rights, inside, dir_rights)
-
-    def children(self, root: str, rights: int, excluded: list, dir_rights: int) -> None:
-        try:
-            names = os.listdir(root)
-        except OSError:
-            return
-        for name in names:
-            child = root.rstrip("/") + "/" + name
-            if not os.path.islink(child):
                 self.grant_except(child, rights, excluded, dir_rights)
 
 

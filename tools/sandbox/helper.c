@@ -73,15 +73,10 @@ static int under(const char *p, const char *root) {
     return strncmp(p, root, n) == 0 && (p[n] == '\0' || p[n] == '/');
 }
 
-static void grant_except(const char *root, uint64_t rights, char **ex, int n, uint64_t dirr) {
-    char *inside[n > 0 ? n : 1];
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        if (strcmp(ex[i], root) == 0) return;
-        if (under(ex[i], root)) inside[k++] = ex[i];
-    }
-    if (k == 0) { allow(root, rights); return; }
-    if (dirr) allow(root, dirr);
+static void grant_except(const char *root, uint64_t rights, char **ex, int n, uint64_t dirr);
+
+/* grant_except on each entry of root (root itself gets nothing here). */
+static void children(const char *root, uint64_t rights, char **ex, int n, uint64_t dirr) {
     DIR *d = opendir(root);
     if (!d) return;
     struct dirent *e;
@@ -92,25 +87,21 @@ static void grant_except(const char *root, uint64_t rights, char **ex, int n, ui
         if (len <= 0 || len >= (int)sizeof child) continue;
         struct stat st;
         if (lstat(child, &st) == 0 && S_ISLNK(st.st_mode)) continue; /* judged where it points */
-        grant_except(child, rights, inside, k, dirr);
+        grant_except(child, rights, ex, n, dirr);
     }
     closedir(d);
 }
 
-static void children(const char *root, uint64_t rights, char **ex, int n, uint64_t dirr) {
-    DIR *d = opendir(root);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char child[4096];
-        int len = snprintf(child, sizeof child, "%s/%s", root, e->d_name);
-        if (len <= 0 || len >= (int)sizeof child) continue;
-        struct stat st;
-        if (lstat(child, &st) == 0 && S_ISLNK(st.st_mode)) continue;
-        grant_except(child, rights, ex, n, dirr);
+static void grant_except(const char *root, uint64_t rights, char **ex, int n, uint64_t dirr) {
+    char *inside[n > 0 ? n : 1];
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(ex[i], root) == 0) return;
+        if (under(ex[i], root)) inside[k++] = ex[i];
     }
-    closedir(d);
+    if (k == 0) { allow(root, rights); return; }
+    if (dirr) allow(root, dirr);
+    children(root, rights, inside, k, dirr);
 }
 
 static long user_processes(void) {

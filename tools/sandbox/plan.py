@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import marshal
 import os
-import platform
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from m3agent.tools.sandbox import landlock, landlock_rules, privileges, proxy, rlimits, seccomp
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
-
-
-def _last_cap() -> int:
-    try:
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return 63
 
 
 def allowlist_active(policy: SandboxPolicy, layers: Sequence[str]) -> bool:
@@ -60,10 +51,7 @@ def confinement(
             metadata=policy.mode is not SandboxMode.FULL_ACCESS,
         )
     if "privileges" in layers:
-        nr = privileges.SYS_CAPSET.get(platform.machine())
-        if nr is None:
-            raise OSError(f"no capset syscall number for {platform.machine()}")
-        out["privileges"] = (nr, _last_cap(), privileges.SECUREBITS)
+        out["privileges"] = privileges.plan()
     return out
 
 

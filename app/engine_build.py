@@ -1,0 +1,150 @@
+"""Settings -> Engine: one builder per backend, each importing its backend lazily so that a
+missing optional dependency (torch, vllm) only matters when that backend is asked for; a running
+`m3agent serve` of the same model is used instead when there is one (app/warm.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from m3agent.agent.events import Progress
+from m3agent.engine.api import Engine, EngineName, EngineUnavailable
+
+from .settings import Settings
+from .warm import local_chat_files, user_model_dirs
+
+DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
+# progress(event): Progress events of the snapshot, the model load and the background server.
+Report = Callable[[Progress], None]
+
+
+def _import_backend(module: str, cls: str, engine: str) -> Any:
+    try:
+        mod = importlib.import_module(f"m3agent.engine.backends.{module}")
+    except ImportError as e:
+        from .missing_extra import missing_extra
+
+        hint = missing_extra(e) or str(e)
+        raise EngineUnavailable(
+            f"the {engine} engine is unavailable in this install: {hint}"
+        ) from e
+    try:
+        return getattr(mod, cls)
+    except AttributeError as e:
+        raise EngineUnavailable(
+            f"the {engine} engine is unavailable: no {cls} in {mod.__name__}"
+        ) from e
+
+
+def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    if script is None:
+        raise ValueError("--engine scripted needs --script FILE (a JSON array of strings)")
+    return ScriptedEngine.from_file(script)
+
+
+def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
+    from m3agent.engine.backends.remote import RemoteEngine
+
+    return RemoteEngine(
+        settings.base_url,
+        settings.model or DEFAULT_REMOTE_MODEL,
+        api_key=settings.api_key,
+        timeout=settings.request_timeout_s,
+        retries=settings.retries,
+        **local_chat_files(settings.model),
+    )
+
+
+def _model_dir(settings: Settings, engine: str) -> Path:
+    if not settings.model:
+        raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
+    from m3agent.engine.model_source import resolve_model
+
+    # A local directory or a hub repo id; a wrong or incomplete checkpoint is named here.
+    return resolve_model(settings.model, model_dirs=user_model_dirs(settings)).path
+
+
+def _native(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
+    model_dir = _model_dir(settings, "native")
+    engine_cls = _import_backend("native", "NativeEngine", "native")
+    device = settings.device
+    if device is None:
+        import torch  # present whenever the native backend imported
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
+    offload = _offload(settings, model_dir, device)
+    if progress is None:
+        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype, offload=offload)
+    from .warm import load_progress
+
+    return engine_cls.from_model_dir(
+        model_dir,
+        device=device,
+        dtype=dtype,
+        progress=lambda done, total: progress(load_progress(done, total)),
+        offload=offload,
+    )
+
+
+def _offload(settings: Settings, model_dir: Path, device: str) -> Any:
+    """The plan's expert offload for this run (None: all on the device); says why on stderr."""
+    from m3agent.engine.offload.choose import choose_offload
+
+    choice = choose_offload(
+        model_dir,
+        device,
+        settings.offload_experts,
+        settings.expert_form,
+        settings.hot_experts,
+        settings.prefill_stream_tokens,
+    )
+    if choice.config is not None:
+        import sys
+
+        print(f"native: {choice.reason}", file=sys.stderr)
+    return choice.config
+
+
+def _vllm(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
+    model_dir = _model_dir(settings, "vllm")
+    # Default M3 arguments (SPEC §6.2); `m3agent serve --engine vllm` exposes the options.
+    return _import_backend("vllm", "VllmEngine", "vllm").from_model_dir(model_dir)
+
+
+ENGINE_BUILDERS: dict[EngineName, Callable[[Settings, Path | None, Report | None], Engine]] = {
+    EngineName.SCRIPTED: _scripted,
+    EngineName.REMOTE: _remote,
+    EngineName.NATIVE: _native,
+    EngineName.VLLM: _vllm,
+}
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    script: Path | None = None,
+    attach: bool = True,
+    start_server: bool = False,
+    progress: Report | None = None,
+) -> Engine:
+    """ValueError for a usage mistake; EngineUnavailable when the backend cannot be had.
+
+    attach: use a running `m3agent serve` of the same model instead of loading it again.
+    start_server: for native/vllm with `warm` on (the default), start that server when none
+    runs (app/warm.py) so that the prefix cache outlives this process; run and the TUI ask
+    for it, tests and `serve` itself do not. progress: Progress events while it loads."""
+    builder = ENGINE_BUILDERS[settings.engine]  # Settings holds only EngineName members
+    if attach:
+        from .warm import attach_to_server, server_engine, wants_server
+
+        if start_server and wants_server(settings):
+            return server_engine(settings, progress)
+        if (server := attach_to_server(settings, progress)) is not None:
+            return server
+    return builder(settings, script, progress)

@@ -1,0 +1,101 @@
+"""What a session opens with besides the system prompt: the repository snapshot (agent/context)
+and the instruction files (AGENTS.md / CLAUDE.md), as Session keyword arguments.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from m3agent.agent.events import ContextAction
+from m3agent.engine.api import LOCAL_ENGINES, Engine
+
+from .settings import Settings
+
+if TYPE_CHECKING:  # types only: each loads when it is built
+    from m3agent.agent.context import SnapshotConfig
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+    from .engine_build import Report
+
+
+def snapshot_tokenizer(settings: Settings) -> M3Tokenizer:
+    """The model's tokenizer when there is a model directory, else the bundled M3 one."""
+    from m3agent.engine.m3.tokenizer import M3Tokenizer
+
+    if settings.engine in LOCAL_ENGINES and settings.model:
+        path = Path(settings.model).expanduser()
+        if (path / "tokenizer.json").is_file():
+            return M3Tokenizer.from_model_dir(path)
+    return M3Tokenizer.default()
+
+
+def snapshot_config(
+    settings: Settings, max_context_tokens: int, budget: int | None = None
+) -> SnapshotConfig | None:
+    """SnapshotConfig from settings; None when the budget leaves no room for a snapshot."""
+    from m3agent.agent.context import SnapshotConfig
+    from m3agent.agent.context.files import FileRules
+
+    budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
+    if budget < 1:
+        return None
+    from .extensions import SNAPSHOT_SKIP
+
+    # Skills, commands and agent files reach the model only when used (issue 23).
+    skip = (*settings.context_skip, *SNAPSHOT_SKIP)
+    rules = FileRules(skip, settings.context_max_file_bytes)
+    return SnapshotConfig(budget, rules, settings.home / "context-cache")
+
+
+def context_kwargs(
+    settings: Settings, cwd: Path, engine: Engine, *, new: bool, progress: Report | None = None
+) -> dict[str, Any]:
+    """Session kwargs for the repository snapshot: its message and event (a new session only:
+    a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
+    if not settings.context:
+        return {}
+    from m3agent.agent.context import build_snapshot
+    from m3agent.agent.events import ContextEvent
+
+    info = engine.info()
+    config = snapshot_config(settings, info.max_context_tokens)
+    if config is None:
+        return {}
+    tokenizer = snapshot_tokenizer(settings)
+
+    def take(report: Report | None = None) -> Any:
+        return build_snapshot(cwd, tokenizer, config, progress=report)
+
+    out: dict[str, Any] = {
+        "snapshot_builder": lambda report=None: take(report).message(),
+        "auto_compact_tokens": max(1, int(info.max_context_tokens * 0.9)),
+    }
+    if not new:
+        return out
+    snap = take(progress)
+    if snap.entries("included") or snap.instructions or snap.entries("listed"):
+        detail = {"files": len(snap.entries("included")), **snap.summary()}
+        out["context_messages"] = [snap.message()]
+        out["startup_events"] = [ContextEvent(action=ContextAction.SNAPSHOT, detail=detail)]
+    return out
+
+
+def instructions_kwargs(settings: Settings, cwd: Path, context: dict[str, Any]) -> dict[str, Any]:
+    """The user's and the parent directories' AGENTS.md / CLAUDE.md and their @imports, one
+    system message after the snapshot (agent/instructions.py)."""
+    from m3agent.agent.events import ContextEvent
+    from m3agent.agent.instructions import find_instructions, instructions_message_text
+    from m3agent.engine.api import Message
+
+    files = find_instructions(cwd, settings.user_instructions_file)
+    if not files:
+        return {}
+    message = Message(role="system", content=instructions_message_text(files))
+    event = ContextEvent(
+        action=ContextAction.INSTRUCTIONS, detail={"files": [f"{f.scope}: {f.path}" for f in files]}
+    )
+    return {
+        "context_messages": [*context.get("context_messages", ()), message],
+        "startup_events": [*context.get("startup_events", ()), event],
+    }
