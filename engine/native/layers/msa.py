@@ -1,6 +1,7 @@
 """MiniMax Sparse Attention in plain torch (SPEC §2.3-2.5): block scoring, top-k block
-selection per index head, sparse GQA over the selected blocks. Reference and CPU path; CUDA
-tensors dispatch to kernels.ops like attention.py (kernels fall back to the *_torch names).
+selection per index head, sparse GQA over the selected blocks. The references of the Triton
+ops of the same names (kernels/ops.py) and the CPU path, reached through the op table like
+attention.py's.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import torch
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .attention import (
     gather_pages,
-    kernel_op,
     masked_gqa,
     q_chunk,
     request_rows,
@@ -55,7 +55,7 @@ def select_from_scores(
     return out
 
 
-def index_select_blocks_torch(
+def index_select_blocks(
     iq: torch.Tensor,
     index_cache: torch.Tensor,
     md: AttentionMetadata,
@@ -63,6 +63,8 @@ def index_select_blocks_torch(
     init_blocks: int,
     local_blocks: int,
 ) -> torch.Tensor:
+    """iq [T, H, Di] (normed, roped) -> [T, H, topk] int32 logical block ids per index head
+    (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
     t_all, h, _ = iq.shape
     out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
     for r, q0, ql, _cl, sl in request_rows(md):
@@ -78,27 +80,15 @@ def index_select_blocks_torch(
     return out
 
 
-def index_select_blocks(
-    iq: torch.Tensor,
-    index_cache: torch.Tensor,
-    md: AttentionMetadata,
-    topk: int,
-    init_blocks: int,
-    local_blocks: int,
-) -> torch.Tensor:
-    """iq [T, H, Di] (normed, roped) -> [T, H, topk] int32 logical block ids per index head
-    (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
-    op = kernel_op("index_select_blocks", iq, index_cache)
-    return (op or index_select_blocks_torch)(iq, index_cache, md, topk, init_blocks, local_blocks)
-
-
-def sparse_attention_torch(
+def sparse_attention(
     q: torch.Tensor,
     kv_cache: torch.Tensor,
     topk_idx: torch.Tensor,
     md: AttentionMetadata,
     scale: float,
 ) -> torch.Tensor:
+    """q [T, Hq, D]; query head qh of KV group g = qh // (Hq/Hkv) attends to the keys j <= pos
+    of the blocks topk_idx[t, g] (SPEC §2.5). Exact softmax in fp32 -> [T, Hq, D]."""
     out = torch.empty_like(q)
     hkv = kv_cache.shape[1]
     for r, q0, ql, _cl, sl in request_rows(md):
@@ -120,16 +110,3 @@ def sparse_attention_torch(
             causal = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
             out[rows] = masked_gqa(q[rows], kv, blocks & causal[:, None, :], scale)
     return out
-
-
-def sparse_attention(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    topk_idx: torch.Tensor,
-    md: AttentionMetadata,
-    scale: float,
-) -> torch.Tensor:
-    """q [T, Hq, D]; query head qh of KV group g = qh // (Hq/Hkv) attends to the keys j <= pos
-    of the blocks topk_idx[t, g] (SPEC §2.5). Exact softmax in fp32 -> [T, Hq, D]."""
-    op = kernel_op("sparse_attention", q, kv_cache)
-    return (op or sparse_attention_torch)(q, kv_cache, topk_idx, md, scale)
