@@ -70,6 +70,22 @@ def gather_pages(cache: torch.Tensor, block_table_row: torch.Tensor, seq_len: in
     return pages.reshape(nb * BLOCK_SIZE, cache.shape[2])
 
 
+def query_chunks(
+    md: AttentionMetadata, cache: torch.Tensor, heads: int
+) -> Iterator[tuple[torch.Tensor, int, slice, torch.Tensor]]:
+    """(pages, seq length, query rows, their positions) for each request with queries in this
+    step: its pages gathered once (gather_pages), its rows in chunks that bound the
+    references' [rows, heads, L] score tensor (q_chunk)."""
+    for r, q0, ql, _cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        pages = gather_pages(cache, md.block_tables[r], sl)
+        step = q_chunk(heads, pages.shape[-2])
+        for c0 in range(0, ql, step):
+            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
+            yield pages, sl, rows, md.positions[rows]
+
+
 def masked_gqa(
     q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor, scale: float
 ) -> torch.Tensor:
@@ -93,16 +109,9 @@ def dense_attention(
     """Paged causal GQA: q [T, Hq, D] -> [T, Hq, D]; token at position p sees keys 0..p."""
     out = torch.empty_like(q)
     hkv = kv_cache.shape[1]
-    for r, q0, ql, _cl, sl in request_rows(md):
-        if ql == 0:
-            continue
-        kv = gather_pages(kv_cache, md.block_tables[r], sl)
+    for kv, sl, rows, pos in query_chunks(md, kv_cache, q.shape[1]):
         j = torch.arange(kv.shape[1], device=q.device)
-        step = q_chunk(q.shape[1], kv.shape[1])
-        for c0 in range(0, ql, step):
-            c1 = min(ql, c0 + step)
-            pos = md.positions[q0 + c0 : q0 + c1]
-            allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
-            allowed = allowed[:, None, :].expand(-1, hkv, -1)
-            out[q0 + c0 : q0 + c1] = masked_gqa(q[q0 + c0 : q0 + c1], kv, allowed, scale)
+        allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
+        allowed = allowed[:, None, :].expand(-1, hkv, -1)
+        out[rows] = masked_gqa(q[rows], kv, allowed, scale)
     return out

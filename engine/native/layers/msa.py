@@ -9,12 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .attention import (
-    gather_pages,
-    masked_gqa,
-    q_chunk,
-    request_rows,
-)
+from .attention import masked_gqa, query_chunks
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).
@@ -67,16 +62,9 @@ def index_select_blocks(
     (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
     t_all, h, _ = iq.shape
     out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
-    for r, q0, ql, _cl, sl in request_rows(md):
-        if ql == 0:
-            continue
-        ik = gather_pages(index_cache, md.block_tables[r], sl)
-        step = q_chunk(h, ik.shape[0])
-        for c0 in range(0, ql, step):
-            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
-            pos = md.positions[rows]
-            scores = block_scores(iq[rows], ik, pos)
-            out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
+    for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
+        scores = block_scores(iq[rows], ik, pos)
+        out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
     return out
 
 
@@ -91,22 +79,15 @@ def sparse_attention(
     of the blocks topk_idx[t, g] (SPEC §2.5). Exact softmax in fp32 -> [T, Hq, D]."""
     out = torch.empty_like(q)
     hkv = kv_cache.shape[1]
-    for r, q0, ql, _cl, sl in request_rows(md):
-        if ql == 0:
-            continue
-        kv = gather_pages(kv_cache, md.block_tables[r], sl)
+    for kv, sl, rows, pos in query_chunks(md, kv_cache, q.shape[1]):
         nb = kv.shape[1] // BLOCK_SIZE
         j = torch.arange(kv.shape[1], device=q.device)
-        step = q_chunk(q.shape[1], kv.shape[1])
-        for c0 in range(0, ql, step):
-            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
-            pos = md.positions[rows]
-            sel = topk_idx[rows].long()  # [t, Hkv, K]
-            nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
-            ok = (sel >= 0) & (sel < nvis) & (sel < nb)  # ids past the visible range: skipped
-            chosen = torch.zeros(sel.shape[0], hkv, nb + 1, dtype=torch.bool, device=q.device)
-            chosen.scatter_(2, torch.where(ok, sel, nb), True)
-            blocks = chosen[..., :nb].repeat_interleave(BLOCK_SIZE, dim=2)  # [t, Hkv, L]
-            causal = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
-            out[rows] = masked_gqa(q[rows], kv, blocks & causal[:, None, :], scale)
+        sel = topk_idx[rows].long()  # [t, Hkv, K]
+        nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
+        ok = (sel >= 0) & (sel < nvis) & (sel < nb)  # ids past the visible range: skipped
+        chosen = torch.zeros(sel.shape[0], hkv, nb + 1, dtype=torch.bool, device=q.device)
+        chosen.scatter_(2, torch.where(ok, sel, nb), True)
+        blocks = chosen[..., :nb].repeat_interleave(BLOCK_SIZE, dim=2)  # [t, Hkv, L]
+        causal = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
+        out[rows] = masked_gqa(q[rows], kv, blocks & causal[:, None, :], scale)
     return out
