@@ -20,30 +20,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "native_model"))
-from conftest import build_md, make_caches, page_tables  # noqa: E402
-from m3agent.engine.native.core.model_api import LayerCache  # noqa: E402
+import conftest  # noqa: E402  (tests/native_model: page_tables, make_caches, build_md)
+from gpu_parity import SPEC, SPLITS, chunked_logits, prompt_ids  # noqa: E402
 from m3agent.engine.native.loaders.checkpoint import load_model  # noqa: E402
-from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny  # noqa: E402
+from m3agent.engine.native.loaders.tiny import init_tiny  # noqa: E402
 
 OPS = ("insert_kv", "insert_index", "dense_attention", "index_select_blocks", "sparse_attention")
 
 
 def run(model, ids, device, splits):
-    gen = torch.Generator().manual_seed(0)
-    nb = -(-len(ids) // 128) + 2
-    tables = page_tables([len(ids)], nb, gen)
-    caches = [
-        LayerCache(kv=c.kv.to(device), index=None if c.index is None else c.index.to(device))
-        for c in make_caches(model, nb, dtype=model.info.dtype)
-    ]
-    out, c0 = [], 0
-    with torch.inference_mode():
-        for n in splits:
-            md = build_md([(c0, n)], tables, device=device)
-            h = model.forward(torch.tensor(ids[c0 : c0 + n], device=device), caches, md)
-            out.append(model.compute_logits(h).float().cpu())
-            c0 += n
-    return torch.cat(out)
+    return chunked_logits(model, ids, conftest, device, splits)
 
 
 def main() -> None:
@@ -52,27 +38,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
-    ckpt = init_tiny(
-        Path(tempfile.mkdtemp()) / "tiny",
-        TinySpec(
-            layers=3,
-            hidden=256,
-            heads=8,
-            kv_heads=2,
-            experts=4,
-            dense_layers=1,
-            topk_blocks=2,
-            seed=4,
-        ),
-    )
-    ids = torch.randint(0, 512, (700,), generator=torch.Generator().manual_seed(1)).tolist()
-    splits = [300, 256, 140] + [1] * 4
+    ckpt = init_tiny(Path(tempfile.mkdtemp()) / "tiny", SPEC)
+    ids, splits = prompt_ids(), SPLITS
     cpu = run(load_model(ckpt), ids, "cpu", splits)
-    gpu_model = load_model(ckpt, device="cuda", dtype=dtype)
     rows = []
     for forced in ("", "all", *OPS):
-        os.environ["M3AGENT_TORCH_OPS"] = forced
-        got = run(gpu_model, ids, "cuda", splits)
+        os.environ["M3AGENT_TORCH_OPS"] = forced  # read when the model is built
+        got = run(load_model(ckpt, device="cuda", dtype=dtype), ids, "cuda", splits)
         err = ((got - cpu).abs().max() / cpu.abs().max()).item()
         per_split, c0 = [], 0
         for n in splits:

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from common import emit, main_guard, paged_md, rand_cache, time_graph  # noqa: E402
+from kernel_gates import selection_gate  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
-from m3agent.engine.native.kernels.checks import check_selection  # noqa: E402
 
 H, DI, TOPK = 4, 128, 16
 CTXS = [32_768, 131_072, 524_288, 1_048_576]
@@ -24,14 +24,7 @@ def gate(dtype) -> dict:
     md = paged_md([70_000, 3000, 40_000], [8, 8, 8], num_decodes=3, decode_query_len=8, seed=7)
     cache = rand_cache((md.block_tables.max().item() + 2, 128, DI), dtype)
     iq = torch.randn(md.num_tokens, H, DI, device="cuda", dtype=torch.bfloat16)
-    sel = index_select.index_select_blocks(iq, cache, md, TOPK)
-    rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(
-        sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions
-    )
-    if not chk.ok:
-        raise SystemExit(f"idx_decode correctness gate failed ({dtype}): {chk}")
-    return {"gate_rows": chk.rows, "gate_ok": True}
+    return selection_gate(f"idx_decode ({dtype})", md, cache, iq, TOPK)
 
 
 def sweep(rows: list, ceil: dict) -> None:

@@ -11,8 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from common import emit, main_guard, paged_md, rand_cache, time_eager  # noqa: E402
+from kernel_gates import selection_gate  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
-from m3agent.engine.native.kernels.checks import check_selection  # noqa: E402
 
 H, DI, TOPK = 4, 128, 16
 
@@ -21,14 +21,7 @@ def gate(dtype) -> dict:
     md = paged_md([20_000, 1500], [1024, 700], seed=5)
     cache = rand_cache((int(md.block_tables.max()) + 2, 128, DI), dtype)
     iq = torch.randn(md.num_tokens, H, DI, device="cuda").to(dtype)
-    sel = index_select.index_select_blocks(iq, cache, md, TOPK)
-    rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(
-        sel, index_select.reference_select_from_scores(rs, TOPK), rs, md.positions
-    )
-    if not chk.ok:
-        raise SystemExit(f"idx_prefill gate failed ({dtype}): {chk}")
-    return {"gate_rows": chk.rows, "gate_ok": True}
+    return selection_gate(f"idx_prefill ({dtype})", md, cache, iq, TOPK)
 
 
 def sweep(rows: list, ceil: dict, chunk: int = 4096, ctx: int = 1_048_576) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from stack_model import random_init  # noqa: E402
 
 CASES = {
     "128k": dict(prompt=131_072, layers=4, dense_layers=1, chunk=16_384, decode=64),
@@ -56,15 +57,7 @@ def build_model(layers: int, dense_layers: int, max_pos: int):
     )
     c = tiny_text_config(spec, eos_id=0, bos_id=1)
     c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(layers)))  # MLP, no MoE
-    model = M3ForCausalLM(c, dtype=torch.bfloat16, device="cuda")
-    g = torch.Generator(device="cuda").manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.zero_()
-            else:
-                p.normal_(0.0, 0.02, generator=g)
-    return model
+    return random_init(M3ForCausalLM(c, dtype=torch.bfloat16, device="cuda"), "cuda")
 
 
 def profile_decode(engine, prompt: list[int], path: Path) -> None:

@@ -71,7 +71,7 @@ def expected_unique(e: int, k: int, batch: int) -> float:
 
 def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes, plan) -> dict:
     from m3agent.engine.native.core.sampling_params import TokenSamplingParams
-    from stack_engine import fill_caches, skip_prefill
+    from stack_model import fill_caches, skip_prefill
 
     rt = model.offload
     for mod in rt.modules.values():

@@ -28,20 +28,18 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from filler_text import repeated_lines  # noqa: E402  (bench/filler_text.py)
+
 LEVELS = (1, 4, 16, 64)
 
 
 def prefix_text(tokens: int) -> str:
     """About `tokens` tokens of repository-like text (the tiny byte-level tokenizer: ~1 token
     per character)."""
-    line = "def helper_{i}(x):\n    return x * {i}  # shared snapshot line\n"
-    out, size, i = [], 0, 0
-    while size < tokens:
-        s = line.format(i=i)
-        out.append(s)
-        size += len(s)
-        i += 1
-    return "".join(out)
+    return repeated_lines(
+        tokens, "def helper_{i}(x):\n    return x * {i}  # shared snapshot line\n"
+    )
 
 
 def rss_kb(pid: int) -> int:

@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from common import emit, main_guard, paged_md, rand_cache, random_selection, time_graph  # noqa: E402
+from kernel_gates import sparse_attention_gate  # noqa: E402
 from m3agent.engine.native.kernels import sparse_attention as sa  # noqa: E402
-from m3agent.engine.native.kernels.checks import rel_error  # noqa: E402
 
 HQ, HKV, D, TOPK = 64, 4, 128, 16
 PAGE_BYTES_BF16 = HKV * 128 * 2 * D * 2
@@ -26,14 +26,7 @@ CTX = 1_048_576
 
 def gate(dtype) -> dict:
     md = paged_md([70_000, 3000, 40_000], [8, 8, 8], num_decodes=3, decode_query_len=8, seed=3)
-    kv = rand_cache((int(md.block_tables.max()) + 2, HKV, 128, 2 * D), dtype)
-    q = torch.randn(md.num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
-    sel = random_selection(md, HKV, TOPK)
-    out = sa.sparse_attention(q, kv, sel, md, D**-0.5)
-    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D**-0.5))
-    if rel > 5e-3 or cos < 0.9999:
-        raise SystemExit(f"sparse_decode_attn gate failed ({dtype}): rel {rel} cos {cos}")
-    return {"gate_rel": rel, "gate_cos": cos}
+    return sparse_attention_gate(f"sparse_decode_attn ({dtype})", md, dtype, HQ, HKV, D, TOPK)
 
 
 def run(rows: list, ceil: dict, batches=(1, 8, 64), qlens=(1, 8)) -> None:

@@ -12,9 +12,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from common import emit, main_guard, paged_md, rand_cache, random_selection, time_eager  # noqa: E402
+from kernel_gates import sparse_attention_gate  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
 from m3agent.engine.native.kernels import sparse_attention as sa  # noqa: E402
-from m3agent.engine.native.kernels.checks import rel_error  # noqa: E402
 
 HQ, HKV, D, DI, TOPK = 64, 4, 128, 128, 16
 
@@ -29,14 +29,7 @@ def selected_flops(sel: torch.Tensor, md) -> float:
 
 def gate() -> dict:
     md = paged_md([20_000, 1500], [1024, 700], seed=9)
-    kv = rand_cache((int(md.block_tables.max()) + 2, HKV, 128, 2 * D), torch.bfloat16)
-    q = torch.randn(md.num_tokens, HQ, D, device="cuda", dtype=torch.bfloat16)
-    sel = random_selection(md, HKV, TOPK)
-    out = sa.sparse_attention(q, kv, sel, md, D**-0.5)
-    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, D**-0.5))
-    if rel > 5e-3 or cos < 0.9999:
-        raise SystemExit(f"sparse_prefill_attn gate failed: rel {rel} cos {cos}")
-    return {"gate_rel": rel, "gate_cos": cos}
+    return sparse_attention_gate("sparse_prefill_attn", md, torch.bfloat16, HQ, HKV, D, TOPK)
 
 
 VARIANTS = [  # (tokens per tile, programs per SM (0: one per tile), num_warps, num_stages)

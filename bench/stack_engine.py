@@ -26,31 +26,19 @@ in DIR (an older commit; same script, in a subprocess), for before/after in the 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import gc
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
+from stack_cases import decode_case, free_memory, prefill_case  # noqa: E402
+from stack_model import SHAPE, build_model  # noqa: E402
 
-SHAPE = dict(
-    layers=60,
-    dense_layers=3,
-    hidden=6144,
-    heads=64,
-    kv_heads=4,
-    head_dim=128,
-    topk_blocks=16,
-    vocab=200064,
-    dense_intermediate=12288,
-)
 # name -> (batch, context tokens, kv dtype, eager)
 CASES = {
     "b1_32k_bf16_eager": (1, 32768, "auto", True),
@@ -66,300 +54,6 @@ CASES = {
     "b1_1m_fp8": (1, 1048576, "fp8", False),
 }
 DEFAULT_CASES = ",".join(n for n in CASES if n != "b8_32k_bf16_eager")
-WARM_STEPS = 4
-TIMED_STEPS = 24
-PROFILED_STEPS = 3
-
-
-def build_model(shape: dict, device: str, max_pos: int, moe_experts: int = 0):
-    from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
-    from m3agent.engine.native.models.m3 import M3ForCausalLM
-
-    spec = TinySpec(
-        layers=shape["layers"],
-        hidden=shape["hidden"],
-        heads=shape["heads"],
-        kv_heads=shape["kv_heads"],
-        dense_layers=shape["dense_layers"],
-        vocab=shape["vocab"],
-        head_dim=shape["head_dim"],
-        topk_blocks=shape["topk_blocks"],
-        experts=max(1, moe_experts),
-        experts_per_tok=4 if moe_experts else 1,
-        intermediate=3072 if moe_experts else 256,
-        dense_intermediate=shape["dense_intermediate"],
-        max_position_embeddings=max_pos,
-    )
-    c = tiny_text_config(spec, eos_id=0, bos_id=1)
-    if not moe_experts:  # every MLP dense; else layers 3.. are MoE (E experts, top-4, shared)
-        c = dataclasses.replace(c, moe_layer_freq=tuple(0 for _ in range(shape["layers"])))
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    model = M3ForCausalLM(c, dtype=dtype, device=device)
-    g = torch.Generator(device=device).manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.zero_()
-            else:
-                p.normal_(0.0, 0.02, generator=g)
-    return model
-
-
-def fill_caches(caches, seed: int = 0) -> None:
-    """Random K/V and index keys in every page (bf16 normals, cast to the cache dtype)."""
-    g = torch.Generator(device=caches[0].kv.device).manual_seed(seed)
-    for c in caches:
-        for t in (c.kv, c.index):
-            if t is None:
-                continue
-            for chunk in t.split(max(1, 2**28 // max(1, t[0].numel())), dim=0):
-                chunk.copy_(
-                    torch.randn(chunk.shape, generator=g, device=t.device, dtype=torch.bfloat16)
-                )
-
-
-def skip_prefill(engine) -> None:
-    """Prefill steps return a token without running the model (the caches already hold
-    random context); decode steps run the real model."""
-    from m3agent.engine.native.runner.model_runner import ModelRunnerOutput
-
-    runner = engine.runner
-    inner = runner.execute_model
-
-    def execute(out):
-        if out.num_decodes < len(out.scheduled):
-            return ModelRunnerOutput({r.request_id: 5 for r in out.scheduled if r.samples})
-        return inner(out)
-
-    runner.execute_model = execute
-
-
-def step_bytes(model, batch: int, ctx: int, cache_elem: int) -> dict:
-    """Bytes one decode step must read: every weight once (the embedding: B rows), and per
-    request the dense layers' whole K/V, the MSA layers' index keys and 16 selected pages.
-    Routed experts: the expected number a batch touches under uniform routing,
-    E * (1 - (1 - k/E)^B), of the E experts each layer holds."""
-    c = model.config
-    n_exp, k_exp = c.num_local_experts, c.num_experts_per_tok
-    touched = n_exp * (1 - (1 - k_exp / n_exp) ** batch) / n_exp
-    w = 0
-    for name, p in model.named_parameters():
-        if "embed_tokens" in name:
-            w += batch * p.shape[1] * p.element_size()
-        elif ".experts." in name:
-            w += touched * p.numel() * p.element_size()
-        else:
-            w += p.numel() * p.element_size()
-    hkv, d = c.num_key_value_heads, c.head_dim
-    di = c.sparse_attention_config.sparse_index_dim
-    topk = c.sparse_attention_config.sparse_topk_blocks
-    n_dense = sum(not c.is_sparse_layer(i) for i in range(c.num_hidden_layers))
-    n_msa = c.num_hidden_layers - n_dense
-    kv_tok = hkv * 2 * d * cache_elem
-    blocks = -(-ctx // 128)
-    kv = batch * (
-        n_dense * ctx * kv_tok + n_msa * (ctx * di * cache_elem + min(topk, blocks) * 128 * kv_tok)
-    )
-    return {"weight_bytes": w, "kv_index_bytes": kv, "total_bytes": w + kv}
-
-
-def count_launches(engine, steps: int, table_path: Path | None = None) -> dict:
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            engine.step()
-        torch.cuda.synchronize()
-    kernels = launches = graphs = 0
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            kernels += 1
-        elif e.name in (
-            "cudaLaunchKernel",
-            "cuLaunchKernel",
-            "cuLaunchKernelEx",
-            "cudaLaunchKernelExC",
-        ):
-            launches += 1
-        elif e.name == "cudaGraphLaunch":
-            graphs += 1
-    if table_path is not None:  # where a step's GPU time goes, kernel by kernel
-        table_path.write_text(
-            prof.key_averages().table(
-                sort_by="cuda_time_total", row_limit=40, max_name_column_width=70
-            )
-        )
-    return {
-        "gpu_ops_per_step": kernels / steps,
-        "kernel_launch_calls_per_step": launches / steps,
-        "graph_launches_per_step": graphs / steps,
-    }
-
-
-def decode_case(
-    model,
-    name: str,
-    batch: int,
-    ctx: int,
-    kv: str,
-    eager: bool,
-    device: str,
-    read_tbps: float | None,
-    profile_it: bool,
-) -> dict:
-    from m3agent.engine.native.core.engine_config import EngineConfig
-    from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
-    from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
-
-    steps = WARM_STEPS + TIMED_STEPS + (PROFILED_STEPS if profile_it else 0) + 2
-    max_len = ctx + steps + 128
-    cache_dtype = torch.float8_e4m3fn if kv == "fp8" else model.info.dtype
-    blocks = batch * -(-max_len // 128) + 2
-    kw = dict(
-        device=device,
-        max_num_batched_tokens=16384,
-        max_num_seqs=batch,
-        max_model_len=max_len,
-        kv_cache_memory_bytes=blocks * bytes_per_block(model.cache_specs(), cache_dtype),
-    )
-    fields = {f.name for f in dataclasses.fields(EngineConfig)}
-    if "kv_cache_dtype" in fields:
-        kw.update(kv_cache_dtype=kv, enforce_eager=eager)
-    elif kv != "auto":
-        raise RuntimeError("this checkout has no kv_cache_dtype")
-    engine = LLMEngine(model, None, EngineConfig(**kw))
-    fill_caches(engine.runner.caches)
-    skip_prefill(engine)
-    gen = torch.Generator().manual_seed(1)
-    for i in range(batch):
-        prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,), generator=gen).tolist()
-        # never finishes inside the run: the first request decodes while the others are
-        # still (skip-)prefilling
-        engine.add_request(
-            f"r{i}", prompt, TokenSamplingParams(max_tokens=100_000, ignore_eos=True)
-        )
-    while any(
-        r.num_computed_tokens < r.num_prompt_tokens for r in engine.scheduler.requests.values()
-    ):
-        engine.step()  # the skipped prefill steps, until every request decodes
-    t0 = time.perf_counter()
-    for _ in range(WARM_STEPS):  # captures the graphs, compiles the kernels
-        engine.step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    warm_s = time.perf_counter() - t0
-    walls, hosts = [], []
-    runner = engine.runner
-    for _ in range(TIMED_STEPS):
-        t = time.perf_counter()
-        outs = engine.step()
-        dt = time.perf_counter() - t
-        walls.append(dt)
-        hosts.append(dt - getattr(runner, "last_sync_wait_s", 0.0))
-        assert len(outs) == batch and not any(o.error for o in outs), [o.error for o in outs]
-    table = Path(os.environ["OUT"]) / f"kernels_{name}.txt" if os.environ.get("OUT") else None
-    launches = (
-        count_launches(engine, PROFILED_STEPS, table) if profile_it and device == "cuda" else {}
-    )
-    cache_elem = torch.empty((), dtype=cache_dtype).element_size()
-    by = step_bytes(model, batch, ctx + WARM_STEPS + TIMED_STEPS // 2, cache_elem)
-    ms = 1e3 * statistics.median(walls)
-    s = sorted(walls)
-    row = {
-        "name": "stack_decode",
-        "case": name,
-        "batch": batch,
-        "context": ctx,
-        "kv_cache_dtype": kv,
-        "cuda_graphs": getattr(runner, "graphs", None) is not None,
-        "ms_per_step": ms,
-        "p10_ms": 1e3 * s[len(s) // 10],
-        "p90_ms": 1e3 * s[(9 * len(s)) // 10],
-        "tok_per_s": batch / (ms / 1e3),
-        "host_ms_per_step": (
-            1e3 * statistics.median(hosts) if hasattr(runner, "last_sync_wait_s") else None
-        ),
-        "warm_steps_s": warm_s,
-        **by,
-        **launches,
-    }
-    graphs = getattr(runner, "graphs", None)
-    if graphs is not None:
-        row["graph_captures"] = graphs.num_captures
-        row["graphs_disabled"] = graphs.disabled
-    if read_tbps:
-        row["roofline_ms"] = by["total_bytes"] / (read_tbps * 1e12) * 1e3
-        row["roofline_share"] = row["roofline_ms"] / ms
-    print(json.dumps(row), flush=True)
-    del engine, runner
-    free_memory(device)
-    return row
-
-
-def free_memory(device: str) -> None:
-    gc.collect()  # skip_prefill's wrapper makes the runner a cycle: the caches wait for gc
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
-def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dict:
-    from m3agent.engine.native.core.engine_config import EngineConfig
-    from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
-    from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
-
-    max_len = ctx + 256
-    blocks = -(-max_len // 128) + 4
-    engine = LLMEngine(
-        model,
-        None,
-        EngineConfig(
-            device=device,
-            max_num_batched_tokens=16384,
-            max_num_seqs=1,
-            max_model_len=max_len,
-            kv_cache_memory_bytes=blocks * bytes_per_block(model.cache_specs(), model.info.dtype),
-        ),
-    )
-    prompt = torch.randint(
-        2, min(4096, model.info.vocab_size), (ctx,), generator=torch.Generator().manual_seed(2)
-    ).tolist()
-    # warm: compile the prefill kernels on a short prompt first
-    engine.generate(
-        [prompt[: min(20000, ctx // 2)]], TokenSamplingParams(max_tokens=1, ignore_eos=True)
-    )
-    engine.kv_cache_manager.reset_prefix_cache()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t = time.perf_counter()
-    out = engine.generate([prompt], TokenSamplingParams(max_tokens=1, ignore_eos=True))[0]
-    if device == "cuda":
-        torch.cuda.synchronize()
-    dt = time.perf_counter() - t
-    lin = sum(
-        p.numel()
-        for n, p in model.named_parameters()
-        if p.dim() == 2 and "embed_tokens" not in n and "lm_head" not in n
-    )
-    gemm_flops = 2 * ctx * lin
-    row = {
-        "name": "stack_prefill",
-        "context": ctx,
-        "chunk": 16384,
-        "seconds": dt,
-        "tok_per_s": ctx / dt,
-        "cached_tokens": out.num_cached_tokens,
-        "linear_flops": gemm_flops,
-        "error": out.error,
-    }
-    if gemm_tflops:
-        row["gemm_ceiling_share"] = gemm_flops / (gemm_tflops * 1e12) / dt
-    print(json.dumps(row), flush=True)
-    del engine
-    free_memory(device)
-    return row
 
 
 def legacy_rows(root: str, cases: str, shape_args: list[str], prefill: bool) -> list[dict]:
@@ -394,7 +88,14 @@ def legacy_rows(root: str, cases: str, shape_args: list[str], prefill: bool) -> 
     return rows
 
 
-def main() -> None:
+def record_failure(record: dict, key: str, label: str, exc: Exception) -> None:
+    """The traceback under record["errors"][key], a line on stdout; the other cases still
+    run (call it inside the except block)."""
+    record["errors"][key] = traceback.format_exc()[-3000:]
+    print(f"[{label}] FAILED: {exc}", flush=True)
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=DEFAULT_CASES)
     ap.add_argument(
@@ -417,7 +118,11 @@ def main() -> None:
     ap.add_argument("--moe-experts", type=int, default=8)
     ap.add_argument("--moe-cases", default="", help="e.g. b1_32k_bf16,b8_32k_bf16")
     ap.add_argument("--profile", default="b1_32k_bf16_eager,b1_32k_bf16,b8_32k_bf16")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     shape = dict(
         SHAPE,
         layers=args.layers,
@@ -481,22 +186,14 @@ def main() -> None:
                 )
             )
         except Exception as exc:  # keep the other cases' figures
-            import traceback
-
-            record["errors"][name] = traceback.format_exc()[-3000:]
-            print(f"[{name}] FAILED: {exc}", flush=True)
-            del exc
+            record_failure(record, name, name, exc)
         free_memory(args.device)
         save()
     if not args.no_prefill:
         try:
             record["rows"].append(prefill_case(model, args.prefill_ctx, args.device, gemm))
         except Exception as exc:
-            import traceback
-
-            record["errors"]["prefill"] = traceback.format_exc()[-3000:]
-            print(f"[prefill] FAILED: {exc}", flush=True)
-            del exc
+            record_failure(record, "prefill", "prefill", exc)
         save()
     if args.moe_cases:
         del model
@@ -512,11 +209,7 @@ def main() -> None:
                 row.update(case=f"moe{args.moe_experts}_{name}", moe_experts=args.moe_experts)
                 record["rows"].append(row)
             except Exception as exc:
-                import traceback
-
-                record["errors"][f"moe_{name}"] = traceback.format_exc()[-3000:]
-                print(f"[moe {name}] FAILED: {exc}", flush=True)
-                del exc
+                record_failure(record, f"moe_{name}", f"moe {name}", exc)
             free_memory(args.device)
             save()
     if args.legacy_root:

@@ -36,22 +36,16 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from filler_text import repeated_lines  # noqa: E402  (bench/filler_text.py)
+
 PAGE = 128
 MODES = ("enabled", "disabled", "adaptive")
 
 
 def snapshot_text(tokens: int) -> str:
     """About `tokens` tokens of source-like text (the byte-level tiny tokenizer: ~1 per char)."""
-    line = "def f{i}(x):\n    return x + {i}  # repository snapshot line\n"
-    out: list[str] = []
-    size = 0
-    i = 0
-    while size < tokens:
-        s = line.format(i=i)
-        out.append(s)
-        size += len(s)
-        i += 1
-    return "".join(out)
+    return repeated_lines(tokens, "def f{i}(x):\n    return x + {i}  # repository snapshot line\n")
 
 
 def row(turn: int, mode: str, usage: dict, prev_total: int | None) -> dict:

@@ -42,22 +42,20 @@ _MAX_SCHEMA_DEPTH = 64
 _NO_JSON = object()
 
 
+# Python type -> JSON type name, in the order isinstance must try them (bool is an int).
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (type(None), "null"),
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def _value_type(v: Any) -> str | None:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "boolean"
-    if isinstance(v, int):
-        return "integer"
-    if isinstance(v, float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return None
+    return next((name for t, name in _JSON_TYPES if isinstance(v, t)), None)
 
 
 def schema_types(schema: Any, _depth: int = 0) -> set[str]:

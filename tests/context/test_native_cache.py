@@ -13,6 +13,8 @@ from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import common_prefix_len
 
+from ..support.bench import load_bench
+
 PAGE = 128
 
 
@@ -28,28 +30,11 @@ def tiny_dir(tmp_path_factory):
 
 
 def recording_engine(tiny_dir):
-    from m3agent.engine.backends.native import NativeEngine
+    """The real engine; it also keeps each request and its generated token ids."""
     from m3agent.engine.native.core.engine_config import EngineConfig
 
-    class Recording(NativeEngine):
-        """The real engine; it also keeps each request and its generated token ids."""
-
-        def __init__(self, *args, **kwargs):
-            self.requests = []
-            self.generated = {}
-            super().__init__(*args, **kwargs)
-
-        def _deliver(self, out):
-            if out.finished:
-                self.generated[out.request_id] = list(out.token_ids)
-            super()._deliver(out)
-
-        async def stream(self, request):
-            self.requests.append(request)
-            async for d in super().stream(request):
-                yield d
-
-    return Recording.from_model_dir(tiny_dir, config=EngineConfig(num_gpu_blocks=600))
+    recording = load_bench("session_common").recording_engine_class()
+    return recording.from_model_dir(tiny_dir, config=EngineConfig(num_gpu_blocks=600))
 
 
 async def drive(session, ops_in):

@@ -17,6 +17,8 @@ from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine, common_prefix_len
 
+from ..support.bench import load_bench
+
 PAGE = 128
 MODES = ("enabled", "disabled", "adaptive")
 PREFIX = {"enabled": "<mm:think>", "disabled": "</mm:think>", "adaptive": ""}
@@ -64,26 +66,12 @@ def tiny_dir(tmp_path_factory):
 
 
 def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_repo, tmp_path):
-    from m3agent.engine.backends.native import NativeEngine
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
     from m3agent.engine.native.core.engine_config import EngineConfig
 
-    class Recording(NativeEngine):
-        def __init__(self, *a, **kw):
-            self.requests, self.generated = [], {}
-            super().__init__(*a, **kw)
-
-        def _deliver(self, out):
-            if out.finished:
-                self.generated[out.request_id] = list(out.token_ids)
-            super()._deliver(out)
-
-        async def stream(self, request):
-            self.requests.append(request)
-            async for d in super().stream(request):
-                yield d
-
+    # the real engine, keeping each request and its generated token ids
+    Recording = load_bench("session_common").recording_engine_class()
     repo = make_repo(
         {
             "AGENTS.md": "Answer in one line.\n",

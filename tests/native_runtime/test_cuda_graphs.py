@@ -124,8 +124,8 @@ def test_moe_stack_graph_replay_matches_eager(moe_model):
 
 def test_grouped_moe_matches_the_torch_expert_loop(moe_model, monkeypatch):
     _, outs, logits = run(moe_model, enforce_eager=True)
-    monkeypatch.setenv("M3AGENT_TORCH_OPS", "grouped_moe")
-    _, ref_outs, ref = run(moe_model, enforce_eager=True)
+    monkeypatch.setenv("M3AGENT_TORCH_OPS", "grouped_moe")  # read when a model is built
+    _, ref_outs, ref = run(build(topk=2, moe=True), enforce_eager=True)
     for a, b, oa, ob in zip(logits, ref, outs, ref_outs, strict=True):
         # the prefill's logits (300+ tokens through both MoE layers) agree; later steps may
         # part: bf16 rounding differs (fp32 accumulation across experts vs per-expert bf16

@@ -1,9 +1,7 @@
 """Paged cache inserts and dense causal GQA over the paged cache, in plain torch.
 
-These `*_torch` functions are the reference and the CPU path. The public names dispatch CUDA
-tensors to `m3agent.engine.native.kernels.ops` (same names and signatures) when that module
-provides them; kernels that want a fallback must call the `*_torch` versions, not the public
-ones, or they would call back into themselves.
+These are the references of the Triton ops of the same names (kernels/ops.py) and the CPU
+path; a model reaches either through its op table (op_table.py), chosen when it is built.
 
 Layouts (attention_metadata.py): kv_cache [num_blocks, Hkv, 128, 2*D] (K then V),
 index_cache [num_blocks, 128, Di], slot = physical_block * 128 + offset; slot < 0 is padding.
@@ -11,9 +9,7 @@ index_cache [num_blocks, 128, Di], slot = physical_block * 128 + offset; slot < 
 
 from __future__ import annotations
 
-import importlib
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -28,30 +24,6 @@ def q_chunk(heads: int, seq_len: int) -> int:
     return max(1, min(256, _SCORE_ELEMS // max(1, heads * seq_len)))
 
 
-_WIDE = (torch.float32, torch.float64)
-
-
-def kernel_op(name: str, *tensors: torch.Tensor) -> Callable | None:
-    """The Triton op `name` when every tensor is on CUDA and the kernels package has it.
-
-    The kernels are built for bf16/fp16/fp8 tensor-core tiles; float32 models (tests, parity
-    checks) take the torch path. `M3AGENT_TORCH_OPS=name,name` (or `all`) forces the torch
-    path for those ops: a switch for bisecting a kernel against its reference.
-    """
-    if not tensors or not all(t.is_cuda for t in tensors):
-        return None
-    if any(t.dtype in _WIDE for t in tensors):
-        return None
-    forced = os.environ.get("M3AGENT_TORCH_OPS", "")
-    if forced and (forced == "all" or name in forced.split(",")):
-        return None
-    try:
-        ops = importlib.import_module("m3agent.engine.native.kernels.ops")
-    except ImportError:  # no triton, or kernels not built yet: the torch path is correct
-        return None
-    return getattr(ops, name, None)
-
-
 def to_cache(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Cast for storing; e4m3 has no inf, so values past its range saturate instead of NaN."""
     if dtype == torch.float8_e4m3fn:
@@ -59,9 +31,10 @@ def to_cache(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype)
 
 
-def insert_kv_torch(
+def insert_kv(
     k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
 ) -> None:
+    """k, v [T, Hkv, D] -> written into kv_cache at slot_mapping [T]."""
     d = k.shape[-1]
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
@@ -70,26 +43,11 @@ def insert_kv_torch(
     kv_cache[blk, :, off, d:] = to_cache(v[keep], kv_cache.dtype)
 
 
-def insert_index_torch(
-    ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor
-) -> None:
+def insert_index(ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """ik [T, Di] -> written into index_cache at slot_mapping [T]."""
     keep = slot_mapping >= 0
     slots = slot_mapping[keep]
     index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache(ik[keep], index_cache.dtype)
-
-
-def insert_kv(
-    k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
-) -> None:
-    """k, v [T, Hkv, D] -> written into kv_cache at slot_mapping [T]."""
-    op = kernel_op("insert_kv", k, kv_cache)
-    (op or insert_kv_torch)(k, v, kv_cache, slot_mapping)
-
-
-def insert_index(ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
-    """ik [T, Di] -> written into index_cache at slot_mapping [T]."""
-    op = kernel_op("insert_index", ik, index_cache)
-    (op or insert_index_torch)(ik, index_cache, slot_mapping)
 
 
 def request_rows(md: AttentionMetadata) -> Iterator[tuple[int, int, int, int, int]]:
@@ -112,6 +70,22 @@ def gather_pages(cache: torch.Tensor, block_table_row: torch.Tensor, seq_len: in
     return pages.reshape(nb * BLOCK_SIZE, cache.shape[2])
 
 
+def query_chunks(
+    md: AttentionMetadata, cache: torch.Tensor, heads: int
+) -> Iterator[tuple[torch.Tensor, int, slice, torch.Tensor]]:
+    """(pages, seq length, query rows, their positions) for each request with queries in this
+    step: its pages gathered once (gather_pages), its rows in chunks that bound the
+    references' [rows, heads, L] score tensor (q_chunk)."""
+    for r, q0, ql, _cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        pages = gather_pages(cache, md.block_tables[r], sl)
+        step = q_chunk(heads, pages.shape[-2])
+        for c0 in range(0, ql, step):
+            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
+            yield pages, sl, rows, md.positions[rows]
+
+
 def masked_gqa(
     q: torch.Tensor, kv: torch.Tensor, allowed: torch.Tensor, scale: float
 ) -> torch.Tensor:
@@ -129,29 +103,15 @@ def masked_gqa(
     return o.reshape(t, hq, d).to(q.dtype)
 
 
-def dense_attention_torch(
-    q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
-) -> torch.Tensor:
-    out = torch.empty_like(q)
-    hkv = kv_cache.shape[1]
-    for r, q0, ql, _cl, sl in request_rows(md):
-        if ql == 0:
-            continue
-        kv = gather_pages(kv_cache, md.block_tables[r], sl)
-        j = torch.arange(kv.shape[1], device=q.device)
-        step = q_chunk(q.shape[1], kv.shape[1])
-        for c0 in range(0, ql, step):
-            c1 = min(ql, c0 + step)
-            pos = md.positions[q0 + c0 : q0 + c1]
-            allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
-            allowed = allowed[:, None, :].expand(-1, hkv, -1)
-            out[q0 + c0 : q0 + c1] = masked_gqa(q[q0 + c0 : q0 + c1], kv, allowed, scale)
-    return out
-
-
 def dense_attention(
     q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
 ) -> torch.Tensor:
     """Paged causal GQA: q [T, Hq, D] -> [T, Hq, D]; token at position p sees keys 0..p."""
-    op = kernel_op("dense_attention", q, kv_cache)
-    return (op or dense_attention_torch)(q, kv_cache, md, scale)
+    out = torch.empty_like(q)
+    hkv = kv_cache.shape[1]
+    for kv, sl, rows, pos in query_chunks(md, kv_cache, q.shape[1]):
+        j = torch.arange(kv.shape[1], device=q.device)
+        allowed = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
+        allowed = allowed[:, None, :].expand(-1, hkv, -1)
+        out[rows] = masked_gqa(q[rows], kv, allowed, scale)
+    return out

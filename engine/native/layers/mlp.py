@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import kernel_op
 from .linear import FusedWeights, Linear, Placement
+from .op_table import OpTable, resolve_ops
 
 
 def swiglu_oai(
@@ -51,9 +51,11 @@ class SwigluOAIMLP(nn.Module):
         dtype: torch.dtype,
         device: torch.device | str = "cpu",
         names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+        ops: OpTable | None = None,
     ) -> None:
         super().__init__()
         self.alpha, self.limit, self.beta = alpha, limit, beta
+        self.ops = ops or resolve_ops(device, dtype)
         self._names = names
         for n, (i, o) in zip(
             names, ((hidden, inter), (hidden, inter), (inter, hidden)), strict=True
@@ -69,7 +71,7 @@ class SwigluOAIMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g, u, d = self.projections()
-        op = kernel_op("swiglu_oai_merged", x, g.weight)
+        op = self.ops.swiglu_oai_merged
         if op is not None and x.dim() == 2 and self._gate_up.intact():
             return d(op(self._gate_up(x), self.alpha, self.limit, self.beta))
         return d(swiglu_oai(g(x), u(x), self.alpha, self.limit, self.beta))

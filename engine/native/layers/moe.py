@@ -12,20 +12,9 @@ from typing import cast
 import torch
 from torch import nn
 
-from .attention import kernel_op
 from .mlp import SwigluArgs, SwigluOAIMLP
-
-
-def route(
-    logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, scaling: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """fp32 router logits [T, E] -> (weights [T, k] fp32, expert ids [T, k] int64)."""
-    scores = torch.sigmoid(logits.float())
-    choice = scores if bias is None else scores + bias.float()[None, :]
-    ids = torch.topk(choice, top_k, dim=-1).indices
-    w = scores.gather(1, ids)  # the unbiased scores of the chosen experts
-    w = w / w.sum(-1, keepdim=True)
-    return w * scaling, ids
+from .op_table import OpTable, resolve_ops
+from .router import route
 
 
 class _Gate(nn.Module):
@@ -53,11 +42,15 @@ class MoE(nn.Module):
         dtype: torch.dtype,
         device: torch.device | str = "cpu",
         experts_device: torch.device | str | None = None,
+        ops: OpTable | None = None,
     ) -> None:
         super().__init__()
         # experts_device "meta": the routed experts get no memory here; the offload path
         # (engine/offload/placement.py) holds them in host memory instead.
         edev = device if experts_device is None else experts_device
+        self.ops = ops or resolve_ops(device, dtype)
+        # the routed experts' ops are those of the device that holds them
+        expert_ops = self.ops if experts_device is None else resolve_ops(edev, dtype)
         self.top_k = top_k
         self.scaling = routed_scaling_factor
         # The router stays fp32 whatever the model dtype (vLLM's GateLinear).
@@ -81,10 +74,14 @@ class MoE(nn.Module):
         }
         ekw: SwigluArgs = {**kw, "device": edev}
         experts = [
-            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), **ekw) for _ in range(num_experts)
+            SwigluOAIMLP(hidden, inter, names=("w1", "w3", "w2"), ops=expert_ops, **ekw)
+            for _ in range(num_experts)
         ]
         self.experts = nn.ModuleList(experts)
-        self.shared_experts = SwigluOAIMLP(hidden, inter * n_shared, **kw) if n_shared > 0 else None
+        self.shared_experts = (
+            SwigluOAIMLP(hidden, inter * n_shared, ops=self.ops, **kw) if n_shared > 0 else None
+        )
+        self.expert_ops = expert_ops  # the grouped kernel reads the stacked weights below
         self.alpha, self.limit, self.beta = alpha, limit, beta
         # All experts' weights stacked, [E, 2I, H] (gate | up) and [E, H, I], for the grouped
         # kernel (kernels/moe_grouped.py); each expert's checkpoint-named Linears are views.
@@ -109,13 +106,9 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = torch.nn.functional.linear(x.float(), self.gate.weight)
-        grouped = kernel_op("grouped_moe", x, self._w13) if x.dim() == 2 else None
+        grouped = self.expert_ops.grouped_moe if x.dim() == 2 else None
         if grouped is not None and self._stacked_intact():
-            router = kernel_op("route", x)
-            if router is not None:
-                w, ids = router(logits, self.e_score_correction_bias, self.top_k, self.scaling)
-            else:
-                w, ids = route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
+            w, ids = self.ops.route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
             out = grouped(x, self._w13, self._w2, w, ids, self.alpha, self.limit, self.beta)
             if self.shared_experts is not None:
                 out += self.shared_experts(x).float()

@@ -1,6 +1,7 @@
 """MiniMax Sparse Attention in plain torch (SPEC §2.3-2.5): block scoring, top-k block
-selection per index head, sparse GQA over the selected blocks. Reference and CPU path; CUDA
-tensors dispatch to kernels.ops like attention.py (kernels fall back to the *_torch names).
+selection per index head, sparse GQA over the selected blocks. The references of the Triton
+ops of the same names (kernels/ops.py) and the CPU path, reached through the op table like
+attention.py's.
 """
 
 from __future__ import annotations
@@ -8,13 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .attention import (
-    gather_pages,
-    kernel_op,
-    masked_gqa,
-    q_chunk,
-    request_rows,
-)
+from .attention import masked_gqa, query_chunks
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).
@@ -55,29 +50,6 @@ def select_from_scores(
     return out
 
 
-def index_select_blocks_torch(
-    iq: torch.Tensor,
-    index_cache: torch.Tensor,
-    md: AttentionMetadata,
-    topk: int,
-    init_blocks: int,
-    local_blocks: int,
-) -> torch.Tensor:
-    t_all, h, _ = iq.shape
-    out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
-    for r, q0, ql, _cl, sl in request_rows(md):
-        if ql == 0:
-            continue
-        ik = gather_pages(index_cache, md.block_tables[r], sl)
-        step = q_chunk(h, ik.shape[0])
-        for c0 in range(0, ql, step):
-            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
-            pos = md.positions[rows]
-            scores = block_scores(iq[rows], ik, pos)
-            out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
-    return out
-
-
 def index_select_blocks(
     iq: torch.Tensor,
     index_cache: torch.Tensor,
@@ -88,37 +60,11 @@ def index_select_blocks(
 ) -> torch.Tensor:
     """iq [T, H, Di] (normed, roped) -> [T, H, topk] int32 logical block ids per index head
     (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
-    op = kernel_op("index_select_blocks", iq, index_cache)
-    return (op or index_select_blocks_torch)(iq, index_cache, md, topk, init_blocks, local_blocks)
-
-
-def sparse_attention_torch(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    topk_idx: torch.Tensor,
-    md: AttentionMetadata,
-    scale: float,
-) -> torch.Tensor:
-    out = torch.empty_like(q)
-    hkv = kv_cache.shape[1]
-    for r, q0, ql, _cl, sl in request_rows(md):
-        if ql == 0:
-            continue
-        kv = gather_pages(kv_cache, md.block_tables[r], sl)
-        nb = kv.shape[1] // BLOCK_SIZE
-        j = torch.arange(kv.shape[1], device=q.device)
-        step = q_chunk(q.shape[1], kv.shape[1])
-        for c0 in range(0, ql, step):
-            rows = slice(q0 + c0, q0 + min(ql, c0 + step))
-            pos = md.positions[rows]
-            sel = topk_idx[rows].long()  # [t, Hkv, K]
-            nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
-            ok = (sel >= 0) & (sel < nvis) & (sel < nb)  # ids past the visible range: skipped
-            chosen = torch.zeros(sel.shape[0], hkv, nb + 1, dtype=torch.bool, device=q.device)
-            chosen.scatter_(2, torch.where(ok, sel, nb), True)
-            blocks = chosen[..., :nb].repeat_interleave(BLOCK_SIZE, dim=2)  # [t, Hkv, L]
-            causal = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
-            out[rows] = masked_gqa(q[rows], kv, blocks & causal[:, None, :], scale)
+    t_all, h, _ = iq.shape
+    out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
+    for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
+        scores = block_scores(iq[rows], ik, pos)
+        out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
     return out
 
 
@@ -131,5 +77,17 @@ def sparse_attention(
 ) -> torch.Tensor:
     """q [T, Hq, D]; query head qh of KV group g = qh // (Hq/Hkv) attends to the keys j <= pos
     of the blocks topk_idx[t, g] (SPEC §2.5). Exact softmax in fp32 -> [T, Hq, D]."""
-    op = kernel_op("sparse_attention", q, kv_cache)
-    return (op or sparse_attention_torch)(q, kv_cache, topk_idx, md, scale)
+    out = torch.empty_like(q)
+    hkv = kv_cache.shape[1]
+    for kv, sl, rows, pos in query_chunks(md, kv_cache, q.shape[1]):
+        nb = kv.shape[1] // BLOCK_SIZE
+        j = torch.arange(kv.shape[1], device=q.device)
+        sel = topk_idx[rows].long()  # [t, Hkv, K]
+        nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
+        ok = (sel >= 0) & (sel < nvis) & (sel < nb)  # ids past the visible range: skipped
+        chosen = torch.zeros(sel.shape[0], hkv, nb + 1, dtype=torch.bool, device=q.device)
+        chosen.scatter_(2, torch.where(ok, sel, nb), True)
+        blocks = chosen[..., :nb].repeat_interleave(BLOCK_SIZE, dim=2)  # [t, Hkv, L]
+        causal = (j[None, :] <= pos[:, None]) & (j[None, :] < sl)
+        out[rows] = masked_gqa(q[rows], kv, blocks & causal[:, None, :], scale)
+    return out

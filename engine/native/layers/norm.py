@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import kernel_op
+from .op_table import OpTable, resolve_ops
 
 
 class _Norm(nn.Module):
@@ -34,6 +34,18 @@ class GemmaRMSNorm(_Norm):
 
     initial = 0.0
 
+    def __init__(
+        self,
+        dim: int,
+        eps: float,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        ops: OpTable | None = None,
+    ) -> None:
+        super().__init__(dim, eps, device=device, dtype=dtype)
+        self.ops = ops or resolve_ops(device, dtype)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -44,7 +56,7 @@ class GemmaRMSNorm(_Norm):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(norm(x + residual), x + residual), or (norm(x), x) without a residual: the
         decoder's pre-norm step, one Triton launch on CUDA (kernels/add_rmsnorm.py)."""
-        op = kernel_op("add_rmsnorm", x, self.weight) if x.dim() == 2 else None
+        op = self.ops.add_rmsnorm if x.dim() == 2 else None
         if op is not None:
             return op(x, residual, self.weight, self.eps)
         residual = x if residual is None else x + residual

@@ -14,10 +14,10 @@ from torch import nn
 
 from ..core.attention_metadata import AttentionMetadata
 from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from ..layers.attention import dense_attention, insert_kv
 from ..layers.linear import Embedding, Linear, Placement
 from ..layers.mlp import SiluMLP
 from ..layers.norm import RMSNorm
+from ..layers.op_table import OpTable, resolve_ops
 from ..layers.rope import RotaryEmbedding
 
 
@@ -90,9 +90,15 @@ class LlamaConfig:
 
 class LlamaAttention(nn.Module):
     def __init__(
-        self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype, device: torch.device | str
+        self,
+        c: LlamaConfig,
+        rope: RotaryEmbedding,
+        dtype: torch.dtype,
+        device: torch.device | str,
+        ops: OpTable,
     ) -> None:
         super().__init__()
+        self.ops = ops
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.scale = c.head_dim**-0.5
         self.rope = [rope]
@@ -114,20 +120,25 @@ class LlamaAttention(nn.Module):
         q = rope.rotate(self.q_proj(x).view(t, self.hq, self.d), *cos_sin)
         k = rope.rotate(self.k_proj(x).view(t, self.hkv, self.d), *cos_sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
-        insert_kv(k, v, cache.kv, md.slot_mapping)
-        o = dense_attention(q, cache.kv, md, self.scale)
+        self.ops.insert_kv(k, v, cache.kv, md.slot_mapping)
+        o = self.ops.dense_attention(q, cache.kv, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
 
 class LlamaDecoderLayer(nn.Module):
     def __init__(
-        self, c: LlamaConfig, rope: RotaryEmbedding, dtype: torch.dtype, device: torch.device | str
+        self,
+        c: LlamaConfig,
+        rope: RotaryEmbedding,
+        dtype: torch.dtype,
+        device: torch.device | str,
+        ops: OpTable,
     ) -> None:
         super().__init__()
         kw: Placement = {"dtype": dtype, "device": device}
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
-        self.self_attn = LlamaAttention(c, rope, dtype, device)
+        self.self_attn = LlamaAttention(c, rope, dtype, device, ops)
         self.mlp = SiluMLP(c.hidden_size, c.intermediate_size, **kw)
 
     def forward(
@@ -142,12 +153,15 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, c: LlamaConfig, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(
+        self, c: LlamaConfig, dtype: torch.dtype, device: torch.device | str, ops: OpTable
+    ) -> None:
         super().__init__()
         self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, dtype=dtype, device=device)
         self.rotary_emb = RotaryEmbedding(c.head_dim, c.head_dim, c.rope_theta)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(c, self.rotary_emb, dtype, device) for _ in range(c.num_hidden_layers)
+            LlamaDecoderLayer(c, self.rotary_emb, dtype, device, ops)
+            for _ in range(c.num_hidden_layers)
         )
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, dtype=dtype, device=device)
 
@@ -177,7 +191,8 @@ class LlamaForCausalLM(nn.Module):
             eos_token_ids=config.eos_token_id,
             dtype=dtype,
         )
-        self.model = LlamaModel(config, dtype, device)
+        self.ops = resolve_ops(device, dtype)  # chosen once for this device and dtype
+        self.model = LlamaModel(config, dtype, device, self.ops)
         if not config.tie_word_embeddings:
             self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 

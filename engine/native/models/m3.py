@@ -13,17 +13,11 @@ from torch import nn
 from ...m3.config import M3TextConfig
 from ..core.attention_metadata import AttentionMetadata
 from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from ..layers.attention import (
-    dense_attention,
-    insert_index,
-    insert_kv,
-    kernel_op,
-)
 from ..layers.linear import Embedding, FusedWeights, Linear, Placement
 from ..layers.mlp import SwigluArgs, SwigluOAIMLP
 from ..layers.moe import MoE
-from ..layers.msa import index_select_blocks, sparse_attention
 from ..layers.norm import GemmaRMSNorm
+from ..layers.op_table import OpTable, resolve_ops
 from ..layers.rope import RotaryEmbedding
 
 
@@ -35,9 +29,11 @@ class M3Attention(nn.Module):
         rope: RotaryEmbedding,
         dtype: torch.dtype,
         device: torch.device | str,
+        ops: OpTable,
     ) -> None:
         super().__init__()
         self.sparse = sparse
+        self.ops = ops
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.scale = c.head_dim**-0.5
         self.rope = [rope]  # shared, not a submodule (it has no weights)
@@ -47,8 +43,8 @@ class M3Attention(nn.Module):
         self.k_proj = Linear(h, self.hkv * self.d, **kw)
         self.v_proj = Linear(h, self.hkv * self.d, **kw)
         self.o_proj = Linear(self.hq * self.d, h, **kw)
-        self.q_norm = GemmaRMSNorm(self.d, c.rms_norm_eps, **kw)
-        self.k_norm = GemmaRMSNorm(self.d, c.rms_norm_eps, **kw)
+        self.q_norm = GemmaRMSNorm(self.d, c.rms_norm_eps, ops=ops, **kw)
+        self.k_norm = GemmaRMSNorm(self.d, c.rms_norm_eps, ops=ops, **kw)
         if sparse:
             s = c.sparse_attention_config
             self.hidx, self.di = s.sparse_num_index_heads, s.sparse_index_dim
@@ -59,8 +55,8 @@ class M3Attention(nn.Module):
             )
             self.index_q_proj = Linear(h, self.hidx * self.di, **kw)
             self.index_k_proj = Linear(h, self.di, **kw)  # one shared index-key head
-            self.index_q_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
-            self.index_k_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, **kw)
+            self.index_q_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, ops=ops, **kw)
+            self.index_k_norm = GemmaRMSNorm(self.di, c.rms_norm_eps, ops=ops, **kw)
         self.eps = c.rms_norm_eps
         # One GEMM for q | index q | k | v | index k (the CUDA path); the checkpoint-named
         # Linears are views of its row blocks.
@@ -76,9 +72,7 @@ class M3Attention(nn.Module):
         rope_rows=None,
     ) -> torch.Tensor:
         t = x.shape[0]
-        fused = (
-            kernel_op("fused_qknorm_rope_insert", x, cache.kv) if rope_rows is not None else None
-        )
+        fused = self.ops.fused_qknorm_rope_insert if rope_rows is not None else None
         if fused is not None and self._qkv.intact():
             return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
@@ -86,9 +80,10 @@ class M3Attention(nn.Module):
         q = rope.rotate(self.q_norm(self.q_proj(x).view(t, self.hq, self.d)), cos, sin)
         k = rope.rotate(self.k_norm(self.k_proj(x).view(t, self.hkv, self.d)), cos, sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
-        insert_kv(k, v, cache.kv, md.slot_mapping)
+        ops = self.ops
+        ops.insert_kv(k, v, cache.kv, md.slot_mapping)
         if not self.sparse:
-            o = dense_attention(q, cache.kv, md, self.scale)
+            o = ops.dense_attention(q, cache.kv, md, self.scale)
         else:
             if cache.index is None:
                 raise ValueError("an MSA layer was given no index cache")
@@ -96,11 +91,11 @@ class M3Attention(nn.Module):
                 self.index_q_norm(self.index_q_proj(x).view(t, self.hidx, self.di)), cos, sin
             )
             ik = rope.rotate(self.index_k_norm(self.index_k_proj(x).view(t, 1, self.di)), cos, sin)
-            insert_index(ik[:, 0], cache.index, md.slot_mapping)
-            sel = index_select_blocks(
+            ops.insert_index(ik[:, 0], cache.index, md.slot_mapping)
+            sel = ops.index_select_blocks(
                 iq, cache.index, md, self.topk, self.init_blocks, self.local_blocks
             )
-            o = sparse_attention(q, cache.kv, sel, md, self.scale)
+            o = ops.sparse_attention(q, cache.kv, sel, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
     def _forward_fused(
@@ -145,10 +140,10 @@ class M3Attention(nn.Module):
                 iq_out,
             )
             iq = iq if iq_out is None else iq_out
-            sel = index_select_blocks(
+            sel = self.ops.index_select_blocks(
                 iq, cache.index, md, self.topk, self.init_blocks, self.local_blocks
             )
-            o = sparse_attention(q, cache.kv, sel, md, self.scale)
+            o = self.ops.sparse_attention(q, cache.kv, sel, md, self.scale)
         else:
             _, k, v = views
             k, v = k.view(t, self.hkv, self.d), v.view(t, self.hkv, self.d)
@@ -169,7 +164,7 @@ class M3Attention(nn.Module):
                 None,
                 md.slot_mapping,
             )
-            o = dense_attention(q, cache.kv, md, self.scale)
+            o = self.ops.dense_attention(q, cache.kv, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
 
@@ -181,13 +176,14 @@ class M3DecoderLayer(nn.Module):
         rope: RotaryEmbedding,
         dtype: torch.dtype,
         device: torch.device | str,
+        ops: OpTable,
         experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         kw: Placement = {"dtype": dtype, "device": device}
-        self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
-        self.post_attention_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
-        self.self_attn = M3Attention(c, c.is_sparse_layer(i), rope, dtype, device)
+        self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
+        self.post_attention_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
+        self.self_attn = M3Attention(c, c.is_sparse_layer(i), rope, dtype, device, ops)
         act: SwigluArgs = {
             "alpha": c.swiglu_alpha,
             "limit": c.swiglu_limit,
@@ -205,10 +201,11 @@ class M3DecoderLayer(nn.Module):
                 c.routed_scaling_factor,
                 c.use_routing_bias,
                 experts_device=experts_device,
+                ops=ops,
                 **act,
             )
         else:
-            self.mlp = SwigluOAIMLP(c.hidden_size, c.dense_intermediate_size, **act)
+            self.mlp = SwigluOAIMLP(c.hidden_size, c.dense_intermediate_size, ops=ops, **act)
 
     def forward(
         self,
@@ -232,6 +229,7 @@ class M3Model(nn.Module):
         c: M3TextConfig,
         dtype: torch.dtype,
         device: torch.device | str,
+        ops: OpTable,
         experts_device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
@@ -240,10 +238,10 @@ class M3Model(nn.Module):
         rope = RotaryEmbedding(c.head_dim, c.rotary_dim, c.rope_theta, c.rope_scaling)
         self.rotary_emb = rope
         self.layers = nn.ModuleList(
-            M3DecoderLayer(c, i, rope, dtype, device, experts_device)
+            M3DecoderLayer(c, i, rope, dtype, device, ops, experts_device)
             for i in range(c.num_hidden_layers)
         )
-        self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
+        self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
 
 
 class M3ForCausalLM(nn.Module):
@@ -279,7 +277,9 @@ class M3ForCausalLM(nn.Module):
             # kernel), so the runner may replay it from a CUDA graph.
             cuda_graphs=True,
         )
-        self.model = M3Model(config, dtype, device, experts_device)
+        # Triton ops or torch references, chosen once for this device and dtype (op_table.py)
+        self.ops = resolve_ops(device, dtype)
+        self.model = M3Model(config, dtype, device, self.ops, experts_device)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 
     def cache_specs(self) -> list[LayerCacheSpec]:
@@ -307,7 +307,7 @@ class M3ForCausalLM(nn.Module):
         h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         rope_rows = None
-        if h.is_cuda and caches and kernel_op("fused_qknorm_rope_insert", h, caches[0].kv):
+        if caches and self.ops.fused_qknorm_rope_insert is not None:
             # the fused kernel reads cos | sin rows by index: this step's rows, row t for token t
             rope_rows = (
                 torch.cat(cos_sin, dim=-1),
