@@ -18,25 +18,19 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from m3agent.tools.claude_names import tools_named
 from m3agent.tools.globs import glob_to_regex
 
 _RULE = re.compile(r"([^()\s]+)\((.*)\)")
 
 
 @functools.cache
-def _tools() -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
-    """(Claude Code's name in a rule -> our tools, our tools whose rules are not paths), as
-    each built-in tool declares them (tools/base.py: claude_names, takes_paths)."""
+def _no_paths() -> frozenset[str]:
+    """Our tools whose rules are not paths (the shell's are command prefixes), as each
+    built-in tool declares it (tools/base.py: takes_paths)."""
     from m3agent.tools.toolset import default_toolset
 
-    aliases: dict[str, tuple[str, ...]] = {}
-    no_paths = set()
-    for t in default_toolset().tools():
-        for cc in t.claude_names:
-            aliases[cc] = (*aliases.get(cc, ()), t.name)
-        if not t.takes_paths:
-            no_paths.add(t.name)
-    return aliases, frozenset(no_paths)
+    return frozenset(t.name for t in default_toolset().tools() if not t.takes_paths)
 
 
 class RuleError(ValueError):
@@ -54,7 +48,8 @@ class PathRule:
 
 
 def tool_names(name: str) -> tuple[str, ...]:
-    return _tools()[0].get(name, (name,))
+    """Our tools a rule's tool names: Claude Code's names too (tools/claude_names.py)."""
+    return tools_named(name)
 
 
 def parse_rule(text: str, *, check: bool = True) -> PathRule:
@@ -68,7 +63,7 @@ def parse_rule(text: str, *, check: bool = True) -> PathRule:
         return PathRule(tool_names(text), None)
     tool, pattern = m.group(1), m.group(2)
     tools = tool_names(tool)
-    if any(t in _tools()[1] for t in tools):
+    if any(t in _no_paths() for t in tools):
         raise RuleError(
             f"rule {text!r}: {tool} takes command prefixes, not paths "
             "(shell_prefixes, or `p`/`s` in an approval)"
