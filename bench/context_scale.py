@@ -35,6 +35,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scheduling import realtime, scheduler  # noqa: E402
+
 # Binaries that would only make `git add` slow (the snapshot skips them by extension anyway).
 _SKIP_SUFFIXES = (".so", ".pyc", ".a", ".dylib", ".o")
 _PREFERRED = ("torch", "numpy", "transformers", "textual", "rich", "markdown_it", "scipy")
@@ -318,8 +321,16 @@ def main() -> None:
     ap.add_argument("--legacy-repeat", type=int, default=1)
     ap.add_argument("--legacy-only", action="store_true", help="measure only --legacy-root")
     ap.add_argument("--compare-with", type=Path, default=None, help="an earlier result's JSON")
+    ap.add_argument(
+        "--realtime",
+        action="store_true",
+        help="run (with every m3agent it starts) under SCHED_FIFO: a shared machine's other "
+        "processes stop disturbing the wall times (root or CAP_SYS_NICE; recorded in the JSON)",
+    )
     ap.add_argument("--out", type=Path, default=Path("bench/results/context_scale.json"))
     args = ap.parse_args()
+    if args.realtime:
+        realtime()
     rows = []
     for name in args.tree or ["torch", "site"]:
         t0 = time.perf_counter()
@@ -355,6 +366,7 @@ def main() -> None:
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "load_avg_at_end": os.getloadavg(),
+        "scheduler": scheduler(),
         "note": "cpu_s = user + sys of the run (children included); load_1m = the 1-minute "
         "load average when the run started (2 cores shared with other processes)",
         "python": sys.version.split()[0],

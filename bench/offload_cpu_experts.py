@@ -21,12 +21,16 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
 from m3agent.engine.offload.cpu_experts import CpuExperts, HostExpertLayer, physical_cores
 from m3agent.engine.offload.plan import ExpertForm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scheduling import scheduler  # noqa: E402
 
 
 def host_read_bw(buf: torch.Tensor, repeats: int = 3) -> float:
@@ -69,16 +73,6 @@ def random_layer(form: ExpertForm, experts: int, h: int, inter: int, seed: int) 
     w13 = (torch.randn(experts, n13, h // 2, 16, 2, generator=g) * 0.02).bfloat16()
     w2 = (torch.randn(experts, n2, inter // 2, 16, 2, generator=g) * 0.02).bfloat16()
     return HostExpertLayer(form, h, inter, w13, w2)
-
-
-def scheduler() -> str:
-    """This process's scheduling policy: under `chrt -f N` (SCHED_FIFO) a shared machine's
-    other processes get ~5% of the CPU while it runs, which is how the 2-core figures are
-    taken (docs/offload.md)."""
-    policy = os.sched_getscheduler(0)
-    if policy == os.SCHED_FIFO:
-        return f"SCHED_FIFO {os.sched_getparam(0).sched_priority}"
-    return "SCHED_RR" if policy == os.SCHED_RR else "default"
 
 
 def environment(threads: int) -> dict:

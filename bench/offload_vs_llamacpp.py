@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -50,6 +49,7 @@ from offload_cpu_experts import (  # noqa: E402
     random_layer,
     summarize,
 )
+from scheduling import realtime  # noqa: E402
 
 H, INTER, EXPERTS, TOP_K, VOCAB = 6144, 3072, 16, 4, 259
 # One head of 144: a width llama.cpp's AMX matmul refuses (output rows not a multiple of 32),
@@ -187,15 +187,6 @@ def interleaved_samples(
                        "token_ms_k4": t[TOP_K] * 1e3, "token_ms_k1": t[1] * 1e3,
                        "ours_ms_same_round": ours[-1]["ms"] / layers})  # fmt: skip
     return ours, theirs
-
-
-def realtime() -> None:
-    """Every thread of this process (and the ones it starts later) under SCHED_FIFO: on a
-    shared 2-core machine other processes then get ~5% of the CPU while this runs, the same
-    for both sides (the environment row records it)."""
-    param = os.sched_param(50)
-    for tid in os.listdir("/proc/self/task"):
-        os.sched_setscheduler(int(tid), os.SCHED_FIFO, param)
 
 
 def main() -> None:
