@@ -18,11 +18,12 @@ import triton.language as tl
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .common import (
     LOG2E,
+    kv_page,
     next_pow2,
     online_softmax_step,
     token_to_request,
 )
-from .split_k_merge import _merge
+from .split_k_merge import _merge, merge_step
 
 
 @triton.jit
@@ -37,23 +38,13 @@ def _decode_kernel(
     plse_ptr,
     out_ptr,
     cnt_ptr,
-    sq_t,
-    sq_h,
-    skv_page,
-    skv_h,
-    skv_off,
-    stk_t,
-    stk_h,
+    sq,
+    skv,
+    stk,
     stride_bt,
-    sp_t,
-    sp_g,
-    sp_c,
-    sp_h,
-    sl_t,
-    sl_g,
-    sl_c,
-    so_t,
-    so_h,
+    sp,
+    sl,
+    so,
     qk_scale,
     uniform_qlen,
     C: tl.constexpr,
@@ -66,6 +57,12 @@ def _decode_kernel(
     KV_FP8: tl.constexpr,
     FUSED_MERGE: tl.constexpr,
 ):
+    """sq, skv, stk, sp, sl, so: the strides of q, the KV cache, topk_idx, po, plse, out."""
+    sq_t, sq_h = sq
+    stk_t, stk_h = stk
+    sp_t, sp_g, sp_c, sp_h = sp
+    sl_t, sl_g, sl_c = sl
+    so_t, so_h = so
     t = tl.program_id(0)
     g = tl.program_id(1)
     c = tl.program_id(2)
@@ -97,7 +94,7 @@ def _decode_kernel(
         page = tl.sum(tl.where(ids == i, pages, 0), axis=0).to(tl.int64)
         valid = (blk >= 0) & (blk < nvis)
         lmask = (tl.zeros((BLK, D), tl.int32) + valid.to(tl.int32)) != 0
-        base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
+        base = kv_page(kv_ptr, skv, page, g, offs, d)
         k = tl.load(base, mask=lmask, other=0.0).to(q.dtype)
         v = tl.load(base + D, mask=lmask, other=0.0).to(q.dtype)
         s = tl.dot(q, tl.trans(k)) * qk_scale
@@ -145,17 +142,7 @@ def _merge_group(
     tot = tl.zeros((G,), tl.float32)
     acc = tl.zeros((G, D), tl.float32)
     for c in tl.static_range(C):
-        lse = tl.load(plse + c * sl_c + h, cache_modifier=".cg")
-        live = lse > float("-inf")
-        w = tl.where(live, tl.exp2(lse - mx), 0.0)
-        o = tl.load(
-            po + c * sp_c + h[:, None] * sp_h + d[None, :],
-            mask=live[:, None],
-            other=0.0,
-            cache_modifier=".cg",
-        ).to(tl.float32)
-        tot += w
-        acc += w[:, None] * o
+        tot, acc = merge_step(plse + c * sl_c + h, po, c, sp_c, sp_h, h, d, mx, tot, acc, ".cg")
     res = acc / tl.where(tot > 0, tot, 1.0)[:, None]
     tl.store(out + h[:, None] * so_h + d[None, :], res.to(out.dtype.element_ty))
 
@@ -244,18 +231,13 @@ def sparse_attention_decode(
         plse,
         out,
         cnt,
-        q.stride(0),
-        q.stride(1),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        kv_cache.stride(2),
-        topk_idx.stride(0),
-        topk_idx.stride(1),
+        q.stride()[:2],
+        kv_cache.stride()[:3],
+        topk_idx.stride()[:2],
         md.block_tables.stride(0),
-        *po.stride()[:4],
-        *plse.stride()[:3],
-        out.stride(0),
-        out.stride(1),
+        po.stride()[:4],
+        plse.stride()[:3],
+        out.stride()[:2],
         scale * LOG2E,
         dql,
         C=c,
