@@ -1,6 +1,5 @@
-"""Small helpers shared by the MSA kernels: dtypes, token->request maps, query tiles, launch
-arguments, and the jitted pieces several kernels inline (a query tile's rows, a paged K/V
-page's pointers and causal scores, the online-softmax step, a partial's normalisation)."""
+"""Small helpers shared by the MSA kernels: dtypes, token->request maps, query tiles (and the
+jitted tile_rows that reads one), the references' request gathers."""
 
 from __future__ import annotations
 
@@ -87,20 +86,6 @@ def gather_request_index(
 
 
 @triton.jit
-def online_softmax_step(s, v, m_i, l_i, acc):
-    """One KV tile of a base-2 online softmax (SPEC 2.5): s [M, N] log2-scaled scores (-inf
-    where masked), v [N, D]; returns the updated running max, sum and accumulator. P is cast
-    to V's dtype before P.V, as vLLM's kernels do."""
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(s - m_safe[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return m_new, l_i, acc
-
-
-@triton.jit
 def tile_rows(tile, tiles, pos_ptr, M: tl.constexpr, H: tl.constexpr, TILE_IS_REQ: tl.constexpr):
     """The M = tokens x H rows of query tile `tile` (tiles from query_tile_plan): its request
     (int64), each row's token, head, in-tile flag and position (int32, 0 outside)."""
@@ -119,69 +104,3 @@ def tile_rows(tile, tiles, pos_ptr, M: tl.constexpr, H: tl.constexpr, TILE_IS_RE
     ok = tok < t_end
     pos = tl.load(pos_ptr + tok, mask=ok, other=0).to(tl.int32)
     return req, tok, head, ok, pos
-
-
-def attention_operands(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    md: AttentionMetadata,
-    po: torch.Tensor,
-    plse: torch.Tensor,
-) -> tuple[tuple[torch.Tensor, ...], tuple]:
-    """(pointers, strides) of the dense and sparse-prefill kernels: q [T, Hq, D], the paged
-    KV cache, positions, block tables and the split-K partials po [T, Hkv, C, G, D] and
-    plse [T, Hkv, C, G]."""
-    ptrs = (q, kv_cache, md.positions, md.block_tables, po, plse)
-    strides = (
-        q.stride()[:2],
-        kv_cache.stride()[:3],
-        md.block_tables.stride(0),
-        po.stride()[:4],
-        plse.stride()[:3],
-    )
-    return ptrs, strides
-
-
-@triton.jit
-def kv_page(kv_ptr, skv, page, g, offs, d):
-    """Pointers [BLK, D] to the K rows of KV head g in cache page `page` (V sits D further);
-    skv: the cache's (page, head, offset) strides."""
-    skv_page, skv_h, skv_off = skv
-    return kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
-
-
-@triton.jit
-def causal_page_scores(
-    q,
-    kv_ptr,
-    bt_ptr,
-    skv,
-    stride_bt,
-    req,
-    b,
-    g,
-    pos,
-    offs,
-    d,
-    qk_scale,
-    D: tl.constexpr,
-    BLK: tl.constexpr,
-):
-    """Log2-scaled scores [M, BLK] of q against logical block b of request req (-inf past each
-    row's position) and that page's V [BLK, D], both in q's dtype."""
-    page = tl.load(bt_ptr + req * stride_bt + b).to(tl.int64)
-    base = kv_page(kv_ptr, skv, page, g, offs, d)
-    k = tl.load(base).to(q.dtype)
-    v = tl.load(base + D).to(q.dtype)
-    s = tl.dot(q, tl.trans(k)) * qk_scale
-    s = tl.where((b * BLK + offs)[None, :] <= pos[:, None], s, float("-inf"))
-    return s, v
-
-
-@triton.jit
-def finish_partial(acc, l_i, m_i):
-    """Normalised partial output and its base-2 log-sum-exp (-inf for rows that saw no key)."""
-    has = l_i > 0
-    o = acc / tl.where(has, l_i, 1.0)[:, None]
-    lse = tl.where(has, m_i + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-    return o, lse

@@ -15,17 +15,15 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import (
-    LOG2E,
+from .attention_parts import (
     attention_operands,
     causal_page_scores,
     finish_partial,
-    gather_request_kv,
-    next_pow2,
+    load_q_rows,
     online_softmax_step,
-    query_tile_plan,
-    tile_rows,
+    store_partial,
 )
+from .common import LOG2E, gather_request_kv, next_pow2, query_tile_plan, tile_rows
 from .split_k_merge import _merge
 
 
@@ -43,43 +41,25 @@ def _dense_kernel(
     TILE_IS_REQ: tl.constexpr,
 ):
     """ptrs, strides: attention_operands; tiles: query_tile_plan's."""
-    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr = ptrs
-    (sq_t, sq_h), skv, stride_bt, (sp_t, sp_g, sp_c, sp_h), (sl_t, sl_g, sl_c) = strides
     tile = tl.program_id(0)
     g = tl.program_id(1)
     split = tl.program_id(2)
     M: tl.constexpr = BLOCK_T * G
-    req, tok, hh, ok, pos = tile_rows(tile, tiles, pos_ptr, M, G, TILE_IS_REQ)
+    req, tok, hh, ok, pos = tile_rows(tile, tiles, ptrs[2], M, G, TILE_IS_REQ)
     nvis_max = tl.max(tl.where(ok, pos, 0), axis=0) // BLK + 1
     d = tl.arange(0, D)
     offs = tl.arange(0, BLK)
-    q = tl.load(
-        q_ptr + tok[:, None].to(tl.int64) * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
-        mask=ok[:, None],
-        other=0.0,
-    )
+    q = load_q_rows(ptrs, strides, tok, g, hh, ok, d, G)
     m_i = tl.full((M,), float("-inf"), tl.float32)
     l_i = tl.zeros((M,), tl.float32)
     acc = tl.zeros((M, D), tl.float32)
     b_lo = split * blocks_per_split
     b_hi = tl.minimum(b_lo + blocks_per_split, nvis_max)
     for b in range(b_lo, b_hi):
-        s, v = causal_page_scores(
-            q, kv_ptr, bt_ptr, skv, stride_bt, req, b, g, pos, offs, d, qk_scale, D, BLK
-        )
+        s, v = causal_page_scores(q, ptrs, strides, req, b, g, pos, offs, d, qk_scale, D, BLK)
         m_i, l_i, acc = online_softmax_step(s, v, m_i, l_i, acc)
     o, lse = finish_partial(acc, l_i, m_i)
-    tl.store(
-        po_ptr
-        + tok[:, None].to(tl.int64) * sp_t
-        + g * sp_g
-        + split * sp_c
-        + hh[:, None] * sp_h
-        + d[None, :],
-        o.to(po_ptr.dtype.element_ty),
-        mask=ok[:, None],
-    )
-    tl.store(plse_ptr + tok.to(tl.int64) * sl_t + g * sl_g + split * sl_c + hh, lse, mask=ok)
+    store_partial(ptrs, strides, tok, g, split, split, hh, d, o, lse, ok)
 
 
 def dense_attention(

@@ -16,13 +16,8 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import (
-    LOG2E,
-    kv_page,
-    next_pow2,
-    online_softmax_step,
-    token_to_request,
-)
+from .attention_parts import online_softmax_step
+from .common import LOG2E, next_pow2, token_to_request
 from .split_k_merge import _merge, merge_step
 
 
@@ -59,6 +54,7 @@ def _decode_kernel(
 ):
     """sq, skv, stk, sp, sl, so: the strides of q, the KV cache, topk_idx, po, plse, out."""
     sq_t, sq_h = sq
+    skv_page, skv_h, skv_off = skv
     stk_t, stk_h = stk
     sp_t, sp_g, sp_c, sp_h = sp
     sl_t, sl_g, sl_c = sl
@@ -94,7 +90,7 @@ def _decode_kernel(
         page = tl.sum(tl.where(ids == i, pages, 0), axis=0).to(tl.int64)
         valid = (blk >= 0) & (blk < nvis)
         lmask = (tl.zeros((BLK, D), tl.int32) + valid.to(tl.int32)) != 0
-        base = kv_page(kv_ptr, skv, page, g, offs, d)
+        base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
         k = tl.load(base, mask=lmask, other=0.0).to(q.dtype)
         v = tl.load(base + D, mask=lmask, other=0.0).to(q.dtype)
         s = tl.dot(q, tl.trans(k)) * qk_scale

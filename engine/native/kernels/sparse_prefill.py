@@ -11,14 +11,14 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import (
-    LOG2E,
+from .attention_parts import (
     attention_operands,
     causal_page_scores,
     finish_partial,
-    next_pow2,
-    token_to_request,
+    load_q_rows,
+    store_partial,
 )
+from .common import LOG2E, next_pow2, token_to_request
 from .split_k_merge import _merge
 
 
@@ -36,8 +36,6 @@ def _prefill_tile(
     BLK: tl.constexpr,
 ):
     """Work tile w: ptrs, strides from attention_operands; work, ent from build_block_work."""
-    q_ptr, kv_ptr, pos_ptr, bt_ptr, po_ptr, plse_ptr = ptrs
-    (sq_t, sq_h), skv, stride_bt, (sp_t, sp_g, sp_c, sp_h), (sl_t, sl_g, sl_c) = strides
     w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr = work
     ent_tok_ptr, ent_slot_ptr = ent
     g = tl.load(w_g_ptr + w).to(tl.int64)
@@ -52,33 +50,17 @@ def _prefill_tile(
     ok = e < cnt
     tok = tl.load(ent_tok_ptr + start + e, mask=ok, other=0).to(tl.int64)
     slot = tl.load(ent_slot_ptr + start + e, mask=ok, other=0).to(tl.int64)
-    pos = tl.load(pos_ptr + tok, mask=ok, other=0).to(tl.int32)
+    pos = tl.load(ptrs[2] + tok, mask=ok, other=0).to(tl.int32)
     d = tl.arange(0, D)
     offs = tl.arange(0, BLK)
-    q = tl.load(
-        q_ptr + tok[:, None] * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
-        mask=ok[:, None],
-        other=0.0,
-    )
-    s, v = causal_page_scores(
-        q, kv_ptr, bt_ptr, skv, stride_bt, req, blk, g, pos, offs, d, qk_scale, D, BLK
-    )
+    q = load_q_rows(ptrs, strides, tok, g, hh, ok, d, G)
+    s, v = causal_page_scores(q, ptrs, strides, req, blk, g, pos, offs, d, qk_scale, D, BLK)
     m = tl.max(s, axis=1)
     m = tl.where(m == float("-inf"), 0.0, m)
     p = tl.exp2(s - m[:, None])
     l_i = tl.sum(p, axis=1)
     o, lse = finish_partial(tl.dot(p.to(v.dtype), v), l_i, m)
-    tl.store(
-        po_ptr
-        + tok[:, None] * sp_t
-        + g * sp_g
-        + slot[:, None] * sp_c
-        + hh[:, None] * sp_h
-        + d[None, :],
-        o.to(po_ptr.dtype.element_ty),
-        mask=ok[:, None],
-    )
-    tl.store(plse_ptr + tok * sl_t + g * sl_g + slot * sl_c + hh, lse, mask=ok)
+    store_partial(ptrs, strides, tok, g, slot[:, None], slot, hh, d, o, lse, ok)
 
 
 @triton.jit
