@@ -18,7 +18,7 @@ import triton.language as tl
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from .attention_parts import online_softmax_step
 from .common import LOG2E, next_pow2, token_to_request
-from .split_k_merge import _merge, merge_step
+from .split_k_merge import _merge, merge_step, partial_strides
 
 
 @triton.jit
@@ -231,9 +231,7 @@ def sparse_attention_decode(
         kv_cache.stride()[:3],
         topk_idx.stride()[:2],
         md.block_tables.stride(0),
-        po.stride()[:4],
-        plse.stride()[:3],
-        out.stride()[:2],
+        *partial_strides(po, plse, out),
         scale * LOG2E,
         dql,
         C=c,

@@ -53,15 +53,21 @@ def _merge_kernel(po_ptr, plse_ptr, out_ptr, sp, sl, so, C, G: tl.constexpr, D: 
     )
 
 
+def partial_strides(
+    po: torch.Tensor, plse: torch.Tensor, out: torch.Tensor
+) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The (sp, sl, so) stride tuples a merge takes: po [T, Hkv, C, G, D], plse [T, Hkv, C, G]
+    and out [T, Hq, D]."""
+    return po.stride()[:4], plse.stride()[:3], out.stride()[:2]
+
+
 def _merge(po: torch.Tensor, plse: torch.Tensor, out: torch.Tensor, g_size: int) -> torch.Tensor:
     t, hq, d = out.shape
     _merge_kernel[(t, hq // g_size)](
         po,
         plse,
         out,
-        po.stride()[:4],
-        plse.stride()[:3],
-        out.stride()[:2],
+        *partial_strides(po, plse, out),
         po.shape[2],
         G=g_size,
         D=d,
