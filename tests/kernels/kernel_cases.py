@@ -36,7 +36,11 @@ def _randn(device, *shape) -> torch.Tensor:
 
 
 def _batch(seq_lens, query_lens, *, hkv, d, device, seed, **kw):
-    """make_batch with index keys as wide as the heads (d), as every attention case has it."""
+    """make_batch with index keys as wide as the heads (d), as every attention case has it; a
+    cache dtype given as None is the activation dtype (the cases' default)."""
+    for key in ("kv_dtype", "index_dtype"):
+        if key in kw and kw[key] is None:
+            kw[key] = _act(device)
     return make_batch(
         list(seq_lens),
         list(query_lens),
@@ -55,19 +59,22 @@ def _gate(out, ref, rel_max=5e-3, cos_min=0.9999, what=""):
     return rel, cos
 
 
-def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
-    act = _act(device)
-    kv_dtype = kv_dtype or act
-    b = _batch(
-        [300, 90],
-        [200, 90],
+def _caches_batch(seq_lens, query_lens, kv_dtype, *, hkv, d, device, seed):
+    """A batch whose KV and index caches are both kv_dtype (None: the activation dtype)."""
+    return _batch(
+        seq_lens,
+        query_lens,
         hkv=hkv,
         d=d,
         device=device,
-        seed=1,
+        seed=seed,
         kv_dtype=kv_dtype,
         index_dtype=kv_dtype,
     )
+
+
+def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
+    b = _caches_batch([300, 90], [200, 90], kv_dtype, hkv=hkv, d=d, device=device, seed=1)
     t = b.md.num_tokens
     k = _randn(device, t, hkv, d)
     v = _randn(device, t, hkv, d)
@@ -86,18 +93,7 @@ def case_insert(device="cpu", kv_dtype=None, t=37, hkv=2, d=64):
 
 
 def case_fused(device="cpu", kv_dtype=None, hq=4, hkv=2, hi=2, d=64, rot=32):
-    act = _act(device)
-    kv_dtype = kv_dtype or act
-    b = _batch(
-        [260, 40],
-        [130, 40],
-        hkv=hkv,
-        d=d,
-        device=device,
-        seed=2,
-        kv_dtype=kv_dtype,
-        index_dtype=kv_dtype,
-    )
+    b = _caches_batch([260, 40], [130, 40], kv_dtype, hkv=hkv, d=d, device=device, seed=2)
     t = b.md.num_tokens
     r = lambda *s: _randn(device, *s)  # noqa: E731
     q, k, v, iq, ik = r(t, hq, d), r(t, hkv, d), r(t, hkv, d), r(t, hi, d), r(t, d)
@@ -156,8 +152,6 @@ def case_select(
     local=1,
     num_decodes=0,
 ):
-    act = _act(device)
-    index_dtype = index_dtype or act
     b = _batch(
         seq_lens,
         query_lens,
@@ -206,8 +200,6 @@ def case_sparse(
     decode_query_len=1,
     rel_max=5e-3,
 ):
-    act = _act(device)
-    kv_dtype = kv_dtype or act
     b = _batch(
         seq_lens,
         query_lens,
@@ -231,7 +223,6 @@ def case_sparse(
 
 def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2, fused_merge=False):
     """Several selected blocks per split-K chunk (the unrolled in-program loop)."""
-    act = _act(device)
     b = _batch(
         [900, 1500, 3000],
         [2, 2, 2],
@@ -239,15 +230,13 @@ def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2, fused_merge=False)
         d=64,
         device=device,
         seed=6,
-        kv_dtype=kv_dtype or act,
+        kv_dtype=kv_dtype,
         num_decodes=3,
         decode_query_len=2,
     )
     t = b.md.num_tokens
-    q = torch.randn(t, 8, 64, device=device).to(act)
-    sel = index_select.reference(
-        torch.randn(t, 2, 64, device=device).to(act), b.index_cache, b.md, 8
-    )
+    q = _randn(device, t, 8, 64)
+    sel = index_select.reference(_randn(device, t, 2, 64), b.index_cache, b.md, 8)
     out = sparse_attention.sparse_attention_decode(
         q, b.kv_cache, sel, b.md, 0.125, chunks=chunks, fused_merge=fused_merge
     )

@@ -18,6 +18,20 @@ def _contig(b, r):
     return kv[..., :d], kv[..., d:], b.index_cache[pages, j % 128].float()
 
 
+def _f32_batch(seq_lens, query_lens, hkv, seed):
+    """A float32 batch with 16-wide heads and index keys."""
+    return make_batch(
+        seq_lens,
+        query_lens,
+        hkv=hkv,
+        head_dim=16,
+        index_dim=16,
+        kv_dtype=torch.float32,
+        index_dtype=torch.float32,
+        seed=seed,
+    )
+
+
 def _brute_select(iq_t, ik, pos, k, init, local):
     n = pos // 128 + 1
     scores = [
@@ -30,16 +44,7 @@ def _brute_select(iq_t, ik, pos, k, init, local):
 
 
 def test_selection_reference_equals_brute_force():
-    b = make_batch(
-        [700, 300, 1100],
-        [150, 1, 3],
-        hkv=2,
-        head_dim=16,
-        index_dim=16,
-        kv_dtype=torch.float32,
-        index_dtype=torch.float32,
-        seed=11,
-    )
+    b = _f32_batch([700, 300, 1100], [150, 1, 3], hkv=2, seed=11)
     iq = torch.randn(b.md.num_tokens, 2, 16)
     for init, local, k in [(0, 1, 4), (1, 1, 4), (1, 2, 3), (0, 1, 16)]:
         sel = index_select.reference(iq, b.index_cache, b.md, k, init, local)
@@ -57,7 +62,7 @@ def test_selection_reference_equals_brute_force():
 
 
 def test_sparse_reference_equals_brute_force_and_dense_when_all_blocks_chosen():
-    b = make_batch([520, 260], [130, 2], hkv=2, head_dim=16, kv_dtype=torch.float32, seed=12)
+    b = _f32_batch([520, 260], [130, 2], hkv=2, seed=12)
     t = b.md.num_tokens
     q = torch.randn(t, 4, 16)
     sel = torch.randint(0, 5, (t, 2, 3), dtype=torch.int32)
@@ -87,15 +92,6 @@ def test_sparse_reference_equals_brute_force_and_dense_when_all_blocks_chosen():
 
 def test_observed_triton_example_position_300():
     """SPEC 2.4: topk=4 at position 300 selects blocks {0, 1, 2} and one -1."""
-    b = make_batch(
-        [301],
-        [1],
-        hkv=1,
-        head_dim=16,
-        index_dim=16,
-        kv_dtype=torch.float32,
-        index_dtype=torch.float32,
-        seed=13,
-    )
+    b = _f32_batch([301], [1], hkv=1, seed=13)
     sel = index_select.reference(torch.randn(1, 1, 16), b.index_cache, b.md, 4)
     assert sorted(sel[0, 0].tolist()) == [-1, 0, 1, 2]

@@ -1,4 +1,5 @@
-"""Small helpers shared by the MSA kernels: dtypes, token->request maps, launch sizes."""
+"""Small helpers shared by the MSA kernels: dtypes, token->request maps, query tiles (and the
+jitted tile_rows that reads one), the references' request gathers."""
 
 from __future__ import annotations
 
@@ -49,6 +50,20 @@ def query_tiles(
     return dev(reqs), dev(starts), dev(ends)
 
 
+def query_tile_plan(
+    md: AttentionMetadata, block_t: int, device: torch.device
+) -> tuple[bool, tuple[torch.Tensor, torch.Tensor, torch.Tensor], int]:
+    """(tile_is_req, (tile_req, tile_tok, tile_end), n_tiles) for the kernels that walk query
+    tiles (see tile_rows). When every request fits one tile (decode), tile r is request r and
+    its rows come straight from query_start_loc: no host->device copy, so a CUDA graph can
+    capture the step; otherwise query_tiles' arrays."""
+    if max(md.query_lens_cpu) <= block_t:
+        qsl = md.query_start_loc
+        return True, (qsl, qsl, qsl), md.num_reqs
+    tiles = query_tiles(md, block_t, device)
+    return False, tiles, tiles[0].shape[0]
+
+
 def gather_request_kv(
     kv_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,14 +86,21 @@ def gather_request_index(
 
 
 @triton.jit
-def online_softmax_step(s, v, m_i, l_i, acc):
-    """One KV tile of a base-2 online softmax (SPEC 2.5): s [M, N] log2-scaled scores (-inf
-    where masked), v [N, D]; returns the updated running max, sum and accumulator. P is cast
-    to V's dtype before P.V, as vLLM's kernels do."""
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(s - m_safe[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return m_new, l_i, acc
+def tile_rows(tile, tiles, pos_ptr, M: tl.constexpr, H: tl.constexpr, TILE_IS_REQ: tl.constexpr):
+    """The M = tokens x H rows of query tile `tile` (tiles from query_tile_plan): its request
+    (int64), each row's token, head, in-tile flag and position (int32, 0 outside)."""
+    tile_req_ptr, tile_tok_ptr, tile_end_ptr = tiles
+    if TILE_IS_REQ:  # every request fits one tile: its rows straight from query_start_loc
+        req = tile.to(tl.int64)
+        t0 = tl.load(tile_tok_ptr + tile)
+        t_end = tl.load(tile_tok_ptr + tile + 1)
+    else:
+        req = tl.load(tile_req_ptr + tile).to(tl.int64)
+        t0 = tl.load(tile_tok_ptr + tile)
+        t_end = tl.load(tile_end_ptr + tile)
+    rows = tl.arange(0, M)
+    tok = t0 + rows // H
+    head = rows % H
+    ok = tok < t_end
+    pos = tl.load(pos_ptr + tok, mask=ok, other=0).to(tl.int32)
+    return req, tok, head, ok, pos

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import gather_request_index, next_pow2, query_tiles
+from .common import gather_request_index, next_pow2, query_tile_plan, tile_rows
 from .topk import topk_blocks
 
 NEG_INF = float("-inf")
@@ -52,9 +52,7 @@ def _index_score_kernel(
     score_ptr,
     pos_ptr,
     bt_ptr,
-    tile_req_ptr,
-    tile_tok_ptr,
-    tile_end_ptr,
+    tiles,
     stride_iq_t,
     stride_iq_h,
     stride_ik_page,
@@ -72,22 +70,11 @@ def _index_score_kernel(
     BLK: tl.constexpr,
     TILE_IS_REQ: tl.constexpr,
 ):
+    """tiles: query_tile_plan's."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
-    if TILE_IS_REQ:  # decode: tile r is request r, its rows straight from query_start_loc
-        req = tile.to(tl.int64)
-        t0 = tl.load(tile_tok_ptr + tile)
-        t_end = tl.load(tile_tok_ptr + tile + 1)
-    else:
-        req = tl.load(tile_req_ptr + tile).to(tl.int64)
-        t0 = tl.load(tile_tok_ptr + tile)
-        t_end = tl.load(tile_end_ptr + tile)
     BLOCK_M: tl.constexpr = BLOCK_T * H
-    rows = tl.arange(0, BLOCK_M)
-    tok = t0 + rows // H
-    head = rows % H
-    row_ok = tok < t_end
-    pos = tl.load(pos_ptr + tok, mask=row_ok, other=0).to(tl.int32)
+    req, tok, head, row_ok, pos = tile_rows(tile, tiles, pos_ptr, BLOCK_M, H, TILE_IS_REQ)
     nvis = pos // BLK + 1
     nvis_max = tl.max(tl.where(row_ok, nvis, 0), axis=0)
     # blocks below every row's position need no causal mask (all but the last few)
@@ -131,6 +118,14 @@ def _index_score_kernel(
     )
 
 
+def _as_index_dtype(iq: torch.Tensor, index_cache: torch.Tensor) -> torch.Tensor:
+    """The index queries to score an e4m3 index cache with: quantised to e4m3 too (saturated
+    to +-448), as vLLM's fused op does; any other cache scores iq as it is."""
+    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
+        return iq.float().clamp(-448.0, 448.0).to(index_cache.dtype)
+    return iq
+
+
 def _num_sms(device: torch.device) -> int:
     if device.type != "cuda":
         return 4
@@ -153,8 +148,7 @@ def index_scores(
     scores = torch.empty((t, h, nb), dtype=torch.float32, device=iq.device)
     if t == 0:
         return scores
-    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
-        iq = iq.float().clamp(-448.0, 448.0).to(index_cache.dtype)
+    iq = _as_index_dtype(iq, index_cache)
     max_q = max(md.query_lens_cpu)
     if block_t is None:
         # decode: all of a request's rows in one tile (>= 16 rows for the tensor cores);
@@ -172,14 +166,7 @@ def index_scores(
             bps = 64
             while bps > 2 and n_tiles_est * triton.cdiv(nb, bps) < 528:
                 bps //= 2
-    tile_is_req = max(md.query_lens_cpu) <= block_t
-    if tile_is_req:  # no host->device copy: CUDA graphs can capture the decode path
-        qsl = md.query_start_loc
-        tile_req, tile_tok, tile_end = qsl, qsl, qsl
-        n_tiles = md.num_reqs
-    else:
-        tile_req, tile_tok, tile_end = query_tiles(md, block_t, iq.device)
-        n_tiles = tile_req.shape[0]
+    tile_is_req, tiles, n_tiles = query_tile_plan(md, block_t, iq.device)
     grid = (n_tiles, triton.cdiv(nb, bps))
     _index_score_kernel[grid](
         iq,
@@ -187,9 +174,7 @@ def index_scores(
         scores,
         md.positions,
         md.block_tables,
-        tile_req,
-        tile_tok,
-        tile_end,
+        tiles,
         iq.stride(0),
         iq.stride(1),
         index_cache.stride(0),
@@ -257,8 +242,7 @@ def reference_scores(
     """fp32 scores straight from SPEC 2.3 (fp8 inputs: the same e4m3 values, upcast)."""
     t, h, _ = iq.shape
     nb = md.block_tables.shape[1]
-    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
-        iq = iq.float().clamp(-448.0, 448.0).to(index_cache.dtype)
+    iq = _as_index_dtype(iq, index_cache)
     out = torch.full((t, h, nb), NEG_INF, dtype=torch.float32, device=iq.device)
     start = 0
     for r, qlen in enumerate(md.query_lens_cpu):

@@ -16,13 +16,9 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import (
-    LOG2E,
-    next_pow2,
-    online_softmax_step,
-    token_to_request,
-)
-from .split_k_merge import _merge
+from .attention_parts import online_softmax_step
+from .common import LOG2E, next_pow2, token_to_request
+from .split_k_merge import _merge, merge_step, partial_strides
 
 
 @triton.jit
@@ -37,23 +33,13 @@ def _decode_kernel(
     plse_ptr,
     out_ptr,
     cnt_ptr,
-    sq_t,
-    sq_h,
-    skv_page,
-    skv_h,
-    skv_off,
-    stk_t,
-    stk_h,
+    sq,
+    skv,
+    stk,
     stride_bt,
-    sp_t,
-    sp_g,
-    sp_c,
-    sp_h,
-    sl_t,
-    sl_g,
-    sl_c,
-    so_t,
-    so_h,
+    sp,
+    sl,
+    so,
     qk_scale,
     uniform_qlen,
     C: tl.constexpr,
@@ -66,6 +52,13 @@ def _decode_kernel(
     KV_FP8: tl.constexpr,
     FUSED_MERGE: tl.constexpr,
 ):
+    """sq, skv, stk, sp, sl, so: the strides of q, the KV cache, topk_idx, po, plse, out."""
+    sq_t, sq_h = sq
+    skv_page, skv_h, skv_off = skv
+    stk_t, stk_h = stk
+    sp_t, sp_g, sp_c, sp_h = sp
+    sl_t, sl_g, sl_c = sl
+    so_t, so_h = so
     t = tl.program_id(0)
     g = tl.program_id(1)
     c = tl.program_id(2)
@@ -145,17 +138,7 @@ def _merge_group(
     tot = tl.zeros((G,), tl.float32)
     acc = tl.zeros((G, D), tl.float32)
     for c in tl.static_range(C):
-        lse = tl.load(plse + c * sl_c + h, cache_modifier=".cg")
-        live = lse > float("-inf")
-        w = tl.where(live, tl.exp2(lse - mx), 0.0)
-        o = tl.load(
-            po + c * sp_c + h[:, None] * sp_h + d[None, :],
-            mask=live[:, None],
-            other=0.0,
-            cache_modifier=".cg",
-        ).to(tl.float32)
-        tot += w
-        acc += w[:, None] * o
+        tot, acc = merge_step(plse + c * sl_c + h, po, c, sp_c, sp_h, h, d, mx, tot, acc, ".cg")
     res = acc / tl.where(tot > 0, tot, 1.0)[:, None]
     tl.store(out + h[:, None] * so_h + d[None, :], res.to(out.dtype.element_ty))
 
@@ -244,18 +227,11 @@ def sparse_attention_decode(
         plse,
         out,
         cnt,
-        q.stride(0),
-        q.stride(1),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        kv_cache.stride(2),
-        topk_idx.stride(0),
-        topk_idx.stride(1),
+        q.stride()[:2],
+        kv_cache.stride()[:3],
+        topk_idx.stride()[:2],
         md.block_tables.stride(0),
-        *po.stride()[:4],
-        *plse.stride()[:3],
-        out.stride(0),
-        out.stride(1),
+        *partial_strides(po, plse, out),
         scale * LOG2E,
         dql,
         C=c,

@@ -11,6 +11,13 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .attention_parts import (
+    attention_operands,
+    causal_page_scores,
+    finish_partial,
+    load_q_rows,
+    store_partial,
+)
 from .common import LOG2E, next_pow2, token_to_request
 from .split_k_merge import _merge
 
@@ -18,38 +25,19 @@ from .split_k_merge import _merge
 @triton.jit
 def _prefill_tile(
     w,
-    q_ptr,
-    kv_ptr,
-    pos_ptr,
-    bt_ptr,
-    po_ptr,
-    plse_ptr,
-    w_g_ptr,
-    w_req_ptr,
-    w_blk_ptr,
-    w_start_ptr,
-    w_cnt_ptr,
-    ent_tok_ptr,
-    ent_slot_ptr,
-    sq_t,
-    sq_h,
-    skv_page,
-    skv_h,
-    skv_off,
-    stride_bt,
-    sp_t,
-    sp_g,
-    sp_c,
-    sp_h,
-    sl_t,
-    sl_g,
-    sl_c,
+    ptrs,
+    work,
+    ent,
+    strides,
     qk_scale,
     G: tl.constexpr,
     D: tl.constexpr,
     TT: tl.constexpr,
     BLK: tl.constexpr,
 ):
+    """Work tile w: ptrs, strides from attention_operands; work, ent from build_block_work."""
+    w_g_ptr, w_req_ptr, w_blk_ptr, w_start_ptr, w_cnt_ptr = work
+    ent_tok_ptr, ent_slot_ptr = ent
     g = tl.load(w_g_ptr + w).to(tl.int64)
     req = tl.load(w_req_ptr + w).to(tl.int64)
     blk = tl.load(w_blk_ptr + w)
@@ -62,69 +50,25 @@ def _prefill_tile(
     ok = e < cnt
     tok = tl.load(ent_tok_ptr + start + e, mask=ok, other=0).to(tl.int64)
     slot = tl.load(ent_slot_ptr + start + e, mask=ok, other=0).to(tl.int64)
-    pos = tl.load(pos_ptr + tok, mask=ok, other=0).to(tl.int32)
+    pos = tl.load(ptrs[2] + tok, mask=ok, other=0).to(tl.int32)
     d = tl.arange(0, D)
     offs = tl.arange(0, BLK)
-    q = tl.load(
-        q_ptr + tok[:, None] * sq_t + (g * G + hh)[:, None] * sq_h + d[None, :],
-        mask=ok[:, None],
-        other=0.0,
-    )
-    page = tl.load(bt_ptr + req * stride_bt + blk).to(tl.int64)
-    base = kv_ptr + page * skv_page + g * skv_h + offs[:, None] * skv_off + d[None, :]
-    k = tl.load(base).to(q.dtype)
-    v = tl.load(base + D).to(q.dtype)
-    s = tl.dot(q, tl.trans(k)) * qk_scale
-    s = tl.where((blk * BLK + offs)[None, :] <= pos[:, None], s, float("-inf"))
+    q = load_q_rows(ptrs, strides, tok, g, hh, ok, d, G)
+    s, v = causal_page_scores(q, ptrs, strides, req, blk, g, pos, offs, d, qk_scale, D, BLK)
     m = tl.max(s, axis=1)
     m = tl.where(m == float("-inf"), 0.0, m)
     p = tl.exp2(s - m[:, None])
     l_i = tl.sum(p, axis=1)
-    o = tl.dot(p.to(v.dtype), v)
-    has = l_i > 0
-    o = o / tl.where(has, l_i, 1.0)[:, None]
-    lse = tl.where(has, m + tl.log2(tl.where(has, l_i, 1.0)), float("-inf"))
-    tl.store(
-        po_ptr
-        + tok[:, None] * sp_t
-        + g * sp_g
-        + slot[:, None] * sp_c
-        + hh[:, None] * sp_h
-        + d[None, :],
-        o.to(po_ptr.dtype.element_ty),
-        mask=ok[:, None],
-    )
-    tl.store(plse_ptr + tok * sl_t + g * sl_g + slot * sl_c + hh, lse, mask=ok)
+    o, lse = finish_partial(tl.dot(p.to(v.dtype), v), l_i, m)
+    store_partial(ptrs, strides, tok, g, slot[:, None], slot, hh, d, o, lse, ok)
 
 
 @triton.jit
 def _prefill_kernel(
-    q_ptr,
-    kv_ptr,
-    pos_ptr,
-    bt_ptr,
-    po_ptr,
-    plse_ptr,
-    w_g_ptr,
-    w_req_ptr,
-    w_blk_ptr,
-    w_start_ptr,
-    w_cnt_ptr,
-    ent_tok_ptr,
-    ent_slot_ptr,
-    sq_t,
-    sq_h,
-    skv_page,
-    skv_h,
-    skv_off,
-    stride_bt,
-    sp_t,
-    sp_g,
-    sp_c,
-    sp_h,
-    sl_t,
-    sl_g,
-    sl_c,
+    ptrs,
+    work,
+    ent,
+    strides,
     qk_scale,
     nwork,
     G: tl.constexpr,
@@ -138,75 +82,9 @@ def _prefill_kernel(
     # can fetch the next tile's pages while this one computes.
     if PERSIST:
         for w in tl.range(tl.program_id(0), nwork, tl.num_programs(0), num_stages=NS):
-            _prefill_tile(
-                w,
-                q_ptr,
-                kv_ptr,
-                pos_ptr,
-                bt_ptr,
-                po_ptr,
-                plse_ptr,
-                w_g_ptr,
-                w_req_ptr,
-                w_blk_ptr,
-                w_start_ptr,
-                w_cnt_ptr,
-                ent_tok_ptr,
-                ent_slot_ptr,
-                sq_t,
-                sq_h,
-                skv_page,
-                skv_h,
-                skv_off,
-                stride_bt,
-                sp_t,
-                sp_g,
-                sp_c,
-                sp_h,
-                sl_t,
-                sl_g,
-                sl_c,
-                qk_scale,
-                G,
-                D,
-                TT,
-                BLK,
-            )
+            _prefill_tile(w, ptrs, work, ent, strides, qk_scale, G, D, TT, BLK)
     else:
-        _prefill_tile(
-            tl.program_id(0),
-            q_ptr,
-            kv_ptr,
-            pos_ptr,
-            bt_ptr,
-            po_ptr,
-            plse_ptr,
-            w_g_ptr,
-            w_req_ptr,
-            w_blk_ptr,
-            w_start_ptr,
-            w_cnt_ptr,
-            ent_tok_ptr,
-            ent_slot_ptr,
-            sq_t,
-            sq_h,
-            skv_page,
-            skv_h,
-            skv_off,
-            stride_bt,
-            sp_t,
-            sp_g,
-            sp_c,
-            sp_h,
-            sl_t,
-            sl_g,
-            sl_c,
-            qk_scale,
-            G,
-            D,
-            TT,
-            BLK,
-        )
+        _prefill_tile(tl.program_id(0), ptrs, work, ent, strides, qk_scale, G, D, TT, BLK)
 
 
 def build_block_work(
@@ -285,24 +163,12 @@ def sparse_attention_prefill_planned(
         if persistent:
             sms = torch.cuda.get_device_properties(q.device).multi_processor_count
             grid = min(nwork, persistent * sms)
+        ptrs, strides = attention_operands(q, kv_cache, md, po, plse)
         _prefill_kernel[(grid,)](
-            q,
-            kv_cache,
-            md.positions,
-            md.block_tables,
-            po,
-            plse,
-            *work,
-            ent_tok,
-            ent_slot,
-            q.stride(0),
-            q.stride(1),
-            kv_cache.stride(0),
-            kv_cache.stride(1),
-            kv_cache.stride(2),
-            md.block_tables.stride(0),
-            *po.stride()[:4],
-            *plse.stride()[:3],
+            ptrs,
+            work,
+            (ent_tok, ent_slot),
+            strides,
             scale * LOG2E,
             nwork,
             G=g_size,
