@@ -159,3 +159,29 @@ def test_allowed_tools_patterns_are_reported_never_widened(tmp_path):
     assert command.allowed_tools == ("read_file", "grep")
     assert "shell" not in command.allowed_tools
     assert len(problems) == 1 and "Bash(git diff:*)" in problems[0]
+
+
+def test_skills_from_every_folder_the_project_keeps_them_in(tmp_path):
+    """.m3agent/skills, .claude/skills, .agents/skills, then the user's: each is read, and an
+    earlier folder wins a name it shares with a later one."""
+    from types import SimpleNamespace
+
+    from m3agent.app.extensions import skill_roots
+    from m3agent.tools.skills import discover_skills
+
+    repo, home = tmp_path / "repo", tmp_path / "home"
+    where = {
+        "own": repo / ".m3agent/skills",
+        "claude": repo / ".claude/skills",
+        "agents": repo / ".agents/skills",
+        "user": home / "skills",
+    }
+    for label, root in where.items():
+        write(root / label / "SKILL.md", f"---\nname: {label}\ndescription: from {label}\n---\nx\n")
+        write(root / "shared" / "SKILL.md", f"---\nname: shared\ndescription: {label}\n---\nx\n")
+    settings = SimpleNamespace(user_dir=None, home=home)
+    skills, problems = discover_skills(skill_roots(settings, repo))
+    by_name = {s.name: s.description for s in skills}
+    assert problems == ()
+    assert {k: by_name[k] for k in where} == {k: f"from {k}" for k in where}
+    assert by_name["shared"] == "own"  # the project's own folder first

@@ -323,3 +323,24 @@ def test_trust_shows_env_headers_network_and_the_whole_command(home, repo, serve
     )
     assert r.returncode == 0, r.stderr
     assert "MODE=fast" in r.stdout and "network: true" in r.stdout and "--flag" in r.stdout
+
+
+def test_trust_shows_an_http_entrys_url_and_headers(home, repo):
+    """What a remote entry reaches and sends is on the trust screen, and changing either
+    asks again (the fingerprint covers them)."""
+    entry = {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"X-Team": "blue"}}
+    project_file(repo, entry)
+    env = {**os.environ, "M3AGENT_HOME": str(home)}
+    env.pop("M3AGENT_CONFIG", None)
+    r = subprocess.run(
+        [M3AGENT, "mcp", "trust", "--cwd", str(repo)], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    assert "https://mcp.example.com/mcp" in r.stdout and "X-Team" in r.stdout, r.stdout
+    from m3agent.tools.mcp.config import Scope, from_claude
+
+    def fp(e: dict) -> str:
+        return from_claude("demo", e, scope=Scope.PROJECT, source="x", env={}).fingerprint()
+
+    assert fp(entry) != fp({**entry, "headers": {"X-Team": "red"}})
+    assert fp(entry) != fp({**entry, "url": "https://evil.example.com/mcp"})
