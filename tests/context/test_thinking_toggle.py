@@ -17,6 +17,9 @@ from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine, common_prefix_len
 
+from ..support.native import recording_engine, tiny_m3
+from ..support.session_ops import drive
+
 PAGE = 128
 MODES = ("enabled", "disabled", "adaptive")
 PREFIX = {"enabled": "<mm:think>", "disabled": "</mm:think>", "adaptive": ""}
@@ -33,56 +36,14 @@ def settings_for(tmp_path, **kw) -> Settings:
     return Settings(**{**base, **kw})
 
 
-async def drive(session, plan):
-    """Runs each op; a UserTurn until its TurnComplete. Returns every event."""
-    seen = []
-    stream = session.events()
-    for op in plan:
-        session.submit(op)
-        if not isinstance(op, UserTurn):
-            continue
-        async for e in stream:
-            seen.append(e)
-            if isinstance(e, ev.TurnComplete):
-                break
-    await session.close()
-    return seen
-
-
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-
-    path = tmp_path_factory.mktemp("tiny_m3_toggle")
-    init_tiny(
-        path,
-        TinySpec(
-            layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, head_dim=64, seed=3
-        ),
-    )
-    return path
+    return tiny_m3(tmp_path_factory.mktemp("tiny_m3_toggle"), seed=3, head_dim=64)
 
 
 def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_repo, tmp_path):
-    from m3agent.engine.backends.native import NativeEngine
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.core.engine_config import EngineConfig
-
-    class Recording(NativeEngine):
-        def __init__(self, *a, **kw):
-            self.requests, self.generated = [], {}
-            super().__init__(*a, **kw)
-
-        def _deliver(self, out):
-            if out.finished:
-                self.generated[out.request_id] = list(out.token_ids)
-            super()._deliver(out)
-
-        async def stream(self, request):
-            self.requests.append(request)
-            async for d in super().stream(request):
-                yield d
 
     repo = make_repo(
         {
@@ -90,7 +51,7 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
             "pkg/core.py": "class Store:\n    def get(self, k):\n        return k\n" * 20,
         }
     )
-    engine = Recording.from_model_dir(tiny_dir, config=EngineConfig(num_gpu_blocks=400))
+    engine = recording_engine(tiny_dir, num_gpu_blocks=400)
     session = build_session(
         settings_for(
             tmp_path, engine="native", model=str(tiny_dir), max_tokens=4, context_budget=3000
