@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from ..support.cli import CONSOLE_SCRIPT, init_tiny_model
+
 pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).parent / "m3agent"
 PROMPT = "Summarise this text. " + "The quick brown fox jumps over the lazy dog. " * 40
@@ -24,27 +26,7 @@ PROMPT = "Summarise this text. " + "The quick brown fox jumps over the lazy dog.
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("m3") / "tiny"
-    r = subprocess.run(
-        [
-            str(EXE),
-            "model",
-            "init-tiny",
-            str(path),
-            "--layers",
-            "2",
-            "--hidden",
-            "128",
-            "--experts",
-            "2",
-            "--seed",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert r.returncode == 0, r.stderr
-    return path
+    return init_tiny_model(path, "--seed", "1", command=CONSOLE_SCRIPT)
 
 
 def _argv(tiny: Path, repo: Path, *, warm: bool = False) -> list[str]:

@@ -76,11 +76,13 @@ def start_cli(
     )
 
 
-def init_tiny_model(model: Path, command: tuple[str, ...] = PYTHON_CLI) -> Path:
-    """`m3agent model init-tiny` of a 2-layer, 128-wide, 2-expert random M3 at model."""
+def init_tiny_model(model: Path, *flags: str, command: tuple[str, ...] = PYTHON_CLI) -> Path:
+    """`m3agent model init-tiny` of a 2-layer, 128-wide, 2-expert random M3 at model, then
+    flags (`--seed N`...)."""
     r = run_cli(
         model.parent,
         *("model", "init-tiny", str(model), "--layers", "2", "--hidden", "128", "--experts", "2"),
+        *flags,
         command=command,
     )
     assert r.returncode == 0, r.stderr

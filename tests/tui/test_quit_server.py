@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from tmux_driver import Tmux, pane_command
 
+from ..support.cli import CONSOLE_SCRIPT, init_tiny_model
+
 pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
     pytest.mark.slow,
@@ -25,25 +27,7 @@ M3AGENT = Path(sys.executable).with_name("m3agent")
 
 @pytest.fixture
 def tiny(tmp_path) -> Path:
-    model = tmp_path / "tiny"
-    subprocess.run(
-        [
-            str(M3AGENT),
-            "model",
-            "init-tiny",
-            str(model),
-            "--layers",
-            "2",
-            "--hidden",
-            "128",
-            "--experts",
-            "2",
-        ],  # fmt: skip
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return model
+    return init_tiny_model(tmp_path / "tiny", command=CONSOLE_SCRIPT)
 
 
 def _locks(home: Path) -> list[dict]:
