@@ -15,6 +15,7 @@ from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import common_prefix_len
 
 from ..support.session_ops import drive
+from ..support.settings import isolated_settings
 
 NS = "]<]minimax[>["
 
@@ -33,9 +34,8 @@ def answer(text: str) -> str:
 
 
 def settings_for(tmp_path, **kw) -> Settings:
-    return Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
+    return isolated_settings(
+        tmp_path,
         engine="scripted",
         approval="never",
         thinking="disabled",

@@ -10,6 +10,7 @@ from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
 
 from ..support.cli import run_cli
+from ..support.settings import isolated_settings
 
 FILES = {
     "AGENTS.md": "Use tabs.\n",
@@ -144,16 +145,10 @@ def test_resume_on_the_same_warm_engine_reports_no_miss(make_repo, tmp_path):
     import asyncio
 
     from m3agent.app.factory import build_session
-    from m3agent.app.settings import Settings
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     repo = make_repo({"a.py": "x = 1\n" * 200})
-    settings = Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
-        engine="scripted",
-        approval="never",
-    )
+    settings = isolated_settings(tmp_path, engine="scripted", approval="never")
 
     def one_turn(engine, resume=None):
         session = build_session(

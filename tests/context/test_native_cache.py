@@ -10,11 +10,11 @@ import pytest
 from m3agent.agent import events as ev
 from m3agent.agent.ops import Compact, UserTurn
 from m3agent.app.factory import build_session
-from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import common_prefix_len
 
 from ..support.native import recording_engine, tiny_m3
 from ..support.session_ops import drive
+from ..support.settings import isolated_settings
 
 PAGE = 128
 
@@ -42,9 +42,8 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
         }
     )
     engine = recording_engine(tiny_dir, num_gpu_blocks=600)
-    settings = Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
+    settings = isolated_settings(
+        tmp_path,
         engine="native",
         model=str(tiny_dir),
         approval="never",

@@ -19,6 +19,7 @@ from m3agent.engine.backends.scripted import ScriptedEngine, common_prefix_len
 
 from ..support.native import recording_engine, tiny_m3
 from ..support.session_ops import drive
+from ..support.settings import isolated_settings
 
 PAGE = 128
 MODES = ("enabled", "disabled", "adaptive")
@@ -26,14 +27,8 @@ PREFIX = {"enabled": "<mm:think>", "disabled": "</mm:think>", "adaptive": ""}
 
 
 def settings_for(tmp_path, **kw) -> Settings:
-    base = dict(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
-        engine="scripted",
-        approval="never",
-        thinking="adaptive",
-    )
-    return Settings(**{**base, **kw})
+    base = dict(engine="scripted", approval="never", thinking="adaptive")
+    return isolated_settings(tmp_path, **{**base, **kw})
 
 
 @pytest.fixture(scope="module")
