@@ -9,7 +9,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,9 @@ from m3agent.agent.conversation import Conversation
 from m3agent.app.settings import load_settings
 from m3agent.engine.api import Message
 from m3agent.tools.checkpoint import Checkpoints, state_dir_for
+
+from ..support.cli import CONSOLE_SCRIPT, run_cli, scripted_run
+from ..support.markup import answer, calls, invoke
 
 
 @pytest.fixture(autouse=True)
@@ -125,25 +127,11 @@ def test_a_real_run_leaves_only_private_files(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.py").write_text("x = 1\n")
-    ns = "]<]minimax[>["
-    call = (
-        f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>a.py{ns}</path>'
-        f"{ns}<old_string>1{ns}</old_string>{ns}<new_string>2{ns}</new_string>"
-        f"{ns}</invoke>\n{ns}</tool_call>"
-    )
+    call = calls(invoke("edit_file", path="a.py", old_string="1", new_string="2"))
     script = tmp_path / "s.json"
-    script.write_text(json.dumps([call, "</mm:think>done"]))
+    script.write_text(json.dumps([call, answer("done")]))
     home = tmp_path / "m3home"
-    env = dict(os.environ, M3AGENT_HOME=str(home))
-    env.pop("M3AGENT_CONFIG", None)
-    exe = Path(sys.executable).with_name("m3agent")
-    r = subprocess.run(
-        [str(exe), "run", "go", "--engine", "scripted", "--script", str(script), "--cwd", str(ws)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_cli(home, *scripted_run("go", script, ws), command=CONSOLE_SCRIPT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert (ws / "a.py").read_text() == "x = 2\n"
     assert stat.S_IMODE(os.stat(ws / "a.py").st_mode) == 0o644  # the workspace keeps its modes

@@ -15,26 +15,33 @@ from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.toolset import default_toolset
 
 
-def test_interrupt_during_generation(home, repo, m3):
-    long_answer = m3.answer("word " * 400)
+def _timed_turn(m3, make_session, prompt, on):
+    """One turn of PROMPT on the session make_session() opens, on_event=ON (which interrupts
+    it); (the session, its TurnComplete, the seconds the turn took)."""
 
     async def go():
-        s = m3.make_session(home, repo, [long_answer], chunk_delay_s=0.01)
-
-        sent = []
-
-        async def on(sess, e):
-            if isinstance(e, ev.ContentDelta) and not sent:
-                sent.append(e)
-                sess.submit(Interrupt())
-
+        s = make_session()
         t0 = time.monotonic()
-        seen, done = await m3.drive(s, "talk", on_event=on)
+        _, done = await m3.drive(s, prompt, on_event=on)
         elapsed = time.monotonic() - t0
         await s.close()
         return s, done, elapsed
 
-    s, done, elapsed = m3.run(go())
+    return m3.run(go())
+
+
+def test_interrupt_during_generation(home, repo, m3):
+    long_answer = m3.answer("word " * 400)
+    sent = []
+
+    async def on(sess, e):
+        if isinstance(e, ev.ContentDelta) and not sent:
+            sent.append(e)
+            sess.submit(Interrupt())
+
+    s, done, elapsed = _timed_turn(
+        m3, lambda: m3.make_session(home, repo, [long_answer], chunk_delay_s=0.01), "talk", on
+    )
     assert done.reason == "interrupted"
     assert elapsed < 3.0  # the full answer would take 400*5/7*0.01 s ~ 3 s
     last = s.messages[-1]
@@ -45,21 +52,14 @@ def test_interrupt_stops_a_running_tool(home, repo, m3):
     sb = Sandbox(SandboxPolicy(workspace=repo))
     script = [m3.calls(m3.invoke("shell", command="sleep 30")), m3.answer("never")]
 
-    async def go():
-        s = m3.make_session(home, repo, script, sandbox=sb)
+    async def on(sess, e):
+        if isinstance(e, ev.ToolCallStarted):
+            await asyncio.sleep(0.5)
+            sess.submit(Interrupt())
 
-        async def on(sess, e):
-            if isinstance(e, ev.ToolCallStarted):
-                await asyncio.sleep(0.5)
-                sess.submit(Interrupt())
-
-        t0 = time.monotonic()
-        _, done = await m3.drive(s, "wait", on_event=on)
-        elapsed = time.monotonic() - t0
-        await s.close()
-        return s, done, elapsed
-
-    s, done, elapsed = m3.run(go())
+    s, done, elapsed = _timed_turn(
+        m3, lambda: m3.make_session(home, repo, script, sandbox=sb), "wait", on
+    )
     assert done.reason == "interrupted"
     assert elapsed < 15.0
     tool = [m for m in s.messages if m.role == "tool"]

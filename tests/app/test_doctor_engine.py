@@ -8,36 +8,21 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from m3agent.app.engine_check import check_engine
 from m3agent.app.settings import Settings
 
+from ..support.models_server import models_server
+
 EXE = Path(sys.executable).with_name("m3agent")
-
-
-class _Models(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802
-        body = json.dumps({"object": "list", "data": [{"id": "MiniMaxAI/MiniMax-M3"}]}).encode()
-        self.send_response(200 if self.path == "/v1/models" else 404)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
 
 
 @pytest.fixture
 def server():
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
-    srv.shutdown()
+    with models_server([{"id": "MiniMaxAI/MiniMax-M3"}]) as url:
+        yield url + "/v1"
 
 
 def _settings(tmp_path, **kw):

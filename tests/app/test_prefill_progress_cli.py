@@ -7,14 +7,14 @@ default path: the model in a background `m3agent serve`."""
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from ..support.cli import CONSOLE_SCRIPT, init_tiny_model, run_stderr_on_a_pty
 
 pytestmark = pytest.mark.slow
 EXE = Path(sys.executable).parent / "m3agent"
@@ -24,27 +24,7 @@ PROMPT = "Summarise this text. " + "The quick brown fox jumps over the lazy dog.
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("m3") / "tiny"
-    r = subprocess.run(
-        [
-            str(EXE),
-            "model",
-            "init-tiny",
-            str(path),
-            "--layers",
-            "2",
-            "--hidden",
-            "128",
-            "--experts",
-            "2",
-            "--seed",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert r.returncode == 0, r.stderr
-    return path
+    return init_tiny_model(path, "--seed", "1", command=CONSOLE_SCRIPT)
 
 
 def _argv(tiny: Path, repo: Path, *, warm: bool = False) -> list[str]:
@@ -96,31 +76,8 @@ def test_plain_lines_when_stderr_is_not_a_terminal(tiny, repo, home):
 
 
 def test_one_rewritten_line_on_a_terminal(tiny, repo, home):
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        _argv(tiny, repo),
-        env=_env(home),
-        stdout=subprocess.PIPE,
-        stderr=slave,
-        stdin=subprocess.DEVNULL,
-    )
-    os.close(slave)
-    raw = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 600)
-        if not ready:
-            break
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the child closed its end
-            break
-        if not chunk:
-            break
-        raw += chunk
-    proc.wait(timeout=60)
-    os.close(master)
-    text = raw.decode("utf-8", "replace")
-    assert proc.returncode in (0, 4), text
+    code, _, text = run_stderr_on_a_pty(_argv(tiny, repo), _env(home), quiet_s=600)
+    assert code in (0, 4), text
     updates = re.findall(r"\r\x1b\[Kprefill [\d,]+/[\d,]+ tokens", text)
     assert updates, text  # rewritten in place, with no newline of its own
     assert re.search(r"\r\x1b\[Kprefill done: [\d,]+ tokens in [\d.]+ s[^\n]*\r?\n", text), text

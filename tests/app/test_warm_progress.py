@@ -7,8 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ from m3agent.agent.events import Progress, ProgressStage
 from m3agent.app.progress_line import ProgressLine
 from m3agent.app.warm import LoadRelay, load_log_writer, load_progress
 
-from ..support.cli import scripted_run
+from ..support.cli import run_stderr_on_a_pty, scripted_run
 
 M3AGENT = Path(sys.executable).parent / "m3agent"
 
@@ -118,27 +116,7 @@ def _run_scripted(tmp_path: Path, repo: Path, stderr_tty: bool) -> tuple[int, st
             cmd, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
         )
         return r.returncode, r.stdout, r.stderr
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave
-    )
-    os.close(slave)
-    chunks: list[bytes] = []
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        chunks.append(data)
-    out = proc.stdout.read().decode()
-    proc.wait(timeout=60)
-    os.close(master)
-    return proc.returncode, out, b"".join(chunks).decode("utf-8", "replace")
+    return run_stderr_on_a_pty(cmd, env, quiet_s=60)
 
 
 def test_run_shows_snapshot_progress_only_on_a_terminal(make_repo, tmp_path):

@@ -14,6 +14,9 @@ from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import common_prefix_len
 
+from ..support.session_ops import drive
+from ..support.settings import isolated_settings
+
 NS = "]<]minimax[>["
 
 
@@ -31,34 +34,13 @@ def answer(text: str) -> str:
 
 
 def settings_for(tmp_path, **kw) -> Settings:
-    return Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
+    return isolated_settings(
+        tmp_path,
         engine="scripted",
         approval="never",
         thinking="disabled",
         **kw,
     )
-
-
-async def drive(session, ops_in) -> list:
-    """Submits each op after the previous one finished; returns every event."""
-    seen: list = []
-    stream = session.events()
-    for op in ops_in:
-        session.submit(op)
-        async for e in stream:
-            seen.append(e)
-            if isinstance(op, UserTurn) and isinstance(e, ev.TurnComplete):
-                break
-            if (
-                isinstance(op, Compact)
-                and isinstance(e, (ev.ContextEvent, ev.Error))
-                and (not isinstance(e, ev.ContextEvent) or e.action in ("compact", "refresh"))
-            ):
-                break
-    await session.close()
-    return seen
 
 
 def test_prefix_property_across_edits_and_compaction(make_repo, tmp_path):

@@ -4,13 +4,13 @@ subprocesses in a real git repository."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 from m3agent.agent.prompt_cache import CacheTracker
 from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
+
+from ..support.cli import run_cli
+from ..support.settings import isolated_settings
 
 FILES = {
     "AGENTS.md": "Use tabs.\n",
@@ -20,22 +20,9 @@ FILES = {
 }
 
 
-def cli(home, *args, cwd=None):
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
-
-
 def test_context_command_json_and_text(make_repo, tmp_path):
     repo = make_repo(FILES)
-    r = cli(tmp_path / "home", "context", "--json", "--cwd", str(repo))
+    r = run_cli(tmp_path / "home", "context", "--json", "--cwd", str(repo))
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     st = {f["path"]: f for f in d["files"]}
@@ -44,10 +31,10 @@ def test_context_command_json_and_text(make_repo, tmp_path):
     assert st["AGENTS.md"]["status"] == "instructions" and d["instructions"] == "AGENTS.md"
     assert d["budget_tokens"] == 1_048_576 - 32_768 and d["tokens"] < 200
     assert len(d["content_hash"]) == 64
-    r2 = cli(tmp_path / "home", "context", "--cwd", str(repo), "--budget", "30", "--files")
+    r2 = run_cli(tmp_path / "home", "context", "--cwd", str(repo), "--budget", "30", "--files")
     assert r2.returncode == 0, r2.stderr
     assert "of 30 tokens" in r2.stdout and "listed" in r2.stdout
-    bad = cli(tmp_path / "home", "context", "--cwd", str(tmp_path / "nope"))
+    bad = run_cli(tmp_path / "home", "context", "--cwd", str(tmp_path / "nope"))
     assert (
         bad.returncode == 2 and bad.stderr.startswith("error: ") and "not a directory" in bad.stderr
     )
@@ -67,7 +54,7 @@ def test_run_json_reports_snapshot_and_cache(make_repo, tmp_path):
             ]
         )
     )
-    r = cli(
+    r = run_cli(
         tmp_path / "home",
         "run",
         "what does main do?",
@@ -122,7 +109,7 @@ def test_run_text_mode_reports_the_snapshot(make_repo, tmp_path):
     repo = make_repo(FILES)
     script = tmp_path / "s.json"
     script.write_text(json.dumps(["</mm:think>Hello."]))
-    r = cli(
+    r = run_cli(
         tmp_path / "home",
         "run",
         "hi",
@@ -158,16 +145,10 @@ def test_resume_on_the_same_warm_engine_reports_no_miss(make_repo, tmp_path):
     import asyncio
 
     from m3agent.app.factory import build_session
-    from m3agent.app.settings import Settings
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     repo = make_repo({"a.py": "x = 1\n" * 200})
-    settings = Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
-        engine="scripted",
-        approval="never",
-    )
+    settings = isolated_settings(tmp_path, engine="scripted", approval="never")
 
     def one_turn(engine, resume=None):
         session = build_session(

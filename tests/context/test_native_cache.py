@@ -10,45 +10,22 @@ import pytest
 from m3agent.agent import events as ev
 from m3agent.agent.ops import Compact, UserTurn
 from m3agent.app.factory import build_session
-from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import common_prefix_len
 
-from ..support.bench import load_bench
+from ..support.native import recording_engine, tiny_m3
+from ..support.session_ops import drive
+from ..support.settings import isolated_settings
 
 PAGE = 128
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-
-    path = tmp_path_factory.mktemp("tiny_m3")
-    init_tiny(
-        path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, seed=5)
-    )
-    return path
+    return tiny_m3(tmp_path_factory.mktemp("tiny_m3"), seed=5)
 
 
-def recording_engine(tiny_dir):
-    """The real engine; it also keeps each request and its generated token ids."""
-    from m3agent.engine.native.core.engine_config import EngineConfig
-
-    recording = load_bench("session_common").recording_engine_class()
-    return recording.from_model_dir(tiny_dir, config=EngineConfig(num_gpu_blocks=600))
-
-
-async def drive(session, ops_in):
-    seen = []
-    stream = session.events()
-    for op in ops_in:
-        session.submit(op)
-        async for e in stream:
-            seen.append(e)
-            if isinstance(op, UserTurn) and isinstance(e, ev.TurnComplete):
-                break
-            if isinstance(op, Compact) and isinstance(e, ev.ContextEvent) and e.action == "compact":
-                break
-    await session.close()
+async def drive_and_close(session, ops_in):
+    seen = await drive(session, ops_in)
     await session.engine.close()
     return seen
 
@@ -64,10 +41,9 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
             "pkg/use.py": "from pkg.core import Store\n\nSTORE = Store()\n" * 6,
         }
     )
-    engine = recording_engine(tiny_dir)
-    settings = Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
+    engine = recording_engine(tiny_dir, num_gpu_blocks=600)
+    settings = isolated_settings(
+        tmp_path,
         engine="native",
         model=str(tiny_dir),
         approval="never",
@@ -77,7 +53,7 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
     )
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
     seen = asyncio.run(
-        drive(
+        drive_and_close(
             session,
             [
                 UserTurn("Summarise pkg/core.py."),
@@ -99,7 +75,7 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
         if isinstance(e, ev.ModelRequestFinished):
             usages[len(usages)] = e.usage
     assert len(engine.requests) == 5  # four turns' requests and the compaction's summary call
-    cached_total = 0
+    expect_each = []  # each request's whole pages shared with an earlier sequence
     for n, req in enumerate(engine.requests):
         ids = tok.encode_parts(
             render_prompt_parts(
@@ -114,29 +90,15 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
         expected = min(best // PAGE, (len(ids) - 1) // PAGE) * PAGE
         gen = engine.generated[req.request_id]
         sequences.append(ids + gen[:-1])  # the last sampled token is never computed
-        cached_total += expected
+        expect_each.append(expected)
         if n == 0:
             assert expected == 0
         if n in (1, 2):  # plain appends: everything but the new tokens and one page is a hit
             assert len(ids) - expected <= (len(ids) - len(sequences[n - 1][:best])) + PAGE
     reported = [u.cached_prompt_tokens for u in usages.values()]
+    cached_total = sum(expect_each)
     assert stats.cached_prompt_tokens == cached_total, (reported, cached_total)
     # Per request too: the session's four requests are 0, 1, 3, 4 of the engine's five.
-    expect_each = []
-    sequences = []
-    for req in engine.requests:
-        ids = tok.encode_parts(
-            render_prompt_parts(
-                list(req.messages),
-                list(req.tools),
-                req.thinking_mode,
-                template=tmpl,
-                session_thinking_mode=req.session_thinking_mode,
-            )
-        )
-        best = max((common_prefix_len(s, ids) for s in sequences), default=0)
-        expect_each.append(min(best // PAGE, (len(ids) - 1) // PAGE) * PAGE)
-        sequences.append(ids + engine.generated[req.request_id][:-1])
     assert reported == [expect_each[i] for i in (0, 1, 3, 4)]
     # The snapshot (a few thousand tokens) stays cached across the compaction.
     assert reported[2] >= 3000

@@ -7,6 +7,8 @@ from m3agent.agent.context import SnapshotConfig, build_snapshot
 from m3agent.agent.context.progress import SnapshotProgress
 from m3agent.agent.events import Progress, ProgressStage
 
+from ..support.settings import isolated_settings
+
 
 def repo_files(n: int) -> dict[str, str]:
     files = {f"pkg/mod{i:03}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(n)}
@@ -66,17 +68,10 @@ def test_a_refresh_reports_progress_in_the_session_stream_not_in_its_log(make_re
     from m3agent.agent import events as ev
     from m3agent.agent.ops import Compact, UserTurn
     from m3agent.app.factory import build_session
-    from m3agent.app.settings import Settings
     from m3agent.engine.backends.scripted import ScriptedEngine
 
     repo = make_repo(repo_files(12))
-    settings = Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
-        engine="scripted",
-        approval="never",
-        thinking="disabled",
-    )
+    settings = isolated_settings(tmp_path, engine="scripted", approval="never", thinking="disabled")
     engine = ScriptedEngine(["</mm:think>ok", "</mm:think>summary", "</mm:think>ok again"])
     opening: list[Progress] = []
     session = build_session(

@@ -7,14 +7,15 @@ import json
 import os
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from m3agent.agent.context import SnapshotConfig, build_snapshot
 from m3agent.agent.context.outline import outline
 from m3agent.agent.context.rank import is_pinned, kind, rank_scores
 from m3agent.agent.context.select import file_cap, select
+
+from ..support.cli import run_cli
+from ..support.models_server import models_server as serve_models
 
 
 def status(snap):
@@ -191,54 +192,16 @@ def test_outline_lists_top_level_symbols_and_class_members():
 # ---- m3agent context: the session's real window, listed files' real size -----------------
 
 
-class _Models(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        if self.path != "/v1/models":
-            self.send_error(404)
-            return
-        body = json.dumps(
-            {
-                "object": "list",
-                "data": [
-                    {"id": "MiniMaxAI/MiniMax-M3", "object": "model", "max_model_len": 163_840}
-                ],
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def models_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-
-
-def cli(home, *args):
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    model = {"id": "MiniMaxAI/MiniMax-M3", "object": "model", "max_model_len": 163_840}
+    with serve_models([model]) as url:
+        yield url + "/v1"
 
 
 def test_context_uses_the_remote_servers_window(make_repo, tmp_path, models_server):
     repo = make_repo({"main.py": "def main():\n    pass\n"})
-    r = cli(tmp_path / "home", "context", "--json", "--cwd", str(repo), "--engine", "remote",
+    r = run_cli(tmp_path / "home", "context", "--json", "--cwd", str(repo), "--engine", "remote",
             "--base-url", models_server)  # fmt: skip
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
@@ -253,7 +216,7 @@ def test_context_window_of_a_tiny_native_model_and_real_sizes(make_repo, tmp_pat
         tmp_path / "tiny", TinySpec(layers=2, hidden=64, heads=2, kv_heads=1, experts=2)
     )
     repo = make_repo({"main.py": "def main():\n    pass\n", "big.py": "x = 1\n" * 4000})
-    r = cli(tmp_path / "home", "context", "--json", "--cwd", str(repo), "--engine", "native",
+    r = run_cli(tmp_path / "home", "context", "--json", "--cwd", str(repo), "--engine", "native",
             "--model", str(model), "--budget", "300")  # fmt: skip
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
@@ -263,6 +226,6 @@ def test_context_window_of_a_tiny_native_model_and_real_sizes(make_repo, tmp_pat
     assert d["window_tokens"] == expected and "CPU" in d["window_source"]
     big = next(f for f in d["files"] if f["path"] == "big.py")
     assert big["status"] == "listed" and big["size_bytes"] == 24_000
-    text = cli(tmp_path / "home", "context", "--files", "--cwd", str(repo), "--budget", "300")
+    text = run_cli(tmp_path / "home", "context", "--files", "--cwd", str(repo), "--budget", "300")
     assert text.returncode == 0, text.stderr
     assert "23.4 KB  big.py" in text.stdout

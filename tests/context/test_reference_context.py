@@ -15,9 +15,10 @@ from m3agent.agent.compaction import REFRESH_NOTE, SUMMARY_HEADER
 from m3agent.agent.context import SNAPSHOT_OPEN
 from m3agent.agent.ops import Compact, UserTurn
 from m3agent.app.factory import build_session
-from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.engine.m3.chat_template import render_prompt
+
+from ..support.settings import isolated_settings
 
 NS = "]<]minimax[>["
 
@@ -80,13 +81,7 @@ def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make
             "</mm:think>Now it adds.",
         ]
     )
-    settings = Settings(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
-        engine="scripted",
-        approval="never",
-        thinking="enabled",
-    )
+    settings = isolated_settings(tmp_path, engine="scripted", approval="never", thinking="enabled")
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
     system_prompt = session.messages[0].content
     assert session.messages[1].content.startswith(SNAPSHOT_OPEN)

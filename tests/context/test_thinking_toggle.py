@@ -17,7 +17,9 @@ from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine, common_prefix_len
 
-from ..support.bench import load_bench
+from ..support.native import recording_engine, tiny_m3
+from ..support.session_ops import drive
+from ..support.settings import isolated_settings
 
 PAGE = 128
 MODES = ("enabled", "disabled", "adaptive")
@@ -25,60 +27,26 @@ PREFIX = {"enabled": "<mm:think>", "disabled": "</mm:think>", "adaptive": ""}
 
 
 def settings_for(tmp_path, **kw) -> Settings:
-    base = dict(
-        home=tmp_path / "home",
-        config_path=tmp_path / "none.toml",
-        engine="scripted",
-        approval="never",
-        thinking="adaptive",
-    )
-    return Settings(**{**base, **kw})
-
-
-async def drive(session, plan):
-    """Runs each op; a UserTurn until its TurnComplete. Returns every event."""
-    seen = []
-    stream = session.events()
-    for op in plan:
-        session.submit(op)
-        if not isinstance(op, UserTurn):
-            continue
-        async for e in stream:
-            seen.append(e)
-            if isinstance(e, ev.TurnComplete):
-                break
-    await session.close()
-    return seen
+    base = dict(engine="scripted", approval="never", thinking="adaptive")
+    return isolated_settings(tmp_path, **{**base, **kw})
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-
-    path = tmp_path_factory.mktemp("tiny_m3_toggle")
-    init_tiny(
-        path,
-        TinySpec(
-            layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, head_dim=64, seed=3
-        ),
-    )
-    return path
+    return tiny_m3(tmp_path_factory.mktemp("tiny_m3_toggle"), seed=3, head_dim=64)
 
 
 def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_repo, tmp_path):
     from m3agent.engine.m3.chat_template import ChatTemplate, render_prompt_parts
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.core.engine_config import EngineConfig
 
-    # the real engine, keeping each request and its generated token ids
-    Recording = load_bench("session_common").recording_engine_class()
     repo = make_repo(
         {
             "AGENTS.md": "Answer in one line.\n",
             "pkg/core.py": "class Store:\n    def get(self, k):\n        return k\n" * 20,
         }
     )
-    engine = Recording.from_model_dir(tiny_dir, config=EngineConfig(num_gpu_blocks=400))
+    engine = recording_engine(tiny_dir, num_gpu_blocks=400)
     session = build_session(
         settings_for(
             tmp_path, engine="native", model=str(tiny_dir), max_tokens=4, context_budget=3000

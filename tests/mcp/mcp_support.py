@@ -144,14 +144,25 @@ SERVER = SERVER.replace(
 )
 
 
-# A server that speaks enough JSON-RPC to start, then answers a tool call with garbage.
-GARBAGE = textwrap.dedent("""
+# The start of a stdio server written by hand: send() writes one JSON-RPC line, requests()
+# yields each request (notifications skipped) with its id and method.
+_BY_HAND = textwrap.dedent("""
     import json, sys
-    for line in sys.stdin:
-        msg = json.loads(line)
-        mid, method = msg.get("id"), msg.get("method")
-        if mid is None:
-            continue
+
+    def send(obj):
+        sys.stdout.write(json.dumps(obj) + "\\n")
+        sys.stdout.flush()
+
+    def requests():
+        for line in sys.stdin:
+            msg = json.loads(line)
+            if msg.get("id") is not None:
+                yield msg, msg["id"], msg.get("method")
+""")
+
+# A server that speaks enough JSON-RPC to start, then answers a tool call with garbage.
+GARBAGE = _BY_HAND + textwrap.dedent("""
+    for msg, mid, method in requests():
         if method == "initialize":
             result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities":
                       {"tools": {}}, "serverInfo": {"name": "garbage", "version": "1"}}
@@ -163,30 +174,17 @@ GARBAGE = textwrap.dedent("""
             sys.stdout.flush()
             continue
         else:
-            out = {"jsonrpc": "2.0", "id": mid,
-                   "error": {"code": -32601, "message": "method not found"}}
-            sys.stdout.write(json.dumps(out) + "\\n")
-            sys.stdout.flush()
+            send({"jsonrpc": "2.0", "id": mid,
+                  "error": {"code": -32601, "message": "method not found"}})
             continue
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}) + "\\n")
-        sys.stdout.flush()
+        send({"jsonrpc": "2.0", "id": mid, "result": result})
 """)
 
 
 # A pre-2026 server (initialize handshake only, written by hand, as many servers in the wild
 # are): its tool call announces notifications/tools/list_changed before answering.
-LEGACY = textwrap.dedent("""
-    import json, sys
-
-    def send(obj):
-        sys.stdout.write(json.dumps(obj) + "\\n")
-        sys.stdout.flush()
-
-    for line in sys.stdin:
-        msg = json.loads(line)
-        mid, method = msg.get("id"), msg.get("method")
-        if mid is None:
-            continue
+LEGACY = _BY_HAND + textwrap.dedent("""
+    for msg, mid, method in requests():
         if method == "initialize":
             send({"jsonrpc": "2.0", "id": mid, "result": {
                 "protocolVersion": "2025-06-18", "serverInfo": {"name": "legacy", "version": "1"},

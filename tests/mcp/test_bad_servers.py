@@ -6,21 +6,31 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from m3agent.agent import events as ev
 from m3agent.app.settings import load_settings
 from mcp_support import answer, calls, finished, invoke, of_type
 
 
-def test_crash_is_an_error_result_and_the_next_call_restarts(
-    home, repo, server, user_config, stdio_config, open_session, drive
-):
-    user_config(stdio_config("demo", server))
-    script = [
-        calls(invoke("mcp__demo__crash")),
-        calls(invoke("mcp__demo__add", a=1, b=2)),
-        answer("ok"),
-    ]
-    session = open_session(load_settings(), repo, script)
+@pytest.fixture
+def then_add(home, repo, server, user_config, stdio_config, open_session):
+    """then_add(first, a=1, b=2, **table): a session on the demo server (its config table
+    with TABLE) whose model calls the tool FIRST, then add(A, B), then answers "ok"."""
+
+    def open_(first: str, a: int = 1, b: int = 2, **table):
+        user_config(stdio_config("demo", server, **table))
+        script = [
+            calls(invoke(f"mcp__demo__{first}")),
+            calls(invoke("mcp__demo__add", a=a, b=b)),
+            answer("ok"),
+        ]
+        return open_session(load_settings(), repo, script)
+
+    return open_
+
+
+def test_crash_is_an_error_result_and_the_next_call_restarts(then_add, drive):
+    session = then_add("crash")
     events, done = drive(session, "crash it")
     crash, add = finished(events)
     assert crash.is_error and crash.metadata["mcp_failure"]
@@ -30,16 +40,8 @@ def test_crash_is_an_error_result_and_the_next_call_restarts(
     assert status.restarts == 1
 
 
-def test_a_server_that_died_between_calls_is_started_again_for_the_next(
-    home, repo, server, user_config, stdio_config, open_session, drive
-):
-    user_config(stdio_config("demo", server))
-    script = [
-        calls(invoke("mcp__demo__die_soon")),
-        calls(invoke("mcp__demo__add", a=1, b=2)),
-        answer("ok"),
-    ]
-    session = open_session(load_settings(), repo, script)
+def test_a_server_that_died_between_calls_is_started_again_for_the_next(then_add, drive):
+    session = then_add("die_soon")
 
     def decide(req):
         if req.name == "mcp__demo__add":
@@ -53,16 +55,8 @@ def test_a_server_that_died_between_calls_is_started_again_for_the_next(
     assert session.toolset.hub.statuses()[0].restarts == 1
 
 
-def test_hang_times_out_and_the_next_call_restarts(
-    home, repo, server, user_config, stdio_config, open_session, drive
-):
-    user_config(stdio_config("demo", server, tool_timeout_sec=1))
-    script = [
-        calls(invoke("mcp__demo__hang")),
-        calls(invoke("mcp__demo__add", a=2, b=2)),
-        answer("ok"),
-    ]
-    session = open_session(load_settings(), repo, script)
+def test_hang_times_out_and_the_next_call_restarts(then_add, drive):
+    session = then_add("hang", a=2, b=2, tool_timeout_sec=1)
     started = time.monotonic()
     events, done = drive(session, "hang")
     hang, add = finished(events)

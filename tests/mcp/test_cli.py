@@ -4,39 +4,28 @@ console script, against an isolated home."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
-M3AGENT = str(Path(sys.executable).parent / "m3agent")
+from ..support.cli import CONSOLE_SCRIPT, run_cli
 
 
 def m3(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "M3AGENT_HOME": str(home)}
-    env.pop("M3AGENT_CONFIG", None)
-    return subprocess.run(
-        [M3AGENT, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
+    return run_cli(home, *args, cwd=cwd, command=CONSOLE_SCRIPT, timeout=120)
+
+
+def add_stdio_server(home: Path, repo: Path, server: Path, *words: str) -> None:
+    """`m3agent mcp add WORDS -- python SERVER`, which succeeds."""
+    r = m3("mcp", "add", *words, "--", sys.executable, str(server), cwd=repo, home=home)
+    assert r.returncode == 0, r.stderr
 
 
 def test_add_list_get_remove_in_the_user_config(home, repo, server):
     (home).mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text('# my settings\nthinking = "enabled"\n')
-    r = m3(
-        "mcp",
-        "add",
-        "demo",
-        "-e",
-        "API_TOKEN=s3cret",
-        "--",
-        sys.executable,
-        str(server),
-        cwd=repo,
-        home=home,
-    )
-    assert r.returncode == 0, r.stderr
+    add_stdio_server(home, repo, server, "demo", "-e", "API_TOKEN=s3cret")
     r = m3(
         "mcp",
         "add",
@@ -78,19 +67,7 @@ def test_add_list_get_remove_in_the_user_config(home, repo, server):
 
 
 def test_project_scope_writes_mcp_json_and_trust_is_asked_once(home, repo, server):
-    r = m3(
-        "mcp",
-        "add",
-        "-s",
-        "project",
-        "demo",
-        "--",
-        sys.executable,
-        str(server),
-        cwd=repo,
-        home=home,
-    )
-    assert r.returncode == 0, r.stderr
+    add_stdio_server(home, repo, server, "-s", "project", "demo")
     data = json.loads((repo / ".mcp.json").read_text())
     assert data == {"mcpServers": {"demo": {"command": sys.executable, "args": [str(server)]}}}
     r = m3("mcp", "list", cwd=repo, home=home)

@@ -12,6 +12,8 @@ from m3agent.app.settings import load_settings
 from m3agent.tools.mcp.config import Scope, Transport, from_codex, parse_mcp_json
 from mcp_support import answer, calls, invoke
 
+from ..support.cli import scripted_run
+
 M3AGENT = str(Path(sys.executable).parent / "m3agent")
 
 
@@ -130,20 +132,7 @@ def test_headless_run_skips_an_untrusted_project_server_with_one_line(home, repo
     claude_file(repo, server)
     script = tmp_path / "s.json"
     script.write_text(json.dumps([calls(invoke("mcp__demo__add", a=1, b=1)), answer("x")]))
-    base = [
-        M3AGENT,
-        "run",
-        "add",
-        "--engine",
-        "scripted",
-        "--script",
-        str(script),
-        "--cwd",
-        str(repo),
-        "--approval",
-        "never",
-        "--no-context",
-    ]
+    base = [M3AGENT, *scripted_run("add", script, repo, "--approval", "never", "--no-context")]
     proc = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     warn = [x for x in proc.stderr.splitlines() if "not trusted" in x]

@@ -11,6 +11,8 @@ from m3agent.agent import events as ev
 from m3agent.app.settings import load_settings
 from mcp_support import answer, calls, finished, invoke, of_type
 
+from ..support.cli import scripted_run
+
 
 def test_tools_are_listed_called_and_answered(
     home, repo, server, user_config, stdio_config, open_session, drive
@@ -184,14 +186,7 @@ def test_stream_json_carries_mcp_calls_like_any_tool(home, repo, server, tmp_pat
     proc = subprocess.run(
         [
             str(exe),
-            "run",
-            "add",
-            "--engine",
-            "scripted",
-            "--script",
-            str(script),
-            "--cwd",
-            str(repo),
+            *scripted_run("add", script, repo),
             "--mcp-config",
             str(cfg),
             "--approval",

@@ -37,6 +37,13 @@ def _app(settings, repo, tmp_path, *replies):
     )
 
 
+def _add_app(repo, tmp_path):
+    """The app whose model calls mcp__demo__add(3, 4), then answers 7."""
+    return _app(
+        load_settings(), repo, tmp_path, calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")
+    )
+
+
 async def _ready(pilot, main) -> None:
     """Until the session is built and the status line says ready."""
     await _until(
@@ -56,9 +63,7 @@ async def test_slash_mcp_lists_servers_state_and_tools(
         + stdio_config("demo", server)
         + '[mcp_servers.ghost]\ncommand = "/no/such/server"\n'
     )
-    app = _app(
-        load_settings(), repo, tmp_path, calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")
-    )
+    app = _add_app(repo, tmp_path)
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
         await _ready(pilot, main)
@@ -82,9 +87,7 @@ async def test_s_in_the_approval_modal_saves_an_always_allow(
     from pilot_steps import send
 
     user_config('engine = "scripted"\n' + stdio_config("demo", server))
-    app = _app(
-        load_settings(), repo, tmp_path, calls(invoke("mcp__demo__add", a=3, b=4)), answer("7")
-    )
+    app = _add_app(repo, tmp_path)
     async with app.run_test(size=(110, 50)) as pilot:
         main = app.main
         await _ready(pilot, main)

@@ -32,6 +32,8 @@ from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.native.loaders.vision import write_random_vision_weights
 from PIL import Image
 
+from ..support.native import tiny_vl
+
 # Long enough (byte-level tokenizer: ~1 token a byte) that the common prefix of two turns
 # runs a whole KV block past the image, so the image's blocks can be cached.
 LONG = "Describe this picture in detail. " * 6
@@ -39,10 +41,7 @@ LONG = "Describe this picture in detail. " * 6
 
 @pytest.fixture(scope="module")
 def vl_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny_vl")
-    init_tiny(d, TinySpec(layers=2, dense_layers=1))
-    write_random_vision_weights(d, seed=1)
-    return d
+    return tiny_vl(tmp_path_factory.mktemp("tiny_vl"))
 
 
 @pytest.fixture(scope="module")

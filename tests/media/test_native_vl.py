@@ -10,18 +10,16 @@ from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 from m3agent.engine.native.loaders.checkpoint import load_model
-from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-from m3agent.engine.native.loaders.vision import load_vision_tower, write_random_vision_weights
+from m3agent.engine.native.loaders.vision import load_vision_tower
 from m3agent.engine.native.runner.mm_inputs import MultiModalInputs
 from PIL import Image
+
+from ..support.native import tiny_vl
 
 
 @pytest.fixture(scope="module")
 def vl_checkpoint(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny_vl")
-    init_tiny(d, TinySpec(layers=2, dense_layers=1))
-    write_random_vision_weights(d, seed=1)
-    return d
+    return tiny_vl(tmp_path_factory.mktemp("tiny_vl"))
 
 
 def _answer(ckpt, tok, items, max_tokens=6, chunk=2048):

@@ -10,17 +10,15 @@ from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 from m3agent.engine.native.llm import LLM
 from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-from m3agent.engine.native.loaders.vision import write_random_vision_weights
+
+from ..support.native import tiny_vl
 
 SMALL = EngineConfig(num_gpu_blocks=16)
 
 
 @pytest.fixture(scope="module")
 def vl_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny_vl")
-    init_tiny(d, TinySpec(layers=2, dense_layers=1))
-    write_random_vision_weights(d, seed=1)
-    return d
+    return tiny_vl(tmp_path_factory.mktemp("tiny_vl"))
 
 
 def test_loads_weights_tokenizer_and_the_vision_tower(vl_dir):

@@ -25,16 +25,12 @@ from m3agent.engine.m3.output_parser import parse_output
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 from m3agent.engine.native.core.engine_config import EngineConfig
 
+from ..support.native import tiny_m3
+
 
 @pytest.fixture(scope="module")
 def tiny_m3_dir(tmp_path_factory):
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-
-    path = tmp_path_factory.mktemp("tiny_m3")
-    init_tiny(
-        path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, seed=3)
-    )
-    return path
+    return tiny_m3(tmp_path_factory.mktemp("tiny_m3"), seed=3)
 
 
 def chat(
@@ -55,92 +51,92 @@ async def collect(engine: NativeEngine, request: ChatRequest) -> tuple[list, Usa
     return deltas[:-1], deltas[-1]
 
 
-def test_stream_usage_raw_text_and_prefix_cache(tiny_m3_dir):
+def on_engine(model_dir, check, **config) -> None:
+    """asyncio.run of `await check(engine)` on a NativeEngine over MODEL_DIR with
+    EngineConfig(**config), closed afterwards."""
+
     async def main():
-        engine = NativeEngine.from_model_dir(tiny_m3_dir, config=EngineConfig(num_gpu_blocks=64))
+        engine = NativeEngine.from_model_dir(model_dir, config=EngineConfig(**config))
+        try:
+            await check(engine)
+        finally:
+            await engine.close()
+
+    asyncio.run(main())
+
+
+def test_stream_usage_raw_text_and_prefix_cache(tiny_m3_dir):
+    async def check(engine):
         assert isinstance(engine, Engine) and engine.info().backend == "native"
         tok = M3Tokenizer.from_model_dir(tiny_m3_dir)
         tmpl = ChatTemplate.from_model_dir(tiny_m3_dir)
-        try:
-            long_text = "Please read this repository summary. " * 40
-            deltas, usage = await collect(engine, chat("t1", long_text))
-            u = usage.usage
-            assert u.cached_prompt_tokens == 0 and u.prompt_tokens > 256
-            assert u.generated_tokens >= 1 and u.time_to_first_token_s > 0
-            parsed = parse_output(usage.raw_text, [], "disabled")
-            text = "".join(d.text for d in deltas if isinstance(d, (ContentDelta, ReasoningDelta)))
-            assert text == (parsed.content or "") + (parsed.reasoning or "")
-            # Turn 2 extends turn 1's prompt: every full page of it is a hit.
-            history = (
-                Message("user", long_text),
-                Message("assistant", parsed.content or "", raw_text=usage.raw_text),
-            )
-            turn2 = ChatRequest(
-                "t2",
-                (Message("system", "You are terse."), *history, Message("user", "And now?")),
-                thinking_mode="disabled",
-                sampling=SamplingParams(max_tokens=12, temperature=0.0),
-            )
-            _, usage2 = await collect(engine, turn2)
-            p1 = tok.encode(
-                render_prompt(chat("t1", long_text).messages, [], "disabled", template=tmpl)
-            )
-            p2 = tok.encode(render_prompt(turn2.messages, [], "disabled", template=tmpl))
-            shared = common_prefix_len(p1, p2)
-            assert shared == len(p1)  # the template keeps the prefix-caching contract
-            cached = usage2.usage.cached_prompt_tokens
-            assert len(p1) // 128 * 128 <= cached <= (len(p1) + u.generated_tokens - 1) // 128 * 128
-            assert engine.stats().requests == 2
-        finally:
-            await engine.close()
+        long_text = "Please read this repository summary. " * 40
+        deltas, usage = await collect(engine, chat("t1", long_text))
+        u = usage.usage
+        assert u.cached_prompt_tokens == 0 and u.prompt_tokens > 256
+        assert u.generated_tokens >= 1 and u.time_to_first_token_s > 0
+        parsed = parse_output(usage.raw_text, [], "disabled")
+        text = "".join(d.text for d in deltas if isinstance(d, (ContentDelta, ReasoningDelta)))
+        assert text == (parsed.content or "") + (parsed.reasoning or "")
+        # Turn 2 extends turn 1's prompt: every full page of it is a hit.
+        history = (
+            Message("user", long_text),
+            Message("assistant", parsed.content or "", raw_text=usage.raw_text),
+        )
+        turn2 = ChatRequest(
+            "t2",
+            (Message("system", "You are terse."), *history, Message("user", "And now?")),
+            thinking_mode="disabled",
+            sampling=SamplingParams(max_tokens=12, temperature=0.0),
+        )
+        _, usage2 = await collect(engine, turn2)
+        p1 = tok.encode(
+            render_prompt(chat("t1", long_text).messages, [], "disabled", template=tmpl)
+        )
+        p2 = tok.encode(render_prompt(turn2.messages, [], "disabled", template=tmpl))
+        shared = common_prefix_len(p1, p2)
+        assert shared == len(p1)  # the template keeps the prefix-caching contract
+        cached = usage2.usage.cached_prompt_tokens
+        assert len(p1) // 128 * 128 <= cached <= (len(p1) + u.generated_tokens - 1) // 128 * 128
+        assert engine.stats().requests == 2
 
-    asyncio.run(main())
+    on_engine(tiny_m3_dir, check, num_gpu_blocks=64)
 
 
 def test_concurrent_streams_and_abort(tiny_m3_dir):
-    async def main():
-        engine = NativeEngine.from_model_dir(tiny_m3_dir, config=EngineConfig(num_gpu_blocks=64))
-        try:
-            solo = await collect(engine, chat("solo", "hello there", max_tokens=10))
+    async def check(engine):
+        solo = await collect(engine, chat("solo", "hello there", max_tokens=10))
 
-            async def abort_after_first(rid):
-                got = []
-                async for d in engine.stream(chat(rid, "go on forever", max_tokens=4000)):
-                    got.append(d)
-                    if len(got) == 1 and not isinstance(d, UsageDelta):
-                        await engine.abort(rid)
-                return got
+        async def abort_after_first(rid):
+            got = []
+            async for d in engine.stream(chat(rid, "go on forever", max_tokens=4000)):
+                got.append(d)
+                if len(got) == 1 and not isinstance(d, UsageDelta):
+                    await engine.abort(rid)
+            return got
 
-            both = await asyncio.gather(
-                collect(engine, chat("again", "hello there", max_tokens=10)),
-                abort_after_first("ab"),
-            )
-            # Greedy output does not depend on what shares the batch.
-            assert both[0][1].raw_text == solo[1].raw_text
-            aborted = both[1][-1]
-            assert isinstance(aborted, UsageDelta) and aborted.finish_reason == "abort"
-            assert aborted.usage.generated_tokens < 4000
-        finally:
-            await engine.close()
+        both = await asyncio.gather(
+            collect(engine, chat("again", "hello there", max_tokens=10)),
+            abort_after_first("ab"),
+        )
+        # Greedy output does not depend on what shares the batch.
+        assert both[0][1].raw_text == solo[1].raw_text
+        aborted = both[1][-1]
+        assert isinstance(aborted, UsageDelta) and aborted.finish_reason == "abort"
+        assert aborted.usage.generated_tokens < 4000
 
-    asyncio.run(main())
+    on_engine(tiny_m3_dir, check, num_gpu_blocks=64)
 
 
 def test_prompt_too_long_while_another_request_completes(tiny_m3_dir):
-    async def main():
-        engine = NativeEngine.from_model_dir(
-            tiny_m3_dir, config=EngineConfig(num_gpu_blocks=64, max_model_len=512)
-        )
-        try:
-            ok = asyncio.create_task(collect(engine, chat("ok", "short", max_tokens=20)))
-            with pytest.raises(PromptTooLong, match="more than the model's maximum of 511"):
-                await collect(engine, chat("long", "word " * 2000))
-            _, usage = await ok
-            assert usage.usage.generated_tokens >= 1
-        finally:
-            await engine.close()
+    async def check(engine):
+        ok = asyncio.create_task(collect(engine, chat("ok", "short", max_tokens=20)))
+        with pytest.raises(PromptTooLong, match="more than the model's maximum of 511"):
+            await collect(engine, chat("long", "word " * 2000))
+        _, usage = await ok
+        assert usage.usage.generated_tokens >= 1
 
-    asyncio.run(main())
+    on_engine(tiny_m3_dir, check, num_gpu_blocks=64, max_model_len=512)
 
 
 def test_missing_model_is_engine_unavailable(tmp_path):
@@ -149,16 +145,12 @@ def test_missing_model_is_engine_unavailable(tmp_path):
 
 
 def test_no_tool_call_deltas_without_tools(tiny_m3_dir):
-    async def main():
-        engine = NativeEngine.from_model_dir(tiny_m3_dir, config=EngineConfig(num_gpu_blocks=32))
-        try:
-            deltas, usage = await collect(engine, chat("x", "hi"))
-            assert not any(isinstance(d, ToolCallDelta) for d in deltas)
-            assert usage.finish_reason in ("stop", "length")
-        finally:
-            await engine.close()
+    async def check(engine):
+        deltas, usage = await collect(engine, chat("x", "hi"))
+        assert not any(isinstance(d, ToolCallDelta) for d in deltas)
+        assert usage.finish_reason in ("stop", "length")
 
-    asyncio.run(main())
+    on_engine(tiny_m3_dir, check, num_gpu_blocks=32)
 
 
 def test_a_consumer_that_stops_early_frees_its_pages_and_close_is_final(tiny_m3_dir):

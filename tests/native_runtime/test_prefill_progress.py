@@ -19,18 +19,14 @@ from m3agent.engine.api import (
 from m3agent.engine.backends.native import NativeEngine
 from m3agent.engine.native.core.engine_config import EngineConfig
 
+from ..support.native import tiny_m3
+
 CHUNK = 256
 
 
 @pytest.fixture(scope="module")
 def tiny_m3_dir(tmp_path_factory):
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-
-    path = tmp_path_factory.mktemp("tiny_m3")
-    init_tiny(
-        path, TinySpec(layers=2, hidden=128, heads=2, kv_heads=1, experts=2, vocab=512, seed=3)
-    )
-    return path
+    return tiny_m3(tmp_path_factory.mktemp("tiny_m3"), seed=3)
 
 
 def _chat(rid: str, text: str) -> ChatRequest:

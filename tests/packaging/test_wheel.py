@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ..support.venvs import purelib
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -58,12 +60,7 @@ def test_wheel_imports_in_fresh_venv(wheel: Path, tmp_path: Path) -> None:
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
     # install without dependencies by unpacking the wheel: the check is the layout, not pip
-    site = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    site = str(purelib(py))
     zipfile.ZipFile(wheel).extractall(site)
     # Third-party dependencies come from the test's own environment, appended after the
     # fresh site-packages (a plain path line: that folder's .pth files, among them the

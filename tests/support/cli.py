@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import time
@@ -57,6 +59,34 @@ def run_cli(
     )
 
 
+def run_stderr_on_a_pty(
+    argv: list[str], env: dict[str, str], quiet_s: float
+) -> tuple[int, str, str]:
+    """ARGV to the end with stdin closed, stdout a pipe and stderr a new pseudo-terminal, read
+    until the child closes it or QUIET_S seconds pass without output; (exit status, stdout,
+    what the terminal showed)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:
+        ready, _, _ = select.select([master], [], [], quiet_s)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=60)
+    os.close(master)
+    return proc.returncode, out.decode(), b"".join(chunks).decode("utf-8", "replace")
+
+
 def start_cli(
     home: Path,
     *args: str,
@@ -76,11 +106,13 @@ def start_cli(
     )
 
 
-def init_tiny_model(model: Path, command: tuple[str, ...] = PYTHON_CLI) -> Path:
-    """`m3agent model init-tiny` of a 2-layer, 128-wide, 2-expert random M3 at model."""
+def init_tiny_model(model: Path, *flags: str, command: tuple[str, ...] = PYTHON_CLI) -> Path:
+    """`m3agent model init-tiny` of a 2-layer, 128-wide, 2-expert random M3 at model, then
+    flags (`--seed N`...)."""
     r = run_cli(
         model.parent,
         *("model", "init-tiny", str(model), "--layers", "2", "--hidden", "128", "--experts", "2"),
+        *flags,
         command=command,
     )
     assert r.returncode == 0, r.stderr

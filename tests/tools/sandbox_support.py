@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
+from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
 from m3agent.tools.sandbox.runner import Sandbox
 
@@ -154,6 +154,25 @@ def unprobed(policy: SandboxPolicy) -> Sandbox:
     """A Sandbox for `policy` with no layer probed and no helper built: enough for what reads
     only the policy (the path guard, the approvals' precheck), never for running commands."""
     return Sandbox(policy, SandboxReport(policy.mode.value, False, ()), use_helper=False)
+
+
+# The layers a control turns off: without them a command is not confined at all.
+NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"})
+
+
+def unconfined(world: World, off: frozenset[str] = NO_CONFINEMENT, **policy_kw) -> Sandbox:
+    """A control's sandbox over world: full access, the layers OFF turned off (the policy has
+    to say dangerously_no_sandbox for that); POLICY_KW adds SandboxPolicy fields."""
+    return Sandbox(
+        SandboxPolicy(
+            workspace=world.ws,
+            home=world.home,
+            mode=SandboxMode.FULL_ACCESS,
+            dangerously_no_sandbox=True,
+            disabled_layers=off,
+            **policy_kw,
+        )
+    )
 
 
 def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **limits) -> Sandbox:

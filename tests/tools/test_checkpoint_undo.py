@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from m3agent.tools.base import ToolContext
 from m3agent.tools.checkpoint import CheckpointError, Checkpoints, state_dir_for
 from m3agent.tools.toolset import default_toolset
+
+from ..support.cli import run_cli
 
 
 @pytest.fixture
@@ -66,32 +67,16 @@ def test_undo_after_edit_and_rm_rf_from_the_shell(repo, tmp_path):
     assert not r.is_error, r.output
     assert not (repo / "src").exists() and (repo / "notes.txt").exists()
 
-    env = dict(os.environ, M3AGENT_HOME=str(home))
-    listed = subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", "undo", "--list", "--cwd", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    listed = run_cli(home, "undo", "--list", "--cwd", str(repo))
     assert listed.returncode == 0 and "before edit_file" in listed.stdout
-    out = subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", "undo", "--cwd", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    out = run_cli(home, "undo", "--cwd", str(repo))
     assert out.returncode == 0, out.stderr
     assert "restored" in out.stdout
     assert _files(repo) == before
     assert os.stat(repo / "src" / "run.sh").st_mode & 0o111
     assert _user_git_state(repo) == git_before  # the user's .git was never touched
 
-    again = subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", "undo", "--cwd", str(repo)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    again = run_cli(home, "undo", "--cwd", str(repo))
     assert again.returncode == 2 and "nothing to undo" in again.stderr
 
 
@@ -134,13 +119,7 @@ def test_state_dir_is_per_workspace(tmp_path):
 
 
 def test_doctor_reports_layers(tmp_path):
-    env = dict(os.environ, M3AGENT_HOME=str(tmp_path))
-    out = subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", "doctor", "--json", "--cwd", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    out = run_cli(tmp_path, "doctor", "--json", "--cwd", str(tmp_path))
     report = json.loads(out.stdout)
     names = [layer["name"] for layer in report["layers"]]
     assert names == [
@@ -156,12 +135,7 @@ def test_doctor_reports_layers(tmp_path):
     assert out.returncode == (0 if report["protected"] else 5)
     for layer in report["layers"]:
         assert layer["detail"], layer  # every layer says what it does or why it is off
-    text = subprocess.run(
-        [sys.executable, "-m", "m3agent.app.cli", "doctor", "--cwd", str(tmp_path)],
-        env=env,
-        capture_output=True,
-        text=True,
-    ).stdout
+    text = run_cli(tmp_path, "doctor", "--cwd", str(tmp_path)).stdout
     assert "sandbox mode: workspace-write" in text and "landlock" in text
 
 

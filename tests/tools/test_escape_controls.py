@@ -8,25 +8,14 @@ import json
 
 import pytest
 from m3agent.tools.base import ToolContext
-from m3agent.tools.sandbox.policy import LAYERS, SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import LAYERS, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.shell import Shell, ShellArgs
-from sandbox_support import SECRET, action_argv
-
-NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"})
+from sandbox_support import SECRET, action_argv, unconfined
 
 
 def _unprotected(world) -> Sandbox:
-    return Sandbox(
-        SandboxPolicy(
-            workspace=world.ws,
-            home=world.home,
-            network=True,
-            mode=SandboxMode.FULL_ACCESS,
-            dangerously_no_sandbox=True,
-            disabled_layers=NO_CONFINEMENT,
-        )
-    )
+    return unconfined(world, network=True)
 
 
 def _run(sb, argv):

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from sandbox_support import (
     CONFIGS,
@@ -32,6 +32,7 @@ from sandbox_support import (
     make_sandbox,
     result_of,
     serve_unix,
+    unconfined,
     unprobed,
 )
 
@@ -81,19 +82,7 @@ def _run(sb, argv, env=None):
 
 
 def _unprotected(w) -> Sandbox:
-    return Sandbox(
-        SandboxPolicy(
-            workspace=w.ws,
-            home=w.home,
-            network=True,
-            mode=SandboxMode.FULL_ACCESS,
-            dangerously_no_sandbox=True,
-            private_paths=(w.data,),
-            disabled_layers=frozenset(
-                {"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"}
-            ),
-        )
-    )
+    return unconfined(w, network=True, private_paths=(w.data,))
 
 
 HIDDEN = {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")}

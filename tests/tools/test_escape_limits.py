@@ -61,6 +61,11 @@ def test_cpu_hog_is_killed_by_rlimit(config, world):
     assert time.monotonic() - t0 < 15
 
 
+def _heartbeat(marker) -> str:
+    """A shell command: a process in its own session that touches MARKER every 0.1 s."""
+    return f"setsid sh -c 'while true; do touch {marker}; sleep 0.1; done'"
+
+
 def _heartbeat_stopped(marker, seconds=1.0):
     if marker.exists():
         marker.unlink()
@@ -72,10 +77,7 @@ def _heartbeat_stopped(marker, seconds=1.0):
 def test_setsid_child_does_not_outlive_timeout(config, world):
     sb = make_sandbox(config, world)
     marker = world.ws / "src" / "alive"
-    cmd = (
-        f"setsid sh -c 'while true; do touch {marker}; sleep 0.1; done' </dev/null >/dev/null 2>&1 & "
-        "sleep 30"
-    )
+    cmd = f"{_heartbeat(marker)} </dev/null >/dev/null 2>&1 & sleep 30"
     r = sb.run(cmd, timeout_s=1.5)
     assert r.timed_out
     assert marker.exists(), "the setsid child never ran"
@@ -94,9 +96,7 @@ def test_setsid_child_does_not_outlive_timeout(config, world):
 def test_background_process_is_killed_when_command_ends(config, world):
     sb = make_sandbox(config, world)
     marker = world.ws / "src" / "bg"
-    cmd = (
-        f"(setsid sh -c 'while true; do touch {marker}; sleep 0.1; done' &) ; sleep 0.5; echo done"
-    )
+    cmd = f"({_heartbeat(marker)} &) ; sleep 0.5; echo done"
     r = sb.run(cmd, timeout_s=20)
     assert not r.timed_out and r.stdout.strip() == "done"
     assert r.duration_s < 10, "a background process holding stdout must not hang the tool"

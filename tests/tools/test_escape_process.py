@@ -21,22 +21,21 @@ from pathlib import Path
 import pytest
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
-from sandbox_support import CONFIGS, SECRET, action_argv, make_sandbox, result_of
+from sandbox_support import (
+    CONFIGS,
+    NO_CONFINEMENT,
+    SECRET,
+    action_argv,
+    make_sandbox,
+    result_of,
+    unconfined,
+)
 
-OFF = frozenset({"bwrap", "landlock", "seccomp", "privileges", "cgroup", "env_scrub"})
+OFF = NO_CONFINEMENT
 
 
 def _open(world, off=OFF, **kw) -> Sandbox:
-    return Sandbox(
-        SandboxPolicy(
-            workspace=world.ws,
-            home=world.home,
-            mode=SandboxMode.FULL_ACCESS,
-            dangerously_no_sandbox=True,
-            disabled_layers=off,
-            **kw,
-        )
-    )
+    return unconfined(world, off, **kw)
 
 
 def _got(sb, argv):

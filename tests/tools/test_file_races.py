@@ -128,18 +128,28 @@ def test_reading_tools_race_return_no_secret(scene, tool):
         assert ok > 0
 
 
-def test_control_read_by_name_after_realpath_returns_secret(scene):
-    ws, _, _ = scene
-    leaked = False
+def _ever_under_race(ws, attempt) -> bool:
+    """Whether ATTEMPT() returns true once while the racer swaps keys/ and link, tried again
+    and again for at most CONTROL_SECONDS."""
     deadline = time.monotonic() + CONTROL_SECONDS
     with Racer(ws / "keys", ws / "link"):
-        while time.monotonic() < deadline and not leaked:
-            try:
-                with open(_old_check(ws, "keys/id_rsa")) as f:
-                    leaked = SECRET in f.read()
-            except OSError:
-                continue
-    assert leaked
+        while time.monotonic() < deadline:
+            if attempt():
+                return True
+    return False
+
+
+def test_control_read_by_name_after_realpath_returns_secret(scene):
+    ws, _, _ = scene
+
+    def leaks() -> bool:
+        try:
+            with open(_old_check(ws, "keys/id_rsa")) as f:
+                return SECRET in f.read()
+        except OSError:
+            return False
+
+    assert _ever_under_race(ws, leaks)
 
 
 @pytest.mark.parametrize("use_openat2", [True, False], ids=["openat2", "nofollow-walk"])
@@ -228,9 +238,6 @@ def test_control_walk_by_name_lists_outside_names(scene):
     from m3agent.tools.ignore import walk
 
     ws, _, _ = scene
-    seen = False
-    deadline = time.monotonic() + CONTROL_SECONDS
-    with Racer(ws / "keys", ws / "link"):
-        while time.monotonic() < deadline and not seen:
-            seen = any("planted_secret_name" in rel for rel, _ in walk(ws, respect_ignore=False))
-    assert seen
+    assert _ever_under_race(
+        ws, lambda: any("planted_secret_name" in rel for rel, _ in walk(ws, respect_ignore=False))
+    )

@@ -99,24 +99,32 @@ def test_grep_output_is_bounded_in_characters(ws, engine):
     assert "more matching rows left out" in r.output and r.metadata["truncated"]
 
 
-def test_glob_output_is_bounded_in_characters(ws):
-    d = ws / ("d" * 100) / ("e" * 100)
-    d.mkdir(parents=True)
-    for i in range(400):
-        (d / f"{i:04d}{'f' * 200}.py").write_text("")
-    r = run(ws, "glob", pattern="**/*.py")
-    assert 400 * 410 > bounds.LISTING_CHARS  # control
-    assert len(r.output) < bounds.LISTING_CHARS + 500
-    assert "more paths left out" in r.output
+# tool: (its arguments, the folder, n files named NNNN + name, ~characters a row, the words
+# that say rows were left out)
+LISTINGS = {
+    "glob": (
+        {"pattern": "**/*.py"},
+        "d" * 100 + "/" + "e" * 100,
+        400,
+        "f" * 200 + ".py",
+        410,
+        "more paths left out",
+    ),
+    "list_dir": ({"path": "."}, ".", 800, "n" * 240, 245, "more entries]"),
+}
 
 
-def test_list_dir_output_is_bounded_in_characters(ws):
-    for i in range(800):
-        (ws / f"{i:04d}{'n' * 240}").write_text("")
-    r = run(ws, "list_dir", path=".")
-    assert 800 * 245 > bounds.LISTING_CHARS  # control
+@pytest.mark.parametrize("tool", LISTINGS)
+def test_listing_output_is_bounded_in_characters(ws, tool):
+    args, folder, n, name, row_chars, left_out = LISTINGS[tool]
+    d = ws / folder
+    d.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (d / f"{i:04d}{name}").write_text("")
+    r = run(ws, tool, **args)
+    assert n * row_chars > bounds.LISTING_CHARS  # control
     assert len(r.output) < bounds.LISTING_CHARS + 500
-    assert "more entries]" in r.output
+    assert left_out in r.output
 
 
 def test_read_file_cuts_an_enormous_line(ws):

@@ -21,6 +21,9 @@ from m3agent.app.tui.slash_actions import _workspace_diff
 from m3agent.tools.checkpoint import Checkpoints
 from m3agent.tools.safe_git import RepoRefused, UserRepo, run_git
 
+from ..support.cli import scripted_run
+from ..support.markup import answer, calls, invoke
+
 
 def _env(tmp: Path) -> dict[str, str]:
     """Plain git as a user has it, minus this machine's own config files."""
@@ -220,32 +223,15 @@ def test_every_attack_at_once_through_the_installed_console_script(tmp_path):
     for name, (setup, _) in ATTACKS.items():
         if name not in (".git/hooks", "includeIf"):  # (same marker paths; one include suffices)
             setup(h)
-    ns = "]<]minimax[>["
-    call = (
-        f'</mm:think>{ns}<tool_call>\n{ns}<invoke name="edit_file">{ns}<path>a.txt{ns}</path>'
-        f"{ns}<old_string>one{ns}</old_string>{ns}<new_string>uno{ns}</new_string>"
-        f"{ns}</invoke>\n{ns}</tool_call>"
-    )
+    call = calls(invoke("edit_file", path="a.txt", old_string="one", new_string="uno"))
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([call, "</mm:think>done"]))
+    script.write_text(json.dumps([call, answer("done")]))
     exe = Path(sys.executable).with_name("m3agent")
     env = dict(os.environ, M3AGENT_HOME=str(tmp_path / "m3home"), HOME=str(tmp_path / "plainhome"))
     env.pop("M3AGENT_CONFIG", None)
     (tmp_path / "plainhome").mkdir(exist_ok=True)
     r = subprocess.run(
-        [
-            str(exe),
-            "run",
-            "fix",
-            "--engine",
-            "scripted",
-            "--script",
-            str(script),
-            "--cwd",
-            str(h.ws),
-            "--output-format",
-            "json",
-        ],
+        [str(exe), *scripted_run("fix", script, h.ws, "--output-format", "json")],
         env=env,
         capture_output=True,
         text=True,

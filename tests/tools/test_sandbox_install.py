@@ -29,6 +29,8 @@ from m3agent.tools.sandbox.report import probe
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.shell import Shell, ShellArgs
 
+from ..support.venvs import purelib
+
 REPO = Path(__file__).resolve().parents[2]
 NS = "]<]minimax[>["
 
@@ -41,13 +43,7 @@ def _need_bwrap(tmp: Path) -> None:
 def _venv(root: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     py = root / "bin" / "python"
-    sp = subprocess.run(
-        [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    (Path(sp) / "zz-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    (purelib(py) / "zz-deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return py
 
 

@@ -167,6 +167,25 @@ class Harness:
         )
         return create_app(factory, self.config(resume=resume, approval=approval, **config))
 
+    def factory_app(
+        self, replies: list[str], *, approval: str = "never", resume: str | None = None
+    ):
+        """An app over app/factory's build_session, the CLI's seam (the real tools, sandbox
+        and checkpoints), under the approval policy APPROVAL, with the ScriptedEngine playing
+        REPLIES: one recorded engine (`self.engine`) serves every session the app opens."""
+        from m3agent.app.factory import build_session
+        from m3agent.app.settings import load_settings
+        from m3agent.app.tui.app import create_app
+        from m3agent.engine.backends.scripted import ScriptedEngine
+
+        settings = load_settings().override(engine="scripted", approval=approval)
+        engine = self.wrap(ScriptedEngine(replies))
+
+        def factory(resume_id: str | None, progress) -> Any:
+            return build_session(settings, cwd=self.repo, engine=engine, resume=resume_id)
+
+        return create_app(factory, self.config(approval=approval, resume=resume))
+
 
 @pytest.fixture
 def m3home(tmp_path, monkeypatch) -> Path:
@@ -214,6 +233,14 @@ class M3Text:
         return (
             f'{NS}<tool_call>\n{NS}<invoke name="read_file">{NS}<path>{path}{NS}</path>'
             f"{NS}</invoke>\n{NS}</tool_call>"
+        )
+
+    @staticmethod
+    def shell_call(command: str, preface: str = "") -> str:
+        """One shell call; PREFACE is the text the model writes before it."""
+        return (
+            f'{preface}{NS}<tool_call>\n{NS}<invoke name="shell">'
+            f"{NS}<command>{command}{NS}</command>{NS}</invoke>\n{NS}</tool_call>"
         )
 
 

@@ -13,14 +13,10 @@ import pytest
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.notice_view import NoticeView
 from pilot_steps import ready, send
+from png_bytes import PNG
 
 pytestmark = pytest.mark.anyio
 SIZE = (100, 30)
-PNG = (
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00"
-    b"\x90wS\xde\x00\x00\x00\x0cIDATx\x9cc\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\xc9\xfe\x92\xef"
-    b"\x00\x00\x00\x00IEND\xaeB`\x82"
-)
 
 
 def _checkpoint(root: Path, vision: bool) -> Path:

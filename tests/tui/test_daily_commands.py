@@ -15,18 +15,8 @@ SIZE = (110, 34)
 
 
 def _app(harness, replies, approval="never"):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    settings = load_settings().override(engine="scripted", approval=approval)
-    engine = harness.wrap(ScriptedEngine(replies))  # one engine for every session, as launch
-
-    def factory(resume_id, progress):
-        return build_session(settings, cwd=harness.repo, engine=engine, resume=resume_id)
-
-    return create_app(factory, harness.config(approval=approval)), engine
+    # one engine for every session, as launch
+    return harness.factory_app(replies, approval=approval), harness.engine
 
 
 async def _notice(pilot, main, until, text: str) -> str:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import pytest
-from test_tmux import COLS, ROWS, Tmux, _command
+from tmux_driver import Tmux, scripted_command
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 NS = "]<]minimax[>["
@@ -41,20 +40,14 @@ def test_custom_command_plan_and_nested_subagent(repo, m3home, tmp_path):
             ]
         )
     )
-    tmux = Tmux()
-    try:
-        tmux.run(
-            "new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-            _command(repo, script, m3home),
-        )  # fmt: skip
+    with Tmux() as tmux:
+        tmux.start(scripted_command(repo, script, m3home))
         tmux.wait_for("Ask m3agent")
-        t0 = time.perf_counter()
-        while "loading" in tmux.screen() and time.perf_counter() - t0 < 30:
-            time.sleep(0.05)
-        tmux.run("send-keys", "-t", "t", "-l", "/rev")
+        tmux.wait_loaded(poll_s=0.05)
+        tmux.type("/rev")
         tmux.wait_for("Review a file for bugs")  # the custom command is in the menu
-        tmux.run("send-keys", "-t", "t", "-l", "iew src/calc.py")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.type("iew src/calc.py")
+        tmux.press("Enter")
         tmux.wait_for("Review finished")
         screen = tmux.screen()
         assert "plan 1/2" in screen and "ask a reviewer" in screen  # pinned
@@ -69,10 +62,7 @@ def test_custom_command_plan_and_nested_subagent(repo, m3home, tmp_path):
             if m.role == "user"
         ]
         assert "Review src/calc.py for bugs." in users  # the command's body, expanded
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")
-    finally:
-        tmux.close()
+        tmux.quit()
 
 
 def test_compact_fires_pre_compact_hook(repo, m3home, tmp_path):
@@ -85,22 +75,13 @@ def test_compact_fires_pre_compact_hook(repo, m3home, tmp_path):
     )
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["</mm:think>The summary."]))
-    tmux = Tmux()
-    try:
-        tmux.run(
-            "new-session", "-d", "-s", "t", "-x", str(COLS), "-y", str(ROWS),
-            _command(repo, script, m3home),
-        )  # fmt: skip
+    with Tmux() as tmux:
+        tmux.start(scripted_command(repo, script, m3home))
         tmux.wait_for("Ask m3agent")
-        t0 = time.perf_counter()
-        while "loading" in tmux.screen() and time.perf_counter() - t0 < 30:
-            time.sleep(0.05)
-        tmux.run("send-keys", "-t", "t", "-l", "/compact")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_loaded(poll_s=0.05)
+        tmux.type("/compact")
+        tmux.press("Enter")
         tmux.wait_for("PreCompact")  # the hook's run is shown as a notice
         event = json.loads(log.read_text())
         assert event["hook_event_name"] == "PreCompact" and event["trigger"] == "manual"
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")
-    finally:
-        tmux.close()
+        tmux.quit()

@@ -4,11 +4,8 @@ writes the config, instead of `ValueError: --engine native needs --model DIR`.""
 
 from __future__ import annotations
 
-import json
-import threading
 import tomllib
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from m3agent.app.tui.screens.onboarding_screen import OnboardingScreen
@@ -17,34 +14,16 @@ from m3agent.app.tui.widgets.notice_view import NoticeView
 from m3agent.app.tui.widgets.tool_card import ToolCard
 from pilot_steps import ready, send, turn_done
 
+from ..support.models_server import models_server as serve_models
+
 pytestmark = pytest.mark.anyio
 SIZE = (100, 30)
 
 
-class _Models(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        if self.path != "/v1/models":
-            self.send_error(404)
-            return
-        body = json.dumps({"object": "list", "data": [{"id": "m3-test", "object": "model"}]})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def models_server():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Models)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serve_models([{"id": "m3-test", "object": "model"}]) as url:
+        yield url
 
 
 def _first_run_app(repo):

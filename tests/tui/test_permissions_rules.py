@@ -17,18 +17,7 @@ SIZE = (120, 34)
 
 
 def _app(harness, replies):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    settings = load_settings().override(engine="scripted", approval="untrusted")
-    engine = harness.wrap(ScriptedEngine(replies))
-
-    def factory(resume_id, progress):
-        return build_session(settings, cwd=harness.repo, engine=engine, resume=resume_id)
-
-    return create_app(factory, harness.config(approval="untrusted"))
+    return harness.factory_app(replies, approval="untrusted")
 
 
 def _last(main, view) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from m3agent.app.tui.screens.approval_screen import ApprovalScreen
 from m3agent.app.tui.widgets.answer_view import AnswerView
 from m3agent.app.tui.widgets.diff_view import DiffView
 from m3agent.app.tui.widgets.error_view import ErrorView
@@ -13,7 +12,7 @@ from m3agent.app.tui.widgets.reasoning_view import ReasoningView
 from m3agent.app.tui.widgets.tool_card import ToolCard
 from m3agent.app.tui.widgets.user_message import UserMessage
 from PIL import Image
-from pilot_steps import ready, send, turn_done
+from pilot_steps import at_approval, ready, saved_session, send, turn_done
 
 SIZE = (100, 40)
 pytestmark = pytest.mark.anyio
@@ -43,10 +42,7 @@ async def test_prompt_streams_markdown_answer_and_folds_reasoning(harness, until
 async def test_approve_edit_applies_it_and_shows_the_diff(harness, until, m3text):
     script = [m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."]
     app = harness.app(script, approval="untrusted")
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "fix add")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    async with at_approval(app, until, "fix add", SIZE) as (pilot, main):
         assert "a + b" in str(app.screen.query_one("#approval-args").render())
         # the edit tool's own preview (Tool.preview), carried by the request
         assert "+    return a + b" in str(app.screen.query_one("#approval-diff").render())
@@ -63,10 +59,7 @@ async def test_approve_edit_applies_it_and_shows_the_diff(harness, until, m3text
 async def test_deny_with_note_reaches_the_model_and_leaves_the_file(harness, until, m3text):
     script = [m3text.edit_call("src/calc.py", "a - b", "a + b"), "Understood, I left it."]
     app = harness.app(script, approval="untrusted")
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "fix add")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    async with at_approval(app, until, "fix add", SIZE) as (pilot, main):
         await pilot.press("n")  # opens the note field
         await pilot.press(*"keep the bug")
         await pilot.press("enter")
@@ -138,11 +131,7 @@ async def test_attach_image_by_command_and_by_at_path(harness, until):
 
 async def test_resume_shows_history_and_continues_the_conversation(harness, until):
     app = harness.app(["<mm:think>Recall.</mm:think>The answer is 42."])
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "what is the answer?")
-        await turn_done(pilot, until)
-        session_id = main.controller.session.id
+    session_id = await saved_session(app, until, "what is the answer?", SIZE)
     app2 = harness.app(["Still 42."], resume=session_id)
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)

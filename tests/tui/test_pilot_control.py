@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from m3agent.app.tui.screens.approval_screen import ApprovalScreen
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.notice_view import NoticeView
 from m3agent.app.tui.widgets.prompt_input import PromptInput
 from m3agent.app.tui.widgets.tool_card import ToolCard
 from m3agent.app.tui.widgets.user_message import UserMessage
-from pilot_steps import ready, send, turn_done
+from pilot_steps import at_approval, ready, saved_session, send, turn_done
 
 SIZE = (100, 40)
 pytestmark = pytest.mark.anyio
@@ -22,12 +21,7 @@ async def test_sessions_browser_resumes_the_chosen_session(harness, until):
     from m3agent.app.tui.launch import list_sessions
     from m3agent.app.tui.screens.sessions_screen import SessionsScreen
 
-    app = harness.app(["First answer."])
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "remember this")
-        await turn_done(pilot, until)
-        old_id = main.controller.session.id
+    old_id = await saved_session(harness.app(["First answer."]), until, "remember this", SIZE)
     app2 = harness.app(
         ["Second answer."], list_sessions=lambda: list_sessions(harness.home / "sessions")
     )
@@ -66,10 +60,7 @@ async def test_approve_for_session_stops_asking_for_that_tool(harness, until, m3
         "Both done.",
     ]
     app = harness.app(script, approval="untrusted")
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "fix both")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    async with at_approval(app, until, "fix both", SIZE) as (pilot, main):
         await pilot.press("a")
         await turn_done(pilot, until)
         assert [c.status for c in main.query(ToolCard)] == ["ok", "ok"]
@@ -98,23 +89,7 @@ async def test_context_command_shows_the_snapshot_figures(harness, until):
 
 async def test_escape_stops_a_running_tool(harness, until, m3text):
     """Built through app/factory (the CLI's seam): the shell runs under the real sandbox."""
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    ns = m3text.NS
-    call = (
-        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>sleep 30{ns}</command>'
-        f"{ns}</invoke>\n{ns}</tool_call>"
-    )
-    settings = load_settings().override(engine="scripted", approval="never")
-
-    def factory(resume_id, progress):
-        engine = harness.wrap(ScriptedEngine([call, "stopped"]))
-        return build_session(settings, cwd=harness.repo, engine=engine)
-
-    app = create_app(factory, harness.config())
+    app = harness.factory_app([m3text.shell_call("sleep 30"), "stopped"])
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "wait a bit")
@@ -130,10 +105,7 @@ async def test_escape_stops_a_running_tool(harness, until, m3text):
 
 async def test_interrupt_while_asking_closes_the_question(harness, until, m3text):
     app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b")], approval="untrusted")
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "fix add")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    async with at_approval(app, until, "fix add", SIZE) as (pilot, main):
         await main.action_interrupt()  # as a time limit would end the turn
         await until(pilot, lambda: main.controller.completed_turns >= 1)
         await until(pilot, lambda: app.screen is main)
@@ -144,21 +116,8 @@ async def test_interrupt_while_asking_closes_the_question(harness, until, m3text
 
 async def test_undo_restores_the_files_changed_by_the_last_turn(harness, until, m3text):
     """Through app/factory: the session snapshots before the edit; /undo restores it."""
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    settings = load_settings().override(engine="scripted", approval="never")
-
-    def factory(resume_id, progress):
-        engine = harness.wrap(
-            ScriptedEngine([m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."])
-        )
-        return build_session(settings, cwd=harness.repo, engine=engine)
-
     calc = harness.repo / "src/calc.py"
-    app = create_app(factory, harness.config())
+    app = harness.factory_app([m3text.edit_call("src/calc.py", "a - b", "a + b"), "Fixed."])
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "fix add")

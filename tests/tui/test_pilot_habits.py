@@ -16,7 +16,7 @@ from m3agent.app.tui.widgets.prompt_input import PromptInput
 from m3agent.app.tui.widgets.tool_card import ToolCard
 from m3agent.app.tui.widgets.user_message import UserMessage
 from PIL import Image
-from pilot_steps import ready, send, turn_done
+from pilot_steps import at_approval, ready, send, turn_done
 
 SIZE = (100, 30)
 pytestmark = pytest.mark.anyio
@@ -156,39 +156,17 @@ async def test_turn_timer_spinner_and_how_to_stop(harness, until):
         assert not line.display
 
 
-def _shell(ns: str, command: str) -> str:
-    return (
-        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>{command}{ns}</command>'
-        f"{ns}</invoke>\n{ns}</tool_call>"
-    )
-
-
 async def test_always_allow_a_command_prefix_not_every_command(harness, until, m3text):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    ns = m3text.NS
+    shell = m3text.shell_call
     script = [
-        _shell(ns, "echo one"),
-        _shell(ns, "echo two --flag"),
-        _shell(ns, "echo three; echo four"),
-        _shell(ns, "ls"),
+        shell("echo one"),
+        shell("echo two --flag"),
+        shell("echo three; echo four"),
+        shell("ls"),
         "Done.",
     ]
-    settings = load_settings().override(engine="scripted", approval="untrusted")
-
-    def factory(resume_id, progress):
-        return build_session(
-            settings, cwd=harness.repo, engine=harness.wrap(ScriptedEngine(script))
-        )
-
-    app = create_app(factory, harness.config(approval="untrusted"))
-    async with app.run_test(size=(110, 40)) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "run things")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    app = harness.factory_app(script, approval="untrusted")
+    async with at_approval(app, until, "run things", (110, 40)) as (pilot, main):
         buttons = [str(b.label) for b in app.screen.query("Button")]
         assert "Allow `echo …` this session (p)" in buttons  # it lasts the session, says so
         assert not any("for this session" in b for b in buttons)  # no "every shell command"
@@ -238,10 +216,7 @@ async def test_resumed_tool_results_keep_their_error_flag(harness, until, m3text
 
 async def test_ctrl_c_over_the_approval_modal_interrupts_without_a_toast(harness, until, m3text):
     app = harness.app([m3text.edit_call("src/calc.py", "a - b", "a + b")], approval="untrusted")
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "fix add")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    async with at_approval(app, until, "fix add", SIZE) as (pilot, main):
         await pilot.press("ctrl+c")
         await turn_done(pilot, until)
         await until(pilot, lambda: app.screen is main)

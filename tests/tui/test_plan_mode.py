@@ -16,18 +16,19 @@ SIZE = (110, 34)
 
 
 def _app(harness, replies, approval="on-request"):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
+    return harness.factory_app(replies, approval=approval), harness.engine
 
-    settings = load_settings().override(engine="scripted", approval=approval)
-    engine = harness.wrap(ScriptedEngine(replies))
 
-    def factory(resume_id, progress):
-        return build_session(settings, cwd=harness.repo, engine=engine, resume=resume_id)
-
-    return create_app(factory, harness.config(approval=approval)), engine
+async def _answer_the_plan(pilot, until, key: str):
+    """Plan mode (shift+tab twice), a prompt, the plan dialog answered with KEY; back on the
+    main screen."""
+    main = await ready(pilot, until)
+    await pilot.press("shift+tab", "shift+tab")
+    await send(pilot, "plan it")
+    await until(pilot, lambda: isinstance(pilot.app.screen, PlanScreen))
+    await pilot.press(key)
+    await until(pilot, lambda: pilot.app.screen is main)
+    return main
 
 
 async def test_plan_then_act(harness, until, m3text, m3home):
@@ -61,12 +62,7 @@ async def test_plan_then_act(harness, until, m3text, m3home):
 async def test_edit_the_plan_first(harness, until, m3home):
     app, _ = _app(harness, ["</mm:think>1. Do the thing."])
     async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await pilot.press("shift+tab", "shift+tab")
-        await send(pilot, "plan it")
-        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.press("e")
-        await until(pilot, lambda: app.screen is main)
+        main = await _answer_the_plan(pilot, until, "e")
         text = main.query_one(PromptInput).text
         assert text == "Carry out this plan:\n1. Do the thing."
         assert main.controller.mode == "default"
@@ -75,12 +71,7 @@ async def test_edit_the_plan_first(harness, until, m3home):
 async def test_keep_planning_and_default_has_no_dialog(harness, until, m3home):
     app, _ = _app(harness, ["</mm:think>1. A plan.", "</mm:think>an answer"])
     async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await pilot.press("shift+tab", "shift+tab")
-        await send(pilot, "plan it")
-        await until(pilot, lambda: isinstance(app.screen, PlanScreen))
-        await pilot.press("n")
-        await until(pilot, lambda: app.screen is main)
+        main = await _answer_the_plan(pilot, until, "n")
         assert main.controller.mode == "plan"
         await pilot.press("shift+tab")  # back to default: answers get no plan dialog
         await send(pilot, "just answer")

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tmux import Tmux
+from tmux_driver import Tmux, pane_command
+
+from ..support.cli import CONSOLE_SCRIPT, init_tiny_model
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
@@ -25,25 +27,7 @@ M3AGENT = Path(sys.executable).with_name("m3agent")
 
 @pytest.fixture
 def tiny(tmp_path) -> Path:
-    model = tmp_path / "tiny"
-    subprocess.run(
-        [
-            str(M3AGENT),
-            "model",
-            "init-tiny",
-            str(model),
-            "--layers",
-            "2",
-            "--hidden",
-            "128",
-            "--experts",
-            "2",
-        ],  # fmt: skip
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    return model
+    return init_tiny_model(tmp_path / "tiny", command=CONSOLE_SCRIPT)
 
 
 def _locks(home: Path) -> list[dict]:
@@ -65,22 +49,26 @@ def test_quit_says_the_server_runs_and_stops_it_on_y(tmp_path, repo, tiny):
     (home / "config.toml").write_text('device = "cpu"\nmax_tokens = 4\n')
     tmux = Tmux()
     try:
-        tmux.run("new-session", "-d", "-s", "t", "-x", "110", "-y", "36",
-                 f"env -u COLUMNS -u LINES M3AGENT_HOME={home} TERM=xterm-256color {M3AGENT} "
-                 f"--engine native --model {tiny} --cwd {repo}; echo EXIT=$?; sleep 60")  # fmt: skip
+        tmux.start(
+            pane_command(
+                f"M3AGENT_HOME={home} TERM=xterm-256color",
+                str(M3AGENT),
+                f"--engine native --model {tiny} --cwd {repo}",
+            )
+        )
         tmux.wait_for("Ask m3agent", timeout=120)
         tmux.wait_for("native", timeout=120)  # the session is open on the server
         deadline = time.monotonic() + 120
         while not _locks(home) and time.monotonic() < deadline:
             time.sleep(0.2)
         (lock,) = _locks(home)
-        tmux.run("send-keys", "-t", "t", "C-q")
+        tmux.press("C-q")
         tmux.wait_for("stop it now? [y/N]", timeout=60)
         screen = " ".join(tmux.joined_screen().split())  # the line wraps at 110 columns
         assert f"background m3agent serve (pid {lock['pid']}" in screen
         assert "it stops after 30 min unused" in screen and "m3agent serve --stop" in screen
         assert _alive(lock["pid"])  # asked, not yet stopped
-        tmux.run("send-keys", "-t", "t", "y", "Enter")
+        tmux.press("y", "Enter")
         tmux.wait_for(f"stopped pid {lock['pid']}", timeout=60)
         tmux.wait_for("EXIT=0", timeout=30)
         assert not _alive(lock["pid"])

@@ -18,34 +18,19 @@ pytestmark = pytest.mark.anyio
 SIZE = (110, 34)
 
 
-def _shell_call(ns: str, command: str) -> str:
-    return (
-        f'Running it.\n{ns}<tool_call>\n{ns}<invoke name="shell">'
-        f"{ns}<command>{command}{ns}</command>{ns}</invoke>\n{ns}</tool_call>"
-    )
+def _shell_call(m3text, command: str) -> str:
+    return m3text.shell_call(command, preface="Running it.\n")
 
 
 def _app(harness, replies, resume=None):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    settings = load_settings().override(engine="scripted", approval="never")
-    engine = harness.wrap(ScriptedEngine(replies))
-
-    def factory(resume_id, progress):
-        return build_session(settings, cwd=harness.repo, engine=engine, resume=resume_id)
-
-    return create_app(factory, harness.config(approval="never", resume=resume)), engine
+    return harness.factory_app(replies, resume=resume), harness.engine
 
 
 def _script(m3text):
-    ns = m3text.NS
     return [
         m3text.edit_call("src/calc.py", "a - b", "a + b"),  # turn 1: an edit
         "</mm:think>fixed the sign",
-        _shell_call(ns, "echo made by shell > shell.txt && echo gone > README.md"),  # turn 2
+        _shell_call(m3text, "echo made by shell > shell.txt && echo gone > README.md"),  # turn 2
         "</mm:think>ran it",
         "</mm:think>just talk",  # turn 3: no change
     ]
@@ -154,50 +139,36 @@ def test_tmux_escape_escape_rewinds_a_shell_change(repo, m3home, m3text, tmp_pat
     a person types them) opens the picker, Enter twice rewinds, the file is gone."""
     import shutil
     import subprocess
-    import sys
     import time
-    from pathlib import Path
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed")
-    from test_tmux import Tmux
+    from tmux_driver import Tmux, scripted_command
 
     script = tmp_path / "script.json"
-    ns = m3text.NS
     script.write_text(
-        json.dumps([_shell_call(ns, "echo hi > made.txt"), "</mm:think>made the file"])
+        json.dumps([_shell_call(m3text, "echo hi > made.txt"), "</mm:think>made the file"])
     )
-    exe = Path(sys.executable).parent / "m3agent"
-    program = str(exe) if exe.exists() else f"{sys.executable} -m m3agent.app.cli"
-    command = (
-        f"env -u COLUMNS -u LINES M3AGENT_HOME={m3home} TERM=xterm-256color {program} "
-        f"--engine scripted --script {script} --approval never --cwd {repo}; echo EXIT=$?; "
-        "sleep 60"
-    )
-    tmux = Tmux()
-    try:
-        tmux.run("new-session", "-d", "-s", "t", "-x", "110", "-y", "36", command)
+    with Tmux() as tmux:
+        tmux.start(scripted_command(repo, script, m3home, approval="never"))
         tmux.wait_for("Ask m3agent")
         tmux.wait_for("repository snapshot taken")
-        tmux.run("send-keys", "-t", "t", "-l", "make the file")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.type("make the file")
+        tmux.press("Enter")
         tmux.wait_for("made the file")
         assert (repo / "made.txt").read_text() == "hi\n"
-        tmux.run("send-keys", "-t", "t", "Escape")
+        tmux.press("Escape")
         time.sleep(0.15)
-        tmux.run("send-keys", "-t", "t", "Escape")
+        tmux.press("Escape")
         tmux.wait_for("Rewind to before a prompt")
         assert "1. make the file" in tmux.screen()
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.press("Enter")
         tmux.wait_for("Restore the conversation and the files")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.press("Enter")
         tmux.wait_for("rewound to before prompt 1")
         assert not (repo / "made.txt").exists()
         assert "made the file" not in tmux.joined_screen()
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")
-    finally:
-        tmux.close()
+        tmux.quit()
     assert (
         subprocess.run(
             ["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True

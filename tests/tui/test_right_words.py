@@ -10,7 +10,7 @@ from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.status import StatusState, engine_label
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.tool_card import ToolCard
-from pilot_steps import ready, send, turn_done
+from pilot_steps import at_approval, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
 SIZE = (110, 34)
@@ -40,24 +40,8 @@ def test_compact_says_what_it_freed():
 
 
 async def test_interrupted_tool_stays_interrupted_after_resume(harness, until, m3text):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    ns = m3text.NS
-    call = (
-        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>sleep 30{ns}</command>'
-        f"{ns}</invoke>\n{ns}</tool_call>"
-    )
-    settings = load_settings().override(engine="scripted", approval="never")
-
-    def factory(resume_id, progress):
-        return build_session(
-            settings, cwd=harness.repo, engine=ScriptedEngine([call, "stopped"]), resume=resume_id
-        )
-
-    async with create_app(factory, harness.config()).run_test(size=SIZE) as pilot:
+    script = [m3text.shell_call("sleep 30"), "stopped"]
+    async with harness.factory_app(script).run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "wait a bit")
         await until(pilot, lambda: bool(main.query(ToolCard)))
@@ -66,7 +50,7 @@ async def test_interrupted_tool_stays_interrupted_after_resume(harness, until, m
         await turn_done(pilot, until)
         assert main.query_one(ToolCard).status == "interrupted"
         sid = main.controller.session.id
-    app2 = create_app(factory, harness.config(resume=sid))
+    app2 = harness.factory_app(script, resume=sid)
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await pilot.pause(0.1)
@@ -74,18 +58,9 @@ async def test_interrupted_tool_stays_interrupted_after_resume(harness, until, m
 
 
 async def test_undo_past_the_last_checkpoint(harness, until, m3text):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    settings = load_settings().override(engine="scripted", approval="never")
     script = [m3text.edit_call("src/calc.py", "a - b", "a + b"), "fixed"]
-
-    def factory(resume_id, progress):  # the real checkpoints of the workspace
-        return build_session(settings, cwd=harness.repo, engine=ScriptedEngine(script))
-
-    async with create_app(factory, harness.config()).run_test(size=SIZE) as pilot:
+    # through app/factory: the real checkpoints of the workspace
+    async with harness.factory_app(script).run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         errors = lambda: [str(e.render()) for e in main.query(ErrorView)]  # noqa: E731
         await send(pilot, "/undo")  # before any edit: "yet" is right here
@@ -101,15 +76,10 @@ async def test_undo_past_the_last_checkpoint(harness, until, m3text):
 
 
 async def test_approval_modal_buttons_say_how_long(harness, until, m3text):
-    from m3agent.app.tui.screens.approval_screen import ApprovalScreen
-
     app = harness.app(
         [m3text.edit_call("src/calc.py", "a - b", "a + b"), "fixed"], approval="untrusted"
     )
-    async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        await send(pilot, "fix add")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    async with at_approval(app, until, "fix add", SIZE) as (pilot, main):
         labels = [str(b.label) for b in app.screen.query("Button")]
         assert "Always allow edit_file, saved (s)" in labels
         assert "Allow edit_file for this session (a)" in labels

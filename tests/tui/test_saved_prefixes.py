@@ -9,40 +9,19 @@ import json
 import pytest
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
 from m3agent.app.tui.widgets.notice_view import NoticeView
-from pilot_steps import ready, send, turn_done
+from pilot_steps import at_approval, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
 SIZE = (110, 40)
 
 
-def _shell(ns: str, command: str) -> str:
-    return (
-        f'{ns}<tool_call>\n{ns}<invoke name="shell">{ns}<command>{command}{ns}</command>'
-        f"{ns}</invoke>\n{ns}</tool_call>"
-    )
-
-
 def _app(harness, script):
-    from m3agent.app.factory import build_session
-    from m3agent.app.settings import load_settings
-    from m3agent.app.tui.app import create_app
-    from m3agent.engine.backends.scripted import ScriptedEngine
-
-    settings = load_settings().override(engine="scripted", approval="untrusted")
-
-    def factory(resume_id, progress):
-        return build_session(settings, cwd=harness.repo, engine=ScriptedEngine(script))
-
-    return create_app(factory, harness.config(approval="untrusted"))
+    return harness.factory_app(script, approval="untrusted")
 
 
 async def test_s_saves_the_prefix_for_later_sessions(harness, until, m3text, m3home):
-    ns = m3text.NS
-    app = _app(harness, [_shell(ns, "echo one"), "Done."])
-    async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, until)
-        await send(pilot, "run it")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+    app = _app(harness, [m3text.shell_call("echo one"), "Done."])
+    async with at_approval(app, until, "run it", SIZE) as (pilot, _):
         labels = [str(b.label) for b in app.screen.query("Button")]
         assert "Always allow `echo …`, saved (s)" in labels
         await pilot.press("s")
@@ -50,7 +29,7 @@ async def test_s_saves_the_prefix_for_later_sessions(harness, until, m3text, m3h
     saved = json.loads((m3home / "permissions.json").read_text())
     assert saved["shell_prefixes"] == [["echo"]]
     assert (m3home / "permissions.json").stat().st_mode & 0o777 == 0o600
-    app2 = _app(harness, [_shell(ns, "echo two"), _shell(ns, "ls"), "Done."])
+    app2 = _app(harness, [m3text.shell_call("echo two"), m3text.shell_call("ls"), "Done."])
     async with app2.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         await send(pilot, "again")
@@ -63,11 +42,10 @@ async def test_s_saves_the_prefix_for_later_sessions(harness, until, m3text, m3h
 
 
 async def test_project_prefixes_count_only_after_trust(harness, until, m3text, m3home):
-    ns = m3text.NS
     project = harness.repo / ".m3agent" / "permissions.json"
     project.parent.mkdir()
     project.write_text(json.dumps({"shell_prefixes": [["echo"]]}))
-    app = _app(harness, [_shell(ns, "echo one"), "Done."])
+    app = _app(harness, [m3text.shell_call("echo one"), "Done."])
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         assert main.controller.allowed_prefixes == []  # untrusted: not used

@@ -27,14 +27,19 @@ async def _wait(pilot, predicate, timeout: float = 15.0) -> None:
         await pilot.pause(0.02)
 
 
+async def _ready_prompt(pilot) -> PromptInput:
+    """Waits for the session, then stops the prompt's cursor blinking (a stable frame)."""
+    main = pilot.app.main
+    await _wait(pilot, lambda: main.controller.session is not None and main.status.state == "ready")
+    prompt = main.query_one(PromptInput)
+    prompt.cursor_blink = False
+    return prompt
+
+
 def _prompt_then(text: str, until_fn, settle: float = 0.3):
     async def run_before(pilot) -> None:
         main = pilot.app.main
-        await _wait(
-            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
-        )
-        prompt = main.query_one(PromptInput)
-        prompt.cursor_blink = False
+        prompt = await _ready_prompt(pilot)
         prompt.load_text(text)
         await pilot.press("enter")
         await _wait(pilot, lambda: until_fn(pilot))
@@ -103,12 +108,7 @@ def test_command_menu_filtered(harness, snap_compare):
     app = harness.app([])
 
     async def run_before(pilot) -> None:
-        main = pilot.app.main
-        await _wait(
-            pilot, lambda: main.controller.session is not None and main.status.state == "ready"
-        )
-        prompt = main.query_one(PromptInput)
-        prompt.cursor_blink = False
+        prompt = await _ready_prompt(pilot)
         prompt.focus()
         await pilot.press("/", "s")
         await pilot.pause(0.2)

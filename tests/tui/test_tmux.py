@@ -8,89 +8,29 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
+from tmux_driver import COLS, ROWS, Tmux, pane_command, program, scripted_command
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT = ROOT / "bench" / "results" / "tui_first_paint.json"
-COLS, ROWS = 110, 36
-
-
-class Tmux:
-    """A private tmux server (its own socket), so the test never touches the user's."""
-
-    def __init__(self) -> None:
-        self.socket = f"m3agent-test-{uuid.uuid4().hex[:8]}"
-
-    def run(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10
-        )
-        return proc.stdout
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-p", "-t", "t")
-
-    def joined_screen(self) -> str:
-        """The screen with lines the terminal wrapped joined back (a word cut at the edge
-        is whole again)."""
-        return self.run("capture-pane", "-p", "-J", "-t", "t")
-
-    def wait_for(self, text: str, timeout: float = 30.0, poll_s: float = 0.03) -> float:
-        # Each poll is a tmux process; polling too often would steal CPU from the app on a
-        # 2-core machine and slow down what is being measured.
-        start = time.perf_counter()
-        while True:
-            if text in self.screen():
-                return time.perf_counter() - start
-            if time.perf_counter() - start > timeout:
-                raise AssertionError(f"{text!r} never appeared; the screen was:\n{self.screen()}")
-            time.sleep(poll_s)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=10)
-
-
-def _command(repo: Path, script: Path, home: Path) -> str:
-    exe = Path(sys.executable).parent / "m3agent"
-    program = str(exe) if exe.exists() else f"{sys.executable} -m m3agent.app.cli"
-    return (
-        f"env -u COLUMNS -u LINES M3AGENT_HOME={home} TERM=xterm-256color {program} --engine scripted "
-        f"--script {script} --approval untrusted --cwd {repo}; echo EXIT=$?; sleep 60"
-    )
 
 
 def _first_paint(repo: Path, script: Path, home: Path) -> float:
     """One more launch, only to time the first frame; quits at once."""
-    tmux = Tmux()
-    try:
+    with Tmux() as tmux:
         t0 = time.perf_counter()
-        tmux.run(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(COLS),
-            "-y",
-            str(ROWS),
-            _command(repo, script, home),
-        )
+        tmux.start(scripted_command(repo, script, home))
         tmux.wait_for("Ask m3agent")
         elapsed = time.perf_counter() - t0
         tmux.wait_for("tok/s")
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")
+        tmux.quit()
         return elapsed
-    finally:
-        tmux.close()
 
 
 def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path):
@@ -104,44 +44,29 @@ def test_tmux_prompt_approve_edit_and_first_paint(repo, m3home, m3text, tmp_path
             ]
         )
     )
-    tmux = Tmux()
-    try:
+    with Tmux() as tmux:
         t0 = time.perf_counter()
-        tmux.run(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(COLS),
-            "-y",
-            str(ROWS),
-            _command(repo, script, m3home),
-        )
+        tmux.start(scripted_command(repo, script, m3home))
         tmux.wait_for("Ask m3agent")  # the prompt's placeholder: the first frame is up
         first_paint_s = time.perf_counter() - t0
         tmux.wait_for("tok/s")
-        while "loading" in tmux.screen() and time.perf_counter() - t0 < 30:
-            time.sleep(0.03)
+        tmux.wait_loaded()
         ready_s = time.perf_counter() - t0
 
-        tmux.run("send-keys", "-t", "t", "-l", "fix the add function")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.type("fix the add function")
+        tmux.press("Enter")
         tmux.wait_for("Allow edit_file?")
         assert "+    return a + b" in tmux.screen()  # the modal shows the diff
-        tmux.run("send-keys", "-t", "t", "y")
+        tmux.press("y")
         tmux.wait_for("now adds")
         screen = tmux.screen()
         assert "✓ done" in screen and "edit_file" in screen
         assert "fix the add function" in screen
         assert (repo / "src/calc.py").read_text() == "def add(a, b):\n    return a + b\n"
 
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")  # clean exit; the shell line prints on the restored screen
+        tmux.quit()  # clean exit; the shell line prints on the restored screen
         session_id = next((m3home / "sessions").glob("*.jsonl")).stem
         assert f"resume this session with: m3agent resume {session_id}" in tmux.screen()
-    finally:
-        tmux.close()
 
     samples = sorted([first_paint_s] + [_first_paint(repo, script, m3home) for _ in range(2)])
     load1 = os.getloadavg()[0]
@@ -195,25 +120,17 @@ def test_tmux_crash_restores_the_terminal_and_prints_the_log_path(repo, m3home, 
     main.write_text(CRASHING_MAIN)
     script = tmp_path / "script.json"
     script.write_text("[]")
-    tmux = Tmux()
-    try:
-        tmux.run(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(COLS),
-            "-y",
-            str(ROWS),
-            f"env -u COLUMNS -u LINES M3AGENT_HOME={m3home} {sys.executable} {main} "
-            f"--engine scripted --script {script} --cwd {repo}; echo EXIT=$?; sleep 60",
+    with Tmux() as tmux:
+        tmux.start(
+            pane_command(
+                f"M3AGENT_HOME={m3home}",
+                f"{sys.executable} {main}",
+                f"--engine scripted --script {script} --cwd {repo}",
+            )
         )
         tmux.wait_for("EXIT=1")
         screen = tmux.screen()
-        alternate = tmux.run("display", "-p", "-t", "t", "#{alternate_on}").strip()
-    finally:
-        tmux.close()
+        alternate = tmux.display("#{alternate_on}")
     assert alternate == "0"  # back on the normal screen: the terminal was restored
     logs = list((m3home / "logs").glob("crash-*.log"))
     assert len(logs) == 1 and "injected crash" in logs[0].read_text()
@@ -233,70 +150,43 @@ def test_tmux_escape_sequences_reach_the_screen_only_visibly(repo, m3home, m3tex
             [m3text.read_call("notes.txt"), "Read. \x1b]2;PWNED-BY-MODEL\x07\x1b[2J done-marker"]
         )
     )
-    tmux = Tmux()
-    try:
-        tmux.run(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(COLS),
-            "-y",
-            str(ROWS),
-            _command(repo, script, m3home),
-        )
+    with Tmux() as tmux:
+        tmux.start(scripted_command(repo, script, m3home))
         tmux.run("set-option", "-t", "t", "set-titles", "on")
-        before = tmux.run("display", "-p", "-t", "t", "#{pane_title}").strip()
+        before = tmux.display("#{pane_title}")
         tmux.wait_for("tok/s")
-        while "loading" in tmux.screen():
-            time.sleep(0.03)
-        tmux.run("send-keys", "-t", "t", "-l", "read the notes")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_loaded()
+        tmux.type("read the notes")
+        tmux.press("Enter")
         tmux.wait_for("done-marker")
         screen = tmux.screen()
-        title = tmux.run("display", "-p", "-t", "t", "#{pane_title}").strip()
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")
-    finally:
-        tmux.close()
+        title = tmux.display("#{pane_title}")
+        tmux.quit()
     assert "PWNED" not in title and title == before
     assert "\\x1b]2;PWNED-BY-MODEL\\x07\\x1b[2J done-marker" in screen
     assert "\\x1b]2;PWNED-BY-TOOL\\x07" in screen
 
 
 def test_tmux_bare_m3agent_with_nothing_configured_opens_the_setup(repo, m3home):
-    exe = Path(sys.executable).parent / "m3agent"
-    program = str(exe) if exe.exists() else f"{sys.executable} -m m3agent.app.cli"
-    tmux = Tmux()
-    try:
-        tmux.run(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(COLS),
-            "-y",
-            str(ROWS),
-            f"env -u COLUMNS -u LINES -u M3AGENT_ENGINE -u M3AGENT_MODEL "
-            f"M3AGENT_HOME={m3home} TERM=xterm-256color {program} --cwd {repo}; "
-            "echo EXIT=$?; sleep 60",
+    with Tmux() as tmux:
+        tmux.start(
+            pane_command(
+                f"-u M3AGENT_ENGINE -u M3AGENT_MODEL M3AGENT_HOME={m3home} TERM=xterm-256color",
+                program(),
+                f"--cwd {repo}",
+            )
         )
         tmux.wait_for("Set up m3agent")
         assert "needs --model" not in tmux.screen()
         for _ in range(3):
-            tmux.run("send-keys", "-t", "t", "Down")
-        tmux.run("send-keys", "-t", "t", "Enter")  # the scripted demo
+            tmux.press("Down")
+        tmux.press("Enter")  # the scripted demo
         tmux.wait_for("starting the scripted demo")
         tmux.wait_for("tok/s")
-        tmux.run("send-keys", "-t", "t", "-l", "hello")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.type("hello")
+        tmux.press("Enter")
         tmux.wait_for("No model answered")
-        tmux.run("send-keys", "-t", "t", "C-q")
-        tmux.wait_for("EXIT=0")
-    finally:
-        tmux.close()
+        tmux.quit()
     assert not (m3home / "config.toml").exists()
 
 
@@ -306,40 +196,26 @@ def test_tmux_tab_menu_paging_and_ctrl_c_twice(repo, m3home, tmp_path):
     command that resumes the session."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps(["\n\n".join(f"line {i}" for i in range(80)) + "\n\nlast-line"]))
-    tmux = Tmux()
-    try:
-        tmux.run(
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            str(COLS),
-            "-y",
-            str(ROWS),
-            _command(repo, script, m3home),
-        )
+    with Tmux() as tmux:
+        tmux.start(scripted_command(repo, script, m3home))
         tmux.wait_for("tok/s")
-        while "loading" in tmux.screen():
-            time.sleep(0.03)
-        tmux.run("send-keys", "-t", "t", "-l", "hel")
-        tmux.run("send-keys", "-t", "t", "Tab")
-        tmux.run("send-keys", "-t", "t", "-l", "lo there")
-        tmux.run("send-keys", "-t", "t", "Enter")
+        tmux.wait_loaded()
+        tmux.type("hel")
+        tmux.press("Tab")
+        tmux.type("lo there")
+        tmux.press("Enter")
         tmux.wait_for("last-line")  # Enter after the Tab reached the prompt: the turn ran
         assert "hello there" not in tmux.screen()  # scrolled off, above the answer
-        tmux.run("send-keys", "-t", "t", "PPage")
+        tmux.press("PPage")
         tmux.wait_for("line 52", timeout=10)  # was not on screen before the page up
-        tmux.run("send-keys", "-t", "t", "Home")  # the prompt is empty: to the top
+        tmux.press("Home")  # the prompt is empty: to the top
         tmux.wait_for("hello there", timeout=10)
-        tmux.run("send-keys", "-t", "t", "-l", "/se")
+        tmux.type("/se")
         tmux.wait_for("browse saved sessions")
-        tmux.run("send-keys", "-t", "t", "Escape")
-        tmux.run("send-keys", "-t", "t", "C-c")  # clears "/se"
-        tmux.run("send-keys", "-t", "t", "C-c")
+        tmux.press("Escape")
+        tmux.press("C-c")  # clears "/se"
+        tmux.press("C-c")
         tmux.wait_for("ctrl+c again to quit")
-        tmux.run("send-keys", "-t", "t", "C-c")
+        tmux.press("C-c")
         tmux.wait_for("EXIT=0")
         assert "resume this session with: m3agent resume" in tmux.screen()
-    finally:
-        tmux.close()
