@@ -157,7 +157,7 @@ def server(tmp_path):
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_malformed_request_is_a_4xx_with_one_line(server, case):
+def test_malformed_request_is_a_400_with_one_line(server, case):
     port, _ = server
     what = BAD[case]
     if isinstance(what, tuple):
@@ -165,7 +165,7 @@ def test_malformed_request_is_a_4xx_with_one_line(server, case):
     else:
         data = what if isinstance(what, bytes) else post(port, what)
     status, body = raw(port, data)
-    assert status is not None and 400 <= status < 500, (case, status, body[:300])
+    assert status == 400, (case, status, body[:300])  # a 400 with its reason, as vLLM answers
     message = json.loads(body)["error"]["message"]
     assert message and "\n" not in message and len(message) < 300, message
     # and the server goes on: a good request right after is answered
