@@ -98,7 +98,7 @@ class HostExpertLayer:
         if form not in COMPUTED_FORMS:
             raise ValueError(f"the CPU computes experts as int8, int4, mxfp8 or bf16, not {form}")
         packed = [pack_expert(form, g, u, d, group) for g, u, d in zip(gate, up, down, strict=True)]
-        return cls.from_packed(form, *zip(*packed, strict=True), group, pin)
+        return cls.from_packed(form, [p[0] for p in packed], [p[1] for p in packed], group, pin)
 
     @classmethod
     def from_mxfp8(
@@ -111,7 +111,8 @@ class HostExpertLayer:
         """The checkpoint's MXFP8 tensors as stored ((e4m3 [N, K], e8m0 [N, K/32]) each),
         re-tiled without touching a value."""
         packed = [pack_mxfp8_expert(g, u, d) for g, u, d in zip(gate, up, down, strict=True)]
-        return cls.from_packed(ExpertForm.MXFP8, *zip(*packed, strict=True), forms.INT4_GROUP, pin)
+        p13, p2 = [p[0] for p in packed], [p[1] for p in packed]
+        return cls.from_packed(ExpertForm.MXFP8, p13, p2, forms.INT4_GROUP, pin)
 
     @classmethod
     def from_packed(
@@ -123,8 +124,11 @@ class HostExpertLayer:
         pin: bool = False,
     ) -> HostExpertLayer:
         """Per-expert outputs of forms.pack (gate/up interleaved, down) stacked by expert."""
-        stack = lambda ps, key: torch.stack([p[key] for p in ps]) if key in ps[0] else None  # noqa: E731
-        w13 = stack(p13, "w")
+
+        def stack(ps: Sequence[dict[str, torch.Tensor]], key: str) -> torch.Tensor | None:
+            return torch.stack([p[key] for p in ps]) if key in ps[0] else None
+
+        w13, w2 = torch.stack([p["w"] for p in p13]), torch.stack([p["w"] for p in p2])
         hidden = w13.shape[2] * forms.CHUNK[form.value]
         inter = w13.shape[1] * forms.TILE // 2
         layer = cls(
@@ -132,7 +136,7 @@ class HostExpertLayer:
             hidden,
             inter,
             w13,
-            stack(p2, "w"),
+            w2,
             stack(p13, "s"),
             stack(p2, "s"),
             stack(p13, "m"),
