@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 GIB = 1 << 30
 
@@ -39,10 +42,10 @@ def _torch() -> tuple[EngineRow, list[int]]:
 
 
 def _model(
-    spec: str | None, gpu_mems: list[int], engine: str, settings: Any = None
+    spec: str | None, gpu_mems: list[int], engine: str, settings: Settings | None = None
 ) -> list[EngineRow]:
     row = _model_row(spec, gpu_mems, engine, settings)
-    if not row.ok or engine != "native" or settings is None:
+    if not spec or not row.ok or engine != "native" or settings is None:
         return [row]
     from m3agent.engine.model_source import resolve_model
 
@@ -55,7 +58,7 @@ def _model(
     return [EngineRow("model", True, row.detail.split(", more than")[0]), placed]
 
 
-def placement_row(path: Path, gpu_mems: list[int], settings: Any) -> EngineRow | None:
+def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> EngineRow | None:
     """Can this machine run this M3, and with which expert form (the offload plan)? None for
     other checkpoints. Reads headers and /proc/meminfo only; no bandwidth is measured."""
     from m3agent.engine.offload.hardware import meminfo_available, probe
@@ -102,7 +105,9 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Any) -> EngineRow |
     )
 
 
-def _model_row(spec: str | None, gpu_mems: list[int], engine: str, settings: Any) -> EngineRow:
+def _model_row(
+    spec: str | None, gpu_mems: list[int], engine: str, settings: Settings | None
+) -> EngineRow:
     from m3agent.engine.api import EngineUnavailable
     from m3agent.engine.model_source import resolve_model
 
@@ -156,7 +161,7 @@ def _server(base_url: str, model: str | None, timeout_s: float) -> EngineRow:
     return EngineRow("server", True, f"{url}: {', '.join(ids)}")
 
 
-def check_engine(settings: Any, timeout_s: float = 3.0) -> list[EngineRow]:
+def check_engine(settings: Settings, timeout_s: float = 3.0) -> list[EngineRow]:
     engine = settings.engine
     rows = [EngineRow("engine", True, engine)]
     if engine == "scripted":

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
@@ -25,6 +25,12 @@ from m3agent.tools.shell import Shell
 
 from . import exit_codes
 from .safe_text import SafeStream, dumps, visible
+
+if TYPE_CHECKING:
+    from m3agent.agent.session import Session
+    from m3agent.engine.api import Usage
+
+    from .progress_line import ProgressLine
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 Approver = Callable[[ev.ApprovalRequest], Awaitable[ops.ApprovalDecision]]
@@ -56,7 +62,7 @@ class Tally:
         self.structured_output: Any = None  # the answer parsed, with --output-schema
         self.schema_error: str | None = None  # why the answer failed --output-schema
 
-    def see(self, e: Any) -> None:
+    def see(self, e: ev.Event) -> None:
         if isinstance(e, ev.SessionStarted):
             self.session_id = e.session_id
         elif isinstance(e, ev.ModelRequestFinished):
@@ -130,24 +136,32 @@ def _check_schema(tally: Tally, schema: dict[str, Any], e: ev.TurnComplete) -> N
         tally.errors.append({"kind": "output_schema", "message": tally.schema_error})
 
 
-def usage_dict(u: Any) -> dict[str, Any]:
+def usage_dict(u: Usage) -> dict[str, Any]:
     """Usage as JSON, with the recomputed prompt tokens spelled out."""
     return {**asdict(u), "recomputed_prompt_tokens": u.recomputed_prompt_tokens}
 
 
-class TextRenderer:
-    def __init__(self, out: TextIO, err: TextIO):
-        self.out, self.err = out, err
-        self._progress: Any = None
+class Renderer(Protocol):
+    """How run_headless shows a run: each event as it comes, then the tally at the end."""
 
-    def event(self, e: Any) -> None:
+    def event(self, e: ev.Event) -> None: ...
+
+    def finish(self, tally: Tally) -> None: ...
+
+
+class TextRenderer:
+    def __init__(self, out: SafeStream, err: SafeStream):
+        self.out, self.err = out, err
+        self._progress: ProgressLine | None = None
+
+    def event(self, e: ev.Event) -> None:
         w = self.err
         if isinstance(e, ev.Progress):  # a snapshot refresh mid-run: the start-up's line
             if self._progress is None:
                 from .progress_line import ProgressLine
 
                 # The raw stream: ProgressLine escapes the text itself, keeps its own \r.
-                self._progress = ProgressLine(getattr(w, "stream", w))
+                self._progress = ProgressLine(w.stream)
             self._progress(e)
             return
         if isinstance(e, ev.ToolCallStarted):
@@ -186,7 +200,7 @@ class JsonRenderer:
     def __init__(self, out: TextIO):
         self.out = out
 
-    def event(self, e: Any) -> None:
+    def event(self, e: ev.Event) -> None:
         pass
 
     def finish(self, tally: Tally) -> None:
@@ -215,7 +229,7 @@ class StreamJsonRenderer:
         self.out = out
         self.tally = tally
 
-    def event(self, e: Any) -> None:
+    def event(self, e: ev.Event) -> None:
         line = {"v": ev.EVENT_SCHEMA_VERSION, **e.to_dict()}
         if isinstance(e, ev.TurnComplete) and self.tally is not None:
             # Fields added within version 1: the same result figures as --output-format json.
@@ -240,7 +254,9 @@ class StreamJsonRenderer:
         self.out.flush()
 
 
-def make_renderer(fmt: str, out: TextIO | None = None, err: TextIO | None = None) -> Any:
+def make_renderer(
+    fmt: str, out: TextIO | None = None, err: TextIO | None = None
+) -> TextRenderer | JsonRenderer | StreamJsonRenderer:
     out = out or sys.stdout
     err = err or sys.stderr
     if fmt == "text":
@@ -286,7 +302,7 @@ def tty_approver(
     (app/command_prefix.py decides what a prefix covers)."""
     from .command_prefix import command_prefix, matches, shown
 
-    err = SafeStream(err)  # the arguments and the reason quote the model and the repository
+    shown_err = SafeStream(err)  # the arguments and the reason quote the model and the repo
     prefixes: list[tuple[str, ...]] = []
     if home is not None and cwd is not None:  # saved ones (user scope; a trusted project's)
         from .prefix_rules import load_prefixes
@@ -300,19 +316,21 @@ def tty_approver(
             return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
         prefix = command_prefix(command) if command is not None else None
         # With a preview (the diff, the command) the arguments only repeat it: kept short.
-        err.write(f"\nApprove {req.name} {_short(req.arguments, 120 if req.preview else 400)}?")
+        shown_err.write(
+            f"\nApprove {req.name} {_short(req.arguments, 120 if req.preview else 400)}?"
+        )
         if req.reason:
-            err.write(f" ({req.reason})")
+            shown_err.write(f" ({req.reason})")
         if req.preview is not None:
-            err.write("\n" + prompt_preview(req.preview))
+            shown_err.write("\n" + prompt_preview(req.preview))
         if req.name != Shell.name:
-            err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
+            shown_err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         elif prefix is not None:
             saved = " / [s] always, saved" if home is not None else ""
-            err.write(f" [y]es / [p] always `{shown(prefix)} …` this run{saved} / [N]o: ")
+            shown_err.write(f" [y]es / [p] always `{shown(prefix)} …` this run{saved} / [N]o: ")
         else:
-            err.write(" [y]es / [N]o: ")
-        err.flush()
+            shown_err.write(" [y]es / [N]o: ")
+        shown_err.flush()
         reader = stdin or sys.stdin
         answer = (await asyncio.to_thread(reader.readline)).strip().lower()
         if answer in ("y", "yes"):
@@ -329,7 +347,7 @@ def tty_approver(
                 try:
                     save_prefix(home, prefix)
                 except OSError as e:
-                    err.write(f"(not saved: {e})\n")
+                    shown_err.write(f"(not saved: {e})\n")
             return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
         return ops.ApprovalDecision(req.call_id, ops.Decision.DENY, "the user said no")
 
@@ -337,9 +355,9 @@ def tty_approver(
 
 
 async def run_headless(
-    session: Any,
+    session: Session,
     turn: ops.UserTurn,
-    renderer: Any,
+    renderer: Renderer,
     approver: Approver,
     *,
     last_message_file: Path | None = None,

@@ -10,7 +10,7 @@ change), but
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from m3agent.tools.base import ToolContext, ToolResult
@@ -19,8 +19,9 @@ from m3agent.tools.paths import PathDenied, check_read, check_write
 from m3agent.tools.read_file import ReadFile
 from m3agent.tools.write_file import WriteFile
 
-# bridge(method, path, **fields) -> awaitable result, run on the connection's loop.
-Bridge = Callable[..., Awaitable[Any]]
+# bridge(method, path, **fields) -> a coroutine run on the connection's loop: the text read
+# ("read"), None ("write").
+Bridge = Callable[..., Coroutine[Any, Any, str | None]]
 _READ, _WRITE = ReadFile.name, WriteFile.name  # the tools the editor's fs can serve
 
 
@@ -71,7 +72,7 @@ class EditorToolset(GatedToolset):
                     return self._editor_write(arguments, ctx)
         return super().dispatch(name, arguments, ctx)
 
-    def _call(self, method: str, **fields: Any) -> Any:
+    def _call(self, method: str, **fields: Any) -> str | None:
         assert self.bridge is not None  # can_read/can_write say so
         fut = asyncio.run_coroutine_threadsafe(self.bridge(method, **fields), self.loop)
         return fut.result(timeout=60)
@@ -84,7 +85,7 @@ class EditorToolset(GatedToolset):
         offset = int(args.get("offset") or 1)
         limit = int(args.get("limit") or 2000)
         try:
-            text = self._call("read", path=str(path), line=offset, limit=limit)
+            text = self._call("read", path=str(path), line=offset, limit=limit) or ""
         except Exception as e:  # the editor said no, or went away
             return ToolResult(f"the editor could not read {path}: {e}", is_error=True)
         lines = text.splitlines()

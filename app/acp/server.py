@@ -36,7 +36,7 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 
 from . import translate
-from .editor_tools import EditorToolset
+from .editor_tools import Bridge, EditorToolset
 
 MODES = (
     SessionMode(id="default", name="Default", description="Reads, edits and runs commands"),
@@ -227,8 +227,8 @@ class M3AcpAgent:
                 session_id=sid, update=acp.helpers.update_available_commands(commands)
             )
 
-    def _bridge(self, sid: str):
-        async def call(method: str, **fields: Any) -> Any:
+    def _bridge(self, sid: str) -> Bridge:
+        async def call(method: str, **fields: Any) -> str | None:
             if method == "read":
                 r = await self.conn.read_text_file(session_id=sid, **fields)
                 return r.content
@@ -253,7 +253,7 @@ class M3AcpAgent:
         call = ToolCallUpdate(
             tool_call_id=e.call_id,
             title=translate.title_of(e.name, e.arguments),
-            kind=translate.kind_of(e.name),  # type: ignore[arg-type]
+            kind=translate.kind_of(e.name),
             status="pending",
             raw_input=e.arguments,
             content=[acp.tool_content(acp.text_block(e.preview.text))] if e.preview else None,

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, get_args
 
 import acp
-from acp.schema import PermissionOption
+from acp.schema import PermissionOption, ToolKind
 from m3agent.agent import events as ev
+
+if TYPE_CHECKING:
+    from m3agent.tools.base import Tool
+
+_ACP_KINDS = frozenset(get_args(ToolKind))
+
+
+def _is_acp_kind(kind: str) -> TypeGuard[ToolKind]:
+    return kind in _ACP_KINDS
 
 
 @functools.cache
@@ -17,7 +26,8 @@ def _kinds() -> dict[str, str]:
     from m3agent.tools.toolset import default_toolset
     from m3agent.tools.update_plan import UpdatePlan
 
-    classes = [*map(type, default_toolset(use_ripgrep=False).tools()), SkillTool, UpdatePlan]
+    builtin = default_toolset(use_ripgrep=False).tools()
+    classes: list[type[Tool]] = [*(type(t) for t in builtin), SkillTool, UpdatePlan]
     return {c.name: c.kind for c in classes}
 
 
@@ -30,8 +40,9 @@ PERMISSION_OPTIONS = [
 ]
 
 
-def kind_of(name: str) -> str:
-    return _kinds().get(name, "fetch" if name.startswith("mcp__") else "other")
+def kind_of(name: str) -> ToolKind:
+    kind = _kinds().get(name, "fetch" if name.startswith("mcp__") else "other")
+    return kind if _is_acp_kind(kind) else "other"  # every tool declares one of ACP's
 
 
 def title_of(name: str, arguments: dict[str, Any]) -> str:
@@ -52,7 +63,7 @@ def updates(e: Any) -> list[Any]:
             acp.start_tool_call(
                 e.call_id,
                 title_of(e.name, e.arguments),
-                kind=kind_of(e.name),  # type: ignore[arg-type]
+                kind=kind_of(e.name),
                 status="in_progress",
                 raw_input=e.arguments,
             )
@@ -126,7 +137,7 @@ def history_updates(messages: Any) -> list[Any]:
                         c.id,
                         title_of(c.name, args),
                         kind=kind_of(c.name),
-                        status="completed",  # type: ignore[arg-type]
+                        status="completed",
                     )
                 )
     return out

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 import typer
 
 from . import flags
+
+if TYPE_CHECKING:
+    from acp.interfaces import Agent
 
 
 def register(app: typer.Typer) -> None:
@@ -74,7 +79,9 @@ async def _serve(settings, script) -> int:
         ours = "0"
     agent = M3AcpAgent(settings, engine, ours)
     try:
-        await acp.run_agent(agent)
+        # acp's Agent protocol lists every optional method; its router answers "method not
+        # found" for those M3AcpAgent leaves out.
+        await acp.run_agent(cast("Agent", agent))
     finally:
         await agent.close_all()
         await engine.close()

@@ -12,6 +12,7 @@ the native engine caps it). No model is loaded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -144,7 +145,7 @@ def register(app: typer.Typer) -> None:
                 snap = build_snapshot(
                     root,
                     tokenizer,
-                    config,  # type: ignore[arg-type]
+                    config,
                     progress=progress,
                 )
             finally:
@@ -160,7 +161,11 @@ def register(app: typer.Typer) -> None:
             except OSError:
                 pass
         if as_json:
-            d = {"root": str(root), "window_tokens": window, "window_source": window_source}
+            d: dict[str, Any] = {
+                "root": str(root),
+                "window_tokens": window,
+                "window_source": window_source,
+            }
             d.update(snap.to_dict())
             for f in d["files"]:
                 if f["path"] in sizes:

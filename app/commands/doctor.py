@@ -47,11 +47,13 @@ def register(app: typer.Typer) -> None:
         from ..settings import load_settings
 
         try:
-            settings = load_settings().override(engine=engine, model=model, expert_form=expert_form)
+            settings = load_settings().override(
+                engine=engine, model=model, expert_form=expert_form, sandbox=sandbox
+            )
             rules = settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
             policy = SandboxPolicy(
                 workspace=cwd,
-                mode=sandbox or settings.sandbox,
+                mode=settings.sandbox,
                 **{**rules, "network": network or rules.get("network", False)},
                 disabled_layers=frozenset(without),
             )
@@ -69,14 +71,14 @@ def register(app: typer.Typer) -> None:
         from ..engine_check import check_engine, rows_json
         from ..engine_check import format_rows as engine_rows
 
-        engine = check_engine(settings)
+        checked = check_engine(settings)
         if as_json:
             out = {
                 **report.to_dict(),
                 "gaps": gaps,
                 "tools": extras,
                 "mcp": servers,
-                "engine": rows_json(engine),
+                "engine": rows_json(checked),
                 "sandbox_rules": settings.sandbox_rules.describe()
                 if settings.sandbox_rules
                 else [],
@@ -97,7 +99,7 @@ def register(app: typer.Typer) -> None:
             )
             if mcp:
                 sys.stdout.write(format_rows(servers) + "\n")
-            sys.stdout.write("engine:\n" + engine_rows(engine) + "\n")
+            sys.stdout.write("engine:\n" + engine_rows(checked) + "\n")
         if not report.protective:
             raise typer.Exit(exit_codes.SANDBOX_UNAVAILABLE)
 

@@ -130,7 +130,10 @@ def run_requests(
 
     def submit(line: RequestLine) -> bool:
         nonlocal code
-        ids = line.prompt_token_ids or tokenizer.encode(line.prompt)  # type: ignore[union-attr]
+        ids = line.prompt_token_ids
+        if ids is None:  # a text prompt: the tokenizer was loaded for it (needs_text)
+            assert tokenizer is not None and line.prompt is not None
+            ids = tokenizer.encode(line.prompt)
         try:
             params = TokenSamplingParams(
                 max_tokens=line.max_tokens,

@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
             die("give either a command (after --) or --url, not both")
         envs, headers = _parse_pairs(env, "=", "--env"), _parse_pairs(header, ":", "--header")
         if url:
-            entry = {"type": transport, "url": url, "headers": headers}
+            entry: dict[str, object] = {"type": transport, "url": url, "headers": headers}
         else:
             entry = {"command": command[0], "args": command[1:], "env": envs}
             if network:

@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from m3agent.engine.api import (
     ChatDelta,
@@ -95,7 +95,10 @@ def parse_completion(
     if isinstance(prompt, str):
         return body, CompletionRequest(request_id, prompt_text=prompt, sampling=sampling)
     return body, CompletionRequest(
-        request_id, prompt_token_ids=tuple(int(t) for t in prompt), sampling=sampling
+        # A list whose first item is an int: pydantic read the whole list as list[int].
+        request_id,
+        prompt_token_ids=tuple(int(t) for t in cast("list[int]", prompt)),
+        sampling=sampling,
     )
 
 

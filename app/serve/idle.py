@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from typing import Any
+
+from .request import Handler, HttpRequest, HttpResponse
 
 
 class IdleWatch:
@@ -21,15 +22,15 @@ class IdleWatch:
         self.in_flight = 0
         self.last = clock()
 
-    def wrap(self, handler: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[Any]]:
-        async def handle(req: Any) -> Any:
+    def wrap(self, handler: Handler) -> Handler:
+        async def handle(req: HttpRequest) -> HttpResponse:
             self.in_flight += 1
             try:
                 resp = await handler(req)
             except BaseException:
                 self._done()
                 raise
-            if getattr(resp, "events", None) is None:
+            if resp.events is None:
                 self._done()
                 return resp
             return replace(resp, events=self._counted(resp.events))

@@ -8,20 +8,26 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from m3agent.tools.private_fs import private_dir
 
 from . import lock as locks
 from .guard import Guard, ensure_token
-from .http import start
+from .http import Handler, start
 from .server import ChatServer, ServeConfig, body_limit
+
+if TYPE_CHECKING:
+    from m3agent.engine.api import Engine
+
+    from ..settings import Settings
 
 
 async def serve_forever(
-    engine: Any,
+    engine: Engine,
     config: ServeConfig,
     *,
     home: Path,
@@ -34,7 +40,7 @@ async def serve_forever(
     idle_timeout_s: float | None = None,
 ) -> None:
     app = ChatServer(engine, config)
-    handler = app.handle
+    handler: Handler = app.handle
     watch = None
     if idle_timeout_s:  # an auto-started server (app/warm.py): it ends itself when unused
         from .idle import IdleWatch
@@ -90,7 +96,7 @@ async def serve_forever(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     try:
-        waits = [asyncio.ensure_future(stop.wait())]
+        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(stop.wait())]
         if watch is not None:
             waits.append(asyncio.ensure_future(watch.wait_idle()))
         _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -124,13 +130,13 @@ def _socket_in_use(path: str) -> bool:
 
 
 def run_server(
-    settings: Any,
+    settings: Settings,
     *,
     host: str,
     port: int | None,
     socket_path: str | None,
     served_model_name: str | None,
-    build_engine: Any,
+    build_engine: Callable[..., Engine],
     log: TextIO | None = None,
     allow_public: bool = False,
     allowed_media: tuple[Path, ...] = (),
@@ -152,7 +158,8 @@ def run_server(
     token = ensure_token(settings.home)
     from ..warm import user_model_dirs
 
-    resolved = resolve_model(settings.model, model_dirs=user_model_dirs(settings))
+    spec = settings.model or ""  # none given: resolve_model says "--model is empty"
+    resolved = resolve_model(spec, model_dirs=user_model_dirs(settings))
     name = served_model_name or resolved.repo_id or resolved.path.name
     lock = locks.ServerLock(
         pid=os.getpid(),
@@ -169,7 +176,7 @@ def run_server(
         engine = build_engine(
             settings.override(model=str(resolved.path)), attach=False, progress=load_log_writer(log)
         )
-        aliases = tuple({settings.model, resolved.key, str(resolved.path)} - {name})
+        aliases = tuple({spec, resolved.key, str(resolved.path)} - {name})
         config = ServeConfig(
             name,
             settings.home / "serve" / "media",

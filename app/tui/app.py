@@ -5,8 +5,9 @@ from __future__ import annotations
 import inspect
 import io
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from textual import work
@@ -14,12 +15,18 @@ from textual.app import App
 from textual.binding import Binding
 
 from .messages import EngineProgress, SessionFailed, SessionReady
-from .ports import SessionFactory, TuiConfig
+from .ports import SessionFactory, SessionLike, TuiConfig
 from .screens.main_screen import MainScreen
 from .slash_actions import shutdown_session
+from .usage_tally import UsageTally
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from .onboarding import SetupResult
 
 
-class M3App(App):
+class M3App(App[None]):
     TITLE = "m3agent"
     BINDINGS = [
         Binding("ctrl+q", "quit", "quit", priority=True),
@@ -45,10 +52,12 @@ class M3App(App):
 
     @property
     def main(self) -> MainScreen:
-        return self.get_screen("main")  # type: ignore[return-value]
+        screen = self.get_screen("main")
+        assert isinstance(screen, MainScreen)  # installed as "main" in on_mount
+        return screen
 
     def on_mount(self) -> None:
-        self.install_screen(MainScreen(self.config), "main")
+        self.install_screen(MainScreen(self.config, self), "main")
         self.push_screen("main")
         if self.config.setup is not None:  # first run: which engine? (onboarding_screen)
             from .screens.onboarding_screen import OnboardingScreen
@@ -62,17 +71,15 @@ class M3App(App):
         if self.config.setup is None:
             self.load_session(self.config.resume)
 
-    async def _setup_done(self, result: tuple[SessionFactory, str] | None) -> None:
+    async def _setup_done(self, result: SetupResult | None) -> None:
         if result is None:
             self.exit()
             return
-        self.session_factory, saved, *chosen = result
-        if chosen:  # the demo is the scripted engine, not the configured default (native)
-            from dataclasses import replace
-
-            engine = "scripted" if chosen[0].kind == "demo" else chosen[0].kind
-            self.main.config = replace(self.main.config, engine=engine)
-            self.main.set_status(engine=engine, model="")
+        self.session_factory, saved, chosen = result
+        # The demo is the scripted engine, not the configured default (native).
+        engine = "scripted" if chosen.kind == "demo" else chosen.kind
+        self.main.config = replace(self.main.config, engine=engine)
+        self.main.set_status(engine=engine, model="")
         await self.main.transcript.notice(saved)
         self.load_session(self.config.resume)
 
@@ -96,15 +103,21 @@ class M3App(App):
                 layers = tuple(self.config.probe_sandbox(session))
             except Exception:  # the probe is informational; the shell checks again itself
                 layers = None
-        self.call_from_thread(self._session_built, session, layers)
+        # Textual types the callback as `T | Awaitable[T]`, which mypy cannot solve for an
+        # async one returning None (it infers Never): the one ignore of the TUI.
+        self.call_from_thread(self._session_built, session, layers)  # type: ignore[arg-type]
 
-    async def _session_built(self, session: Any, layers: tuple[str, ...] | None) -> None:
-        if inspect.isawaitable(session):
+    async def _session_built(
+        self, built: SessionLike | Awaitable[SessionLike], layers: tuple[str, ...] | None
+    ) -> None:
+        if inspect.isawaitable(built):
             try:
-                session = await session
+                session = await built
             except Exception as e:
                 self.main.post_message(SessionFailed(_one_line(e), _failure_kind(e)))
                 return
+        else:
+            session = built
         self.main.post_message(SessionReady(session, layers))
 
     async def switch_session(self, session_id: str) -> None:
@@ -117,8 +130,6 @@ class M3App(App):
     async def new_session(self) -> None:
         """/clear and /new: the current session ends (its log stays, resumable) and a fresh
         one opens on the same engine; nothing of the old prompt is rewritten."""
-        from .slash_daily import UsageTally
-
         screen = self.main
         await shutdown_session(screen.controller.detach())
         screen.controller.usage = UsageTally()

@@ -7,26 +7,28 @@ allowed. Screens ask it and render what it says; the tests drive it without a te
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent import events as ev
-from m3agent.agent.ops import ApprovalDecision, Interrupt, UserTurn
-from m3agent.engine.api import MediaPart
+from m3agent.agent.ops import ApprovalDecision, Decision, Interrupt, Op, UserTurn
+from m3agent.engine.api import MediaPart, ThinkingMode
 from m3agent.tools.shell import Shell
 
 from ..command_prefix import command_prefix, matches, shown
 from ..notify import Notifier, tty_writer
-from ..permission_modes import plan_text
+from ..permission_modes import mode_rules, plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
-from .slash_daily import UsageTally
+from .usage_tally import UsageTally
+
+if TYPE_CHECKING:
+    from m3agent.agent.config import ToolRule
 
 SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 
@@ -44,7 +46,7 @@ class SessionController:
         self.session: SessionLike | None = None
         self.failed = False
         self.busy = False
-        self.thinking: str = config.thinking
+        self.thinking: ThinkingMode = config.thinking
         self.attachments: list[MediaPart] = []
         self.queue: list[QueuedTurn] = []
         self.completed_turns = 0
@@ -60,21 +62,20 @@ class SessionController:
             config.notify, config.notify_write or tty_writer, clock=self.clock
         )  # bell / OSC 9 / OSC 777 on approvals and long turns
         self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
-        self.base_rules: tuple | None = None  # the gate's rules before any mode was applied
-        self.pending_context: list[str] = []
-        self.config_rules: tuple = ()  # the gate's rules from config and flags (attach)
+        # The gate's rules before any mode was applied (None: no mode applied yet).
+        self.base_rules: tuple[ToolRule, ...] | None = None
+        self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
+        self.config_rules: tuple[ToolRule, ...] = ()  # the gate's rules from config and flags
         self.rule_notes: list[str] = []  # an untrusted project settings.json, refused rules
-        self.prefix_note: str | None = (
-            None  # an untrusted project prefix file, for /permissions  # `!cmd` outputs, sent with the next prompt
-        )
+        self.prefix_note: str | None = None  # an untrusted project prefix file (/permissions)
 
     # ---- the session ---------------------------------------------------------------------
 
     def attach(self, session: SessionLike) -> None:
+        resumed = session.resumed  # first: a broken session object fails here, as it did
         self.session = session
         self.base_rules = None  # a new session's gate: the mode is applied to it afresh
-        gate = getattr(session, "gate", None)
-        self.config_rules = tuple(getattr(gate, "rules", ()))  # before saved path rules
+        self.config_rules = session.gate.rules  # before saved path rules
         if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
             from ..prefix_rules import load_prefixes
 
@@ -83,27 +84,34 @@ class SessionController:
                 self.allow_prefix(prefix)
             self.apply_saved_rules()
         if self.mode != "default":
-            from .plan_flow import apply_mode
-
-            apply_mode(self, self.mode)
+            self.apply_mode(self.mode)
         self.failed = False
-        self.last_session_id = getattr(session, "id", None)
-        if getattr(session, "resumed", False):
+        self.last_session_id = session.id
+        if resumed:
             self.prompts_sent += 1  # a resumed session is worth resuming again
+
+    def apply_mode(self, mode: str) -> None:
+        """A permission mode (plan_flow.py): its rules after the gate's own (config and saved
+        answers)."""
+        self.mode = mode
+        if self.session is None:
+            return
+        gate = self.session.gate
+        if self.base_rules is None:
+            self.base_rules = gate.rules
+        gate.rules = (*self.base_rules, *mode_rules(mode))
 
     def apply_saved_rules(self) -> None:
         """The user's saved path rules and the trusted project's, after the config's own (a
         config deny still wins); again after /permissions changes them or trusts the project."""
-        gate = getattr(self.session, "gate", None)
-        if gate is None or self.config.state_dir is None:
+        if self.session is None or self.config.state_dir is None:
             return
+        gate = self.session.gate
         from ..prefix_rules import saved_rules
 
         saved, self.rule_notes = saved_rules(self.config.state_dir, Path(self.config.cwd))
         rules = (*self.config_rules, *saved)
         if self.base_rules is not None:  # a permission mode is on: its rules stay last
-            from ..permission_modes import mode_rules
-
             self.base_rules = rules
             rules = (*rules, *mode_rules(self.mode))
         gate.rules = rules
@@ -114,12 +122,9 @@ class SessionController:
         self.turn_started_at = None
         return session
 
-    async def submit(self, op: Any) -> None:
-        if self.session is None:
-            return
-        result = self.session.submit(op)
-        if inspect.isawaitable(result):
-            await result
+    async def submit(self, op: Op) -> None:
+        if self.session is not None:
+            self.session.submit(op)
 
     # ---- prompts -------------------------------------------------------------------------
 
@@ -133,7 +138,7 @@ class SessionController:
         if self.pending_context:  # at the end of the conversation: the cached prefix stays
             text = "\n\n".join([*self.pending_context, text])
             self.pending_context.clear()
-        return UserTurn(text=text, media=media, thinking_mode=self.thinking)  # type: ignore[arg-type]
+        return UserTurn(text=text, media=media, thinking_mode=self.thinking)
 
     def enqueue(self, turn: UserTurn) -> QueuedTurn:
         """Queues a turn; it is shown at once only when nothing streams (it would land inside
@@ -172,10 +177,10 @@ class SessionController:
 
     # ---- the next turn's settings ----------------------------------------------------------
 
-    def set_thinking(self, mode: str) -> None:
+    def set_thinking(self, mode: ThinkingMode) -> None:
         self.thinking = mode
 
-    def cycle_thinking(self) -> str:
+    def cycle_thinking(self) -> ThinkingMode:
         self.thinking = next_thinking(self.thinking)
         return self.thinking
 
@@ -199,7 +204,7 @@ class SessionController:
     def add_context(self, text: str) -> None:
         self.pending_context.append(text)
 
-    def observe(self, e: Any) -> None:
+    def observe(self, e: ev.Event) -> None:
         """Keeps busy state and activity in step with the session's events."""
         self.usage.see(e)
         self.notifier.see(e, self.turn_started_at)  # before TurnComplete clears the start
@@ -234,7 +239,7 @@ class SessionController:
             return None
         return max(0.0, self.clock() - self.turn_started_at)
 
-    def stream_ended(self, session: Any) -> bool:
+    def stream_ended(self, session: SessionLike | None) -> bool:
         """The event stream of `session` ended; False when it is not the current session."""
         if session is not self.session:
             return False
@@ -263,7 +268,7 @@ class SessionController:
             return None
         for prefix in self.allowed_prefixes:
             if matches(command, prefix):
-                return ApprovalDecision(request.call_id, "approve"), shown(prefix)
+                return ApprovalDecision(request.call_id, Decision.APPROVE), shown(prefix)
         return None
 
     # ---- history and exit ----------------------------------------------------------------
@@ -297,11 +302,10 @@ class SessionController:
         return detail
 
     def _logged_events(self) -> list[dict[str, Any]]:
-        path = getattr(getattr(self.session, "conversation", None), "path", None)
-        if path is None:
+        if self.session is None:
             return []
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
+            lines = self.session.conversation.path.read_text(encoding="utf-8").splitlines()
         except OSError:
             return []
         out = []

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from dataclasses import replace
 
 from m3agent.agent import events as ev
 
 _DELTAS = (ev.ReasoningDelta, ev.ContentDelta)
-_END = object()
 
 
-async def batches(events: AsyncIterator[Any], frame_s: float = 0.02) -> AsyncIterator[list[Any]]:
+async def batches(
+    events: AsyncIterator[ev.Event], frame_s: float = 0.02
+) -> AsyncIterator[list[ev.Event]]:
     """Lists of events in order; while deltas stream, at most one list per frame."""
-    queue: asyncio.Queue = asyncio.Queue()
+    queue: asyncio.Queue[ev.Event | None] = asyncio.Queue()  # None: the stream ended
 
     async def read() -> None:
         try:
@@ -29,20 +30,20 @@ async def batches(events: AsyncIterator[Any], frame_s: float = 0.02) -> AsyncIte
         except Exception as e:  # the stream broke: say so, keep the window usable
             queue.put_nowait(ev.Error(f"event stream failed: {e}", ev.ErrorKind.INTERNAL))
         finally:
-            queue.put_nowait(_END)
+            queue.put_nowait(None)
 
     reader = asyncio.get_running_loop().create_task(read())
     try:
         while True:
             first = await queue.get()
-            if first is _END:
+            if first is None:
                 return
             batch = [first]
             if isinstance(first, _DELTAS):
                 await asyncio.sleep(frame_s)  # let a frame's worth of text gather
             while not queue.empty():
                 item = queue.get_nowait()
-                if item is _END:
+                if item is None:
                     yield batch
                     return
                 batch.append(item)
@@ -51,13 +52,13 @@ async def batches(events: AsyncIterator[Any], frame_s: float = 0.02) -> AsyncIte
         reader.cancel()
 
 
-def coalesce(events: list[Any]) -> list[Any]:
+def coalesce(events: list[ev.Event]) -> list[ev.Event]:
     """Merges runs of reasoning deltas and runs of content deltas; other events untouched."""
-    out: list[Any] = []
+    out: list[ev.Event] = []
     for event in events:
         last = out[-1] if out else None
-        if isinstance(event, _DELTAS) and type(last) is type(event):
-            out[-1] = type(event)(text=last.text + event.text)
+        if isinstance(event, _DELTAS) and isinstance(last, _DELTAS) and type(last) is type(event):
+            out[-1] = replace(event, text=last.text + event.text)
         else:
             out.append(event)
     return out

@@ -16,7 +16,12 @@ from ..safe_text import visible
 from .slash import SlashSpec
 
 if TYPE_CHECKING:
-    from .screens.main_screen import MainScreen
+    from m3agent.agent.ops import UserTurn
+
+    from .controller import SessionController
+    from .ports import SessionLike
+    from .transcript import Transcript
+    from .widgets.plan_view import PlanView
 
 
 class NestedLog(Static):
@@ -60,15 +65,13 @@ class NestedLog(Static):
         self.update(text)
 
 
-async def show(screen: MainScreen, e: Any) -> bool:
+async def show(e: ev.Event, transcript: Transcript, plan: PlanView) -> bool:
     """True when the event was one of ours (already shown)."""
     if isinstance(e, ev.PlanUpdate):
-        from .widgets.plan_view import PlanView
-
-        screen.query_one(PlanView).show(e.plan, e.explanation)
+        plan.show(e.plan, e.explanation)
         return True
     if isinstance(e, ev.SubagentEvent):
-        card = screen.transcript.cards.get(e.parent_call_id) if screen.transcript else None
+        card = transcript.cards.get(e.parent_call_id)
         if card is None:
             return True
         log = next(iter(card.query(NestedLog)), None)
@@ -80,8 +83,8 @@ async def show(screen: MainScreen, e: Any) -> bool:
     return False
 
 
-def commands_of(session: Any) -> tuple[CustomCommand, ...]:
-    extras = getattr(session, "extras", None)
+def commands_of(session: SessionLike | None) -> tuple[CustomCommand, ...]:
+    extras = getattr(session, "extras", None)  # app/extensions.py binds it to the session
     return tuple(getattr(extras, "commands", ()))
 
 
@@ -89,11 +92,11 @@ def menu_specs(commands: tuple[CustomCommand, ...]) -> tuple[SlashSpec, ...]:
     return tuple(SlashSpec(c.name, c.argument_hint or "[args]", c.description) for c in commands)
 
 
-def custom_turn(screen: MainScreen, text: str) -> Any:
+def custom_turn(controller: SessionController, text: str) -> UserTurn | None:
     """The UserTurn of a `/name args` custom command or skill, else None."""
-    hit = find(commands_of(screen.controller.session), text)
+    hit = find(commands_of(controller.session), text)
     if hit is None:
         return None
     command, args = hit
-    turn = screen.controller.make_turn(command.expand(args))
+    turn = controller.make_turn(command.expand(args))
     return replace(turn, allowed_tools=command.allowed_tools)

@@ -6,13 +6,17 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import exit_codes
-from .ports import Progress, SessionSummary, TuiConfig
+from .ports import Progress, SessionFactory, SessionLike, SessionSummary, TuiConfig
 
 if TYPE_CHECKING:
-    from ..settings import Overrides
+    from m3agent.agent.events import Progress as ProgressEvent
+    from m3agent.engine.api import Engine
+
+    from ..settings import Overrides, Settings
+    from .onboarding import SetupChoice, SetupPort
 
 
 def launch(
@@ -67,7 +71,7 @@ def launch(
     return code
 
 
-def setup_port(settings: Any, cwd: Path) -> Any:
+def setup_port(settings: Settings, cwd: Path) -> SetupPort:
     """The onboarding screen's services over the real settings: probes, and the choice saved
     to the config file (the demo writes nothing but its script, in the data home)."""
     import json
@@ -81,7 +85,7 @@ def setup_port(settings: Any, cwd: Path) -> Any:
         running_servers,
     )
 
-    def complete(choice: Any) -> tuple[Any, str]:
+    def complete(choice: SetupChoice) -> tuple[SessionFactory, str]:
         values = choice.settings()
         if not values:
             demo = settings.home / "demo-script.json"
@@ -107,7 +111,7 @@ def setup_port(settings: Any, cwd: Path) -> Any:
 
 
 def _pick_session(
-    settings: Any, cwd: Path | None, resume: str | None, continue_last: bool
+    settings: Settings, cwd: Path | None, resume: str | None, continue_last: bool
 ) -> tuple[str | None, Path | None]:
     """--continue / --resume ID: the session id, checked before the screen opens (a bad id is
     one line and exit 2), and its workspace unless --cwd says otherwise."""
@@ -131,7 +135,7 @@ def _pick_session(
     return resume, cwd if cwd is not None else Path(meta.cwd)
 
 
-def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiConfig:
+def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> TuiConfig:
     workspace = Path(cwd).expanduser().resolve() if cwd else Path.cwd().resolve()
     if not workspace.is_dir():
         raise ValueError(f"working directory {workspace} does not exist")
@@ -155,15 +159,15 @@ def tui_config(settings: Any, *, cwd: Path | None, resume: str | None) -> TuiCon
     )
 
 
-def session_factory(settings: Any, cwd: Path, script: Path | None):
+def session_factory(settings: Settings, cwd: Path, script: Path | None) -> SessionFactory:
     """The factory the app calls in its loading thread. The engine (weights, GPU memory) is
     built once; resuming another session from /sessions reuses it."""
-    engines: list[Any] = []
+    engines: list[Engine] = []
 
-    def build(resume_id: str | None, progress: Progress) -> Any:
+    def build(resume_id: str | None, progress: Progress) -> SessionLike:
         from ..factory import build_engine, build_session
 
-        def report(p: Any) -> None:  # factory Progress events -> the loading view's line
+        def report(p: ProgressEvent) -> None:  # factory Progress events -> the loading view's line
             progress(p.message, p.fraction)
 
         if not engines:
@@ -196,16 +200,11 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
     ]
 
 
-def sandbox_layers(session: Any) -> tuple[str, ...]:
+def sandbox_layers(session: SessionLike) -> tuple[str, ...]:
     """The layers really active for the session's sandbox (probed at its construction)."""
-    sandbox = getattr(session, "sandbox", None)
-    if sandbox is None:
+    if session.sandbox is None:
         return ()
-    if hasattr(sandbox, "active_layers"):
-        return tuple(sandbox.active_layers())
-    from m3agent.tools.sandbox.report import probe  # a bare policy: probe it here
-
-    return tuple(layer.name for layer in probe(sandbox).layers if layer.active)
+    return tuple(session.sandbox.active_layers())
 
 
 def _model_label(model: str | None) -> str:

@@ -5,23 +5,28 @@ in __post_init__."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from m3agent.agent import events as ev
+
+    from .ports import SessionLike
 
 
 @dataclass(eq=False)
 class SessionEvent(Message):
     """One event from Session.events()."""
 
-    event: Any
+    event: ev.Event
 
 
 @dataclass(eq=False)
 class SessionEvents(Message):
     """Several events that were ready at once (see event_batch), in order."""
 
-    events: list[Any] = field(default_factory=list)
+    events: list[ev.Event] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -32,7 +37,7 @@ class EngineProgress(Message):
 
 @dataclass(eq=False)
 class SessionReady(Message):
-    session: Any
+    session: SessionLike
     sandbox_layers: tuple[str, ...] | None = None  # None: not probed, keep what config said
 
 
@@ -48,4 +53,4 @@ class SessionFailed(Message):
 class EventStreamEnded(Message):
     """Session.events() finished: the session has shut down."""
 
-    session: Any = None
+    session: SessionLike | None = None

@@ -11,11 +11,16 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.tools.list_dir import ListDir
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from .ports import SessionFactory
 
 NS = "]<]minimax[>["
 DEMO_SCRIPT = (
@@ -87,8 +92,8 @@ def probe_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -
         except ValueError:
             last = f"{base}/models did not answer JSON"
             continue
-        models = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
-        models = [m for m in models if isinstance(m, str) and m]
+        ids = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        models = [m for m in ids if isinstance(m, str) and m]
         if not models:
             last = f"{base}/models lists no model"
             continue
@@ -126,7 +131,7 @@ def running_servers(home: Path) -> list[SetupChoice]:
     return out
 
 
-def needs_setup(settings: Any, flags: dict[str, Any], script: Path | None) -> bool:
+def needs_setup(settings: Settings, flags: dict[str, Any], script: Path | None) -> bool:
     """Nothing chose an engine that can start: the default native engine without a model."""
     chosen = flags.get("engine") is not None or script is not None
     return not chosen and settings.engine in ("native", "vllm") and not settings.model
@@ -136,7 +141,13 @@ def needs_setup(settings: Any, flags: dict[str, Any], script: Path | None) -> bo
 class SetupPort:
     """What the onboarding screen may do; built by launch.py over the real settings."""
 
-    probe: Any  # (url) -> SetupChoice, ValueError
-    check_dir: Any  # (path) -> SetupChoice, ValueError
-    servers: Any  # () -> list[SetupChoice]
-    complete: Any  # (SetupChoice) -> (SessionFactory, one line saying what was saved)
+    probe: Callable[[str], SetupChoice]  # (url) -> SetupChoice, ValueError
+    check_dir: Callable[[str], SetupChoice]  # (path) -> SetupChoice, ValueError
+    servers: Callable[[], list[SetupChoice]]
+    # (choice) -> (SessionFactory, one line saying what was saved)
+    complete: Callable[[SetupChoice], tuple[SessionFactory, str]]
+
+
+# What the onboarding screen returns: complete()'s two, and the choice (the status bar names
+# its engine while it loads).
+SetupResult = tuple["SessionFactory", str, SetupChoice]

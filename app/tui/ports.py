@@ -8,30 +8,59 @@ in real use.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent.agent.ops import ApprovalDecision
 from m3agent.engine.api import ThinkingMode
+
+if TYPE_CHECKING:
+    from m3agent.agent import events as ev
+    from m3agent.agent.approvals import ApprovalGate
+    from m3agent.agent.conversation import Conversation
+    from m3agent.agent.ops import Op
+    from m3agent.engine.api import Engine, Message
+    from m3agent.tools.sandbox.runner import Sandbox
+
+    from .onboarding import SetupPort
 
 # progress(label, fraction or None) is called from the loading thread while the engine loads.
 Progress = Callable[[str, float | None], None]
 
 
-@runtime_checkable
 class SessionLike(Protocol):
-    """The slice of agent.session.Session the TUI uses: ops in, events out."""
+    """The slice of agent.session.Session the TUI uses: ops in, events out; its id, log and
+    messages (resume, /rewind), approval gate (modes, rules), workspace and sandbox (`!cmd`),
+    checkpoints (/undo, /rewind) and engine (the status bar, closing it on exit)."""
 
-    def submit(self, op: Any) -> Any: ...
+    resumed: bool
+    gate: ApprovalGate
+    conversation: Conversation
+    cwd: Path
+    sandbox: Sandbox | None
+    checkpoint: Callable[[str], Any] | None  # a bound Checkpoints.snapshot (rewind.py)
+    engine: Engine
 
-    def events(self) -> AsyncIterator[Any]: ...
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+
+    def submit(self, op: Op) -> None: ...
+
+    def events(self) -> AsyncIterator[ev.Event]: ...
+
+    def rewind(self, keep: int, detail: dict[str, Any] | None = None) -> None: ...
+
+    async def close(self) -> None: ...
 
 
-# session_factory(resume_id, progress) -> a started Session. It may block (loading weights):
-# the app calls it in a worker thread so the window stays responsive.
-SessionFactory = Callable[[str | None, Progress], SessionLike]
+# session_factory(resume_id, progress) -> a started Session (or an awaitable of one). It may
+# block (loading weights): the app calls it in a worker thread so the window stays responsive.
+SessionFactory = Callable[[str | None, Progress], SessionLike | Awaitable[SessionLike]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +102,10 @@ class TuiConfig:
     context_report: Callable[[], str] | None = None
     undo: Callable[[], str] | None = None  # default: the session's own checkpoints
     # Called in the loading thread with the new session: the sandbox layers really active.
-    probe_sandbox: Callable[[Any], tuple[str, ...]] | None = None
+    probe_sandbox: Callable[[SessionLike], tuple[str, ...]] | None = None
     clock: Callable[[], float] = time.monotonic  # the turn timer (tests pin it)
     # First run (app/tui/onboarding.py): nothing configured, so ask for an engine first.
-    setup: Any = None
+    setup: SetupPort | None = None
     # Notifications (app/notify.py): the resolved method, and where the bytes go.
     notify: str = "off"
     notify_write: Callable[[str], None] | None = None

@@ -10,10 +10,16 @@ records cut what lies behind them, as `Conversation.load` does. No widgets here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from m3agent.engine.api import Message
+    from m3agent.tools.checkpoint import Checkpoints
+
+    from .ports import SessionLike
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +44,7 @@ def _records(path: Path) -> Iterator[dict[str, Any]]:
             yield rec
 
 
-def rewind_points(log_path: Path, messages: tuple[Any, ...] | list[Any]) -> list[RewindPoint]:
+def rewind_points(log_path: Path, messages: Sequence[Message]) -> list[RewindPoint]:
     """The prompts of the current conversation, oldest first, each with its checkpoint."""
     n = 0
     last_user: int | None = None
@@ -76,15 +82,15 @@ def rewind_points(log_path: Path, messages: tuple[Any, ...] | list[Any]) -> list
     return points
 
 
-def checkpoint_store(session: Any) -> Any:
+def checkpoint_store(session: SessionLike) -> Checkpoints | None:
     """The session's Checkpoints (it snapshots through the bound `snapshot`), or None."""
-    store = getattr(getattr(session, "checkpoint", None), "__self__", None)
-    if store is None or not hasattr(store, "restore") or not hasattr(store, "list"):
-        return None
-    return store
+    from m3agent.tools.checkpoint import Checkpoints
+
+    store = getattr(session.checkpoint, "__self__", None)  # the bound method's instance
+    return store if isinstance(store, Checkpoints) else None
 
 
-def restore_files(store: Any, point: RewindPoint) -> str:
+def restore_files(store: Checkpoints | None, point: RewindPoint) -> str:
     """Files back to how they were before the prompt; what happened, in one line."""
     if point.checkpoint is None:
         return "files: no change was made since that prompt"

@@ -10,15 +10,20 @@ from ..permission_modes import PLAN_INSTRUCTION
 from .rewind import RewindPoint, checkpoint_store, restore_files, rewind_points
 
 if TYPE_CHECKING:
-    from .screens.main_screen import MainScreen
+    from .controller import SessionController
+    from .hosts import AppHost
+    from .transcript import Transcript
+    from .widgets.prompt_input import PromptInput
 
 DOUBLE_ESC_S = 0.5  # a second Esc within this time, while idle, opens the picker
 
 
-async def open_rewind(screen: MainScreen) -> None:
+async def open_rewind(
+    controller: SessionController, transcript: Transcript, app: AppHost, prompt: PromptInput
+) -> None:
     from .screens.rewind_screen import RewindScreen
 
-    c, t = screen.controller, screen.transcript
+    c, t = controller, transcript
     session = c.session
     if session is None:
         await t.error("the engine is still loading", "usage")
@@ -26,23 +31,28 @@ async def open_rewind(screen: MainScreen) -> None:
     if c.busy or c.queue:
         await t.error("a turn is running: Esc stops it first, then /rewind", "usage")
         return
-    log = getattr(getattr(session, "conversation", None), "path", None)
-    points = rewind_points(log, session.messages) if log is not None else []
+    points = rewind_points(session.conversation.path, session.messages)
     if not points:
         await t.notice("nothing to rewind to: no prompt in this conversation yet")
         return
 
     async def chosen(choice: tuple[RewindPoint, str] | None) -> None:
         if choice is not None:
-            await rewind_to(screen, *choice)
+            await rewind_to(c, t, prompt, *choice)
 
-    screen.app.push_screen(RewindScreen(points), chosen)
+    app.push_screen(RewindScreen(points), chosen)
 
 
-async def rewind_to(screen: MainScreen, point: RewindPoint, what: str) -> None:
+async def rewind_to(
+    controller: SessionController,
+    transcript: Transcript,
+    prompt: PromptInput,
+    point: RewindPoint,
+    what: str,
+) -> None:
     from .screens.rewind_screen import CONVERSATION, FILES
 
-    c, t = screen.controller, screen.transcript
+    c, t = controller, transcript
     session = c.session
     if session is None or c.busy or c.queue:  # a prompt was sent while the picker was open
         await t.error("a turn is running: the rewind was not done", "usage")
@@ -64,9 +74,6 @@ async def rewind_to(screen: MainScreen, point: RewindPoint, what: str) -> None:
         return
     await t.clear()  # the conversation as it now is; the rewind's notice follows it
     await t.history(session.messages, c.tool_errors(), c.tool_metadata())
-    from .widgets.prompt_input import PromptInput
-
-    prompt = screen.query_one(PromptInput)
     # Claude Code's habit: the prompt is back, to edit or resend (without plan mode's note).
     prompt.load_text(point.text.removesuffix(PLAN_INSTRUCTION))
     prompt.move_cursor(prompt.document.end)

@@ -5,9 +5,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from m3agent.engine.api import THINKING_MODES
+from m3agent.engine.api import THINKING_MODES, ThinkingMode
 
-from .slash_daily import DAILY_COMMANDS
+# The everyday commands (slash_daily.py runs them): (name, args, help).
+DAILY_COMMANDS = (
+    ("clear", "", "start a new session (the old one stays resumable; Claude Code's)"),
+    ("new", "", "start a new session (Codex's name for /clear)"),
+    ("status", "", "session, workspace, engine, modes, sandbox and context"),
+    ("cost", "", "tokens of this session: prompt, cached, generated, time"),
+    ("usage", "", "same as /cost"),
+    ("init", "", "ask the model to write AGENTS.md for this repository"),
+    (
+        "permissions",
+        "[trust | allow|ask|deny|remove RULE]",
+        "approval rules and saved prefixes; RULE: edit_file(src/**); trust: the project's",
+    ),
+    ("exit", "", "leave (same as /quit)"),
+    ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +109,7 @@ def menu_matches(text: str, extra: tuple[SlashSpec, ...] = ()) -> list[SlashSpec
     return first + [c for c in known if typed in c.name.lower() and c not in first]
 
 
-def next_thinking(mode: str) -> str:
+def next_thinking(mode: str) -> ThinkingMode:
     """ctrl+t order: adaptive -> enabled -> disabled -> adaptive."""
-    order = ("adaptive", "enabled", "disabled")
-    return order[(order.index(mode) + 1) % len(order)] if mode in order else "adaptive"
+    order = (ThinkingMode.ADAPTIVE, ThinkingMode.ENABLED, ThinkingMode.DISABLED)
+    return order[(order.index(mode) + 1) % len(order)] if mode in order else ThinkingMode.ADAPTIVE

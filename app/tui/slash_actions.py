@@ -4,18 +4,25 @@ the CLI, or a read-only look at the workspace (git diff)."""
 from __future__ import annotations
 
 import asyncio
-import inspect
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from m3agent.agent.ops import Compact, SetThinking, Shutdown
+from m3agent.agent.ops import Compact, SetThinking
+from m3agent.engine.api import ThinkingMode
 from m3agent.tools.safe_git import SafeGitError, UserRepo
 
-from .context_report import format_snapshot, format_summary
+from .context_report import format_summary
+from .rewind import checkpoint_store
+from .rewind_flow import open_rewind
 from .slash import HELP, SlashCommand, next_thinking
+from .slash_daily import DailyActions
 
 if TYPE_CHECKING:
-    from .screens.main_screen import MainScreen
+    from .controller import SessionController
+    from .hosts import AppHost, ScreenHost
+    from .ports import SessionLike
+    from .transcript import Transcript
 
 KEYS = {
     "Enter": "send",
@@ -38,123 +45,127 @@ KEYS = {
 
 
 class SlashActions:
-    def __init__(self, screen: MainScreen) -> None:
-        self.screen = screen
+    def __init__(
+        self,
+        controller: SessionController,
+        transcript: Transcript,
+        app: AppHost,
+        view: ScreenHost,
+    ) -> None:
+        self.controller, self.transcript, self.app, self.view = controller, transcript, app, view
+        self.config = controller.config
+        self.daily = DailyActions(controller, transcript, app, view)  # /clear, /status, ...
         self.undone = 0  # /undo restores so far: past the last one, "nothing left", not "yet"
 
     async def run(self, command: SlashCommand) -> None:
-        from .slash_daily import DailyActions  # /clear, /status, /cost, ... (slash_daily.py)
-
-        handler = getattr(self, f"do_{command.name}", None)
-        if handler is None:
-            handler = getattr(DailyActions(self.screen), f"do_{command.name}")
+        name = f"do_{command.name}"  # parse_slash knows every command: one of the two has it
+        handler: Callable[[str], Awaitable[None]] = getattr(self, name, None) or getattr(
+            self.daily, name
+        )
         await handler(command.arg)
 
     async def do_think(self, arg: str) -> None:
-        explicit = arg.removeprefix("default ").strip()
-        mode = explicit or next_thinking(self.screen.controller.thinking)  # alone: the next mode
-        self.screen.set_thinking(mode)
+        explicit = arg.removeprefix("default ").strip()  # parse_slash checked it names a mode
+        mode = ThinkingMode(explicit) if explicit else next_thinking(self.controller.thinking)
+        self.view.set_thinking(mode)
         if arg.startswith("default "):  # the session's own mode: it says what it will recompute
-            await self.screen.submit(SetThinking(mode, session_default=True))  # type: ignore[arg-type]
+            await self.controller.submit(SetThinking(mode, session_default=True))
             return
-        await self.screen.transcript.notice(f"thinking: {mode} from the next turn on")
+        await self.transcript.notice(f"thinking: {mode} from the next turn on")
 
     async def do_attach(self, arg: str) -> None:
         try:  # checked now (exists, readable media, limits), not when the prompt is sent
-            part = await asyncio.to_thread(self.screen.controller.attach_file, arg)
+            part = await asyncio.to_thread(self.controller.attach_file, arg)
         except ValueError as e:
-            await self.screen.transcript.error(str(e), "usage")
+            await self.transcript.error(str(e), "usage")
             return
-        await self.screen.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
+        await self.transcript.notice(f"attached {arg} ({part.kind}) to the next prompt")
 
     async def do_undo(self, arg: str) -> None:
-        undo = self.screen.config.undo or _checkpoint_undo(
-            self.screen.controller.session, self.undone
+        session = self.controller.session
+        undo = self.config.undo or (
+            _checkpoint_undo(session, self.undone) if session is not None else None
         )
         if undo is None:
-            await self.screen.transcript.error("undo is not available in this session", "usage")
+            await self.transcript.error("undo is not available in this session", "usage")
             return
         try:
             result = await asyncio.to_thread(undo)
         except Exception as e:  # nothing to undo, or a restore failed: say which
-            await self.screen.transcript.error(f"undo failed: {e}", "usage")
+            await self.transcript.error(f"undo failed: {e}", "usage")
             return
         self.undone += 1
-        await self.screen.transcript.notice(str(result or "restored the last checkpoint"))
+        await self.transcript.notice(str(result or "restored the last checkpoint"))
 
     async def do_rewind(self, arg: str) -> None:
-        from .rewind_flow import open_rewind
-
-        await open_rewind(self.screen)
+        await open_rewind(self.controller, self.transcript, self.app, self.view.prompt_input)
 
     async def do_diff(self, arg: str) -> None:
-        cwd = self.screen.config.cwd
+        cwd = self.config.cwd
         try:  # the workspace's repository read as data: none of its config or hooks run
             text = await asyncio.to_thread(_workspace_diff, cwd)
         except SafeGitError as e:
-            await self.screen.transcript.error(f"git diff failed: {e}", "usage")
+            await self.transcript.error(f"git diff failed: {e}", "usage")
             return
         if not text.strip():
-            await self.screen.transcript.notice("no uncommitted changes")
+            await self.transcript.notice("no uncommitted changes")
         else:
-            await self.screen.transcript.diff(text)
+            await self.transcript.diff(text)
 
     async def do_compact(self, arg: str) -> None:
-        if self.screen.controller.session is None:
-            await self.screen.transcript.error("the engine is still loading", "usage")
+        if self.controller.session is None:
+            await self.transcript.error("the engine is still loading", "usage")
             return
-        await self.screen.transcript.notice("compacting the conversation…")
-        await self.screen.submit(Compact())
+        await self.transcript.notice("compacting the conversation…")
+        await self.controller.submit(Compact())
 
     async def do_sessions(self, arg: str) -> None:
-        lister = self.screen.config.list_sessions
+        lister = self.config.list_sessions
         if lister is None:
-            await self.screen.transcript.error("session browsing is not available", "usage")
+            await self.transcript.error("session browsing is not available", "usage")
             return
         from .screens.sessions_screen import SessionsScreen
 
         sessions = await asyncio.to_thread(lister)
-        self.screen.app.push_screen(SessionsScreen(sessions), self._resume)
+        self.app.push_screen(SessionsScreen(sessions), self._resume)
 
     async def _resume(self, session_id: str | None) -> None:
-        current = getattr(self.screen.controller.session, "id", None)
+        session = self.controller.session
+        current = session.id if session is not None else None
         if session_id and session_id != current:
-            await self.screen.app.switch_session(session_id)
+            await self.app.switch_session(session_id)
 
     async def do_context(self, arg: str) -> None:
-        screen = self.screen
-        session, detail = screen.controller.session, screen.controller.last_snapshot_detail
-        report = screen.config.context_report or getattr(session, "context_report", None)
+        detail = self.controller.last_snapshot_detail
+        report = self.config.context_report
         try:
             if report is not None:
                 text = str(await asyncio.to_thread(report))
-            elif getattr(session, "snapshot", None) is not None:
-                text = format_snapshot(session.snapshot)
             elif detail is not None:
-                text = format_summary(detail, resumed=screen.controller.snapshot_from_log)
+                text = format_summary(detail, resumed=self.controller.snapshot_from_log)
             else:
                 text = "context: not available (this session has no repository snapshot)"
         except Exception as e:  # a report that fails is shown, not fatal
-            await screen.transcript.error(f"context report failed: {e}", "internal")
+            await self.transcript.error(f"context report failed: {e}", "internal")
             return
-        await screen.transcript.notice(text)
+        await self.transcript.notice(text)
 
     async def do_mcp(self, arg: str) -> None:
         from ..mcp_reload import slash_mcp
 
         try:
-            text = await slash_mcp(self.screen.controller.session, arg)
+            text = await slash_mcp(self.controller.session, arg)
         except ValueError as e:  # a usage mistake, a busy session, a bad config file
-            await self.screen.transcript.error(str(e), "usage")
+            await self.transcript.error(str(e), "usage")
             return
-        await self.screen.transcript.notice(text)
+        await self.transcript.notice(text)
 
     async def do_help(self, arg: str) -> None:
         lines = ["Commands:"] + _aligned(HELP) + ["Keys:"] + _aligned(KEYS)
-        await self.screen.transcript.notice("\n".join(lines))
+        await self.transcript.notice("\n".join(lines))
 
     async def do_quit(self, arg: str) -> None:
-        await self.screen.app.shutdown()
+        await self.app.shutdown()
 
 
 def _aligned(rows: dict[str, str]) -> list[str]:
@@ -169,11 +180,11 @@ def _workspace_diff(cwd: Path) -> str:
     return repo.diff()
 
 
-def _checkpoint_undo(session: Any, undone: int = 0):
+def _checkpoint_undo(session: SessionLike, undone: int = 0) -> Callable[[], str] | None:
     """The session snapshots through a bound `Checkpoints.snapshot`; undo restores the newest
     checkpoint of that same store (taken before the last turn's first change)."""
-    store = getattr(getattr(session, "checkpoint", None), "__self__", None)
-    if store is None or not hasattr(store, "restore") or not hasattr(store, "list"):
+    store = checkpoint_store(session)
+    if store is None:
         return None
 
     def undo() -> str:
@@ -189,20 +200,13 @@ def _checkpoint_undo(session: Any, undone: int = 0):
     return undo
 
 
-async def shutdown_session(session: Any, *, close_engine: bool = False) -> None:
+async def shutdown_session(session: SessionLike | None, *, close_engine: bool = False) -> None:
     """Ends the session (its log is flushed and closed); the engine too when leaving."""
     if session is None:
         return
-    close = getattr(session, "close", None)
     try:
-        if close is not None:
-            await asyncio.wait_for(close(), timeout=10)
-        else:
-            result = session.submit(Shutdown())
-            if inspect.isawaitable(result):
-                await result
-        engine = getattr(session, "engine", None)
-        if close_engine and engine is not None:
-            await asyncio.wait_for(engine.close(), timeout=10)
+        await asyncio.wait_for(session.close(), timeout=10)
+        if close_engine:
+            await asyncio.wait_for(session.engine.close(), timeout=10)
     except TimeoutError:
         pass  # a wedged engine must not keep the terminal hostage on exit

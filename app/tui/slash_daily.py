@@ -7,31 +7,17 @@ conversation). Kept apart from slash.py and slash_actions.py so other commands m
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from m3agent.agent import events as ev
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .screens.main_screen import MainScreen
+    from m3agent.tools.base import ToolResult
 
-# (name, args, help): slash.py makes SlashSpecs of them (no import back: no cycle).
-DAILY_COMMANDS = (
-    ("clear", "", "start a new session (the old one stays resumable; Claude Code's)"),
-    ("new", "", "start a new session (Codex's name for /clear)"),
-    ("status", "", "session, workspace, engine, modes, sandbox and context"),
-    ("cost", "", "tokens of this session: prompt, cached, generated, time"),
-    ("usage", "", "same as /cost"),
-    ("init", "", "ask the model to write AGENTS.md for this repository"),
-    (
-        "permissions",
-        "[trust | allow|ask|deny|remove RULE]",
-        "approval rules and saved prefixes; RULE: edit_file(src/**); trust: the project's",
-    ),
-    ("exit", "", "leave (same as /quit)"),
-    ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
-)
+    from .controller import SessionController
+    from .hosts import AppHost, ScreenHost
+    from .ports import SessionLike
+    from .transcript import Transcript
+
 SHELL_ESCAPE = "!"  # `!git status`: the shell mode of Claude Code's prompt
 OUTPUT_LIMIT = 16_000  # characters of a `!cmd` output handed to the model
 
@@ -43,47 +29,16 @@ INIT_PROMPT = (
 )
 
 
-@dataclass
-class UsageTally:
-    """The session's figures for /cost, summed from its TurnComplete events."""
-
-    turns: int = 0
-    prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    generated_tokens: int = 0
-    model_time_s: float = 0.0
-    requests: int = 0
-    last: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def see(self, e: Any) -> None:
-        if isinstance(e, ev.ModelRequestFinished):
-            u = e.usage
-            self.requests += 1
-            self.prompt_tokens += u.prompt_tokens
-            self.cached_prompt_tokens += u.cached_prompt_tokens
-            self.generated_tokens += u.generated_tokens
-            self.model_time_s += u.total_time_s or 0.0
-        elif isinstance(e, ev.TurnComplete):
-            self.turns += 1
-
-    def render(self) -> str:
-        hit = 100.0 * self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else 0
-        return "\n".join(
-            [
-                f"this session: {self.turns} prompts, {self.requests} model calls",
-                f"  prompt tokens: {self.prompt_tokens:,} ({self.cached_prompt_tokens:,} from "
-                f"the prefix cache, {hit:.0f}%)",
-                f"  generated tokens: {self.generated_tokens:,}",
-                f"  model time: {self.model_time_s:.1f} s",
-                "  cost: none (a local or self-hosted model; no per-token price)",
-            ]
-        )
-
-
 class DailyActions:
-    def __init__(self, screen: MainScreen) -> None:
-        self.screen = screen
+    def __init__(
+        self,
+        controller: SessionController,
+        transcript: Transcript,
+        app: AppHost,
+        view: ScreenHost,
+    ) -> None:
+        self.controller, self.transcript, self.app, self.view = controller, transcript, app, view
+        self.config = controller.config
 
     async def do_clear(self, arg: str) -> None:
         await self._new_session()
@@ -92,54 +47,53 @@ class DailyActions:
         await self._new_session()
 
     async def _new_session(self) -> None:
-        screen = self.screen
-        if screen.controller.busy:
-            await screen.transcript.error("a turn is running: Esc stops it first", "usage")
+        if self.controller.busy:
+            await self.transcript.error("a turn is running: Esc stops it first", "usage")
             return
-        old = getattr(screen.controller.session, "id", None)
-        await screen.app.new_session()
+        session = self.controller.session
+        old = session.id if session is not None else None
+        await self.app.new_session()
         if old:
-            await screen.transcript.notice(f"new session; the last one: m3agent resume {old}")
+            await self.transcript.notice(f"new session; the last one: m3agent resume {old}")
 
     async def do_status(self, arg: str) -> None:
-        s = self.screen
-        c, st = s.config, s.status
-        session = c_session = s.controller.session
+        c, st = self.config, self.view.status
+        session = self.controller.session
         rows = {
-            "session": getattr(c_session, "id", None) or "(loading)",
+            "session": session.id if session is not None else "(loading)",
             "workspace": str(c.cwd),
             "engine": f"{st.engine} {st.model}".strip(),
-            "thinking": s.controller.thinking,
+            "thinking": self.controller.thinking,
             "approval": c.approval,
             "sandbox": f"{c.sandbox} ({'+'.join(st.sandbox_layers) or 'no layers'})",
             "context": f"{st.context_used if st.context_used is not None else '-'}"
             f" of {st.context_max or '?'} tokens",
         }
-        mode = getattr(s.controller, "mode", None)
+        mode = self.controller.mode
         if mode:
-            rows["mode"] = str(mode)
+            rows["mode"] = mode
         if session is None:
             rows["state"] = st.state
         width = max(map(len, rows))
-        await s.transcript.notice("\n".join(f"{k.ljust(width)}  {v}" for k, v in rows.items()))
+        await self.transcript.notice("\n".join(f"{k.ljust(width)}  {v}" for k, v in rows.items()))
 
     async def do_cost(self, arg: str) -> None:
-        await self.screen.transcript.notice(self.screen.controller.usage.render())
+        await self.transcript.notice(self.controller.usage.render())
 
     async def do_usage(self, arg: str) -> None:
         await self.do_cost(arg)
 
     async def do_exit(self, arg: str) -> None:
-        await self.screen.app.shutdown()
+        await self.app.shutdown()
 
     async def do_init(self, arg: str) -> None:
-        existing = Path(self.screen.config.cwd) / "AGENTS.md"
+        existing = Path(self.config.cwd) / "AGENTS.md"
         note = (
             "An AGENTS.md exists already: improve it rather than starting over."
             if existing.is_file()
             else "Create the file with write_file."
         )
-        await self.screen.send_text(INIT_PROMPT.format(existing=note))
+        await self.view.send_text(INIT_PROMPT.format(existing=note))
 
     async def do_permissions(self, arg: str) -> None:
         if arg.strip() == "trust":
@@ -150,36 +104,35 @@ class DailyActions:
             await self._edit_rule(verb, rule.strip())
             return
         if arg.strip():
-            await self.screen.transcript.error(
+            await self.transcript.error(
                 "usage: /permissions [trust | allow RULE | ask RULE | deny RULE | remove RULE]",
                 "usage",
             )
             return
-        session = self.screen.controller.session
-        gate = getattr(session, "gate", None)
-        lines = [f"approval policy: {self.screen.config.approval}"]
-        rules = getattr(gate, "rules", ()) or ()
+        session = self.controller.session
+        gate = session.gate if session is not None else None
+        lines = [f"approval policy: {self.config.approval}"]
+        rules = gate.rules if gate is not None else ()
         lines.append("rules (config, then saved 'always' answers; deny wins over ask over allow):")
         lines += [f"  {r.tool} = {r.action}" for r in rules] or ["  none"]
-        allowed = sorted(getattr(gate, "_session_allowed", set()))
+        allowed = sorted(gate._session_allowed) if gate is not None else []  # no public view yet
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
-        prefixes = [" ".join(p) for p in self.screen.controller.allowed_prefixes]
+        prefixes = [" ".join(p) for p in self.controller.allowed_prefixes]
         lines.append("shell prefixes for this session: " + (", ".join(prefixes) or "none"))
-        if self.screen.controller.prefix_note:
-            lines.append(self.screen.controller.prefix_note)
-        lines += self.screen.controller.rule_notes
+        if self.controller.prefix_note:
+            lines.append(self.controller.prefix_note)
+        lines += self.controller.rule_notes
         lines.append(
             "edit them: /permissions allow|ask|deny|remove RULE (saved for you), [tools] in the "
             "config file, shell_prefixes in <home>/permissions.json, the project's "
             ".m3agent/settings.json or permissions.json (docs/tui.md); `s` in an approval saves one"
         )
-        await self.screen.transcript.notice("\n".join(lines))
+        await self.transcript.notice("\n".join(lines))
 
     async def do_memory(self, arg: str) -> None:
         """Lists the instruction files (AGENTS.md / CLAUDE.md found when the session opened);
         `edit` / `user` opens the workspace's or the user's file in $EDITOR. An edit counts
         from the next session (/new): the prompt already sent is never rewritten."""
-        s = self.screen
         if arg.strip() in ("edit", "user"):
             await self._edit_memory(arg.strip())
             return
@@ -188,48 +141,47 @@ class DailyActions:
         user = Path("~/.m3agent/AGENTS.md").expanduser()
         lines = ["instruction files (read when the session opened):"]
         own = next(
-            (Path(s.config.cwd) / n for n in NAMES if (Path(s.config.cwd) / n).is_file()), None
+            (Path(self.config.cwd) / n for n in NAMES if (Path(self.config.cwd) / n).is_file()),
+            None,
         )
         if own is not None:
             lines.append(f"  workspace: {own} (in the repository snapshot)")
-        found = await asyncio.to_thread(find_instructions, Path(s.config.cwd), user)
+        found = await asyncio.to_thread(find_instructions, Path(self.config.cwd), user)
         lines += [f"  {f.scope}: {f.path}" for f in found]
         if len(lines) == 1:
             lines.append("  none")
         lines.append("/memory edit opens ./AGENTS.md, /memory user ~/.m3agent/AGENTS.md")
-        await s.transcript.notice("\n".join(lines))
+        await self.transcript.notice("\n".join(lines))
 
     async def _edit_memory(self, which: str) -> None:
         import os
         import shlex
         import subprocess
 
-        s = self.screen
         path = (
             Path("~/.m3agent/AGENTS.md").expanduser()
             if which == "user"
-            else Path(s.config.cwd) / "AGENTS.md"
+            else Path(self.config.cwd) / "AGENTS.md"
         )
         editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
         if not editor:
-            await s.transcript.error(f"set $EDITOR to edit {path} from here", "usage")
+            await self.transcript.error(f"set $EDITOR to edit {path} from here", "usage")
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch(exist_ok=True)
         try:
-            with s.app.suspend():  # the editor gets the terminal, then the TUI comes back
+            with self.app.suspend():  # the editor gets the terminal, then the TUI comes back
                 code = subprocess.call([*shlex.split(editor), str(path)])
         except Exception as e:  # no real terminal to hand over (tests, some drivers)
-            await s.transcript.error(f"cannot open an editor here ({e}); edit {path}", "usage")
+            await self.transcript.error(f"cannot open an editor here ({e}); edit {path}", "usage")
             return
         note = "" if code == 0 else f" (the editor exited with {code})"
-        await s.transcript.notice(f"edited {path}{note}; /new starts a session that reads it")
+        await self.transcript.notice(f"edited {path}{note}; /new starts a session that reads it")
 
     async def _edit_rule(self, verb: str, rule: str) -> None:
         from ..prefix_rules import save_user_rule
 
-        s = self.screen
-        home = s.config.state_dir
+        home = self.config.state_dir
         try:
             if not rule:
                 raise ValueError(f"usage: /permissions {verb} RULE (e.g. edit_file(src/**))")
@@ -237,51 +189,49 @@ class DailyActions:
                 raise ValueError("no data home to keep the rule in")
             said = save_user_rule(home, rule, None if verb == "remove" else verb)
         except (OSError, ValueError) as e:
-            await s.transcript.error(str(e), "usage")
+            await self.transcript.error(str(e), "usage")
             return
-        s.controller.apply_saved_rules()
-        await s.transcript.notice(f"saved: {said} (from now on, and in later sessions)")
+        self.controller.apply_saved_rules()
+        await self.transcript.notice(f"saved: {said} (from now on, and in later sessions)")
 
     async def _trust(self) -> None:
         from ..prefix_rules import load_prefixes, trust_project
 
-        s = self.screen
-        home = s.config.state_dir
+        home = self.config.state_dir
         try:
             if home is None:
                 raise ValueError("no data home to keep the trust in")
-            said = await asyncio.to_thread(trust_project, home, Path(s.config.cwd))
+            said = await asyncio.to_thread(trust_project, home, Path(self.config.cwd))
         except (OSError, ValueError) as e:
-            await s.transcript.error(str(e), "usage")
+            await self.transcript.error(str(e), "usage")
             return
-        saved, s.controller.prefix_note = load_prefixes(home, Path(s.config.cwd))
+        saved, self.controller.prefix_note = load_prefixes(home, Path(self.config.cwd))
         for prefix in saved:
-            s.controller.allow_prefix(prefix)
-        s.controller.apply_saved_rules()
-        await s.transcript.notice(f"{said}; its shell prefixes and rules count from now on")
+            self.controller.allow_prefix(prefix)
+        self.controller.apply_saved_rules()
+        await self.transcript.notice(f"{said}; its shell prefixes and rules count from now on")
 
     async def shell_escape(self, command: str) -> None:
         """`!cmd`: runs under the session's sandbox, as the shell tool would; the output is
         shown now and handed to the model with the next prompt."""
-        screen = self.screen
-        session = screen.controller.session
+        session = self.controller.session
         if not command.strip():
-            await screen.transcript.error("usage: !COMMAND (e.g. !git status)", "usage")
+            await self.transcript.error("usage: !COMMAND (e.g. !git status)", "usage")
             return
         if session is None:
-            await screen.transcript.error("the engine is still loading", "usage")
+            await self.transcript.error("the engine is still loading", "usage")
             return
         result = await asyncio.to_thread(run_shell, session, command)
-        await screen.transcript.notice(f"$ {command}\n{result.output.rstrip()}")
-        screen.controller.add_context(shell_context(command, result.output))
+        await self.transcript.notice(f"$ {command}\n{result.output.rstrip()}")
+        self.controller.add_context(shell_context(command, result.output))
 
 
-def run_shell(session: Any, command: str) -> Any:
+def run_shell(session: SessionLike, command: str) -> ToolResult:
     from m3agent.tools.base import ToolContext
     from m3agent.tools.shell import Shell, ShellArgs
 
-    ctx = ToolContext(cwd=Path(session.cwd), sandbox=getattr(session, "sandbox", None))
-    return Shell().run(ShellArgs(command=command), ctx)
+    ctx = ToolContext(cwd=Path(session.cwd), sandbox=session.sandbox)
+    return Shell().run(ShellArgs(command=command, timeout_s=None, workdir=None), ctx)
 
 
 def shell_context(command: str, output: str) -> str:

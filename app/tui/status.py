@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
-from m3agent.engine.api import Usage
+from m3agent.engine.api import EngineInfo, Usage
+
+if TYPE_CHECKING:
+    from .ports import SessionLike
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,9 @@ class StatusState:
     sandbox: str = ""
     sandbox_layers: tuple[str, ...] = ()
     prefill: str | None = None  # a slow prefill's progress line (agent/prefill_progress.py)
+
+    def changed(self, changes: StatusChanges) -> StatusState:
+        return replace(self, **changes)
 
     def with_usage(self, usage: Usage) -> StatusState:
         """The last engine call's figures: context held, cache hit, decode speed."""
@@ -83,7 +89,26 @@ def _k(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
 
 
-def usage_fields(state: StatusState) -> dict[str, Any]:
+class StatusChanges(TypedDict, total=False):
+    """Some of StatusState's fields, by name: what MainScreen.set_status takes."""
+
+    engine: str
+    model: str
+    state: str
+    context_used: int | None
+    context_max: int | None
+    cached_tokens: int | None
+    cache_hit_pct: float | None
+    cache_miss: str | None
+    tokens_per_s: float | None
+    thinking: str
+    mode: str
+    sandbox: str
+    sandbox_layers: tuple[str, ...]
+    prefill: str | None
+
+
+def usage_fields(state: StatusState) -> StatusChanges:
     return {
         "context_used": state.context_used,
         "cached_tokens": state.cached_tokens,
@@ -100,10 +125,9 @@ def engine_label(configured: str, backend: str) -> str:
     return backend
 
 
-def engine_info(session: Any) -> Any:
-    """EngineInfo when the session exposes its engine; optional, for the status bar."""
-    engine = getattr(session, "engine", None)
+def engine_info(session: SessionLike) -> EngineInfo | None:
+    """The engine's EngineInfo, for the status bar; None when the engine cannot say."""
     try:
-        return engine.info() if engine is not None else None
+        return session.engine.info()
     except Exception:
         return None

@@ -3,7 +3,8 @@ agent decided arrives in the events; nothing here decides anything."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.widget import Widget
 
@@ -15,8 +16,12 @@ from .widgets.tool_card import ToolCard
 from .widgets.user_message import UserMessage
 
 if TYPE_CHECKING:
+    from m3agent.engine.api import Message
+
     from .widgets.answer_view import AnswerView
     from .widgets.reasoning_view import ReasoningView
+
+W = TypeVar("W", bound=Widget)
 
 
 class Transcript:
@@ -26,7 +31,7 @@ class Transcript:
         self._answer: AnswerView | None = None
         self.cards: dict[str, ToolCard] = {}
 
-    async def _mount(self, widget: Widget) -> Widget:
+    async def _mount(self, widget: W) -> W:
         await self.view.mount(widget)
         return widget
 
@@ -41,7 +46,7 @@ class Transcript:
             # Imported on first use: Collapsible and Markdown would slow the first paint.
             from .widgets.reasoning_view import ReasoningView
 
-            self._reasoning = await self._mount(ReasoningView())  # type: ignore[assignment]
+            self._reasoning = await self._mount(ReasoningView())
         self._reasoning.append(text)
 
     async def content(self, text: str) -> None:
@@ -52,7 +57,7 @@ class Transcript:
                 return  # whitespace between reasoning and answer: nothing to show yet
             from .widgets.answer_view import AnswerView
 
-            self._answer = await self._mount(AnswerView())  # type: ignore[assignment]
+            self._answer = await self._mount(AnswerView())
         await self._answer.write(text)
 
     async def end_segment(self) -> None:
@@ -68,7 +73,7 @@ class Transcript:
         await self.end_segment()
         card = self.cards.get(call_id)
         if card is None:
-            card = await self._mount(ToolCard(call_id, name, arguments))  # type: ignore[assignment]
+            card = await self._mount(ToolCard(call_id, name, arguments))
             self.cards[call_id] = card
         return card
 
@@ -95,7 +100,7 @@ class Transcript:
 
     async def history(
         self,
-        messages: Any,
+        messages: Sequence[Message],
         tool_errors: dict[str, bool] | None = None,
         tool_meta: dict[str, dict[str, Any]] | None = None,
     ) -> None:

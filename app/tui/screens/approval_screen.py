@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
-from m3agent.agent.ops import ApprovalDecision
+from m3agent.agent.ops import ApprovalDecision, Decision
 from m3agent.tools.shell import Shell
 from rich.text import Text
 from textual.app import ComposeResult
@@ -107,7 +107,7 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
 
     def _answer(
         self,
-        decision: str,
+        decision: Decision,
         note: str = "",
         prefix: tuple[str, ...] | None = None,
         save: bool = False,
@@ -117,23 +117,23 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         )
 
     def action_approve(self) -> None:
-        self._answer("approve")
+        self._answer(Decision.APPROVE)
 
     def action_approve_session(self) -> None:
         # Every shell command for the rest of the session is too broad: prefixes instead.
         if self.request.name != SHELL:
-            self._answer("approve_session")
+            self._answer(Decision.APPROVE_SESSION)
 
     def action_approve_prefix(self) -> None:
         if self.prefix is not None:
-            self._answer("approve", prefix=self.prefix)
+            self._answer(Decision.APPROVE, prefix=self.prefix)
 
     def action_approve_always(self) -> None:
         # Saved for later sessions: never for shell as a whole, its prefix instead.
         if self.request.name != SHELL:
-            self._answer("approve_always")
+            self._answer(Decision.APPROVE_ALWAYS)
         elif self.prefix is not None:
-            self._answer("approve", prefix=self.prefix, save=True)
+            self._answer(Decision.APPROVE, prefix=self.prefix, save=True)
 
     def action_deny(self) -> None:
         """First press opens the note field; Enter in it (or Deny again) sends the denial."""
@@ -152,7 +152,7 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         self._deny(event.value)
 
     def _deny(self, note: str) -> None:
-        self._answer("deny", note.strip())
+        self._answer(Decision.DENY, note.strip())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # While the note field has focus, y/a/s/p/n are letters of the note, not shortcuts.

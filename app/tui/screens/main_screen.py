@@ -4,10 +4,10 @@ what the SessionController knows and hands it the user's intent; it decides noth
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any
+from typing import Unpack
 
 from m3agent.agent import events as ev
+from m3agent.engine.api import ThinkingMode
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -22,6 +22,7 @@ from ..context_notice import describe_context_event
 from ..controller import SessionController
 from ..event_batch import batches, coalesce
 from ..history import append_history, load_history
+from ..hosts import AppHost
 from ..messages import (
     EngineProgress,
     EventStreamEnded,
@@ -31,12 +32,12 @@ from ..messages import (
     SessionReady,
 )
 from ..plan_flow import after_turn, cycle_mode
-from ..ports import TuiConfig
+from ..ports import SessionLike, TuiConfig
 from ..rewind_flow import DOUBLE_ESC_S, open_rewind
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
-from ..slash_daily import SHELL_ESCAPE, DailyActions
-from ..status import StatusState, engine_info, engine_label, usage_fields
+from ..slash_daily import SHELL_ESCAPE
+from ..status import StatusChanges, StatusState, engine_info, engine_label, usage_fields
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
@@ -64,9 +65,10 @@ class MainScreen(Screen):
         Binding("end", "scroll_transcript('scroll_end')", show=False, priority=True),
     ]
 
-    def __init__(self, config: TuiConfig) -> None:
+    def __init__(self, config: TuiConfig, app_host: AppHost) -> None:
         super().__init__()
         self.config = config
+        self.app_host = app_host  # the M3App, as the helpers use it (hosts.py)
         self.controller = SessionController(config, clock=config.clock)
         self.status = StatusState(
             engine=config.engine,
@@ -77,9 +79,11 @@ class MainScreen(Screen):
             sandbox=config.sandbox,
             sandbox_layers=config.sandbox_layers,
         )
-        self.transcript: Transcript | None = None
-        self.slash = SlashActions(self)
-        self.approvals = ApprovalFlow(self)
+        self.conversation = Conversation(id="conversation")
+        self.plan_view = PlanView(id="plan")
+        self.transcript = Transcript(self.conversation)
+        self.slash = SlashActions(self.controller, self.transcript, app_host, self)
+        self.approvals = ApprovalFlow(self.controller, self.transcript, app_host)
         state = config.state_dir
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
@@ -87,18 +91,17 @@ class MainScreen(Screen):
 
     def compose(self) -> ComposeResult:
         menu = CommandMenu(id="command-menu")
-        yield Conversation(id="conversation")
+        yield self.conversation
         yield LoadingView(clock=self.config.clock, id="loading")
         yield Static("", id="completions", markup=False)
         yield Static("", id="waiting", markup=False)
         yield menu
-        yield PlanView(id="plan")
+        yield self.plan_view
         yield ActivityLine(self._activity, id="activity")
         yield PromptInput(self.config.cwd, menu=menu, id="prompt")
         yield StatusBar(self.status, id="status")
 
     def on_mount(self) -> None:
-        self.transcript = Transcript(self.query_one(Conversation))
         self.query_one("#completions").display = False
         self.query_one("#waiting").display = False
         prompt = self.query_one(PromptInput)
@@ -113,8 +116,12 @@ class MainScreen(Screen):
 
     # ---- status ---------------------------------------------------------------------------
 
-    def set_status(self, **changes: Any) -> None:
-        self.status = replace(self.status, **changes)
+    @property
+    def prompt_input(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    def set_status(self, **changes: Unpack[StatusChanges]) -> None:
+        self.status = self.status.changed(changes)
         self.query_one(StatusBar).show(self.status)
 
     # ---- session lifecycle ----------------------------------------------------------------
@@ -136,12 +143,12 @@ class MainScreen(Screen):
             )
         if message.sandbox_layers is not None:
             self.set_status(sandbox_layers=message.sandbox_layers)
-        if getattr(session, "resumed", False):
+        if session.resumed:
             if self.controller.last_snapshot_detail is None:  # /context: the log's snapshot
                 self.controller.last_snapshot_detail = self.controller.logged_snapshot_detail()
                 self.controller.snapshot_from_log = True
             await self.transcript.history(
-                getattr(session, "messages", ()),
+                session.messages,
                 self.controller.tool_errors(),
                 self.controller.tool_metadata(),
             )
@@ -162,14 +169,11 @@ class MainScreen(Screen):
         await self.transcript.error(message.message, message.kind)
 
     @work(exclusive=True, group="session-events")
-    async def pump_events(self, session: Any) -> None:
+    async def pump_events(self, session: SessionLike) -> None:
         """The one worker that reads the Session: its events become messages, in order."""
         async for batch in batches(session.events()):
             self.post_message(SessionEvents(batch))
         self.post_message(EventStreamEnded(session))
-
-    async def submit(self, op: Any) -> None:
-        await self.controller.submit(op)
 
     # ---- events -> widgets ----------------------------------------------------------------
 
@@ -180,10 +184,10 @@ class MainScreen(Screen):
     async def on_session_event(self, message: SessionEvent) -> None:
         await self.show_event(message.event)
 
-    async def show_event(self, e: Any) -> None:
+    async def show_event(self, e: ev.Event) -> None:
         self.controller.observe(e)
         t = self.transcript
-        if await ext_view.show(self, e):  # plan, subagents (issue 23)
+        if await ext_view.show(e, t, self.plan_view):  # plan, subagents (issue 23)
             return
         if isinstance(e, ev.ReasoningDelta):
             await t.reasoning(e.text)
@@ -232,7 +236,8 @@ class MainScreen(Screen):
             await t.notice(f"turn stopped: {e.reason.replace('_', ' ')} reached")
         self.set_status(state="ready")
         self.query_one(ActivityLine).refresh_line()
-        await after_turn(self, e)  # plan mode: act on the plan, edit it, or keep planning
+        # plan mode: act on the plan, edit it, or keep planning
+        await after_turn(e, self.controller, t, self.app_host, self)
         await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
@@ -256,9 +261,9 @@ class MainScreen(Screen):
         if self.history_path is not None:
             append_history(self.history_path, text)
         if text.startswith(SHELL_ESCAPE):  # `!git status`: the shell, not the model
-            await DailyActions(self).shell_escape(text[len(SHELL_ESCAPE) :].strip())
+            await self.slash.daily.shell_escape(text[len(SHELL_ESCAPE) :].strip())
             return
-        custom = ext_view.custom_turn(self, text)  # a custom command or skill
+        custom = ext_view.custom_turn(self.controller, text)  # a custom command or skill
         if custom is not None:
             if self.controller.enqueue(custom).shown:
                 await self.transcript.user(text)
@@ -299,7 +304,7 @@ class MainScreen(Screen):
             await self.transcript.user(queued.turn.text, tuple(m.path for m in queued.turn.media))
         self.set_status(state="working")
         self.query_one(ActivityLine).refresh_line()
-        await self.submit(queued.turn)
+        await self.controller.submit(queued.turn)
 
     def show_waiting(self) -> None:
         waiting = self.query_one("#waiting", Static)
@@ -338,7 +343,7 @@ class MainScreen(Screen):
         now = time.monotonic()  # key timing: the real clock, whatever config.clock says
         if self._last_idle_esc is not None and now - self._last_idle_esc <= DOUBLE_ESC_S:
             self._last_idle_esc = None
-            await open_rewind(self)
+            await open_rewind(self.controller, self.transcript, self.app_host, self.prompt_input)
         else:
             self._last_idle_esc = now
 
@@ -352,7 +357,7 @@ class MainScreen(Screen):
         elif prompt.text:
             prompt.load_text("")
         elif self._quit_armed is not None:
-            await self.app.shutdown()
+            await self.app_host.shutdown()
         else:
             activity.show_hint("press ctrl+c again to quit")
             self._quit_armed = self.set_timer(QUIT_WINDOW_S, self._disarm_quit)
@@ -362,7 +367,14 @@ class MainScreen(Screen):
         self.query_one(ActivityLine).show_hint("")
 
     def action_scroll_transcript(self, how: str) -> None:
-        getattr(self.query_one(Conversation), how)(animate=False)
+        view = self.conversation
+        scroll = {
+            "scroll_page_up": view.scroll_page_up,
+            "scroll_page_down": view.scroll_page_down,
+            "scroll_home": view.scroll_home,
+            "scroll_end": view.scroll_end,
+        }[how]
+        scroll(animate=False)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if (
@@ -375,11 +387,11 @@ class MainScreen(Screen):
         return True
 
     async def action_cycle_mode(self) -> None:
-        await cycle_mode(self)
+        await cycle_mode(self.controller, self.transcript, self)
 
     def action_cycle_thinking(self) -> None:
         self.set_thinking(self.controller.cycle_thinking())
 
-    def set_thinking(self, mode: str) -> None:
+    def set_thinking(self, mode: ThinkingMode) -> None:
         self.controller.set_thinking(mode)
         self.set_status(thinking=mode)

@@ -3,8 +3,6 @@ scripted demo). The checks and the saving happen in app/tui/onboarding.py, off t
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -14,7 +12,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...safe_text import visible
-from ..onboarding import SetupChoice, SetupPort
+from ..onboarding import SetupChoice, SetupPort, SetupResult
 
 CHOICES = (
     ("server", "A server: vLLM or any OpenAI-compatible endpoint (probed via /v1/models)"),
@@ -25,7 +23,7 @@ CHOICES = (
 PLACEHOLDERS = {"server": "http://gpu-box:8000/v1", "model": "/path/to/MiniMax-M3"}
 
 
-class OnboardingScreen(Screen[Any]):
+class OnboardingScreen(Screen[SetupResult]):
     CSS_PATH = "onboarding_screen.tcss"
     BINDINGS = [Binding("escape", "back", "back", show=False)]
 

@@ -16,7 +16,7 @@ class OutputView(Static, can_focus=True):
     OutputView { height: auto; }
     OutputView:focus { background: $boost; }
     """
-    BINDINGS = [Binding("enter", "toggle", "show all / fewer lines", show=False)]
+    BINDINGS = [Binding("enter", "toggle_lines", "show all / fewer lines", show=False)]
 
     def __init__(self, output: str, **kwargs) -> None:
         self.lines = visible(output.rstrip("\n")).splitlines()[:MAX_LINES]
@@ -34,10 +34,10 @@ class OutputView(Static, can_focus=True):
         more = len(self.lines) - PREVIEW_LINES
         return "\n".join(self.lines[:PREVIEW_LINES] + [f"… {more} more lines (click to show)"])
 
-    def action_toggle(self) -> None:
+    def action_toggle_lines(self) -> None:
         if len(self.lines) > PREVIEW_LINES:
             self.expanded = not self.expanded
             self.update(self._text())
 
     def on_click(self) -> None:
-        self.action_toggle()
+        self.action_toggle_lines()

@@ -5,6 +5,7 @@ left the prompt made every later key, Enter too, land elsewhere)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import events
 from textual.message import Message
@@ -12,6 +13,9 @@ from textual.widgets import TextArea
 
 from ..attachments import at_token, common_prefix, complete_path
 from .command_menu import CommandMenu
+
+if TYPE_CHECKING:
+    from ..history_search import HistorySearch
 
 _NEWLINE_KEYS = frozenset({"ctrl+j", "shift+enter", "alt+enter", "newline"})
 
@@ -69,7 +73,7 @@ class PromptInput(TextArea):
         self.prompt_history: list[str] = []
         self._history_pos: int | None = None  # None: editing a fresh draft
         self._draft = ""
-        self._search = None  # a HistorySearch while ctrl+r is searching (history_search.py)
+        self._search: HistorySearch | None = None  # while ctrl+r searches (history_search.py)
 
     async def on_key(self, event: events.Key) -> None:
         # A subclass's public key handler runs before TextArea's own; prevent_default() keeps

@@ -1,0 +1,51 @@
+"""What the main screen's helpers (slash_actions, slash_daily, approval_flow, plan_flow,
+rewind_flow) need from the app and from the screen, as protocols. A helper takes these, with
+the SessionController and the Transcript, instead of the screen itself: none of them imports
+the screen (or the app) back, and each says what it touches."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol, TypeVar, Unpack
+
+if TYPE_CHECKING:
+    from m3agent.engine.api import ThinkingMode
+    from textual.screen import Screen
+
+    from .status import StatusChanges, StatusState
+    from .widgets.prompt_input import PromptInput
+
+R = TypeVar("R")
+
+
+class AppHost(Protocol):
+    """The app (M3App): screens over the main one, and the session's life."""
+
+    def push_screen(
+        self, screen: Screen[R], callback: Callable[[R | None], Awaitable[None]]
+    ) -> object: ...
+
+    def suspend(self) -> AbstractContextManager[None]: ...
+
+    async def switch_session(self, session_id: str) -> None: ...
+
+    async def new_session(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+class ScreenHost(Protocol):
+    """The main screen: its status bar, its prompt, and a prompt sent as if typed."""
+
+    @property
+    def status(self) -> StatusState: ...
+
+    @property
+    def prompt_input(self) -> PromptInput: ...
+
+    def set_status(self, **changes: Unpack[StatusChanges]) -> None: ...
+
+    def set_thinking(self, mode: ThinkingMode) -> None: ...
+
+    async def send_text(self, text: str) -> None: ...
