@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from m3agent.engine.api import ThinkingMode
     from textual.screen import Screen
 
+    from .controller import SessionController
     from .status import StatusChanges, StatusState
+    from .transcript import Transcript
     from .widgets.prompt_input import PromptInput
 
 R = TypeVar("R")
@@ -49,3 +51,18 @@ class ScreenHost(Protocol):
     def set_thinking(self, mode: ThinkingMode) -> None: ...
 
     async def send_text(self, text: str) -> None: ...
+
+
+class ScreenHelper:
+    """What a helper of the main screen holds: the session's controller, the transcript, the
+    app and the screen (as the protocols above), and the TUI's config."""
+
+    def __init__(
+        self,
+        controller: SessionController,
+        transcript: Transcript,
+        app: AppHost,
+        view: ScreenHost,
+    ) -> None:
+        self.controller, self.transcript, self.app, self.view = controller, transcript, app, view
+        self.config = controller.config

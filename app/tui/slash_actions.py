@@ -4,6 +4,7 @@ the CLI, or a read-only look at the workspace (git diff)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,16 +14,14 @@ from m3agent.engine.api import ThinkingMode
 from m3agent.tools.safe_git import SafeGitError, UserRepo
 
 from .context_report import format_summary
+from .hosts import ScreenHelper
 from .rewind import checkpoint_store
 from .rewind_flow import open_rewind
 from .slash import HELP, SlashCommand, next_thinking
 from .slash_daily import DailyActions
 
 if TYPE_CHECKING:
-    from .controller import SessionController
-    from .hosts import AppHost, ScreenHost
     from .ports import SessionLike
-    from .transcript import Transcript
 
 KEYS = {
     "Enter": "send",
@@ -44,18 +43,13 @@ KEYS = {
 }
 
 
-class SlashActions:
-    def __init__(
-        self,
-        controller: SessionController,
-        transcript: Transcript,
-        app: AppHost,
-        view: ScreenHost,
-    ) -> None:
-        self.controller, self.transcript, self.app, self.view = controller, transcript, app, view
-        self.config = controller.config
-        self.daily = DailyActions(controller, transcript, app, view)  # /clear, /status, ...
-        self.undone = 0  # /undo restores so far: past the last one, "nothing left", not "yet"
+class SlashActions(ScreenHelper):
+    undone = 0  # /undo restores so far: past the last one, "nothing left", not "yet"
+
+    @functools.cached_property
+    def daily(self) -> DailyActions:
+        """/clear, /status, ...: the same controller, transcript, app and screen."""
+        return DailyActions(self.controller, self.transcript, self.app, self.view)
 
     async def run(self, command: SlashCommand) -> None:
         name = f"do_{command.name}"  # parse_slash knows every command: one of the two has it

@@ -10,13 +10,12 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .hosts import ScreenHelper
+
 if TYPE_CHECKING:
     from m3agent.tools.base import ToolResult
 
-    from .controller import SessionController
-    from .hosts import AppHost, ScreenHost
     from .ports import SessionLike
-    from .transcript import Transcript
 
 SHELL_ESCAPE = "!"  # `!git status`: the shell mode of Claude Code's prompt
 OUTPUT_LIMIT = 16_000  # characters of a `!cmd` output handed to the model
@@ -29,16 +28,8 @@ INIT_PROMPT = (
 )
 
 
-class DailyActions:
-    def __init__(
-        self,
-        controller: SessionController,
-        transcript: Transcript,
-        app: AppHost,
-        view: ScreenHost,
-    ) -> None:
-        self.controller, self.transcript, self.app, self.view = controller, transcript, app, view
-        self.config = controller.config
+class DailyActions(ScreenHelper):
+    """The everyday commands (/clear, /status, ...) of the main screen."""
 
     async def do_clear(self, arg: str) -> None:
         await self._new_session()
