@@ -8,8 +8,12 @@ server; `m3agent doctor` does, to check them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
+
+# The `--cwd` of the commands that read the project's .mcp.json, declared once.
+ReadCwd = Annotated[Path, typer.Option("--cwd", help="Project whose .mcp.json to read.")]
 
 
 def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
@@ -113,7 +117,7 @@ def register(app: typer.Typer) -> None:
     @mcp.command("list")
     def list_(
         as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
-        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to read."),
+        cwd: ReadCwd = Path("."),
     ) -> None:
         """The configured servers: name, scope, trust, how it starts."""
         import json
@@ -135,7 +139,7 @@ def register(app: typer.Typer) -> None:
     def get(
         name: str = typer.Argument(...),
         as_json: bool = typer.Option(False, "--json", help="Print it as JSON."),
-        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to read."),
+        cwd: ReadCwd = Path("."),
     ) -> None:
         """One server's settings (secrets in env and headers shown as ***)."""
         import json
@@ -222,7 +226,7 @@ def register(app: typer.Typer) -> None:
     @mcp.command("login")
     def login_(
         name: str = typer.Argument(..., help="An HTTP server of the config."),
-        cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to read."),
+        cwd: ReadCwd = Path("."),
         mcp_config: list[Path] = typer.Option(
             [], "--mcp-config", help="Also read servers from this .mcp.json-style file."
         ),
