@@ -53,6 +53,12 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, default=str).translate(_JSON)
 
 
+def short_json(obj: Any, limit: int = 80) -> str:
+    """`dumps(obj)` cut to `limit` characters (an ellipsis ending what was cut)."""
+    text = dumps(obj)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class SafeStream:
     """A text stream that writes `visible()` text: text-mode output goes through one of these,
     so no renderer path can forget it."""

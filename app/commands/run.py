@@ -203,7 +203,8 @@ def execute(
 
     from .. import exit_codes
     from ..factory import build_session
-    from ..headless import deny_approver, make_renderer, run_headless, tty_approver
+    from ..headless import make_renderer, run_headless
+    from ..headless_approvals import deny_approver, tty_approver
     from ..headless_result import early_error_line
     from ..permission_modes import check_mode, mode_rules, plan_text, tool_flag_rules
     from ..run_input import (

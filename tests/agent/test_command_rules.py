@@ -15,7 +15,7 @@ import pytest
 from m3agent.agent import events as ev
 from m3agent.app import command_prefix as cp
 from m3agent.app.command_prefix import command_prefix, matches
-from m3agent.app.headless import tty_approver
+from m3agent.app.headless_approvals import tty_approver
 from m3agent.app.settings import load_settings
 
 from ..support.markup import calls, invoke

@@ -14,7 +14,8 @@ from m3agent.agent.config import AgentConfig
 from m3agent.agent.conversation import session_log_path
 from m3agent.agent.ops import ApprovalDecision, Decision, UserTurn
 from m3agent.agent.session import Session
-from m3agent.app.headless import make_renderer, run_headless, tty_approver
+from m3agent.app.headless import make_renderer, run_headless
+from m3agent.app.headless_approvals import tty_approver
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.tools.base import PreviewKind
 from m3agent.tools.sandbox.policy import SandboxPolicy
@@ -216,7 +217,7 @@ def test_a_preview_cannot_drive_the_terminal(home, repo, m3, monkeypatch):
 def test_stream_json_carries_the_preview(home, repo, m3):
     import asyncio
 
-    from m3agent.app.headless import deny_approver
+    from m3agent.app.headless_approvals import deny_approver
 
     script = [
         m3.calls(m3.invoke("edit_file", path="calc.py", old_string="a - b", new_string="a + b")),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from m3agent.app.headless import prompt_preview
+from m3agent.app.headless_approvals import prompt_preview
 from m3agent.app.tui.widgets.diff_view import render_diff
 from m3agent.tools.safe_git import UserRepo
 

@@ -103,7 +103,7 @@ def test_headless_prompt_allows_a_command_prefix_not_every_shell_command(capsys)
     import io
 
     from m3agent.agent.events import ApprovalRequest
-    from m3agent.app.headless import tty_approver
+    from m3agent.app.headless_approvals import tty_approver
 
     answers = io.StringIO("a\np\nn\n")
     err = io.StringIO()
@@ -135,7 +135,7 @@ def test_headless_prompt_s_saves_the_prefix_for_later_runs(tmp_path):
     import json
 
     from m3agent.agent.events import ApprovalRequest
-    from m3agent.app.headless import tty_approver
+    from m3agent.app.headless_approvals import tty_approver
 
     home, cwd = tmp_path / "home", tmp_path / "ws"
     cwd.mkdir()
