@@ -9,9 +9,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
-# Tools the session adds beside the built-in ones (agent/, app/extensions.py): named here so
-# the table does not import them.
-_SESSION_TOOLS = {"update_plan": ("TodoWrite",), "task": ("Task",)}
+# The subagents' task tool lives in agent/ (tools may not import it): its declared name here.
+_AGENT_TOOLS = {"task": ("Task",)}  # = agent/subagents/task_tool.TaskTool.claude_names
 # Claude Code's key for a path argument, where ours is `path`.
 CLAUDE_PATH_KEY = "file_path"
 
@@ -19,9 +18,11 @@ CLAUDE_PATH_KEY = "file_path"
 @functools.cache
 def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     from .toolset import default_toolset
+    from .update_plan import UpdatePlan
 
-    ours_to_claude = {t.name: tuple(t.claude_names) for t in default_toolset().tools()}
-    ours_to_claude.update(_SESSION_TOOLS)
+    tools = [*default_toolset().tools(), UpdatePlan()]
+    ours_to_claude = {t.name: tuple(t.claude_names) for t in tools}
+    ours_to_claude.update(_AGENT_TOOLS)
     claude_to_ours: dict[str, tuple[str, ...]] = {}
     for ours, names in ours_to_claude.items():
         for cc in names:

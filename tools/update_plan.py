@@ -27,6 +27,7 @@ class PlanItem(BaseModel):
 
 class UpdatePlan(Tool):
     name = "update_plan"
+    claude_names = ("TodoWrite",)
     kind = "think"
     description = (
         "Keep a short checklist of the task's steps. Send the whole list each time; at most "

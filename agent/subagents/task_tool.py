@@ -24,6 +24,7 @@ _POLL_S = 0.1
 
 class TaskTool(Tool):
     name = "task"
+    claude_names = ("Task",)
     description = (
         "Run a subagent on a self-contained task; it works with its own tools and budget and "
         "returns a summary. Several task calls in one reply run in parallel. The subagent "

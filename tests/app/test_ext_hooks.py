@@ -296,3 +296,13 @@ def test_bad_settings_are_one_clear_line():
         parse_hooks({"PreTool": []}, "s.json")
     with pytest.raises(ValueError, match="timeout"):
         parse_hooks({"Stop": [{"hooks": [{"command": "x", "timeout": -1}]}]}, "s.json")
+
+
+def test_the_task_tools_claude_name_is_the_one_the_table_holds():
+    """tools/claude_names.py cannot import agent/: its entry for `task` must say what the
+    tool itself declares."""
+    from m3agent.agent.subagents.task_tool import TaskTool
+    from m3agent.tools.claude_names import claude_names_of, tools_named
+
+    assert claude_names_of("task") == TaskTool.claude_names
+    assert tools_named("TodoWrite") == ("update_plan",)
