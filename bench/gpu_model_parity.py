@@ -19,8 +19,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "native_model"))
-import conftest  # noqa: E402  (tests/native_model: page_tables, make_caches, build_md)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent / "tests" / "engine" / "native" / "models")
+)
+import conftest  # noqa: E402  (tests/engine/native/models: page_tables, make_caches, build_md)
 from gpu_parity import SPEC, SPLITS, chunked_logits, prompt_ids  # noqa: E402
 from m3agent.engine.native.loaders.checkpoint import load_model  # noqa: E402
 from m3agent.engine.native.loaders.tiny import init_tiny  # noqa: E402
