@@ -36,7 +36,7 @@ class CustomCommand:
     allowed_tools: tuple[str, ...] = ()
     argument_hint: str = ""
     source: str = ""  # the file, "skill:<path>" or "mcp:<server>"
-    # An MCP prompt: the server renders it (app/mcp_prompts.py); None for a file's body.
+    # An MCP prompt: the server renders it (app/mcp/prompts.py); None for a file's body.
     render: Callable[[str], str] | None = field(default=None, compare=False, repr=False)
 
     def expand(self, arguments: str) -> str:

@@ -112,7 +112,7 @@ def session_extras(
     notes += [Error(message=n, kind=ErrorKind.HOOK) for n in hook_notes]
     skills, problems = discover_skills(skill_roots(settings, cwd))
     commands, cmd_problems = all_commands(settings, cwd)
-    from .mcp_prompts import prompt_commands
+    from .mcp.prompts import prompt_commands
 
     commands += prompt_commands(toolset)  # after ours: a command file wins a name
     agents, agent_problems = load_agents(agent_dirs(settings, cwd))

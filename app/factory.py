@@ -168,7 +168,7 @@ def build_session(
         checkpoint = build_checkpoint(settings, cwd)
     config = settings.agent_config()
     from .extensions import session_extras
-    from .mcp_settings import persist_allow
+    from .mcp.settings import persist_allow
 
     # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
     extras = session_extras(settings, cwd, engine, toolset, config)

@@ -90,7 +90,7 @@ class Settings:
     context_reserve: int = 32768
     context_skip: tuple[str, ...] = ()
     context_max_file_bytes: int = 512_000
-    # MCP servers (app/mcp_settings.py): the user config's [mcp_servers] tables, and the
+    # MCP servers (app/mcp/settings.py): the user config's [mcp_servers] tables, and the
     # command line's --mcp-config files, --strict-mcp-config, --trust-project-mcp.
     mcp_servers: tuple[Any, ...] = ()
     mcp_config_files: tuple[str, ...] = ()
@@ -170,7 +170,7 @@ class Settings:
 
     def mcp_config(self, cwd: Path, env: Mapping[str, str] | None = None) -> Any:
         """The MCP servers a session in `cwd` starts (McpConfig), trust applied."""
-        from .mcp_settings import resolve
+        from .mcp.settings import resolve
 
         return resolve(
             home=self.home,
@@ -326,10 +326,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     fix_mode(config)  # 0600: it names the user's models, servers and tool rules
     values = _from_file(config)
     if "mcp_servers" in values:  # parsed with the environment (${VAR}, bearer_token_env_var)
-        from .mcp_settings import user_servers
+        from .mcp.settings import user_servers
 
         values["mcp_servers"] = user_servers(values["mcp_servers"], config, env)
-    from .mcp_settings import persisted_rules
+    from .mcp.settings import persisted_rules
 
     # "Always allow" answers: allow rules after the config's own (a config deny still wins).
     values["rules"] = (*values.get("rules", ()), *persisted_rules(home))

@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
             "ripgrep": shutil.which("rg") or None,
             "git": shutil.which("git") or None,
         }
-        from ..mcp_check import check_servers, format_rows
+        from ..mcp.check import check_servers, format_rows
 
         servers = check_servers(settings, policy) if mcp else []
         from ..engine_check import check_engine, rows_json

@@ -34,7 +34,7 @@ def _servers(cwd: Path):
     import sys
 
     from ..cli_errors import die
-    from ..mcp_settings import is_trusted, project_entries
+    from ..mcp.settings import is_trusted, project_entries
     from ..settings import load_settings
 
     try:
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         from m3agent.tools.mcp.config import Scope, from_claude
 
         from ..cli_errors import die
-        from ..mcp_store import add_project_server, add_user_server
+        from ..mcp.store import add_project_server, add_user_server
         from ..settings import load_settings
 
         if scope not in ("user", "project"):
@@ -153,7 +153,7 @@ def register(app: typer.Typer) -> None:
             die(f"no MCP server named {name!r}")
         s, trusted = found[-1]
         d = {**s.to_dict(), "trusted": trusted}
-        from ..mcp_oauth import login_status
+        from ..mcp.oauth import login_status
 
         oauth = login_status(settings.home, s)
         if oauth is not None:
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from ..cli_errors import die
-        from ..mcp_store import remove_project_server, remove_user_server
+        from ..mcp.store import remove_project_server, remove_user_server
         from ..settings import load_settings
 
         try:
@@ -204,7 +204,7 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from ..cli_errors import die
-        from ..mcp_settings import trust
+        from ..mcp.settings import trust
 
         where = cwd.resolve()
         settings, rows = _servers(where)
@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Log in to an HTTP server with OAuth (browser, redirect to 127.0.0.1); exit 6 if not."""
         from ..cli_errors import die
-        from ..mcp_oauth import run_login
+        from ..mcp.oauth import run_login
         from ..settings import load_settings
 
         try:
@@ -253,7 +253,7 @@ def register(app: typer.Typer) -> None:
     def logout(name: str = typer.Argument(...)) -> None:
         """Forget the stored OAuth tokens of a server."""
         from ..cli_errors import die
-        from ..mcp_oauth import run_logout
+        from ..mcp.oauth import run_logout
         from ..settings import load_settings
 
         try:

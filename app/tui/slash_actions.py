@@ -145,7 +145,7 @@ class SlashActions(ScreenHelper):
         await self.transcript.notice(text)
 
     async def do_mcp(self, arg: str) -> None:
-        from ..mcp_reload import slash_mcp
+        from ..mcp.reload import slash_mcp
 
         try:
             text = await slash_mcp(self.controller.session, arg)

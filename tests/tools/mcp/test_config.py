@@ -111,7 +111,7 @@ def test_bad_user_config_names_the_file(home, user_config):
 def test_project_servers_need_trust_and_a_changed_entry_needs_it_again(
     home, repo, server, open_session, drive, monkeypatch
 ):
-    from m3agent.app.mcp_settings import trust
+    from m3agent.app.mcp.settings import trust
 
     claude_file(repo, server)
     cfg = load_settings().mcp_config(repo)

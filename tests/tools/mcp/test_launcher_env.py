@@ -263,7 +263,7 @@ def _connect_script(port: int) -> list[str]:
 
 
 def test_network_true_after_trust_needs_trust_again(home, repo, server, open_session, drive):
-    from m3agent.app.mcp_settings import is_trusted, trust
+    from m3agent.app.mcp.settings import is_trusted, trust
 
     entry = {"command": sys.executable, "args": [str(server)]}
     project_file(repo, entry)

@@ -122,7 +122,7 @@ def test_list_changed_is_noted_but_the_session_tool_set_stays(
     first, *rest = session.engine.prompt_token_ids
     for ids in rest:  # no request rewrote the prompt's first block
         assert ids[: len(first)] == first
-    from m3agent.app.mcp_check import session_report
+    from m3agent.app.mcp.check import session_report
 
     report = session_report(session.toolset)
     assert "  demo  " in report and "tool list changed" in report

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from .custom_commands import CustomCommand
+from ..custom_commands import CustomCommand
 
 _TIMEOUT_S = 15.0
 

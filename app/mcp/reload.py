@@ -32,7 +32,7 @@ def _current(session: Any) -> dict[str, Any]:
 
 
 def plan(session: Any) -> ReloadPlan:
-    from .settings import load_settings
+    from ..settings import load_settings
 
     config = load_settings().mcp_config(session.cwd)
     now, new = _current(session), {s.name: s for s in config.servers}
@@ -124,7 +124,7 @@ async def slash_mcp(session: Any, arg: str) -> str:
     a usage mistake or a busy session."""
     import asyncio
 
-    from .mcp_check import session_report
+    from .check import session_report
 
     if arg not in ("", "reload", "reload yes"):
         raise ValueError("usage: /mcp [reload [yes]]")

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .exit_codes import MCP_LOGIN
+from ..exit_codes import MCP_LOGIN
 
 
 def oauth_dir(home: Path) -> Path:
@@ -50,7 +50,7 @@ def run_login(settings: Any, cwd: Path, name: str, *, browser: bool, timeout_s: 
     from m3agent.tools.mcp.oauth import OAuthRefused
     from m3agent.tools.mcp.oauth_login import login
 
-    from .safe_text import visible
+    from ..safe_text import visible
 
     try:
         server = find_server(settings, cwd, name)
