@@ -19,10 +19,10 @@ from m3agent.engine.api import MediaPart, ThinkingMode
 from m3agent.tools.shell import Shell
 
 from ..command_prefix import command_prefix, matches, shown
+from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
 from ..permission_modes import mode_rules, plan_text
 from .attachments import media_in_prompt, media_part
-from .jsonl import read_jsonl
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
 from .usage_tally import UsageTally

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .jsonl import read_jsonl
+from ..jsonl import read_jsonl
 
 LIMIT = 500
 
