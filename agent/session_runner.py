@@ -1,29 +1,71 @@
 """The Session's runner task: queued ops one at a time (a UserTurn or a Compact), after the
 SessionStart hooks. Split out of session.py; these functions hold no state of their own: they
-read and write the Session's, as its methods did.
+read and write the Session's, as its methods did. They type it as RunnerHost (below), the
+slice of Session they use, so this module never imports session.py (which imports it).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from m3agent.engine.api import Usage
+from m3agent.engine.api import Engine, Message, ThinkingMode, Usage
 
 from . import events as ev
 from . import ops
+from .approvals import ApprovalGate
+from .config import AgentConfig
+from .conversation import Conversation
 from .loop import run_turn
-from .prompt_cache import THINKING_DEFAULT_CHANGED
+from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from .turn_state import LoopDeps, TurnControl
 
-if TYPE_CHECKING:
-    from .session import Session
+if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import ToolsetProtocol
 
 END = object()  # queued by Shutdown; put on the event queue when the runner stops
 
 
-async def run(session: Session) -> None:
+class RunnerHost(Protocol):
+    """The state of agent.session.Session these functions read and write (its queues, its
+    turn's task and control, what a turn's LoopDeps take, the hooks' context and the modes)."""
+
+    engine: Engine
+    toolset: ToolsetProtocol | None
+    config: AgentConfig
+    conversation: Conversation
+    cwd: Path
+    sandbox: Sandbox | None
+    checkpoint: Callable[[str], Any] | None
+    tool_env: dict[str, str] | None
+    resumed: bool
+    hooks: Any
+    subagent: bool
+    gate: ApprovalGate
+    cache: CacheTracker
+    snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None
+    thinking_default: ThinkingMode
+    session_thinking_mode: ThinkingMode
+    _hook_context: str
+    _mode_sent: ThinkingMode
+    _events: asyncio.Queue
+    _turns: asyncio.Queue
+    _turn_task: asyncio.Task | None
+    _control: TurnControl | None
+    _closed: bool
+
+    def _put(self, event: Any) -> None: ...
+
+    async def _emit(self, event: Any) -> None: ...
+
+    def _stop_turn(self, reason: ev.StopReason) -> None: ...
+
+
+async def run(session: RunnerHost) -> None:
     if session.hooks is not None and not session.subagent:
         await _session_start(session)
     while True:
@@ -41,7 +83,7 @@ async def run(session: Session) -> None:
     session._events.put_nowait(END)
 
 
-async def _turn(session: Session, op: ops.UserTurn) -> ev.TurnComplete:
+async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
     """Runs one turn under the wall-time limit; its TurnComplete, however it ended."""
     loop = asyncio.get_running_loop()
     control = TurnControl()
@@ -98,7 +140,7 @@ async def _turn(session: Session, op: ops.UserTurn) -> ev.TurnComplete:
         session._control = None
 
 
-async def compact(session: Session, refresh: bool, trigger: str) -> None:
+async def compact(session: RunnerHost, refresh: bool, trigger: str) -> None:
     """Compacts the conversation (agent/compaction.py), with a fresh repository snapshot when
     `refresh`; PreCompact hooks first."""
     from .compaction import compact as compact_conversation
@@ -153,7 +195,7 @@ async def compact(session: Session, refresh: bool, trigger: str) -> None:
     session._put(event)
 
 
-async def _session_start(session: Session) -> None:
+async def _session_start(session: RunnerHost) -> None:
     from .hooks import HookEvent
     from .hooks import points as hook_points
 

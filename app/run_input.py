@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 from typing import Any, TextIO
 
+from .jsonl import parse_jsonl
+
 INPUT_FORMATS = ("text", "stream-json")
 
 
@@ -78,15 +80,11 @@ def stream_json_prompts(text: str) -> list[str]:
     """The user messages of a Claude Code style stream-json input, one JSON object a line:
     {"type": "user", "message": {"role": "user", "content": "..." | [{"type": "text", ...}]}}.
     ValueError names the first bad line."""
-    prompts = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"--input-format stream-json: line {n} is not JSON ({e.msg})") from e
-        prompts.append(_user_text(obj, n))
+
+    def not_json(n: int, why: str) -> str:
+        return f"--input-format stream-json: line {n} is not JSON ({why})"
+
+    prompts = [_user_text(obj, n) for n, obj in parse_jsonl(text, not_json)]
     if not prompts:
         raise ValueError("--input-format stream-json: no user message on stdin")
     return prompts

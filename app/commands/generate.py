@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .. import exit_codes
 from ..cli_errors import die
+from ..jsonl import parse_jsonl
 
 
 class RequestLine(BaseModel):
@@ -61,13 +62,7 @@ def parse_request_lines(path: Path) -> list[RequestLine]:
         raise ValueError(f"{path} is not UTF-8 text") from None
     out: list[RequestLine] = []
     seen: set[str] = set()
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} line {n}: not JSON ({e.msg})") from None
+    for n, obj in parse_jsonl(text, lambda n, why: f"{path} line {n}: not JSON ({why})"):
         if not isinstance(obj, dict):
             raise ValueError(f"{path} line {n}: expected a JSON object")
         try:

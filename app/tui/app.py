@@ -15,15 +15,13 @@ from textual.app import App
 from textual.binding import Binding
 
 from .messages import EngineProgress, SessionFailed, SessionReady
-from .ports import SessionFactory, SessionLike, TuiConfig
+from .ports import SessionFactory, SessionLike, SetupResult, TuiConfig
 from .screens.main_screen import MainScreen
 from .slash_actions import shutdown_session
 from .usage_tally import UsageTally
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
-
-    from .onboarding import SetupResult
 
 
 class M3App(App[None]):

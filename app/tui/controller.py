@@ -7,7 +7,6 @@ allowed. Screens ask it and render what it says; the tests drive it without a te
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from m3agent.engine.api import MediaPart, ThinkingMode
 from m3agent.tools.shell import Shell
 
 from ..command_prefix import command_prefix, matches, shown
+from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
 from ..permission_modes import mode_rules, plan_text
 from .attachments import media_in_prompt, media_part
@@ -304,16 +304,8 @@ class SessionController:
     def _logged_events(self) -> list[dict[str, Any]]:
         if self.session is None:
             return []
-        try:
-            lines = self.session.conversation.path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return []
         out = []
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        for record in read_jsonl(self.session.conversation.path):
             event = record.get("event") if isinstance(record, dict) else None
             if isinstance(event, dict):
                 out.append(event)

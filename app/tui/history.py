@@ -5,23 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..jsonl import read_jsonl
+
 LIMIT = 500
 
 
 def load_history(path: Path, limit: int = LIMIT) -> list[str]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()[-limit:]
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line after a crash: skip it
-        if isinstance(item, str):
-            out.append(item)
-    return out
+    return [item for item in read_jsonl(path, last=limit) if isinstance(item, str)]
 
 
 def append_history(path: Path, text: str) -> None:

@@ -9,14 +9,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import exit_codes
-from .ports import Progress, SessionFactory, SessionLike, SessionSummary, TuiConfig
+from .ports import (
+    Progress,
+    SessionFactory,
+    SessionLike,
+    SessionSummary,
+    SetupPort,
+    TuiConfig,
+)
 
 if TYPE_CHECKING:
     from m3agent.agent.events import Progress as ProgressEvent
     from m3agent.engine.api import Engine
 
     from ..settings import Overrides, Settings
-    from .onboarding import SetupChoice, SetupPort
+    from .onboarding import SetupChoice
 
 
 def launch(
@@ -77,13 +84,7 @@ def setup_port(settings: Settings, cwd: Path) -> SetupPort:
     import json
 
     from ..settings import save_settings
-    from .onboarding import (
-        SetupPort,
-        check_model_dir,
-        demo_script,
-        probe_server,
-        running_servers,
-    )
+    from .onboarding import check_model_dir, demo_script, probe_server, running_servers
 
     def complete(choice: SetupChoice) -> tuple[SessionFactory, str]:
         values = choice.settings()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from m3agent.tools.list_dir import ListDir
 
 if TYPE_CHECKING:
     from ..settings import Settings
-    from .ports import SessionFactory
 
 NS = "]<]minimax[>["
 DEMO_SCRIPT = (
@@ -135,19 +133,3 @@ def needs_setup(settings: Settings, flags: dict[str, Any], script: Path | None) 
     """Nothing chose an engine that can start: the default native engine without a model."""
     chosen = flags.get("engine") is not None or script is not None
     return not chosen and settings.engine in ("native", "vllm") and not settings.model
-
-
-@dataclass(frozen=True, slots=True)
-class SetupPort:
-    """What the onboarding screen may do; built by launch.py over the real settings."""
-
-    probe: Callable[[str], SetupChoice]  # (url) -> SetupChoice, ValueError
-    check_dir: Callable[[str], SetupChoice]  # (path) -> SetupChoice, ValueError
-    servers: Callable[[], list[SetupChoice]]
-    # (choice) -> (SessionFactory, one line saying what was saved)
-    complete: Callable[[SetupChoice], tuple[SessionFactory, str]]
-
-
-# What the onboarding screen returns: complete()'s two, and the choice (the status bar names
-# its engine while it loads).
-SetupResult = tuple["SessionFactory", str, SetupChoice]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from m3agent.engine.api import Engine, Message
     from m3agent.tools.sandbox.runner import Sandbox
 
-    from .onboarding import SetupPort
+    from .onboarding import SetupChoice
 
 # progress(label, fraction or None) is called from the loading thread while the engine loads.
 Progress = Callable[[str, float | None], None]
@@ -61,6 +61,23 @@ class SessionLike(Protocol):
 # session_factory(resume_id, progress) -> a started Session (or an awaitable of one). It may
 # block (loading weights): the app calls it in a worker thread so the window stays responsive.
 SessionFactory = Callable[[str | None, Progress], SessionLike | Awaitable[SessionLike]]
+
+
+@dataclass(frozen=True, slots=True)
+class SetupPort:
+    """What the onboarding screen (app/tui/onboarding.py) may do; built by launch.py over the
+    real settings."""
+
+    probe: Callable[[str], SetupChoice]  # (url) -> SetupChoice, ValueError
+    check_dir: Callable[[str], SetupChoice]  # (path) -> SetupChoice, ValueError
+    servers: Callable[[], list[SetupChoice]]
+    # (choice) -> (SessionFactory, one line saying what was saved)
+    complete: Callable[[SetupChoice], tuple[SessionFactory, str]]
+
+
+# What the onboarding screen returns: complete()'s two, and the choice (the status bar names
+# its engine while it loads).
+SetupResult = tuple[SessionFactory, str, "SetupChoice"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...safe_text import visible
-from ..onboarding import SetupChoice, SetupPort, SetupResult
+from ..onboarding import SetupChoice
+from ..ports import SetupPort, SetupResult
 
 CHOICES = (
     ("server", "A server: vLLM or any OpenAI-compatible endpoint (probed via /v1/models)"),

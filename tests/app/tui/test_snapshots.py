@@ -120,7 +120,7 @@ def test_first_run_setup_screen(harness, snap_compare):
     from dataclasses import replace
 
     from m3agent.app.tui.app import create_app
-    from m3agent.app.tui.onboarding import SetupPort
+    from m3agent.app.tui.ports import SetupPort
     from m3agent.app.tui.screens.onboarding_screen import OnboardingScreen
 
     port = SetupPort(probe=None, check_dir=None, servers=list, complete=None)
