@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from m3agent.app.serve.wire import ChatBody, to_chat_request
 from m3agent.engine.api import ChatRequest, Message, SamplingParams, ToolCall
 from m3agent.engine.backends.remote_format import request_body
+from m3agent.engine.m3.neutralise import neutralise, neutralise_deep
 
 text = st.text(max_size=40)
 json_value = st.recursive(
@@ -44,6 +45,18 @@ message = st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
+@example(  # a marker string in a tool-call key arrives neutralised, like every other text
+    messages=[
+        Message(
+            role="assistant",
+            content="[e~[",
+            tool_calls=(ToolCall(id="1", name="_", arguments={"]~b]": None}),),
+        )
+    ],
+    mode="enabled",
+    max_tokens=1,
+    seed=None,
+)
 @given(
     messages=st.lists(message, min_size=1, max_size=5),
     mode=st.sampled_from(["enabled", "disabled", "adaptive"]),
@@ -64,16 +77,20 @@ def test_remote_body_reads_back_as_the_same_request(
     assert got.thinking_mode == mode
     assert got.sampling == sent.sampling
     assert len(got.messages) == len(sent.messages)
+    # every text crosses as text the server tokenizes, so its marker strings arrive
+    # neutralised (engine/m3/neutralise.py); everything else arrives as it was sent
     for a, b in zip(got.messages, sent.messages, strict=True):
         assert (a.role, a.content, a.tool_call_id, a.name) == (
             b.role,
-            b.content,
+            neutralise(b.content),
             b.tool_call_id,
             b.name,
         )
-        assert a.tool_calls == b.tool_calls
+        assert a.tool_calls == tuple(
+            ToolCall(c.id, c.name, neutralise_deep(c.arguments)) for c in b.tool_calls
+        )
         if b.role == "assistant":
-            assert a.reasoning == b.reasoning
+            assert a.reasoning == (None if b.reasoning is None else neutralise(b.reasoning))
 
 
 def test_raw_text_extension_is_kept(tmp_path):

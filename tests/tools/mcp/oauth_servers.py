@@ -1,9 +1,10 @@
 """A real OAuth 2.1 authorization server and MCP HTTP servers on 127.0.0.1, for test_oauth.py.
 
-    python oauth_servers.py SETTINGS.json
+    python oauth_servers.py SETTINGS.json PORTS.json
 
-SETTINGS names the ports and what to do wrong (for the attacks):
-  as_port, mcp_port, plain_port, evil_port   where each listens
+The four servers listen on ports the system picks (no race with other tests for a port picked
+beforehand); once all four listen, PORTS.json appears (written whole, then renamed) with
+as_port, mcp_port, plain_port and evil_port. SETTINGS says what to do wrong (for the attacks):
   events                                     a JSONL file every server appends what it saw to
   token_endpoint_origin: "evil"              the AS metadata names a token endpoint on evil_port
   resource: URL                              the protected resource metadata names this resource
@@ -27,7 +28,9 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 import secrets
+import socket
 import sys
 import time
 from urllib.parse import urlencode
@@ -39,7 +42,20 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+PORT_NAMES = ("as_port", "mcp_port", "plain_port", "evil_port")
+
+
+def _listening() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
+
+
 cfg = json.load(open(sys.argv[1]))
+sockets = {name: _listening() for name in PORT_NAMES}
+cfg.update({name: s.getsockname()[1] for name, s in sockets.items()})
 H = "http://127.0.0.1"
 AS = f"{H}:{cfg['as_port']}"
 MCP = f"{H}:{cfg['mcp_port']}"
@@ -199,16 +215,22 @@ async def evil_app(scope, receive, send):
 
 
 async def main() -> None:
-    servers = [
-        uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-        for app, port in (
-            (auth_app, cfg["as_port"]),
-            (mcp_app("secure", True), cfg["mcp_port"]),
-            (mcp_app("plain", False), cfg["plain_port"]),
-            (evil_app, cfg["evil_port"]),
+    apps = {
+        "as_port": auth_app,
+        "mcp_port": mcp_app("secure", True),
+        "plain_port": mcp_app("plain", False),
+        "evil_port": evil_app,
+    }
+    tmp = sys.argv[2] + ".tmp"
+    with open(tmp, "w") as f:  # the sockets listen already: a client that connects now waits
+        json.dump({name: cfg[name] for name in PORT_NAMES}, f)
+    os.replace(tmp, sys.argv[2])
+    await asyncio.gather(
+        *(
+            uvicorn.Server(uvicorn.Config(app, log_level="error")).serve(sockets=[sockets[name]])
+            for name, app in apps.items()
         )
-    ]
-    await asyncio.gather(*(s.serve() for s in servers))
+    )
 
 
 if __name__ == "__main__":

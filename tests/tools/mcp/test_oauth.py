@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import stat
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from mcp_support import answer, calls, free_port, invoke
+from mcp_support import answer, calls, invoke
 
 M3AGENT = str(Path(sys.executable).parent / "m3agent")
 SERVERS = Path(__file__).with_name("oauth_servers.py")
@@ -35,31 +34,29 @@ class World:
         subprocess.run(["git", "init", "-q", str(self.repo)], check=True)
         self.events_path = tmp / "events.jsonl"
         self.events_path.touch()
-        self.ports = {k: free_port() for k in ("as_port", "mcp_port", "plain_port", "evil_port")}
-        self.mcp_url = f"http://127.0.0.1:{self.ports['mcp_port']}/mcp"
-        self.plain_url = f"http://127.0.0.1:{self.ports['plain_port']}/mcp"
         cfg = tmp / "servers.json"
-        cfg.write_text(json.dumps({**self.ports, "events": str(self.events_path), **settings}))
+        cfg.write_text(json.dumps({"events": str(self.events_path), **settings}))
+        ports_file = tmp / "ports.json"
         self.proc = subprocess.Popen(
-            [sys.executable, str(SERVERS), str(cfg)],
+            [sys.executable, str(SERVERS), str(cfg), str(ports_file)],
             stdout=subprocess.DEVNULL,
             stderr=open(tmp / "servers.err", "w"),
         )
-        for port in self.ports.values():
-            self._wait(port)
+        self.ports = self._wait(ports_file)
+        self.mcp_url = f"http://127.0.0.1:{self.ports['mcp_port']}/mcp"
+        self.plain_url = f"http://127.0.0.1:{self.ports['plain_port']}/mcp"
         self.config = tmp / "mcp.json"
         self.write_config(secure=self.mcp_url, plain=self.plain_url)
 
-    def _wait(self, port: int) -> None:
+    def _wait(self, ports_file: Path) -> dict[str, int]:
+        """The ports the servers listen on, once they all do (they pick them themselves)."""
         deadline = time.monotonic() + 120  # importing uvicorn+mcp on a loaded machine
         while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError((self.tmp / "servers.err").read_text()) from None
-                time.sleep(0.05)
+            if ports_file.exists():
+                return json.loads(ports_file.read_text())
+            if self.proc.poll() is not None:
+                raise RuntimeError((self.tmp / "servers.err").read_text())
+            time.sleep(0.05)
         raise RuntimeError("the OAuth test servers did not start")
 
     def write_config(self, **urls: str) -> None:
@@ -116,6 +113,8 @@ class World:
         return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
     def run(self, *tools: str) -> subprocess.CompletedProcess:
+        if self.proc.poll() is not None:  # else every server reads as unreachable
+            raise RuntimeError((self.tmp / "servers.err").read_text())
         script = self.tmp / "script.json"
         script.write_text(
             json.dumps([calls(*(invoke(f"mcp__{t}__hello") for t in tools)), answer("done")])
