@@ -1,6 +1,6 @@
-"""What the session benchmarks (context_session.py, thinking_toggle.py) share: a tiny random
-M3 from init-tiny shaped by the same flags, the native engine with a record of what it was
-asked and what it generated, the settings of a headless session over it, the per-turn
+"""What the session benchmarks (context_session.py, thinking_toggle.py, subagents.py) share: a
+tiny random M3 from init-tiny shaped by the same flags, the native engine with a record of what
+it was asked and what it generated, the settings of a headless session over it, the per-turn
 prefix-cache figures of the requests it sent, copies of this checkout as a large repository,
 and the host record. Imported by name: the scripts run from this folder's path."""
 
