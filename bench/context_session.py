@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import shutil
 import subprocess
 import tempfile
@@ -33,7 +32,6 @@ import time
 from pathlib import Path
 
 from session_common import (  # bench/session_common.py: this script's folder
-    PAGE,
     ROOT,
     SOURCE_SUFFIXES,
     add_model_args,
@@ -43,9 +41,11 @@ from session_common import (  # bench/session_common.py: this script's folder
     model_record,
     new_tokens,
     parse_args,
-    recording_engine_class,
+    peak_rss_mb,
+    recording_engine,
     session_events,
     session_settings,
+    turn_figures,
 )
 
 PROMPTS = [
@@ -63,23 +63,6 @@ PROMPTS = [
 ]
 
 
-def rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def recording_engine(model_dir: Path, args):
-    from m3agent.engine.native.core.engine_config import EngineConfig
-
-    Recording = recording_engine_class()
-
-    cfg = EngineConfig(
-        max_num_batched_tokens=args.chunk,
-        max_model_len=args.max_model_len,
-        kv_cache_memory_bytes=args.kv_bytes,
-    )
-    return Recording.from_model_dir(model_dir, device=args.device, dtype=args.dtype, config=cfg)
-
-
 def session_bench(args, work: Path) -> dict:
     from m3agent.agent import events as ev
     from m3agent.agent.ops import UserTurn
@@ -87,7 +70,7 @@ def session_bench(args, work: Path) -> dict:
 
     model_dir = init_model(work / "model", args)
     t0 = time.perf_counter()
-    engine = recording_engine(model_dir, args)
+    engine = recording_engine(model_dir, args, max_model_len=args.max_model_len)
     load_s = time.perf_counter() - t0
     settings = session_settings(work, model_dir, args, thinking="disabled")
     t0 = time.perf_counter()
@@ -112,20 +95,7 @@ def session_bench(args, work: Path) -> dict:
     for n, ((_ids, new), u) in enumerate(
         zip(new_tokens(engine, model_dir, session_mode=False), usages, strict=True)
     ):
-        turns.append(
-            {
-                "turn": n + 1,
-                "prompt_tokens": u.prompt_tokens,
-                "cached_tokens": u.cached_prompt_tokens,
-                "recomputed_tokens": u.recomputed_prompt_tokens,
-                "new_tokens": new,
-                "extra_recomputed": u.recomputed_prompt_tokens - new,
-                "within_target": n == 0 or u.recomputed_prompt_tokens <= new + PAGE,
-                "ttft_s": u.time_to_first_token_s,
-                "generated_tokens": u.generated_tokens,
-                "cache_miss_reason": u.cache_miss_reason,
-            }
-        )
+        turns.append({**turn_figures(n, u, new), "generated_tokens": u.generated_tokens})
     later = [t["ttft_s"] for t in turns[1:] if t["ttft_s"] is not None]
     return {
         "model": {**model_record(args), "load_s": round(load_s, 3)},
@@ -247,14 +217,14 @@ def main() -> None:
     try:
         if "session" not in skip:
             result["session"] = session_bench(args, work)
-            result["rss_after_session_mb"] = round(rss_mb(), 1)
+            result["rss_after_session_mb"] = round(peak_rss_mb(), 1)
         if "build" not in skip:
             result["build_1m"] = build_bench(args, work)
         if "large" not in skip:
             result["large_10k"] = large_bench(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result["peak_rss_mb"] = round(rss_mb(), 1)
+    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     if args.device.startswith("cuda"):
         import torch
 

@@ -1,6 +1,6 @@
-"""What the session benchmarks (context_session.py, thinking_toggle.py) share: a tiny random
-M3 from init-tiny shaped by the same flags, the native engine with a record of what it was
-asked and what it generated, the settings of a headless session over it, the per-turn
+"""What the session benchmarks (context_session.py, thinking_toggle.py, subagents.py) share: a
+tiny random M3 from init-tiny shaped by the same flags, the native engine with a record of what
+it was asked and what it generated, the settings of a headless session over it, the per-turn
 prefix-cache figures of the requests it sent, copies of this checkout as a large repository,
 and the host record. Imported by name: the scripts run from this folder's path."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import sys
 from pathlib import Path
 
@@ -39,6 +40,41 @@ def recording_engine_class():
                 yield d
 
     return Recording
+
+
+def recording_engine(model_dir: Path, args, **config):
+    """The recording engine over model_dir: --device, --dtype, --chunk and --kv-bytes, plus
+    any other EngineConfig fields given."""
+    from m3agent.engine.native.core.engine_config import EngineConfig
+
+    cfg = EngineConfig(
+        max_num_batched_tokens=args.chunk, kv_cache_memory_bytes=args.kv_bytes, **config
+    )
+    return recording_engine_class().from_model_dir(
+        model_dir, device=args.device, dtype=args.dtype, config=cfg
+    )
+
+
+def turn_figures(n: int, usage, new: int, *, within_target: bool | None = None) -> dict:
+    """Request n's (from 0) prefix-cache figures; within_target by default: the first request,
+    or at most its new tokens plus one page recomputed."""
+    if within_target is None:
+        within_target = n == 0 or usage.recomputed_prompt_tokens <= new + PAGE
+    return {
+        "turn": n + 1,
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": usage.cached_prompt_tokens,
+        "recomputed_tokens": usage.recomputed_prompt_tokens,
+        "new_tokens": new,
+        "extra_recomputed": usage.recomputed_prompt_tokens - new,
+        "within_target": within_target,
+        "ttft_s": usage.time_to_first_token_s,
+        "cache_miss_reason": usage.cache_miss_reason,
+    }
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "experts", "vocab", "dense_layers")

@@ -31,7 +31,8 @@ from pathlib import Path
 NS = "]<]minimax[>["
 
 
-def _call(name: str, **args: str) -> str:
+def tool_call(name: str, **args: str) -> str:
+    """The scripted engine's text for one M3 tool call (thinking closed first)."""
     params = "".join(f"{NS}<{k}>{v}{NS}</{k}>" for k, v in args.items())
     return (
         f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="{name}">{params}'
@@ -40,8 +41,8 @@ def _call(name: str, **args: str) -> str:
 
 
 SCRIPT = [
-    _call("edit_file", path="a.py", old_string="1", new_string="2  # résumé ✓"),
-    _call("shell", command="sleep 0.3; echo 'ünïcødé 日本語 🎉'"),
+    tool_call("edit_file", path="a.py", old_string="1", new_string="2  # résumé ✓"),
+    tool_call("shell", command="sleep 0.3; echo 'ünïcødé 日本語 🎉'"),
     "</mm:think>all done — 完了 🚀",
 ]
 
@@ -67,11 +68,23 @@ def history_errors(messages) -> list[str]:
     return errors
 
 
-def _start(exe: Path, home: Path, script: Path, ws: Path) -> subprocess.Popen:
+def workspace(root: Path, n: int) -> Path:
+    """root/wsN holding one a.py (the script's edit target)."""
+    ws = root / f"ws{n}"
+    ws.mkdir()
+    (ws / "a.py").write_text("x = 1\n")
+    return ws
+
+
+def start_run(
+    exe: Path, home: Path, script: Path, ws: Path, prompt: str = "work ✓"
+) -> subprocess.Popen:
+    """`m3agent run` (scripted engine, no approvals, stream-json) in its own process group,
+    with home as M3AGENT_HOME; the first stdout line comes once the session log exists."""
     env = dict(os.environ, M3AGENT_HOME=str(home))
     env.pop("M3AGENT_CONFIG", None)
     return subprocess.Popen(
-        [str(exe), "run", "work ✓", "--engine", "scripted", "--script", str(script)]
+        [str(exe), "run", prompt, "--engine", "scripted", "--script", str(script)]
         + ["--cwd", str(ws), "--approval", "never", "--no-context"]
         + ["--output-format", "stream-json"],
         env=env,
@@ -124,15 +137,9 @@ def measure(root: Path, runs: int = 100, seed: int = 27, parallel: int = 4) -> d
     script.write_text(json.dumps(SCRIPT, ensure_ascii=False), encoding="utf-8")
     rng = random.Random(seed)
 
-    def workspace(n: int) -> Path:
-        ws = root / f"ws{n}"
-        ws.mkdir()
-        (ws / "a.py").write_text("x = 1\n")
-        return ws
-
     # A control run that is not killed: its timeline places the kill points.
     t0 = time.monotonic()
-    control = _start(exe, home, script, workspace(0))
+    control = start_run(exe, home, script, workspace(root, 0))
     assert control.stdout is not None and control.stdout.readline()
     opened = time.monotonic() - t0
     control.stdout.read()
@@ -142,8 +149,8 @@ def measure(root: Path, runs: int = 100, seed: int = 27, parallel: int = 4) -> d
     delays = [rng.uniform(0.0, 1.2 * span) for _ in range(runs)]
 
     def kill_one(n: int) -> Path:
-        ws = workspace(n + 1)
-        p = _start(exe, home, script, ws)
+        ws = workspace(root, n + 1)
+        p = start_run(exe, home, script, ws)
         assert p.stdout is not None and p.stdout.readline()  # the session log exists
         time.sleep(delays[n])
         try:

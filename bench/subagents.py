@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from phase_clock import PhaseClock  # noqa: E402
+from session_common import add_model_args, init_model, model_record, parse_args  # noqa: E402
 from subagents_engine_only import engine_only  # noqa: E402
 
 
@@ -80,22 +81,8 @@ def run(args, work: Path) -> dict:
     from m3agent.agent.subagents.child import run_child
     from m3agent.app.factory import build_session
     from m3agent.app.settings import Settings
-    from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
-    model_dir = work / "model"
-    init_tiny(
-        model_dir,
-        TinySpec(
-            layers=args.layers,
-            hidden=args.hidden,
-            heads=args.heads,
-            kv_heads=args.kv_heads,
-            experts=args.experts,
-            vocab=args.vocab,
-            dense_layers=args.dense_layers,
-            seed=0,
-        ),
-    )
+    model_dir = init_model(work / "model", args)
     if args.threads:
         import torch
 
@@ -199,17 +186,7 @@ def run(args, work: Path) -> dict:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "device": args.device,
-        "model": {
-            "layers": args.layers,
-            "hidden": args.hidden,
-            "heads": args.heads,
-            "kv_heads": args.kv_heads,
-            "experts": args.experts,
-            "vocab": args.vocab,
-            "dense_layers": args.dense_layers,
-            "dtype": args.dtype,
-            "load_s": round(load_s, 3),
-        },
+        "model": {**model_record(args), "load_s": round(load_s, 3)},
         "cpu_count": os.cpu_count(),
         "load_average": os.getloadavg(),
         "budget_tokens": args.budget,
@@ -222,22 +199,23 @@ def run(args, work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default=None)
+    add_model_args(
+        ap,
+        layers=4,
+        hidden=256,
+        heads=4,
+        kv_heads=2,
+        experts=4,
+        vocab=512,
+        dense_layers=1,
+        head_dim=128,
+        chunk=2048,
+    )
     ap.add_argument("--repo", type=Path, default=ROOT)
     ap.add_argument("--budget", type=int, default=8_000, help="snapshot token budget")
     ap.add_argument("--children", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=8)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--experts", type=int, default=4)
-    ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--dense-layers", type=int, default=1)
-    ap.add_argument("--chunk", type=int, default=2048)
     ap.add_argument("--max-model-len", type=int, default=None)
-    ap.add_argument("--kv-bytes", type=int, default=None)
     ap.add_argument(
         "--threads",
         type=lambda s: [int(x) for x in s.split(",")],
@@ -252,9 +230,7 @@ def main() -> None:
         "--profile-steps", action="store_true", help="with --engine-only: torch.profiler tables"
     )
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
-    if args.dtype is None:
-        args.dtype = "bfloat16" if args.device.startswith("cuda") else "float32"
+    args = parse_args(ap)
     with tempfile.TemporaryDirectory(prefix="m3agent-bench-sub-") as tmp:
         result = (engine_only if args.engine_only else run)(args, Path(tmp))
     text = json.dumps(result, indent=2)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import resource
 import shutil
 import tempfile
 import time
@@ -35,9 +34,11 @@ from session_common import (  # bench/session_common.py: this script's folder
     model_record,
     new_tokens,
     parse_args,
-    recording_engine_class,
+    peak_rss_mb,
+    recording_engine,
     session_events,
     session_settings,
+    turn_figures,
 )
 
 MODES = ("enabled", "disabled", "adaptive")
@@ -69,21 +70,13 @@ def run(args, work: Path, save) -> dict:
     from m3agent.agent.ops import SetThinking, UserTurn
     from m3agent.app.factory import build_session
     from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.native.core.engine_config import EngineConfig
 
     model_dir = init_model(work / "model", args)
     tok = M3Tokenizer.from_model_dir(model_dir)
     repo = work / "repo"
     make_repo(repo, int(args.budget * 1.2), tok)
 
-    Recording = recording_engine_class()
-
-    engine = Recording.from_model_dir(
-        model_dir,
-        device=args.device,
-        dtype=args.dtype,
-        config=EngineConfig(max_num_batched_tokens=args.chunk, kv_cache_memory_bytes=args.kv_bytes),
-    )
+    engine = recording_engine(model_dir, args)
     settings = session_settings(work, model_dir, args, thinking="adaptive")
     session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda _l: None)
     turn_modes = [MODES[i % 3] for i in range(args.turns)]
@@ -100,19 +93,12 @@ def run(args, work: Path, save) -> dict:
         ):
             assert len(ids) == u.prompt_tokens, (len(ids), u.prompt_tokens)
             changed = default_change and n == len(engine.requests) - 1
+            within = n == 0 or changed or u.recomputed_prompt_tokens <= new + PAGE
             turns.append(
                 {
-                    "turn": n + 1,
+                    **turn_figures(n, u, new, within_target=within),
                     "thinking_mode": req.thinking_mode,
                     "session_thinking_mode": req.session_thinking_mode,
-                    "prompt_tokens": u.prompt_tokens,
-                    "cached_tokens": u.cached_prompt_tokens,
-                    "recomputed_tokens": u.recomputed_prompt_tokens,
-                    "new_tokens": new,
-                    "extra_recomputed": u.recomputed_prompt_tokens - new,
-                    "within_target": n == 0 or changed or u.recomputed_prompt_tokens <= new + PAGE,
-                    "ttft_s": u.time_to_first_token_s,
-                    "cache_miss_reason": u.cache_miss_reason,
                 }
             )
         toggles = turns[1 : args.turns]
@@ -195,7 +181,7 @@ def main() -> None:
         result = {
             **head,
             **part,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")

@@ -33,11 +33,9 @@ from m3agent.engine.backends.scripted import ScriptedEngine
 
 from ..support.bench import load_bench
 
-NS = "]<]minimax[>["
-
-
-# The benchmark's long run checks its sessions with the same rule.
-openai_history_errors = load_bench("session_durability").history_errors
+# The benchmark's long run kills the same runs and checks its sessions with the same rule.
+durability = load_bench("session_durability")
+openai_history_errors = durability.history_errors
 
 
 def settings(home: Path, **kw) -> Settings:
@@ -212,61 +210,25 @@ def test_a_log_being_written_is_never_cut(tmp_path):
 # ---- kill `m3agent run` at random points, then resume every session ---------------------
 
 
-def _shell(cmd: str) -> str:
-    return (
-        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="shell">{NS}<command>{cmd}'
-        f"{NS}</command>{NS}</invoke>\n{NS}</tool_call>"
-    )
-
-
-def _edit(old: str, new: str) -> str:
-    return (
-        f'</mm:think>{NS}<tool_call>\n{NS}<invoke name="edit_file">{NS}<path>a.py{NS}</path>'
-        f"{NS}<old_string>{old}{NS}</old_string>{NS}<new_string>{new}{NS}</new_string>"
-        f"{NS}</invoke>\n{NS}</tool_call>"
-    )
-
-
 def test_kill_m3agent_run_at_random_points_and_resume_every_session(tmp_path):
     exe = Path(sys.executable).with_name("m3agent")
     home = tmp_path / "m3home"
     script = tmp_path / "script.json"
     script.write_text(
-        json.dumps([_edit("1", "2"), _shell("sleep 0.4; echo slept"), "</mm:think>all done"])
+        json.dumps(
+            [
+                durability.tool_call("edit_file", path="a.py", old_string="1", new_string="2"),
+                durability.tool_call("shell", command="sleep 0.4; echo slept"),
+                "</mm:think>all done",
+            ]
+        )
     )
-    env = dict(os.environ, M3AGENT_HOME=str(home))
-    env.pop("M3AGENT_CONFIG", None)
 
     def start(ws: Path) -> subprocess.Popen:
-        return subprocess.Popen(
-            [
-                str(exe),
-                "run",
-                "work",
-                "--engine",
-                "scripted",
-                "--script",
-                str(script),
-                "--cwd",
-                str(ws),
-                "--approval",
-                "never",
-                "--no-context",
-                "--output-format",
-                "stream-json",
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        return durability.start_run(exe, home, script, ws, prompt="work")
 
     def workspace(n: int) -> Path:
-        ws = tmp_path / f"ws{n}"
-        ws.mkdir()
-        (ws / "a.py").write_text("x = 1\n")
-        return ws
+        return durability.workspace(tmp_path, n)
 
     started = time.monotonic()
     # Control: an unkilled run ends well. Its timeline (the first stream-json line is printed

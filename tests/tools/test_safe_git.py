@@ -111,6 +111,18 @@ def _fetch_control(h: Hostile) -> None:
     git(h.ws, "fetch", "-q", "origin", tmp=h.tmp)
 
 
+def _add_control(h: Hostile) -> None:
+    """Change a.txt and stage it (what the filter and hook attacks act on)."""
+    h.ws.joinpath("a.txt").write_text("two\n")
+    git(h.ws, "add", "a.txt", tmp=h.tmp)
+
+
+def _diff_control(h: Hostile) -> None:
+    """Change a.txt and diff it (what the diff-driver attacks act on)."""
+    h.ws.joinpath("a.txt").write_text("two\n")
+    git(h.ws, "diff", tmp=h.tmp)
+
+
 # name -> (set the attack up, the plain-git command that shows it works)
 ATTACKS = {
     "core.fsmonitor": (
@@ -119,10 +131,7 @@ ATTACKS = {
     ),
     "clean filter": (
         lambda h: h.config("filter.x.clean", f"{h.prog} clean"),
-        lambda h: (
-            h.ws.joinpath("a.txt").write_text("two\n"),
-            git(h.ws, "add", "a.txt", tmp=h.tmp),
-        ),
+        _add_control,
     ),
     "smudge filter": (
         lambda h: h.config("filter.x.smudge", f"{h.prog} smudge"),
@@ -133,32 +142,23 @@ ATTACKS = {
     ),
     "filter process": (
         lambda h: h.config("filter.x.process", f"{h.prog} process"),
-        lambda h: (
-            h.ws.joinpath("a.txt").write_text("two\n"),
-            git(h.ws, "add", "a.txt", tmp=h.tmp),
-        ),
+        _add_control,
     ),
     "textconv": (
         lambda h: h.config("diff.x.textconv", f"{h.prog} textconv"),
-        lambda h: (h.ws.joinpath("a.txt").write_text("two\n"), git(h.ws, "diff", tmp=h.tmp)),
+        _diff_control,
     ),
     "diff.external": (
         lambda h: h.config("diff.external", str(h.prog)),
-        lambda h: (h.ws.joinpath("a.txt").write_text("two\n"), git(h.ws, "diff", tmp=h.tmp)),
+        _diff_control,
     ),
     "core.hooksPath": (
         lambda h: h.config("core.hooksPath", str(_hooks(h))),
-        lambda h: (
-            h.ws.joinpath("a.txt").write_text("two\n"),
-            git(h.ws, "add", "a.txt", tmp=h.tmp),
-        ),
+        _add_control,
     ),
     ".git/hooks": (
         lambda h: _plant_hooks(h),
-        lambda h: (
-            h.ws.joinpath("a.txt").write_text("two\n"),
-            git(h.ws, "add", "a.txt", tmp=h.tmp),
-        ),
+        _add_control,
     ),
     "include.path": (
         lambda h: (

@@ -22,6 +22,17 @@ def prompt(n: int, seed: int, vocab: int = 250) -> list[int]:
     return torch.randint(3, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
+def random_expert_weights(experts: int, h: int, inter: int, seed: int, scale: float):
+    """Seeded normal weights of one layer's routed experts, times scale: (gate, up, down)
+    lists of `experts` tensors shaped (inter, h), (inter, h) and (h, inter)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def draw(*shape: int) -> list[torch.Tensor]:
+        return [torch.randn(*shape, generator=g) * scale for _ in range(experts)]
+
+    return draw(inter, h), draw(inter, h), draw(h, inter)
+
+
 def offloaded(path: Path, cfg: OffloadConfig, dtype=torch.float32):
     return load_model(path, dtype=dtype, offload=cfg)
 

@@ -11,17 +11,13 @@ from m3agent.engine.offload.expert_cache import ExpertStore
 from m3agent.engine.offload.expert_source import LayerExperts
 from m3agent.engine.offload.plan import ExpertForm
 
+from .offload_helpers import random_expert_weights
+
 H, INTER, E = 128, 64, 4
 
 
 def experts(seed: int) -> LayerExperts:
-    g = torch.Generator().manual_seed(seed)
-    mk = lambda *s: torch.randn(*s, generator=g) * 0.05  # noqa: E731
-    return LayerExperts.of(
-        [mk(INTER, H) for _ in range(E)],
-        [mk(INTER, H) for _ in range(E)],
-        [mk(H, INTER) for _ in range(E)],
-    )
+    return LayerExperts.of(*random_expert_weights(E, H, INTER, seed, 0.05))
 
 
 class CountingSource:

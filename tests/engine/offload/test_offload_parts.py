@@ -15,18 +15,13 @@ from m3agent.engine.offload.placement import HostExpertCollector, OffloadConfig
 from m3agent.engine.offload.plan import ExpertForm
 from m3agent.engine.offload.prefill_stream import PrefillStreamer
 
+from .offload_helpers import random_expert_weights
+
 H, INTER, E = 64, 32, 6
 
 
 def layer(form: ExpertForm, seed: int = 0) -> HostExpertLayer:
-    g = torch.Generator().manual_seed(seed)
-    w = lambda *s: torch.randn(*s, generator=g) * 0.1  # noqa: E731
-    return HostExpertLayer.from_weights(
-        [w(INTER, H) for _ in range(E)],
-        [w(INTER, H) for _ in range(E)],
-        [w(H, INTER) for _ in range(E)],
-        form,
-    )
+    return HostExpertLayer.from_weights(*random_expert_weights(E, H, INTER, seed, 0.1), form)
 
 
 def routing(t: int, k: int = 3, seed: int = 1):
