@@ -53,6 +53,24 @@ def emit(row: dict, sink: list | None = None) -> dict:
     return row
 
 
+def emit_error(name: str, exc: Exception, sink: list | None = None, **variant) -> dict:
+    """The row of a sweep variant that failed (e.g. out of shared memory): the row's name, the
+    variant's fields and the error's first line."""
+    return emit({"name": name, **variant, "error": str(exc).splitlines()[0][:160]}, sink)
+
+
+def vs_dense(r: dict, dense_key: str, dense: dict, best_us: float) -> dict:
+    """An MSA timing r (time_graph / time_eager) beside the dense baselines of the same shape:
+    median, p10, p90, the dense figures under dense_key and the speed-up over the best of them."""
+    return {
+        "msa_us": r["median_us"],
+        "p10_us": r["p10_us"],
+        "p90_us": r["p90_us"],
+        dense_key: dense,
+        "speedup_vs_best_dense": best_us / r["median_us"],
+    }
+
+
 def _stats(times_ms: list[float]) -> dict:
     s = sorted(times_ms)
     q = lambda f: s[min(len(s) - 1, int(f * len(s)))]  # noqa: E731

@@ -33,9 +33,8 @@ from pathlib import Path
 
 from session_common import (  # bench/session_common.py: this script's folder
     ROOT,
-    SOURCE_SUFFIXES,
     add_model_args,
-    copy_source,
+    copy_checkout,
     host_record,
     init_model,
     model_record,
@@ -115,12 +114,7 @@ def _copy_source(dest: Path, target_tokens: int, tokenizer) -> int:
     files = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=True
     ).stdout.split()
-    texts = []
-    for rel in files:
-        p = ROOT / rel
-        if p.suffix in SOURCE_SUFFIXES and p.is_file():
-            texts.append((rel, p.read_text(encoding="utf-8", errors="replace")))
-    return copy_source(dest, texts, target_tokens, tokenizer)
+    return copy_checkout(dest, files, target_tokens, tokenizer)
 
 
 def build_bench(args, work: Path) -> dict:
@@ -188,18 +182,7 @@ def large_bench(work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_model_args(
-        ap,
-        layers=4,
-        hidden=256,
-        heads=4,
-        kv_heads=2,
-        experts=4,
-        vocab=512,
-        dense_layers=1,
-        head_dim=128,
-        chunk=2048,
-    )
+    add_model_args(ap)
     ap.add_argument("--repo", type=Path, default=ROOT, help="repository to snapshot")
     ap.add_argument("--budget", type=int, default=8_000, help="snapshot token budget")
     ap.add_argument("--turns", type=int, default=10)

@@ -10,7 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from common import emit, main_guard, paged_md, rand_cache, time_eager  # noqa: E402
+from common import emit, emit_error, main_guard, paged_md, rand_cache, time_eager  # noqa: E402
 from kernel_gates import selection_gate  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
 
@@ -40,15 +40,7 @@ def sweep(rows: list, ceil: dict, chunk: int = 4096, ctx: int = 1_048_576) -> No
                     3,
                 )
             except Exception as exc:  # noqa: BLE001  (e.g. out of shared memory)
-                emit(
-                    {
-                        "name": "idx_prefill_sweep",
-                        "block_t": block_t,
-                        "num_stages": ns,
-                        "error": str(exc).splitlines()[0][:160],
-                    },
-                    rows,
-                )
+                emit_error("idx_prefill_sweep", exc, rows, block_t=block_t, num_stages=ns)
                 continue
             emit(
                 {

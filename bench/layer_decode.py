@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from common import emit, main_guard, paged_md, rand_cache, sdpa_backends, time_graph  # noqa: E402
+from common import emit, main_guard, paged_md, rand_cache, sdpa_backends, time_graph, vs_dense  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
 from m3agent.engine.native.kernels import sparse_attention as sa  # noqa: E402
 from torch.nn.attention import sdpa_kernel  # noqa: E402
@@ -73,11 +73,7 @@ def run(rows: list, ceil: dict, cases=((1_048_576, 1), (1_048_576, 8), (131_072,
                     "batch": b,
                     "kv_dtype": str(kv_dtype).split(".")[-1],
                     "index_dtype": str(idx_dtype).split(".")[-1],
-                    "msa_us": r["median_us"],
-                    "p10_us": r["p10_us"],
-                    "p90_us": r["p90_us"],
-                    "dense_us": dense,
-                    "speedup_vs_best_dense": best / r["median_us"],
+                    **vs_dense(r, "dense_us", dense, best),
                     "byte_bound_speedup": dense_bytes / msa_bytes,
                     "msa_pct_read_roofline": msa_bytes
                     / (r["median_us"] * 1e-6)

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from common import emit, main_guard, paged_md, rand_cache, sdpa_backends, time_eager  # noqa: E402
+from common import emit, main_guard, paged_md, rand_cache, sdpa_backends, time_eager, vs_dense  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
 from m3agent.engine.native.kernels import sparse_attention as sa  # noqa: E402
 from torch.nn.attention import sdpa_kernel  # noqa: E402
@@ -82,11 +82,7 @@ def run(rows: list, ceil: dict, chunk: int = 4096, ctx: int = 1_048_576) -> None
                 "chunk": chunk,
                 "ctx": ctx,
                 "index_dtype": str(idx_dtype).split(".")[-1],
-                "msa_us": r["median_us"],
-                "p10_us": r["p10_us"],
-                "p90_us": r["p90_us"],
-                "dense": dense,
-                "speedup_vs_best_dense": best / r["median_us"],
+                **vs_dense(r, "dense", dense, best),
             },
             rows,
         )

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from results_dir import add_out_arg, dated_json  # noqa: E402
 
 E, H, INTER, TOPK = 128, 6144, 3072, 4
 
@@ -196,9 +196,7 @@ def tile_sweep(record: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument(
-        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
-    )
+    add_out_arg(ap)
     ap.add_argument("--tokens", default="1,8,32,4096")
     ap.add_argument("--sweep-only", action="store_true")
     args = ap.parse_args()
@@ -207,9 +205,7 @@ def main() -> None:
 
     record = {"env": env_record(), "rows": [], "errors": {}}
     ceil = ceilings(record["rows"])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"moe_grouped_{record['env']['date'][:10]}.json"
+    path = dated_json(args.out, "moe_grouped", record["env"]["date"])
     gate = torch.randn(E, H, device="cuda") * H**-0.5
     if args.sweep_only:
         tile_sweep(record)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from results_dir import add_out_arg, dated_json  # noqa: E402
 from stack_model import random_init  # noqa: E402
 
 CASES = {
@@ -203,21 +203,17 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="128k,1m")
-    ap.add_argument(
-        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
-    )
+    add_out_arg(ap)
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("native_long_context needs a CUDA GPU")
     from common import env_record
 
     record = {"env": env_record(), "rows": [], "errors": {}}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"native_long_context_{record['env']['date'][:10]}.json"
+    path = dated_json(args.out, "native_long_context", record["env"]["date"])
     for name in args.cases.split(","):
         try:
-            record["rows"].append(run_case(name, CASES[name], out))
+            record["rows"].append(run_case(name, CASES[name], Path(args.out)))
         except Exception as exc:  # keep the other case's figures
             import traceback
 

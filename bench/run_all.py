@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 import time
 import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_dir import add_out_arg, dated_json  # noqa: E402
 
 ROWS = [
     "idx_decode",
@@ -30,9 +31,7 @@ ROWS = [
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument(
-        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
-    )
+    add_out_arg(ap)
     ap.add_argument("--only", default="")
     ap.add_argument("--tag", default="h200")
     args = ap.parse_args()
@@ -43,9 +42,7 @@ def main() -> None:
         sys.exit("run_all needs a CUDA GPU")
     t_start = time.time()
     record = {"env": env_record(), "rows": [], "errors": {}, "timings_s": {}}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"bench_{args.tag}_{record['env']['date'][:10]}.json"
+    path = dated_json(args.out, f"bench_{args.tag}", record["env"]["date"])
 
     def save() -> None:
         record["env"]["nvidia_smi_after"] = env_record()["nvidia_smi"]

@@ -78,11 +78,24 @@ def peak_rss_mb() -> float:
 
 
 MODEL_FLAGS = ("layers", "hidden", "heads", "kv_heads", "experts", "vocab", "dense_layers")
+# The tiny model's default shape and --chunk (context_session.py's and subagents.py's).
+MODEL_DEFAULTS = {
+    "layers": 4,
+    "hidden": 256,
+    "heads": 4,
+    "kv_heads": 2,
+    "experts": 4,
+    "vocab": 512,
+    "dense_layers": 1,
+    "head_dim": 128,
+    "chunk": 2048,
+}
 
 
 def add_model_args(ap: argparse.ArgumentParser, **defaults: int) -> None:
-    """--device, --dtype and the tiny model's shape (--layers ... --head-dim), defaults given
-    per benchmark; --chunk (max_num_batched_tokens) and --kv-bytes of the engine."""
+    """--device, --dtype and the tiny model's shape (--layers ... --head-dim), MODEL_DEFAULTS
+    but for the defaults given; --chunk (max_num_batched_tokens) and --kv-bytes of the engine."""
+    defaults = {**MODEL_DEFAULTS, **defaults}
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, help="default: float32 on cpu, bfloat16 on cuda")
     for name in (*MODEL_FLAGS, "head_dim"):
@@ -167,9 +180,14 @@ def new_tokens(engine, model_dir: Path, *, session_mode: bool = True) -> list[tu
     return out
 
 
-def copy_source(dest: Path, files: list[tuple[Path | str, str]], target_tokens: int, tokenizer):
-    """Copies of files (relative path, text) under dest/copyN/ until about target tokens;
-    returns the tokens written."""
+def copy_checkout(dest: Path, paths, target_tokens: int, tokenizer) -> int:
+    """Copies of this checkout's text files (SOURCE_SUFFIXES) among paths (relative to ROOT)
+    under dest/copyN/ until about target tokens; returns the tokens written."""
+    files = []
+    for rel in paths:
+        p = ROOT / rel
+        if p.suffix in SOURCE_SUFFIXES and p.is_file():
+            files.append((rel, p.read_text(encoding="utf-8", errors="replace")))
     per_copy = sum(len(ids) for ids in tokenizer.encode_text_batch([t for _, t in files]))
     copies = max(1, -(-target_tokens // max(per_copy, 1)))
     for c in range(copies):

@@ -11,7 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from common import emit, main_guard, paged_md, rand_cache, random_selection, time_eager  # noqa: E402
+from common import emit, emit_error, main_guard, paged_md, rand_cache, random_selection, time_eager  # noqa: E402
 from kernel_gates import sparse_attention_gate  # noqa: E402
 from m3agent.engine.native.kernels import index_select  # noqa: E402
 from m3agent.engine.native.kernels import sparse_attention as sa  # noqa: E402
@@ -73,14 +73,7 @@ def sweep(rows: list, chunk: int = 4096, ctx: int = 1_048_576) -> None:
             err = float((out.float() - ref.float()).norm() / ref.float().norm())
             r = time_eager(f, 1, 5)
         except Exception as exc:  # noqa: BLE001
-            emit(
-                {
-                    "name": "sparse_prefill_sweep",
-                    "variant": [tt, per_sm, nw, ns],
-                    "error": str(exc).splitlines()[0][:160],
-                },
-                rows,
-            )
+            emit_error("sparse_prefill_sweep", exc, rows, variant=[tt, per_sm, nw, ns])
             continue
         emit(
             {

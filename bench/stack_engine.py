@@ -36,6 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from results_dir import add_out_arg, dated_json  # noqa: E402
 from stack_cases import decode_case, free_memory, prefill_case  # noqa: E402
 from stack_model import SHAPE, build_model  # noqa: E402
 
@@ -98,9 +99,7 @@ def record_failure(record: dict, key: str, label: str, exc: Exception) -> None:
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=DEFAULT_CASES)
-    ap.add_argument(
-        "--out", default=os.environ.get("OUT") or str(Path(__file__).parent / "results")
-    )
+    add_out_arg(ap)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--layers", type=int, default=SHAPE["layers"])
     ap.add_argument("--hidden", type=int, default=SHAPE["hidden"])
@@ -156,9 +155,7 @@ def main() -> None:
     if args.device == "cuda" and not args.no_ceilings:
         ceil = ceilings(record["rows"])
         read_tbps, gemm = ceil["read_TBps"], ceil["bf16_gemm_TFLOPs"]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"stack_engine_{record['env']['date'][:10]}.json"
+    path = dated_json(args.out, "stack_engine", record["env"]["date"])
 
     def save() -> None:
         if not args.json_only:

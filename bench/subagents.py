@@ -199,18 +199,7 @@ def run(args, work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_model_args(
-        ap,
-        layers=4,
-        hidden=256,
-        heads=4,
-        kv_heads=2,
-        experts=4,
-        vocab=512,
-        dense_layers=1,
-        head_dim=128,
-        chunk=2048,
-    )
+    add_model_args(ap)
     ap.add_argument("--repo", type=Path, default=ROOT)
     ap.add_argument("--budget", type=int, default=8_000, help="snapshot token budget")
     ap.add_argument("--children", type=int, default=4)

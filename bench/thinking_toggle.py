@@ -26,9 +26,8 @@ from pathlib import Path
 from session_common import (  # bench/session_common.py: this script's folder
     PAGE,
     ROOT,
-    SOURCE_SUFFIXES,
     add_model_args,
-    copy_source,
+    copy_checkout,
     host_record,
     init_model,
     model_record,
@@ -44,25 +43,19 @@ from session_common import (  # bench/session_common.py: this script's folder
 MODES = ("enabled", "disabled", "adaptive")
 
 
-def _source_files() -> list[Path]:
-    """This checkout's text files (a walk: a copied tree has no .git)."""
+def _source_paths() -> list[Path]:
+    """This checkout's paths but hidden ones and results (a walk: a copied tree has no .git)."""
     out = []
     for p in sorted(ROOT.rglob("*")):
         rel = p.relative_to(ROOT)
-        if any(part.startswith(".") for part in rel.parts) or "results" in rel.parts:
-            continue
-        if p.suffix in SOURCE_SUFFIXES and p.is_file():
-            out.append(p)
+        if not (any(part.startswith(".") for part in rel.parts) or "results" in rel.parts):
+            out.append(rel)
     return out
 
 
 def make_repo(dest: Path, target_tokens: int, tokenizer) -> int:
     """Copies of this checkout's text files until about target tokens (a real code base)."""
-    files = [
-        (p.relative_to(ROOT), p.read_text(encoding="utf-8", errors="replace"))
-        for p in _source_files()
-    ]
-    return copy_source(dest, files, target_tokens, tokenizer)
+    return copy_checkout(dest, _source_paths(), target_tokens, tokenizer)
 
 
 def run(args, work: Path, save) -> dict:
@@ -151,16 +144,7 @@ def run(args, work: Path, save) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_model_args(
-        ap,
-        layers=2,
-        hidden=128,
-        heads=2,
-        kv_heads=1,
-        experts=2,
-        vocab=512,
-        dense_layers=1,
-        head_dim=64,
-        chunk=4096,
+        ap, layers=2, hidden=128, heads=2, kv_heads=1, experts=2, head_dim=64, chunk=4096
     )
     ap.add_argument("--budget", type=int, default=110_000, help="snapshot token budget")
     ap.add_argument("--turns", type=int, default=10)

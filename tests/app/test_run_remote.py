@@ -12,11 +12,18 @@ def _sse(*objs) -> bytes:
     return b"".join(f"data: {json.dumps(o)}\n\n".encode() for o in objs) + b"data: [DONE]\n\n"
 
 
-def _chunk(delta=None, finish=None, usage=None):
-    obj = {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
-    if usage:
-        obj = {"choices": [], "usage": usage}
-    return obj
+def _chunk(delta=None, finish=None):
+    return {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+
+
+def _usage(prompt: int, completion: int, cached: int):
+    """The stream's last chunk: no choices, the request's usage."""
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+    return {"choices": [], "usage": usage}
 
 
 REPLIES = [
@@ -35,25 +42,13 @@ REPLIES = [
             }
         ),
         _chunk(finish="tool_calls"),
-        _chunk(
-            usage={
-                "prompt_tokens": 900,
-                "completion_tokens": 20,
-                "prompt_tokens_details": {"cached_tokens": 0},
-            }
-        ),
+        _usage(900, 20, cached=0),
     ),
     _sse(
         _chunk({"content": "greet() returns "}),
         _chunk({"content": '"helo".'}),
         _chunk(finish="stop"),
-        _chunk(
-            usage={
-                "prompt_tokens": 960,
-                "completion_tokens": 8,
-                "prompt_tokens_details": {"cached_tokens": 896},
-            }
-        ),
+        _usage(960, 8, cached=896),
     ),
 ]
 

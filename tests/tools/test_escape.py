@@ -60,6 +60,18 @@ FS = {"bwrap": ("bwrap", "EROFS"), "no-bwrap": ("landlock", "EACCES")}
 LANDLOCK = {"bwrap": ("landlock", "EACCES"), "no-bwrap": ("landlock", "EACCES")}
 SECCOMP = {"bwrap": ("seccomp", "EPERM"), "no-bwrap": ("seccomp", "EPERM")}
 
+
+def _reach_server(attempt_id: str, action: str, host: str, server: str) -> Attempt:
+    """ACTION (tcp, udp, dns) from inside to the outside SERVER's port on HOST: seccomp
+    refuses the socket, and the server receives nothing."""
+    return Attempt(
+        attempt_id,
+        lambda w, s, v: action_argv(action, host, s[server][0]),
+        SECCOMP,
+        _nothing_received(server),
+    )
+
+
 ATTEMPTS = [
     Attempt(
         "write-absolute-path",
@@ -166,30 +178,10 @@ ATTEMPTS = [
         lambda w, s, v: action_argv("read", f"/proc/self/root{w.home}/.ssh/id_rsa"),
         {"bwrap": ("bwrap", "ENOENT"), "no-bwrap": ("landlock", "EACCES")},
     ),
-    Attempt(
-        "tcp-connect-localhost",
-        lambda w, s, v: action_argv("tcp", "127.0.0.1", s["tcp"][0]),
-        SECCOMP,
-        _nothing_received("tcp"),
-    ),
-    Attempt(
-        "tcp6-connect-localhost",
-        lambda w, s, v: action_argv("tcp", "::1", s["tcp6"][0]),
-        SECCOMP,
-        _nothing_received("tcp6"),
-    ),
-    Attempt(
-        "udp-send-localhost",
-        lambda w, s, v: action_argv("udp", "127.0.0.1", s["udp"][0]),
-        SECCOMP,
-        _nothing_received("udp"),
-    ),
-    Attempt(
-        "dns-query",
-        lambda w, s, v: action_argv("dns", "127.0.0.1", s["dns"][0]),
-        SECCOMP,
-        _nothing_received("dns"),
-    ),
+    _reach_server("tcp-connect-localhost", "tcp", "127.0.0.1", "tcp"),
+    _reach_server("tcp6-connect-localhost", "tcp", "::1", "tcp6"),
+    _reach_server("udp-send-localhost", "udp", "127.0.0.1", "udp"),
+    _reach_server("dns-query", "dns", "127.0.0.1", "dns"),
     Attempt("tcp-listen", lambda w, s, v: action_argv("listen"), SECCOMP),
     Attempt(
         "abstract-unix-socket",

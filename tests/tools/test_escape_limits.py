@@ -61,9 +61,13 @@ def test_cpu_hog_is_killed_by_rlimit(config, world):
     assert time.monotonic() - t0 < 15
 
 
-def _heartbeat(marker) -> str:
-    """A shell command: a process in its own session that touches MARKER every 0.1 s."""
-    return f"setsid sh -c 'while true; do touch {marker}; sleep 0.1; done'"
+def _run_heartbeat(config, world, name: str, command: str, timeout_s: float):
+    """Runs the shell COMMAND in a sandbox of config, its {heartbeat} a process in its own
+    session that touches ws/src/NAME every 0.1 s; returns the result and that marker."""
+    marker = world.ws / "src" / name
+    heartbeat = f"setsid sh -c 'while true; do touch {marker}; sleep 0.1; done'"
+    r = make_sandbox(config, world).run(command.format(heartbeat=heartbeat), timeout_s=timeout_s)
+    return r, marker
 
 
 def _heartbeat_stopped(marker, seconds=1.0):
@@ -75,10 +79,8 @@ def _heartbeat_stopped(marker, seconds=1.0):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_setsid_child_does_not_outlive_timeout(config, world):
-    sb = make_sandbox(config, world)
-    marker = world.ws / "src" / "alive"
-    cmd = f"{_heartbeat(marker)} </dev/null >/dev/null 2>&1 & sleep 30"
-    r = sb.run(cmd, timeout_s=1.5)
+    cmd = "{heartbeat} </dev/null >/dev/null 2>&1 & sleep 30"
+    r, marker = _run_heartbeat(config, world, "alive", cmd, timeout_s=1.5)
     assert r.timed_out
     assert marker.exists(), "the setsid child never ran"
     assert _heartbeat_stopped(marker), "the setsid child survived the timeout"
@@ -94,10 +96,8 @@ def test_setsid_child_does_not_outlive_timeout(config, world):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_background_process_is_killed_when_command_ends(config, world):
-    sb = make_sandbox(config, world)
-    marker = world.ws / "src" / "bg"
-    cmd = f"({_heartbeat(marker)} &) ; sleep 0.5; echo done"
-    r = sb.run(cmd, timeout_s=20)
+    cmd = "({heartbeat} &) ; sleep 0.5; echo done"
+    r, marker = _run_heartbeat(config, world, "bg", cmd, timeout_s=20)
     assert not r.timed_out and r.stdout.strip() == "done"
     assert r.duration_s < 10, "a background process holding stdout must not hang the tool"
     assert _heartbeat_stopped(marker), "a double-forked setsid process outlived the command"
