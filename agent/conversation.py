@@ -245,7 +245,7 @@ class Conversation:
         )
         self._messages = self._messages[:keep] + list(messages)
 
-    def rewind(self, keep: int, **detail: Any) -> None:
+    def rewind(self, keep: int, **detail: object) -> None:
         """/rewind: back to the first `keep` messages. Appended as a record (the log is never
         cut), so `load` rebuilds the shorter list and the dropped turns stay readable."""
         if not 0 < keep <= len(self._messages):
@@ -271,7 +271,7 @@ class Conversation:
     def log_event(self, event_dict: dict[str, Any]) -> None:
         self._write({"kind": "event", "event": event_dict})
 
-    def log_setting(self, **values: Any) -> None:
+    def log_setting(self, **values: object) -> None:
         self._write({"kind": "setting", **values})
 
     def _write(self, record: dict[str, Any]) -> None:
