@@ -19,9 +19,11 @@ Shell syntax (`;`, pipes, `$(...)`, redirections) never gets a prefix (app/comma
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import PurePosixPath
+from typing import TypedDict, Unpack
 
 
 class Kind(StrEnum):
@@ -48,11 +50,24 @@ class Program:
     old_style: bool = False  # tar's first word may be a dashless bundle (`tar xIf ...`)
 
 
-def _p(kind: Kind, **kw) -> Program:
-    for k in ("valued", "danger_words"):
-        if k in kw:
-            kw[k] = frozenset(kw[k])
-    return Program(kind, **kw)
+class _Flags(TypedDict, total=False):
+    """Program's fields that _p passes on as they are."""
+
+    operands: int
+    danger_long: tuple[str, ...]
+    assignments_run: bool
+    bundles: bool
+    old_style: bool
+
+
+def _p(
+    kind: Kind,
+    *,
+    valued: Iterable[str] = (),
+    danger_words: Iterable[str] = (),
+    **flags: Unpack[_Flags],
+) -> Program:
+    return Program(kind, valued=frozenset(valued), danger_words=frozenset(danger_words), **flags)
 
 
 _NEVER = _p(Kind.NEVER)

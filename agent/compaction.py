@@ -74,7 +74,7 @@ def mechanical_summary(messages: Sequence[api.Message]) -> str:
 
 
 async def model_summary(
-    engine: Any,
+    engine: api.Engine,
     messages: Sequence[api.Message],
     tools: Sequence[dict[str, Any]],
     sampling: api.SamplingParams,
@@ -102,7 +102,7 @@ async def model_summary(
 
 async def compact(
     conversation: Conversation,
-    engine: Any,
+    engine: api.Engine,
     *,
     tools: Sequence[dict[str, Any]] = (),
     sampling: api.SamplingParams | None = None,

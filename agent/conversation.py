@@ -23,10 +23,11 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from m3agent.engine.api import Message
 from m3agent.tools.private_fs import fix_mode, open_private, private_dir
@@ -79,7 +80,7 @@ class Conversation:
         self.meta = meta
         self.path = path
         self._messages: list[Message] = list(messages or [])
-        self._file: Any = None
+        self._file: TextIO | None = None
         self.repairs: list[str] = []  # what load had to mend (a torn last line), for the user
 
     # ---- construction ---------------------------------------------------------------------
@@ -244,7 +245,7 @@ class Conversation:
         )
         self._messages = self._messages[:keep] + list(messages)
 
-    def rewind(self, keep: int, **detail: Any) -> None:
+    def rewind(self, keep: int, **detail: object) -> None:
         """/rewind: back to the first `keep` messages. Appended as a record (the log is never
         cut), so `load` rebuilds the shorter list and the dropped turns stay readable."""
         if not 0 < keep <= len(self._messages):
@@ -270,7 +271,7 @@ class Conversation:
     def log_event(self, event_dict: dict[str, Any]) -> None:
         self._write({"kind": "event", "event": event_dict})
 
-    def log_setting(self, **values: Any) -> None:
+    def log_setting(self, **values: object) -> None:
         self._write({"kind": "setting", **values})
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -302,7 +303,7 @@ def _meta_dict(meta: SessionMeta) -> dict[str, Any]:
     }
 
 
-def _read_lines(path: Path):
+def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for each line. Read as bytes and decoded line by line: a power cut
     can tear the last line mid-way through a multi-byte character, and decoding the whole file
     as text would fail on it before the torn line is recognised as one."""

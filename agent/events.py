@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 from m3agent.engine.api import EngineName, FinishReason, ThinkingMode, Usage
 from m3agent.tools.base import Preview
 
+from .ops import ApprovalDecision
+
 EVENT_SCHEMA_VERSION = 1
 
 
@@ -138,10 +140,12 @@ class ApprovalRequest(_Event):
     diff: str | None = None
     reason: str = ""
     preview: Preview | None = None
-    _future: asyncio.Future | None = field(default=None, compare=False, repr=False)
+    _future: asyncio.Future[ApprovalDecision] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
-    def future(self) -> asyncio.Future | None:
+    def future(self) -> asyncio.Future[ApprovalDecision] | None:
         return self._future
 
 

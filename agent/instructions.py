@@ -41,7 +41,9 @@ def _pick(directory: Path) -> Path | None:
     return None
 
 
-def _imports(file: Path, text: str, seen: set[Path], depth: int, home: Path) -> list:
+def _imports(
+    file: Path, text: str, seen: set[Path], depth: int, home: Path
+) -> list[InstructionFile]:
     if depth > MAX_IMPORT_DEPTH:
         return []
     out: list[InstructionFile] = []

@@ -22,12 +22,14 @@ from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
 from .prompt_cache import REWOUND, CacheTracker
-from .session_runner import END
+from .session_runner import END, End
 from .turn_state import TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
+
+    from .hooks.dispatch import Hooks
 
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
 _UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
@@ -48,15 +50,15 @@ class Session:
         conversation: Conversation,
         cwd: Path,
         sandbox: Sandbox | None = None,
-        checkpoint: Callable[[str], Any] | None = None,
+        checkpoint: Callable[[str], object] | None = None,
         tool_env: dict[str, str] | None = None,
         resumed: bool = False,
         # snapshot_builder(progress): a fresh snapshot; progress gets its Progress events.
         snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None = None,
-        startup_events: Sequence[Any] = (),
+        startup_events: Sequence[ev.Event] = (),
         auto_compact_tokens: int | None = None,
         persist_allow: Callable[[str], None] | None = None,
-        hooks: Any = None,  # agent.hooks.Hooks (trust already applied by the front end)
+        hooks: Hooks | None = None,  # trust already applied by the front end
         subagent: bool = False,
     ):
         self.engine = engine
@@ -83,11 +85,11 @@ class Session:
         self.gate = ApprovalGate(
             config.approval_policy, config.rules, persist=persist_allow, workspace=self.cwd
         )
-        self._events: asyncio.Queue = asyncio.Queue()
-        self._turns: asyncio.Queue = asyncio.Queue()
-        self._runner: asyncio.Task | None = None
+        self._events: asyncio.Queue[ev.Event | End] = asyncio.Queue()
+        self._turns: asyncio.Queue[ops.UserTurn | ops.Compact | End] = asyncio.Queue()
+        self._runner: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._turn_task: asyncio.Task | None = None
+        self._turn_task: asyncio.Task[ev.TurnComplete] | None = None
         self._control: TurnControl | None = None
         self._closed = False
         self._started_event_sent = False
@@ -271,7 +273,7 @@ class Session:
 
     # ---- subagents (agent/subagents: the task tool's children) ------------------------------
 
-    def nested(self, call_id: str, agent: str, session_id: str, e: Any) -> None:
+    def nested(self, call_id: str, agent: str, session_id: str, e: ev.Event) -> None:
         """A child's event, nested under the task call that runs it."""
         wrapped = ev.SubagentEvent(call_id, agent, session_id, e.to_dict())
         if isinstance(e, _UNLOGGED):  # streaming text: shown, not logged (as the parent's)
@@ -306,12 +308,12 @@ class Session:
             self._loop = asyncio.get_running_loop()
             self._runner = self._loop.create_task(session_runner.run(self))
 
-    def _put(self, event: Any) -> None:
+    def _put(self, event: ev.Event) -> None:
         if not isinstance(event, _UNLOGGED):
             self.conversation.log_event(event.to_dict())
         self._events.put_nowait(event)
 
-    async def _emit(self, event: Any) -> None:
+    async def _emit(self, event: ev.Event) -> None:
         self._put(event)
 
     def _stop_turn(self, reason: ev.StopReason) -> None:
@@ -320,7 +322,7 @@ class Session:
         if self._control is not None and self._control.tool_cancel is not None:
             self._control.tool_cancel.set()
         if self.busy:
-            self._turn_task.cancel()  # type: ignore[union-attr]
+            self._turn_task.cancel()  # type: ignore[union-attr]  # busy: it is set
 
     def _decide(self, decision: ops.ApprovalDecision) -> None:
         fut = self._control.approvals.get(decision.call_id) if self._control else None

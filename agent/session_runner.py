@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from m3agent.engine.api import Engine, Message, ThinkingMode, Usage
 
@@ -27,7 +28,16 @@ if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
-END = object()  # queued by Shutdown; put on the event queue when the runner stops
+    from .hooks.dispatch import Hooks
+
+
+class End(Enum):
+    """The one value that closes a queue: END."""
+
+    END = "end"
+
+
+END: Final = End.END  # queued by Shutdown; put on the event queue when the runner stops
 
 
 class RunnerHost(Protocol):
@@ -40,10 +50,10 @@ class RunnerHost(Protocol):
     conversation: Conversation
     cwd: Path
     sandbox: Sandbox | None
-    checkpoint: Callable[[str], Any] | None
+    checkpoint: Callable[[str], object] | None
     tool_env: dict[str, str] | None
     resumed: bool
-    hooks: Any
+    hooks: Hooks | None
     subagent: bool
     gate: ApprovalGate
     cache: CacheTracker
@@ -52,15 +62,15 @@ class RunnerHost(Protocol):
     session_thinking_mode: ThinkingMode
     _hook_context: str
     _mode_sent: ThinkingMode
-    _events: asyncio.Queue
-    _turns: asyncio.Queue
-    _turn_task: asyncio.Task | None
+    _events: asyncio.Queue[ev.Event | End]
+    _turns: asyncio.Queue[ops.UserTurn | ops.Compact | End]
+    _turn_task: asyncio.Task[ev.TurnComplete] | None
     _control: TurnControl | None
     _closed: bool
 
-    def _put(self, event: Any) -> None: ...
+    def _put(self, event: ev.Event) -> None: ...
 
-    async def _emit(self, event: Any) -> None: ...
+    async def _emit(self, event: ev.Event) -> None: ...
 
     def _stop_turn(self, reason: ev.StopReason) -> None: ...
 

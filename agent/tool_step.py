@@ -7,13 +7,13 @@ so the conversation stays well formed whatever stops the turn.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import MediaPart, Message, ToolCall
 from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
 
 from . import events as ev
-from .approvals import Verdict
+from .config import Verdict
 from .hooks import points as hook_points
 from .ops import ApprovalDecision, Decision
 from .turn_state import LoopDeps, TurnControl
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _CANCEL_GRACE_S = 10.0
 
 
-def find_tool(toolset: ToolsetProtocol | None, name: str) -> Tool | None:
+def find_tool(toolset: ToolsetProtocol | None, name: str) -> Tool[Any] | None:
     if toolset is None:
         return None
     try:
@@ -54,7 +54,7 @@ async def ask_approval(
         if deps.toolset is not None
         else None
     )
-    fut: asyncio.Future = asyncio.get_running_loop().create_future()
+    fut: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
     control.approvals[call.id] = fut
     try:
         await deps.emit(
@@ -225,7 +225,7 @@ def checked_media(result: ToolResult) -> tuple[tuple[MediaPart, ...], list[str]]
 
     out, refused = [], []
     for kind, path, offset in result.media:
-        try:
+        try:  # tools' kind is a str (tools cannot import the engine's Literal): checked here
             (part,) = validate_attachments([MediaPart(kind, path)])  # type: ignore[arg-type]
         except AttachmentError as e:
             refused.append(str(e))

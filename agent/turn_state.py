@@ -7,21 +7,24 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from m3agent.engine.api import Engine
 
 from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
-from .events import StopReason
+from .events import Event, StopReason
+from .ops import ApprovalDecision
 from .prompt_cache import CacheTracker
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
-Emit = Callable[[Any], Awaitable[None]]
+    from .hooks.dispatch import Hooks
+
+Emit = Callable[[Event], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -29,7 +32,7 @@ class TurnControl:
     """Mutable, owned by the Session; the loop reads `stop_reason` after a cancellation."""
 
     stop_reason: StopReason | None = None  # INTERRUPTED or TIMEOUT
-    approvals: dict[str, asyncio.Future] = field(default_factory=dict)
+    approvals: dict[str, asyncio.Future[ApprovalDecision]] = field(default_factory=dict)
     tool_cancel: threading.Event | None = None  # the running tool's ctx.cancel
 
 
@@ -45,10 +48,10 @@ class LoopDeps:
     cwd: Path
     emit: Emit
     sandbox: Sandbox | None = None  # into ToolContext.sandbox; approvals read it
-    checkpoint: Callable[[str], Any] | None = None  # snapshot(label) before the first mutation
+    checkpoint: Callable[[str], object] | None = None  # snapshot(label) before the first mutation
     tool_env: dict[str, str] | None = None
     cache: CacheTracker | None = None  # annotates each Usage with a miss reason
-    hooks: Any = None  # agent.hooks.Hooks: the user's (and a trusted project's) hooks
+    hooks: Hooks | None = None  # the user's (and a trusted project's) hooks
     subagent: bool = False  # a child session (agent/subagents): its Stop is SubagentStop
     # Tools a custom command allowed for this turn (frontmatter allowed-tools): no prompt.
     allowed_tools: frozenset[str] = frozenset()

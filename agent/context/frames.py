@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import marshal
 import struct
-from typing import Any
+from typing import IO, Any
 
 _LEN = struct.Struct("<Q")
 
 
-def write_frame(out: Any, obj: Any) -> None:
+def write_frame(out: IO[bytes], obj: Any) -> None:
     data = marshal.dumps(obj)
     out.write(_LEN.pack(len(data)) + data)
     out.flush()
 
 
-def read_frame(src: Any) -> Any:
+def read_frame(src: IO[bytes]) -> Any:
+    """What the other side wrote (marshal gives Any): the caller checks its shape."""
     head = src.read(_LEN.size)
     if len(head) < _LEN.size:
         raise EOFError

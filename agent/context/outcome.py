@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .plan import Plan, Planner, section
 from .progress import SnapshotProgress
@@ -29,7 +28,7 @@ class FileEntry:
     reason: str = ""  # for skipped / listed
     score: float = 0.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, str | int | float]:
         """dataclasses.asdict's result, without its recursive copy (30,000 entries)."""
         return {"path": self.path, "status": self.status, "tokens": self.tokens,
                 "reason": self.reason, "score": self.score}  # fmt: skip
@@ -98,7 +97,20 @@ def plan_snapshot(
     return Outcome(plan, entries, tokens, instr_tokens)
 
 
-def to_plain(o: Outcome) -> tuple:
+# to_plain's shape: included, outlines, shown, entries, tokens, instr_tokens, skips, instructions
+PlainOutcome = tuple[
+    list[int],
+    dict[int, list[str | int]],
+    list[int],
+    list[tuple[str, str, int, str, float]],
+    int,
+    int,
+    list[tuple[str, str]],
+    str,
+]
+
+
+def to_plain(o: Outcome) -> PlainOutcome:
     p = o.plan
     return (
         sorted(p.included),
@@ -112,9 +124,9 @@ def to_plain(o: Outcome) -> tuple:
     )
 
 
-def from_plain(t: Any) -> Outcome | None:
+def from_plain(t: object) -> Outcome | None:
     """None for anything that is not a plan (a stale or foreign cache entry)."""
-    if t is None:
+    if not isinstance(t, tuple):
         return None
     try:
         included, outlines, shown, entries, tokens, instr_tokens, skips, instructions = t

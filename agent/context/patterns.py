@@ -4,11 +4,22 @@ secret deny-list); the last rule that matches wins."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Protocol
 
 from m3agent.tools.ignore import parse_rules
 
 _ANY_DIR = "^(?:.*/)?"  # how tools/ignore.py opens the regex of a pattern without a "/"
+
+
+class _Rule(Protocol):
+    """What this module reads of a rule from tools.ignore.parse_rules."""
+
+    @property
+    def regex(self) -> re.Pattern[str]: ...
+    @property
+    def negate(self) -> bool: ...
+    @property
+    def dir_only(self) -> bool: ...
 
 
 class Patterns:
@@ -20,7 +31,7 @@ class Patterns:
     """
 
     def __init__(self) -> None:
-        self._rules: list[tuple[Any, str]] = []
+        self._rules: list[tuple[_Rule, str]] = []
         self._any: re.Pattern[str] | None = None
         self._anchored: list[int] = []
         self._any_name: re.Pattern[str] = re.compile("(?!)")

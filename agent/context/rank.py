@@ -195,7 +195,9 @@ def file_values(paths: Sequence[str], records: Mapping[str, Record]) -> dict[str
     return {p: file_value(p, records[p], total) for p in sorted(paths)}
 
 
-def path_weights(paths: Sequence[str], records: Mapping[str, Record]) -> dict[str, tuple]:
+def path_weights(
+    paths: Sequence[str], records: Mapping[str, Record]
+) -> dict[str, tuple[float, bool]]:
     """path -> (its kind's weight, pinned): what the score takes from the path alone."""
     out = {}
     for path in paths:
@@ -211,7 +213,7 @@ def scores_of(
     records: Mapping[str, Record],
     values: Mapping[str, float],
     tokens: Mapping[str, int] | None = None,
-    weights: Mapping[str, tuple] | None = None,
+    weights: Mapping[str, tuple[float, bool]] | None = None,
 ) -> dict[str, float]:
     """path -> score (higher first): pinned files first, then value per token times the
     kind's weight. `tokens`: each file's section size (default: its estimate); `weights`:

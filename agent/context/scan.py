@@ -72,6 +72,10 @@ def bytes_per_token(path: str) -> float:
     return _BYTES_PER_TOKEN.get(ext, BYTES_PER_TOKEN)
 
 
+# Record.to_plain: (reason, n_bytes, names joined by newlines, words_blob, counts_blob)
+PlainRecord = tuple[str, int, bytes, bytes, bytes]
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """What the snapshot knows of one file's content. reason: "" for a text candidate, else why
@@ -93,18 +97,18 @@ class Record:
     def words(self) -> list[bytes]:
         return self.words_blob.split(b"\n") if self.words_blob else []
 
-    def counts(self) -> array:
+    def counts(self) -> array[int]:
         return array("I", self.counts_blob)
 
     def est_tokens(self) -> int:
         return int(self.n_bytes / BYTES_PER_TOKEN) + 1
 
-    def to_plain(self) -> tuple:
+    def to_plain(self) -> PlainRecord:
         return (self.reason, self.n_bytes, b"\n".join(self.names), self.words_blob,
                 self.counts_blob)  # fmt: skip
 
     @classmethod
-    def from_plain(cls, t: tuple) -> Record:
+    def from_plain(cls, t: PlainRecord) -> Record:
         reason, n, names, words, counts = t
         return cls(reason, n, tuple(names.split(b"\n")) if names else (), words, counts)
 
@@ -154,10 +158,10 @@ def string_spans(data: bytes | str) -> list[int]:
     """Offsets where Python triple-quoted strings open and close, alternately (a quote of the
     other kind inside a string is text). An approximation for ranking: a quote in a comment
     or a one-line string can shift it; the outline uses `ast`."""
-    rx = _TRIPLE if isinstance(data, bytes) else _TRIPLE_STR
+    quotes = _TRIPLE.finditer(data) if isinstance(data, bytes) else _TRIPLE_STR.finditer(data)
     out: list[int] = []
     open_q = None
-    for m in rx.finditer(data):  # type: ignore[arg-type]
+    for m in quotes:
         q = m.group()
         if open_q is None:
             open_q = q
@@ -201,6 +205,6 @@ def record_of(rel: str, data: bytes, rules: FileRules) -> tuple[Record, str | No
     return Record.of(len(data), names, words), text
 
 
-def records_of(items: list[tuple[str, bytes]], rules: FileRules) -> list[tuple]:
+def records_of(items: list[tuple[str, bytes]], rules: FileRules) -> list[PlainRecord]:
     """For a worker process: the plain record of each (path, bytes)."""
     return [record_of(rel, data, rules)[0].to_plain() for rel, data in items]

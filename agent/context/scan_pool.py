@@ -17,7 +17,7 @@ import sys
 
 from .files import FileRules
 from .frames import read_frame, write_frame
-from .scan import records_of
+from .scan import PlainRecord, records_of
 
 POOL_MIN_BYTES = 24 * 2**20  # below this, starting workers costs more than it saves
 _CHUNK_BYTES = 4 * 2**20
@@ -44,7 +44,7 @@ class Scanner:
     def close(self) -> None:
         self._items = []
 
-    def results(self) -> list[tuple[str, tuple]]:
+    def results(self) -> list[tuple[str, PlainRecord]]:
         """(path, plain record) in the order the paths were added."""
         items, self._items = self._items, []
         if self._bytes < self._min or _cores() < 2:
@@ -61,8 +61,8 @@ class Scanner:
         plains = [p for part in parts for p in part]
         return list(zip((p for p, _ in items), plains, strict=True))
 
-    def _in_workers(self, chunks: list[list[tuple[str, bytes]]]) -> list[list[tuple]]:
-        workers: queue.Queue[subprocess.Popen | None] = queue.Queue()
+    def _in_workers(self, chunks: list[list[tuple[str, bytes]]]) -> list[list[PlainRecord]]:
+        workers: queue.Queue[subprocess.Popen[bytes]] = queue.Queue()
         procs = []
         for _ in range(min(_cores(), len(chunks))):
             try:
@@ -76,10 +76,11 @@ class Scanner:
             procs.append(p)
             workers.put(p)
 
-        def run(chunk: list[tuple[str, bytes]]) -> list[tuple]:
+        def run(chunk: list[tuple[str, bytes]]) -> list[PlainRecord]:
             proc = workers.get() if procs else None
             try:
-                if proc is not None and proc.poll() is None:
+                # Popen makes stdin and stdout pipes (PIPE above): neither is None.
+                if proc is not None and proc.poll() is None and proc.stdin and proc.stdout:
                     try:
                         write_frame(proc.stdin, (self._rules_plain, chunk))
                         reply = read_frame(proc.stdout)
@@ -98,7 +99,8 @@ class Scanner:
         finally:
             for p in procs:
                 try:
-                    p.stdin.close()  # type: ignore[union-attr]
+                    if p.stdin is not None:
+                        p.stdin.close()
                 except OSError:
                     pass
                 try:

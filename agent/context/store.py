@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,9 @@ _MAX_PLANS = 8
 _MAX_RECORDS = 400_000
 
 
-def _load(path: Path | None) -> dict:
+def _load(path: Path | None) -> dict[Any, Any]:
+    """The items _save wrote; their shape is the writer's (VERSION vouches for it), so the
+    caller's types hold: marshal gives Any, and nothing here checks it again."""
     if path is None:
         return {}
     try:
@@ -42,7 +45,7 @@ def _load(path: Path | None) -> dict:
     return items if isinstance(items, dict) else {}
 
 
-def _save(path: Path | None, items: dict) -> None:
+def _save(path: Path | None, items: Mapping[str, object] | Mapping[bytes, object]) -> None:
     if path is None:
         return
     try:
@@ -62,30 +65,33 @@ class SnapshotStore:
         base = Path(cache_dir) if cache_dir is not None else None
         self._records_path = base / f"records-{tag}.marshal" if base else None
         self._plans_path = base / f"plans-{tag}.marshal" if base else None
-        self._records: dict | None = None  # loaded on first use: a warm start may not need it
-        self._plans: dict | None = None
+        # loaded on first use: a warm start may not need it
+        self._records: dict[bytes, tuple[Any, ...]] | None = None
+        self._plans: dict[bytes, object] | None = None
         self._seen: set[bytes] = set()
         self._dirty_records = False
 
-    def record(self, digest: bytes) -> tuple | None:
+    def record(self, digest: bytes) -> tuple[Any, ...] | None:
+        """The plain tuple put_record was given for `digest` (scan.PlainRecord, or the 1-tuple
+        of an outline): its items are typed by the caller that knows which it asked for."""
         if self._records is None:
             self._records = _load(self._records_path)
         self._seen.add(digest)
         return self._records.get(digest)
 
-    def put_record(self, digest: bytes, plain: tuple) -> None:
+    def put_record(self, digest: bytes, plain: tuple[object, ...]) -> None:
         if self._records is None:
             self._records = _load(self._records_path)
         self._seen.add(digest)
         self._records[digest] = plain
         self._dirty_records = True
 
-    def plan(self, state: bytes) -> Any:
+    def plan(self, state: bytes) -> object:
         if self._plans is None:
             self._plans = _load(self._plans_path)
         return self._plans.get(state)
 
-    def put_plan(self, state: bytes, plan: Any) -> None:
+    def put_plan(self, state: bytes, plan: object) -> None:
         if self._plans is None:
             self._plans = _load(self._plans_path)
         self._plans.pop(state, None)
@@ -108,7 +114,11 @@ class SnapshotStore:
 RACY_NS = 2_000_000_000
 
 
-def stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+# (size, mtime_ns, ctime_ns, inode, device)
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
 
 
@@ -122,16 +132,16 @@ class StatIndex:
         where = os.path.realpath(root) + "\0" + rules_key
         tag = hashlib.sha1(where.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         self._path = Path(cache_dir) / f"stats-{tag}.marshal" if cache_dir is not None else None
-        self.known: dict[str, tuple] = _load(self._path)
-        self.seen: dict[str, tuple] = {}
+        self.known: dict[str, tuple[StatKey, bytes]] = _load(self._path)
+        self.seen: dict[str, tuple[StatKey, bytes]] = {}
 
-    def digest(self, path: str, key: tuple) -> bytes | None:
+    def digest(self, path: str, key: StatKey) -> bytes | None:
         hit = self.known.get(path)
         if hit is not None and tuple(hit[0]) == key and isinstance(hit[1], bytes):
             return hit[1]
         return None
 
-    def saw(self, path: str, key: tuple, digest: bytes, now_ns: int) -> None:
+    def saw(self, path: str, key: StatKey, digest: bytes, now_ns: int) -> None:
         if now_ns - max(key[1], key[2]) > RACY_NS:
             self.seen[path] = (key, digest)
 

@@ -16,7 +16,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from m3agent.tools.claude_names import claude_names_of
 
@@ -99,13 +98,13 @@ class HookSet:
         return any(self.by_event.values())
 
 
-def fingerprint(data: Any) -> str:
+def fingerprint(data: object) -> str:
     """What the user trusted: any change to a project's hooks needs trust again."""
     canon = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def parse_hooks(data: Any, source: str = "") -> HookSet:
+def parse_hooks(data: object, source: str = "") -> HookSet:
     """The "hooks" table of a settings file (the whole file's dict or the table itself)."""
     if isinstance(data, Mapping) and "hooks" in data:
         data = data["hooks"]
@@ -126,7 +125,7 @@ def parse_hooks(data: Any, source: str = "") -> HookSet:
     return HookSet(by_event)
 
 
-def _matcher(entry: Any, where: str, source: str) -> HookMatcher:
+def _matcher(entry: object, where: str, source: str) -> HookMatcher:
     if not isinstance(entry, Mapping):
         raise ValueError(f'{where}: each entry must be an object with "hooks"')
     matcher = entry.get("matcher", "")

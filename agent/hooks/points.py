@@ -4,7 +4,6 @@ that failed is also an Error the user sees (it blocks nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import ToolCall
@@ -18,8 +17,7 @@ from .runner import HookRun
 
 if TYPE_CHECKING:
     from ..conversation import Conversation
-
-Emit = Callable[[Any], Awaitable[None]]
+    from ..turn_state import Emit, LoopDeps
 
 
 def _common(conv: Conversation) -> dict[str, Any]:
@@ -60,7 +58,9 @@ async def fire(
     return verdict
 
 
-async def pre_tool(deps: Any, call: ToolCall) -> tuple[ToolCall, ToolResult | None, str | None]:
+async def pre_tool(
+    deps: LoopDeps, call: ToolCall
+) -> tuple[ToolCall, ToolResult | None, str | None]:
     """(the call to run, possibly with the hook's input; a result when a hook blocked it; the
     hooks' permission decision, "allow" skipping the approval prompt)."""
     v = await fire(
@@ -84,7 +84,7 @@ async def pre_tool(deps: Any, call: ToolCall) -> tuple[ToolCall, ToolResult | No
     return call, None, v.permission
 
 
-async def post_tool(deps: Any, call: ToolCall, result: ToolResult) -> ToolResult:
+async def post_tool(deps: LoopDeps, call: ToolCall, result: ToolResult) -> ToolResult:
     v = await fire(
         deps.hooks,
         deps.emit,
@@ -108,7 +108,7 @@ async def post_tool(deps: Any, call: ToolCall, result: ToolResult) -> ToolResult
     return ToolResult(text, result.is_error, {**result.metadata, "hook": "noted"}, result.media)
 
 
-async def prompt_submit(deps: Any, text: str) -> tuple[str | None, str]:
+async def prompt_submit(deps: LoopDeps, text: str) -> tuple[str | None, str]:
     """(the prompt with any hook context appended, or None when a hook blocked it; reason)."""
     v = await fire(
         deps.hooks, deps.emit, deps.conversation, HookEvent.USER_PROMPT_SUBMIT, {"prompt": text}
@@ -121,7 +121,7 @@ async def prompt_submit(deps: Any, text: str) -> tuple[str | None, str]:
     return text, ""
 
 
-async def on_stop(deps: Any, active: bool) -> str | None:
+async def on_stop(deps: LoopDeps, active: bool) -> str | None:
     """A reason to go on (a hook blocked the stop), fed to the model as the next message."""
     event = HookEvent.SUBAGENT_STOP if deps.subagent else HookEvent.STOP
     v = await fire(deps.hooks, deps.emit, deps.conversation, event, {"stop_hook_active": active})
@@ -130,7 +130,7 @@ async def on_stop(deps: Any, active: bool) -> str | None:
     return v.reason if v.blocked else None
 
 
-async def notify(deps: Any, message: str) -> None:
+async def notify(deps: LoopDeps, message: str) -> None:
     await fire(
         deps.hooks, deps.emit, deps.conversation, HookEvent.NOTIFICATION, {"message": message}
     )

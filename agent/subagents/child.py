@@ -10,7 +10,7 @@ Session.submit(ApprovalDecision) finds them).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.engine.api import Message
 
@@ -19,6 +19,10 @@ from ..conversation import Conversation
 from ..events import StopReason
 from .definitions import AgentDef
 from .restricted import RestrictedToolset
+
+if TYPE_CHECKING:
+    from ..ops import UserTurn
+    from ..session import Session
 
 _QUIET = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
 
@@ -58,7 +62,7 @@ def task_message(agent: AgentDef, prompt: str) -> str:
     )
 
 
-async def run_child(parent: Any, agent: AgentDef, prompt: str, call_id: str) -> ChildOutcome:
+async def run_child(parent: Session, agent: AgentDef, prompt: str, call_id: str) -> ChildOutcome:
     from ..session import Session
 
     parent_tools = parent.toolset
@@ -120,7 +124,7 @@ async def run_child(parent: Any, agent: AgentDef, prompt: str, call_id: str) -> 
     )
 
 
-def ev_turn(text: str) -> Any:
+def ev_turn(text: str) -> UserTurn:
     from ..ops import UserTurn
 
     return UserTurn(text)

@@ -3,13 +3,16 @@ parent's cached prefix, tools included), but only its agent's subset may run."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.tools.gated_toolset import GatedToolset
 
+if TYPE_CHECKING:
+    from m3agent.tools.toolset import ToolsetProtocol
+
 
 class RestrictedToolset(GatedToolset):
-    def __init__(self, inner: Any, allowed: frozenset[str]) -> None:
+    def __init__(self, inner: ToolsetProtocol, allowed: frozenset[str]) -> None:
         super().__init__(inner)
         self.allowed = allowed
 

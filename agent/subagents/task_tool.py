@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.tools.base import Tool, ToolContext, ToolOutcome, ToolResult, Touches
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,10 +19,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from .child import run_child
 from .definitions import GENERAL, AgentDef
 
+if TYPE_CHECKING:
+    from ..session import Session
+
 _POLL_S = 0.1
 
 
-class TaskTool(Tool):
+class TaskArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = Field(description="A short (3-5 word) title of the task.")
+    prompt: str = Field(description="The task, with everything the subagent must know.")
+    subagent_type: str = Field(
+        default=GENERAL.name, description="Which subagent (default general-purpose)."
+    )
+
+
+class TaskTool(Tool[TaskArgs]):
     name = "task"
     claude_names = ("Task",)
     description = (
@@ -33,41 +45,34 @@ class TaskTool(Tool):
     mutates = False  # its child's own calls are approved one by one
     concurrent = True
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        description: str = Field(description="A short (3-5 word) title of the task.")
-        prompt: str = Field(description="The task, with everything the subagent must know.")
-        subagent_type: str = Field(
-            default=GENERAL.name, description="Which subagent (default general-purpose)."
-        )
+    Args = TaskArgs
 
     def __init__(self, agents: Iterable[AgentDef] = (GENERAL,)) -> None:
         self.agents = {a.name: a for a in agents} or {GENERAL.name: GENERAL}
-        self._session: Any = None
+        self._session: Session | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def bind(self, session: Any) -> None:
+    def bind(self, session: Session) -> None:
         self._session = session
 
     def listing(self) -> str:
         rows = [f"- {a.name}: {a.description}" for a in self.agents.values()]
         return "Subagents for the task tool (subagent_type):\n" + "\n".join(rows)
 
-    def touches(self, args: BaseModel) -> Touches:
+    def touches(self, args: TaskArgs) -> Touches:
         return Touches()  # the child's calls say what they touch, each through the gate
 
-    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
-        a: Any = args
-        agent = self.agents.get(a.subagent_type)
+    def run(self, args: TaskArgs, ctx: ToolContext) -> ToolResult:
+        agent = self.agents.get(args.subagent_type)
         if agent is None:
             known = ", ".join(self.agents)
-            return ToolResult(f"no subagent {a.subagent_type!r} (known: {known})", is_error=True)
+            return ToolResult(f"no subagent {args.subagent_type!r} (known: {known})", is_error=True)
         session = self._session
         loop = getattr(session, "_loop", None)
         if session is None or loop is None:
             return ToolResult("the task tool is not attached to a running session", True)
         fut = asyncio.run_coroutine_threadsafe(
-            run_child(session, agent, a.prompt, ctx.call_id), loop
+            run_child(session, agent, args.prompt, ctx.call_id), loop
         )
         while True:
             try:
@@ -99,4 +104,4 @@ class TaskTool(Tool):
         if out.reason != "done":
             text = f"subagent {agent.name} stopped ({out.reason}); its last answer:\n{out.answer}"
             return ToolResult(text, True, meta)
-        return ToolResult(f"[{agent.name}: {a.description}]\n{out.answer}", metadata=meta)
+        return ToolResult(f"[{agent.name}: {args.description}]\n{out.answer}", metadata=meta)
