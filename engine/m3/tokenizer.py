@@ -68,7 +68,9 @@ class M3Tokenizer:
     # ---- construction -----------------------------------------------------------------------
 
     @classmethod
-    def from_file(cls, tokenizer_json: str | Path, config: dict[str, Any] | None = None):
+    def from_file(
+        cls, tokenizer_json: str | Path, config: dict[str, Any] | None = None
+    ) -> M3Tokenizer:
         p = Path(tokenizer_json)
         if not p.is_file():
             raise ValueError(f"tokenizer file not found: {p}")

@@ -87,9 +87,9 @@ class HotExperts:
         x: torch.Tensor,
         ids: torch.Tensor,
         weights: torch.Tensor,
-        alpha,
-        limit,
-        beta,
+        alpha: float,
+        limit: float,
+        beta: float,
     ) -> torch.Tensor | None:
         """The hot slots' share of the routed sum on the GPU, [T, h] fp32, or None when no
         chosen expert is hot. ids/weights are host tensors (the CPU step has them already)."""

@@ -115,7 +115,9 @@ class OffloadedMoE(nn.Module):
         return out.to(x.dtype)
 
     @torch.inference_mode()  # thread-local: the worker does not inherit the engine's mode
-    def _cpu(self, x, ids, w, hot) -> torch.Tensor | None:
+    def _cpu(
+        self, x: torch.Tensor, ids: torch.Tensor, w: torch.Tensor, hot: torch.Tensor | None
+    ) -> torch.Tensor | None:
         t0 = time.perf_counter()
         sel = (ids, w) if hot is None else cpu_slots(ids, w, hot)
         if sel is None or sel[0].numel() == 0:

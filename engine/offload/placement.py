@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from ..native.layers.moe import MoE
 from .cpu_experts import HostExpertLayer
 from .device_experts import tensor_fields
 from .pinning import pin_in_place
 from .plan import ExpertForm
 from .runtime import OffloadRuntime
+
+if TYPE_CHECKING:
+    from ..native.models.m3 import M3ForCausalLM
 
 # host forms the CPU computes with today; the offload-kernels work adds int4 / MXFP8
 HOST_FORMS = (ExpertForm.INT8, ExpertForm.INT4, ExpertForm.MXFP8, ExpertForm.BF16)
@@ -116,7 +120,12 @@ class HostExpertCollector:
         return out
 
 
-def attach(model, layers: dict[int, HostExpertLayer], cfg: OffloadConfig, device) -> None:
+def attach(
+    model: M3ForCausalLM,
+    layers: dict[int, HostExpertLayer],
+    cfg: OffloadConfig,
+    device: torch.device | str,
+) -> None:
     """Swaps the model's MoE blocks for offloaded ones over `layers`; sets model.offload."""
     device = torch.device(device)
     pinned = pin_in_place(layers) if device.type == "cuda" else []
@@ -125,7 +134,7 @@ def attach(model, layers: dict[int, HostExpertLayer], cfg: OffloadConfig, device
         if getattr(block, "is_moe", False):
             if i not in layers:
                 raise ValueError(f"MoE layer {i} has no routed experts in host memory")
-            block.block_sparse_moe = runtime.wrap(block.block_sparse_moe, i)
+            block.block_sparse_moe = runtime.wrap(cast(MoE, block.block_sparse_moe), i)
     model.offload = runtime
     # the CPU step needs the host in the middle of a decode step: no whole-step CUDA graph
     model.info = replace(model.info, cuda_graphs=False)

@@ -77,9 +77,9 @@ class PrefillStreamer:
         x: torch.Tensor,
         ids: torch.Tensor,
         weights: torch.Tensor,
-        alpha,
-        limit,
-        beta,
+        alpha: float,
+        limit: float,
+        beta: float,
     ) -> torch.Tensor:
         """Routed sum [T, h] fp32 on x's device, every expert of `layer` streamed once."""
         out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..m3.config import M3TextConfig
+from ..native.layers.moe import MoE
 from .cpu_experts import CpuExperts, HostExpertLayer
 from .hot_cache import HotExperts, HotStats
 from .offloaded_moe import OffloadedMoE
 from .pinning import host_bytes, unpin
 from .prefill_stream import PrefillStreamer
+
+if TYPE_CHECKING:
+    from .placement import OffloadConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +39,7 @@ class OffloadRuntime:
     def __init__(
         self,
         layers: dict[int, HostExpertLayer],
-        cfg,
+        cfg: OffloadConfig,
         device: torch.device,
         config: M3TextConfig,
         pinned: list[torch.Tensor] | None = None,
@@ -67,7 +72,7 @@ class OffloadRuntime:
         )
         self.modules: dict[int, OffloadedMoE] = {}
 
-    def wrap(self, moe, layer: int) -> OffloadedMoE:
+    def wrap(self, moe: MoE, layer: int) -> OffloadedMoE:
         m = OffloadedMoE(
             moe, layer, self.cpu, self.pool, self.hot, self.stream, self.cfg.prefill_stream_tokens
         )

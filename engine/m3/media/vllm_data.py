@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from PIL import Image
 
 from .config import MediaConfig
@@ -20,7 +21,7 @@ from .patches import patches_to_frames
 from .result import MediaInput
 
 
-def video_frames(item: MediaInput, cfg: MediaConfig | None = None):
+def video_frames(item: MediaInput, cfg: MediaConfig | None = None) -> np.ndarray:
     """The sampled (unpadded) uint8 frames [T, H, W, 3] of a video item."""
     cfg = cfg or MediaConfig()
     frames = patches_to_frames(item.pixel_values, item.grid_thw, cfg)

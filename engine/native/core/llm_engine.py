@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -26,6 +27,9 @@ from .sampling_params import TokenSamplingParams
 from .scheduler import Scheduler, SchedulerConfig
 from .scheduler_output import SchedulerOutput
 from .stop_strings import StopStringFilter
+
+if TYPE_CHECKING:
+    from ..runner.mm_inputs import MultiModalInputs
 
 _FINISH: dict[RequestStatus, FinishReason] = {
     RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
@@ -138,7 +142,7 @@ class LLMEngine:
         request_id: str,
         prompt_token_ids: Sequence[int],
         params: TokenSamplingParams | None = None,
-        mm_inputs=None,  # mm_inputs.MultiModalInputs for a prompt with images/videos
+        mm_inputs: MultiModalInputs | None = None,  # for a prompt with images/videos
     ) -> None:
         """Queues a request; raises PromptTooLong / EngineRequestError and changes nothing."""
         if mm_inputs is not None and self.runner.vision is None:

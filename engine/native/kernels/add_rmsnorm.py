@@ -76,7 +76,9 @@ def add_rmsnorm(
     return y, ro
 
 
-def reference(x, residual, weight, eps):
+def reference(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The torch path: the add rounds to the residual dtype, the norm runs in fp32."""
     res = x if residual is None else x + residual
     xf = res.float()

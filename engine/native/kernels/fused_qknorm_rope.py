@@ -207,7 +207,13 @@ def fused_qknorm_rope_insert(
     )
 
 
-def _ref_norm_rope(x, w, cos_sin_cache, positions, eps):
+def _ref_norm_rope(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    positions: torch.Tensor,
+    eps: float,
+) -> torch.Tensor:
     xf = x.float()
     y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w.float())
     rot = cos_sin_cache.shape[1]
@@ -221,22 +227,22 @@ def _ref_norm_rope(x, w, cos_sin_cache, positions, eps):
 
 
 def reference(
-    q,
-    k,
-    v,
-    iq,
-    ik,
-    q_norm_w,
-    k_norm_w,
-    iq_norm_w,
-    ik_norm_w,
-    cos_sin_cache,
-    positions,
-    eps,
-    kv_cache,
-    index_cache,
-    slot_mapping,
-    iq_out=None,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    iq: torch.Tensor | None,
+    ik: torch.Tensor | None,
+    q_norm_w: torch.Tensor,
+    k_norm_w: torch.Tensor,
+    iq_norm_w: torch.Tensor | None,
+    ik_norm_w: torch.Tensor | None,
+    cos_sin_cache: torch.Tensor,
+    positions: torch.Tensor,
+    eps: float,
+    kv_cache: torch.Tensor,
+    index_cache: torch.Tensor | None,
+    slot_mapping: torch.Tensor,
+    iq_out: torch.Tensor | None = None,
 ) -> None:
     """Plain torch, fp32 maths: Gemma RMSNorm ((1 + w) weights), then NeoX RoPE on the first
     rotary_dim channels; same in-place contract as the kernel."""
@@ -244,6 +250,7 @@ def reference(
     kn = _ref_norm_rope(k, k_norm_w, cos_sin_cache, positions, eps)
     reference_insert_kv(kn, v.float(), kv_cache, slot_mapping)
     if iq is not None and ik is not None and index_cache is not None:
+        assert iq_norm_w is not None and ik_norm_w is not None, "the index needs its norm weights"
         iqn = _ref_norm_rope(iq, iq_norm_w, cos_sin_cache, positions, eps)
         if iq_out is not None:
             iq_out.copy_(

@@ -109,7 +109,13 @@ def to_cache_dtype(x: torch.Tensor, dtype: torch.dtype, scale: float = 1.0) -> t
     return x.to(dtype)
 
 
-def reference_insert_kv(k, v, kv_cache, slot_mapping, scale: float = 1.0) -> None:
+def reference_insert_kv(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    scale: float = 1.0,
+) -> None:
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
     page, off = slots // BLOCK_SIZE, slots % BLOCK_SIZE
@@ -118,7 +124,9 @@ def reference_insert_kv(k, v, kv_cache, slot_mapping, scale: float = 1.0) -> Non
     kv_cache[page, :, off, d:] = to_cache_dtype(v[keep], kv_cache.dtype, scale)
 
 
-def reference_insert_index(ik, index_cache, slot_mapping, scale: float = 1.0) -> None:
+def reference_insert_index(
+    ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor, scale: float = 1.0
+) -> None:
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
     index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache_dtype(

@@ -155,8 +155,8 @@ def grouped_gemm(
     top_k: int,
     by_token: bool,
     route_w: torch.Tensor | None,
-    out_dtype,
-    tiles,
+    out_dtype: torch.dtype,
+    tiles: tuple[int, int, int, int, int],
 ) -> torch.Tensor:
     e, n, k = w.shape
     bm, bn, bk, warps, stages = tiles
@@ -255,23 +255,25 @@ def dequantize(w: torch.Tensor, scale: torch.Tensor | None, fmt: str) -> torch.T
 
 
 def reference(
-    x,
-    w13,
-    w2,
-    topk_weights,
-    topk_ids,
-    alpha=1.702,
-    limit=7.0,
-    beta=1.0,
-    fmt="bf16",
-    w13_scale=None,
-    w2_scale=None,
+    x: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    alpha: float = 1.702,
+    limit: float = 7.0,
+    beta: float = 1.0,
+    fmt: str = "bf16",
+    w13_scale: torch.Tensor | None = None,
+    w2_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-expert loop in fp32 over dequantised weights (the activation rounded to x's dtype
     between the GEMMs, as the kernel path stores it)."""
     from .swiglu import reference as swiglu_ref
 
-    def one(w, s, e):  # only the routed experts: M3's 128 in fp32 would be 29 GB
+    def one(
+        w: torch.Tensor, s: torch.Tensor | None, e: int
+    ) -> torch.Tensor:  # only the routed experts: M3's 128 in fp32 would be 29 GB
         return dequantize(w[e : e + 1], None if s is None else s[e : e + 1], fmt)[0]
 
     t, h = x.shape

@@ -72,7 +72,9 @@ def route(
     return w, ids
 
 
-def reference(logits, bias, top_k, scaling):
+def reference(
+    logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, scaling: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     from ..layers.moe import route as torch_route
 
     w, ids = torch_route(logits, bias, top_k, scaling)

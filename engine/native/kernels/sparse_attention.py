@@ -32,7 +32,13 @@ from .sparse_prefill import (  # noqa: F401  (re-exported)
 from .split_k_merge import _merge  # noqa: F401  (re-exported)
 
 
-def sparse_attention(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> torch.Tensor:
+def sparse_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
     """q [T, Hq, D], topk_idx [T, Hkv, K] logical block ids -> [T, Hq, D]. Decode rows (the
     first num_decodes requests) take the split-K path, the rest the block-outer path."""
     nd = md.num_decodes * md.decode_query_len if md.num_decodes else 0
@@ -46,7 +52,15 @@ def sparse_attention(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float)
     return out
 
 
-def _prefill_tail(q, kv_cache, topk_idx, md, scale, req, nd):
+def _prefill_tail(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+    req: torch.Tensor,
+    nd: int,
+) -> torch.Tensor:
     # The block-outer path indexes tokens absolutely; run it on all rows with the decode
     # rows' selections blanked, and keep the prefill rows.
     sel = topk_idx.clone()
@@ -54,7 +68,13 @@ def _prefill_tail(q, kv_cache, topk_idx, md, scale, req, nd):
     return sparse_attention_prefill(q, kv_cache, sel, md, scale, req_idx=req)[nd:]
 
 
-def reference(q, kv_cache, topk_idx, md: AttentionMetadata, scale: float) -> torch.Tensor:
+def reference(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
     """fp32 maths straight from SPEC 2.5 / 2.8: every query head of group g attends to the keys
     of the blocks index head g selected, causally (j <= pos)."""
     t, hq, d = q.shape

@@ -185,9 +185,9 @@ _COUNTERS = ArrivalCounters()  # a device workspace, not state: always zero betw
 
 
 def sparse_attention_decode(
-    q,
-    kv_cache,
-    topk_idx,
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
     md: AttentionMetadata,
     scale: float,
     req_idx: torch.Tensor | None = None,

@@ -21,6 +21,14 @@ from .attention_parts import (
 from .common import LOG2E, next_pow2, token_to_request
 from .split_k_merge import _merge
 
+# build_block_work's result: per work tile (KV head, request, block, first entry, entries),
+# and per sorted entry (token, selection slot); all int32
+BlockWork = tuple[
+    tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    tuple[torch.Tensor, torch.Tensor],
+]
+PrefillPlan = tuple[int, BlockWork]  # (tokens per tile, the work)
+
 
 @triton.jit
 def _prefill_tile(
@@ -89,7 +97,7 @@ def _prefill_kernel(
 
 def build_block_work(
     topk_idx: torch.Tensor, md: AttentionMetadata, tokens_per_tile: int, req_idx: torch.Tensor
-):
+) -> BlockWork:
     """Invert token->block selections into per-(KV head, request, block) token lists, cut into
     tiles of tokens_per_tile tokens. Returns the work arrays and the sorted entries."""
     t, hkv, k = topk_idx.shape
@@ -129,7 +137,7 @@ def prefill_plan(
     g_size: int,
     tokens_per_tile: int | None = None,
     req_idx: torch.Tensor | None = None,
-):
+) -> PrefillPlan:
     """The block-outer work list (host-synchronising: its length sizes the grid)."""
     tt = tokens_per_tile or max(1, 128 // g_size)
     req = token_to_request(md, topk_idx.device) if req_idx is None else req_idx
@@ -137,12 +145,12 @@ def prefill_plan(
 
 
 def sparse_attention_prefill_planned(
-    q,
-    kv_cache,
-    topk_idx,
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
     md: AttentionMetadata,
     scale: float,
-    plan,
+    plan: PrefillPlan,
     persistent: int = 0,
     num_warps: int | None = None,
     num_stages: int = 2,
@@ -183,9 +191,9 @@ def sparse_attention_prefill_planned(
 
 
 def sparse_attention_prefill(
-    q,
-    kv_cache,
-    topk_idx,
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
     md: AttentionMetadata,
     scale: float,
     tokens_per_tile: int | None = None,

@@ -236,6 +236,7 @@ def load_model(
     if collector is not None:
         from ...offload.placement import attach
 
+        assert isinstance(model, M3ForCausalLM)  # only M3 gets a collector
         attach(model, collector.layers(), offload, device)
     return model.eval()
 

@@ -8,11 +8,15 @@ rotary pairs are interleaved; we undo that to get HF's NeoX half-split layout.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..models.llama import LlamaConfig, LlamaForCausalLM
+
+if TYPE_CHECKING:
+    from gguf import GGUFReader, ReaderTensor
 
 _LAYER_NAMES = {
     "attn_norm": "input_layernorm",
@@ -33,14 +37,15 @@ def unpermute_rows(w: torch.Tensor, n_head: int) -> torch.Tensor:
     return w.reshape(n_head, out // n_head // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def _field(reader, key: str, default=None):
+def _field(reader: GGUFReader, key: str, default: float | None = None) -> Any:
+    """The field's value as the file holds it (an int, float, str or list), or `default`."""
     f = reader.fields.get(key)
     if f is None:
         return default
     return f.contents()
 
 
-def _tensor(t) -> torch.Tensor:
+def _tensor(t: ReaderTensor) -> torch.Tensor:
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 

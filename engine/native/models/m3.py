@@ -7,6 +7,9 @@ or MoE per moe_layer_freq; Gemma norms; per-head QK-norm before the partial RoPE
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -19,6 +22,12 @@ from ..layers.moe import MoE
 from ..layers.norm import GemmaRMSNorm
 from ..layers.op_table import OpTable, resolve_ops
 from ..layers.rope import RotaryEmbedding
+
+if TYPE_CHECKING:
+    from ...offload.runtime import OffloadRuntime
+
+# the fused kernel's rope input: the cos | sin rows of this step and the row of each token
+RopeRows = tuple[torch.Tensor, torch.Tensor]
 
 
 class M3Attention(nn.Module):
@@ -69,11 +78,11 @@ class M3Attention(nn.Module):
         cache: LayerCache,
         md: AttentionMetadata,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
-        rope_rows=None,
+        rope_rows: RopeRows | None = None,
     ) -> torch.Tensor:
         t = x.shape[0]
-        fused = self.ops.fused_qknorm_rope_insert if rope_rows is not None else None
-        if fused is not None and self._qkv.intact():
+        fused = self.ops.fused_qknorm_rope_insert
+        if rope_rows is not None and fused is not None and self._qkv.intact():
             return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
         cos, sin = cos_sin
@@ -99,7 +108,12 @@ class M3Attention(nn.Module):
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
     def _forward_fused(
-        self, x, cache: LayerCache, md: AttentionMetadata, rope_rows, fused
+        self,
+        x: torch.Tensor,
+        cache: LayerCache,
+        md: AttentionMetadata,
+        rope_rows: RopeRows,
+        fused: Callable[..., None],
     ) -> torch.Tensor:
         """CUDA: one projection GEMM, one QK-norm + RoPE + KV / index-key insert launch
         (kernels/fused_qknorm_rope.py), then the attention kernels on strided views."""
@@ -214,7 +228,7 @@ class M3DecoderLayer(nn.Module):
         cache: LayerCache,
         md: AttentionMetadata,
         cos_sin: tuple[torch.Tensor, torch.Tensor],
-        rope_rows=None,
+        rope_rows: RopeRows | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         x, residual = self.input_layernorm.add_forward(h, residual)
         x = self.self_attn(x, cache, md, cos_sin, rope_rows)
@@ -260,7 +274,7 @@ class M3ForCausalLM(nn.Module):
         self.config = config
         # engine/offload/runtime.OffloadRuntime once placement moved the routed experts to
         # host memory (the engine refreshes its hot-expert cache between requests).
-        self.offload = None
+        self.offload: OffloadRuntime | None = None
         limit = config.max_model_len
         if max_model_len is not None and max_model_len > limit:
             raise ValueError(

@@ -93,7 +93,9 @@ class VisionConfig:
         )
 
 
-def split_segments(grid_thw: Sequence[Sequence[int]], max_frames: int | None) -> list[tuple]:
+def split_segments(
+    grid_thw: Sequence[Sequence[int]], max_frames: int | None
+) -> list[tuple[int, int, int]]:
     """Grids cut into segments of at most `max_frames` temporal groups (t restarts at 0)."""
     out: list[tuple[int, int, int]] = []
     for t, h, w in grid_thw:
@@ -104,7 +106,11 @@ def split_segments(grid_thw: Sequence[Sequence[int]], max_frames: int | None) ->
     return out
 
 
-def rope_cos_sin(cfg: VisionConfig, segments: Sequence[tuple[int, int, int]], device=None):
+def rope_cos_sin(
+    cfg: VisionConfig,
+    segments: Sequence[tuple[int, int, int]],
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """fp32 cos/sin [N, 3*axis/2]: columns are the t band, then h, then w (NeoX halves)."""
     a, m = cfg.axis_dim, cfg.spatial_merge_size
     inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, a, 2, dtype=torch.float32, device=device) / a))
@@ -143,7 +149,9 @@ class VisionAttention(nn.Module):
         self.q_proj, self.k_proj = nn.Linear(d, d), nn.Linear(d, d)
         self.v_proj, self.out_proj = nn.Linear(d, d), nn.Linear(d, d)
 
-    def forward(self, x, cu_seqlens: list[int], cos, sin):
+    def forward(
+        self, x: torch.Tensor, cu_seqlens: list[int], cos: torch.Tensor, sin: torch.Tensor
+    ) -> torch.Tensor:
         n = x.shape[0]
         q = apply_rope(self.q_proj(x).view(n, self.heads, self.head_dim), cos, sin)
         k = apply_rope(self.k_proj(x).view(n, self.heads, self.head_dim), cos, sin)
@@ -165,7 +173,7 @@ class VisionMLP(nn.Module):
         self.fc2 = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
         self.act = _ACTS[cfg.hidden_act]
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.act(self.fc1(x)))
 
 
@@ -177,7 +185,9 @@ class VisionEncoderLayer(nn.Module):
         self.layer_norm2 = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
         self.mlp = VisionMLP(cfg)
 
-    def forward(self, x, cu_seqlens, cos, sin):
+    def forward(
+        self, x: torch.Tensor, cu_seqlens: list[int], cos: torch.Tensor, sin: torch.Tensor
+    ) -> torch.Tensor:
         x = x + self.self_attn(self.layer_norm1(x), cu_seqlens, cos, sin)
         return x + self.mlp(self.layer_norm2(x))
 
@@ -188,7 +198,7 @@ class _Embeddings(nn.Module):
         k = (cfg.temporal_patch_size, cfg.patch_size, cfg.patch_size)
         self.patch_embedding = nn.Conv3d(cfg.num_channels, cfg.hidden_size, k, k, bias=False)
 
-    def forward(self, pixel_values):
+    def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         # kernel == stride == the whole patch, so the Conv3d is one matmul per row
         w = self.patch_embedding.weight
         return pixel_values.to(w.dtype) @ w.view(w.shape[0], -1).t()
@@ -208,7 +218,9 @@ class VisionTransformer(nn.Module):
         self.pre_layrnorm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)  # HF spelling
         self.encoder = _Encoder(cfg)
 
-    def forward(self, pixel_values, grid_thw):
+    def forward(
+        self, pixel_values: torch.Tensor, grid_thw: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
         segs = split_segments(grid_thw, self.cfg.vision_segment_max_frames)
         cu = [0]
         for t, h, w in segs:
@@ -231,7 +243,7 @@ class _TwoLayerMLP(nn.Module):
         self.linear_2 = nn.Linear(d_mid, d_out, bias=bias)
         self.act = _ACTS[act]
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.linear_2(self.act(self.linear_1(x)))
 
 
@@ -259,7 +271,9 @@ class M3VisionTower(nn.Module):
             cfg.projector_hidden_act,
         )
 
-    def forward(self, pixel_values: torch.Tensor, grid_thw: Sequence[Sequence[int]]):
+    def forward(
+        self, pixel_values: torch.Tensor, grid_thw: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
         x = self.vision_model(pixel_values, grid_thw)
         x = self.multi_modal_projector(x)  # per patch, *before* merging (weights force it)
         m2 = self.cfg.spatial_merge_size**2

@@ -14,6 +14,7 @@ to the context actually served instead of to max_model_len.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ import torch
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from ..core.model_api import LayerCache, NativeModel
-from ..core.scheduler_output import SchedulerOutput
+from ..core.scheduler_output import ScheduledRequest, SchedulerOutput
 
 _BATCH_BUCKETS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 _MIN_WIDTH = 16  # pages: 2K tokens
@@ -114,7 +115,7 @@ class DecodeGraphs:
         g.graph.replay()
         return g.logits[:n], g.greedy[:n]
 
-    def _stage(self, rows, b: int, w: int) -> None:
+    def _stage(self, rows: Sequence[ScheduledRequest], b: int, w: int) -> None:
         n = len(rows)
         h64, h32 = self._np64, self._np32
         qsl = h32[: b + 1]

@@ -20,6 +20,8 @@ from .sampler import Sampler, seeded_generator
 
 if TYPE_CHECKING:
     from ..models.m3 import M3ForCausalLM
+    from .cuda_graphs import DecodeGraphs
+    from .mm_inputs import MultiModalInputs, VisionEmbedder
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +72,8 @@ class ModelRunner:
         caches: list[LayerCache],
         device: torch.device,
         keep_logits: bool = False,
-        vision=None,  # mm_inputs.VisionEmbedder: merges image/video rows into the embeddings
-        graphs=None,  # cuda_graphs.DecodeGraphs: replays decode steps (None: always eager)
+        vision: VisionEmbedder | None = None,  # merges image/video rows into the embeddings
+        graphs: DecodeGraphs | None = None,  # replays decode steps (None: always eager)
     ) -> None:
         self.model = model
         self.graphs = graphs
@@ -86,8 +88,14 @@ class ModelRunner:
         self._params: dict[str, TokenSamplingParams] = {}
         self._generators: dict[str, torch.Generator | None] = {}
 
-    def add_request(self, request_id: str, params: TokenSamplingParams, mm_inputs=None) -> None:
+    def add_request(
+        self,
+        request_id: str,
+        params: TokenSamplingParams,
+        mm_inputs: MultiModalInputs | None = None,
+    ) -> None:
         if mm_inputs is not None:
+            assert self.vision is not None, "LLMEngine.add_request refuses media without a tower"
             self.vision.add_request(request_id, mm_inputs)
         self._params[request_id] = params
         self._generators[request_id] = (
