@@ -15,7 +15,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import (
     ChatDelta,
@@ -30,11 +30,17 @@ from ..api import (
     SamplingParams,
 )
 from ..m3.chat import ChatLayer, Turn
+from ..m3.chat_template import ChatTemplate
 from ..native.core.engine_config import EngineConfig
 from ..native.core.llm_engine import LLMEngine
 from ..native.core.outputs import PrefillStep, RequestOutput
 from ..native.core.sampling_params import TokenSamplingParams
 from .completion import CompletionRequest
+
+if TYPE_CHECKING:
+    from ..native.runner.mm_inputs import MultiModalInputs
+    from ..offload.placement import OffloadConfig
+    from .native_media import NativeMedia
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ class _Add:
     params: TokenSamplingParams
     loop: asyncio.AbstractEventLoop
     sink: asyncio.Queue
-    mm_inputs: Any = None  # mm_inputs.MultiModalInputs when the prompt carries images/videos
+    mm_inputs: MultiModalInputs | None = None  # when the prompt carries images/videos
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,9 +67,9 @@ class NativeEngine:
         engine: LLMEngine,
         tokenizer: Any,
         model_name: str = "native",
-        template: Any = None,
+        template: ChatTemplate | None = None,
         extra_stop_token_ids: tuple[int, ...] = (),
-        media: Any = None,  # native_media.NativeMedia when the engine has a vision tower
+        media: NativeMedia | None = None,  # when the engine has a vision tower
     ) -> None:
         self._engine = engine
         self._tokenizer = tokenizer
@@ -86,13 +92,12 @@ class NativeEngine:
         dtype: str = "float32",
         config: EngineConfig | None = None,
         progress: Callable[[int, int], None] | None = None,
-        offload: object = None,
+        offload: OffloadConfig | None = None,
     ) -> NativeEngine:
         """The engine through native's front door (`LLM.from_model_dir`), plus the chat
         template and the media preprocessing; any failure is one EngineUnavailable line.
         progress(bytes done, bytes total) while the weights load. offload: an
         offload.placement.OffloadConfig puts M3's routed experts in host memory (CPU compute)."""
-        from ..m3.chat_template import ChatTemplate
         from ..m3.tokenizer import M3Tokenizer
         from ..m3.tokens import EOS
         from ..native.llm import LLM
@@ -173,7 +178,12 @@ class NativeEngine:
                 yield d
 
     async def _generate(
-        self, request_id: str, ids: list[int], s: SamplingParams, mm: Any, turn: Turn
+        self,
+        request_id: str,
+        ids: list[int],
+        s: SamplingParams,
+        mm: MultiModalInputs | None,
+        turn: Turn,
     ) -> AsyncGenerator[ChatDelta, None]:
         try:
             params = TokenSamplingParams(

@@ -16,13 +16,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import EngineRequestError, EngineUnavailable, MediaPart, Message
 from ..m3.media.config import MediaConfig, MediaLimits
 from ..m3.media.load import load_media
 from ..m3.media.placeholders import VisionTokenIds, expand_prompt_ids
 from ..m3.media.result import MediaInput
+
+if TYPE_CHECKING:
+    from ..native.runner.mm_inputs import MultiModalInputs
 
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024  # pixel_values kept for later turns (float32 patches)
 
@@ -103,7 +106,7 @@ class NativeMedia:
 
     def prepare(
         self, messages: Sequence[Message], prompt_ids: Sequence[int]
-    ) -> tuple[list[int], Any]:
+    ) -> tuple[list[int], MultiModalInputs]:
         """(expanded prompt ids, MultiModalInputs) for a rendered prompt; errors are one line."""
         from ..native.runner.mm_inputs import MultiModalInputs
 

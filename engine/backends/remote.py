@@ -40,6 +40,7 @@ from ..api import (
     UsageDelta,
 )
 from ..m3.chat import ChatLayer, render_parts
+from ..m3.chat_template import ChatTemplate
 from ..m3.neutralise import prompt_text
 from .remote_completion import (
     NoCompletions,
@@ -71,7 +72,7 @@ class RemoteEngine:
         send_raw_text: bool = False,
         unix_socket: str | None = None,
         tokenizer: Any = None,
-        template: Any = None,
+        template: ChatTemplate | None = None,
         completions: bool | None = None,
     ):
         """tokenizer: the model's (M3Tokenizer), to send prompts as token ids; template: the

@@ -23,7 +23,7 @@ def _media_part(part: MediaPart) -> dict[str, Any]:
         raise EngineRequestError(f"cannot read {part.kind} {part.path}: {e.strerror or e}") from e
 
 
-def _user_content(m: Message) -> Any:
+def _user_content(m: Message) -> str | list[dict[str, Any]]:
     if not m.media:
         return neutralise(m.content)
     parts: list[dict[str, Any]] = [_media_part(p) for p in m.media]

@@ -34,7 +34,12 @@ class ContentReparser:
     either reasoning_content or a `</mm:think>` in content decides which case this is, content
     is held back (a short wait in practice: reasoning comes first)."""
 
-    def __init__(self, tools: list[dict[str, Any]], thinking_mode: str, tool_choice: Any = None):
+    def __init__(
+        self,
+        tools: list[dict[str, Any]],
+        thinking_mode: str,
+        tool_choice: str | dict[str, Any] | None = None,
+    ):
         self._tools = tools
         self._mode = thinking_mode
         self._tool_choice = tool_choice

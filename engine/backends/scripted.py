@@ -24,6 +24,7 @@ from ..api import (
     EngineStats,
 )
 from ..m3.chat import ChatLayer, Turn
+from ..m3.chat_template import ChatTemplate
 from .completion import CompletionRequest
 
 PAGE_TOKENS = 128
@@ -59,7 +60,7 @@ class ScriptedEngine:
         *,
         chunk_chars: int = 7,
         chunk_delay_s: float = 0.0,
-        template: Any = None,
+        template: ChatTemplate | None = None,
         model: str = "scripted",
         max_context_tokens: int = 196_608,
     ):

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import (
     ChatDelta,
@@ -29,6 +29,7 @@ from ..api import (
     SamplingParams,
 )
 from ..m3.chat import ChatLayer, Turn, check_prompt_len
+from ..m3.chat_template import ChatTemplate
 from ..model_source import checkpoint_facts, resolve_model
 from .completion import CompletionRequest
 from .vllm_args import (
@@ -42,6 +43,9 @@ from .vllm_core_log import CoreOutputTail
 from .vllm_errors import load_error, request_error
 from .vllm_media import expanded_len, media_config_of, media_items
 from .vllm_sampling import check_sampling
+
+if TYPE_CHECKING:
+    from ..m3.media import MediaConfig
 
 
 def _import_vllm() -> Any:
@@ -75,9 +79,9 @@ class VllmEngine:
         vllm: Any,
         plan: EnginePlan,
         model_name: str,
-        template: Any = None,
+        template: ChatTemplate | None = None,
         tokenizer: Any = None,
-        media_config: Any = None,
+        media_config: MediaConfig | None = None,
     ):
         self._engine = engine
         self._vllm = vllm
@@ -96,7 +100,6 @@ class VllmEngine:
         cls, path: str | Path, options: VllmOptions | None = None, gpus: GpuInfo | None = None
     ) -> VllmEngine:
         """Plans the arguments, then loads; every failure is one EngineUnavailable line."""
-        from ..m3.chat_template import ChatTemplate
         from ..m3.tokenizer import M3Tokenizer
 
         resolved = resolve_model(str(path))

@@ -14,9 +14,12 @@ class name along the MRO, so this module needs no vllm import.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..api import EngineError, EngineRequestError, EngineUnavailable
+
+if TYPE_CHECKING:
+    from .vllm_args import EnginePlan
 
 _OOM = ("out of memory", "outofmemory", "cuda error: out of memory")
 _KV = (
@@ -40,7 +43,7 @@ _ARCH = ("model architectures", "not supported for now", "unrecognized configura
 
 
 def load_error(
-    e: BaseException, path: Path, plan: Any, root_cause: str | None = None
+    e: BaseException, path: Path, plan: EnginePlan, root_cause: str | None = None
 ) -> EngineUnavailable:
     """`root_cause`: the engine core's own last exception line, when the frontend only got
     the "initialization failed" wrapper; it then decides the advice and is shown."""

@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..api import EngineRequestError, EngineUnavailable, Message
 
+if TYPE_CHECKING:
+    from ..m3.media import MediaConfig, MediaInput
+    from .vllm_args import EnginePlan
 
-def media_items(messages: Sequence[Message], plan: Any, model_name: str, config: Any) -> list[Any]:
+
+def media_items(
+    messages: Sequence[Message], plan: EnginePlan, model_name: str, config: MediaConfig | None
+) -> list[MediaInput]:
     """The request's media as loaded MediaInputs, in prompt order; [] for a text request."""
     parts = [p for m in messages if m.role in ("user", "tool") for p in m.media]
     if not parts:
@@ -39,7 +45,7 @@ def media_items(messages: Sequence[Message], plan: Any, model_name: str, config:
 
 
 def expanded_len(
-    ids: Sequence[int], items: Sequence[Any], encode: Callable[[str], list[int]]
+    ids: Sequence[int], items: Sequence[MediaInput], encode: Callable[[str], list[int]]
 ) -> int:
     """Prompt length once every placeholder id stands for its item's full token run."""
     if not items:
@@ -49,7 +55,7 @@ def expanded_len(
     return len(ids) + sum(prompt_token_count(item, encode) - 1 for item in items)
 
 
-def media_config_of(path: Path) -> Any:
+def media_config_of(path: Path) -> MediaConfig:
     """The checkpoint's preprocessing (preprocessor_config.json), else M3's defaults."""
     from ..m3.media import MediaConfig
 

@@ -147,6 +147,7 @@ class ChatTemplate:
     ) -> str:
         from .jinja_env import message_to_openai, render_template
 
+        assert self._template is not None  # a checkpoint's template: render() checked
         # Tool schemas (an MCP server's descriptions) and tool-call arguments are printed
         # inside the template's own runs (tojson, to_xml), where markers would be tokens:
         # a schema is outside text, every marker string in it is neutralised; arguments are

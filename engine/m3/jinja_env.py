@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jinja2 import TemplateError
+from jinja2 import Template, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..api import Message
@@ -25,7 +25,7 @@ def _tojson(
     x: Any,
     ensure_ascii: bool = False,
     indent: int | None = None,
-    separators: Any = None,
+    separators: tuple[str, str] | None = None,
     sort_keys: bool = False,
 ) -> str:
     # HF's tojson: key order kept and no HTML escaping (jinja's own sorts keys and escapes <>).
@@ -34,7 +34,7 @@ def _tojson(
     )
 
 
-def compile_template(source: str, origin: str) -> Any:
+def compile_template(source: str, origin: str) -> Template:
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
     )
@@ -47,7 +47,7 @@ def compile_template(source: str, origin: str) -> Any:
         raise ValueError(f"chat template {origin} does not compile: {e}") from None
 
 
-def render_template(template: Any, origin: str, **context: Any) -> str:
+def render_template(template: Template, origin: str, **context: Any) -> str:
     try:
         return template.render(**context)
     except _TemplateRaised as e:

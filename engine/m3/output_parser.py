@@ -8,7 +8,7 @@ the deltas equals `parse_output` of the whole text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ class M3OutputParser:
         tools: Sequence[dict[str, Any]] = (),
         thinking_mode: str = "adaptive",
         *,
-        tool_choice: Any = None,
+        tool_choice: str | dict[str, Any] | None = None,
         id_seed: int | None = None,
     ):
         self._reasoning = ReasoningParser(thinking_mode)
@@ -66,7 +66,7 @@ class M3OutputParser:
         out.extend(self._tools.finish())
         return out
 
-    def _route(self, segments: Any) -> list[ChatDelta]:
+    def _route(self, segments: Iterator[Segment]) -> list[ChatDelta]:
         out: list[ChatDelta] = []
         for kind, text in segments:  # a generator: lock() below affects its next segments
             if kind == "reasoning":
@@ -91,7 +91,7 @@ def parse_output(
     tools: Sequence[dict[str, Any]] = (),
     thinking_mode: str = "adaptive",
     *,
-    tool_choice: Any = None,
+    tool_choice: str | dict[str, Any] | None = None,
     id_seed: int | None = None,
 ) -> ParsedOutput:
     parser = M3OutputParser(tools, thinking_mode, tool_choice=tool_choice, id_seed=id_seed)

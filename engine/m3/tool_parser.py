@@ -153,7 +153,7 @@ class ToolCallParser:
         tools: Sequence[dict[str, Any]] = (),
         ids: CallIds | None = None,
         *,
-        tool_choice: Any = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ):
         self._schemas = tool_schemas(tools)
         choice = check_tool_choice(tool_choice)

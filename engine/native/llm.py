@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,6 +18,9 @@ from ..api import EngineUnavailable
 from .core.detokenizer import TokenizerLike
 from .core.engine_config import EngineConfig
 from .core.llm_engine import LLMEngine
+
+if TYPE_CHECKING:
+    from ..offload.placement import OffloadConfig
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -44,7 +48,7 @@ class LLM(LLMEngine):
         need_tokenizer: bool = True,
         vision: bool = True,
         progress: Callable[[int, int], None] | None = None,
-        offload: object = None,
+        offload: OffloadConfig | None = None,
     ) -> LLM:
         """Loads the tokenizer first (cheap, and the first thing a bad path fails), then the
         weights, then the vision tower when `vision` and the checkpoint has one.

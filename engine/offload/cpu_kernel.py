@@ -15,7 +15,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 from .cpu_kernel_src import SOURCE
 
@@ -38,7 +38,7 @@ FORM_CODE = {"int8": 0, "int4": 1, "mxfp8": 2, "bf16": 3}
 
 @dataclass(frozen=True, slots=True)
 class KernelStatus:
-    module: Any | None
+    module: ModuleType | None
     reason: str  # why there is no module, or where it was built
 
 
@@ -115,7 +115,7 @@ class KernelLoader:
                 )
         return self._status
 
-    def module(self) -> Any | None:
+    def module(self) -> ModuleType | None:
         return self.status().module
 
 

@@ -37,7 +37,7 @@ def to_vllm_multimodal_data(
     """
     cfg = cfg or MediaConfig()
     images: list[Image.Image] = []
-    videos: list[tuple[Any, dict[str, Any]]] = []
+    videos: list[tuple[np.ndarray, dict[str, Any]]] = []
     for item in items:
         if item.kind == "image":
             frame = patches_to_frames(item.pixel_values, item.grid_thw, cfg)[0]

@@ -16,7 +16,6 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -39,7 +38,7 @@ class OpTable:
     sparse_attention: Callable[..., torch.Tensor] = sparse_attention
     route: Callable[..., tuple[torch.Tensor, torch.Tensor]] = route
     # fused kernels standing for several torch steps; None: the layer runs those steps
-    add_rmsnorm: Callable[..., Any] | None = None
+    add_rmsnorm: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
     swiglu_oai_merged: Callable[..., torch.Tensor] | None = None
     grouped_moe: Callable[..., torch.Tensor] | None = None
     fused_qknorm_rope_insert: Callable[..., None] | None = None

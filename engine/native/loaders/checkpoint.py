@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -27,6 +27,9 @@ from ..models.llama import LlamaConfig, LlamaForCausalLM
 from ..models.m3 import M3ForCausalLM
 from .fp8 import dequantize_fp8, dequantize_mxfp8, is_mx_scale
 from .gguf import load_gguf
+
+if TYPE_CHECKING:
+    from ...offload.placement import HostExpertCollector, OffloadConfig
 
 log = logging.getLogger(__name__)
 _SKIP_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
@@ -88,7 +91,7 @@ def _load_safetensors(
     files: list[Path],
     dtype: torch.dtype,
     progress: Callable[[int, int], None] | None = None,
-    experts: Any = None,  # offload.placement.HostExpertCollector: routed experts go to it
+    experts: HostExpertCollector | None = None,  # routed experts go to it
 ) -> None:
     params = dict(model.named_parameters())
     # Bytes read of the files' total (skipped tensors, e.g. a vision tower, are never read:
@@ -181,7 +184,7 @@ def load_model(
     max_model_len: int | None = None,
     rope_scaling: dict[str, Any] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    offload: Any = None,
+    offload: OffloadConfig | None = None,
 ) -> M3ForCausalLM | LlamaForCausalLM:
     """Build and fill a NativeModel from a checkpoint directory or GGUF file.
 
@@ -224,20 +227,16 @@ def load_model(
             f"unknown architecture in {p / 'config.json'}: model_type "
             f"{cfg.get('model_type')!r}, architectures {cfg.get('architectures')}"
         )
-    if offload is not None and not isinstance(model, M3ForCausalLM):
+    if offload is None:
+        _load_safetensors(model, files, dtype, progress)
+        return model.eval()
+    if not isinstance(model, M3ForCausalLM):
         raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
-    collector = None
-    if offload is not None:
-        from ...offload.placement import HostExpertCollector
+    from ...offload.placement import HostExpertCollector, attach
 
-        assert isinstance(model, M3ForCausalLM)  # checked above
-        collector = HostExpertCollector(model.config.num_local_experts, offload.form)
+    collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
-    if collector is not None:
-        from ...offload.placement import attach
-
-        assert isinstance(model, M3ForCausalLM)  # only M3 gets a collector
-        attach(model, collector.layers(), offload, device)
+    attach(model, collector.layers(), offload, device)
     return model.eval()
 
 

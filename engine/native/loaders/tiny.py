@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from ...m3 import tokens as m3tokens
 from ...m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dict
 from .fp8 import quantize_fp8, quantize_mxfp8
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 PREFIX = "language_model."
 
@@ -114,7 +117,7 @@ def _fp8_eligible(name: str, t: torch.Tensor) -> bool:
     )
 
 
-def _added_ids(tok: Any) -> dict[str, int]:
+def _added_ids(tok: Tokenizer) -> dict[str, int]:
     """M3's added tokens -> their ids in a tokenizers.Tokenizer that holds them all."""
     ids: dict[str, int] = {}
     for t in m3tokens.ALL_ADDED_TOKENS:

@@ -4,13 +4,16 @@ other tokenizer.json, or the vocabulary inside a GGUF file (through transformers
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.detokenizer import TokenizerLike
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
 
 class _TokenizersAdapter:
-    def __init__(self, tok: Any) -> None:
+    def __init__(self, tok: Tokenizer) -> None:
         self._tok = tok
 
     def encode(self, text: str) -> list[int]:
