@@ -10,8 +10,12 @@ it rendered (a thinking toggle changes only the generation prefix).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..api import SamplingParams
+
+if TYPE_CHECKING:
+    from ..m3.chat import ChatLayer
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +28,10 @@ class CompletionRequest:
     def __post_init__(self) -> None:
         if (self.prompt_token_ids is None) == (self.prompt_text is None):
             raise ValueError("a completion needs a prompt: token ids or text, not both")
+
+
+def prompt_ids(request: CompletionRequest, chat: ChatLayer) -> list[int]:
+    """The completion's prompt as token ids: its own, or its text tokenized whole."""
+    if request.prompt_token_ids is not None:
+        return list(request.prompt_token_ids)
+    return chat.encode_prompt_text(request.prompt_text or "")

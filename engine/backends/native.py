@@ -35,7 +35,7 @@ from ..native.core.engine_config import EngineConfig
 from ..native.core.llm_engine import LLMEngine
 from ..native.core.outputs import PrefillStep, RequestOutput
 from ..native.core.sampling_params import TokenSamplingParams
-from .completion import CompletionRequest
+from .completion import CompletionRequest, prompt_ids
 
 if TYPE_CHECKING:
     from ..native.runner.mm_inputs import MultiModalInputs
@@ -167,9 +167,7 @@ class NativeEngine:
         """A raw completion (/v1/completions): the text unparsed, then the UsageDelta."""
         if self._closed:
             raise EngineUnavailable("the native engine is closed")
-        ids = list(request.prompt_token_ids or ()) or self._chat.encode_prompt_text(
-            request.prompt_text or ""
-        )
+        ids = prompt_ids(request, self._chat)
         turn = self._chat.start_raw(len(ids))
         async with contextlib.aclosing(
             self._generate(request.request_id, ids, request.sampling, None, turn)

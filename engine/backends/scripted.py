@@ -25,7 +25,7 @@ from ..api import (
 )
 from ..m3.chat import ChatLayer, Turn
 from ..m3.chat_template import ChatTemplate
-from .completion import CompletionRequest
+from .completion import CompletionRequest, prompt_ids
 
 PAGE_TOKENS = 128
 
@@ -128,9 +128,7 @@ class ScriptedEngine:
         """A raw completion: the next reply as text, unparsed (what /v1/completions serves)."""
         text = self._next_reply()
         chat = self._layer()
-        ids = list(request.prompt_token_ids or ()) or chat.encode_prompt_text(
-            request.prompt_text or ""
-        )
+        ids = prompt_ids(request, chat)
         self.prompts.append(request.prompt_text or self._tok().decode(ids))
         async for d in self._play(request.request_id, ids, text, chat.start_raw(len(ids))):
             yield d

@@ -31,7 +31,7 @@ from ..api import (
 from ..m3.chat import ChatLayer, Turn, check_prompt_len
 from ..m3.chat_template import ChatTemplate
 from ..model_source import checkpoint_facts, resolve_model
-from .completion import CompletionRequest
+from .completion import CompletionRequest, prompt_ids
 from .vllm_args import (
     EnginePlan,
     GpuInfo,
@@ -181,10 +181,7 @@ class VllmEngine:
         if self._closed:
             raise EngineUnavailable("the vllm engine is closed")
         check_sampling(request.sampling)
-        if request.prompt_token_ids is not None:
-            ids = list(request.prompt_token_ids)
-        else:
-            ids = self._chat.encode_prompt_text(request.prompt_text or "")
+        ids = prompt_ids(request, self._chat)
         check_prompt_len(len(ids), self.plan.max_model_len)
         turn = self._chat.start_raw(len(ids))
         async with contextlib.aclosing(
