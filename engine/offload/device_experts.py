@@ -24,6 +24,15 @@ def tensor_fields(layer: HostExpertLayer) -> dict[str, torch.Tensor]:
     return layer.tensors()
 
 
+def empty_slots(layer: HostExpertLayer, n: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """Room on `device` for n experts in the layer's form: its tensor fields with n experts
+    (contents undefined until experts are copied in)."""
+    return {
+        k: torch.empty((n, *v.shape[1:]), dtype=v.dtype, device=device)
+        for k, v in tensor_fields(layer).items()
+    }
+
+
 def _projection(t: dict[str, torch.Tensor], slot: int, which: str) -> dict[str, torch.Tensor]:
     """Expert `slot`'s tensors of one projection ('13' or '2') as forms.pack laid them out."""
     return {p: t[p + which][slot] for p in ("w", "s", "m") if p + which in t}
@@ -58,6 +67,29 @@ def expert_forward(
     gu = (xb @ w13.to(torch.bfloat16).t()).float()
     act = swiglu_oai_merged(gu, alpha, limit, beta).to(torch.bfloat16)
     return (act @ w2.to(torch.bfloat16).t()).float()
+
+
+def add_expert(
+    out: torch.Tensor,
+    x: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    expert: int,
+    form: ExpertForm,
+    t: dict[str, torch.Tensor],
+    slot: int,
+    alpha: float,
+    limit: float,
+    beta: float,
+) -> None:
+    """out [T, h] fp32 += routing weight x expert(x) on the tokens routed to `expert`, whose
+    weights are slot `slot` of `t`. ids/weights [T, k] may be host tensors: the routed pairs
+    move to x's device."""
+    tok, choice = (ids == expert).nonzero(as_tuple=True)
+    wt = weights[tok, choice].to(x.device, non_blocking=True)
+    tok = tok.to(x.device, non_blocking=True)
+    y = expert_forward(form, t, slot, x.index_select(0, tok), alpha, limit, beta)
+    out.index_add_(0, tok, y * wt[:, None])
 
 
 def dequantised(layer: HostExpertLayer, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .cpu_experts import HostExpertLayer
-from .device_experts import expert_forward, tensor_fields
+from .device_experts import add_expert, empty_slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +44,7 @@ class HotExperts:
         self.is_hot: dict[int, torch.Tensor] = {}  # layer -> bool [E] on the host
         for i, L in layers.items():
             n = min(per_layer, L.num_experts)
-            self.slots[i] = {
-                k: torch.empty((n, *v.shape[1:]), dtype=v.dtype, device=device)
-                for k, v in tensor_fields(L).items()
-            }
+            self.slots[i] = empty_slots(L, n, device)
             self.resident[i] = [-1] * n
             self.is_hot[i] = torch.zeros(L.num_experts, dtype=torch.bool)
         self.lookups = self.hits = self.refreshes = self.uploads = 0
@@ -102,19 +99,8 @@ class HotExperts:
         out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
         form = self.host[layer].form
         for e in torch.unique(ids[hot]).tolist():
-            tok, slot = (ids == e).nonzero(as_tuple=True)
-            wt = weights[tok, slot].to(x.device, non_blocking=True)
-            tok = tok.to(x.device, non_blocking=True)
-            y = expert_forward(
-                form,
-                self.slots[layer],
-                self.slot_of(layer, e),
-                x.index_select(0, tok),
-                alpha,
-                limit,
-                beta,
-            )
-            out.index_add_(0, tok, y * wt[:, None])
+            slot = self.slot_of(layer, e)
+            add_expert(out, x, ids, weights, e, form, self.slots[layer], slot, alpha, limit, beta)
         return out
 
     def stats(self) -> HotStats:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from .cpu_experts import HostExpertLayer
-from .device_experts import expert_forward, tensor_fields
+from .device_experts import add_expert, empty_slots, tensor_fields
 
 
 class PrefillStreamer:
@@ -28,13 +28,7 @@ class PrefillStreamer:
         self.device = device
         first = layers[self.order[0]]
         self.group = min(group, max(L.num_experts for L in layers.values()))
-        self.bufs = [
-            {
-                k: torch.empty((self.group, *v.shape[1:]), dtype=v.dtype, device=device)
-                for k, v in tensor_fields(first).items()
-            }
-            for _ in range(2)
-        ]
+        self.bufs = [empty_slots(first, self.group, device) for _ in range(2)]
         cuda = device.type == "cuda"
         self.copy_stream = torch.cuda.Stream(device) if cuda else None
         self.copied = [torch.cuda.Event() if cuda else None for _ in range(2)]
@@ -103,11 +97,7 @@ class PrefillStreamer:
             hi = min(lo + self.group, self.host[layer].num_experts)
             present = torch.unique(ids_h[(ids_h >= lo) & (ids_h < hi)]).tolist()
             for e in present:
-                tok, slot = (ids == e).nonzero(as_tuple=True)
-                y = expert_forward(
-                    form, self.bufs[b], e - lo, x.index_select(0, tok), alpha, limit, beta
-                )
-                out.index_add_(0, tok, y * weights[tok, slot][:, None])
+                add_expert(out, x, ids, weights, e, form, self.bufs[b], e - lo, alpha, limit, beta)
             freed = self.freed[b]
             if freed is not None:
                 freed.record(torch.cuda.current_stream(self.device))
