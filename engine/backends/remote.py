@@ -155,7 +155,7 @@ class RemoteEngine:
         except ValueError as e:
             raise EngineRequestError(f"cannot render the prompt: {e}") from None
         if self._chat.tokenizer is not None:
-            prompt: Any = self._chat.encode(parts)
+            prompt: str | list[int] = self._chat.encode(parts)
         else:  # the server tokenizes the text: no marker string of outside text may reach it
             prompt = prompt_text(parts)
         # Timed from the request, not from the response's headers: a server that sends them

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .prompt_parts import PromptPart
 from .tokens import ALL_ADDED_TOKENS, SPECIAL_TOKENS
 
 JOINER = "\u2060"
@@ -45,7 +46,7 @@ def neutralise_deep(value: Any, markers: Iterable[str] = ALL_ADDED_TOKENS) -> An
     return value
 
 
-def prompt_text(parts: Sequence[Any]) -> str:
+def prompt_text(parts: Sequence[PromptPart]) -> str:
     """A prompt's runs joined for a server that tokenizes text itself: outside text with no
     marker, the model's own output with no role/end-of-turn/media marker (its tool-call and
     think markers are its structure), template runs as they are."""

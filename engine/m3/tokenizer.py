@@ -17,6 +17,7 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from . import tokens as T
+from .prompt_parts import PromptPart
 
 _DATA = Path(__file__).parent / "data"
 
@@ -135,7 +136,7 @@ class M3Tokenizer:
         plain = self._plain_copy()
         return [e.ids for e in plain.encode_batch(list(texts), add_special_tokens=False)]
 
-    def encode_parts(self, parts: Sequence[Any]) -> list[int]:
+    def encode_parts(self, parts: Sequence[PromptPart]) -> list[int]:
         """Ids of a prompt given as runs (`chat_template.PromptPart`: .text, .kind).
 
         "template" runs are encoded with their markers as tokens, "text" runs with
