@@ -37,7 +37,7 @@ __all__ = [
 class McpToolset(Toolset):
     """The session's tools with its MCP servers' tools after them; `close()` stops the servers."""
 
-    def __init__(self, tools: Iterable[Tool], hub: McpHub) -> None:
+    def __init__(self, tools: Iterable[Tool[Any]], hub: McpHub) -> None:
         super().__init__(tools)
         self.hub = hub
 
@@ -74,7 +74,7 @@ def start_mcp(
             name: f"{why}; its tools are not in this session"
             for name, why in hub.start_all().items()
         }
-        extra: list[Tool] = []
+        extra: list[Tool[Any]] = []
         taken = set(base.names())
         for conn in hub.servers():
             for t in conn.tools:

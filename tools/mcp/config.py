@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .entry_rules import fingerprint, refuse_expansion, refuse_loader_variables
 
@@ -134,8 +134,9 @@ class McpConfig:
 def expand(value: str, env: Mapping[str, str]) -> str:
     """Claude Code's `${VAR}` / `${VAR:-default}`; an unset variable without default is an error."""
 
-    def sub(m: re.Match) -> str:
-        name, default = m.group(1), m.group(2)
+    def sub(m: re.Match[str]) -> str:
+        name: str = m.group(1)
+        default: str | None = m.group(2)
         if name in env:
             return env[name]
         if default is not None:
@@ -143,6 +144,23 @@ def expand(value: str, env: Mapping[str, str]) -> str:
         raise ValueError(f"environment variable {name} is not set")
 
     return _VAR.sub(sub, value)
+
+
+class _Fields(TypedDict, total=False):
+    """The McpServerConfig fields an entry sets (the rest keep their defaults)."""
+
+    command: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    cwd: str | None
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    network: bool
+    enabled: bool
+    startup_timeout_s: float
+    tool_timeout_s: float | None
+    enabled_tools: tuple[str, ...] | None
+    disabled_tools: tuple[str, ...]
 
 
 def _strs(server: str, key: str, value: Any) -> tuple[str, ...]:
@@ -193,8 +211,11 @@ def from_claude(
         refuse_loader_variables(name, dict(_table(name, "env", entry.get("env", {}))))
     transport = _transport(name, entry.get("type") or ("stdio" if "command" in entry else "http"))
     try:
-        x = lambda s: expand(s, env)  # noqa: E731
-        values: dict[str, Any] = {
+
+        def x(s: str) -> str:
+            return expand(s, env)
+
+        values: _Fields = {
             "command": x(entry.get("command") or ""),
             "args": tuple(x(a) for a in _strs(name, "args", entry.get("args", []))),
             "env": tuple((k, x(v)) for k, v in _table(name, "env", entry.get("env", {}))),
@@ -263,7 +284,7 @@ def from_codex(
         if token_var not in env:
             raise ValueError(f"MCP server {name!r}: bearer_token_env_var {token_var} is not set")
         headers["Authorization"] = f"Bearer {env[token_var]}"
-    values: dict[str, Any] = {
+    values: _Fields = {
         "command": table.get("command") or "",
         "args": _strs(name, "args", table.get("args", [])),
         "env": tuple(server_env.items()),

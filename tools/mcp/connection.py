@@ -48,14 +48,15 @@ class ServerConnection:
         self.restarts = 0
         self.protocol = ""
         self._client: Any = None
-        self._holder: asyncio.Task | None = None
+        self._holder: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._broken: asyncio.Event | None = None
         self._broken_reason = ""
         self._lock: asyncio.Lock | None = None
         self._run_dir: Path | None = None
         self._cgroup: Any = None  # the stdio server's pids cgroup, removed when it stops
-        self._stopping: asyncio.Task | None = None  # a reset's shutdown, awaited before a start
+        # a reset's shutdown, awaited before a start
+        self._stopping: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -78,7 +79,7 @@ class ServerConnection:
         self.state = ServerState.STARTING
         self._stop, self._broken, self._broken_reason = asyncio.Event(), asyncio.Event(), ""
         self._run_dir = Path(tempfile.mkdtemp(prefix=f"m3agent-mcp-{self.cfg.name}-"))
-        ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._holder = asyncio.create_task(self._hold(ready), name=f"mcp-{self.cfg.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.cfg.startup_timeout_s)
@@ -90,7 +91,7 @@ class ServerConnection:
             await self._stop_holder()
             raise
 
-    async def _hold(self, ready: asyncio.Future) -> None:
+    async def _hold(self, ready: asyncio.Future[None]) -> None:
         from mcp import Client
         from mcp_types import Implementation
 
@@ -152,7 +153,7 @@ class ServerConnection:
             if not ready.done():
                 ready.set_exception(McpCallError(self._message()))
 
-    def _maybe_listen(self, client: Any) -> asyncio.Task | None:
+    def _maybe_listen(self, client: Any) -> asyncio.Task[None] | None:
         """On a 2026-era connection, list_changed arrives on a subscriptions/listen stream."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 

@@ -15,11 +15,13 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import McpConfig
 from .connection import ServerConnection
 from .state import McpCallError, ServerStatus
+
+T = TypeVar("T")
 
 
 class McpCancelled(Exception):
@@ -140,13 +142,15 @@ class McpHub:
             raise McpCallError(f"no MCP server named {name!r} in this session")
         return conn
 
-    def _submit(self, coro: Coroutine) -> Future:
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         if self._closed and not self._loop.is_running():
             coro.close()
             raise RuntimeError("the MCP hub is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    def _wait(self, coro: Coroutine, timeout_s: float, cancel: threading.Event | None) -> Any:
+    def _wait(
+        self, coro: Coroutine[Any, Any, T], timeout_s: float, cancel: threading.Event | None
+    ) -> T:
         fut = self._submit(coro)
         # The connection enforces the timeout (and restarts the server); this bound is only
         # a backstop: a start that takes its own startup timeout, then the call's.
