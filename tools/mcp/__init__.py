@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import Tool
 from ..toolset import Toolset
@@ -16,6 +16,9 @@ from .config import McpConfig, McpServerConfig, Scope, Transport
 from .hub import McpHub
 from .oauth import McpLoginRequired
 from .state import McpCallError, ServerState, ServerStatus
+
+if TYPE_CHECKING:
+    from ..sandbox.runner import Sandbox
 
 __all__ = [
     "McpConfig",
@@ -56,7 +59,7 @@ def start_mcp(
     base: Toolset,
     config: McpConfig,
     *,
-    sandbox: Any,
+    sandbox: Sandbox | None,
     workspace: Path,
     media_dir: Path | None = None,
     client_version: str = "0",

@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypedDict
 
+from ..json_types import JSONObject
 from .entry_rules import fingerprint, refuse_expansion, refuse_loader_variables
 
 
@@ -94,11 +95,11 @@ class McpServerConfig:
             return " ".join([self.command, *self.args])
         return f"{self.transport.value} {self.url}"
 
-    def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, redact: bool = True) -> JSONObject:
         def hide(value: str) -> str:
             return "***" if redact and value else value
 
-        d: dict[str, Any] = {
+        d: JSONObject = {
             "name": self.name,
             "transport": self.transport.value,
             "scope": self.scope.value,
@@ -163,25 +164,25 @@ class _Fields(TypedDict, total=False):
     disabled_tools: tuple[str, ...]
 
 
-def _strs(server: str, key: str, value: Any) -> tuple[str, ...]:
+def _strs(server: str, key: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"MCP server {server!r}: {key} must be a list of strings")
     return tuple(value)
 
 
-def _table(server: str, key: str, value: Any) -> tuple[tuple[str, str], ...]:
+def _table(server: str, key: str, value: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
         raise ValueError(f"MCP server {server!r}: {key} must be a table of strings")
     return tuple((str(k), v) for k, v in value.items())
 
 
-def _number(server: str, key: str, value: Any) -> float:
+def _number(server: str, key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"MCP server {server!r}: {key} must be a number of seconds")
     return float(value)
 
 
-def _checked(name: str, entry: Any, keys: set[str], not_a_mapping: str) -> Mapping[str, Any]:
+def _checked(name: str, entry: object, keys: set[str], not_a_mapping: str) -> Mapping[str, Any]:
     """A server's entry (either format): a mapping of known keys, else ValueError."""
     if not isinstance(entry, Mapping):
         raise ValueError(f"MCP server {name!r}: {not_a_mapping}")
@@ -202,7 +203,7 @@ _CLAUDE_KEYS = {"type", "command", "args", "env", "url", "headers", "cwd", "netw
 
 
 def from_claude(
-    name: str, entry: Any, *, scope: Scope, source: str, env: Mapping[str, str]
+    name: str, entry: object, *, scope: Scope, source: str, env: Mapping[str, str]
 ) -> McpServerConfig:
     """One entry of `.mcp.json`'s mcpServers."""
     entry = _checked(name, entry, _CLAUDE_KEYS, "must be an object")
@@ -258,7 +259,7 @@ _CODEX_KEYS = {
 
 
 def from_codex(
-    name: str, table: Any, *, source: str, env: Mapping[str, str], scope: Scope = Scope.USER
+    name: str, table: object, *, source: str, env: Mapping[str, str], scope: Scope = Scope.USER
 ) -> McpServerConfig:
     """One `[mcp_servers.NAME]` table of a TOML config."""
     table = _checked(name, table, _CODEX_KEYS, f"[mcp_servers.{name}] must be a table")
@@ -307,7 +308,7 @@ def from_codex(
 
 
 def parse_mcp_json(
-    data: Any, *, scope: Scope, source: str, env: Mapping[str, str] | None = None
+    data: object, *, scope: Scope, source: str, env: Mapping[str, str] | None = None
 ) -> tuple[McpServerConfig, ...]:
     """A whole `.mcp.json` document (or a --mcp-config file in the same format)."""
     env = os.environ if env is None else env

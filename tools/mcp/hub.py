@@ -15,11 +15,16 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import McpConfig
 from .connection import ServerConnection
 from .state import McpCallError, ServerStatus
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult
+
+    from ..sandbox.runner import Sandbox
 
 T = TypeVar("T")
 
@@ -33,7 +38,7 @@ class McpHub:
         self,
         config: McpConfig,
         *,
-        sandbox: Any,
+        sandbox: Sandbox | None,
         workspace: Path,
         client_version: str = "0",
         media_dir: Path | None = None,
@@ -115,22 +120,22 @@ class McpHub:
         *,
         timeout_s: float,
         cancel: threading.Event | None = None,
-    ) -> Any:
+    ) -> CallToolResult:
         conn = self._conn(server)
         return self._wait(conn.call_tool(tool, arguments, timeout_s), timeout_s, cancel)
 
     def read_resource(
         self, server: str, uri: str, *, timeout_s: float, cancel: threading.Event | None = None
-    ) -> Any:
+    ) -> ReadResourceResult:
         conn = self._conn(server)
         return self._wait(conn.read_resource(uri, timeout_s), timeout_s, cancel)
 
-    def list_prompts(self, server: str, *, timeout_s: float) -> list[Any]:
+    def list_prompts(self, server: str, *, timeout_s: float) -> list[Prompt]:
         return self._wait(self._conn(server).list_prompts(timeout_s), timeout_s, None)
 
     def get_prompt(
         self, server: str, name: str, arguments: dict[str, str], *, timeout_s: float
-    ) -> Any:
+    ) -> GetPromptResult:
         conn = self._conn(server)
         return self._wait(conn.get_prompt(name, arguments, timeout_s), timeout_s, None)
 
