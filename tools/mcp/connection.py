@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..json_types import JSONObject
 from .config import McpServerConfig, Transport
 from .launch import open_transport, stderr_tail, stdio_parameters
 from .oauth import McpLoginRequired
@@ -259,9 +260,7 @@ class ServerConnection:
 
     # ---- requests ----------------------------------------------------------------------
 
-    async def call_tool(
-        self, tool: str, arguments: dict[str, Any], timeout_s: float
-    ) -> CallToolResult:
+    async def call_tool(self, tool: str, arguments: JSONObject, timeout_s: float) -> CallToolResult:
         """The CallToolResult; McpCallError when the server gave none (and it will restart)."""
         return await self._request(
             lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout_s),

@@ -17,6 +17,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..json_types import JSONObject
 from .config import McpConfig
 from .connection import ServerConnection
 from .state import McpCallError, ServerStatus
@@ -116,7 +117,7 @@ class McpHub:
         self,
         server: str,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: JSONObject,
         *,
         timeout_s: float,
         cancel: threading.Event | None = None,

@@ -194,7 +194,7 @@ class TokenFile:
                 self._record["resource_metadata"]
             )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, bool | float | None]:
         """For `mcp list/get`: whether there is a token and when it expires (no secrets)."""
         tokens = self._record.get("tokens") or {}
         return {
