@@ -25,6 +25,7 @@ from .hub import McpCancelled, McpHub
 from .state import McpCallError
 
 if TYPE_CHECKING:  # the SDK is imported when a server starts
+    from mcp_types import CallToolResult
     from mcp_types import Tool as ListedTool
 
 MAX_OUTPUT_CHARS = 100_000  # like every tool result: bounded, with a note where it was cut
@@ -171,37 +172,39 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
 # ---- results --------------------------------------------------------------------------------
 
 
-def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResult:
+def render_result(result: CallToolResult, server: str, media_dir: Path | None) -> ToolResult:
     """CallToolResult -> text: text blocks, structured content, images, resources."""
+    from mcp_types import TextResourceContents
+
     rows: list[str] = []
     images: list[str] = []
     links: list[str] = []
     texts: list[str] = []
     shown: dict[int, str] = {}  # row index -> saved image the model sees after that row
     for block in result.content or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
+        if block.type == "text":
             rows.append(block.text)
             texts.append(block.text)
-        elif kind in ("image", "audio"):
+        elif block.type in ("image", "audio"):
             saved_before = len(images)
-            rows.append(_binary(block.data, block.mime_type, media_dir, images, kind))
-            if kind == "image" and len(images) > saved_before:
+            rows.append(_binary(block.data, block.mime_type, media_dir, images, block.type))
+            if block.type == "image" and len(images) > saved_before:
                 shown[len(rows) - 1] = images[-1]
-        elif kind == "resource_link":
+        elif block.type == "resource_link":
             links.append(str(block.uri))
             mime = f", {block.mime_type}" if block.mime_type else ""
             rows.append(
                 f"[resource: {block.name} {block.uri}{mime}; read it with "
                 f'mcp_read_resource(server="{server}", uri="{block.uri}")]'
             )
-        elif kind == "resource":  # an embedded resource: its text inline, a blob as a file
+        elif block.type == "resource":  # an embedded resource: its text inline, a blob as a file
             res = block.resource
-            if getattr(res, "text", None) is not None:
+            if isinstance(res, TextResourceContents):
                 rows.append(f"[resource {res.uri}]\n{res.text}")
             else:
                 rows.append(_binary(res.blob, res.mime_type, media_dir, images, str(res.uri)))
-        else:
+        else:  # a block type newer than this SDK's list
+            kind = getattr(block, "type", "")
             rows.append(f"[{kind or 'unknown'} content not shown]")
     structured = getattr(result, "structured_content", None)
     if structured is not None and not any(_same_json(t, structured) for t in texts):

@@ -24,6 +24,7 @@ from .state import McpCallError, ServerState, ServerStatus, one_line
 
 if TYPE_CHECKING:  # the SDK is imported when a server starts
     from mcp import Client
+    from mcp.client.session import IncomingMessage
     from mcp_types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult
     from mcp_types import Tool as ListedTool
 
@@ -215,7 +216,7 @@ class ServerConnection:
 
     # ---- events from the SDK -----------------------------------------------------------
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, message: IncomingMessage) -> None:
         from mcp_types import ServerNotification, ToolListChangedNotification
 
         if isinstance(message, ServerNotification):
