@@ -68,7 +68,6 @@ class SkillTool(Tool[SkillArgs]):
         "Load a skill's full instructions by name (the skills are listed in the system "
         "prompt). Returns its SKILL.md and the files beside it."
     )
-
     Args = SkillArgs
 
     def __init__(self, skills: Iterable[Skill]) -> None:
