@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -28,7 +29,13 @@ def _find(lines: list[str], block: list[str], start: int, hint: int | None) -> i
     """Index where `block` occurs at or after `start` (nearest to hint); -1 if nowhere."""
     if not block:
         return len(lines) if hint is None else min(max(hint, start), len(lines))
-    for norm in (lambda s: s, lambda s: s.rstrip(), lambda s: s.strip()):
+    # exactly, then trailing whitespace aside, then surrounding whitespace aside
+    norms: tuple[Callable[[str], str], ...] = (
+        lambda s: s,
+        lambda s: s.rstrip(),
+        lambda s: s.strip(),
+    )
+    for norm in norms:
         want = [norm(x) for x in block]
         hits = [
             i

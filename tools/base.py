@@ -60,7 +60,7 @@ class Preview:
     note: str = ""
     is_error: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, str | bool]:
         return {
             "kind": str(self.kind),
             "text": self.text,

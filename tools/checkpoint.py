@@ -17,7 +17,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from .private_fs import DIR_MODE, fix_tree, private_dir
 from .safe_git import SafeGitError, run_git
@@ -28,6 +28,7 @@ SAVED_REF = "refs/m3agent/before-restore"  # the tree as it was before the last 
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class CheckpointError(Exception):
@@ -47,13 +48,15 @@ def state_dir_for(workspace: Path, checkpoints_root: Path) -> Path:
     return Path(checkpoints_root) / digest
 
 
-def _exclusive(method: Callable[..., T]) -> Callable[..., T]:
+def _exclusive(
+    method: Callable[Concatenate[Checkpoints, P], T],
+) -> Callable[Concatenate[Checkpoints, P], T]:
     """One m3agent at a time on a shadow repository (a flock, released by the kernel when a
     process dies). Holding it, a git lock file left behind is stale: a process killed mid-git
     (kill -9, power loss) must not break every later checkpoint and undo."""
 
     @functools.wraps(method)
-    def run(self: Checkpoints, *args: Any, **kwargs: Any) -> T:
+    def run(self: Checkpoints, /, *args: P.args, **kwargs: P.kwargs) -> T:
         if self._lock_depth:
             return method(self, *args, **kwargs)
         private_dir(self.state_dir)

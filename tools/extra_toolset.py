@@ -12,35 +12,35 @@ from .toolset import Toolset, ToolsetProtocol
 
 
 class ExtendedToolset:
-    def __init__(self, inner: ToolsetProtocol, extra: Iterable[Tool]) -> None:
+    def __init__(self, inner: ToolsetProtocol, extra: Iterable[Tool[Any]]) -> None:
         self.inner = inner
         self.extra = Toolset(extra)
         clash = {s["function"]["name"] for s in inner.schemas()} & set(self.extra.names())
         if clash:
             raise ValueError(f"tool name(s) used twice: {', '.join(sorted(clash))}")
 
-    def _owner(self, name: str) -> Any:
+    def _owner(self, name: str) -> ToolsetProtocol:
         return self.extra if name in self.extra else self.inner
 
     def schemas(self) -> list[dict[str, Any]]:
         return [*self.inner.schemas(), *self.extra.schemas()]
 
-    def get(self, name: str) -> Tool:
+    def get(self, name: str) -> Tool[Any]:
         return self._owner(name).get(name)
 
-    def touches(self, name: str, arguments: Any) -> Touches | None:
+    def touches(self, name: str, arguments: object) -> Touches | None:
         return self._owner(name).touches(name, arguments)
 
-    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
+    def preview(self, name: str, arguments: object, ctx: ToolContext) -> Preview | None:
         return self._owner(name).preview(name, arguments, ctx)
 
-    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
+    def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolResult:
         return self._owner(name).dispatch(name, arguments, ctx)
 
     def names(self) -> list[str]:
         return [s["function"]["name"] for s in self.schemas()]
 
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[Tool[Any]]:
         """Every tool instance, the extension tools last (an MCP reload rebuilds from these)."""
         inner = self.inner.tools() if hasattr(self.inner, "tools") else []
         return [*inner, *self.extra.tools()]

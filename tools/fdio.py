@@ -50,7 +50,9 @@ def _openat2(dirfd: int, rel: str, flags: int, mode: int) -> int | None:
     syscall = libc.syscall
     syscall.restype = ctypes.c_long
     for _ in range(8):  # EAGAIN: a rename raced the walk; the kernel asks for a retry
-        fd = syscall(_SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how))
+        fd: int = syscall(
+            _SYS_OPENAT2, dirfd, os.fsencode(rel), ctypes.byref(how), ctypes.sizeof(how)
+        )
         if fd >= 0:
             return fd
         err = ctypes.get_errno()

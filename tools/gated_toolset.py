@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Preview, Tool, ToolContext, ToolOutcome, ToolResult, Touches
+from .toolset import ToolsetProtocol
 
 
 class GatedToolset:
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: ToolsetProtocol) -> None:
         self.inner = inner
 
     def refused(self, name: str) -> bool:
@@ -32,18 +33,18 @@ class GatedToolset:
     def schemas(self) -> list[dict[str, Any]]:
         return self.inner.schemas()  # the same bytes as the inner tools': a prefix-cache hit
 
-    def get(self, name: str) -> Tool:
+    def get(self, name: str) -> Tool[Any]:
         if self.refused(name):  # no approval is asked for a call that will be refused
             raise KeyError(self.unavailable(name))
         return self.inner.get(name)
 
-    def touches(self, name: str, arguments: Any) -> Touches | None:
+    def touches(self, name: str, arguments: object) -> Touches | None:
         return self.inner.touches(name, arguments)
 
-    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
+    def preview(self, name: str, arguments: object, ctx: ToolContext) -> Preview | None:
         return self.inner.preview(name, arguments, ctx)
 
-    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
+    def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolResult:
         if self.refused(name):
             return ToolResult(self.denial(name), is_error=True, metadata={ToolOutcome.DENIED: True})
         return self.inner.dispatch(name, arguments, ctx)

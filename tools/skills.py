@@ -57,26 +57,28 @@ def skills_listing(skills: Iterable[Skill]) -> str:
     )
 
 
-class SkillTool(Tool):
+class SkillArgs(BaseModel):
+    skill: str = Field(description="The skill's name, as listed.")
+
+
+class SkillTool(Tool[SkillArgs]):
     name = "skill"
     kind = "read"
     description = (
         "Load a skill's full instructions by name (the skills are listed in the system "
         "prompt). Returns its SKILL.md and the files beside it."
     )
-
-    class Args(BaseModel):
-        skill: str = Field(description="The skill's name, as listed.")
+    Args = SkillArgs
 
     def __init__(self, skills: Iterable[Skill]) -> None:
         self._skills = {s.name: s for s in skills}
 
-    def touches(self, args: BaseModel) -> Touches:
+    def touches(self, args: SkillArgs) -> Touches:
         # Only files discovered at start are read (never a path the model names).
         return Touches()
 
-    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
-        name = args.skill  # type: ignore[attr-defined]
+    def run(self, args: SkillArgs, ctx: ToolContext) -> ToolResult:
+        name = args.skill
         skill = self._skills.get(name)
         if skill is None:
             known = ", ".join(self._skills) or "none"

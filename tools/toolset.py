@@ -24,13 +24,13 @@ class ToolsetProtocol(Protocol):
 
     def schemas(self) -> list[dict[str, Any]]: ...
 
-    def get(self, name: str) -> Tool: ...
+    def get(self, name: str) -> Tool[Any]: ...
 
-    def touches(self, name: str, arguments: Any) -> Touches | None: ...
+    def touches(self, name: str, arguments: object) -> Touches | None: ...
 
-    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None: ...
+    def preview(self, name: str, arguments: object, ctx: ToolContext) -> Preview | None: ...
 
-    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult: ...
+    def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolResult: ...
 
     def close(self) -> None: ...
 
@@ -51,8 +51,8 @@ def _validation_message(name: str, err: ValidationError) -> str:
 
 
 class Toolset:
-    def __init__(self, tools: Iterable[Tool]) -> None:
-        self._tools: dict[str, Tool] = {}
+    def __init__(self, tools: Iterable[Tool[Any]]) -> None:
+        self._tools: dict[str, Tool[Any]] = {}
         for t in tools:
             if t.name in self._tools:
                 raise ValueError(f"two tools are named {t.name!r}")
@@ -61,7 +61,7 @@ class Toolset:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[Tool[Any]]:
         """The tool instances, in registration order (to build a larger set from this one)."""
         return list(self._tools.values())
 
@@ -69,7 +69,7 @@ class Toolset:
         """OpenAI tool objects, in registration order (stable, so prompts stay cacheable)."""
         return [t.schema() for t in self._tools.values()]
 
-    def get(self, name: str) -> Tool:
+    def get(self, name: str) -> Tool[Any]:
         """The tool named `name` (KeyError if none): its attributes say what it is."""
         try:
             return self._tools[name]
@@ -83,7 +83,7 @@ class Toolset:
         """Releases what the tools hold (MCP servers: tools/mcp); the base set holds nothing.
         The session calls it when it closes."""
 
-    def touches(self, name: str, arguments: Any) -> Touches | None:
+    def touches(self, name: str, arguments: object) -> Touches | None:
         """The paths a call names; None for an unknown tool or invalid arguments (the call
         itself reports those)."""
         parsed = self._parse(name, arguments)
@@ -91,7 +91,7 @@ class Toolset:
             return None
         return self._tools[name].touches(parsed)
 
-    def preview(self, name: str, arguments: Any, ctx: ToolContext) -> Preview | None:
+    def preview(self, name: str, arguments: object, ctx: ToolContext) -> Preview | None:
         """What a call would do, computed without doing it; never raises. A call that would
         fail previews as an error saying why (the same words its result would carry)."""
         parsed = self._parse(name, arguments)
@@ -106,7 +106,7 @@ class Toolset:
         except Exception as e:  # a preview bug must not stop the approval being asked
             return Preview(PreviewKind.TEXT, f"no preview: {type(e).__name__}: {e}", is_error=True)
 
-    def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
+    def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolResult:
         parsed = self._parse(name, arguments)
         if isinstance(parsed, ToolResult):
             return parsed
@@ -117,7 +117,7 @@ class Toolset:
         except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
             return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
 
-    def _parse(self, name: str, arguments: Any) -> BaseModel | ToolResult:
+    def _parse(self, name: str, arguments: object) -> BaseModel | ToolResult:
         """The tool's typed arguments, or the error result saying what is wrong with them."""
         tool = self._tools.get(name)
         if tool is None:
@@ -178,7 +178,7 @@ def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = Tr
     from .shell import Shell
     from .write_file import WriteFile
 
-    tools: list[Tool] = [
+    tools: list[Tool[Any]] = [
         ReadFile(),
         ListDir(),
         Glob(),

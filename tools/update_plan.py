@@ -25,7 +25,13 @@ class PlanItem(BaseModel):
     status: StepStatus = Field(description="pending, in_progress or completed.")
 
 
-class UpdatePlan(Tool):
+class UpdatePlanArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    explanation: str | None = Field(default=None, description="Why the plan changed.")
+    plan: list[PlanItem] = Field(description="The steps, in order.")
+
+
+class UpdatePlan(Tool[UpdatePlanArgs]):
     name = "update_plan"
     claude_names = ("TodoWrite",)
     kind = "think"
@@ -33,17 +39,13 @@ class UpdatePlan(Tool):
         "Keep a short checklist of the task's steps. Send the whole list each time; at most "
         "one step is in_progress. Use it for tasks of several steps, not for one-liners."
     )
+    Args = UpdatePlanArgs
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        explanation: str | None = Field(default=None, description="Why the plan changed.")
-        plan: list[PlanItem] = Field(description="The steps, in order.")
-
-    def touches(self, args: BaseModel) -> Touches:
+    def touches(self, args: UpdatePlanArgs) -> Touches:
         return Touches()  # touches nothing: no approval, no sandbox
 
-    def run(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
-        items = args.plan  # type: ignore[attr-defined]
+    def run(self, args: UpdatePlanArgs, ctx: ToolContext) -> ToolResult:
+        items = args.plan
         running = sum(1 for i in items if i.status is StepStatus.IN_PROGRESS)
         if running > 1:
             return ToolResult("at most one step may be in_progress", is_error=True)
@@ -51,5 +53,5 @@ class UpdatePlan(Tool):
         done = sum(1 for i in items if i.status is StepStatus.COMPLETED)
         return ToolResult(
             f"Plan updated ({done}/{len(items)} done).",
-            metadata={"plan": plan, "explanation": args.explanation or ""},  # type: ignore[attr-defined]
+            metadata={"plan": plan, "explanation": args.explanation or ""},
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..base import Tool
 from ..toolset import Toolset
@@ -16,6 +16,9 @@ from .config import McpConfig, McpServerConfig, Scope, Transport
 from .hub import McpHub
 from .oauth import McpLoginRequired
 from .state import McpCallError, ServerState, ServerStatus
+
+if TYPE_CHECKING:
+    from ..sandbox.runner import Sandbox
 
 __all__ = [
     "McpConfig",
@@ -37,7 +40,7 @@ __all__ = [
 class McpToolset(Toolset):
     """The session's tools with its MCP servers' tools after them; `close()` stops the servers."""
 
-    def __init__(self, tools: Iterable[Tool], hub: McpHub) -> None:
+    def __init__(self, tools: Iterable[Tool[Any]], hub: McpHub) -> None:
         super().__init__(tools)
         self.hub = hub
 
@@ -56,7 +59,7 @@ def start_mcp(
     base: Toolset,
     config: McpConfig,
     *,
-    sandbox: Any,
+    sandbox: Sandbox | None,
     workspace: Path,
     media_dir: Path | None = None,
     client_version: str = "0",
@@ -74,7 +77,7 @@ def start_mcp(
             name: f"{why}; its tools are not in this session"
             for name, why in hub.start_all().items()
         }
-        extra: list[Tool] = []
+        extra: list[Tool[Any]] = []
         taken = set(base.names())
         for conn in hub.servers():
             for t in conn.tools:

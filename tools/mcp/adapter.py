@@ -14,14 +14,19 @@ import json
 import mimetypes
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
 from ..bounds import preview_text
+from ..json_types import JSONObject, JSONValue
 from .hub import McpCancelled, McpHub
 from .state import McpCallError
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts
+    from mcp_types import CallToolResult
+    from mcp_types import Tool as ListedTool
 
 MAX_OUTPUT_CHARS = 100_000  # like every tool result: bounded, with a note where it was cut
 # A server's description goes into the prompt: bounded, since it is the server's text, not ours.
@@ -52,7 +57,7 @@ class McpTool(Tool[BaseModel]):
     Args = _AnyArgs
 
     def __init__(
-        self, hub: McpHub | None, server: str, listed: Any, timeout_s: float | None = None
+        self, hub: McpHub | None, server: str, listed: ListedTool, timeout_s: float | None = None
     ) -> None:
         schema = dict(listed.input_schema or {"type": "object", "properties": {}})
         schema.setdefault("type", "object")
@@ -64,14 +69,14 @@ class McpTool(Tool[BaseModel]):
         self.description = description
         self.server = server
         self.remote_name: str = listed.name
-        self.input_schema: dict[str, Any] = schema
-        self.annotations: dict[str, Any] = (
+        self.input_schema: JSONObject = schema
+        self.annotations: JSONObject = (
             listed.annotations.model_dump(exclude_none=True) if listed.annotations else {}
         )
         self.hub = hub  # None: previews only (a preview never calls the server)
         self.timeout_s = timeout_s  # the server's own; None: the session's tool timeout
 
-    def parameters(self) -> dict[str, Any]:
+    def parameters(self) -> JSONObject:
         return self.input_schema
 
     def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
@@ -146,12 +151,14 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
             )
         except McpCallError as e:
             return ToolResult(str(e), is_error=True, metadata={"mcp_server": args.server})
+        from mcp_types import BlobResourceContents, TextResourceContents
+
         rows: list[str] = []
         images: list[str] = []
         for item in result.contents:
-            if getattr(item, "text", None) is not None:
+            if isinstance(item, TextResourceContents):
                 rows.append(item.text)
-            elif getattr(item, "blob", None) is not None:
+            elif isinstance(item, BlobResourceContents):
                 rows.append(
                     _binary(item.blob, item.mime_type, self.hub.media_dir, images, str(item.uri))
                 )
@@ -165,37 +172,39 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
 # ---- results --------------------------------------------------------------------------------
 
 
-def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResult:
+def render_result(result: CallToolResult, server: str, media_dir: Path | None) -> ToolResult:
     """CallToolResult -> text: text blocks, structured content, images, resources."""
+    from mcp_types import TextResourceContents
+
     rows: list[str] = []
     images: list[str] = []
     links: list[str] = []
     texts: list[str] = []
     shown: dict[int, str] = {}  # row index -> saved image the model sees after that row
     for block in result.content or []:
-        kind = getattr(block, "type", "")
-        if kind == "text":
+        if block.type == "text":
             rows.append(block.text)
             texts.append(block.text)
-        elif kind in ("image", "audio"):
+        elif block.type in ("image", "audio"):
             saved_before = len(images)
-            rows.append(_binary(block.data, block.mime_type, media_dir, images, kind))
-            if kind == "image" and len(images) > saved_before:
+            rows.append(_binary(block.data, block.mime_type, media_dir, images, block.type))
+            if block.type == "image" and len(images) > saved_before:
                 shown[len(rows) - 1] = images[-1]
-        elif kind == "resource_link":
+        elif block.type == "resource_link":
             links.append(str(block.uri))
             mime = f", {block.mime_type}" if block.mime_type else ""
             rows.append(
                 f"[resource: {block.name} {block.uri}{mime}; read it with "
                 f'mcp_read_resource(server="{server}", uri="{block.uri}")]'
             )
-        elif kind == "resource":  # an embedded resource: its text inline, a blob as a file
+        elif block.type == "resource":  # an embedded resource: its text inline, a blob as a file
             res = block.resource
-            if getattr(res, "text", None) is not None:
+            if isinstance(res, TextResourceContents):
                 rows.append(f"[resource {res.uri}]\n{res.text}")
             else:
                 rows.append(_binary(res.blob, res.mime_type, media_dir, images, str(res.uri)))
-        else:
+        else:  # a block type newer than this SDK's list
+            kind = getattr(block, "type", "")
             rows.append(f"[{kind or 'unknown'} content not shown]")
     structured = getattr(result, "structured_content", None)
     if structured is not None and not any(_same_json(t, structured) for t in texts):
@@ -222,7 +231,7 @@ def render_result(result: Any, server: str, media_dir: Path | None) -> ToolResul
     )
 
 
-def _same_json(text: str, value: Any) -> bool:
+def _same_json(text: str, value: JSONValue) -> bool:
     """Whether a text block already says what the structured content says (servers send
     both for older clients; a non-object result arrives wrapped as {"result": ...})."""
     candidates = [value]

@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from ..json_types import JSONObject
 from .entry_rules import fingerprint, refuse_expansion, refuse_loader_variables
 
 
@@ -94,11 +95,11 @@ class McpServerConfig:
             return " ".join([self.command, *self.args])
         return f"{self.transport.value} {self.url}"
 
-    def to_dict(self, *, redact: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, redact: bool = True) -> JSONObject:
         def hide(value: str) -> str:
             return "***" if redact and value else value
 
-        d: dict[str, Any] = {
+        d: JSONObject = {
             "name": self.name,
             "transport": self.transport.value,
             "scope": self.scope.value,
@@ -134,8 +135,9 @@ class McpConfig:
 def expand(value: str, env: Mapping[str, str]) -> str:
     """Claude Code's `${VAR}` / `${VAR:-default}`; an unset variable without default is an error."""
 
-    def sub(m: re.Match) -> str:
-        name, default = m.group(1), m.group(2)
+    def sub(m: re.Match[str]) -> str:
+        name: str = m.group(1)
+        default: str | None = m.group(2)
         if name in env:
             return env[name]
         if default is not None:
@@ -145,25 +147,42 @@ def expand(value: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(sub, value)
 
 
-def _strs(server: str, key: str, value: Any) -> tuple[str, ...]:
+class _Fields(TypedDict, total=False):
+    """The McpServerConfig fields an entry sets (the rest keep their defaults)."""
+
+    command: str
+    args: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    cwd: str | None
+    url: str
+    headers: tuple[tuple[str, str], ...]
+    network: bool
+    enabled: bool
+    startup_timeout_s: float
+    tool_timeout_s: float | None
+    enabled_tools: tuple[str, ...] | None
+    disabled_tools: tuple[str, ...]
+
+
+def _strs(server: str, key: str, value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"MCP server {server!r}: {key} must be a list of strings")
     return tuple(value)
 
 
-def _table(server: str, key: str, value: Any) -> tuple[tuple[str, str], ...]:
+def _table(server: str, key: str, value: object) -> tuple[tuple[str, str], ...]:
     if not isinstance(value, Mapping) or not all(isinstance(v, str) for v in value.values()):
         raise ValueError(f"MCP server {server!r}: {key} must be a table of strings")
     return tuple((str(k), v) for k, v in value.items())
 
 
-def _number(server: str, key: str, value: Any) -> float:
+def _number(server: str, key: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"MCP server {server!r}: {key} must be a number of seconds")
     return float(value)
 
 
-def _checked(name: str, entry: Any, keys: set[str], not_a_mapping: str) -> Mapping[str, Any]:
+def _checked(name: str, entry: object, keys: set[str], not_a_mapping: str) -> Mapping[str, Any]:
     """A server's entry (either format): a mapping of known keys, else ValueError."""
     if not isinstance(entry, Mapping):
         raise ValueError(f"MCP server {name!r}: {not_a_mapping}")
@@ -184,7 +203,7 @@ _CLAUDE_KEYS = {"type", "command", "args", "env", "url", "headers", "cwd", "netw
 
 
 def from_claude(
-    name: str, entry: Any, *, scope: Scope, source: str, env: Mapping[str, str]
+    name: str, entry: object, *, scope: Scope, source: str, env: Mapping[str, str]
 ) -> McpServerConfig:
     """One entry of `.mcp.json`'s mcpServers."""
     entry = _checked(name, entry, _CLAUDE_KEYS, "must be an object")
@@ -193,8 +212,11 @@ def from_claude(
         refuse_loader_variables(name, dict(_table(name, "env", entry.get("env", {}))))
     transport = _transport(name, entry.get("type") or ("stdio" if "command" in entry else "http"))
     try:
-        x = lambda s: expand(s, env)  # noqa: E731
-        values: dict[str, Any] = {
+
+        def x(s: str) -> str:
+            return expand(s, env)
+
+        values: _Fields = {
             "command": x(entry.get("command") or ""),
             "args": tuple(x(a) for a in _strs(name, "args", entry.get("args", []))),
             "env": tuple((k, x(v)) for k, v in _table(name, "env", entry.get("env", {}))),
@@ -237,7 +259,7 @@ _CODEX_KEYS = {
 
 
 def from_codex(
-    name: str, table: Any, *, source: str, env: Mapping[str, str], scope: Scope = Scope.USER
+    name: str, table: object, *, source: str, env: Mapping[str, str], scope: Scope = Scope.USER
 ) -> McpServerConfig:
     """One `[mcp_servers.NAME]` table of a TOML config."""
     table = _checked(name, table, _CODEX_KEYS, f"[mcp_servers.{name}] must be a table")
@@ -263,7 +285,7 @@ def from_codex(
         if token_var not in env:
             raise ValueError(f"MCP server {name!r}: bearer_token_env_var {token_var} is not set")
         headers["Authorization"] = f"Bearer {env[token_var]}"
-    values: dict[str, Any] = {
+    values: _Fields = {
         "command": table.get("command") or "",
         "args": _strs(name, "args", table.get("args", [])),
         "env": tuple(server_env.items()),
@@ -286,7 +308,7 @@ def from_codex(
 
 
 def parse_mcp_json(
-    data: Any, *, scope: Scope, source: str, env: Mapping[str, str] | None = None
+    data: object, *, scope: Scope, source: str, env: Mapping[str, str] | None = None
 ) -> tuple[McpServerConfig, ...]:
     """A whole `.mcp.json` document (or a --mcp-config file in the same format)."""
     env = os.environ if env is None else env

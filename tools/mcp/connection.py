@@ -12,13 +12,26 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..json_types import JSONObject
 from .config import McpServerConfig, Transport
 from .launch import open_transport, stderr_tail, stdio_parameters
 from .oauth import McpLoginRequired
 from .state import McpCallError, ServerState, ServerStatus, one_line
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts
+    from mcp import Client
+    from mcp.client.session import IncomingMessage
+    from mcp_types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult
+    from mcp_types import Tool as ListedTool
+
+    from ..sandbox.cgroup import Cgroup
+    from ..sandbox.runner import Sandbox
+
+T = TypeVar("T")
 
 # How long a stopping server may take before we stop waiting for it (the SDK kills it).
 _STOP_GRACE_S = 8.0
@@ -30,7 +43,7 @@ class ServerConnection:
         self,
         cfg: McpServerConfig,
         *,
-        sandbox: Any,
+        sandbox: Sandbox | None,
         workspace: Path,
         client_version: str = "0",
         oauth_dir: Path | None = None,
@@ -43,19 +56,20 @@ class ServerConnection:
         self.client_version = client_version
         self.state = ServerState.STOPPED
         self.detail = ""
-        self.tools: list[Any] = []  # mcp_types.Tool, as listed at the first start
+        self.tools: list[ListedTool] = []  # as listed at the first start
         self.tools_changed = False
         self.restarts = 0
         self.protocol = ""
-        self._client: Any = None
-        self._holder: asyncio.Task | None = None
+        self._client: Client | None = None
+        self._holder: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._broken: asyncio.Event | None = None
         self._broken_reason = ""
         self._lock: asyncio.Lock | None = None
         self._run_dir: Path | None = None
-        self._cgroup: Any = None  # the stdio server's pids cgroup, removed when it stops
-        self._stopping: asyncio.Task | None = None  # a reset's shutdown, awaited before a start
+        self._cgroup: Cgroup | None = None  # the stdio server's pids cgroup, removed when it stops
+        # a reset's shutdown, awaited before a start
+        self._stopping: asyncio.Task[None] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -78,7 +92,7 @@ class ServerConnection:
         self.state = ServerState.STARTING
         self._stop, self._broken, self._broken_reason = asyncio.Event(), asyncio.Event(), ""
         self._run_dir = Path(tempfile.mkdtemp(prefix=f"m3agent-mcp-{self.cfg.name}-"))
-        ready: asyncio.Future = asyncio.get_running_loop().create_future()
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._holder = asyncio.create_task(self._hold(ready), name=f"mcp-{self.cfg.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.cfg.startup_timeout_s)
@@ -90,7 +104,7 @@ class ServerConnection:
             await self._stop_holder()
             raise
 
-    async def _hold(self, ready: asyncio.Future) -> None:
+    async def _hold(self, ready: asyncio.Future[None]) -> None:
         from mcp import Client
         from mcp_types import Implementation
 
@@ -152,7 +166,7 @@ class ServerConnection:
             if not ready.done():
                 ready.set_exception(McpCallError(self._message()))
 
-    def _maybe_listen(self, client: Any) -> asyncio.Task | None:
+    def _maybe_listen(self, client: Client) -> asyncio.Task[None] | None:
         """On a 2026-era connection, list_changed arrives on a subscriptions/listen stream."""
         from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -202,7 +216,7 @@ class ServerConnection:
 
     # ---- events from the SDK -----------------------------------------------------------
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, message: IncomingMessage) -> None:
         from mcp_types import ServerNotification, ToolListChangedNotification
 
         if isinstance(message, ServerNotification):
@@ -229,13 +243,14 @@ class ServerConnection:
     def _message(self) -> str:
         return f"MCP server {self.cfg.name}: {self.detail}"
 
-    def _describe(self, client: Any) -> str:
+    def _describe(self, client: Client) -> str:
         info = client.server_info
         who = f"{info.name} {info.version}".strip() if info is not None else "unnamed server"
         return f"{who}, protocol {client.protocol_version}"
 
-    async def _list_tools(self, client: Any) -> list[Any]:
-        out, cursor = [], None
+    async def _list_tools(self, client: Client) -> list[ListedTool]:
+        out: list[ListedTool] = []
+        cursor: str | None = None
         for _ in range(_MAX_TOOL_PAGES):  # a paginator that never ends cannot hang the start
             page = await client.list_tools(cursor=cursor)
             out.extend(page.tools)
@@ -246,7 +261,7 @@ class ServerConnection:
 
     # ---- requests ----------------------------------------------------------------------
 
-    async def call_tool(self, tool: str, arguments: dict[str, Any], timeout_s: float) -> Any:
+    async def call_tool(self, tool: str, arguments: JSONObject, timeout_s: float) -> CallToolResult:
         """The CallToolResult; McpCallError when the server gave none (and it will restart)."""
         return await self._request(
             lambda c: c.call_tool(tool, arguments, read_timeout_seconds=timeout_s),
@@ -254,20 +269,24 @@ class ServerConnection:
             f"{tool}",
         )
 
-    async def read_resource(self, uri: str, timeout_s: float) -> Any:
+    async def read_resource(self, uri: str, timeout_s: float) -> ReadResourceResult:
         return await self._request(lambda c: c.read_resource(uri), timeout_s, f"reading {uri}")
 
-    async def list_prompts(self, timeout_s: float) -> list[Any]:
+    async def list_prompts(self, timeout_s: float) -> list[Prompt]:
         """The server's prompts (issue 23: they become `/mcp__SERVER__PROMPT` commands)."""
         page = await self._request(lambda c: c.list_prompts(), timeout_s, "listing prompts")
         return list(page.prompts)
 
-    async def get_prompt(self, name: str, arguments: dict[str, str], timeout_s: float) -> Any:
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str], timeout_s: float
+    ) -> GetPromptResult:
         return await self._request(
             lambda c: c.get_prompt(name, arguments), timeout_s, f"prompt {name}"
         )
 
-    async def _request(self, send: Any, timeout_s: float, what: str) -> Any:
+    async def _request(
+        self, send: Callable[[Client], Coroutine[Any, Any, T]], timeout_s: float, what: str
+    ) -> T:
         from mcp.shared.exceptions import MCPError
 
         await self.ensure_started()
@@ -326,7 +345,7 @@ class ServerConnection:
         )
 
 
-def _names(tools: list[Any]) -> list[str]:
+def _names(tools: list[ListedTool]) -> list[str]:
     return [t.name for t in tools]
 
 

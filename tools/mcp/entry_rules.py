@@ -22,7 +22,10 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # config imports this module
+    from .config import McpServerConfig
 
 # Prefixes: every variable of the family is read by the loader or the libc at start-up.
 _LOADER_PREFIXES = ("LD_", "DYLD_", "BASH_FUNC_")
@@ -85,7 +88,7 @@ def refuse_loader_variables(server: str, names: Iterable[str]) -> None:
         )
 
 
-def refuse_expansion(server: str, entry: Any, path: str = "") -> None:
+def refuse_expansion(server: str, entry: object, path: str = "") -> None:
     """A project entry may not copy the user's environment anywhere (`${VAR}`)."""
     if isinstance(entry, str):
         m = _EXPANSION.search(entry)
@@ -109,7 +112,7 @@ def refuse_expansion(server: str, entry: Any, path: str = "") -> None:
 _NOT_COVERED = frozenset({"name", "scope", "source"})
 
 
-def fingerprint(cfg: Any) -> str:
+def fingerprint(cfg: McpServerConfig) -> str:
     """Over every other field of the dataclass, so a field added later is covered too."""
     what = {
         f.name: _plain(getattr(cfg, f.name))
@@ -119,7 +122,7 @@ def fingerprint(cfg: Any) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _plain(v: Any) -> Any:
+def _plain(v: object) -> object:
     if isinstance(v, tuple):
         return [_plain(x) for x in v]
     if hasattr(v, "value"):  # a StrEnum
@@ -127,7 +130,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def trust_lines(cfg: Any) -> list[str]:
+def trust_lines(cfg: McpServerConfig) -> list[str]:
     """What `m3agent mcp trust` shows: every covered field, values in full (a project
     entry's values are the repository's, not the user's secrets)."""
     rows = []

@@ -15,11 +15,19 @@ from collections.abc import Coroutine
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..json_types import JSONObject
 from .config import McpConfig
 from .connection import ServerConnection
 from .state import McpCallError, ServerStatus
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult, GetPromptResult, Prompt, ReadResourceResult
+
+    from ..sandbox.runner import Sandbox
+
+T = TypeVar("T")
 
 
 class McpCancelled(Exception):
@@ -31,7 +39,7 @@ class McpHub:
         self,
         config: McpConfig,
         *,
-        sandbox: Any,
+        sandbox: Sandbox | None,
         workspace: Path,
         client_version: str = "0",
         media_dir: Path | None = None,
@@ -109,26 +117,26 @@ class McpHub:
         self,
         server: str,
         tool: str,
-        arguments: dict[str, Any],
+        arguments: JSONObject,
         *,
         timeout_s: float,
         cancel: threading.Event | None = None,
-    ) -> Any:
+    ) -> CallToolResult:
         conn = self._conn(server)
         return self._wait(conn.call_tool(tool, arguments, timeout_s), timeout_s, cancel)
 
     def read_resource(
         self, server: str, uri: str, *, timeout_s: float, cancel: threading.Event | None = None
-    ) -> Any:
+    ) -> ReadResourceResult:
         conn = self._conn(server)
         return self._wait(conn.read_resource(uri, timeout_s), timeout_s, cancel)
 
-    def list_prompts(self, server: str, *, timeout_s: float) -> list[Any]:
+    def list_prompts(self, server: str, *, timeout_s: float) -> list[Prompt]:
         return self._wait(self._conn(server).list_prompts(timeout_s), timeout_s, None)
 
     def get_prompt(
         self, server: str, name: str, arguments: dict[str, str], *, timeout_s: float
-    ) -> Any:
+    ) -> GetPromptResult:
         conn = self._conn(server)
         return self._wait(conn.get_prompt(name, arguments, timeout_s), timeout_s, None)
 
@@ -140,13 +148,15 @@ class McpHub:
             raise McpCallError(f"no MCP server named {name!r} in this session")
         return conn
 
-    def _submit(self, coro: Coroutine) -> Future:
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         if self._closed and not self._loop.is_running():
             coro.close()
             raise RuntimeError("the MCP hub is closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
-    def _wait(self, coro: Coroutine, timeout_s: float, cancel: threading.Event | None) -> Any:
+    def _wait(
+        self, coro: Coroutine[Any, Any, T], timeout_s: float, cancel: threading.Event | None
+    ) -> T:
         fut = self._submit(coro)
         # The connection enforces the timeout (and restarts the server); this bound is only
         # a backstop: a start that takes its own startup timeout, then the call's.

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
@@ -19,6 +19,9 @@ from ..sandbox.cgroup import Cgroup
 from ..sandbox.runner import Sandbox, SandboxUnavailable
 from .config import McpServerConfig, Transport
 from .entry_rules import loader_variable
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts
+    from mcp.client.stdio import StdioServerParameters
 
 # A server lives for the whole session: the per-command CPU budget would end it mid-session.
 _SERVER_CPU_S = 7 * 24 * 3600
@@ -55,7 +58,7 @@ def shim_argv(argv: list[str]) -> list[str]:
 
 def stdio_parameters(
     cfg: McpServerConfig, sandbox: Sandbox | None, run_dir: Path, workspace: Path
-) -> tuple[Any, Cgroup | None]:
+) -> tuple[StdioServerParameters, Cgroup | None]:
     """StdioServerParameters for the confined command (the SDK spawns and stops it), and the
     server's own pids cgroup where one can be made (the caller removes it when it stops)."""
     from mcp.client.stdio import StdioServerParameters, get_default_environment
@@ -131,7 +134,7 @@ class _WatchedRead:
     async def __aenter__(self) -> _WatchedRead:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
@@ -139,15 +142,18 @@ class _WatchedRead:
 async def open_transport(
     cfg: McpServerConfig,
     *,
-    stdio: Any,
+    stdio: StdioServerParameters | None,
     errlog: TextIO,
     on_garbage: Callable[[Exception], None],
     on_closed: Callable[[], None],
     oauth_dir: Path | None = None,
 ) -> AsyncIterator[Any]:
-    """(read, write) streams to the server; `stdio` is the StdioServerParameters."""
+    """(read, write) streams to the server; `stdio` is the StdioServerParameters (a stdio
+    server's; None for HTTP and SSE)."""
     if cfg.transport is Transport.STDIO:
         from mcp.client.stdio import stdio_client
+
+        assert stdio is not None  # stdio_parameters made them (connection._hold)
 
         async with stdio_client(stdio, errlog=errlog) as (read, write):
             yield _WatchedRead(read, on_garbage, on_closed), write

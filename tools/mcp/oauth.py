@@ -24,13 +24,24 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
 from ..private_fs import open_private, private_dir
 from .state import McpCallError
+
+if TYPE_CHECKING:  # the SDK and httpx2 are imported when a flow needs them
+    import httpx2
+    from mcp.client.auth.oauth2 import OAuthContext
+    from mcp.shared.auth import (
+        AuthorizationCodeResult,
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+        OAuthToken,
+    )
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
@@ -88,7 +99,7 @@ class TokenFile:
         self.path = Path(path)
         self.server_url = server_url
         self._record: dict[str, Any] = {} if fresh else self._read()
-        self.context: Any = None  # the provider's OAuthContext: its discovery is kept too
+        self.context: OAuthContext | None = None  # the provider's: its discovery is kept too
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -137,13 +148,13 @@ class TokenFile:
         value = self._record.get("expires_at")
         return float(value) if isinstance(value, int | float) else None
 
-    async def get_tokens(self) -> Any:
+    async def get_tokens(self) -> OAuthToken | None:
         from mcp.shared.auth import OAuthToken
 
         data = self._record.get("tokens")
         return OAuthToken.model_validate(data) if data else None
 
-    async def set_tokens(self, tokens: Any) -> None:
+    async def set_tokens(self, tokens: OAuthToken) -> None:
         self._record["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
         ctx = self.context
         if ctx is not None and ctx.oauth_metadata is not None:
@@ -160,17 +171,17 @@ class TokenFile:
         self._record["expires_at"] = time.time() + expires_in if expires_in else None
         self._write()
 
-    async def get_client_info(self) -> Any:
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
         from mcp.shared.auth import OAuthClientInformationFull
 
         data = self._record.get("client")
         return OAuthClientInformationFull.model_validate(data) if data else None
 
-    async def set_client_info(self, client_info: Any) -> None:
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         self._record["client"] = client_info.model_dump(mode="json", exclude_none=True)
         # registered, not yet logged in: nothing is written until tokens arrive
 
-    def restore(self, ctx: Any) -> None:
+    def restore(self, ctx: OAuthContext) -> None:
         """Puts what the login discovered back into a new provider's context."""
         from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
 
@@ -183,7 +194,7 @@ class TokenFile:
                 self._record["resource_metadata"]
             )
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, bool | float | None]:
         """For `mcp list/get`: whether there is a token and when it expires (no secrets)."""
         tokens = self._record.get("tokens") or {}
         return {
@@ -193,7 +204,7 @@ class TokenFile:
         }
 
 
-def client_metadata(redirect_uri: str) -> Any:
+def client_metadata(redirect_uri: str) -> OAuthClientMetadata:
     from mcp.shared.auth import OAuthClientMetadata
 
     return OAuthClientMetadata(
@@ -211,15 +222,15 @@ def make_provider(
     storage: TokenFile,
     *,
     redirect_uri: str = "http://127.0.0.1/callback",
-    redirect_handler: Any = None,
-    callback_handler: Any = None,
-) -> Any:
+    redirect_handler: Callable[[str], Awaitable[None]] | None = None,
+    callback_handler: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None,
+) -> Any:  # a subclass of the SDK's OAuthClientProvider, made here (the SDK loads lazily)
     """The SDK provider with the stored token's expiry restored (so an expired token is
     refreshed before it is sent) and, without handlers, a flow that stops with
     McpLoginRequired where it would need a person."""
     from mcp.client.auth import OAuthClientProvider
 
-    async def no_person(*_args: Any) -> Any:
+    async def no_person(*_args: object) -> NoReturn:
         raise McpLoginRequired(server)
 
     class _Provider(OAuthClientProvider):
@@ -241,7 +252,7 @@ def make_provider(
     return provider
 
 
-def _httpx() -> Any:
+def _httpx() -> ModuleType:
     import httpx2
 
     return httpx2
@@ -270,7 +281,7 @@ class OAuthGuard:
             allowed.add(origin(as_url))
         return allowed
 
-    def _check(self, outgoing: Any, original: Any) -> None:
+    def _check(self, outgoing: httpx2.Request, original: httpx2.Request) -> None:
         url = str(outgoing.url)
         if outgoing is original:
             if origin(url) != origin(self.server_url):
@@ -289,7 +300,9 @@ class OAuthGuard:
                 f"{origin(url)}, not to {' or '.join(sorted(allowed))}: refused"
             )
 
-    async def async_auth_flow(self, request: Any) -> AsyncGenerator[Any, Any]:
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         if not self.interactive and not self.storage.has_tokens:
             # never logged in: say so instead of registering a client nobody will use
             response = yield request
@@ -308,11 +321,11 @@ class OAuthGuard:
         finally:
             await flow.aclose()
 
-    def sync_auth_flow(self, request: Any) -> Any:  # pragma: no cover - async clients only
+    def sync_auth_flow(self, request: httpx2.Request) -> NoReturn:  # pragma: no cover
         raise RuntimeError("OAuthGuard works with async clients only")
 
 
-def _what(request: Any) -> str:
+def _what(request: httpx2.Request) -> str:
     if request.method == "POST":
         body = request.content.decode("utf-8", "replace")
         if "grant_type=" in body:
@@ -321,10 +334,11 @@ def _what(request: Any) -> str:
     return "metadata request"
 
 
-def guard(server: str, server_url: str, provider: Any, storage: TokenFile) -> Any:
+def guard(server: str, server_url: str, provider: Any, storage: TokenFile) -> httpx2.Auth:
     """OAuthGuard as an httpx2.Auth instance."""
     auth_cls = type("OAuthGuardAuth", (OAuthGuard, _httpx().Auth), {})
-    return auth_cls(server, server_url, provider, storage)
+    auth: httpx2.Auth = auth_cls(server, server_url, provider, storage)
+    return auth
 
 
 def quiet_sdk_logs() -> None:
@@ -335,7 +349,7 @@ def quiet_sdk_logs() -> None:
     log.propagate = False
 
 
-def session_auth(server: str, server_url: str, oauth_dir: Path) -> Any:
+def session_auth(server: str, server_url: str, oauth_dir: Path) -> httpx2.Auth | None:
     """The auth of a session's connection: stored tokens, refresh, never a browser. None for
     a plain-http server that is not on this machine (no token is ever sent over it)."""
     try:

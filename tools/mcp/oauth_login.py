@@ -17,7 +17,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from .config import McpServerConfig, Transport
@@ -32,6 +32,11 @@ from .oauth import (
     token_path,
 )
 from .state import one_line
+
+if TYPE_CHECKING:  # the SDK is imported when a login runs
+    from mcp.shared.auth import AuthorizationCodeResult
+
+E = TypeVar("E", bound=BaseException)
 
 _PAGE = (
     "<!doctype html><meta charset=utf-8><title>m3agent</title>"
@@ -52,7 +57,7 @@ class RedirectListener:
     def __init__(self) -> None:
         self._server: asyncio.AbstractServer | None = None
         self._expected_state: str | None = None
-        self._result: asyncio.Future | None = None
+        self._result: asyncio.Future[AuthorizationCodeResult] | None = None
         self.port = 0
 
     @property
@@ -67,7 +72,7 @@ class RedirectListener:
     def expect(self, state: str) -> None:
         self._expected_state = state
 
-    async def wait(self, timeout_s: float) -> Any:
+    async def wait(self, timeout_s: float) -> AuthorizationCodeResult:
         assert self._result is not None
         try:
             return await asyncio.wait_for(asyncio.shield(self._result), timeout_s)
@@ -160,7 +165,7 @@ async def login(
         if shown is not None:
             await shown
 
-    async def callback() -> Any:
+    async def callback() -> AuthorizationCodeResult:
         return await listener.wait(timeout_s)
 
     provider = make_provider(
@@ -207,7 +212,7 @@ async def login(
     return LoginResult(cfg.name, len(listing.tools), path)
 
 
-def _find(e: BaseException, cls: type) -> Any:
+def _find(e: BaseException, cls: type[E]) -> E | None:
     if isinstance(e, cls):
         return e
     if isinstance(e, BaseExceptionGroup):

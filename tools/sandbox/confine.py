@@ -12,6 +12,10 @@ system (which directory entries exist under bubblewrap's mounts) is listed here.
 import ctypes
 import os
 
+TYPE_CHECKING = False  # typing is not imported here (see above); mypy reads this as its own
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.spec import LandlockPlan, LaunchSpec
+
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446  # same numbers on x86_64 and arm64
 FILE_RIGHTS = 1 | 2 | 4 | (1 << 14) | (1 << 15)  # rights valid on a file (landlock.py)
 PR_SET_NO_NEW_PRIVS = 38
@@ -52,7 +56,7 @@ def _under(path: str, root: str) -> bool:
 
 
 class _Rules:
-    def __init__(self, libc: ctypes.CDLL, plan: dict) -> None:
+    def __init__(self, libc: ctypes.CDLL, plan: "LandlockPlan") -> None:
         self.libc, self.fs = libc, plan["fs"]
         attr = _RulesetAttr(plan["fs"], plan["net"], plan["scoped"])
         fd = libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(plan["attr_size"]), 0)
@@ -76,7 +80,7 @@ class _Rules:
         finally:
             os.close(pfd)
 
-    def grant_except(self, root: str, rights: int, excluded: list, dir_rights: int) -> None:
+    def grant_except(self, root: str, rights: int, excluded: list[str], dir_rights: int) -> None:
         """`rights` beneath root but beneath no excluded path (Landlock only grants: the
         siblings along the way get the rights, the directories on it only dir_rights)."""
         inside = [e for e in excluded if _under(e, root)]
@@ -89,7 +93,7 @@ class _Rules:
             self.allow(root, dir_rights)
         self.children(root, rights, inside, dir_rights)
 
-    def children(self, root: str, rights: int, excluded: list, dir_rights: int) -> None:
+    def children(self, root: str, rights: int, excluded: list[str], dir_rights: int) -> None:
         """grant_except on each entry of root (root itself gets nothing here)."""
         try:
             names = os.listdir(root)
@@ -101,20 +105,19 @@ class _Rules:
                 self.grant_except(child, rights, excluded, dir_rights)
 
 
-def landlock(libc: ctypes.CDLL, plan: dict) -> None:
+def landlock(libc: ctypes.CDLL, plan: "LandlockPlan") -> None:
     rules = _Rules(libc, plan)
     for op in plan["ops"]:
-        kind, args = op[0], op[1:]
-        if kind == "allow":
-            rules.allow(*args)
-        elif kind == "except":
-            rules.grant_except(*args)
-        elif kind == "port":  # TCP connect to one port (allow-list mode: the forwarder)
-            attr = _NetPort(args[1], args[0])
+        if op[0] == "allow":
+            rules.allow(*op[1:])
+        elif op[0] == "except":
+            rules.grant_except(*op[1:])
+        elif op[0] == "port":  # TCP connect to one port (allow-list mode: the forwarder)
+            attr = _NetPort(op[2], op[1])
             if libc.syscall(SYS_ADD_RULE, rules.fd, 2, ctypes.byref(attr), 0) < 0:
-                raise _fail(libc, f"landlock_add_rule(port {args[0]})")
+                raise _fail(libc, f"landlock_add_rule(port {op[1]})")
         else:
-            rules.children(*args)
+            rules.children(*op[1:])
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise _fail(libc, "prctl(PR_SET_NO_NEW_PRIVS)")
     if libc.syscall(SYS_RESTRICT, rules.fd, 0) < 0:
@@ -122,7 +125,7 @@ def landlock(libc: ctypes.CDLL, plan: dict) -> None:
     os.close(rules.fd)
 
 
-def rlimits(pairs: list, nproc_extra: int) -> None:
+def rlimits(pairs: list[tuple[int, int, int]], nproc_extra: int) -> None:
     import resource
 
     for which, value, hard_extra in pairs:
@@ -146,7 +149,7 @@ def seccomp(libc: ctypes.CDLL, program: bytes) -> None:
         raise _fail(libc, "prctl(PR_SET_SECCOMP)")
 
 
-def _caps() -> dict:
+def _caps() -> dict[str, int]:
     out = {}
     with open("/proc/self/status") as f:
         for line in f:
@@ -187,14 +190,20 @@ def user_process_count() -> int:
     return n
 
 
-def apply(libc: ctypes.CDLL, spec: dict) -> None:
+def apply(libc: ctypes.CDLL, spec: "LaunchSpec") -> None:
     """In the child: rlimits, then Landlock, then seccomp (last but for the privilege drop,
     since it limits prctl users), then the capabilities."""
-    if spec.get("rlimits"):
-        rlimits(spec["rlimits"], user_process_count())
-    if spec.get("landlock"):
-        landlock(libc, spec["landlock"])
-    if spec.get("seccomp"):
-        seccomp(libc, spec["seccomp"])
-    if spec.get("privileges"):
-        drop_privileges(libc, *spec["privileges"])
+    pairs, rules, program, privileges = (
+        spec.get("rlimits"),
+        spec.get("landlock"),
+        spec.get("seccomp"),
+        spec.get("privileges"),
+    )
+    if pairs:
+        rlimits(pairs, user_process_count())
+    if rules:
+        landlock(libc, rules)
+    if program:
+        seccomp(libc, program)
+    if privileges:
+        drop_privileges(libc, *privileges)

@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from m3agent.tools.sandbox.spec import LaunchSpec
+
 SOURCE = Path(__file__).resolve().parent / "helper.c"
 
 
@@ -72,28 +74,31 @@ def build() -> Path | None:
     return None
 
 
-def argv(helper: Path, spec: dict, status_fd: int | None, command: list[str]) -> list[str]:
+def argv(helper: Path, spec: LaunchSpec, status_fd: int | None, command: list[str]) -> list[str]:
     """The helper's command line for a launcher spec (plan.confinement's entries)."""
     tokens: list[str] = []
     nproc = _nproc()
     for which, value, extra in spec.get("rlimits") or ():
-        op = "N" if which == nproc else "R"
-        tokens += [op, str(which), str(value), str(value + extra)]
+        flag = "N" if which == nproc else "R"
+        tokens += [flag, str(which), str(value), str(value + extra)]
     ll = spec.get("landlock")
     if ll:
         tokens += ["L", str(ll["fs"]), str(ll["net"]), str(ll["scoped"]), str(ll["attr_size"])]
         for op in ll["ops"]:
             if op[0] == "allow":
                 tokens += ["A", op[1], str(op[2])]
+            elif op[0] == "port":  # allow-list mode, which runs the Python launcher instead
+                raise ValueError("the helper takes no port rule")
             else:
                 root, rights, excluded, dir_rights = op[1:]
                 tokens += ["E" if op[0] == "except" else "C", root, str(rights)]
                 tokens += [str(dir_rights), str(len(excluded)), *excluded]
         tokens.append("X")
-    if spec.get("seccomp"):
-        tokens += ["S", spec["seccomp"].hex()]
-    if spec.get("privileges"):
-        tokens += ["P", *map(str, spec["privileges"])]
+    program, privileges = spec.get("seccomp"), spec.get("privileges")
+    if program:
+        tokens += ["S", program.hex()]
+    if privileges:
+        tokens += ["P", *map(str, privileges)]
     fd = -1 if status_fd is None else status_fd
     return [str(helper), str(fd), str(len(tokens)), *tokens, *command]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from m3agent.tools.sandbox import boot
 from m3agent.tools.sandbox import landlock as ll
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
+from m3agent.tools.sandbox.spec import LandlockOp, LandlockPlan
 
 # Devices every program expects to open for writing.
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -15,7 +16,7 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/
 _BWRAP_DEVICES = ("/dev/ptmx", "/dev/pts")
 
 
-def plan(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> dict:
+def plan(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> LandlockPlan:
     """The Landlock ruleset for `policy`, computed on the host, for confine.landlock to apply
     in the launcher's child. Directory listings ("except", "children") are left to the
     child: under bubblewrap its view of the file system is not the host's.
@@ -29,7 +30,7 @@ def plan(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> 
     fs = ll.handled_fs(abi)
     net = (ll.NET_BIND_TCP | ll.NET_CONNECT_TCP) if (not policy.network and abi >= 4) else 0
     scoped = (ll.SCOPE_ABSTRACT_UNIX | ll.SCOPE_SIGNAL) if abi >= 6 else 0
-    ops: list[tuple] = []
+    ops: list[LandlockOp] = []
     read = ll.read_rights(abi)
     write_all = fs
     unreadable = [str(p) for p in hidden_paths(policy)]

@@ -11,12 +11,19 @@ SIGTERM on a timeout) every remaining descendant is killed, including children t
 setsid or double-forked, since orphans are re-parented to the launcher.
 """
 
-import _signal as signal  # the C module: `signal` would import enum and functools for IntEnum
 import ctypes
 import marshal
 import os
 import sys
 import time
+
+TYPE_CHECKING = False  # typing is not imported here (see above); mypy reads this as its own
+if TYPE_CHECKING:
+    import signal  # _signal's names, typed (typeshed has no stub for the C module)
+
+    from m3agent.tools.sandbox.spec import LaunchSpec
+else:
+    import _signal as signal  # the C module: `signal` would import enum and functools for IntEnum
 
 EXIT_SANDBOX_FAILED = 125
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
@@ -77,7 +84,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         print("usage: launch SPEC -- COMMAND...", file=sys.stderr)
         return 2
-    spec = marshal.loads(bytes.fromhex(argv[0]))
+    spec: LaunchSpec = marshal.loads(bytes.fromhex(argv[0]))
     cmd = argv[2:]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans come back to us

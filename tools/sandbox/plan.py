@@ -16,6 +16,7 @@ from pathlib import Path
 
 from m3agent.tools.sandbox import landlock, landlock_rules, privileges, proxy, rlimits, seccomp
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.spec import Confinement, LaunchSpec
 
 
 def allowlist_active(policy: SandboxPolicy, layers: Sequence[str]) -> bool:
@@ -26,16 +27,17 @@ def allowlist_active(policy: SandboxPolicy, layers: Sequence[str]) -> bool:
 
 def confinement(
     policy: SandboxPolicy, layers: tuple[str, ...] | list[str], box: Path, fsize_mb: int
-) -> dict:
+) -> Confinement:
     """rlimits / landlock / seccomp / privileges entries of the spec (None: layer off)."""
     allowlist = allowlist_active(policy, layers)
-    out: dict = {"rlimits": None, "landlock": None, "seccomp": None, "privileges": None}
+    out: Confinement = {"rlimits": None, "landlock": None, "seccomp": None, "privileges": None}
     if "rlimits" in layers:
         out["rlimits"] = rlimits.pairs(replace(policy.limits, file_size_mb=fsize_mb))
     if "landlock" in layers:
-        out["landlock"] = landlock_rules.plan(policy, box, mounts_protect="bwrap" in layers)
-        if allowlist and out["landlock"]["net"]:  # TCP: only the forwarder's port
-            out["landlock"]["ops"].append(("port", proxy.PROXY_PORT, landlock.NET_CONNECT_TCP))
+        rules = landlock_rules.plan(policy, box, mounts_protect="bwrap" in layers)
+        if allowlist and rules["net"]:  # TCP: only the forwarder's port
+            rules["ops"].append(("port", proxy.PROXY_PORT, landlock.NET_CONNECT_TCP))
+        out["landlock"] = rules
     if "seccomp" in layers:
         # seccomp cannot see a connect()'s path, and bubblewrap's read-only / shows every
         # pathname socket outside the hidden trees (a database or container daemon under
@@ -55,9 +57,9 @@ def confinement(
     return out
 
 
-def encode(spec: dict) -> str:
+def encode(spec: LaunchSpec) -> str:
     """The spec as the launcher reads it (marshal: built into every interpreter)."""
-    return marshal.dumps(spec).hex()
+    return marshal.dumps(dict(spec)).hex()
 
 
 def agent_pid(layers: Sequence[str]) -> int | None:

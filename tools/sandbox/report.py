@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypedDict
 
 from m3agent.tools.sandbox import bwrap, landlock, seccomp
 from m3agent.tools.sandbox.cgroup import Cgroup
@@ -18,6 +19,23 @@ class LayerStatus:
     available: bool  # the machine supports it
     active: bool  # it will be applied under this policy
     detail: str  # what it does, or why it is not active
+
+
+class LayerDict(TypedDict):
+    name: str
+    available: bool
+    active: bool
+    detail: str
+
+
+class ReportDict(TypedDict):
+    """SandboxReport.to_dict: what `m3agent doctor --json` shows of it."""
+
+    mode: str
+    network: bool
+    protected: bool
+    gaps: list[str]
+    layers: list[LayerDict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +54,7 @@ class SandboxReport:
     def protective(self) -> bool:
         return any(self.is_active(n) for n in PROTECTIVE)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> ReportDict:
         return {
             "mode": self.mode,
             "network": self.network,

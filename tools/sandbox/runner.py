@@ -21,6 +21,7 @@ from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
+from m3agent.tools.sandbox.spec import LaunchSpec
 
 PROXY_IN_SANDBOX = "/run/m3agent-proxy.sock"  # /run is bubblewrap's tmpfs: a fresh name
 
@@ -163,8 +164,10 @@ class Sandbox:
         clean_env.pop("PYTHONSTARTUP", None)
         # one file never passes what is left of the session's write budget
         fsize = max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB))
-        spec = {
-            **plan.confinement(self.policy, layers, box, fsize),
+        # (mypy's extra checks refuse a ** item that might hold status_fd or forward: a
+        # Confinement is exactly plan.confinement's four keys, and those two are set below)
+        spec: LaunchSpec = {
+            **plan.confinement(self.policy, layers, box, fsize),  # type: ignore[typeddict-item]
             "tree_kill": "tree_kill" in layers,
             "agent_pid": plan.agent_pid(layers),
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
@@ -304,7 +307,7 @@ def _read_status(fd: int) -> bytes:
         os.close(fd)
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def _stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the launcher (it kills its tree), then SIGKILL the whole process group."""
     try:
         proc.send_signal(signal.SIGTERM)

@@ -15,6 +15,7 @@ import ctypes
 import errno
 import platform
 import struct
+from typing import Literal, TypeAlias
 
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _DENIED = (
@@ -119,11 +120,16 @@ def supported() -> str | None:
     return None
 
 
+# ("op", code, k, label if true, label if false) or ("label", name)
+_Op: TypeAlias = tuple[Literal["op"], int, int, str | None, str | None]
+_Label: TypeAlias = tuple[Literal["label"], str]
+
+
 class _Asm:
     """Forward jumps by label, resolved when the program is packed."""
 
     def __init__(self) -> None:
-        self.ops: list[tuple] = []
+        self.ops: list[_Op | _Label] = []
 
     def ld(self, off: int) -> None:
         self.ops.append(("op", LD_W_ABS, off, None, None))

@@ -19,7 +19,8 @@ PR_SET_DUMPABLE = 4
 
 def make_undumpable() -> bool:
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+        rc: int = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return rc == 0
     except (OSError, AttributeError):
         return False
 
