@@ -2,7 +2,8 @@
 
 Claude Code's files use flat `key: value` lines, sometimes a `[a, b]` or `- item` list and
 quoted strings; that is all this reads (no PyYAML dependency for three keys). Unknown shapes
-stay strings, so a file never fails to load over a field we do not use.
+stay strings (a list inside a list is text), so a file never fails to load over a field we do
+not use.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, str | list[str]] = field(default_factory=dict)
     body: str = ""
 
     def text(self, key: str, default: str = "") -> str:
@@ -31,20 +31,26 @@ class Document:
         return tuple(str(i).strip() for i in items if str(i).strip())
 
 
-def _scalar(raw: str) -> Any:
+def _text(raw: str) -> str:
     raw = raw.strip()
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
         return raw[1:-1]
-    if raw.startswith("[") and raw.endswith("]"):
-        return [_scalar(x) for x in raw[1:-1].split(",") if x.strip()]
     return raw
+
+
+def _scalar(raw: str) -> str | list[str]:
+    """A value: a `[a, b]` flow list (its items are text, never lists again), else text."""
+    raw = raw.strip()
+    if raw.startswith("[") and raw.endswith("]"):
+        return [_text(x) for x in raw[1:-1].split(",") if x.strip()]
+    return _text(raw)
 
 
 def parse(text: str) -> Document:
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
         return Document({}, text)
-    meta: dict[str, Any] = {}
+    meta: dict[str, str | list[str]] = {}
     last: str | None = None
     for i, line in enumerate(lines[1:], start=1):
         if line.strip() == "---":
@@ -54,7 +60,7 @@ def parse(text: str) -> Document:
             continue
         if stripped.startswith("- ") and last is not None:
             prev = meta.get(last)
-            meta[last] = [*(prev if isinstance(prev, list) else []), _scalar(stripped[2:])]
+            meta[last] = [*(prev if isinstance(prev, list) else []), _text(stripped[2:])]
             continue
         key, sep, value = line.partition(":")
         if sep and not line[:1].isspace():

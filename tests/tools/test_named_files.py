@@ -32,3 +32,29 @@ def test_bad_agent_files_are_problems_and_good_ones_load(tmp_path):
     agents, problems = load_agents([root])
     assert [a.name for a in agents] == ["general-purpose", "reviewer"]
     assert problems == (f"{root / 'Bad.md'}: an agent needs a lowercase name and a description",)
+
+
+def test_nested_list_fields_read_as_text_and_never_break_discovery(tmp_path):
+    """A list inside a `[...]` list or a `- [...]` item is not in the subset we read: it stays
+    text, so a hostile or odd SKILL.md or agent file cannot crash the listing."""
+    root = tmp_path / "skills"
+    for name, text in {
+        "flow": "---\nname: flow\ndescription: [[a], b]\n---\nbody",
+        "items": "---\nname: items\ndescription:\n- [x, y]\n- z\n---\nbody",
+        "good": "---\nname: good\ndescription: fine\n---\nbody",
+    }.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "SKILL.md").write_text(text)
+    skills, problems = discover_skills([root])
+    assert problems == ()
+    assert {s.name: s.description for s in skills} == {
+        "flow": "[a], b",
+        "good": "fine",
+        "items": "[x, y], z",
+    }
+    agents_dir = tmp_path / "agents"
+    agents_dir.mkdir()
+    (agents_dir / "odd.md").write_text("---\ndescription: [[r]]\ntools: [[Read], Grep]\n---\nx")
+    agents, problems = load_agents([agents_dir])
+    assert problems == ()
+    assert "odd" in [a.name for a in agents]
