@@ -1,7 +1,9 @@
 """A raw text completion: a prompt (token ids or text) in, the model's text out, unparsed.
 
 What `/v1/completions` serves. Token-level backends (native, scripted, vllm) implement
-`complete(CompletionRequest)` next to `stream(ChatRequest)`; the chat layer's Turn in raw mode
+`complete(CompletionRequest)` next to `stream(ChatRequest)`, and so are `CompletionEngine`s
+(the capability is this declared protocol, which mypy checks each of them against, not a probe
+for a method); the chat layer's Turn in raw mode
 passes the text through as ContentDeltas and ends with the same UsageDelta. The remote
 backend renders chat requests itself and sends them here, so the prompt it caches is the one
 it rendered (a thinking toggle changes only the generation prefix).
@@ -9,10 +11,11 @@ it rendered (a thinking toggle changes only the generation prefix).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ..api import SamplingParams
+from ..api import ChatDelta, Engine, SamplingParams
 
 if TYPE_CHECKING:
     from ..m3.chat import ChatLayer
@@ -35,3 +38,12 @@ def prompt_ids(request: CompletionRequest, chat: ChatLayer) -> list[int]:
     if request.prompt_token_ids is not None:
         return list(request.prompt_token_ids)
     return chat.encode_prompt_text(request.prompt_text or "")
+
+
+@runtime_checkable
+class CompletionEngine(Engine, Protocol):
+    """An engine that also serves raw completions (`m3agent serve`'s /v1/completions)."""
+
+    def complete(self, request: CompletionRequest) -> AsyncIterator[ChatDelta]:
+        """The prompt's continuation as ContentDeltas, unparsed, then one UsageDelta."""
+        ...

@@ -35,7 +35,7 @@ from ..native.core.engine_config import EngineConfig
 from ..native.core.llm_engine import LLMEngine
 from ..native.core.outputs import PrefillStep, RequestOutput
 from ..native.core.sampling_params import TokenSamplingParams
-from .completion import CompletionRequest, prompt_ids
+from .completion import CompletionEngine, CompletionRequest, prompt_ids
 
 if TYPE_CHECKING:
     from ..native.runner.mm_inputs import MultiModalInputs
@@ -298,3 +298,9 @@ def _put(loop: asyncio.AbstractEventLoop, sink: asyncio.Queue, item: object) -> 
         loop.call_soon_threadsafe(sink.put_nowait, item)
     except RuntimeError:  # the caller's loop is gone; nobody is listening any more
         pass
+
+
+if TYPE_CHECKING:  # mypy checks the declared capability: NativeEngine is a CompletionEngine
+
+    def _serves_completions(engine: NativeEngine) -> CompletionEngine:
+        return engine

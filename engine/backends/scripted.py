@@ -13,7 +13,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api import (
     ChatDelta,
@@ -25,7 +25,7 @@ from ..api import (
 )
 from ..m3.chat import ChatLayer, Turn
 from ..m3.chat_template import ChatTemplate
-from .completion import CompletionRequest, prompt_ids
+from .completion import CompletionEngine, CompletionRequest, prompt_ids
 
 PAGE_TOKENS = 128
 
@@ -164,3 +164,9 @@ class ScriptedEngine:
         generated = self._layer().count_text(text)
         for d in turn.finish(finish, cached_tokens=cached, generated_tokens=generated):
             yield d
+
+
+if TYPE_CHECKING:  # mypy checks the declared capability: ScriptedEngine is a CompletionEngine
+
+    def _serves_completions(engine: ScriptedEngine) -> CompletionEngine:
+        return engine

@@ -31,7 +31,7 @@ from ..api import (
 from ..m3.chat import ChatLayer, Turn, check_prompt_len
 from ..m3.chat_template import ChatTemplate
 from ..model_source import checkpoint_facts, resolve_model
-from .completion import CompletionRequest, prompt_ids
+from .completion import CompletionEngine, CompletionRequest, prompt_ids
 from .vllm_args import (
     EnginePlan,
     GpuInfo,
@@ -286,3 +286,9 @@ async def _until(outputs: AsyncIterator[Any], stop: asyncio.Event) -> AsyncGener
                 return
     finally:
         waiter.cancel()
+
+
+if TYPE_CHECKING:  # mypy checks the declared capability: VllmEngine is a CompletionEngine
+
+    def _serves_completions(engine: VllmEngine) -> CompletionEngine:
+        return engine
