@@ -31,6 +31,8 @@ class CompletionRequest:
     def __post_init__(self) -> None:
         if (self.prompt_token_ids is None) == (self.prompt_text is None):
             raise ValueError("a completion needs a prompt: token ids or text, not both")
+        if not (self.prompt_token_ids or self.prompt_text):  # every backend: no empty prompt
+            raise ValueError("a completion needs a prompt: this one is empty")
 
 
 def prompt_ids(request: CompletionRequest, chat: ChatLayer) -> list[int]:
