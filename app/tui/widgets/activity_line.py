@@ -4,8 +4,11 @@ time and how to stop it; when idle, a passing hint (e.g. "ctrl+c again to quit")
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Unpack
 
 from textual.widgets import Static
+
+from .widget_options import WidgetOptions
 
 FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -27,7 +30,9 @@ class ActivityLine(Static):
     }
     """
 
-    def __init__(self, state: Callable[[], tuple[str, float | None]], **kwargs) -> None:
+    def __init__(
+        self, state: Callable[[], tuple[str, float | None]], **kwargs: Unpack[WidgetOptions]
+    ) -> None:
         """state() -> (activity, elapsed seconds or None when no turn runs)."""
         super().__init__("", markup=False, **kwargs)
         self.state = state

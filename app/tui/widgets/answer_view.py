@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownStream
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 
 class AnswerView(Markdown):
@@ -18,7 +21,7 @@ class AnswerView(Markdown):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__("", **kwargs)
         self._stream: MarkdownStream | None = None
         self._source = ""

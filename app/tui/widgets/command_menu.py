@@ -3,10 +3,13 @@ the focus; it moves the highlight (↑/↓) and takes the choice (Tab, Enter).""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from rich.text import Text
 from textual.widgets import Static
 
 from ..slash import SlashSpec, menu_matches
+from .widget_options import WidgetOptions
 
 
 class CommandMenu(Static):
@@ -21,7 +24,7 @@ class CommandMenu(Static):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__("", **kwargs)
         self.matches: list[SlashSpec] = []
         self.index = 0

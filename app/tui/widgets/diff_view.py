@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from rich.text import Text
 from textual.widgets import Static
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 _STYLES = (("+++", "bold"), ("---", "bold"), ("@@", "cyan"), ("+", "green"), ("-", "red"))
 
@@ -31,5 +34,5 @@ class DiffView(Static):
     }
     """
 
-    def __init__(self, diff: str, **kwargs) -> None:
+    def __init__(self, diff: str, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(render_diff(diff), **kwargs)

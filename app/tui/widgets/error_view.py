@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from rich.text import Text
 from textual.widgets import Static
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 HINTS = {
     "engine_unavailable": "check the engine is running (m3agent doctor), then send the prompt again",
@@ -29,7 +32,9 @@ class ErrorView(Static):
     }
     """
 
-    def __init__(self, message: str, kind: str = "internal", **kwargs) -> None:
+    def __init__(
+        self, message: str, kind: str = "internal", **kwargs: Unpack[WidgetOptions]
+    ) -> None:
         text = Text()
         text.append("Error: ", style="bold red")
         text.append(visible(message))

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Unpack
 
+from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 
 class LoadingView(Horizontal):
@@ -22,13 +25,15 @@ class LoadingView(Horizontal):
     LoadingView ProgressBar { width: 40; }
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, **kwargs) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, **kwargs: Unpack[WidgetOptions]
+    ) -> None:
         super().__init__(**kwargs)
         self.clock = clock
         self.label = "starting engine…"
         self.started = clock()
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Label(self.label, id="loading-label", markup=False)
         # show_eta off: a clock on screen would make snapshots flaky (the label has its own,
         # from the injectable clock).

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from textual.widgets import Static
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 
 class NoticeView(Static):
@@ -18,5 +21,5 @@ class NoticeView(Static):
     }
     """
 
-    def __init__(self, text: str, **kwargs) -> None:
+    def __init__(self, text: str, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(visible(text), markup=False, **kwargs)

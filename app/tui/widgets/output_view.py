@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from textual.binding import Binding
 from textual.widgets import Static
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 PREVIEW_LINES = 12
 MAX_LINES = 2000  # beyond this the tool itself truncates; keep the widget light too
@@ -18,7 +21,7 @@ class OutputView(Static, can_focus=True):
     """
     BINDINGS = [Binding("enter", "toggle_lines", "show all / fewer lines", show=False)]
 
-    def __init__(self, output: str, **kwargs) -> None:
+    def __init__(self, output: str, **kwargs: Unpack[WidgetOptions]) -> None:
         self.lines = visible(output.rstrip("\n")).splitlines()[:MAX_LINES]
         self.expanded = False
         super().__init__(self._text(), markup=False, **kwargs)

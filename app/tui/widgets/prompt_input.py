@@ -5,7 +5,7 @@ left the prompt made every later key, Enter too, land elsewhere)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from textual import events
 from textual.message import Message
@@ -13,6 +13,7 @@ from textual.widgets import TextArea
 
 from ..attachments import at_token, common_prefix, complete_path
 from .command_menu import CommandMenu
+from .widget_options import WidgetOptions
 
 if TYPE_CHECKING:
     from ..history_search import HistorySearch
@@ -58,7 +59,9 @@ class PromptInput(TextArea):
             super().__init__()
             self.text = text
 
-    def __init__(self, cwd: Path, menu: CommandMenu | None = None, **kwargs) -> None:
+    def __init__(
+        self, cwd: Path, menu: CommandMenu | None = None, **kwargs: Unpack[WidgetOptions]
+    ) -> None:
         super().__init__(
             "",
             soft_wrap=True,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from textual.widgets import Collapsible, Static
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 
 class ReasoningView(Collapsible):
@@ -26,7 +29,7 @@ class ReasoningView(Collapsible):
     }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Unpack[WidgetOptions]) -> None:
         self._text = ""
         self.finished = False
         self._body = Static("", markup=False, classes="reasoning-text")

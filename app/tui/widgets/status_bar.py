@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Unpack
+
 from rich.text import Text
 from textual.widgets import Static
 
 from ...safe_text import visible
 from ..status import StatusState
+from .widget_options import WidgetOptions
 
 
 class StatusBar(Static):
@@ -20,7 +23,7 @@ class StatusBar(Static):
     }
     """
 
-    def __init__(self, state: StatusState, **kwargs) -> None:
+    def __init__(self, state: StatusState, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__(_line(state), **kwargs)
         self.state = state
 

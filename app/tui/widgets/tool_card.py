@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Unpack
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
 from ...safe_text import visible
 from .diff_view import DiffView
 from .output_view import OutputView
+from .widget_options import WidgetOptions
 
 _STATUS = {
     "running": ("⋯ running", "yellow"),
@@ -48,7 +50,9 @@ class ToolCard(Vertical):
     ToolCard .tool-output { margin: 1 0 0 0; }
     """
 
-    def __init__(self, call_id: str, name: str, arguments: dict[str, Any], **kwargs) -> None:
+    def __init__(
+        self, call_id: str, name: str, arguments: dict[str, Any], **kwargs: Unpack[WidgetOptions]
+    ) -> None:
         super().__init__(**kwargs)
         self.call_id = call_id
         self.tool_name = name
@@ -58,7 +62,7 @@ class ToolCard(Vertical):
         self._header = Static(self._header_text())
         self._args = Static(format_arguments(arguments), markup=False, classes="tool-args")
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield self._header
         yield self._args
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Unpack
 
 from rich.text import Text
 from textual.widgets import Static
 
 from ...safe_text import visible
+from .widget_options import WidgetOptions
 
 
 class UserMessage(Static):
@@ -21,7 +23,9 @@ class UserMessage(Static):
     }
     """
 
-    def __init__(self, text: str, attachments: tuple[str, ...] = (), **kwargs) -> None:
+    def __init__(
+        self, text: str, attachments: tuple[str, ...] = (), **kwargs: Unpack[WidgetOptions]
+    ) -> None:
         body = Text(visible(text))
         for path in attachments:
             body.append(f"\n📎 {visible(Path(path).name)}", style="italic")
