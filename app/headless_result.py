@@ -24,7 +24,13 @@ def subtype(code: int) -> str:
 
 
 def claude_fields(
-    *, code: int, answer: str, session_id: str | None, turns: int, duration_s, api_s
+    *,
+    code: int,
+    answer: str,
+    session_id: str | None,
+    turns: int,
+    duration_s: float,
+    api_s: float,
 ) -> dict[str, Any]:
     return {
         "type": "result",

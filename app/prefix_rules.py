@@ -15,9 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.tools.private_fs import private_dir
+
+if TYPE_CHECKING:
+    from m3agent.agent.config import ToolRule
 
 USER_FILE = "permissions.json"
 TRUST_FILE = "permissions-trust.json"
@@ -101,7 +104,7 @@ PROJECT_SETTINGS = Path(".m3agent") / "settings.json"
 ACTIONS = ("allow", "ask", "deny")
 
 
-def _checked(rule: str, action: str):
+def _checked(rule: str, action: str) -> ToolRule:
     from m3agent.agent.config import ToolRule
     from m3agent.agent.path_rules import parse_rule
 
@@ -109,7 +112,7 @@ def _checked(rule: str, action: str):
     return ToolRule(rule, action)
 
 
-def user_rules(home: Path) -> list:
+def user_rules(home: Path) -> list[ToolRule]:
     raw = _read(home / USER_FILE).get("rules", {})
     out = []
     for rule, action in raw.items() if isinstance(raw, dict) else []:

@@ -8,9 +8,12 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .jsonl import parse_jsonl
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 INPUT_FORMATS = ("text", "stream-json")
 
@@ -190,7 +193,7 @@ def read_prompts(prompt: str | None, input_format: str) -> tuple[str, list[str]]
     return with_stdin(utf8_text(os.fsencode(prompt)), piped_stdin(sys.stdin)), []
 
 
-def append_system_prompt(settings, text: str | None):
+def append_system_prompt(settings: Settings, text: str | None) -> Settings:
     """The configured (or default) system prompt with TEXT after it (Claude Code's flag)."""
     if not text:
         return settings

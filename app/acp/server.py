@@ -17,18 +17,28 @@ from typing import Any
 
 import acp
 from acp.schema import (
+    AcpMcpServer,
     AgentCapabilities,
+    AudioContentBlock,
     AvailableCommand,
     AvailableCommandInput,
+    ClientCapabilities,
+    EmbeddedResourceContentBlock,
+    HttpMcpServer,
+    ImageContentBlock,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
+    McpServerStdio,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
+    ResourceContentBlock,
     SessionMode,
     SessionModeState,
     SetSessionModeResponse,
+    SseMcpServer,
+    TextContentBlock,
     ToolCallUpdate,
     UnstructuredCommandInput,
 )
@@ -41,6 +51,15 @@ from .editor_tools import Bridge, EditorToolset
 MODES = (
     SessionMode(id="default", name="Default", description="Reads, edits and runs commands"),
     SessionMode(id="plan", name="Plan", description="Read only: investigates and proposes"),
+)
+# What ACP's Agent interface takes (acp.interfaces.Agent): MCP servers and prompt blocks.
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+ContentBlock = (
+    TextContentBlock
+    | ImageContentBlock
+    | AudioContentBlock
+    | ResourceContentBlock
+    | EmbeddedResourceContentBlock
 )
 PLAN_NOTE = (
     "[plan mode: read only. Investigate with the read-only tools and answer with a plan; "
@@ -59,7 +78,7 @@ class Live:
     mcp_file: Path | None = None
 
 
-def _mcp_file(servers: list[Any]) -> Path | None:
+def _mcp_file(servers: list[McpServer]) -> Path | None:
     """The editor's MCP servers as a .mcp.json-style file for --mcp-config (the user put
     them in their editor's settings: trusted like a file named on the command line)."""
     if not servers:
@@ -110,7 +129,12 @@ class M3AcpAgent:
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None, **kw: Any):
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: ClientCapabilities | None = None,
+        **kw: Any,
+    ) -> InitializeResponse:
         fs = getattr(client_capabilities, "fs", None)
         self.fs_read = bool(getattr(fs, "read_text_file", False))
         self.fs_write = bool(getattr(fs, "write_text_file", False))
@@ -126,20 +150,26 @@ class M3AcpAgent:
     async def authenticate(self, method_id: str, **kw: Any) -> None:
         return None
 
-    async def new_session(self, cwd: str, mcp_servers: list | None = None, **kw: Any):
+    async def new_session(
+        self, cwd: str, mcp_servers: list[McpServer] | None = None, **kw: Any
+    ) -> NewSessionResponse:
         live = await self._open(cwd, mcp_servers or [], resume=None)
         sid = live.session.id
         await self._announce(sid, live)
         return NewSessionResponse(session_id=sid, modes=self._modes(live))
 
-    async def load_session(self, cwd: str, session_id: str, mcp_servers: list | None = None, **kw):
+    async def load_session(
+        self, cwd: str, session_id: str, mcp_servers: list[McpServer] | None = None, **kw: Any
+    ) -> LoadSessionResponse:
         live = await self._open(cwd, mcp_servers or [], resume=session_id)
         for u in translate.history_updates(live.session.messages):
             await self.conn.session_update(session_id=session_id, update=u)
         await self._announce(session_id, live)
         return LoadSessionResponse(modes=self._modes(live))
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **kw: Any):
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kw: Any
+    ) -> SetSessionModeResponse:
         live = self._get(session_id)
         if mode_id not in {m.id for m in MODES}:
             raise acp.RequestError.invalid_params({"modeId": f"unknown mode {mode_id!r}"})
@@ -149,7 +179,9 @@ class M3AcpAgent:
         )
         return SetSessionModeResponse()
 
-    async def prompt(self, session_id: str, prompt: list, **kw: Any) -> PromptResponse:
+    async def prompt(
+        self, session_id: str, prompt: list[ContentBlock], **kw: Any
+    ) -> PromptResponse:
         from ..extensions import expand_turn
 
         live = self._get(session_id)
@@ -187,7 +219,7 @@ class M3AcpAgent:
     def _modes(self, live: Live) -> SessionModeState:
         return SessionModeState(current_mode_id=live.mode, available_modes=list(MODES))
 
-    async def _open(self, cwd: str, servers: list, resume: str | None) -> Live:
+    async def _open(self, cwd: str, servers: list[McpServer], resume: str | None) -> Live:
         from ..factory import build_session
 
         mcp_file = _mcp_file(servers)

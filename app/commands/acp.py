@@ -9,7 +9,11 @@ import typer
 from . import flags
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from acp.interfaces import Agent
+
+    from ..settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -54,7 +58,7 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(code or exit_codes.OK)
 
 
-async def _serve(settings, script) -> int:
+async def _serve(settings: Settings, script: Path | None) -> int:
     import sys
     from importlib.metadata import PackageNotFoundError, version
 

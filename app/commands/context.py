@@ -12,15 +12,20 @@ the native engine caps it). No model is loaded.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from m3agent.engine.m3.config import M3TextConfig
+
+    from ..settings import Settings
 
 M3_CONTEXT_TOKENS = 1_048_576  # MiniMax M3's window when no model directory says otherwise
 DEFAULT_SESSION_TOKENS = 196_608  # what remote/scripted sessions assume when not told
 
 
-def _native_cpu_window(text_config, max_len: int) -> int:
+def _native_cpu_window(text_config: M3TextConfig, max_len: int) -> int:
     """The window LLMEngine gives a model on CPU: the default KV budget caps it."""
     from m3agent.engine.native.core.engine_config import DEFAULT_CPU_KV_BYTES
 
@@ -34,7 +39,7 @@ def _native_cpu_window(text_config, max_len: int) -> int:
     return max(0, min(max_len, (max(2, blocks) - 1) * 128))
 
 
-def _server_max_model_len(settings) -> int | None:
+def _server_max_model_len(settings: Settings) -> int | None:
     import httpx
 
     headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
@@ -46,7 +51,7 @@ def _server_max_model_len(settings) -> int | None:
     return lens[0] if lens else None
 
 
-def session_window(settings) -> tuple[int, str]:
+def session_window(settings: Settings) -> tuple[int, str]:
     """(tokens, where the figure comes from) for a session with these settings."""
     from m3agent.engine.m3.config import load_config
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from ..settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -104,7 +108,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(exit_codes.SANDBOX_UNAVAILABLE)
 
 
-def _private_dir_gaps(settings) -> list[str]:
+def _private_dir_gaps(settings: Settings) -> list[str]:
     """m3agent's data dir must be 0700: session logs and checkpoints hold the user's code."""
     import os
     import stat

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from ..hooks_settings import HookSources
+    from ..settings import Settings
 
 
 def register(app: typer.Typer) -> None:
     hooks = typer.Typer(help="Hooks: programs run on session events (docs/hooks.md).")
     app.add_typer(hooks, name="hooks")
 
-    def _load(cwd: Path):
+    def _load(cwd: Path) -> tuple[Settings, Path, HookSources]:
         from ..cli_errors import die
         from ..hooks_settings import load_hooks
         from ..settings import load_settings

@@ -8,9 +8,13 @@ server; `m3agent doctor` does, to check them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from ..mcp.settings import McpServerConfig
+    from ..settings import Settings
 
 # The `--cwd` of the commands that read the project's .mcp.json, declared once.
 ReadCwd = Annotated[Path, typer.Option("--cwd", help="Project whose .mcp.json to read.")]
@@ -28,7 +32,7 @@ def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
     return out
 
 
-def _servers(cwd: Path):
+def _servers(cwd: Path) -> tuple[Settings, list[tuple[McpServerConfig, bool]]]:
     """(settings, [(server, trusted)]) of the user config and the project's .mcp.json."""
     import os
     import sys

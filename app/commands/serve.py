@@ -7,10 +7,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from . import flags
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from m3agent.engine.api import Engine
+
+    from ..engine_build import Report
+    from ..settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -186,15 +195,16 @@ def _detach(argv: list[str], engine: str, model: str | None) -> int:
     return exit_codes.OK
 
 
-def _vllm_builder(options: dict):
+def _vllm_builder(options: dict[str, Any]) -> Callable[..., Engine]:
     """The vLLM engine with serve's options (ValueError for a bad one, before any load)."""
     from m3agent.engine.backends.vllm_args import VllmOptions
 
     opts = VllmOptions(**options)
 
-    def build(settings, attach: bool = False, progress=None):
+    def build(settings: Settings, attach: bool = False, progress: Report | None = None) -> Engine:
         from m3agent.engine.backends.vllm import VllmEngine
 
+        assert settings.model is not None  # run_server passes the resolved model directory
         engine = VllmEngine.from_model_dir(settings.model, opts)
         for note in engine.plan.notes:
             typer.echo(f"vllm: {note}", err=True)

@@ -3,7 +3,14 @@ or `run --resume ID`; `--continue` picks the last one of this directory)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from m3agent.agent.conversation import SessionSummary
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +51,7 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}") + "\n")
 
 
-def latest_session_id(sessions_dir, cwd) -> str | None:
+def latest_session_id(sessions_dir: Path, cwd: str | Path) -> str | None:
     """The session last written to whose workspace is `cwd` and that has a prompt, or None
     (`--continue`, `m3agent resume --last`)."""
     from pathlib import Path
@@ -54,7 +61,7 @@ def latest_session_id(sessions_dir, cwd) -> str | None:
     where = str(Path(cwd).expanduser().resolve())
     found = [s for s in list_sessions(sessions_dir) if s.cwd == where and s.first_prompt.strip()]
 
-    def last_write(s) -> float:
+    def last_write(s: SessionSummary) -> float:
         try:
             return session_log_path(sessions_dir, s.id).stat().st_mtime
         except OSError:

@@ -8,6 +8,7 @@ takes the rest), and the messages it returns become the user's prompt.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from ..custom_commands import CustomCommand
@@ -25,7 +26,7 @@ def _text(result: Any) -> str:
     return "\n\n".join(parts)
 
 
-def _renderer(hub: Any, server: str, prompt: str, names: list[str]):
+def _renderer(hub: Any, server: str, prompt: str, names: list[str]) -> Callable[[str], str]:
     def render(arguments: str) -> str:
         try:
             words = shlex.split(arguments)

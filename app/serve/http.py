@@ -140,7 +140,7 @@ def connection_handler(
     check_head: HeadCheck | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     body_budget: int | None = None,
-):
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
     """body_budget: the request-body bytes all connections together may hold at once (default
     4 bodies of the largest size); past it a request is a 503 before its body is read, so
     that many large requests at once cannot exhaust memory either."""
@@ -177,7 +177,12 @@ def connection_handler(
         finally:
             inflight[0] -= held[0]
 
-    async def _one_held(reader, writer, peer: str, reserve: Callable[[int], None]) -> bool:
+    async def _one_held(
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        peer: str,
+        reserve: Callable[[int], None],
+    ) -> bool:
         req: HttpRequest | None = None
         try:
             try:

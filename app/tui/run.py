@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import exit_codes
 from .app import _log_dir, create_app
 from .crash import crash_summary, write_crash_log, write_crash_text
 from .ports import SessionFactory, TuiConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def run_tui(session_factory: SessionFactory, config: TuiConfig, *, headless: bool = False) -> int:
@@ -32,7 +36,7 @@ def run_tui(session_factory: SessionFactory, config: TuiConfig, *, headless: boo
     return exit_codes.OK
 
 
-def _safe(write) -> Path | None:
+def _safe(write: Callable[[], Path]) -> Path | None:
     try:
         return write()
     except OSError:
