@@ -15,6 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 _LABEL = re.compile(r" <([a-zA-Z_]+)(?:\[([a-zA-Z_]+)\])?(?: range)?>")
 _REQUIRED_ARG = re.compile(r"\{([a-zA-Z_]+)\}")
 _WORDS = {"str": "TEXT", "int": "N", "float": "NUMBER", "path": "PATH", "bool": ""}
+Row = tuple[str, str]  # a help row: (the flags or argument, its help)
 
 
 def _word(match: re.Match[str]) -> str:
@@ -24,9 +25,10 @@ def _word(match: re.Match[str]) -> str:
     return f" {word}" if word else ""
 
 
-def _records(command: Any, ctx: Any) -> tuple[list, list]:
+def _records(command: Any, ctx: Any) -> tuple[list[Row], list[Row]]:
     """(arguments, options) help rows, with readable placeholders in the first column."""
-    args, opts = [], []
+    args: list[Row] = []
+    opts: list[Row] = []
     for param in command.get_params(ctx):
         record = param.get_help_record(ctx)
         if record is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from m3agent.agent.events import Progress
 from m3agent.engine.api import Engine, EngineName, EngineUnavailable
@@ -21,7 +21,13 @@ DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
 Report = Callable[[Progress], None]
 
 
-def _import_backend(module: str, cls: str, engine: str) -> Any:
+class _Backend(Protocol):
+    """A backend's engine class, as _import_backend finds it: its engine from a checkpoint."""
+
+    def from_model_dir(self, path: Path, *args: Any, **options: Any) -> Engine: ...
+
+
+def _import_backend(module: str, cls: str, engine: str) -> _Backend:
     try:
         mod = importlib.import_module(f"m3agent.engine.backends.{module}")
     except ImportError as e:
@@ -32,11 +38,12 @@ def _import_backend(module: str, cls: str, engine: str) -> Any:
             f"the {engine} engine is unavailable in this install: {hint}"
         ) from e
     try:
-        return getattr(mod, cls)
+        backend: _Backend = getattr(mod, cls)
     except AttributeError as e:
         raise EngineUnavailable(
             f"the {engine} engine is unavailable: no {cls} in {mod.__name__}"
         ) from e
+    return backend
 
 
 def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:

@@ -11,12 +11,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.config import AgentConfig
 from m3agent.agent.events import Error, ErrorKind
 
 from .custom_commands import CustomCommand, load_commands, skill_commands
+
+if TYPE_CHECKING:
+    from m3agent.agent.hooks import Hooks
+    from m3agent.agent.ops import UserTurn
+    from m3agent.agent.session import Session
+    from m3agent.agent.subagents import TaskTool
+    from m3agent.engine.api import Engine
+    from m3agent.tools.extra_toolset import ExtendedToolset
+    from m3agent.tools.toolset import ToolsetProtocol
+
+    from .settings import Settings
 
 # Kept out of the repository snapshot (gitignore patterns): a skill's body is loaded only
 # when the model asks for it; commands and agent definitions are instructions, not code.
@@ -31,11 +42,11 @@ SNAPSHOT_SKIP = (
 )
 
 
-def user_dir(settings: Any) -> Path:
+def user_dir(settings: Settings) -> Path:
     return settings.user_dir or settings.home
 
 
-def skill_roots(settings: Any, cwd: Path) -> list[Path]:
+def skill_roots(settings: Settings, cwd: Path) -> list[Path]:
     # The project's own first, then where users of other agents already keep theirs.
     return [
         cwd / ".m3agent" / "skills",
@@ -45,15 +56,17 @@ def skill_roots(settings: Any, cwd: Path) -> list[Path]:
     ]
 
 
-def command_dirs(settings: Any, cwd: Path) -> list[Path]:
+def command_dirs(settings: Settings, cwd: Path) -> list[Path]:
     return [cwd / ".m3agent" / "commands", user_dir(settings) / "commands"]
 
 
-def agent_dirs(settings: Any, cwd: Path) -> list[Path]:
+def agent_dirs(settings: Settings, cwd: Path) -> list[Path]:
     return [cwd / ".m3agent" / "agents", user_dir(settings) / "agents"]
 
 
-def all_commands(settings: Any, cwd: Path) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
+def all_commands(
+    settings: Settings, cwd: Path
+) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
     """Custom commands, then skills as commands (a command wins a name)."""
     from m3agent.tools.skills import discover_skills
 
@@ -64,7 +77,7 @@ def all_commands(settings: Any, cwd: Path) -> tuple[tuple[CustomCommand, ...], t
     return commands + extra, problems + skill_problems
 
 
-def expand_turn(session: Any, turn: Any) -> Any:
+def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
     """A UserTurn whose text is `/name args` of the session's custom commands, skills or MCP
     prompts, as its prompt and allowed tools; any other turn as it is."""
     from .custom_commands import find
@@ -80,12 +93,12 @@ def expand_turn(session: Any, turn: Any) -> Any:
 
 @dataclass(slots=True)
 class Extras:
-    toolset: Any
+    toolset: ExtendedToolset
     config: AgentConfig
-    hooks: Any = None
+    hooks: Hooks | None = None
     notes: list[Error] = field(default_factory=list)
     commands: tuple[CustomCommand, ...] = ()
-    task_tool: Any = None
+    task_tool: TaskTool | None = None
 
     def bind(self, session: Any) -> None:
         """The task tool runs children beside the session it belongs to."""
@@ -95,7 +108,7 @@ class Extras:
 
 
 def session_extras(
-    settings: Any, cwd: Path, engine: Any, toolset: Any, config: AgentConfig
+    settings: Settings, cwd: Path, engine: Engine, toolset: ToolsetProtocol, config: AgentConfig
 ) -> Extras:
     from m3agent.agent.subagents import TaskTool, load_agents
     from m3agent.tools.extra_toolset import ExtendedToolset

@@ -174,7 +174,7 @@ def build_session(
     extras = session_extras(settings, cwd, engine, toolset, config)
     toolset, config = extras.toolset, extras.config
 
-    common = {
+    common: dict[str, Any] = {
         "sandbox": sandbox,
         "checkpoint": checkpoint,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),

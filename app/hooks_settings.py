@@ -13,10 +13,15 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
+
+if TYPE_CHECKING:
+    from m3agent.agent.hooks import Hooks
+
+    from .settings import Settings
 
 PROJECT_SETTINGS = Path(".m3agent") / "settings.json"
 TRUST_FILE = "hooks-trust.json"
@@ -84,7 +89,7 @@ def trust_hooks(home: Path, cwd: Path, raw: Any) -> None:
     tmp.replace(path)
 
 
-def session_hooks(settings: Any, cwd: Path) -> tuple[Any, list[str]]:
+def session_hooks(settings: Settings, cwd: Path) -> tuple[Hooks | None, list[str]]:
     """(the Hooks to pass to the Session or None, notes to show at start)."""
     from m3agent.agent.hooks import Hooks
 

@@ -27,7 +27,7 @@ TRUST_FILE = "permissions-trust.json"
 PROJECT_FILE = Path(".m3agent") / "permissions.json"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -35,7 +35,7 @@ def _read(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _prefixes(data: dict) -> list[tuple[str, ...]]:
+def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
     raw = data.get("shell_prefixes", [])
     out = []
     for p in raw if isinstance(raw, list) else []:
@@ -146,7 +146,7 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
     return f"{rule} = {action}" if action else f"removed {rule}"
 
 
-def project_rules(home: Path, cwd: Path) -> tuple[list, list[str]]:
+def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
     """(the project's rules that count, notes: untrusted, or rules refused and why)."""
     project = cwd / PROJECT_SETTINGS
     if not project.is_file():
@@ -163,7 +163,8 @@ def project_rules(home: Path, cwd: Path) -> tuple[list, list[str]]:
             f"{project} has {len(entries)} permission rule(s) but is not trusted: "
             "/permissions trust uses them"
         ]
-    rules, notes = [], []
+    rules: list[ToolRule] = []
+    notes: list[str] = []
     for rule, action in entries:
         try:
             rules.append(_checked(rule, action))
@@ -172,7 +173,7 @@ def project_rules(home: Path, cwd: Path) -> tuple[list, list[str]]:
     return rules, notes
 
 
-def saved_rules(home: Path, cwd: Path) -> tuple[list, list[str]]:
+def saved_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
     """User rules, then the trusted project's: after the config's own (deny still wins)."""
     rules, notes = project_rules(home, cwd)
     return user_rules(home) + rules, notes

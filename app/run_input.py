@@ -114,7 +114,7 @@ def load_schema(path: Path) -> dict[str, Any]:
     import jsonschema
 
     try:
-        schema = json.loads(Path(path).read_text(encoding="utf-8"))
+        schema: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise ValueError(f"--output-schema {path}: {e.strerror or e}") from e
     except json.JSONDecodeError as e:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import acp
+from acp.interfaces import Client
 from acp.schema import (
     AcpMcpServer,
     AgentCapabilities,
@@ -72,9 +73,9 @@ class Live:
     session: Any
     tools: EditorToolset
     mode: str = "default"
-    pump: asyncio.Task | None = None
-    turn_done: asyncio.Future | None = None
-    tasks: set = field(default_factory=set)
+    pump: asyncio.Task[None] | None = None
+    turn_done: asyncio.Future[ev.TurnComplete] | None = None
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)  # permission requests asked
     mcp_file: Path | None = None
 
 
@@ -120,12 +121,19 @@ class M3AcpAgent:
         self.settings = settings
         self.engine = engine
         self.version = version
-        self.conn: Any = None
+        self.conn: Client | None = None
         self.fs_read = self.fs_write = False
         self.live: dict[str, Live] = {}
 
-    def on_connect(self, conn: Any) -> None:
+    def on_connect(self, conn: Client) -> None:
         self.conn = conn
+
+    @property
+    def client(self) -> Client:
+        """The editor's side of the connection: on_connect gives it before any request."""
+        if self.conn is None:
+            raise RuntimeError("the ACP connection is not open yet")
+        return self.conn
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -163,7 +171,7 @@ class M3AcpAgent:
     ) -> LoadSessionResponse:
         live = await self._open(cwd, mcp_servers or [], resume=session_id)
         for u in translate.history_updates(live.session.messages):
-            await self.conn.session_update(session_id=session_id, update=u)
+            await self.client.session_update(session_id=session_id, update=u)
         await self._announce(session_id, live)
         return LoadSessionResponse(modes=self._modes(live))
 
@@ -174,7 +182,7 @@ class M3AcpAgent:
         if mode_id not in {m.id for m in MODES}:
             raise acp.RequestError.invalid_params({"modeId": f"unknown mode {mode_id!r}"})
         live.mode = live.tools.mode = mode_id
-        await self.conn.session_update(
+        await self.client.session_update(
             session_id=session_id, update=acp.helpers.update_current_mode(mode_id)
         )
         return SetSessionModeResponse()
@@ -255,16 +263,16 @@ class M3AcpAgent:
             for c in getattr(extras, "commands", ())
         ]
         if commands:
-            await self.conn.session_update(
+            await self.client.session_update(
                 session_id=sid, update=acp.helpers.update_available_commands(commands)
             )
 
     def _bridge(self, sid: str) -> Bridge:
         async def call(method: str, **fields: Any) -> str | None:
             if method == "read":
-                r = await self.conn.read_text_file(session_id=sid, **fields)
+                r = await self.client.read_text_file(session_id=sid, **fields)
                 return r.content
-            await self.conn.write_text_file(session_id=sid, **fields)
+            await self.client.write_text_file(session_id=sid, **fields)
             return None
 
         return call
@@ -272,7 +280,7 @@ class M3AcpAgent:
     async def _pump(self, sid: str, live: Live) -> None:
         async for e in live.session.events():
             for u in translate.updates(e):
-                await self.conn.session_update(session_id=sid, update=u)
+                await self.client.session_update(session_id=sid, update=u)
             if isinstance(e, ev.ApprovalRequest):
                 task = asyncio.get_running_loop().create_task(self._ask(sid, live, e))
                 live.tasks.add(task)
@@ -291,7 +299,7 @@ class M3AcpAgent:
             content=[acp.tool_content(acp.text_block(e.preview.text))] if e.preview else None,
         )
         try:
-            r = await self.conn.request_permission(
+            r = await self.client.request_permission(
                 session_id=sid, tool_call=call, options=translate.PERMISSION_OPTIONS
             )
             outcome = r.outcome

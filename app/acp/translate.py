@@ -27,7 +27,7 @@ def _kinds() -> dict[str, str]:
     from m3agent.tools.update_plan import UpdatePlan
 
     builtin = default_toolset(use_ripgrep=False).tools()
-    classes: list[type[Tool]] = [*(type(t) for t in builtin), SkillTool, UpdatePlan]
+    classes: list[type[Tool[Any]]] = [*(type(t) for t in builtin), SkillTool, UpdatePlan]
     return {c.name: c.kind for c in classes}
 
 

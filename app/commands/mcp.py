@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from ..mcp.settings import McpServerConfig
+    from m3agent.tools.mcp.config import McpServerConfig
+
     from ..settings import Settings
 
 # The `--cwd` of the commands that read the project's .mcp.json, declared once.

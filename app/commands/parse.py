@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
             fail(f"--thinking-mode must be enabled, disabled or adaptive, not {thinking_mode!r}")
         if chunk_size < 0:
             fail(f"--chunk-size must be 0 or more, not {chunk_size}")
-        tool_list: list = []
+        tool_list: list[Any] = []
         if tools is not None:
             try:
                 tool_list = json.loads(tools.read_text(encoding="utf-8"))

@@ -223,11 +223,11 @@ def execute(
     served_model_name: str | None,
     status: bool,
     stop: bool,
-    vllm_options: dict | None = None,
+    vllm_options: dict[str, Any] | None = None,
     allow_public: bool = False,
     allow_media_dir: tuple[Path, ...] = (),
     max_media_mb: int = 32,
-    offload: dict | None = None,
+    offload: dict[str, Any] | None = None,
     idle_timeout_s: float | None = None,
 ) -> int:
     from m3agent.engine.api import LOCAL_ENGINES, EngineError, EngineUnavailable

@@ -75,7 +75,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def is_trusted(home: Path, project: Path, server: McpServerConfig) -> bool:
     entry = _read_json(home / TRUST_FILE).get("projects", {}).get(str(project.resolve()), {})
-    return entry.get(server.name) == server.fingerprint()
+    saved: object = entry.get(server.name)
+    return saved == server.fingerprint()
 
 
 def trust(home: Path, project: Path, servers: Sequence[McpServerConfig]) -> None:

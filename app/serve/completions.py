@@ -27,11 +27,11 @@ from m3agent.engine.backends.completion import CompletionRequest
 from m3agent.engine.backends.remote_completion import PREFILL_FIELD, PREFILL_OPTION, prefill_json
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .errors import WireError
 from .http import HttpResponse
 from .wire import (
     BYTES_PER_TOKEN,
     INT64,
-    WireError,
     error_json,
     sampling_params,
     usage_json,
@@ -124,7 +124,9 @@ def _choice(text: str, finish: str | None) -> dict[str, Any]:
     return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
 
 
-def completion_json(request_id: str, model: str, text: str, final: UsageDelta | None) -> dict:
+def completion_json(
+    request_id: str, model: str, text: str, final: UsageDelta | None
+) -> dict[str, Any]:
     choice = _choice(text, final.finish_reason if final else "stop")
     usage = {"usage": usage_json(final.usage)} if final is not None else {}
     return _completion(request_id, int(time.time()), model, [choice], **usage)

@@ -43,11 +43,11 @@ from .completions import (
     parse_completion,
     serve_completion,
 )
+from .errors import WireError
 from .http import HttpRequest, HttpResponse
 from .wire import (
     BYTES_PER_TOKEN,
     ChatBody,
-    WireError,
     error_json,
     parse_body,
     text_bytes,

@@ -51,7 +51,7 @@ WELCOME = "m3agent · type a task and press Enter · / opens the commands · /he
 QUIT_WINDOW_S = 2.0  # a second ctrl+c within this time quits
 
 
-class MainScreen(Screen):
+class MainScreen(Screen[None]):
     CSS_PATH = "main_screen.tcss"
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
