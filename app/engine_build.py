@@ -8,13 +8,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent.agent.events import Progress
 from m3agent.engine.api import Engine, EngineName, EngineUnavailable
 
 from .settings import Settings
 from .warm import local_chat_files, user_model_dirs
+
+if TYPE_CHECKING:
+    from m3agent.engine.offload.placement import OffloadConfig
 
 DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
 # progress(event): Progress events of the snapshot, the model load and the background server.
@@ -99,7 +102,7 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
     )
 
 
-def _offload(settings: Settings, model_dir: Path, device: str) -> Any:
+def _offload(settings: Settings, model_dir: Path, device: str) -> OffloadConfig | None:
     """The plan's expert offload for this run (None: all on the device); says why on stderr."""
     from m3agent.engine.offload.choose import choose_offload
 

@@ -108,7 +108,7 @@ def build_mcp_toolset(
     return started.toolset, notes
 
 
-def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], Any]:
+def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], str]:
     """snapshot(label) of the workspace, taken before the first mutating call of each turn.
     The store is the one `m3agent undo` and the TUI's /undo read (same state dir)."""
     from m3agent.tools.checkpoint import Checkpoints, state_dir_for
@@ -124,7 +124,7 @@ def build_session(
     toolset: ToolsetProtocol | None = None,
     script: Path | None = None,
     resume: str | None = None,
-    checkpoint: Callable[[str], Any] | None = None,
+    checkpoint: Callable[[str], str] | None = None,
     progress: Report | None = None,
     start_server: bool = False,
     attach: bool = True,

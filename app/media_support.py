@@ -6,12 +6,15 @@ None when it cannot be told here (a remote server's model, the scripted engine).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.engine.api import LOCAL_ENGINES
 
+if TYPE_CHECKING:
+    from .settings import Settings
 
-def reads_media(settings: Any) -> bool | None:
+
+def reads_media(settings: Settings) -> bool | None:
     if settings.engine not in LOCAL_ENGINES or not settings.model:
         return None
     path = Path(settings.model).expanduser()
@@ -25,8 +28,9 @@ def reads_media(settings: Any) -> bool | None:
         return None
 
 
-def text_only_error(settings: Any, what: str) -> str:
+def text_only_error(settings: Settings, what: str) -> str:
+    model = settings.model or ""  # asked only once reads_media said False: a model is set
     return (
-        f"{what}: {Path(settings.model).name} is a text-only checkpoint (no vision tower): "
+        f"{what}: {Path(model).name} is a text-only checkpoint (no vision tower): "
         "it cannot read images or videos"
     )

@@ -6,7 +6,6 @@ an OSC reaches the wrong pane unless asked for), bell, osc9, osc777 or off."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from m3agent.agent import events as ev
 
@@ -55,7 +54,7 @@ class Notifier:
         self.clock = clock
         self.long_turn_s = long_turn_s
 
-    def see(self, e: Any, turn_started_at: float | None) -> None:
+    def see(self, e: ev.Event, turn_started_at: float | None) -> None:
         if self.method == "off":
             return
         if isinstance(e, ev.ApprovalRequest):

@@ -14,11 +14,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from m3agent.tools.private_fs import open_private, private_dir
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 GAP = "metadata-without-bwrap"
 QUESTION = (
@@ -81,7 +84,7 @@ def _ask_on_terminal(question: str) -> str:
     return sys.stdin.readline()
 
 
-def consent_for(settings: Any, cwd: Path) -> None:
+def consent_for(settings: Settings, cwd: Path) -> None:
     """The check for a session about to start in `cwd` (run and the TUI)."""
     from .factory import build_sandbox
 

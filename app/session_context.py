@@ -13,7 +13,7 @@ from m3agent.engine.api import LOCAL_ENGINES, Engine
 from .settings import Settings
 
 if TYPE_CHECKING:  # types only: each loads when it is built
-    from m3agent.agent.context import SnapshotConfig
+    from m3agent.agent.context import Snapshot, SnapshotConfig
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
     from .engine_build import Report
@@ -64,7 +64,7 @@ def context_kwargs(
         return {}
     tokenizer = snapshot_tokenizer(settings)
 
-    def take(report: Report | None = None) -> Any:
+    def take(report: Report | None = None) -> Snapshot:
         return build_snapshot(cwd, tokenizer, config, progress=report)
 
     out: dict[str, Any] = {

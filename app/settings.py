@@ -20,13 +20,17 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import ENGINE_NAMES, EngineName, SamplingParams, ThinkingMode
 from m3agent.tools.private_fs import fix_mode
 from m3agent.tools.sandbox.policy import SandboxMode
+
+if TYPE_CHECKING:
+    from m3agent.tools.mcp.config import McpConfig, McpServerConfig
+    from m3agent.tools.sandbox.rules import SandboxRules
 
 SANDBOX_MODES: tuple[SandboxMode, ...] = tuple(SandboxMode)
 
@@ -92,12 +96,12 @@ class Settings:
     context_max_file_bytes: int = 512_000
     # MCP servers (app/mcp/settings.py): the user config's [mcp_servers] tables, and the
     # command line's --mcp-config files, --strict-mcp-config, --trust-project-mcp.
-    mcp_servers: tuple[Any, ...] = ()
+    mcp_servers: tuple[McpServerConfig, ...] = ()
     mcp_config_files: tuple[str, ...] = ()
     strict_mcp_config: bool = False
     trust_project_mcp: bool = False
     # The config's [sandbox] table: path rules, network mode (tools/sandbox/rules.py).
-    sandbox_rules: Any = None
+    sandbox_rules: SandboxRules | None = None
     # Hooks, commands, skills and agents of the user (app/extensions.py): ~/.m3agent, or the
     # data home when $M3AGENT_HOME is set (a test never reads the user's real ones).
     user_dir: Path | None = None
@@ -168,7 +172,7 @@ class Settings:
     def checkpoints_dir(self) -> Path:
         return self.home / "checkpoints"
 
-    def mcp_config(self, cwd: Path, env: Mapping[str, str] | None = None) -> Any:
+    def mcp_config(self, cwd: Path, env: Mapping[str, str] | None = None) -> McpConfig:
         """The MCP servers a session in `cwd` starts (McpConfig), trust applied."""
         from .mcp.settings import resolve
 

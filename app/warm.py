@@ -28,6 +28,9 @@ from m3agent.agent.events import Progress, ProgressStage
 from m3agent.engine.api import LOCAL_ENGINES, Engine, EngineUnavailable
 
 if TYPE_CHECKING:
+    from m3agent.engine.model_source import ResolvedModel
+
+    from .serve.lock import ServerLock
     from .settings import Settings
 
 STOP_HINT = "stop it with `m3agent serve --stop`"
@@ -85,7 +88,7 @@ def attach_to_server(settings: Settings, report: Report | None = None) -> Engine
         return None
     lock = find_lock(settings.home, key)
     engine = attach(settings, lock)
-    if engine is not None and report is not None:
+    if engine is not None and lock is not None and report is not None:
         report(_using(lock))
     return engine
 
@@ -98,7 +101,7 @@ def server_engine(settings: Settings, report: Report | None = None) -> Engine:
     return engine
 
 
-def attach(settings: Settings, lock: Any) -> Engine | None:
+def attach(settings: Settings, lock: ServerLock | None) -> Engine | None:
     """A RemoteEngine on the server of this lock when it is ready, else None."""
     if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
         return None
@@ -121,7 +124,7 @@ def attach(settings: Settings, lock: Any) -> Engine | None:
     )
 
 
-def _using(lock: Any) -> Progress:
+def _using(lock: ServerLock) -> Progress:
     return _server(
         f"using m3agent serve ({lock.backend}, {lock.served_model_name}) on "
         f"{lock.address}, pid {lock.pid}: it keeps running; {STOP_HINT}",
@@ -135,7 +138,7 @@ def _server(message: str, *, final: bool = False) -> Progress:
 
 def ensure_server(
     settings: Settings, report: Report | None = None, timeout_s: float = 3600.0
-) -> Any:
+) -> ServerLock:
     """The ServerLock of a ready server of settings.model: the running one, else one started
     now (detached, in its own session). EngineUnavailable with the log's last line when it
     cannot start."""
@@ -204,7 +207,9 @@ def _log_path(home: Path, key: str) -> Path:
     return lock_path(home, key).with_suffix(".log")
 
 
-def _start(settings: Settings, resolved: Any, say: Report, timeout_s: float) -> Any:
+def _start(
+    settings: Settings, resolved: ResolvedModel, say: Report, timeout_s: float
+) -> ServerLock | None:
     from .serve.detach import start_detached
 
     log = _log_path(settings.home, resolved.key)
@@ -259,7 +264,7 @@ def _start(settings: Settings, resolved: Any, say: Report, timeout_s: float) -> 
     )
 
 
-def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> Any:
+def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLock:
     from .serve.lock import find_lock
 
     log = _log_path(home, key)

@@ -13,7 +13,7 @@ import json
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import acp
 from acp.interfaces import Client
@@ -49,6 +49,12 @@ from m3agent.agent import ops
 from . import translate
 from .editor_tools import Bridge, EditorToolset
 
+if TYPE_CHECKING:
+    from m3agent.agent.session import Session
+    from m3agent.engine.api import Engine
+
+    from ..settings import Settings
+
 MODES = (
     SessionMode(id="default", name="Default", description="Reads, edits and runs commands"),
     SessionMode(id="plan", name="Plan", description="Read only: investigates and proposes"),
@@ -70,7 +76,7 @@ PLAN_NOTE = (
 
 @dataclass(slots=True)
 class Live:
-    session: Any
+    session: Session
     tools: EditorToolset
     mode: str = "default"
     pump: asyncio.Task[None] | None = None
@@ -117,7 +123,7 @@ def _prompt_text(blocks: list[Any]) -> str:
 
 
 class M3AcpAgent:
-    def __init__(self, settings: Any, engine: Any, version: str = "0") -> None:
+    def __init__(self, settings: Settings, engine: Engine, version: str = "0") -> None:
         self.settings = settings
         self.engine = engine
         self.version = version

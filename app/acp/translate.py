@@ -10,6 +10,9 @@ from acp.schema import PermissionOption, ToolKind
 from m3agent.agent import events as ev
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from m3agent.engine.api import Message
     from m3agent.tools.base import Tool
 
 _ACP_KINDS = frozenset(get_args(ToolKind))
@@ -53,7 +56,7 @@ def title_of(name: str, arguments: dict[str, Any]) -> str:
     return name
 
 
-def updates(e: Any) -> list[Any]:
+def updates(e: ev.Event) -> list[Any]:
     if isinstance(e, ev.ContentDelta) and e.text:
         return [acp.update_agent_message_text(e.text)]
     if isinstance(e, ev.ReasoningDelta) and e.text:
@@ -119,7 +122,7 @@ def stop_reason(reason: str) -> str:
     }.get(reason, "end_turn")
 
 
-def history_updates(messages: Any) -> list[Any]:
+def history_updates(messages: Sequence[Message]) -> list[Any]:
     """A loaded session's conversation as ACP replays it: user, thought, answer, tools."""
     out: list[Any] = []
     for m in messages:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from m3agent.tools.toolset import ToolsetProtocol
 
 
 def check_servers(settings: Any, policy: Any) -> list[dict[str, Any]]:
@@ -54,7 +57,7 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def session_report(toolset: Any) -> str:
+def session_report(toolset: ToolsetProtocol | None) -> str:
     """What `/mcp` shows: each server of the running session, its state and tools."""
     hub = getattr(toolset, "hub", None)
     head = (

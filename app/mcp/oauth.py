@@ -13,16 +13,21 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exit_codes import MCP_LOGIN
+
+if TYPE_CHECKING:
+    from m3agent.tools.mcp.config import McpServerConfig
+
+    from ..settings import Settings
 
 
 def oauth_dir(home: Path) -> Path:
     return Path(home) / "mcp-oauth"
 
 
-def find_server(settings: Any, cwd: Path, name: str) -> Any:
+def find_server(settings: Settings, cwd: Path, name: str) -> McpServerConfig:
     """The server NAME as a session in `cwd` would start it (trust applied), or ValueError."""
     config = settings.mcp_config(cwd)
     server = config.get(name)
@@ -46,7 +51,7 @@ def _show(url: str, browser: bool) -> None:
             pass
 
 
-def run_login(settings: Any, cwd: Path, name: str, *, browser: bool, timeout_s: float) -> int:
+def run_login(settings: Settings, cwd: Path, name: str, *, browser: bool, timeout_s: float) -> int:
     from m3agent.tools.mcp.oauth import OAuthRefused
     from m3agent.tools.mcp.oauth_login import login
 
@@ -70,7 +75,7 @@ def run_login(settings: Any, cwd: Path, name: str, *, browser: bool, timeout_s: 
     return 0
 
 
-def run_logout(settings: Any, name: str) -> int:
+def run_logout(settings: Settings, name: str) -> int:
     from m3agent.tools.mcp.oauth import token_path
 
     path = token_path(oauth_dir(settings.home), name)
@@ -83,7 +88,7 @@ def run_logout(settings: Any, name: str) -> int:
     return 0
 
 
-def login_status(home: Path, server: Any) -> dict[str, Any] | None:
+def login_status(home: Path, server: McpServerConfig) -> dict[str, Any] | None:
     """For `mcp list/get`: the stored login of an HTTP server (no secrets), None for stdio."""
     from m3agent.tools.mcp.oauth import OAuthRefused, TokenFile, token_path
 

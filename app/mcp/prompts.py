@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..custom_commands import CustomCommand
+
+if TYPE_CHECKING:
+    from m3agent.tools.mcp.hub import McpHub
+    from m3agent.tools.toolset import ToolsetProtocol
 
 _TIMEOUT_S = 15.0
 
@@ -26,7 +30,7 @@ def _text(result: Any) -> str:
     return "\n\n".join(parts)
 
 
-def _renderer(hub: Any, server: str, prompt: str, names: list[str]) -> Callable[[str], str]:
+def _renderer(hub: McpHub, server: str, prompt: str, names: list[str]) -> Callable[[str], str]:
     def render(arguments: str) -> str:
         try:
             words = shlex.split(arguments)
@@ -41,7 +45,7 @@ def _renderer(hub: Any, server: str, prompt: str, names: list[str]) -> Callable[
     return render
 
 
-def prompt_commands(toolset: Any) -> tuple[CustomCommand, ...]:
+def prompt_commands(toolset: ToolsetProtocol) -> tuple[CustomCommand, ...]:
     hub = getattr(toolset, "hub", None)
     if hub is None:
         return ()

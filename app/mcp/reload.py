@@ -9,7 +9,10 @@ the old servers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from m3agent.tools.mcp.config import McpConfig, McpServerConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,14 +22,14 @@ class ReloadPlan:
     changed: tuple[str, ...]  # same name, different command/url/env
     skipped: tuple[str, ...]  # lines: untrusted project servers
     prompt_tokens: int | None  # the last request's prompt: what the next one recomputes
-    config: Any  # the McpConfig to apply
+    config: McpConfig  # the one to apply
 
     @property
     def empty(self) -> bool:
         return not (self.added or self.removed or self.changed)
 
 
-def _current(session: Any) -> dict[str, Any]:
+def _current(session: Any) -> dict[str, McpServerConfig]:
     hub = getattr(session.toolset, "hub", None)
     return {c.cfg.name: c.cfg for c in hub.servers()} if hub is not None else {}
 

@@ -13,12 +13,13 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 from m3agent.engine.api import (
     ChatDelta,
     ContentDelta,
+    Engine,
     EngineError,
     PrefillProgress,
     UsageDelta,
@@ -37,6 +38,10 @@ from .wire import (
     usage_json,
     validation_message,
 )
+
+# The HTTP status of an engine error; a response's SSE events (chat or completions) over deltas.
+StatusOf = Callable[[EngineError], int]
+Render = Callable[[AsyncIterator[ChatDelta]], AsyncIterator[str]]
 
 
 class CompletionBody(BaseModel):
@@ -137,7 +142,7 @@ async def completion_events(
     model: str,
     body: CompletionBody,
     deltas: AsyncIterator[ChatDelta],
-    status_of: Any,
+    status_of: StatusOf,
 ) -> AsyncIterator[str]:
     created = int(time.time())
     include_usage = bool((body.stream_options or {}).get("include_usage"))
@@ -171,7 +176,7 @@ async def completion_events(
     yield "[DONE]"
 
 
-def not_served(engine: Any) -> HttpResponse | None:
+def not_served(engine: Engine) -> HttpResponse | None:
     if callable(getattr(engine, "complete", None)):
         return None
     backend = engine.info().backend
@@ -186,7 +191,7 @@ def not_served(engine: Any) -> HttpResponse | None:
 
 
 async def serve_completion(
-    engine: Any, model: str, body: CompletionBody, creq: CompletionRequest, status_of: Any
+    engine: Any, model: str, body: CompletionBody, creq: CompletionRequest, status_of: StatusOf
 ) -> HttpResponse:
     """The response to one completion: SSE (the status line only after the first delta, so
     that a request the engine refuses at once is an HTTP error) or one JSON object."""
@@ -209,7 +214,7 @@ async def serve_completion(
 
 
 async def collect_deltas(
-    engine: Any, request_id: str, stream: AsyncIterator[ChatDelta]
+    engine: Engine, request_id: str, stream: AsyncIterator[ChatDelta]
 ) -> list[ChatDelta]:
     """Every delta of a non-streamed answer; if this is cancelled first (the client hung up),
     the engine request is aborted: no generating for nobody."""
@@ -233,11 +238,11 @@ def last_usage(deltas: list[ChatDelta]) -> UsageDelta | None:
 
 
 async def open_stream(
-    engine: Any,
+    engine: Engine,
     request_id: str,
     stream: AsyncIterator[ChatDelta],
-    status_of: Any,
-    render: Any,
+    status_of: StatusOf,
+    render: Render,
 ) -> HttpResponse:
     """An SSE response of render's events over stream. It waits for the first delta before
     the status line, so that a request the engine refuses at once (prompt too long, bad media)
@@ -257,11 +262,11 @@ async def open_stream(
 
 
 async def guarded_events(
-    engine: Any,
+    engine: Engine,
     request_id: str,
     stream: AsyncIterator[ChatDelta],
     first: ChatDelta | None,
-    render: Any,
+    render: Render,
 ) -> AsyncIterator[str]:
     """`render`'s events over first + the rest of stream (a response's SSE events, chat or
     completions); the engine request is aborted if the client leaves before the end."""

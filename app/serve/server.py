@@ -26,6 +26,7 @@ from m3agent.engine.api import (
     ChatDelta,
     ChatRequest,
     ContentDelta,
+    Engine,
     EngineError,
     EngineRequestError,
     EngineUnavailable,
@@ -84,7 +85,7 @@ def _status_of(e: EngineError) -> int:
 
 
 class ChatServer:
-    def __init__(self, engine: Any, config: ServeConfig):
+    def __init__(self, engine: Engine, config: ServeConfig) -> None:
         self.engine = engine
         self.config = config
         self.started = int(time.time())

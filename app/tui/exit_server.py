@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..serve.lock import ServerLock
+    from ..settings import Settings
 
 
 def _rss(pid: int) -> str:
@@ -24,7 +28,7 @@ def _rss(pid: int) -> str:
     return ""
 
 
-def running_server(settings: Any) -> Any:
+def running_server(settings: Settings) -> ServerLock | None:
     """The ready lock of this settings' model server when its process lives, else None."""
     from m3agent.engine.api import EngineUnavailable
     from m3agent.engine.model_source import resolve_model
@@ -32,17 +36,18 @@ def running_server(settings: Any) -> Any:
     from ..serve.lock import find_lock, pid_alive
     from ..warm import wants_server
 
-    if not wants_server(settings):
+    model = settings.model
+    if not wants_server(settings) or not model:  # wants_server says yes only with a model
         return None
     try:
-        key = resolve_model(settings.model, local_only=True, check=False).key
+        key = resolve_model(model, local_only=True, check=False).key
     except (ValueError, EngineUnavailable):
         return None
     lock = find_lock(settings.home, key)
     return lock if lock is not None and pid_alive(lock.pid) else None
 
 
-def on_exit(settings: Any, out: TextIO | None = None, stdin: TextIO | None = None) -> None:
+def on_exit(settings: Settings, out: TextIO | None = None, stdin: TextIO | None = None) -> None:
     out = out or sys.stdout
     stdin = stdin or sys.stdin
     lock = running_server(settings)

@@ -5,7 +5,7 @@ hook point, so the screen itself stays about rendering its own events."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from m3agent.agent import events as ev
 from rich.text import Text
@@ -14,6 +14,7 @@ from textual.widgets import Static
 from ..custom_commands import CustomCommand, find
 from ..safe_text import visible
 from .slash import SlashSpec
+from .widgets.widget_options import WidgetOptions
 
 if TYPE_CHECKING:
     from m3agent.agent.ops import UserTurn
@@ -31,7 +32,7 @@ class NestedLog(Static):
     NestedLog { height: auto; margin: 0 0 0 2; color: $text-muted; }
     """
 
-    def __init__(self, agent: str, **kwargs: Any) -> None:
+    def __init__(self, agent: str, **kwargs: Unpack[WidgetOptions]) -> None:
         super().__init__("", **kwargs)
         self.agent = agent
         self.lines: list[tuple[str, str]] = []
