@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from . import flags
+
 if TYPE_CHECKING:
     from m3agent.engine.m3.config import M3TextConfig
 
@@ -102,7 +104,7 @@ def _size(n: int) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("context")
     def context(
-        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        as_json: flags.JsonReport = False,
         cwd: Path = typer.Option(Path("."), "--cwd", help="Repository (default: here)."),
         budget: int | None = typer.Option(None, "--budget", help="Token budget of the snapshot."),
         files: bool = typer.Option(False, "--files", help="Text: list every file, not a summary."),

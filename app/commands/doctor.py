@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from . import flags
+
 if TYPE_CHECKING:
     from ..settings import Settings
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
 def register(app: typer.Typer) -> None:
     @app.command("doctor")
     def doctor(
-        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        as_json: flags.JsonReport = False,
         cwd: Path = typer.Option(Path("."), "--cwd", help="Workspace to judge the policy for."),
         sandbox: str | None = typer.Option(
             None, "--sandbox", help="read-only|workspace-write|full-access (default: settings)."

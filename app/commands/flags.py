@@ -1,5 +1,6 @@
-"""Flags that mean the same in several commands (`run`, the TUI, `acp`, `serve`), declared once
-as Annotated types for Typer: one name, short form, metavar and help wherever they appear.
+"""Flags that mean the same in several commands (`run`, the TUI, `acp`, `serve`; `--json`),
+declared once as Annotated types for Typer: one name, short form, metavar and help wherever
+they appear.
 
     def run(ctx: typer.Context, engine: flags.Engine = None, cwd: flags.Cwd = None, ...):
         overrides = flags.fill(Overrides, ctx.params)
@@ -109,6 +110,11 @@ ExpertForm = Annotated[
         "--expert-form", help="native M3 offload: experts as auto, int8, int4, mxfp8 or bf16."
     ),
 ]
+# `--json`, by what the commands print: a report (context, doctor), a list one object a line
+# (sessions, mcp list), model's JSON (model info, model plan).
+JsonReport = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]
+JsonLines = Annotated[bool, typer.Option("--json", help="One JSON object per line.")]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def fill(cls: type[D], flags: Mapping[str, object]) -> D:

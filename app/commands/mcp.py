@@ -12,13 +12,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from . import flags
+
 if TYPE_CHECKING:
     from m3agent.tools.mcp.config import McpServerConfig
 
     from ..settings import Settings
 
-# The `--cwd` of the commands that read the project's .mcp.json, declared once.
+# The `--cwd` of the commands that read the project's .mcp.json, and the `--scope` of add and
+# remove, declared once.
 ReadCwd = Annotated[Path, typer.Option("--cwd", help="Project whose .mcp.json to read.")]
+ScopeFlag = Annotated[str, typer.Option("--scope", "-s", help="user|project (./.mcp.json).")]
 
 
 def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
@@ -73,7 +77,7 @@ def register(app: typer.Typer) -> None:
         network: bool = typer.Option(
             False, "--network", help="Let a stdio server use the network."
         ),
-        scope: str = typer.Option("user", "--scope", "-s", help="user|project (./.mcp.json)."),
+        scope: ScopeFlag = "user",
     ) -> None:
         """Add a server: `m3agent mcp add NAME -- CMD [ARG]` or `add NAME --url URL`."""
         import sys
@@ -121,7 +125,7 @@ def register(app: typer.Typer) -> None:
 
     @mcp.command("list")
     def list_(
-        as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+        as_json: flags.JsonLines = False,
         cwd: ReadCwd = Path("."),
     ) -> None:
         """The configured servers: name, scope, trust, how it starts."""
@@ -174,7 +178,7 @@ def register(app: typer.Typer) -> None:
     @mcp.command("remove")
     def remove(
         name: str = typer.Argument(...),
-        scope: str = typer.Option("user", "--scope", "-s", help="user|project (./.mcp.json)."),
+        scope: ScopeFlag = "user",
     ) -> None:
         """Remove a server from the user config or from ./.mcp.json."""
         import sys

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from ..cli_errors import die
+from . import flags
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +68,7 @@ def register(app: typer.Typer) -> None:
     @model_app.command("info")
     def info(
         path: Path = typer.Argument(..., help="Checkpoint directory or .gguf file."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+        as_json: flags.Json = False,
     ) -> None:
         """Architecture, layers, parameter count and dtypes of a checkpoint."""
         import json

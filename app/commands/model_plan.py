@@ -9,6 +9,7 @@ import typer
 
 from ..cli_errors import die
 from ..exit_codes import INTERNAL_ERROR
+from . import flags
 
 
 def machine_given(gpu_mem: float | None, host_mem: float | None) -> bool:
@@ -55,7 +56,7 @@ def register_plan(model_app: typer.Typer) -> None:
             help="Experts of only the first N MoE layers (benchmark checkpoints).",
         ),
         no_hot: bool = typer.Option(False, "--no-hot-experts", help="No GPU cache of experts."),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+        as_json: flags.Json = False,
     ) -> None:
         """Plan GPU and host placement for the full M3 with the routed experts in RAM.
 

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from . import flags
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -17,7 +19,7 @@ def register(app: typer.Typer) -> None:
     @app.command("sessions")
     def sessions(
         limit: int = typer.Option(20, "--limit", "-n", help="Show at most N sessions (0: all)."),
-        as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+        as_json: flags.JsonLines = False,
     ) -> None:
         """List saved sessions: id, date, working directory, first prompt."""
         import sys
