@@ -19,12 +19,13 @@ import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
-from m3agent.engine.api import ENGINE_NAMES, EngineName, SamplingParams, ThinkingMode
+from m3agent.engine.api import EngineName, SamplingParams, ThinkingMode
 from m3agent.tools.private_fs import fix_mode
 from m3agent.tools.sandbox.policy import SandboxMode
 
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
     from m3agent.tools.mcp.config import McpConfig, McpServerConfig
     from m3agent.tools.sandbox.rules import SandboxRules
 
-SANDBOX_MODES: tuple[SandboxMode, ...] = tuple(SandboxMode)
 
 SECRET_ENV = ("M3AGENT_API_KEY", "OPENAI_API_KEY")  # read once, then taken out of the env
 _ENV = {
@@ -44,6 +44,17 @@ _ENV = {
     "M3AGENT_APPROVAL": "approval",
     "M3AGENT_SANDBOX": "sandbox",
 }
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _member(kind: type[E], value: str, what: str) -> E:
+    """VALUE as a member of the string enum KIND; ValueError naming WHAT and the choices."""
+    choices = tuple(kind)
+    if value not in choices:
+        raise ValueError(f"unknown {what} {value!r} (use one of {', '.join(choices)})")
+    return kind(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +118,9 @@ class Settings:
     user_dir: Path | None = None
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINE_NAMES:
-            raise ValueError(
-                f"unknown engine {self.engine!r} (use one of {', '.join(ENGINE_NAMES)})"
-            )
         # Strings from the file, the environment or a flag become the members (equal to them).
-        object.__setattr__(self, "engine", EngineName(self.engine))
-        if self.sandbox not in SANDBOX_MODES:
-            raise ValueError(
-                f"unknown sandbox mode {self.sandbox!r} (use one of {', '.join(SANDBOX_MODES)})"
-            )
-        object.__setattr__(self, "sandbox", SandboxMode(self.sandbox))
+        object.__setattr__(self, "engine", _member(EngineName, self.engine, "engine"))
+        object.__setattr__(self, "sandbox", _member(SandboxMode, self.sandbox, "sandbox mode"))
         if not isinstance(self.add_dirs, (list, tuple)):
             raise ValueError("add_dirs must be a list of directories")
         if self.max_tokens < 1:
