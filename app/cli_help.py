@@ -8,9 +8,13 @@ label turned into a word a user reads as a placeholder (TEXT, N, PATH) and flags
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    import typer
+    from typer import _click  # the click Typer vendors: its Context, HelpFormatter, Command
 
 _LABEL = re.compile(r" <([a-zA-Z_]+)(?:\[([a-zA-Z_]+)\])?(?: range)?>")
 _REQUIRED_ARG = re.compile(r"\{([a-zA-Z_]+)\}")
@@ -25,7 +29,7 @@ def _word(match: re.Match[str]) -> str:
     return f" {word}" if word else ""
 
 
-def _records(command: Any, ctx: Any) -> tuple[list[Row], list[Row]]:
+def _records(command: _click.Command, ctx: _click.Context) -> tuple[list[Row], list[Row]]:
     """(arguments, options) help rows, with readable placeholders in the first column."""
     args: list[Row] = []
     opts: list[Row] = []
@@ -41,7 +45,9 @@ def _records(command: Any, ctx: Any) -> tuple[list[Row], list[Row]]:
     return args, opts
 
 
-def _format_options(command: Any, ctx: Any, formatter: Any) -> None:
+def _format_options(
+    command: _click.Command, ctx: _click.Context, formatter: _click.HelpFormatter
+) -> None:
     args, opts = _records(command, ctx)
     if args:
         with formatter.section("Arguments"):
@@ -56,19 +62,19 @@ def _usage(pieces: list[str]) -> list[str]:
 
 
 class ReadableCommand(TyperCommand):
-    def format_options(self, ctx: Any, formatter: Any) -> None:
+    def format_options(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _format_options(self, ctx, formatter)
 
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
         return _usage(super().collect_usage_pieces(ctx))
 
 
 class ReadableGroup(TyperGroup):
-    def format_options(self, ctx: Any, formatter: Any) -> None:
+    def format_options(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         _format_options(self, ctx, formatter)
         self.format_commands(ctx, formatter)
 
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
         # Each command's first sentence, wrapped rather than cut off with "...".
         rows = []
         for name in self.list_commands(ctx):
@@ -79,7 +85,7 @@ class ReadableGroup(TyperGroup):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+    def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
         return _usage(super().collect_usage_pieces(ctx))
 
 
@@ -91,7 +97,7 @@ def usage_error_line(error: Exception) -> str:
     return f"error: {message}{where}"
 
 
-def make_readable(app: Any) -> None:
+def make_readable(app: typer.Typer) -> None:
     """Every command and sub-group of a Typer app (recursively) gets the readable help."""
     for info in app.registered_commands:
         if info.cls in (None, TyperCommand):
