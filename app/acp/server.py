@@ -16,17 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import acp
+from acp.helpers import ContentBlock
 from acp.interfaces import Client
 from acp.schema import (
     AcpMcpServer,
     AgentCapabilities,
-    AudioContentBlock,
     AvailableCommand,
     AvailableCommandInput,
     ClientCapabilities,
-    EmbeddedResourceContentBlock,
     HttpMcpServer,
-    ImageContentBlock,
     Implementation,
     InitializeResponse,
     LoadSessionResponse,
@@ -34,12 +32,10 @@ from acp.schema import (
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
-    ResourceContentBlock,
     SessionMode,
     SessionModeState,
     SetSessionModeResponse,
     SseMcpServer,
-    TextContentBlock,
     ToolCallUpdate,
     UnstructuredCommandInput,
 )
@@ -59,15 +55,8 @@ MODES = (
     SessionMode(id="default", name="Default", description="Reads, edits and runs commands"),
     SessionMode(id="plan", name="Plan", description="Read only: investigates and proposes"),
 )
-# What ACP's Agent interface takes (acp.interfaces.Agent): MCP servers and prompt blocks.
+# The MCP servers ACP's Agent interface takes (acp.interfaces.Agent).
 McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
-ContentBlock = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceContentBlock
-    | EmbeddedResourceContentBlock
-)
 PLAN_NOTE = (
     "[plan mode: read only. Investigate with the read-only tools and answer with a plan; "
     "do not change files or run commands.]\n\n"

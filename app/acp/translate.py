@@ -6,6 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any, TypeGuard, get_args
 
 import acp
+from acp.helpers import SessionUpdate
 from acp.schema import PermissionOption, ToolKind
 from m3agent.agent import events as ev
 
@@ -56,7 +57,7 @@ def title_of(name: str, arguments: dict[str, Any]) -> str:
     return name
 
 
-def updates(e: ev.Event) -> list[Any]:
+def updates(e: ev.Event) -> list[SessionUpdate]:
     if isinstance(e, ev.ContentDelta) and e.text:
         return [acp.update_agent_message_text(e.text)]
     if isinstance(e, ev.ReasoningDelta) and e.text:
@@ -122,9 +123,9 @@ def stop_reason(reason: str) -> str:
     }.get(reason, "end_turn")
 
 
-def history_updates(messages: Sequence[Message]) -> list[Any]:
+def history_updates(messages: Sequence[Message]) -> list[SessionUpdate]:
     """A loaded session's conversation as ACP replays it: user, thought, answer, tools."""
-    out: list[Any] = []
+    out: list[SessionUpdate] = []
     for m in messages:
         if m.role == "user":
             out.append(acp.update_user_message_text(m.content))

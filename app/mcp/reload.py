@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from m3agent.tools.mcp.config import McpConfig, McpServerConfig
+    from m3agent.tools.toolset import ToolsetProtocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ def _start(session: Any, p: ReloadPlan) -> tuple[Any, dict[str, str]]:
     return started.toolset, started.errors
 
 
-def _close(toolset: Any) -> None:
+def _close(toolset: ToolsetProtocol | None) -> None:
     close = getattr(toolset, "close", None)
     if close is not None:
         close()
