@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..custom_commands import CustomCommand
 
 if TYPE_CHECKING:
     from m3agent.tools.mcp.hub import McpHub
     from m3agent.tools.toolset import ToolsetProtocol
+    from mcp_types import GetPromptResult
 
 _TIMEOUT_S = 15.0
 
 
-def _text(result: Any) -> str:
+def _text(result: GetPromptResult) -> str:
     parts = []
     for m in getattr(result, "messages", ()):
         content = getattr(m, "content", None)
