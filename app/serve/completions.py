@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 from m3agent.engine.api import (
     ChatDelta,
@@ -24,7 +24,7 @@ from m3agent.engine.api import (
     PrefillProgress,
     UsageDelta,
 )
-from m3agent.engine.backends.completion import CompletionRequest
+from m3agent.engine.backends.completion import CompletionEngine, CompletionRequest
 from m3agent.engine.backends.remote_completion import PREFILL_FIELD, PREFILL_OPTION, prefill_json
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -176,9 +176,13 @@ async def completion_events(
     yield "[DONE]"
 
 
-def not_served(engine: Engine) -> HttpResponse | None:
-    if callable(getattr(engine, "complete", None)):
-        return None
+def serves_completions(engine: Engine) -> TypeGuard[CompletionEngine]:
+    """Whether the engine serves raw completions (/v1/completions) besides chat."""
+    return callable(getattr(engine, "complete", None))
+
+
+def not_served(engine: Engine) -> HttpResponse:
+    """/v1/completions of an engine that serves chat completions only."""
     backend = engine.info().backend
     return HttpResponse(
         404,
@@ -191,7 +195,11 @@ def not_served(engine: Engine) -> HttpResponse | None:
 
 
 async def serve_completion(
-    engine: Any, model: str, body: CompletionBody, creq: CompletionRequest, status_of: StatusOf
+    engine: CompletionEngine,
+    model: str,
+    body: CompletionBody,
+    creq: CompletionRequest,
+    status_of: StatusOf,
 ) -> HttpResponse:
     """The response to one completion: SSE (the status line only after the first delta, so
     that a request the engine refuses at once is an HTTP error) or one JSON object."""

@@ -43,6 +43,7 @@ from .completions import (
     open_stream,
     parse_completion,
     serve_completion,
+    serves_completions,
 )
 from .errors import WireError
 from .http import HttpRequest, HttpResponse
@@ -184,8 +185,9 @@ class ChatServer:
         )
 
     async def _completion(self, req: HttpRequest) -> HttpResponse:
-        if (refused := not_served(self.engine)) is not None:
-            return refused
+        engine = self.engine
+        if not serves_completions(engine):
+            return not_served(engine)
         request_id = new_request_id()
         try:
             body, creq = parse_completion(
@@ -195,9 +197,7 @@ class ChatServer:
             return HttpResponse(400, error_json(str(e)))
         if (unknown := self._unknown_model(body.model)) is not None:
             return unknown
-        return await serve_completion(
-            self.engine, self.config.served_model_name, body, creq, _status_of
-        )
+        return await serve_completion(engine, self.config.served_model_name, body, creq, _status_of)
 
     async def _open_stream(self, chat: ChatRequest, body: ChatBody) -> HttpResponse:
         return await open_stream(
