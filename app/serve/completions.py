@@ -177,8 +177,9 @@ async def completion_events(
 
 
 def serves_completions(engine: Engine) -> TypeGuard[CompletionEngine]:
-    """Whether the engine serves raw completions (/v1/completions) besides chat."""
-    return callable(getattr(engine, "complete", None))
+    """Whether the engine serves raw completions (/v1/completions) besides chat: its class
+    declares the capability (mypy checks each backend against CompletionEngine)."""
+    return isinstance(engine, CompletionEngine)
 
 
 def not_served(engine: Engine) -> HttpResponse:
