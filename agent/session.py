@@ -23,7 +23,7 @@ from .config import AgentConfig
 from .conversation import Conversation
 from .prompt_cache import REWOUND, CacheTracker
 from .session_runner import END, End
-from .turn_state import TurnControl
+from .turn_state import CheckpointStore, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
@@ -50,7 +50,7 @@ class Session:
         conversation: Conversation,
         cwd: Path,
         sandbox: Sandbox | None = None,
-        checkpoint: Callable[[str], object] | None = None,
+        checkpoints: CheckpointStore | None = None,
         tool_env: dict[str, str] | None = None,
         resumed: bool = False,
         # snapshot_builder(progress): a fresh snapshot; progress gets its Progress events.
@@ -67,7 +67,7 @@ class Session:
         self.conversation = conversation
         self.cwd = Path(cwd)
         self.sandbox = sandbox
-        self.checkpoint = checkpoint
+        self.checkpoints = checkpoints
         self.tool_env = tool_env
         self.resumed = resumed
         self.hooks = hooks

@@ -22,7 +22,7 @@ from .config import AgentConfig
 from .conversation import Conversation
 from .loop import run_turn
 from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
-from .turn_state import LoopDeps, TurnControl
+from .turn_state import CheckpointStore, LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
     from m3agent.tools.sandbox.runner import Sandbox
@@ -50,7 +50,7 @@ class RunnerHost(Protocol):
     conversation: Conversation
     cwd: Path
     sandbox: Sandbox | None
-    checkpoint: Callable[[str], object] | None
+    checkpoints: CheckpointStore | None
     tool_env: dict[str, str] | None
     resumed: bool
     hooks: Hooks | None
@@ -107,7 +107,7 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         cwd=session.cwd,
         emit=session._emit,
         sandbox=session.sandbox,
-        checkpoint=session.checkpoint,
+        checkpoint=session.checkpoints.snapshot if session.checkpoints is not None else None,
         tool_env=session.tool_env,
         cache=session.cache,
         hooks=session.hooks,

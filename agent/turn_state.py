@@ -7,7 +7,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from m3agent.engine.api import Engine
 
@@ -34,6 +34,13 @@ class TurnControl:
     stop_reason: StopReason | None = None  # INTERRUPTED or TIMEOUT
     approvals: dict[str, asyncio.Future[ApprovalDecision]] = field(default_factory=dict)
     tool_cancel: threading.Event | None = None  # the running tool's ctx.cancel
+
+
+class CheckpointStore(Protocol):
+    """Where the workspace is snapshotted before a turn's first mutating call
+    (tools/checkpoint.Checkpoints; a front end that restores files reads the same store)."""
+
+    def snapshot(self, label: str) -> object: ...
 
 
 @dataclass(slots=True)

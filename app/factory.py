@@ -7,7 +7,6 @@ tests build sessions here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +21,14 @@ from .settings import Settings
 
 if TYPE_CHECKING:  # types only: each loads when it is built
     from m3agent.agent.events import Error
+    from m3agent.agent.turn_state import CheckpointStore
+    from m3agent.tools.checkpoint import Checkpoints
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
 # build_engine (app/engine_build.py) is kept importable from here: the TUI launcher uses it.
 __all__ = [
-    "build_checkpoint",
+    "build_checkpoints",
     "build_engine",
     "build_mcp_toolset",
     "build_sandbox",
@@ -108,12 +109,12 @@ def build_mcp_toolset(
     return started.toolset, notes
 
 
-def build_checkpoint(settings: Settings, cwd: Path) -> Callable[[str], str]:
-    """snapshot(label) of the workspace, taken before the first mutating call of each turn.
-    The store is the one `m3agent undo` and the TUI's /undo read (same state dir)."""
+def build_checkpoints(settings: Settings, cwd: Path) -> Checkpoints:
+    """The workspace's checkpoint store: a snapshot before the first mutating call of each
+    turn, the one `m3agent undo` and the TUI's /undo and /rewind read (same state dir)."""
     from m3agent.tools.checkpoint import Checkpoints, state_dir_for
 
-    return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir)).snapshot
+    return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir))
 
 
 def build_session(
@@ -124,7 +125,7 @@ def build_session(
     toolset: ToolsetProtocol | None = None,
     script: Path | None = None,
     resume: str | None = None,
-    checkpoint: Callable[[str], str] | None = None,
+    checkpoints: CheckpointStore | None = None,
     progress: Report | None = None,
     start_server: bool = False,
     attach: bool = True,
@@ -164,8 +165,8 @@ def build_session(
         )
     if toolset is None:
         toolset, mcp_notes = build_mcp_toolset(settings, cwd, sandbox, build_toolset(settings, cwd))
-    if checkpoint is None:
-        checkpoint = build_checkpoint(settings, cwd)
+    if checkpoints is None:
+        checkpoints = build_checkpoints(settings, cwd)
     config = settings.agent_config()
     from .extensions import session_extras
     from .mcp.settings import persist_allow
@@ -176,7 +177,7 @@ def build_session(
 
     common: dict[str, Any] = {
         "sandbox": sandbox,
-        "checkpoint": checkpoint,
+        "checkpoints": checkpoints,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
         "hooks": extras.hooks,
     }

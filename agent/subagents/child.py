@@ -86,7 +86,7 @@ async def run_child(parent: Session, agent: AgentDef, prompt: str, call_id: str)
         conversation=conv,
         cwd=parent.cwd,
         sandbox=parent.sandbox,
-        checkpoint=parent.checkpoint,
+        checkpoints=parent.checkpoints,
         tool_env=parent.tool_env,
         hooks=parent.hooks,
         subagent=True,

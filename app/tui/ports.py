@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from m3agent.agent.approvals import ApprovalGate
     from m3agent.agent.conversation import Conversation
     from m3agent.agent.ops import Op
+    from m3agent.agent.turn_state import CheckpointStore
     from m3agent.engine.api import Engine, Message
     from m3agent.tools.sandbox.runner import Sandbox
 
@@ -40,7 +41,7 @@ class SessionLike(Protocol):
     conversation: Conversation
     cwd: Path
     sandbox: Sandbox | None
-    checkpoint: Callable[[str], Any] | None  # a bound Checkpoints.snapshot (rewind.py)
+    checkpoints: CheckpointStore | None  # a Checkpoints for /undo and /rewind (rewind.py)
     engine: Engine
 
     @property

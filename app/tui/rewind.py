@@ -83,10 +83,10 @@ def rewind_points(log_path: Path, messages: Sequence[Message]) -> list[RewindPoi
 
 
 def checkpoint_store(session: SessionLike) -> Checkpoints | None:
-    """The session's Checkpoints (it snapshots through the bound `snapshot`), or None."""
+    """The session's Checkpoints (the store it snapshots to), or None: none, or another kind."""
     from m3agent.tools.checkpoint import Checkpoints
 
-    store = getattr(session.checkpoint, "__self__", None)  # the bound method's instance
+    store = session.checkpoints
     return store if isinstance(store, Checkpoints) else None
 
 

@@ -31,3 +31,10 @@ async def drive(session, ops: list) -> list:
                 break
     await session.close()
     return seen
+
+
+class NoCheckpoints:
+    """A checkpoint store that keeps nothing, for the tests about the prompt, not the files."""
+
+    def snapshot(self, label: str) -> None:
+        return None

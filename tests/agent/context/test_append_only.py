@@ -14,7 +14,7 @@ from m3agent.app.factory import build_session
 from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import common_prefix_len
 
-from ...support.session_ops import drive
+from ...support.session_ops import NoCheckpoints, drive
 from ...support.settings import isolated_settings
 
 NS = "]<]minimax[>["
@@ -64,7 +64,7 @@ def test_prefix_property_across_edits_and_compaction(make_repo, tmp_path):
         ]
     )
     session = build_session(
-        settings_for(tmp_path), cwd=repo, engine=engine, checkpoint=lambda label: None
+        settings_for(tmp_path), cwd=repo, engine=engine, checkpoints=NoCheckpoints()
     )
     snapshot_before = session.messages[1]
     assert snapshot_before.role == "system" and snapshot_before.content.startswith(SNAPSHOT_OPEN)
@@ -125,7 +125,7 @@ def test_refresh_is_an_explicit_reported_event(make_repo, tmp_path):
     repo = make_repo({"a.py": "x = 1\n"})
     engine = ScriptedEngine([answer("ok"), answer("summary"), answer("ok again")])
     session = build_session(
-        settings_for(tmp_path), cwd=repo, engine=engine, checkpoint=lambda label: None
+        settings_for(tmp_path), cwd=repo, engine=engine, checkpoints=NoCheckpoints()
     )
     first = session.messages[1].content
     (repo / "a.py").write_text("x = 2\n")
@@ -155,7 +155,7 @@ def test_no_snapshot_when_disabled_or_empty(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     s = build_session(
-        settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]), checkpoint=lambda label: None
+        settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]), checkpoints=NoCheckpoints()
     )
     assert [m.role for m in s.messages] == ["system"]
     (empty / "f.py").write_text("y = 1\n")
@@ -163,11 +163,11 @@ def test_no_snapshot_when_disabled_or_empty(tmp_path):
         settings_for(tmp_path, context=False),
         cwd=empty,
         engine=ScriptedEngine([]),
-        checkpoint=lambda label: None,
+        checkpoints=NoCheckpoints(),
     )
     assert [m.role for m in s2.messages] == ["system"]
     s3 = build_session(
-        settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]), checkpoint=lambda label: None
+        settings_for(tmp_path), cwd=empty, engine=ScriptedEngine([]), checkpoints=NoCheckpoints()
     )
     assert [m.role for m in s3.messages] == ["system", "system"]
     for x in (s, s2, s3):
@@ -182,7 +182,7 @@ def test_automatic_compaction_near_the_limit(make_repo, tmp_path):
         [answer("one"), answer("summary of turn one"), answer("two")], max_context_tokens=14_000
     )
     settings = settings_for(tmp_path, context_reserve=3_000)
-    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
+    session = build_session(settings, cwd=repo, engine=engine, checkpoints=NoCheckpoints())
     seen = asyncio.run(drive(session, [UserTurn("first"), UserTurn("second")]))
     kinds = [
         (type(e).__name__, getattr(e, "action", None))

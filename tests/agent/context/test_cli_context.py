@@ -10,6 +10,7 @@ from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
 
 from ...support.cli import run_cli
+from ...support.session_ops import NoCheckpoints
 from ...support.settings import isolated_settings
 
 FILES = {
@@ -152,7 +153,7 @@ def test_resume_on_the_same_warm_engine_reports_no_miss(make_repo, tmp_path):
 
     def one_turn(engine, resume=None):
         session = build_session(
-            settings, cwd=repo, engine=engine, resume=resume, checkpoint=lambda label: None
+            settings, cwd=repo, engine=engine, resume=resume, checkpoints=NoCheckpoints()
         )
 
         async def go():

@@ -13,7 +13,7 @@ from m3agent.app.factory import build_session
 from m3agent.engine.backends.scripted import common_prefix_len
 
 from ...support.native import recording_engine, tiny_m3
-from ...support.session_ops import drive
+from ...support.session_ops import NoCheckpoints, drive
 from ...support.settings import isolated_settings
 
 PAGE = 128
@@ -51,7 +51,7 @@ def test_cached_tokens_exact_on_native(tiny_dir, make_repo, tmp_path):
         max_tokens=12,
         context_budget=4000,
     )
-    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
+    session = build_session(settings, cwd=repo, engine=engine, checkpoints=NoCheckpoints())
     seen = asyncio.run(
         drive_and_close(
             session,

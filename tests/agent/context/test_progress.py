@@ -7,6 +7,7 @@ from m3agent.agent.context import SnapshotConfig, build_snapshot
 from m3agent.agent.context.progress import SnapshotProgress
 from m3agent.agent.events import Progress, ProgressStage
 
+from ...support.session_ops import NoCheckpoints
 from ...support.settings import isolated_settings
 
 
@@ -75,7 +76,7 @@ def test_a_refresh_reports_progress_in_the_session_stream_not_in_its_log(make_re
     engine = ScriptedEngine(["</mm:think>ok", "</mm:think>summary", "</mm:think>ok again"])
     opening: list[Progress] = []
     session = build_session(
-        settings, cwd=repo, engine=engine, checkpoint=lambda label: None, progress=opening.append
+        settings, cwd=repo, engine=engine, checkpoints=NoCheckpoints(), progress=opening.append
     )
     assert opening[0].total == 13 and opening[-1].final and opening[-1].done == 13
 

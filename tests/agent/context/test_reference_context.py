@@ -18,6 +18,7 @@ from m3agent.app.factory import build_session
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.engine.m3.chat_template import render_prompt
 
+from ...support.session_ops import NoCheckpoints
 from ...support.settings import isolated_settings
 
 NS = "]<]minimax[>["
@@ -82,7 +83,7 @@ def test_snapshot_and_later_context_reach_the_model_under_the_real_template(make
         ]
     )
     settings = isolated_settings(tmp_path, engine="scripted", approval="never", thinking="enabled")
-    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda label: None)
+    session = build_session(settings, cwd=repo, engine=engine, checkpoints=NoCheckpoints())
     system_prompt = session.messages[0].content
     assert session.messages[1].content.startswith(SNAPSHOT_OPEN)
 

@@ -18,7 +18,7 @@ from m3agent.app.settings import Settings
 from m3agent.engine.backends.scripted import ScriptedEngine, common_prefix_len
 
 from ...support.native import recording_engine, tiny_m3
-from ...support.session_ops import drive
+from ...support.session_ops import NoCheckpoints, drive
 from ...support.settings import isolated_settings
 
 PAGE = 128
@@ -53,7 +53,7 @@ def test_ten_toggling_turns_recompute_only_new_tokens_on_native(tiny_dir, make_r
         ),
         cwd=repo,
         engine=engine,
-        checkpoint=lambda label: None,
+        checkpoints=NoCheckpoints(),
     )
     modes = [MODES[i % 3] for i in range(10)]
     plan = [UserTurn(f"turn {i}", thinking_mode=m) for i, m in enumerate(modes)]
@@ -127,7 +127,7 @@ def test_session_mode_is_the_starting_default_and_survives_resume(make_repo, tmp
         settings_for(tmp_path, thinking="disabled"),
         cwd=repo,
         engine=engine,
-        checkpoint=lambda label: None,
+        checkpoints=NoCheckpoints(),
     )
     seen = asyncio.run(
         drive(
@@ -161,7 +161,7 @@ def test_default_change_before_any_request_costs_nothing(tmp_path):
         settings_for(tmp_path),
         cwd=empty,
         engine=ScriptedEngine(["ok"]),
-        checkpoint=lambda label: None,
+        checkpoints=NoCheckpoints(),
     )
     seen = asyncio.run(
         drive(session, [SetThinking("enabled", session_default=True), UserTurn("hi")])
