@@ -17,7 +17,7 @@ from .settings import Settings
 from .warm import local_chat_files, user_model_dirs
 
 if TYPE_CHECKING:
-    from m3agent.engine.offload.placement import OffloadConfig
+    from m3agent.engine.offload.config import OffloadConfig
 
 DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
 # progress(event): Progress events of the snapshot, the model load and the background server.

@@ -177,8 +177,9 @@ def plan_for(c, form, m, n_layers, s, hot: bool):
 
 def run_form(form, s, device, m, max_layers, rows) -> None:
     from m3agent.engine.m3.config import M3TextConfig
+    from m3agent.engine.offload.config import OffloadConfig
     from m3agent.engine.offload.inventory import StorageFormat, from_config
-    from m3agent.engine.offload.placement import OffloadConfig, attach
+    from m3agent.engine.offload.placement import attach
     from m3agent.engine.offload.plan import PlanRequest, make_plan
 
     cuda = device == "cuda"

@@ -39,7 +39,7 @@ from .completion import CompletionEngine, CompletionRequest, prompt_ids
 
 if TYPE_CHECKING:
     from ..native.runner.mm_inputs import MultiModalInputs
-    from ..offload.placement import OffloadConfig
+    from ..offload.config import OffloadConfig
     from .native_media import NativeMedia
 
 

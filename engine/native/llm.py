@@ -20,7 +20,7 @@ from .core.engine_config import EngineConfig
 from .core.llm_engine import LLMEngine
 
 if TYPE_CHECKING:
-    from ..offload.placement import OffloadConfig
+    from ..offload.config import OffloadConfig
 
 DTYPES = ("float32", "bfloat16", "float16")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .placement import HOST_FORMS, OffloadConfig
+from .config import HOST_FORMS, OffloadConfig
 from .plan import ExpertForm
 
 MODES = ("auto", "on", "off")

@@ -13,12 +13,13 @@ puts the `OffloadRuntime` on the model.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from ..native.layers.moe import MoE
+from .config import OffloadConfig
 from .cpu_experts import HostExpertLayer
 from .device_experts import tensor_fields
 from .pinning import pin_in_place
@@ -28,37 +29,9 @@ from .runtime import OffloadRuntime
 if TYPE_CHECKING:
     from ..native.models.m3 import M3ForCausalLM
 
-# host forms the CPU computes with today; the offload-kernels work adds int4 / MXFP8
-HOST_FORMS = (ExpertForm.INT8, ExpertForm.INT4, ExpertForm.MXFP8, ExpertForm.BF16)
 EXPERT_PARAM = re.compile(
     r"^model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight$"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class OffloadConfig:
-    form: ExpertForm = ExpertForm.INT8  # resolved: never AUTO
-    hot_experts_per_layer: int = 0  # GPU slots per MoE layer for hot experts
-    prefill_stream_tokens: int = 1024  # chunks this long stream experts to the GPU (0: never)
-    stream_experts: int = 32  # experts per streamed transfer (two such GPU buffers)
-    cpu_threads: int | None = None  # torch threads for the CPU experts (None: torch's default)
-    # The compiled CPU kernel (activations quantised per 32 for the integer forms, as llama.cpp's
-    # Q8 path does); False: the torch path, whose rounding the GPU's hot and streamed experts
-    # share exactly (device_experts.py), which the token-equality tests need.
-    cpu_kernel: bool = True
-
-    def __post_init__(self) -> None:
-        if self.form not in HOST_FORMS:
-            raise ValueError(
-                f"expert form {self.form} is not a host form here "
-                f"(use {', '.join(f.value for f in HOST_FORMS)})"
-            )
-        if self.hot_experts_per_layer < 0:
-            raise ValueError("hot experts per layer must be >= 0")
-        if self.prefill_stream_tokens < 0:
-            raise ValueError("prefill stream threshold must be >= 0 tokens")
-        if self.stream_experts < 1:
-            raise ValueError("stream experts must be >= 1")
 
 
 class HostExpertCollector:

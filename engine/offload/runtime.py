@@ -18,7 +18,7 @@ from .pinning import host_bytes, unpin
 from .prefill_stream import PrefillStreamer
 
 if TYPE_CHECKING:
-    from .placement import OffloadConfig
+    from .config import OffloadConfig
 
 
 @dataclass(frozen=True, slots=True)

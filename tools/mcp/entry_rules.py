@@ -24,8 +24,8 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # config imports this module
-    from .config import McpServerConfig
+if TYPE_CHECKING:  # any dataclass: McpServerConfig (config.py, which imports this module)
+    from _typeshed import DataclassInstance
 
 # Prefixes: every variable of the family is read by the loader or the libc at start-up.
 _LOADER_PREFIXES = ("LD_", "DYLD_", "BASH_FUNC_")
@@ -112,7 +112,7 @@ def refuse_expansion(server: str, entry: object, path: str = "") -> None:
 _NOT_COVERED = frozenset({"name", "scope", "source"})
 
 
-def fingerprint(cfg: McpServerConfig) -> str:
+def fingerprint(cfg: DataclassInstance) -> str:
     """Over every other field of the dataclass, so a field added later is covered too."""
     what = {
         f.name: _plain(getattr(cfg, f.name))
@@ -130,7 +130,7 @@ def _plain(v: object) -> object:
     return v
 
 
-def trust_lines(cfg: McpServerConfig) -> list[str]:
+def trust_lines(cfg: DataclassInstance) -> list[str]:
     """What `m3agent mcp trust` shows: every covered field, values in full (a project
     entry's values are the repository's, not the user's secrets)."""
     rows = []

@@ -29,7 +29,8 @@ from .fp8 import dequantize_fp8, dequantize_mxfp8, is_mx_scale
 from .gguf import load_gguf
 
 if TYPE_CHECKING:
-    from ...offload.placement import HostExpertCollector, OffloadConfig
+    from ...offload.config import OffloadConfig
+    from ...offload.placement import HostExpertCollector
 
 log = logging.getLogger(__name__)
 _SKIP_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")

@@ -10,8 +10,8 @@ from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 from m3agent.engine.native.loaders.checkpoint import load_model
+from m3agent.engine.offload.config import OffloadConfig
 from m3agent.engine.offload.device_experts import dequantised
-from m3agent.engine.offload.placement import OffloadConfig
 
 
 def greedy(n: int) -> TokenSamplingParams:

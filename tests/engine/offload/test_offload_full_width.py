@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
-from m3agent.engine.offload.placement import OffloadConfig
+from m3agent.engine.offload.config import OffloadConfig
 from m3agent.engine.offload.plan import ExpertForm
 
 from .offload_helpers import engine, greedy, host_precision_reference, offloaded, prompt

@@ -8,10 +8,11 @@ import pytest
 import torch
 from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 from m3agent.engine.offload.choose import choose_offload
+from m3agent.engine.offload.config import OffloadConfig
 from m3agent.engine.offload.cpu_experts import CpuExperts, HostExpertLayer
 from m3agent.engine.offload.hot_cache import HotExperts
 from m3agent.engine.offload.offloaded_moe import cpu_slots
-from m3agent.engine.offload.placement import HostExpertCollector, OffloadConfig
+from m3agent.engine.offload.placement import HostExpertCollector
 from m3agent.engine.offload.plan import ExpertForm
 from m3agent.engine.offload.prefill_stream import PrefillStreamer
 
