@@ -4,11 +4,10 @@ and raw M3 model text that calls their tools (for the ScriptedEngine)."""
 from __future__ import annotations
 
 import json
-import socket
+import select
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 NS = "]<]minimax[>["
@@ -125,7 +124,17 @@ SERVER = textwrap.dedent('''
 
     if __name__ == "__main__":
         if len(sys.argv) > 1 and sys.argv[1] in ("streamable-http", "sse"):
-            s.run(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]))
+            # Listens before it says where: port 0 lets the system pick one (no race with
+            # another test for a port picked beforehand); the port is the first stdout line.
+            import uvicorn
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", int(sys.argv[2])))
+            sock.listen(128)
+            print(sock.getsockname()[1], flush=True)
+            app = s.streamable_http_app() if sys.argv[1] == "streamable-http" else s.sse_app()
+            server = uvicorn.Server(uvicorn.Config(app, log_level="error"))
+            anyio.run(lambda: server.serve(sockets=[sock]))
         else:
             s.run()
 ''')
@@ -227,32 +236,24 @@ def answer(text: str) -> str:
     return "</mm:think>" + text
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_http_server(
-    script: Path, transport: str = "streamable-http", port: int | None = None
+    script: Path, transport: str = "streamable-http", port: int = 0
 ) -> tuple[subprocess.Popen, int]:
-    port = port or free_port()
+    """The server of `script` on 127.0.0.1: on `port`, or (0) on one it picks and reports
+    once it listens. Returns the process and the port."""
     proc = subprocess.Popen(
         [sys.executable, str(script), transport, str(port)],
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, port
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError("the HTTP MCP server exited at start") from None
-            time.sleep(0.05)
-    proc.kill()
-    raise RuntimeError("the HTTP MCP server did not start listening")
+    ready, _, _ = select.select([proc.stdout], [], [], 60)  # importing the SDK on a busy machine
+    line = proc.stdout.readline() if ready else ""
+    if not line.strip().isdigit():
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("the HTTP MCP server did not start listening")
+    return proc, int(line)
 
 
 def finished(events) -> list:
