@@ -18,7 +18,7 @@ def read_header(f: Path) -> dict[str, Any]:
             (n,) = struct.unpack("<Q", fh.read(8))
             if n > 100_000_000:
                 raise ValueError("header length is implausible")
-            header = json.loads(fh.read(n))
+            header: dict[str, Any] = json.loads(fh.read(n))
     except (OSError, struct.error, json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"corrupt safetensors file {f}: {e}") from None
     header.pop("__metadata__", None)

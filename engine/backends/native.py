@@ -49,7 +49,7 @@ class _Add:
     prompt_token_ids: list[int]
     params: TokenSamplingParams
     loop: asyncio.AbstractEventLoop
-    sink: asyncio.Queue
+    sink: asyncio.Queue[_SinkItem]
     mm_inputs: MultiModalInputs | None = None  # when the prompt carries images/videos
 
 
@@ -58,7 +58,14 @@ class _Abort:
     request_id: str
 
 
-_STOP = object()
+class _Stop:
+    """The engine thread's last command (close)."""
+
+
+_STOP = _Stop()
+
+# What a request's sink carries: outputs, prompt progress, or the error that ends it.
+_SinkItem = RequestOutput | PrefillStep | Exception
 
 
 class NativeEngine:
@@ -76,8 +83,8 @@ class NativeEngine:
         self._model_name = model_name
         self._extra_stops = extra_stop_token_ids
         self._media = media
-        self._commands: queue.SimpleQueue = queue.SimpleQueue()
-        self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
+        self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[_SinkItem]]] = {}
         self._template = template  # tests render with it to compare prompts
         self._chat = ChatLayer(tokenizer, template)
         self._closed = False
@@ -195,7 +202,7 @@ class NativeEngine:
             )
         except ValueError as e:
             raise EngineRequestError(f"bad sampling parameters: {e}") from None
-        sink: asyncio.Queue = asyncio.Queue()
+        sink: asyncio.Queue[_SinkItem] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         self._commands.put(_Add(request_id, ids, params, loop, sink, mm))
         try:
@@ -239,7 +246,7 @@ class NativeEngine:
                 while True:
                     cmd = self._commands.get(block=block)
                     block = False
-                    if cmd is _STOP:
+                    if isinstance(cmd, _Stop):
                         self._shutdown()
                         return
                     self._handle(cmd)
@@ -293,7 +300,7 @@ class NativeEngine:
         self._fail_all(EngineUnavailable("the native engine was closed"))
 
 
-def _put(loop: asyncio.AbstractEventLoop, sink: asyncio.Queue, item: object) -> None:
+def _put(loop: asyncio.AbstractEventLoop, sink: asyncio.Queue[_SinkItem], item: _SinkItem) -> None:
     try:
         loop.call_soon_threadsafe(sink.put_nowait, item)
     except RuntimeError:  # the caller's loop is gone; nobody is listening any more

@@ -48,7 +48,7 @@ class MediaCache:
         if max_bytes < 0:
             raise ValueError("media cache size must be >= 0")
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple, MediaInput] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, int, int], MediaInput] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()  # requests preprocess in worker threads
         self.hits = 0

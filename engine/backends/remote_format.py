@@ -105,12 +105,12 @@ def error_message(body: bytes) -> str:
         err = obj.get("error", obj)
         if isinstance(err, dict):
             for key in ("message", "detail", "msg"):
-                if isinstance(err.get(key), str):
-                    return err[key]
+                if isinstance(said := err.get(key), str):
+                    return said
         if isinstance(err, str):
             return err
-        if isinstance(obj.get("detail"), str):
-            return obj["detail"]
+        if isinstance(detail := obj.get("detail"), str):
+            return detail
     return text[:500]
 
 

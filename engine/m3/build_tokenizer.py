@@ -145,7 +145,7 @@ def train_tokenizer(vocab_size: int = VOCAB_SIZE) -> Tokenizer:
     return tok
 
 
-def tokenizer_config(tok: Tokenizer) -> dict:
+def tokenizer_config(tok: Tokenizer) -> dict[str, object]:
     """An HF tokenizer_config.json for `tok` (flags which added tokens are special)."""
     decoder = tok.get_added_tokens_decoder()
     return {

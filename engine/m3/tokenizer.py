@@ -29,9 +29,8 @@ def default_tokenizer_path() -> Path:
 def _token_text(v: Any) -> str | None:
     if isinstance(v, str):
         return v
-    if isinstance(v, dict) and isinstance(v.get("content"), str):
-        return v["content"]
-    return None
+    content = v.get("content") if isinstance(v, dict) else None
+    return content if isinstance(content, str) else None
 
 
 class M3Tokenizer:

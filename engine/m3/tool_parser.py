@@ -96,7 +96,9 @@ def tool_schemas(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def check_tool_choice(tool_choice: Any) -> str | None:
     """None/"auto" -> "auto"-like parsing; "none"; "required"; a named tool -> "named"."""
-    if tool_choice is None or tool_choice in _TOOL_CHOICES:
+    if tool_choice is None:
+        return None
+    if isinstance(tool_choice, str) and tool_choice in _TOOL_CHOICES:
         return tool_choice
     if isinstance(tool_choice, dict):
         fn = tool_choice.get("function")

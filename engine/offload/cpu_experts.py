@@ -164,7 +164,11 @@ def pack_expert(
     return forms.pack(w13, form.value, group), forms.pack(down.float(), form.value, group)
 
 
-def pack_mxfp8_expert(gate: tuple, up: tuple, down: tuple) -> tuple[Packed, Packed]:
+def pack_mxfp8_expert(
+    gate: tuple[torch.Tensor, torch.Tensor],
+    up: tuple[torch.Tensor, torch.Tensor],
+    down: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[Packed, Packed]:
     """One expert's stored MXFP8 (e4m3, e8m0) pairs, re-tiled only."""
     v = forms.interleave_gate_up(gate[0].view(torch.uint8), up[0].view(torch.uint8))
     s = forms.interleave_gate_up(gate[1].view(torch.uint8), up[1].view(torch.uint8))

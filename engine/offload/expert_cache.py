@@ -116,11 +116,11 @@ class ExpertStore:
     def _paths(self, layer: int) -> tuple[Path, Path]:
         return self.dir / f"layer_{layer:03d}.bin", self.dir / f"layer_{layer:03d}.json"
 
-    def valid(self, layer: int) -> dict | None:
+    def valid(self, layer: int) -> dict[str, Any] | None:
         """The layer's table when its files are whole and ours, else None."""
         bin_p, meta_p = self._paths(layer)
         try:
-            meta = json.loads(meta_p.read_text())
+            meta: dict[str, Any] = json.loads(meta_p.read_text())
             size = bin_p.stat().st_size
         except (OSError, ValueError):
             return None
@@ -149,7 +149,7 @@ class ExpertStore:
                 progress(BuildProgress(i + 1, len(todo), written, time.perf_counter() - t0, layer))
         return {layer: self.mapped(layer, m) for layer, m in metas.items() if m is not None}
 
-    def convert(self, layer: int, experts: LayerExperts) -> dict:
+    def convert(self, layer: int, experts: LayerExperts) -> dict[str, Any]:
         """Quantise/re-tile one layer expert by expert into its file, durably; returns its
         table. Peak memory: one expert in fp32, not the layer."""
 
@@ -203,7 +203,7 @@ class ExpertStore:
         _write_durable(meta_p, lambda f: f.write(json.dumps(meta).encode()))
         return meta
 
-    def mapped(self, layer: int, meta: dict) -> HostExpertLayer:
+    def mapped(self, layer: int, meta: dict[str, Any]) -> HostExpertLayer:
         """The layer as views of a private read-only mapping of its file."""
         bin_p, _ = self._paths(layer)
         mm = np.memmap(bin_p, dtype=np.uint8, mode="c", shape=(meta["size"],))

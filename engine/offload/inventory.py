@@ -175,7 +175,10 @@ def from_config(c: M3TextConfig, fmt: StorageFormat) -> Inventory:
     sp = c.sparse_attention_config
     parts = dict.fromkeys(Part, 0)
     experts: dict[int, tuple[int, int]] = {}
-    mat = lambda r, k: matrix_bytes(r, k, fmt)  # noqa: E731
+
+    def mat(rows: int, cols: int) -> int:
+        return matrix_bytes(rows, cols, fmt)
+
     for i in range(c.num_hidden_layers):
         q, kv = c.num_attention_heads * hd, c.num_key_value_heads * hd
         attn = mat(q, h) + 2 * mat(kv, h) + mat(h, q) + 2 * hd * 2  # + q/k norms

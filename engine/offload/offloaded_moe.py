@@ -18,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
-from ..native.layers.moe import MoE, route
+from ..native.layers.moe import MoE
+from ..native.layers.router import route
 from .cpu_experts import CpuExperts
 from .hot_cache import HotExperts
 from .prefill_stream import PrefillStreamer

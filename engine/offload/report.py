@@ -51,7 +51,9 @@ def plan_dict(plan: Plan, inv: Inventory, m: Machine) -> dict[str, Any]:
 
 
 def plan_text(plan: Plan, inv: Inventory, m: Machine) -> str:
-    meas = lambda key: " (measured)" if key in m.measured else ""  # noqa: E731
+    def meas(key: str) -> str:
+        return " (measured)" if key in m.measured else ""
+
     lines = [
         f"checkpoint: {inv.fmt} weights ({inv.source}), {plan.moe_layers_total} MoE layers",
         f"machine:    {m.gpu_name} {m.gpu_bytes / GIB:.1f} GiB{meas('gpu_mem')}, "

@@ -68,4 +68,6 @@ def patches_to_frames(
     x = x.transpose(0, 6, 1, 3, 7, 2, 4, 8, 5).reshape(t * tp, gh * p, gw * p, 3)
     std = np.asarray(cfg.std, dtype=np.float32)
     mean = np.asarray(cfg.mean, dtype=np.float32)
-    return np.clip(np.rint((x * std + mean) * 255.0), 0, 255).astype(np.uint8)
+    # numpy's stubs type this chain Any; it is the uint8 frames array
+    frames: np.ndarray = np.clip(np.rint((x * std + mean) * 255.0), 0, 255).astype(np.uint8)
+    return frames

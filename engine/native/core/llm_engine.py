@@ -20,7 +20,7 @@ from .attention_metadata import BLOCK_SIZE
 from .detokenizer import IncrementalDetokenizer, TokenizerLike
 from .engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
 from .kv_cache_manager import KVCacheManager, cdiv
-from .model_api import NativeModel
+from .model_api import LayerCacheSpec, NativeModel
 from .outputs import PrefillStep, RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
 from .sampling_params import TokenSamplingParams
@@ -119,7 +119,7 @@ class LLMEngine:
         # The prompts the last step computed a part of: the backend reports their progress.
         self.prefill_steps: tuple[PrefillStep, ...] = ()
 
-    def _num_blocks(self, specs: list, dtype: torch.dtype, max_len: int) -> int:
+    def _num_blocks(self, specs: list[LayerCacheSpec], dtype: torch.dtype, max_len: int) -> int:
         cfg = self.config
         if cfg.num_gpu_blocks is not None:
             return cfg.num_gpu_blocks

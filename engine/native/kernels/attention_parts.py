@@ -35,7 +35,7 @@ def attention_operands(
     md: AttentionMetadata,
     po: torch.Tensor,
     plse: torch.Tensor,
-) -> tuple[tuple[torch.Tensor, ...], tuple]:
+) -> tuple[tuple[torch.Tensor, ...], tuple[tuple[int, ...] | int, ...]]:
     """(pointers, strides) of the dense and sparse-prefill kernels: q [T, Hq, D], the paged
     KV cache, positions, block tables and the split-K partials po [T, Hkv, C, G, D] and
     plse [T, Hkv, C, G]."""

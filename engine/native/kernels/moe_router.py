@@ -75,7 +75,7 @@ def route(
 def reference(
     logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, scaling: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    from ..layers.moe import route as torch_route
+    from ..layers.router import route as torch_route
 
     w, ids = torch_route(logits, bias, top_k, scaling)
     return w, ids.to(torch.int32)

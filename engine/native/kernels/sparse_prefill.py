@@ -127,7 +127,10 @@ def build_block_work(
     w_blk = wkey % nbmax
     w_req = (wkey // nbmax) % nreq
     w_g = wkey // (nbmax * nreq)
-    i32 = lambda x: x.to(torch.int32).contiguous()  # noqa: E731
+
+    def i32(x: torch.Tensor) -> torch.Tensor:
+        return x.to(torch.int32).contiguous()
+
     return (i32(w_g), i32(w_req), i32(w_blk), i32(w_start), i32(w_cnt)), (ent_tok, ent_slot)
 
 

@@ -3,6 +3,8 @@ gate_proj / up_proj / down_proj)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -88,3 +90,7 @@ class SiluMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    if TYPE_CHECKING:  # for mypy only: nn.Module.__call__ (which runs forward) returns Any
+
+        def __call__(self, x: torch.Tensor) -> torch.Tensor: ...

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -26,6 +28,10 @@ class _Norm(nn.Module):
         self.weight = nn.Parameter(
             torch.full((dim,), self.initial, dtype=dtype, device=device), requires_grad=False
         )
+
+    if TYPE_CHECKING:  # for mypy only: nn.Module.__call__ (which runs forward) returns Any
+
+        def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
 
 
 class GemmaRMSNorm(_Norm):

@@ -40,11 +40,12 @@ _M3_ARCHS = {"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3SparseForCausa
 
 def _read_json(p: Path) -> dict[str, Any]:
     try:
-        return json.loads(p.read_text())
+        d: dict[str, Any] = json.loads(p.read_text())
     except FileNotFoundError:
         raise ValueError(f"{p} does not exist") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{p} is not valid JSON ({e})") from None
+    return d
 
 
 def safetensors_files(d: Path) -> list[Path]:

@@ -4,7 +4,7 @@ other tokenizer.json, or the vocabulary inside a GGUF file (through transformers
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..core.detokenizer import TokenizerLike
 
@@ -31,7 +31,8 @@ class _HFAdapter:
         return list(self._tok.encode(text, add_special_tokens=False))
 
     def decode(self, token_ids: list[int]) -> str:
-        return self._tok.decode(list(token_ids), skip_special_tokens=False)
+        # a transformers tokenizer (held as Any): its decode returns the text
+        return cast(str, self._tok.decode(list(token_ids), skip_special_tokens=False))
 
 
 def load_tokenizer(path: str | Path) -> TokenizerLike:

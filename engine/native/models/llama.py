@@ -8,6 +8,7 @@ Module names follow HF Llama (`model.layers.N.self_attn.q_proj`, ...).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -59,7 +60,7 @@ class LlamaConfig:
             )
 
     @staticmethod
-    def from_hf(d: dict) -> LlamaConfig:
+    def from_hf(d: dict[str, Any]) -> LlamaConfig:
         heads = int(d["num_attention_heads"])
         rp = d.get("rope_scaling") or d.get("rope_parameters") or {}
         if rp.get("rope_type", rp.get("type", "default")) not in ("default", None):
