@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from m3agent.engine.native.core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from m3agent.engine.native.core.model_api import LayerCache
-from m3agent.engine.native.layers.moe import route
+from m3agent.engine.native.layers.router import route
 from m3agent.engine.native.loaders.tiny import TinySpec, tiny_text_config
 from m3agent.engine.native.models.m3 import M3ForCausalLM
 from m3agent.engine.offload.cpu_experts import CpuExperts, HostExpertLayer

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from m3agent.engine.native.layers.moe import MoE, route
+from m3agent.engine.native.layers.moe import MoE
+from m3agent.engine.native.layers.router import route
 from m3agent.engine.offload.cpu_experts import CpuExperts, HostExpertLayer, quantize_rows_int8
 from m3agent.engine.offload.plan import ExpertForm
 

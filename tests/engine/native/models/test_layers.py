@@ -7,9 +7,10 @@ import math
 import torch
 from m3agent.engine.m3.config import RopeScaling
 from m3agent.engine.native.layers.mlp import swiglu_oai, swiglu_oai_merged
-from m3agent.engine.native.layers.moe import MoE, route
+from m3agent.engine.native.layers.moe import MoE
 from m3agent.engine.native.layers.norm import GemmaRMSNorm, RMSNorm
 from m3agent.engine.native.layers.rope import RotaryEmbedding
+from m3agent.engine.native.layers.router import route
 
 
 def test_gemma_norm_hand_values():
