@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeGuard, cast
+from typing import Any, cast
 
 from m3agent.engine.api import (
     ChatDelta,
@@ -174,12 +174,6 @@ async def completion_events(
     if include_usage and final is not None:
         yield json.dumps(frame([], usage=usage_json(final.usage)))
     yield "[DONE]"
-
-
-def serves_completions(engine: Engine) -> TypeGuard[CompletionEngine]:
-    """Whether the engine serves raw completions (/v1/completions) besides chat: its class
-    declares the capability (mypy checks each backend against CompletionEngine)."""
-    return isinstance(engine, CompletionEngine)
 
 
 def not_served(engine: Engine) -> HttpResponse:

@@ -34,6 +34,7 @@ from m3agent.engine.api import (
     ToolCallDelta,
     UsageDelta,
 )
+from m3agent.engine.backends.completion import CompletionEngine
 
 from .completions import (
     collect_deltas,
@@ -43,7 +44,6 @@ from .completions import (
     open_stream,
     parse_completion,
     serve_completion,
-    serves_completions,
 )
 from .errors import WireError
 from .http import HttpRequest, HttpResponse
@@ -186,7 +186,8 @@ class ChatServer:
 
     async def _completion(self, req: HttpRequest) -> HttpResponse:
         engine = self.engine
-        if not serves_completions(engine):
+        # The capability is declared: mypy checks each backend against CompletionEngine.
+        if not isinstance(engine, CompletionEngine):
             return not_served(engine)
         request_id = new_request_id()
         try:
