@@ -107,7 +107,7 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         cwd=session.cwd,
         emit=session._emit,
         sandbox=session.sandbox,
-        checkpoint=session.checkpoints.snapshot if session.checkpoints is not None else None,
+        checkpoints=session.checkpoints,
         tool_env=session.tool_env,
         cache=session.cache,
         hooks=session.hooks,

@@ -190,10 +190,10 @@ async def run_call(
                 deps.gate.allow_for_session(call.name)
             elif decision.decision is Decision.APPROVE_ALWAYS:
                 deps.gate.allow_always(call.name)
-    if mutates and deps.checkpoint is not None and not turn_flags.get("checkpointed"):
+    if mutates and deps.checkpoints is not None and not turn_flags.get("checkpointed"):
         turn_flags["checkpointed"] = True
         try:
-            cp_id = await asyncio.to_thread(deps.checkpoint, f"before {call.name}")
+            cp_id = await asyncio.to_thread(deps.checkpoints.snapshot, f"before {call.name}")
         except Exception as e:  # a failed snapshot is reported, never silent, and not fatal
             await deps.emit(ev.Error(message=f"checkpoint failed: {e}", kind=ev.ErrorKind.TOOL))
         else:

@@ -55,7 +55,7 @@ class LoopDeps:
     cwd: Path
     emit: Emit
     sandbox: Sandbox | None = None  # into ToolContext.sandbox; approvals read it
-    checkpoint: Callable[[str], object] | None = None  # snapshot(label) before the first mutation
+    checkpoints: CheckpointStore | None = None  # a snapshot before the turn's first mutation
     tool_env: dict[str, str] | None = None
     cache: CacheTracker | None = None  # annotates each Usage with a miss reason
     hooks: Hooks | None = None  # the user's (and a trusted project's) hooks
