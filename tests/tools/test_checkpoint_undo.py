@@ -9,6 +9,7 @@ import subprocess
 import pytest
 from m3agent.tools.base import ToolContext
 from m3agent.tools.checkpoint import CheckpointError, Checkpoints, state_dir_for
+from m3agent.tools.sandbox.policy import LAYERS
 from m3agent.tools.toolset import default_toolset
 
 from ..support.cli import run_cli
@@ -122,16 +123,7 @@ def test_doctor_reports_layers(tmp_path):
     out = run_cli(tmp_path, "doctor", "--json", "--cwd", str(tmp_path))
     report = json.loads(out.stdout)
     names = [layer["name"] for layer in report["layers"]]
-    assert names == [
-        "bwrap",
-        "landlock",
-        "seccomp",
-        "rlimits",
-        "cgroup",
-        "tree_kill",
-        "env_scrub",
-        "privileges",
-    ]
+    assert names == list(LAYERS)  # every layer, in the policy's order
     assert out.returncode == (0 if report["protected"] else 5)
     for layer in report["layers"]:
         assert layer["detail"], layer  # every layer says what it does or why it is off
