@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Unpack
 
 from rich.text import Text
-from textual.widgets import Static
 
 from ...safe_text import visible
+from .bar_block import BarBlock
 from .widget_options import WidgetOptions
 
 HINTS = {
@@ -20,12 +20,9 @@ HINTS = {
 }
 
 
-class ErrorView(Static):
+class ErrorView(BarBlock):
     DEFAULT_CSS = """
     ErrorView {
-        height: auto;
-        margin: 1 0 0 0;
-        padding: 0 1;
         border-left: thick $error;
         color: $text;
         background: $error 15%;

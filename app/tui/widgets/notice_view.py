@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Unpack
 
-from textual.widgets import Static
-
 from ...safe_text import visible
+from .bar_block import BarBlock
 from .widget_options import WidgetOptions
 
 
-class NoticeView(Static):
+class NoticeView(BarBlock):
     DEFAULT_CSS = """
     NoticeView {
-        height: auto;
-        margin: 1 0 0 0;
-        padding: 0 1;
         color: $text-muted;
-        border-left: thick $secondary;
     }
     """
 

@@ -6,18 +6,15 @@ from pathlib import Path
 from typing import Unpack
 
 from rich.text import Text
-from textual.widgets import Static
 
 from ...safe_text import visible
+from .bar_block import BarBlock
 from .widget_options import WidgetOptions
 
 
-class UserMessage(Static):
+class UserMessage(BarBlock):
     DEFAULT_CSS = """
     UserMessage {
-        height: auto;
-        margin: 1 0 0 0;
-        padding: 0 1;
         border-left: thick $accent;
         background: $boost;
     }
