@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
-from m3agent.tools.frontmatter import parse
+from m3agent.tools.frontmatter import definition_files, parse
 from m3agent.tools.skills import Skill
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -79,33 +79,30 @@ def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tupl
     """(commands, problems); an earlier directory wins a name (the project before the user)."""
     found: dict[str, CustomCommand] = {}
     problems: list[str] = []
-    for root in dirs:
-        if not root.is_dir():
+    for root, path in definition_files(dirs, "**/*.md"):
+        rel = path.relative_to(root).with_suffix("")
+        name = ":".join(rel.parts)
+        if not _NAME.match(name):
+            problems.append(f"{path}: {name!r} is not a command name")
             continue
-        for path in sorted(root.rglob("*.md")):
-            rel = path.relative_to(root).with_suffix("")
-            name = ":".join(rel.parts)
-            if not _NAME.match(name):
-                problems.append(f"{path}: {name!r} is not a command name")
-                continue
-            try:
-                doc = parse(path.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as e:
-                problems.append(f"{path}: unreadable ({e})")
-                continue
-            first = doc.body.strip().splitlines()[0][:80] if doc.body.strip() else ""
-            desc = doc.text("description") or first
-            found.setdefault(
-                name,
-                CustomCommand(
-                    name=name,
-                    description=desc or f"custom command ({path.name})",
-                    body=doc.body,
-                    allowed_tools=_allowed_tools(doc.names("allowed-tools"), path, problems),
-                    argument_hint=doc.text("argument-hint"),
-                    source=str(path),
-                ),
-            )
+        try:
+            doc = parse(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(f"{path}: unreadable ({e})")
+            continue
+        first = doc.body.strip().splitlines()[0][:80] if doc.body.strip() else ""
+        desc = doc.text("description") or first
+        found.setdefault(
+            name,
+            CustomCommand(
+                name=name,
+                description=desc or f"custom command ({path.name})",
+                body=doc.body,
+                allowed_tools=_allowed_tools(doc.names("allowed-tools"), path, problems),
+                argument_hint=doc.text("argument-hint"),
+                source=str(path),
+            ),
+        )
     return tuple(found.values()), tuple(problems)
 
 

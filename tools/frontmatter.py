@@ -9,6 +9,7 @@ not use.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +70,16 @@ def parse(text: str) -> Document:
         elif last is not None and isinstance(meta.get(last), str):  # a folded continuation
             meta[last] = f"{meta[last]} {stripped}".strip()
     return Document({}, text)  # no closing ---: not a header after all
+
+
+def definition_files(roots: Iterable[Path], pattern: str) -> Iterator[tuple[Path, Path]]:
+    """(root, file) for each file matching `pattern` (a glob) below each root, the roots in the
+    order given (the caller keeps the first of a name: the project before the user) and each
+    root's files sorted. A root that is not a directory is passed over."""
+    for root in roots:
+        if root.is_dir():
+            for path in sorted(root.glob(pattern)):
+                yield root, path
 
 
 def read_named(

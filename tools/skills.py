@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
-from .frontmatter import parse, read_named
+from .frontmatter import definition_files, parse, read_named
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _MAX_FILES_LISTED = 50
@@ -32,17 +32,14 @@ def discover_skills(roots: Iterable[Path]) -> tuple[tuple[Skill, ...], tuple[str
     """(skills, problems) from each root's <dir>/SKILL.md; an earlier root wins a name."""
     found: dict[str, Skill] = {}
     problems: list[str] = []
-    for root in roots:
-        if not root.is_dir():
+    for _, skill_md in definition_files(roots, "*/SKILL.md"):
+        got = read_named(skill_md, skill_md.parent.name, _NAME)
+        if isinstance(got, str):
+            why = got or "needs a name and a description in its frontmatter"
+            problems.append(f"{skill_md}: {why}")
             continue
-        for skill_md in sorted(root.glob("*/SKILL.md")):
-            got = read_named(skill_md, skill_md.parent.name, _NAME)
-            if isinstance(got, str):
-                why = got or "needs a name and a description in its frontmatter"
-                problems.append(f"{skill_md}: {why}")
-                continue
-            _, name, desc = got
-            found.setdefault(name, Skill(name, desc, skill_md))
+        _, name, desc = got
+        found.setdefault(name, Skill(name, desc, skill_md))
     return tuple(found.values()), tuple(problems)
 
 
@@ -68,7 +65,6 @@ class SkillTool(Tool[SkillArgs]):
         "Load a skill's full instructions by name (the skills are listed in the system "
         "prompt). Returns its SKILL.md and the files beside it."
     )
-    Args = SkillArgs
 
     def __init__(self, skills: Iterable[Skill]) -> None:
         self._skills = {s.name: s for s in skills}

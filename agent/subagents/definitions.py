@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
-from m3agent.tools.frontmatter import read_named
+from m3agent.tools.frontmatter import definition_files, read_named
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_MAX_TURNS = 12
@@ -46,25 +46,22 @@ def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, 
     """(agents, problems): general-purpose first, then the files (the project's win)."""
     found: dict[str, AgentDef] = {GENERAL.name: GENERAL}
     problems: list[str] = []
-    for root in dirs:
-        if not root.is_dir():
+    for _, path in definition_files(dirs, "*.md"):
+        got = read_named(path, path.stem, _NAME)
+        if isinstance(got, str):
+            why = got or "an agent needs a lowercase name and a description"
+            problems.append(f"{path}: {why}")
             continue
-        for path in sorted(root.glob("*.md")):
-            got = read_named(path, path.stem, _NAME)
-            if isinstance(got, str):
-                why = got or "an agent needs a lowercase name and a description"
-                problems.append(f"{path}: {why}")
-                continue
-            doc, name, desc = got
-            turns = doc.text("max-turns") or doc.text("maxTurns")
-            try:
-                max_turns = int(turns) if turns else DEFAULT_MAX_TURNS
-            except ValueError:
-                problems.append(f"{path}: max-turns must be a number")
-                continue
-            tools = resolve_tool_names(doc.names("tools"))  # Claude Code names too
-            if name not in found or found[name] is GENERAL:
-                found[name] = AgentDef(
-                    name, desc, doc.body.strip(), tools or None, max(1, max_turns), str(path)
-                )
+        doc, name, desc = got
+        turns = doc.text("max-turns") or doc.text("maxTurns")
+        try:
+            max_turns = int(turns) if turns else DEFAULT_MAX_TURNS
+        except ValueError:
+            problems.append(f"{path}: max-turns must be a number")
+            continue
+        tools = resolve_tool_names(doc.names("tools"))  # Claude Code names too
+        if name not in found or found[name] is GENERAL:
+            found[name] = AgentDef(
+                name, desc, doc.body.strip(), tools or None, max(1, max_turns), str(path)
+            )
     return tuple(found.values()), tuple(problems)
