@@ -95,7 +95,6 @@ class ApplyPatch(Tool[ApplyPatchArgs]):
         "Apply a patch to one or more files, atomically: every hunk applies or nothing changes. "
         "Accepts the '*** Begin Patch' envelope or a unified diff."
     )
-    Args = ApplyPatchArgs
     mutates = True
 
     def touches(self, args: ApplyPatchArgs) -> Touches:

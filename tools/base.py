@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel
 
@@ -134,8 +134,9 @@ class Tool(Generic[ArgsT]):
     every instance), an MCP tool sets them per instance from what its server listed.
     `touches` and `preview` say what a call would do (override both in a tool with paths).
     The type argument is the `Args` model (`class EditFile(Tool[EditFileArgs])`), so `run`,
-    `touches` and `preview` take it typed; the registry holds `Tool[Any]`, since it validates
-    each call's arguments with that tool's own `Args` before handing them over."""
+    `touches` and `preview` take it typed, and `Args` is that model unless the class body says
+    otherwise; the registry holds `Tool[Any]`, since it validates each call's arguments with
+    that tool's own `Args` before handing them over."""
 
     name: str
     description: str
@@ -149,6 +150,17 @@ class Tool(Generic[ArgsT]):
     # Claude Code's tool names that stand for this one in a rule (`Edit(src/**)`)
     claude_names: tuple[str, ...] = ()
     takes_paths: bool = True  # a rule may name paths (the shell's rules are command prefixes)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "Args" in cls.__dict__:
+            return
+        for base in getattr(cls, "__orig_bases__", ()):  # `Tool[EditFileArgs]` as written
+            if get_origin(base) is Tool:
+                (model,) = get_args(base)
+                if isinstance(model, type) and issubclass(model, BaseModel):
+                    cls.Args = model
+                return
 
     def run(self, args: ArgsT, ctx: ToolContext) -> ToolResult:  # pragma: no cover
         raise NotImplementedError

@@ -31,7 +31,6 @@ class EditFile(Tool[EditFileArgs]):
         "Replace an exact string in a file. old_string must match exactly once (include "
         "surrounding lines to make it unique) unless replace_all is true. Returns a diff."
     )
-    Args = EditFileArgs
     mutates = True
 
     def touches(self, args: EditFileArgs) -> Touches:

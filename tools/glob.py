@@ -27,7 +27,6 @@ class Glob(Tool[GlobArgs]):
     claude_names = ("Glob",)
     kind = "search"
     description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
-    Args = GlobArgs
 
     def touches(self, args: GlobArgs) -> Touches:
         return Touches(reads=(args.path,))

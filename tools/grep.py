@@ -39,7 +39,6 @@ class Grep(Tool[GrepArgs]):
         "Search file contents with a regular expression. Returns 'path:line:text' rows; "
         "respects .gitignore; results are capped."
     )
-    Args = GrepArgs
 
     def __init__(self, use_ripgrep: bool = True) -> None:
         self._rg = shutil.which("rg") if use_ripgrep else None

@@ -23,7 +23,6 @@ class ListDir(Tool[ListDirArgs]):
     claude_names = ("LS",)
     kind = "search"
     description = "List the entries of a directory; subdirectories end with '/'."
-    Args = ListDirArgs
 
     def touches(self, args: ListDirArgs) -> Touches:
         return Touches(reads=(args.path,))

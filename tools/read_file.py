@@ -59,7 +59,6 @@ class ReadFile(Tool[ReadFileArgs]):
         "Read a text file. Returns lines prefixed with their 1-based line numbers. "
         "Use offset/limit to read part of a large file."
     )
-    Args = ReadFileArgs
 
     def touches(self, args: ReadFileArgs) -> Touches:
         return Touches(reads=(args.path,))

@@ -45,7 +45,6 @@ class Shell(Tool[ShellArgs]):
         "stderr (long output is cut in the middle). Background processes are killed when the "
         "command ends. Network access is off unless the user enabled it."
     )
-    Args = ShellArgs
     mutates = True
 
     def touches(self, args: ShellArgs) -> Touches:

@@ -39,7 +39,6 @@ class UpdatePlan(Tool[UpdatePlanArgs]):
         "Keep a short checklist of the task's steps. Send the whole list each time; at most "
         "one step is in_progress. Use it for tasks of several steps, not for one-liners."
     )
-    Args = UpdatePlanArgs
 
     def touches(self, args: UpdatePlanArgs) -> Touches:
         return Touches()  # touches nothing: no approval, no sandbox

@@ -24,7 +24,6 @@ class WriteFile(Tool[WriteFileArgs]):
     claude_names = ("Edit", "Write")
     kind = "edit"
     description = "Create a file or replace its whole content. Parent directories are created."
-    Args = WriteFileArgs
     mutates = True
 
     def touches(self, args: WriteFileArgs) -> Touches:

@@ -45,8 +45,6 @@ class TaskTool(Tool[TaskArgs]):
     mutates = False  # its child's own calls are approved one by one
     concurrent = True
 
-    Args = TaskArgs
-
     def __init__(self, agents: Iterable[AgentDef] = (GENERAL,)) -> None:
         self.agents = {a.name: a for a in agents} or {GENERAL.name: GENERAL}
         self._session: Session | None = None

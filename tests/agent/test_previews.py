@@ -293,10 +293,9 @@ def test_a_tool_whose_touches_fails_is_not_run(home, repo, m3):
     class A(BaseModel):
         x: str
 
-    class Broken(Tool):
+    class Broken(Tool[A]):
         name = "broken"
         description = "declares badly"
-        Args = A
         mutates = True
 
         def touches(self, args):

@@ -295,10 +295,9 @@ def test_approval_request_carries_the_tools_preview(home, repo, m3):
     class NoteArgs(BaseModel):
         text: str
 
-    class Note(Tool):
+    class Note(Tool[NoteArgs]):
         name = "note"
         description = "append a line to NOTES"
-        Args = NoteArgs
         mutates = True
 
         def preview(self, args, ctx):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import mcp.types as mcp_types
 import pytest
@@ -279,12 +280,11 @@ class _DropArgs(BaseModel):
     to: str
 
 
-class _Drop(Tool):
+class _Drop(Tool[_DropArgs]):
     """A tool no table anywhere has heard of: it declares what it writes, and that is enough."""
 
     name = "drop_file"
     description = "write a marker file"
-    Args = _DropArgs
     mutates = True
 
     def touches(self, args: _DropArgs) -> Touches:
@@ -327,3 +327,30 @@ def test_no_table_of_tool_names_outside_the_tools():
                 offenders.append(f"{f.relative_to(pkg)}: {n}")
     assert offenders == []
     assert not (pkg / "app" / "tui" / "preview.py").exists()
+
+
+def test_args_is_the_type_argument_unless_the_body_names_one():
+    assert _Drop.Args is _DropArgs  # `Tool[_DropArgs]` says it once
+    assert _Drop().parameters()["properties"] == {"to": {"type": "string"}}
+
+    class Other(BaseModel):
+        n: int
+
+    class Named(Tool[_DropArgs]):
+        Args = Other  # the class body wins
+
+    class Sub(_Drop):  # a subclass keeps its base's
+        pass
+
+    ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+    class Generic(Tool[ArgsT]):  # an intermediate generic base names no model yet
+        pass
+
+    class Concrete(Generic[Other]):
+        pass
+
+    assert Named.Args is Other and Sub.Args is _DropArgs
+    assert "Args" not in Generic.__dict__ and "Args" not in Concrete.__dict__
+    for tool in default_toolset().tools():  # every built-in tool has its model
+        assert issubclass(tool.Args, BaseModel), tool.name

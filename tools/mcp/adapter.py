@@ -123,7 +123,6 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
         "Read a resource that an MCP tool result linked to (shown as [resource: ...]). "
         "Give the server name and the URI exactly as in that result."
     )
-    Args = ReadResourceArgs
     mutates = False
     risky = True  # reaches a server, which may do anything
 
