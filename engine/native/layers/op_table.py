@@ -1,6 +1,6 @@
 """The op table: the implementation of each dispatched op a model runs, chosen once when the
-model is built (M3ForCausalLM and LlamaForCausalLM resolve it and hand it to their layers; a
-layer built on its own resolves its own).
+model is built (M3ForCausalLM and LlamaForCausalLM resolve it and hand it to their layers in
+one layers/build.py Build; a layer built on its own resolves its own).
 
 On CUDA with a half-precision model (the kernels are built for bf16/fp16/fp8 tensor-core
 tiles) and kernels/ops.py importable: its Triton ops. Otherwise (the CPU, float32 models as in

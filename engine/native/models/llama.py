@@ -15,10 +15,10 @@ from torch import nn
 
 from ..core.attention_metadata import AttentionMetadata
 from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from ..layers.linear import Embedding, Linear, Placement
+from ..layers.build import Build
+from ..layers.linear import Embedding, Linear
 from ..layers.mlp import SiluMLP
 from ..layers.norm import RMSNorm
-from ..layers.op_table import OpTable, resolve_ops
 from ..layers.rope import RotaryEmbedding
 
 
@@ -94,16 +94,14 @@ class LlamaAttention(nn.Module):
         self,
         c: LlamaConfig,
         rope: RotaryEmbedding,
-        dtype: torch.dtype,
-        device: torch.device | str,
-        ops: OpTable,
+        b: Build,
     ) -> None:
         super().__init__()
-        self.ops = ops
+        self.ops = b.ops
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.scale = c.head_dim**-0.5
         self.rope = [rope]
-        kw: Placement = {"dtype": dtype, "device": device}
+        kw = b.placement
         self.q_proj = Linear(c.hidden_size, self.hq * self.d, **kw)
         self.k_proj = Linear(c.hidden_size, self.hkv * self.d, **kw)
         self.v_proj = Linear(c.hidden_size, self.hkv * self.d, **kw)
@@ -131,15 +129,13 @@ class LlamaDecoderLayer(nn.Module):
         self,
         c: LlamaConfig,
         rope: RotaryEmbedding,
-        dtype: torch.dtype,
-        device: torch.device | str,
-        ops: OpTable,
+        b: Build,
     ) -> None:
         super().__init__()
-        kw: Placement = {"dtype": dtype, "device": device}
+        kw = b.placement
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
-        self.self_attn = LlamaAttention(c, rope, dtype, device, ops)
+        self.self_attn = LlamaAttention(c, rope, b)
         self.mlp = SiluMLP(c.hidden_size, c.intermediate_size, **kw)
 
     def forward(
@@ -154,17 +150,14 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(
-        self, c: LlamaConfig, dtype: torch.dtype, device: torch.device | str, ops: OpTable
-    ) -> None:
+    def __init__(self, c: LlamaConfig, b: Build) -> None:
         super().__init__()
-        self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, dtype=dtype, device=device)
+        self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, **b.placement)
         self.rotary_emb = RotaryEmbedding(c.head_dim, c.head_dim, c.rope_theta)
         self.layers = nn.ModuleList(
-            LlamaDecoderLayer(c, self.rotary_emb, dtype, device, ops)
-            for _ in range(c.num_hidden_layers)
+            LlamaDecoderLayer(c, self.rotary_emb, b) for _ in range(c.num_hidden_layers)
         )
-        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, dtype=dtype, device=device)
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, **b.placement)
 
 
 class LlamaForCausalLM(nn.Module):
@@ -192,8 +185,9 @@ class LlamaForCausalLM(nn.Module):
             eos_token_ids=config.eos_token_id,
             dtype=dtype,
         )
-        self.ops = resolve_ops(device, dtype)  # chosen once for this device and dtype
-        self.model = LlamaModel(config, dtype, device, self.ops)
+        b = Build.resolve(dtype, device)  # the op table, chosen once
+        self.ops = b.ops
+        self.model = LlamaModel(config, b)
         if not config.tie_word_embeddings:
             self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 

@@ -16,11 +16,11 @@ from torch import nn
 from ...m3.config import M3TextConfig
 from ..core.attention_metadata import AttentionMetadata
 from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
-from ..layers.linear import Embedding, FusedWeights, Linear, Placement
+from ..layers.build import Build
+from ..layers.linear import Embedding, FusedWeights, Linear
 from ..layers.mlp import SwigluArgs, SwigluOAIMLP
 from ..layers.moe import MoE
 from ..layers.norm import GemmaRMSNorm
-from ..layers.op_table import OpTable, resolve_ops
 from ..layers.rope import RotaryEmbedding
 
 if TYPE_CHECKING:
@@ -36,17 +36,15 @@ class M3Attention(nn.Module):
         c: M3TextConfig,
         sparse: bool,
         rope: RotaryEmbedding,
-        dtype: torch.dtype,
-        device: torch.device | str,
-        ops: OpTable,
+        b: Build,
     ) -> None:
         super().__init__()
         self.sparse = sparse
-        self.ops = ops
+        self.ops = ops = b.ops
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.scale = c.head_dim**-0.5
         self.rope = [rope]  # shared, not a submodule (it has no weights)
-        kw: Placement = {"dtype": dtype, "device": device}
+        kw = b.placement
         h = c.hidden_size
         self.q_proj = Linear(h, self.hq * self.d, **kw)
         self.k_proj = Linear(h, self.hkv * self.d, **kw)
@@ -188,16 +186,13 @@ class M3DecoderLayer(nn.Module):
         c: M3TextConfig,
         i: int,
         rope: RotaryEmbedding,
-        dtype: torch.dtype,
-        device: torch.device | str,
-        ops: OpTable,
-        experts_device: torch.device | str | None = None,
+        b: Build,
     ) -> None:
         super().__init__()
-        kw: Placement = {"dtype": dtype, "device": device}
+        ops, kw = b.ops, b.placement
         self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
         self.post_attention_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
-        self.self_attn = M3Attention(c, c.is_sparse_layer(i), rope, dtype, device, ops)
+        self.self_attn = M3Attention(c, c.is_sparse_layer(i), rope, b)
         act: SwigluArgs = {
             "alpha": c.swiglu_alpha,
             "limit": c.swiglu_limit,
@@ -214,7 +209,7 @@ class M3DecoderLayer(nn.Module):
                 c.n_shared_experts,
                 c.routed_scaling_factor,
                 c.use_routing_bias,
-                experts_device=experts_device,
+                experts_device=b.experts_device,
                 ops=ops,
                 **act,
             )
@@ -238,24 +233,16 @@ class M3DecoderLayer(nn.Module):
 
 
 class M3Model(nn.Module):
-    def __init__(
-        self,
-        c: M3TextConfig,
-        dtype: torch.dtype,
-        device: torch.device | str,
-        ops: OpTable,
-        experts_device: torch.device | str | None = None,
-    ) -> None:
+    def __init__(self, c: M3TextConfig, b: Build) -> None:
         super().__init__()
-        kw: Placement = {"dtype": dtype, "device": device}
+        kw = b.placement
         self.embed_tokens = Embedding(c.vocab_size, c.hidden_size, **kw)
         rope = RotaryEmbedding(c.head_dim, c.rotary_dim, c.rope_theta, c.rope_scaling)
         self.rotary_emb = rope
         self.layers = nn.ModuleList(
-            M3DecoderLayer(c, i, rope, dtype, device, ops, experts_device)
-            for i in range(c.num_hidden_layers)
+            M3DecoderLayer(c, i, rope, b) for i in range(c.num_hidden_layers)
         )
-        self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
+        self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=b.ops, **kw)
 
 
 class M3ForCausalLM(nn.Module):
@@ -291,9 +278,9 @@ class M3ForCausalLM(nn.Module):
             # kernel), so the runner may replay it from a CUDA graph.
             cuda_graphs=True,
         )
-        # Triton ops or torch references, chosen once for this device and dtype (op_table.py)
-        self.ops = resolve_ops(device, dtype)
-        self.model = M3Model(config, dtype, device, self.ops, experts_device)
+        b = Build.resolve(dtype, device, experts_device)  # the op table, chosen once
+        self.ops = b.ops
+        self.model = M3Model(config, b)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
 
     def cache_specs(self) -> list[LayerCacheSpec]:
