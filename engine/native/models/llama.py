@@ -90,12 +90,7 @@ class LlamaConfig:
 
 
 class LlamaAttention(nn.Module):
-    def __init__(
-        self,
-        c: LlamaConfig,
-        rope: RotaryEmbedding,
-        b: Build,
-    ) -> None:
+    def __init__(self, c: LlamaConfig, rope: RotaryEmbedding, b: Build) -> None:
         super().__init__()
         self.ops = b.ops
         self.hq, self.hkv, self.d = c.num_attention_heads, c.num_key_value_heads, c.head_dim
@@ -125,12 +120,7 @@ class LlamaAttention(nn.Module):
 
 
 class LlamaDecoderLayer(nn.Module):
-    def __init__(
-        self,
-        c: LlamaConfig,
-        rope: RotaryEmbedding,
-        b: Build,
-    ) -> None:
+    def __init__(self, c: LlamaConfig, rope: RotaryEmbedding, b: Build) -> None:
         super().__init__()
         kw = b.placement
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)

@@ -31,13 +31,7 @@ RopeRows = tuple[torch.Tensor, torch.Tensor]
 
 
 class M3Attention(nn.Module):
-    def __init__(
-        self,
-        c: M3TextConfig,
-        sparse: bool,
-        rope: RotaryEmbedding,
-        b: Build,
-    ) -> None:
+    def __init__(self, c: M3TextConfig, sparse: bool, rope: RotaryEmbedding, b: Build) -> None:
         super().__init__()
         self.sparse = sparse
         self.ops = ops = b.ops
@@ -181,13 +175,7 @@ class M3Attention(nn.Module):
 
 
 class M3DecoderLayer(nn.Module):
-    def __init__(
-        self,
-        c: M3TextConfig,
-        i: int,
-        rope: RotaryEmbedding,
-        b: Build,
-    ) -> None:
+    def __init__(self, c: M3TextConfig, i: int, rope: RotaryEmbedding, b: Build) -> None:
         super().__init__()
         ops, kw = b.ops, b.placement
         self.input_layernorm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=ops, **kw)
