@@ -11,8 +11,7 @@ from .op_table import OpTable, resolve_ops
 
 
 class _Norm(nn.Module):
-    """A [dim] weight (filled with `initial`, until a checkpoint overwrites it), eps, and the
-    op table its fused step runs from (a norm built on its own resolves its own)."""
+    """A [dim] weight (filled with `initial`, until a checkpoint overwrites it) and eps."""
 
     initial = 1.0
 
@@ -23,14 +22,12 @@ class _Norm(nn.Module):
         *,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
-        ops: OpTable | None = None,
     ) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(
             torch.full((dim,), self.initial, dtype=dtype, device=device), requires_grad=False
         )
-        self.ops = ops or resolve_ops(device, dtype)
 
     if TYPE_CHECKING:  # for mypy only: nn.Module.__call__ (which runs forward) returns Any
 
@@ -42,6 +39,18 @@ class GemmaRMSNorm(_Norm):
     offset from 1 (initialised at 0). Applied over the last dim, so per head for QK-norm."""
 
     initial = 0.0
+
+    def __init__(
+        self,
+        dim: int,
+        eps: float,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        ops: OpTable | None = None,
+    ) -> None:
+        super().__init__(dim, eps, device=device, dtype=dtype)
+        self.ops = ops or resolve_ops(device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()

@@ -123,8 +123,8 @@ class LlamaDecoderLayer(nn.Module):
     def __init__(self, c: LlamaConfig, rope: RotaryEmbedding, b: Build) -> None:
         super().__init__()
         kw = b.placement
-        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, ops=b.ops, **kw)
-        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, ops=b.ops, **kw)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, **kw)
         self.self_attn = LlamaAttention(c, rope, b)
         self.mlp = SiluMLP(c.hidden_size, c.intermediate_size, **kw)
 
@@ -147,7 +147,7 @@ class LlamaModel(nn.Module):
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(c, self.rotary_emb, b) for _ in range(c.num_hidden_layers)
         )
-        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, ops=b.ops, **b.placement)
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, **b.placement)
 
 
 class LlamaForCausalLM(nn.Module):
