@@ -33,5 +33,8 @@ mkdir -p .mypy_farm/m3agent
 for pkg in app agent engine tools; do ln -sfn "../../$pkg" ".mypy_farm/m3agent/$pkg"; done
 (cd .mypy_farm && python -m mypy --config-file ../pyproject.toml \
   -p m3agent.tools -p m3agent.agent -p m3agent.engine -p m3agent.app)
+# The CPU expert kernel is built once here, not by every test worker at once (skipped when the
+# CPU lacks AVX-512; the tests that need it skip then too).
+python -m m3agent.engine.offload.cpu_kernel
 # Exit code 5 (no tests collected) fails the run, as any other failure does.
 python -m pytest -q -n "${PYTEST_WORKERS:-auto}" "$@"

@@ -5,14 +5,25 @@ the CPU lacks AVX-512 VNNI/BF16, no C++ compiler is found, or the build fails, i
 and `CpuExperts` computes with torch ops instead (same results, slower), saying why once on
 stderr. The build lands in the user's cache directory, keyed by a hash of the source and
 flags, so a second process loads it in well under a second.
+
+Processes that start together (test workers, two sessions) build it once: the first takes an
+advisory lock beside the build folder, the others wait for it (at most `BUILD_WAIT_S`) and load
+its result. The lock is the kernel's, released when its holder dies, so a build killed halfway
+never blocks later ones (torch's own lock file would: it stays behind and is waited on forever).
+
+`python -m m3agent.engine.offload.cpu_kernel` builds it ahead of time and says where, or why not.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +42,9 @@ CFLAGS = (
     "-mavx512vnni",
     "-mavx512bf16",
 )
+
+# how long a process waits for another one's build of the same kernel before it gives up on it
+BUILD_WAIT_S = 900.0
 
 # form codes of the kernel (cpu_kernel_src.py)
 FORM_CODE = {"int8": 0, "int4": 1, "mxfp8": 2, "bf16": 3}
@@ -65,7 +79,29 @@ def cache_root() -> Path:
     return Path(user_cache_dir("m3agent")) / "kernels"
 
 
-def build_kernel(build_root: Path | None = None, verbose: bool = False) -> KernelStatus:
+@contextmanager
+def _build_lock(path: Path, wait_s: float) -> Iterator[bool]:
+    """Holds an exclusive flock on `path` (True), or yields False once `wait_s` has passed."""
+    with open(path, "a+b") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    yield False
+                    return
+                time.sleep(0.2)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_kernel(
+    build_root: Path | None = None, verbose: bool = False, wait_s: float = BUILD_WAIT_S
+) -> KernelStatus:
     """Compile (or load the cached build of) the kernel; never raises."""
     missing = [f for f in NEEDED_FLAGS if f not in cpu_flags()]
     if missing:
@@ -80,20 +116,28 @@ def build_kernel(build_root: Path | None = None, verbose: bool = False) -> Kerne
     name = f"m3agent_cpu_moe_{key[:16]}"
     root = (build_root or cache_root()) / name
     root.mkdir(parents=True, exist_ok=True)
-    try:
-        from torch.utils.cpp_extension import load_inline
+    with _build_lock(root.with_name(name + ".lock"), wait_s) as held:
+        if not held:
+            return KernelStatus(
+                None, f"another process has been building {root} for {wait_s:.0f} s"
+            )
+        # Every builder holds the lock above first, so a torch lock file found now was left by
+        # a build that died; load_inline would wait on it forever.
+        (root / "lock").unlink(missing_ok=True)
+        try:
+            from torch.utils.cpp_extension import load_inline
 
-        mod = load_inline(
-            name=name,
-            cpp_sources=[SOURCE],
-            functions=["moe_forward"],
-            extra_cflags=list(CFLAGS),
-            extra_ldflags=["-fopenmp"],
-            build_directory=str(root),
-            verbose=verbose,
-        )
-    except Exception as e:  # a broken toolchain must not take the engine down
-        return KernelStatus(None, f"build failed: {type(e).__name__}: {str(e)[-400:]}")
+            mod = load_inline(
+                name=name,
+                cpp_sources=[SOURCE],
+                functions=["moe_forward"],
+                extra_cflags=list(CFLAGS),
+                extra_ldflags=["-fopenmp"],
+                build_directory=str(root),
+                verbose=verbose,
+            )
+        except Exception as e:  # a broken toolchain must not take the engine down
+            return KernelStatus(None, f"build failed: {type(e).__name__}: {str(e)[-400:]}")
     return KernelStatus(mod, str(root))
 
 
@@ -119,4 +163,19 @@ class KernelLoader:
         return self.status().module
 
 
-__all__ = ["FORM_CODE", "KernelLoader", "KernelStatus", "build_kernel"]
+def main() -> int:
+    """Builds the kernel now (set-up scripts, CI); exit 0 whether or not this CPU can use it."""
+    started = time.monotonic()
+    status = build_kernel()
+    took = time.monotonic() - started
+    if status.module is None:
+        print(f"m3agent: no CPU expert kernel ({status.reason}); offloading uses torch ops")
+    else:
+        print(f"m3agent: CPU expert kernel ready in {status.reason} ({took:.0f} s)")
+    return 0
+
+
+__all__ = ["BUILD_WAIT_S", "FORM_CODE", "KernelLoader", "KernelStatus", "build_kernel"]
+
+if __name__ == "__main__":
+    sys.exit(main())
