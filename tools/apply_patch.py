@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
-from .fdio import FsRefused, lstat, read_bytes, unlink, write_atomic
+from .fdio import FsRefused, lstat, parent_dir, read_bytes, read_in, unlink_in, write_in
 from .patch_parse import FileOp, Hunk, PatchError, parse
 from .paths import PathDenied, check_write, display, hardlinks_allowed
 
@@ -124,6 +125,8 @@ class ApplyPatch(Tool[ApplyPatchArgs]):
             return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
         try:
             self._commit(plan)
+        except PartlyApplied as e:
+            return ToolResult(f"patch failed part-way and was not fully undone: {e}", is_error=True)
         except (OSError, FsRefused) as e:
             return ToolResult(f"patch not applied, nothing changed: {e}", is_error=True)
         lines, summary = _diffs(plan, ctx)
@@ -182,34 +185,68 @@ class ApplyPatch(Tool[ApplyPatchArgs]):
         return plan
 
     def _commit(self, plan: _Plan) -> None:
-        """Write every change; if one write fails, put back what was already written. Every
-        write and removal goes through the checked directory's descriptor (tools/fdio.py)."""
-        done: list[tuple[Path, str | None]] = []  # (path, content before) for rollback
+        """Make every change; if one fails, undo those already made (PartlyApplied when an undo
+        fails too). A change and its undo go through one descriptor of the checked directory
+        (tools/fdio.py), so the undo lands where the change did, even in a directory that a
+        concurrent command renamed or swapped meanwhile."""
+        undo: list[_Undo] = []
         try:
-            for src, dst, old, new in plan:
+            for src, dst, _, new in plan:
                 target = dst or src
-                before = None
-                if lstat(target) is not None:  # only for the rollback, never shown
-                    before = read_bytes(target, str(target), links_ok=True).decode("utf-8")
-                if new is None:
-                    done.append((src, old))
-                    unlink(src, str(src))
-                    continue
-                done.append((target, before))
-                write_atomic(target, new.encode("utf-8"), str(target), make_parents=True)
+                _change(undo, target, None if new is None else new.encode("utf-8"))
                 if dst is not None and dst != src:
-                    done.append((src, old))
-                    unlink(src, str(src))
+                    _change(undo, src, None)
         except (OSError, FsRefused):
-            for path, before in reversed(done):
-                try:
-                    if before is None:
-                        unlink(path, str(path))
-                    else:
-                        write_atomic(path, before.encode("utf-8"), str(path))
-                except (OSError, FsRefused):
-                    continue  # best effort: the first error is the one reported
+            unrestored = [shown for shown in map(_revert, reversed(undo)) if shown]
+            if unrestored:
+                raise PartlyApplied(unrestored) from None
             raise
+        finally:
+            for dfd, _, _, _ in undo:
+                os.close(dfd)
+
+
+class PartlyApplied(Exception):
+    """A change failed and so did the undo of an earlier one."""
+
+    def __init__(self, unrestored: list[str]) -> None:
+        super().__init__(f"could not restore {', '.join(unrestored)}")
+
+
+# (checked directory, name, shown path, (bytes, mode) before or None when it was absent)
+_Undo = tuple[int, str, str, tuple[bytes, int] | None]
+
+
+def _change(undo: list[_Undo], path: Path, data: bytes | None) -> None:
+    """Write `data` to `path`, or remove it (None), recording in `undo` how to go back."""
+    shown = str(path)
+    dfd = parent_dir(path, shown, create=data is not None)
+    try:
+        before = read_in(dfd, path.name, shown)
+    except (OSError, FsRefused):
+        os.close(dfd)
+        raise
+    undo.append((dfd, path.name, shown, before))
+    if data is None:
+        unlink_in(dfd, path.name, shown)
+    else:
+        write_in(dfd, path.name, data, shown)
+
+
+def _revert(entry: _Undo) -> str | None:
+    """Undo one change; the path shown when that failed."""
+    dfd, name, shown, before = entry
+    try:
+        if before is None:
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                pass  # the change itself was what failed
+        else:
+            write_in(dfd, name, before[0], shown, mode=before[1])
+    except (OSError, FsRefused):
+        return shown
+    return None
 
 
 def _diffs(plan: _Plan, ctx: ToolContext) -> tuple[list[str], list[str]]:

@@ -215,6 +215,46 @@ def _step_dir(fd: int, name: str) -> int:
         return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
 
 
+def parent_dir(path: Path, shown: str, create: bool = False, use_openat2: bool = True) -> int:
+    """The checked directory of `path`, opened (the caller closes it): changes made through one
+    such descriptor land in that directory even if it is renamed or swapped meanwhile."""
+    return _parent_fd(path, shown, create, use_openat2)
+
+
+def read_in(dfd: int, name: str, shown: str) -> tuple[bytes, int] | None:
+    """The bytes and permission bits of the regular file `name` in `dfd`; None when absent."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise FsRefused(f"{shown}: not a regular file")
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    except OSError as e:
+        raise _why(e, shown) from None
+    with os.fdopen(fd, "rb") as f:
+        return f.read(), stat.S_IMODE(st.st_mode)
+
+
+def write_in(dfd: int, name: str, data: bytes, shown: str, mode: int | None = None) -> None:
+    """Replace `name` in the directory `dfd` with `data`. An existing file keeps its permission
+    bits unless `mode` is given; a new one gets the umask's."""
+    try:
+        old = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old is not None and stat.S_ISDIR(old.st_mode):
+        raise FsRefused(f"{shown}: is a directory")
+    if mode is None and old is not None and stat.S_ISREG(old.st_mode):
+        mode = stat.S_IMODE(old.st_mode)
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    _replace_in(dfd, name, data, mode)
+
+
 def write_atomic(
     path: Path, data: bytes, shown: str, make_parents: bool = False, use_openat2: bool = True
 ) -> None:
@@ -222,19 +262,7 @@ def write_atomic(
     the old file or the new one; an existing file keeps its permission bits."""
     dfd = _parent_fd(path, shown, make_parents, use_openat2)
     try:
-        try:
-            old = os.stat(path.name, dir_fd=dfd, follow_symlinks=False)
-        except FileNotFoundError:
-            old = None
-        if old is not None and stat.S_ISDIR(old.st_mode):
-            raise FsRefused(f"{shown}: is a directory")
-        if old is not None and stat.S_ISREG(old.st_mode):
-            mode = stat.S_IMODE(old.st_mode)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        _replace_in(dfd, path.name, data, mode)
+        write_in(dfd, path.name, data, shown)
     finally:
         os.close(dfd)
 
@@ -295,11 +323,16 @@ def sweep_temps(dfd: int, name: str) -> list[str]:
     return gone
 
 
+def unlink_in(dfd: int, name: str, shown: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError as e:
+        raise _why(e, shown) from None
+
+
 def unlink(path: Path, shown: str, use_openat2: bool = True) -> None:
     dfd = _parent_fd(path, shown, False, use_openat2)
     try:
-        os.unlink(path.name, dir_fd=dfd)
-    except OSError as e:
-        raise _why(e, shown) from None
+        unlink_in(dfd, path.name, shown)
     finally:
         os.close(dfd)

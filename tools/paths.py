@@ -36,7 +36,10 @@ def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
 
 def is_secret(path: Path, ctx: ToolContext) -> bool:
     """For filtering search results: a resolved path the policy keeps unreadable."""
-    return _is_secret(Path(os.path.realpath(path)), ctx.policy)
+    try:
+        return _is_secret(_realpath(path, str(path)), ctx.policy)
+    except PathDenied:
+        return True  # changing under the check: kept out, like a secret
 
 
 def resolve(raw: str, ctx: ToolContext) -> Path:
@@ -50,7 +53,15 @@ def resolve(raw: str, ctx: ToolContext) -> Path:
     if _ESCAPE.search(raw) and not os.path.lexists(p):
         raw_bytes = _ESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), str(p))
         p = Path(raw_bytes)
-    return Path(os.path.realpath(p))
+    return _realpath(p, raw)
+
+
+def _realpath(p: Path, shown: str) -> Path:
+    """os.path.realpath, which raises when a link it saw is replaced before it reads it."""
+    try:
+        return Path(os.path.realpath(p))
+    except OSError:
+        raise PathDenied(f"{shown}: changed while it was being checked (a link swapped)") from None
 
 
 # A byte that is not UTF-8 arrives from os.scandir as a lone surrogate (surrogateescape);

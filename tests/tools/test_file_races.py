@@ -87,6 +87,50 @@ def test_write_race_lands_nothing_outside(scene, tool):
         assert (ws / "keys" / "authorized_keys").read_text().strip() == ATTACKER_KEY
 
 
+def test_a_patch_that_fails_part_way_under_race_never_loses_the_file(scene):
+    """Delete then Add of one file: when the Add is refused because the directory was swapped,
+    the undo of the Delete goes through the same directory descriptor, so the user's file is
+    back (old or new text) after every attempt, and every refusal is a one-line patch error."""
+    ws, ssh, ctx = scene
+    ts = default_toolset()
+    errors: set[str] = set()
+    for _ in range(10):
+        with Racer(ws / "keys", ws / "link"):
+            for _ in range(TRIES // 10):
+                r = ts.dispatch("apply_patch", {"patch": PATCH}, ctx)
+                if r.is_error:
+                    errors.add(r.output.split(":", 1)[0])
+        settle(ws / "keys", ws / "link")
+        assert (ws / "keys" / "authorized_keys").read_text().strip() in ("harmless", ATTACKER_KEY)
+    assert _outside_effects(ssh) == []
+    assert errors <= {"patch not applied, nothing changed"}, errors
+
+
+def test_control_undo_by_name_loses_the_file_under_race(scene):
+    """The undo the tool used to make: remove by path, and on a refused write put the old text
+    back by path, which the swap sends elsewhere (refused): the file is gone."""
+    ws, _, _ = scene
+    target, shown = ws / "keys" / "authorized_keys", "keys/authorized_keys"
+
+    def loses() -> bool:
+        try:
+            old = fdio.read_bytes(target, shown)
+            fdio.unlink(target, shown)
+        except fdio.FsRefused:
+            return False
+        try:
+            fdio.write_atomic(target, ATTACKER_KEY.encode(), shown)
+            return False
+        except fdio.FsRefused:
+            try:
+                fdio.write_atomic(target, old, shown)
+                return False
+            except fdio.FsRefused:
+                return True
+
+    assert _ever_under_race(ws, loses)
+
+
 def test_control_write_by_name_after_realpath_lands_outside(scene):
     ws, ssh, _ = scene
     deadline = time.monotonic() + CONTROL_SECONDS
