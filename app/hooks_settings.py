@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
+from m3agent.engine.json_file import read_json_object
 
 if TYPE_CHECKING:
     from m3agent.agent.hooks import Hooks
@@ -48,18 +49,8 @@ class HookSources:
         )
 
 
-def _read(path: Path) -> Any:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: must hold a JSON object")
-    return data
+def _read(path: Path) -> dict[str, Any]:
+    return read_json_object(path, missing_ok=True)
 
 
 def _trust_table(home: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from m3agent.engine.json_file import read_json_object
 from m3agent.tools.private_fs import private_dir
 
 if TYPE_CHECKING:
@@ -29,10 +30,9 @@ PROJECT_FILE = Path(".m3agent") / "permissions.json"
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json_object(path)
+    except ValueError:  # missing or broken: no rules from it
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:

@@ -15,13 +15,13 @@ so that a wrong or half-downloaded checkpoint is named in the error, not in a st
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .api import EngineUnavailable
+from .json_file import read_json_object
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 M3_ARCHITECTURES = (
@@ -153,15 +153,12 @@ def _from_hub(repo_id: str, local_only: bool) -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise EngineUnavailable(f"checkpoint {path.parent} has no {path.name}")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EngineUnavailable(f"checkpoint {path.parent} has no {path.name}") from None
-    except (OSError, ValueError) as e:
-        raise EngineUnavailable(f"checkpoint file {path} is unreadable or not JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise EngineUnavailable(f"checkpoint file {path} is not a JSON object")
-    return data
+        return read_json_object(path)
+    except ValueError as e:
+        raise EngineUnavailable(f"checkpoint: {e}") from None
 
 
 def weight_files(path: Path) -> list[Path]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent.config import ToolRule
+from m3agent.engine.json_file import read_json
 from m3agent.tools.mcp.config import (
     McpConfig,
     McpServerConfig,
@@ -40,12 +41,7 @@ def user_servers(table: Any, source: Path, env: Mapping[str, str]) -> tuple[McpS
 
 
 def read_mcp_json(path: Path, scope: Scope, env: Mapping[str, str]) -> tuple[McpServerConfig, ...]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    data = read_json(path)
     try:
         return parse_mcp_json(data, scope=scope, source=str(path), env=env)
     except ValueError as e:
@@ -56,12 +52,12 @@ def read_mcp_json(path: Path, scope: Scope, env: Mapping[str, str]) -> tuple[Mcp
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         return {}
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: unreadable ({e}); remove it to start over") from e
+    try:
+        data = read_json(path)
+    except ValueError as e:
+        raise ValueError(f"{e}; remove it to start over") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -103,9 +99,9 @@ def project_entries(
     if not path.is_file():
         return (), ()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        return (), (f"{path}: not read ({e}); its MCP servers were not started",)
+        data = read_json(path)
+    except ValueError as e:
+        return (), (f"{e}; its MCP servers were not started",)
     entries = data.get("mcpServers") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         return (), (f'{path}: expected {{"mcpServers": {{NAME: {{...}}}}}}; nothing started',)

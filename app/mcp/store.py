@@ -10,6 +10,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from m3agent.engine.json_file import read_json_object
+
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -93,14 +95,7 @@ def remove_user_server(path: Path, name: str) -> bool:
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {"mcpServers": {}}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a JSON object")
+    data = read_json_object(path, missing_ok=True)
     data.setdefault("mcpServers", {})
     return data
 

@@ -10,7 +10,6 @@ demos use it; `m3agent run --engine scripted --script FILE` takes a JSON array o
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +22,7 @@ from ..api import (
     EngineRequestError,
     EngineStats,
 )
+from ..json_file import read_json
 from ..m3.chat import ChatLayer, Turn
 from ..m3.chat_template import ChatTemplate
 from .completion import CompletionEngine, CompletionRequest, prompt_ids
@@ -34,11 +34,9 @@ def load_script(path: str | Path) -> list[str]:
     """A JSON array of strings, one raw model output per engine call."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ValueError(f"cannot read script {p}: {e.strerror or e}") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"script {p} is not JSON: {e.msg} at line {e.lineno}") from e
+        data = read_json(p)
+    except ValueError as e:
+        raise ValueError(f"script: {e}") from None
     if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
         raise ValueError(f"script {p} must be a JSON array of strings")
     return data

@@ -7,10 +7,11 @@ Unknown keys are ignored (the checkpoint carries many fields vLLM never reads).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from ..json_file import read_json_object
 
 _SPARSE_DEFAULT_FREQ = (0,) * 3 + (1,) * 57
 
@@ -286,13 +287,7 @@ def load_config(path: str | Path, rope_scaling_override: dict[str, Any] | None =
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    try:
-        d = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"config: {p} does not exist") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"config: {p} is not valid JSON ({e})") from None
-    return parse_config(d, rope_scaling_override)
+    return parse_config(read_json_object(p), rope_scaling_override)
 
 
 def text_config_to_dict(c: M3TextConfig) -> dict[str, Any]:

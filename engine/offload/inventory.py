@@ -8,7 +8,6 @@ and what in host memory. Reads JSON only: no torch, so `m3agent model plan` runs
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from math import ceil, prod
 from pathlib import Path
 from typing import Any
 
+from ..json_file import read_json_object
 from ..m3.config import M3TextConfig, parse_config
 from ..safetensors_meta import read_header
 
@@ -133,10 +133,7 @@ def from_checkpoint(model_dir: str | Path) -> tuple[M3TextConfig, Inventory]:
     cfg_path = d / "config.json"
     if not cfg_path.is_file():
         raise ValueError(f"{d} has no config.json: not a checkpoint directory")
-    try:
-        raw = json.loads(cfg_path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{cfg_path}: {e}") from None
+    raw = read_json_object(cfg_path)
     c = parse_config(raw).text_config
     fmt = detect_format(raw)
     if not any(d.glob("*.safetensors")):

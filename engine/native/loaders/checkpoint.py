@@ -11,7 +11,6 @@ Every failure is a ValueError whose message names the file or tensor at fault.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from ...json_file import read_json_object as _read_json
 from ...m3.config import parse_config
 from ...safetensors_meta import read_header
 from ..models.llama import LlamaConfig, LlamaForCausalLM
@@ -36,16 +36,6 @@ log = logging.getLogger(__name__)
 _SKIP_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
 _M3_TYPES = {"minimax_m3_vl", "minimax_m3_text", "minimax_m3"}
 _M3_ARCHS = {"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
-
-
-def _read_json(p: Path) -> dict[str, Any]:
-    try:
-        d: dict[str, Any] = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{p} does not exist") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p} is not valid JSON ({e})") from None
-    return d
 
 
 def safetensors_files(d: Path) -> list[Path]:

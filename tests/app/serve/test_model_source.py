@@ -51,7 +51,7 @@ def test_not_a_checkpoint(tmp_path):
         resolve_model(str(tmp_path / "src"))
     bad = checkpoint(tmp_path / "badjson")
     (bad / "config.json").write_text("{oops")
-    with pytest.raises(EngineUnavailable, match="not JSON"):
+    with pytest.raises(EngineUnavailable, match="config.json is not valid JSON"):
         resolve_model(str(bad))
 
 

@@ -80,7 +80,7 @@ def test_load_script_validates(tmp_path):
     with pytest.raises(ValueError, match="JSON array of strings"):
         load_script(bad)
     bad.write_text("[1,")
-    with pytest.raises(ValueError, match="not JSON"):
+    with pytest.raises(ValueError, match="script: .*bad.json is not valid JSON"):
         load_script(bad)
-    with pytest.raises(ValueError, match="cannot read script"):
+    with pytest.raises(ValueError, match="script: .*missing.json does not exist"):
         load_script(tmp_path / "missing.json")
