@@ -174,27 +174,24 @@ def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[
     of the server being started elsewhere keep coming while this run waits."""
     import fcntl
 
+    from m3agent.engine.file_lock import wait_for_flock
     from m3agent.tools.private_fs import open_private, private_dir
 
     path = _log_path(home, key).with_suffix(".start")
     private_dir(path.parent)
     relay = LoadRelay(_log_path(home, key), say)
+    said = False
+
+    def waiting() -> None:
+        nonlocal said
+        if not said:
+            say(_server("another m3agent run is starting the server; waiting for it"))
+            said = True
+        relay.poll()
+
     with os.fdopen(open_private(path, os.O_WRONLY | os.O_APPEND), "a") as f:
-        said = False
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise EngineUnavailable(
-                        f"another m3agent run is still starting the server for {key}"
-                    ) from None
-                if not said:
-                    say(_server("another m3agent run is starting the server; waiting for it"))
-                    said = True
-                relay.poll()
-                time.sleep(0.2)
+        if not wait_for_flock(f, deadline, waiting):
+            raise EngineUnavailable(f"another m3agent run is still starting the server for {key}")
         try:
             yield
         finally:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ..file_lock import wait_for_flock
 from .cpu_kernel_src import SOURCE
 
 # The ISA the kernel is written for (Ice Lake / Sapphire Rapids / Zen 4 and later).
@@ -83,16 +84,9 @@ def cache_root() -> Path:
 def _build_lock(path: Path, wait_s: float) -> Iterator[bool]:
     """Holds an exclusive flock on `path` (True), or yields False once `wait_s` has passed."""
     with open(path, "a+b") as handle:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    yield False
-                    return
-                time.sleep(0.2)
+        if not wait_for_flock(handle, time.monotonic() + wait_s):
+            yield False
+            return
         try:
             yield True
         finally:
