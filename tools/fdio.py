@@ -180,9 +180,11 @@ def lstat(path: Path) -> os.stat_result | None:
         os.close(fd)
 
 
-def _parent_fd(path: Path, shown: str, create: bool, use_openat2: bool) -> int:
-    """The checked directory's descriptor, creating missing directories one by one (each
-    made with mkdirat in the descriptor above it, then opened without following links)."""
+def parent_dir(path: Path, shown: str, create: bool = False, use_openat2: bool = True) -> int:
+    """The checked directory of `path`, opened (the caller closes it), creating missing
+    directories one by one when `create` (each made with mkdirat in the descriptor above it,
+    then opened without following links). Changes made through one such descriptor land in
+    that directory even if it is renamed or swapped meanwhile."""
     try:
         return open_path(path.parent, _DIR_FLAGS, use_openat2=use_openat2)
     except FileNotFoundError:
@@ -213,12 +215,6 @@ def _step_dir(fd: int, name: str) -> int:
         except FileExistsError:
             pass  # made by someone else meanwhile: opened below like any other
         return os.open(name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-
-
-def parent_dir(path: Path, shown: str, create: bool = False, use_openat2: bool = True) -> int:
-    """The checked directory of `path`, opened (the caller closes it): changes made through one
-    such descriptor land in that directory even if it is renamed or swapped meanwhile."""
-    return _parent_fd(path, shown, create, use_openat2)
 
 
 def read_in(dfd: int, name: str, shown: str) -> tuple[bytes, int] | None:
@@ -260,7 +256,7 @@ def write_atomic(
 ) -> None:
     """Replace `path` with `data` through the checked directory's descriptor. A crash leaves
     the old file or the new one; an existing file keeps its permission bits."""
-    dfd = _parent_fd(path, shown, make_parents, use_openat2)
+    dfd = parent_dir(path, shown, make_parents, use_openat2)
     try:
         write_in(dfd, path.name, data, shown)
     finally:
@@ -331,7 +327,7 @@ def unlink_in(dfd: int, name: str, shown: str) -> None:
 
 
 def unlink(path: Path, shown: str, use_openat2: bool = True) -> None:
-    dfd = _parent_fd(path, shown, False, use_openat2)
+    dfd = parent_dir(path, shown, False, use_openat2)
     try:
         unlink_in(dfd, path.name, shown)
     finally:
