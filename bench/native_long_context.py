@@ -63,10 +63,10 @@ def build_model(layers: int, dense_layers: int, max_pos: int):
 def profile_decode(engine, prompt: list[int], path: Path) -> None:
     """torch.profiler over three decode steps of a request whose prompt is cached: where the
     time of a decode step goes (CPU-side engine work vs GPU kernels)."""
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
     from torch.profiler import ProfilerActivity, profile
 
-    engine.add_request("profiled", prompt, TokenSamplingParams(max_tokens=8, ignore_eos=True))
+    engine.add_request("profiled", prompt, native_params(max_tokens=8, ignore_eos=True))
     for _ in range(2):
         engine.step()
     torch.cuda.synchronize()
@@ -88,7 +88,7 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
     from m3agent.engine.native.core.block_hash import extend_block_hashes
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
 
     total = cfg["prompt"] + NEW_TOKENS + cfg["decode"] + 512
     model = build_model(cfg["layers"], cfg["dense_layers"], max_pos=total + 1024)
@@ -131,9 +131,7 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
     gen = torch.Generator().manual_seed(1)
     prompt = torch.randint(2, VOCAB, (cfg["prompt"],), generator=gen).tolist()
     t0 = time.perf_counter()
-    cold = engine.generate(
-        [prompt], TokenSamplingParams(max_tokens=cfg["decode"], ignore_eos=True)
-    )[0]
+    cold = engine.generate([prompt], native_params(max_tokens=cfg["decode"], ignore_eos=True))[0]
     torch.cuda.synchronize()
     cold_wall = time.perf_counter() - t0
     m = cold.metrics
@@ -146,7 +144,7 @@ def run_case(name: str, cfg: dict, out_dir: Path | None = None) -> dict:
         fwd_times.clear()
         extended = prompt + torch.randint(2, VOCAB, (NEW_TOKENS,), generator=gen).tolist()
         t1 = time.perf_counter()
-        hit = engine.generate([extended], TokenSamplingParams(max_tokens=1, ignore_eos=True))[0]
+        hit = engine.generate([extended], native_params(max_tokens=1, ignore_eos=True))[0]
         torch.cuda.synchronize()
         hits.append((hit, time.perf_counter() - t1, sum(dt for _, dt in fwd_times)))
     hit, hit_wall, hit_fwd_s = hits[-1]

@@ -70,7 +70,7 @@ def expected_unique(e: int, k: int, batch: int) -> float:
 
 
 def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes, plan) -> dict:
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
     from stack_model import fill_caches, skip_prefill
 
     rt = model.offload
@@ -83,7 +83,7 @@ def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes,
     gen = torch.Generator().manual_seed(batch * 7 + ctx)
     for r in range(batch):  # the first add_request refreshes the hot cache (idle engine)
         prompt = torch.randint(2, s["vocab"], (ctx,), generator=gen).tolist()
-        engine.add_request(f"r{r}", prompt, TokenSamplingParams(max_tokens=10**6, ignore_eos=True))
+        engine.add_request(f"r{r}", prompt, native_params(max_tokens=10**6, ignore_eos=True))
     while any(
         q.num_computed_tokens < q.num_prompt_tokens for q in engine.scheduler.requests.values()
     ):
@@ -137,12 +137,12 @@ def decode_case(model, s, device, batch, ctx, hot_on, m, n_layers, expert_bytes,
 
 
 def prefill_case(model, s, device, chunk, m, n_layers, layer_bytes) -> dict:
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
 
     rt = model.offload
     engine = engine_for(model, device, 1, chunk + 256, chunk)
     prompt = torch.randint(2, s["vocab"], (chunk,), generator=torch.Generator().manual_seed(chunk))
-    engine.add_request("p", prompt.tolist(), TokenSamplingParams(max_tokens=1, ignore_eos=True))
+    engine.add_request("p", prompt.tolist(), native_params(max_tokens=1, ignore_eos=True))
     streamed0 = rt.stats().bytes_streamed
     t = time.perf_counter()
     outs = engine.step()  # the whole chunk: every MoE layer streams its experts

@@ -68,7 +68,7 @@ def decode_case(
 ) -> dict:
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
     from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
     steps = WARM_STEPS + TIMED_STEPS + (PROFILED_STEPS if profile_it else 0) + 2
@@ -95,9 +95,7 @@ def decode_case(
         prompt = torch.randint(2, min(4096, model.info.vocab_size), (ctx,), generator=gen).tolist()
         # never finishes inside the run: the first request decodes while the others are
         # still (skip-)prefilling
-        engine.add_request(
-            f"r{i}", prompt, TokenSamplingParams(max_tokens=100_000, ignore_eos=True)
-        )
+        engine.add_request(f"r{i}", prompt, native_params(max_tokens=100_000, ignore_eos=True))
     while any(
         r.num_computed_tokens < r.num_prompt_tokens for r in engine.scheduler.requests.values()
     ):
@@ -165,7 +163,7 @@ def free_memory(device: str) -> None:
 def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dict:
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
     from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
     max_len = ctx + 256
@@ -185,14 +183,12 @@ def prefill_case(model, ctx: int, device: str, gemm_tflops: float | None) -> dic
         2, min(4096, model.info.vocab_size), (ctx,), generator=torch.Generator().manual_seed(2)
     ).tolist()
     # warm: compile the prefill kernels on a short prompt first
-    engine.generate(
-        [prompt[: min(20000, ctx // 2)]], TokenSamplingParams(max_tokens=1, ignore_eos=True)
-    )
+    engine.generate([prompt[: min(20000, ctx // 2)]], native_params(max_tokens=1, ignore_eos=True))
     engine.kv_cache_manager.reset_prefix_cache()
     if device == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
-    out = engine.generate([prompt], TokenSamplingParams(max_tokens=1, ignore_eos=True))[0]
+    out = engine.generate([prompt], native_params(max_tokens=1, ignore_eos=True))[0]
     if device == "cuda":
         torch.cuda.synchronize()
     dt = time.perf_counter() - t

@@ -19,7 +19,7 @@ def engine_only(args, work: Path) -> dict:
     import torch
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
     from m3agent.engine.native.loaders.checkpoint import load_model
     from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
@@ -36,7 +36,7 @@ def engine_only(args, work: Path) -> dict:
     def go(n: int) -> dict:
         for _ in range(n):
             own = [rng.randrange(10, args.vocab - 10) for _ in range(200)]
-            params = TokenSamplingParams(max_tokens=args.max_tokens, ignore_eos=True)
+            params = native_params(max_tokens=args.max_tokens, ignore_eos=True)
             llm.add_request(f"r{next(counter)}", prefix + own, params)
         steps = []
         while llm.has_unfinished_requests():
@@ -57,7 +57,7 @@ def engine_only(args, work: Path) -> dict:
 
         for _ in range(n):
             own = [rng.randrange(10, args.vocab - 10) for _ in range(200)]
-            params = TokenSamplingParams(max_tokens=6, ignore_eos=True)
+            params = native_params(max_tokens=6, ignore_eos=True)
             llm.add_request(f"r{next(counter)}", prefix + own, params)
         llm.step()  # the prefills
         llm.step()  # a first decode
@@ -78,7 +78,7 @@ def engine_only(args, work: Path) -> dict:
         }
 
     t = time.perf_counter()
-    llm.add_request("parent", prefix, TokenSamplingParams(max_tokens=1, ignore_eos=True))
+    llm.add_request("parent", prefix, native_params(max_tokens=1, ignore_eos=True))
     while llm.has_unfinished_requests():
         llm.step()
     rows = []

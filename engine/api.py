@@ -141,12 +141,27 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
+    """One request's sampling, for every backend and the native engine's token level.
+
+    The defaults are M3's recommended chat sampling; the native engine's own default, when a
+    caller gives none, is greedy (engine/native/core/sampling_params.py). Nothing is checked on
+    construction: the backend that runs a request checks it against its own rules and answers
+    a one-line EngineRequestError. temperature 0 means greedy; top_k 0 or -1 and top_p 1.0
+    switch those filters off.
+    """
+
     max_tokens: int = 8192
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int = 40
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ still run, and the exit code is 1.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -17,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from m3agent.engine.api import SamplingParams
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .. import exit_codes
 from ..cli_errors import die
 from ..jsonl import parse_jsonl
+
+_SAMPLING = {f.name for f in dataclasses.fields(SamplingParams)}
 
 
 class RequestLine(BaseModel):
@@ -50,6 +54,14 @@ class RequestLine(BaseModel):
         if any(not s for s in self.stop):
             raise ValueError("stop strings must not be empty")
         return self
+
+    def sampling(self) -> SamplingParams:
+        """The line's sampling fields, named as SamplingParams names them (lists as tuples)."""
+        fields: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in self.model_dump(include=_SAMPLING).items()
+        }
+        return SamplingParams(**fields)
 
 
 def parse_request_lines(path: Path) -> list[RequestLine]:
@@ -93,7 +105,6 @@ def run_requests(
 ) -> int:
     from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.native.core.engine_config import EngineConfig
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
     from m3agent.engine.native.llm import DTYPES, LLM
 
     if dtype not in DTYPES:
@@ -130,17 +141,7 @@ def run_requests(
             assert tokenizer is not None and line.prompt is not None
             ids = tokenizer.encode(line.prompt)
         try:
-            params = TokenSamplingParams(
-                max_tokens=line.max_tokens,
-                temperature=line.temperature,
-                top_p=line.top_p,
-                top_k=line.top_k,
-                seed=line.seed,
-                stop=tuple(line.stop),
-                stop_token_ids=tuple(line.stop_token_ids),
-                ignore_eos=line.ignore_eos,
-            )
-            llm.add_request(str(line.id), ids, params)
+            llm.add_request(str(line.id), ids, line.sampling())
         except (EngineError, ValueError) as e:
             emit({"id": line.id, "error": str(e)})
             code = exit_codes.INTERNAL_ERROR

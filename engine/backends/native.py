@@ -13,7 +13,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ from ..m3.chat_template import ChatTemplate
 from ..native.core.engine_config import EngineConfig
 from ..native.core.llm_engine import LLMEngine
 from ..native.core.outputs import PrefillStep, RequestOutput
-from ..native.core.sampling_params import TokenSamplingParams
+from ..native.core.sampling_params import sampling_error
 from .completion import CompletionEngine, CompletionRequest, prompt_ids
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 class _Add:
     request_id: str
     prompt_token_ids: list[int]
-    params: TokenSamplingParams
+    params: SamplingParams
     loop: asyncio.AbstractEventLoop
     sink: asyncio.Queue[_SinkItem]
     mm_inputs: MultiModalInputs | None = None  # when the prompt carries images/videos
@@ -190,18 +190,10 @@ class NativeEngine:
         mm: MultiModalInputs | None,
         turn: Turn,
     ) -> AsyncGenerator[ChatDelta, None]:
-        try:
-            params = TokenSamplingParams(
-                max_tokens=s.max_tokens,
-                temperature=s.temperature,
-                top_p=s.top_p,
-                top_k=s.top_k,
-                seed=s.seed,
-                stop=tuple(s.stop),
-                stop_token_ids=self._extra_stops,
-            )
-        except ValueError as e:
-            raise EngineRequestError(f"bad sampling parameters: {e}") from None
+        params = replace(s, stop_token_ids=s.stop_token_ids + self._extra_stops)
+        why = sampling_error(params)
+        if why is not None:
+            raise EngineRequestError(f"bad sampling parameters: {why}")
         sink: asyncio.Queue[_SinkItem] = asyncio.Queue()
         loop = asyncio.get_running_loop()
         self._commands.put(_Add(request_id, ids, params, loop, sink, mm))

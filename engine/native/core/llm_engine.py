@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ...api import EngineRequestError, FinishReason, PromptTooLong
+from ...api import EngineRequestError, FinishReason, PromptTooLong, SamplingParams
 from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
@@ -23,7 +23,7 @@ from .kv_cache_manager import KVCacheManager, cdiv
 from .model_api import LayerCacheSpec, NativeModel
 from .outputs import PrefillStep, RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
-from .sampling_params import TokenSamplingParams
+from .sampling_params import GREEDY, sampling_error
 from .scheduler import Scheduler, SchedulerConfig
 from .scheduler_output import SchedulerOutput
 from .stop_strings import StopStringFilter
@@ -141,13 +141,16 @@ class LLMEngine:
         self,
         request_id: str,
         prompt_token_ids: Sequence[int],
-        params: TokenSamplingParams | None = None,
+        params: SamplingParams | None = None,
         mm_inputs: MultiModalInputs | None = None,  # for a prompt with images/videos
     ) -> None:
         """Queues a request; raises PromptTooLong / EngineRequestError and changes nothing."""
         if mm_inputs is not None and self.runner.vision is None:
             raise EngineRequestError("this model has no vision tower: images/videos unsupported")
-        params = params or TokenSamplingParams()
+        params = params or GREEDY
+        why = sampling_error(params)
+        if why is not None:
+            raise EngineRequestError(f"bad sampling parameters: {why}")
         if not prompt_token_ids:
             raise EngineRequestError(f"request {request_id!r} has an empty prompt")
         if len(prompt_token_ids) >= self.max_model_len:
@@ -322,11 +325,11 @@ class LLMEngine:
     def generate(
         self,
         prompts: Sequence[Sequence[int]],
-        params: TokenSamplingParams | Sequence[TokenSamplingParams] | None = None,
+        params: SamplingParams | Sequence[SamplingParams] | None = None,
     ) -> list[RequestOutput]:
         """Runs the prompts together to completion; results in prompt order."""
-        if params is None or isinstance(params, TokenSamplingParams):
-            params = [params or TokenSamplingParams()] * len(prompts)
+        if params is None or isinstance(params, SamplingParams):
+            params = [params or GREEDY] * len(prompts)
         ids = [f"gen-{time.monotonic_ns()}-{i}" for i in range(len(prompts))]
         for rid, prompt, p in zip(ids, prompts, params, strict=True):
             self.add_request(rid, prompt, p)

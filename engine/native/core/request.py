@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .sampling_params import TokenSamplingParams
+from ...api import SamplingParams
 
 if TYPE_CHECKING:
     from ..runner.mm_inputs import MultiModalInputs
@@ -47,7 +47,7 @@ class Request:
 
     request_id: str
     prompt_token_ids: list[int]
-    sampling_params: TokenSamplingParams
+    sampling_params: SamplingParams
     eos_token_ids: tuple[int, ...] = ()
     output_token_ids: list[int] = field(default_factory=list)
     status: RequestStatus = RequestStatus.WAITING

@@ -1,35 +1,32 @@
-"""Token-level sampling parameters of one request (the chat-level ones live in engine/api.py)."""
+"""The native engine's sampling: engine/api.py's SamplingParams, greedy unless asked otherwise,
+and the rules the engine checks a request's values against."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
+from typing import Any
+
+from ...api import SamplingParams
+
+# What LLMEngine.generate/add_request use without params (vLLM's LLM.generate: 16 tokens).
+GREEDY = SamplingParams(max_tokens=256, temperature=0.0, top_p=1.0, top_k=0)
 
 
-@dataclass(frozen=True, slots=True)
-class TokenSamplingParams:
-    """temperature 0 means greedy; top_k 0 or -1 and top_p 1.0 switch those filters off."""
+def native_params(**changes: Any) -> SamplingParams:
+    """GREEDY with some fields changed: `native_params(max_tokens=8, ignore_eos=True)`."""
+    return replace(GREEDY, **changes)
 
-    max_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False
 
-    def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < -1:
-            raise ValueError(f"top_k must be -1, 0 (off) or positive, got {self.top_k}")
-        if any(not s for s in self.stop):
-            raise ValueError("stop strings must not be empty")
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0.0 or self.top_k == 1
+def sampling_error(s: SamplingParams) -> str | None:
+    """The first rule `s` breaks for the native sampler, None when it passes."""
+    if s.max_tokens < 1:
+        return f"max_tokens must be at least 1, got {s.max_tokens}"
+    if s.temperature < 0:
+        return f"temperature must be >= 0, got {s.temperature}"
+    if not 0.0 < s.top_p <= 1.0:
+        return f"top_p must be in (0, 1], got {s.top_p}"
+    if s.top_k < -1:
+        return f"top_k must be -1, 0 (off) or positive, got {s.top_k}"
+    if any(not stop for stop in s.stop):
+        return "stop strings must not be empty"
+    return None

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
+from ...api import SamplingParams
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from ..core.model_api import LayerCache, NativeModel
-from ..core.sampling_params import TokenSamplingParams
 from ..core.scheduler_output import SchedulerOutput
 from .sampler import Sampler, seeded_generator
 
@@ -85,13 +85,13 @@ class ModelRunner:
         self.device = device
         self.keep_logits = keep_logits
         self.sampler = Sampler()
-        self._params: dict[str, TokenSamplingParams] = {}
+        self._params: dict[str, SamplingParams] = {}
         self._generators: dict[str, torch.Generator | None] = {}
 
     def add_request(
         self,
         request_id: str,
-        params: TokenSamplingParams,
+        params: SamplingParams,
         mm_inputs: MultiModalInputs | None = None,
     ) -> None:
         if mm_inputs is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core.sampling_params import TokenSamplingParams
+from ...api import SamplingParams
 
 
 def seeded_generator(seed: int, device: torch.device | str) -> torch.Generator:
@@ -39,7 +39,7 @@ class Sampler:
     def __call__(
         self,
         logits: torch.Tensor,  # [N, vocab] float32
-        params: list[TokenSamplingParams],
+        params: list[SamplingParams],
         generators: list[torch.Generator | None],
     ) -> list[int]:
         if logits.shape[0] != len(params):

@@ -7,13 +7,13 @@ from m3agent.engine.native.core.block_hash import hash_block_tokens
 from m3agent.engine.native.core.block_pool import BlockPool
 from m3agent.engine.native.core.kv_cache_manager import KVCacheManager
 from m3agent.engine.native.core.request import Request
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 
 BS = 128
 
 
 def make_request(rid: str, tokens: list[int]) -> Request:
-    return Request(rid, list(tokens), TokenSamplingParams(max_tokens=16))
+    return Request(rid, list(tokens), native_params(max_tokens=16))
 
 
 def run_prefill(manager: KVCacheManager, req: Request) -> list[int]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 
 pytestmark = pytest.mark.gpu
 
@@ -72,7 +72,7 @@ def run(model, **kw):
     engine = LLMEngine(
         model, None, EngineConfig(device="cuda", num_gpu_blocks=64, keep_logits=True, **kw)
     )
-    outs = engine.generate(prompts(), TokenSamplingParams(max_tokens=12, ignore_eos=True))
+    outs = engine.generate(prompts(), native_params(max_tokens=12, ignore_eos=True))
     return engine, outs, [torch.stack(engine.kept_logits[o.request_id]) for o in outs]
 
 

@@ -7,9 +7,9 @@ import torch
 from m3agent.engine.api import EngineRequestError, PromptTooLong
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 
-GREEDY8 = TokenSamplingParams(max_tokens=8, ignore_eos=True)
+GREEDY8 = native_params(max_tokens=8, ignore_eos=True)
 
 
 def prompt(n: int, seed: int = 0, vocab: int = 96) -> list[int]:
@@ -65,7 +65,7 @@ def test_prefix_hit_includes_generated_blocks(make_model):
     model = make_model()
     engine = LLMEngine(model, None, EngineConfig(num_gpu_blocks=20))
     base = prompt(250, seed=3)
-    (first,) = engine.generate([base], TokenSamplingParams(max_tokens=20, ignore_eos=True))
+    (first,) = engine.generate([base], native_params(max_tokens=20, ignore_eos=True))
     # The next turn's prompt extends prompt + output, as the agent does (block 2 ends at 256).
     follow = base + list(first.token_ids) + prompt(40, seed=4)
     (second,) = engine.generate([follow], GREEDY8)
@@ -89,21 +89,40 @@ def test_prompt_too_long_is_a_clear_error_while_another_request_completes(make_m
     assert outs[-1].num_generated_tokens == 8 and outs[-1].finish_reason == "length"
 
 
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"max_tokens": 0}, "max_tokens must be at least 1, got 0"),
+        ({"temperature": -0.5}, "temperature must be >= 0, got -0.5"),
+        ({"top_p": 0.0}, r"top_p must be in \(0, 1\], got 0.0"),
+        ({"top_k": -2}, r"top_k must be -1, 0 \(off\) or positive, got -2"),
+        ({"stop": ("",)}, "stop strings must not be empty"),
+    ],
+)
+def test_bad_sampling_is_refused_in_one_line_and_queues_nothing(make_model, change, words):
+    """One SamplingParams for every backend: it is checked where it runs, not when it is made."""
+    engine = LLMEngine(make_model(), None, EngineConfig(num_gpu_blocks=20))
+    params = native_params(**change)  # building it is fine
+    with pytest.raises(EngineRequestError, match=f"^bad sampling parameters: {words}$"):
+        engine.add_request("bad", prompt(20), params)
+    assert not engine.has_unfinished_requests()
+
+
 def test_max_model_len_is_capped_by_the_cache_and_ends_with_length(make_model):
     engine = LLMEngine(make_model(), None, EngineConfig(num_gpu_blocks=3))  # 256 tokens
     assert engine.max_model_len == 256
-    (out,) = engine.generate([prompt(250)], TokenSamplingParams(max_tokens=100, ignore_eos=True))
+    (out,) = engine.generate([prompt(250)], native_params(max_tokens=100, ignore_eos=True))
     assert out.finish_reason == "length" and out.num_generated_tokens == 6
 
 
 def test_eos_and_stop_token_ids_stop(make_model):
     model = make_model()
     engine = LLMEngine(model, None, EngineConfig(num_gpu_blocks=10))
-    (free_run,) = engine.generate([prompt(50)], TokenSamplingParams(max_tokens=12, ignore_eos=True))
+    (free_run,) = engine.generate([prompt(50)], native_params(max_tokens=12, ignore_eos=True))
     stop_at = free_run.token_ids[4]
     first_idx = free_run.token_ids.index(stop_at)
     (stopped,) = engine.generate(
-        [prompt(50)], TokenSamplingParams(max_tokens=12, stop_token_ids=(stop_at,))
+        [prompt(50)], native_params(max_tokens=12, stop_token_ids=(stop_at,))
     )
     assert stopped.token_ids == free_run.token_ids[: first_idx + 1]
     assert stopped.finish_reason == "stop" and stopped.stop_reason == stop_at
@@ -113,12 +132,12 @@ def test_stop_strings_cut_the_text_and_stream_consistently(make_model, char_toke
     model = make_model(vocab=258)
     engine = LLMEngine(model, char_tokenizer, EngineConfig(num_gpu_blocks=10))
     p = char_tokenizer.encode("hello world, this is a prompt")
-    (free_run,) = engine.generate([p], TokenSamplingParams(max_tokens=30, ignore_eos=True))
+    (free_run,) = engine.generate([p], native_params(max_tokens=30, ignore_eos=True))
     text = free_run.text
     assert text == char_tokenizer.decode(list(free_run.token_ids))
     stop = text[10:12]
     cut = text.index(stop)
-    engine.add_request("s", p, TokenSamplingParams(max_tokens=30, ignore_eos=True, stop=(stop,)))
+    engine.add_request("s", p, native_params(max_tokens=30, ignore_eos=True, stop=(stop,)))
     streamed, last = "", None
     while engine.has_unfinished_requests():
         for o in engine.step():
@@ -130,8 +149,8 @@ def test_stop_strings_cut_the_text_and_stream_consistently(make_model, char_toke
 
 def test_abort_frees_pages_and_leaves_others_running(make_model):
     engine = LLMEngine(make_model(), None, EngineConfig(num_gpu_blocks=12))
-    engine.add_request("a", prompt(300, 1), TokenSamplingParams(max_tokens=50, ignore_eos=True))
-    engine.add_request("b", prompt(300, 2), TokenSamplingParams(max_tokens=5, ignore_eos=True))
+    engine.add_request("a", prompt(300, 1), native_params(max_tokens=50, ignore_eos=True))
+    engine.add_request("b", prompt(300, 2), native_params(max_tokens=5, ignore_eos=True))
     engine.step()
     free_before = engine.kv_cache_manager.block_pool.num_free_blocks
     out = engine.abort("a")
@@ -162,18 +181,18 @@ def test_model_failure_ends_the_step_requests_with_an_error_and_the_engine_keeps
 
 def test_seeded_sampling_is_reproducible_and_batch_independent(make_model):
     model = make_model()
-    params = TokenSamplingParams(
+    params = native_params(
         max_tokens=16, temperature=1.0, top_p=0.9, top_k=20, seed=7, ignore_eos=True
     )
     engine = LLMEngine(model, None, EngineConfig(num_gpu_blocks=20))
     (alone,) = engine.generate([prompt(30)], params)
     together = engine.generate(
         [prompt(40, 5), prompt(30), prompt(10, 6)],
-        [TokenSamplingParams(max_tokens=16, temperature=1.0), params, GREEDY8],
+        [native_params(max_tokens=16, temperature=1.0), params, GREEDY8],
     )
     assert together[1].token_ids == alone.token_ids
     other_seed = engine.generate(
-        [prompt(30)], TokenSamplingParams(max_tokens=16, temperature=1.0, seed=8, ignore_eos=True)
+        [prompt(30)], native_params(max_tokens=16, temperature=1.0, seed=8, ignore_eos=True)
     )
     assert other_seed[0].token_ids != alone.token_ids
 
@@ -182,7 +201,7 @@ def test_seeded_sampling_is_reproducible_and_batch_independent(make_model):
 def test_preemption_by_recompute_gives_the_same_tokens(make_model, prefix_caching):
     model = make_model()
     prompts = [prompt(200, s) for s in (11, 12, 13)]
-    long = TokenSamplingParams(max_tokens=120, ignore_eos=True)
+    long = native_params(max_tokens=120, ignore_eos=True)
     roomy = LLMEngine(model, None, EngineConfig(num_gpu_blocks=20))
     want = [o.token_ids for o in roomy.generate(prompts, long)]
     assert roomy.scheduler.num_preemptions == 0

@@ -7,7 +7,7 @@ from m3agent.engine.api import EngineUnavailable
 from m3agent.engine.backends.native import NativeEngine
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 from m3agent.engine.native.core.engine_config import EngineConfig
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.llm import LLM
 from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
@@ -25,11 +25,11 @@ def test_loads_weights_tokenizer_and_the_vision_tower(vl_dir):
     llm = LLM.from_model_dir(vl_dir, config=SMALL)
     assert isinstance(llm.tokenizer, M3Tokenizer)
     assert llm.runner.vision is not None
-    [out] = llm.generate([llm.tokenizer.encode("hello")], TokenSamplingParams(max_tokens=3))
+    [out] = llm.generate([llm.tokenizer.encode("hello")], native_params(max_tokens=3))
     assert out.finished and out.num_generated_tokens == 3 and out.finish_reason == "length"
     text_only = LLM.from_model_dir(vl_dir, config=SMALL, vision=False)
     assert text_only.runner.vision is None
-    [again] = text_only.generate([llm.tokenizer.encode("hello")], TokenSamplingParams(max_tokens=3))
+    [again] = text_only.generate([llm.tokenizer.encode("hello")], native_params(max_tokens=3))
     assert again.token_ids == out.token_ids  # the tower never touches a text-only prompt
 
 
@@ -40,7 +40,7 @@ def test_a_model_without_a_tokenizer_loads_for_token_ids_only(tmp_path):
         LLM.from_model_dir(tmp_path, config=SMALL)
     llm = LLM.from_model_dir(tmp_path, config=SMALL, need_tokenizer=False)
     assert llm.tokenizer is None
-    [out] = llm.generate([[5, 6, 7]], TokenSamplingParams(max_tokens=2))
+    [out] = llm.generate([[5, 6, 7]], native_params(max_tokens=2))
     assert out.num_generated_tokens == 2 and out.text == ""
     # the chat backend goes through the same door and needs M3's tokenizer
     with pytest.raises(EngineUnavailable, match="no tokenizer.json"):

@@ -6,7 +6,7 @@ import math
 
 import torch
 from m3agent.engine.native.core.detokenizer import IncrementalDetokenizer
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.core.stop_strings import StopStringFilter
 from m3agent.engine.native.runner.sampler import Sampler, apply_top_k_top_p, seeded_generator
 
@@ -22,7 +22,7 @@ def test_top_k_and_top_p_keep_exactly_the_right_tokens():
 
 def test_sampled_frequencies_follow_the_filtered_distribution():
     logits = torch.log(torch.tensor([[0.05, 0.4, 0.1, 0.3, 0.15]]))
-    p = TokenSamplingParams(temperature=1.0, top_k=3)
+    p = native_params(temperature=1.0, top_k=3)
     gen = seeded_generator(0, "cpu")
     counts = [0] * 5
     for _ in range(4000):
@@ -34,7 +34,7 @@ def test_sampled_frequencies_follow_the_filtered_distribution():
 
 def test_greedy_rows_take_the_argmax_next_to_sampled_rows():
     logits = torch.tensor([[0.0, 3.0, 1.0], [5.0, 0.0, 0.0]])
-    params = [TokenSamplingParams(), TokenSamplingParams(temperature=0.5, seed=1)]
+    params = [native_params(), native_params(temperature=0.5, seed=1)]
     out = Sampler()(logits, params, [None, seeded_generator(1, "cpu")])
     assert out[0] == 1 and out[1] in (0, 1, 2)
 

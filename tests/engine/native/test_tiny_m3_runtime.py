@@ -7,9 +7,9 @@ import pytest
 import torch
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 
-GREEDY = TokenSamplingParams(max_tokens=4, ignore_eos=True)
+GREEDY = native_params(max_tokens=4, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from m3agent.engine.api import SamplingParams
+from m3agent.engine.native.core import sampling_params
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
 from m3agent.engine.native.loaders.checkpoint import load_model
 from m3agent.engine.offload.config import OffloadConfig
 from m3agent.engine.offload.device_experts import dequantised
 
 
-def greedy(n: int) -> TokenSamplingParams:
-    return TokenSamplingParams(max_tokens=n, ignore_eos=True)
+def greedy(n: int) -> SamplingParams:
+    return sampling_params.native_params(max_tokens=n, ignore_eos=True)
 
 
 def prompt(n: int, seed: int, vocab: int = 250) -> list[int]:

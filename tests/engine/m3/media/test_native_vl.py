@@ -8,7 +8,7 @@ from m3agent.engine.m3.media import VisionTokenIds, expand_prompt_ids, load_imag
 from m3agent.engine.m3.media.placeholders import prompt_token_count
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.loaders.checkpoint import load_model
 from m3agent.engine.native.loaders.vision import load_vision_tower
 from m3agent.engine.native.runner.mm_inputs import MultiModalInputs
@@ -33,7 +33,7 @@ def _answer(ckpt, tok, items, max_tokens=6, chunk=2048):
         vision_tower=load_vision_tower(ckpt),
     )
     engine.add_request(
-        "r", prompt, TokenSamplingParams(max_tokens=max_tokens, ignore_eos=True), mm_inputs=mm
+        "r", prompt, native_params(max_tokens=max_tokens, ignore_eos=True), mm_inputs=mm
     )
     final = None
     while engine.has_unfinished_requests():

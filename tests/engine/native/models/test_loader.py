@@ -164,10 +164,10 @@ def test_mxfp8_round_trip():
 def _logits(path, ids):
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.llm_engine import LLMEngine
-    from m3agent.engine.native.core.sampling_params import TokenSamplingParams
+    from m3agent.engine.native.core.sampling_params import native_params
 
     engine = LLMEngine(load_model(path), None, EngineConfig(num_gpu_blocks=16, keep_logits=True))
-    out = engine.generate([ids], TokenSamplingParams(max_tokens=3, ignore_eos=True))[0]
+    out = engine.generate([ids], native_params(max_tokens=3, ignore_eos=True))[0]
     return out.token_ids, torch.stack(engine.kept_logits[out.request_id])
 
 

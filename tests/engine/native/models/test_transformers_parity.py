@@ -22,7 +22,7 @@ pytest.importorskip("transformers.models.minimax_m3_vl")
 
 from m3agent.engine.native.core.engine_config import EngineConfig  # noqa: E402
 from m3agent.engine.native.core.llm_engine import LLMEngine  # noqa: E402
-from m3agent.engine.native.core.sampling_params import TokenSamplingParams  # noqa: E402
+from m3agent.engine.native.core.sampling_params import native_params  # noqa: E402
 from m3agent.engine.native.loaders.checkpoint import load_model  # noqa: E402
 from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny  # noqa: E402
 
@@ -103,7 +103,7 @@ def _reference(ref, ids: list[int]) -> torch.Tensor:
 def _run(native, prompts, max_tokens=1, **cfg):
     rec = Recorder(native)
     engine = LLMEngine(rec, None, EngineConfig(num_gpu_blocks=24, **cfg))
-    params = TokenSamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    params = native_params(max_tokens=max_tokens, ignore_eos=True)
     outs = [engine.generate([p], params)[0] for p in prompts]
     return rec, outs
 
