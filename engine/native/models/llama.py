@@ -14,12 +14,13 @@ import torch
 from torch import nn
 
 from ..core.attention_metadata import AttentionMetadata
-from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..core.model_api import LayerCache, LayerCacheSpec
 from ..layers.build import Build
 from ..layers.linear import Embedding, Linear
 from ..layers.mlp import SiluMLP
 from ..layers.norm import RMSNorm
 from ..layers.rope import RotaryEmbedding
+from .causal_lm import CausalLM
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,36 +151,19 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, **b.placement)
 
 
-class LlamaForCausalLM(nn.Module):
-    """Implements engine.native.model_api.NativeModel."""
+class LlamaForCausalLM(CausalLM[LlamaConfig]):
+    architecture = "llama"
 
-    def __init__(
-        self,
-        config: LlamaConfig,
-        *,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-        max_model_len: int | None = None,
-    ) -> None:
-        super().__init__()
-        self.config = config
-        if max_model_len is not None and max_model_len > config.max_position_embeddings:
-            raise ValueError(
-                f"max_model_len {max_model_len} exceeds the model's "
-                f"max_position_embeddings {config.max_position_embeddings}"
-            )
-        self.info = ModelInfo(
-            architecture="llama",
-            vocab_size=config.vocab_size,
-            max_position_embeddings=max_model_len or config.max_position_embeddings,
-            eos_token_ids=config.eos_token_id,
-            dtype=dtype,
-        )
-        b = Build.resolve(dtype, device)  # the op table, chosen once
-        self.ops = b.ops
+    def position_limit(self, config: LlamaConfig) -> int:
+        return config.max_position_embeddings
+
+    def too_long(self, max_model_len: int, limit: int) -> str:
+        return f"max_model_len {max_model_len} exceeds the model's max_position_embeddings {limit}"
+
+    def build(self, config: LlamaConfig, b: Build) -> None:
         self.model = LlamaModel(config, b)
         if not config.tie_word_embeddings:
-            self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
+            self.lm_head = Linear(config.hidden_size, config.vocab_size, **b.placement)
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         c = self.config
@@ -189,8 +173,7 @@ class LlamaForCausalLM(nn.Module):
     def forward(
         self, input_ids: torch.Tensor, caches: list[LayerCache], md: AttentionMetadata
     ) -> torch.Tensor:
-        if len(caches) != len(self.model.layers):
-            raise ValueError(f"got {len(caches)} layer caches for {len(self.model.layers)} layers")
+        self.check_caches(caches)
         h = self.model.embed_tokens(input_ids)
         cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         for layer, cache in zip(self.model.layers, caches, strict=True):

@@ -15,13 +15,14 @@ from torch import nn
 
 from ...m3.config import M3TextConfig
 from ..core.attention_metadata import AttentionMetadata
-from ..core.model_api import LayerCache, LayerCacheSpec, ModelInfo
+from ..core.model_api import LayerCache, LayerCacheSpec
 from ..layers.build import Build
 from ..layers.linear import Embedding, FusedWeights, Linear
 from ..layers.mlp import SwigluArgs, SwigluOAIMLP
 from ..layers.moe import MoE
 from ..layers.norm import GemmaRMSNorm
 from ..layers.rope import RotaryEmbedding
+from .causal_lm import CausalLM
 
 if TYPE_CHECKING:
     from ...offload.runtime import OffloadRuntime
@@ -233,43 +234,26 @@ class M3Model(nn.Module):
         self.norm = GemmaRMSNorm(c.hidden_size, c.rms_norm_eps, ops=b.ops, **kw)
 
 
-class M3ForCausalLM(nn.Module):
-    """Implements engine.native.model_api.NativeModel."""
+class M3ForCausalLM(CausalLM[M3TextConfig]):
+    architecture = "minimax_m3"
+    # On CUDA nothing in a decode step needs the host (the MoE runs the grouped kernel).
+    cuda_graphs = True
 
-    def __init__(
-        self,
-        config: M3TextConfig,
-        *,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-        max_model_len: int | None = None,
-        experts_device: torch.device | str | None = None,
-    ) -> None:
-        super().__init__()
-        self.config = config
+    def position_limit(self, config: M3TextConfig) -> int:
+        return config.max_model_len
+
+    def too_long(self, max_model_len: int, limit: int) -> str:
+        return (
+            f"max_model_len {max_model_len} exceeds the {limit} positions this config "
+            "serves; pass a YaRN rope_scaling (e.g. {'rope_type': 'yarn', 'factor': 2.0})"
+        )
+
+    def build(self, config: M3TextConfig, b: Build) -> None:
         # engine/offload/runtime.OffloadRuntime once placement moved the routed experts to
         # host memory (the engine refreshes its hot-expert cache between requests).
         self.offload: OffloadRuntime | None = None
-        limit = config.max_model_len
-        if max_model_len is not None and max_model_len > limit:
-            raise ValueError(
-                f"max_model_len {max_model_len} exceeds the {limit} positions this config "
-                "serves; pass a YaRN rope_scaling (e.g. {'rope_type': 'yarn', 'factor': 2.0})"
-            )
-        self.info = ModelInfo(
-            architecture="minimax_m3",
-            vocab_size=config.vocab_size,
-            max_position_embeddings=max_model_len or limit,
-            eos_token_ids=config.eos_token_id,
-            dtype=dtype,
-            # On CUDA nothing in a decode step needs the host (the MoE runs the grouped
-            # kernel), so the runner may replay it from a CUDA graph.
-            cuda_graphs=True,
-        )
-        b = Build.resolve(dtype, device, experts_device)  # the op table, chosen once
-        self.ops = b.ops
         self.model = M3Model(config, b)
-        self.lm_head = Linear(config.hidden_size, config.vocab_size, dtype=dtype, device=device)
+        self.lm_head = Linear(config.hidden_size, config.vocab_size, **b.placement)
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         c = self.config
@@ -291,8 +275,7 @@ class M3ForCausalLM(nn.Module):
         inputs_embeds: torch.Tensor | None = None,
     ) -> torch.Tensor:
         # inputs_embeds: the token embeddings with image/video rows merged in (vision.py)
-        if len(caches) != len(self.model.layers):
-            raise ValueError(f"got {len(caches)} layer caches for {len(self.model.layers)} layers")
+        self.check_caches(caches)
         h = self.model.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
         cos_sin = self.model.rotary_emb.cos_sin(md.positions)  # once per step, not per layer
         rope_rows = None
