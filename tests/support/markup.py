@@ -28,13 +28,14 @@ def function_tool(
     name: str,
     description: str | None = None,
     required: tuple[str, ...] | None = None,
-    **properties: str,
+    **properties: str | dict,
 ) -> dict:
-    """{"type": "function", ...} with one JSON type per parameter: function_tool("grep",
-    "search", required=("pattern",), pattern="string")."""
+    """{"type": "function", ...} with a JSON type (or a whole schema) per parameter:
+    function_tool("grep", "search", required=("pattern",), pattern="string",
+    paths={"type": "array", "items": {"type": "string"}})."""
     parameters: dict = {
         "type": "object",
-        "properties": {k: {"type": t} for k, t in properties.items()},
+        "properties": {k: t if isinstance(t, dict) else {"type": t} for k, t in properties.items()},
     }
     if required is not None:
         parameters["required"] = list(required)

@@ -8,55 +8,33 @@ import pytest
 from m3agent.engine.api import ContentDelta, ReasoningDelta, ToolCallDelta
 from m3agent.engine.m3.output_parser import M3OutputParser, collect
 
+from ...support.markup import function_tool
+
 SPEC_TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "run_shell",
-            "description": "Run a shell command.",
-            "parameters": {
+    function_tool(
+        "run_shell",
+        "Run a shell command.",
+        command="string",
+        timeout="integer",
+        background="boolean",
+    ),
+    function_tool(
+        "edit_file",
+        path="string",
+        edits={
+            "type": "array",
+            "items": {
                 "type": "object",
-                "properties": {
-                    "command": {"type": "string"},
-                    "timeout": {"type": "integer"},
-                    "background": {"type": "boolean"},
-                },
+                "properties": {"old": {"type": "string"}, "new": {"type": "string"}},
             },
         },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "edit_file",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "edits": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {"old": {"type": "string"}, "new": {"type": "string"}},
-                        },
-                    },
-                },
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "lines": {"type": "array", "items": {"type": "integer"}},
-                    "opts": {"type": "object"},
-                },
-            },
-        },
-    },
+    ),
+    function_tool(
+        "read_file",
+        path="string",
+        lines={"type": "array", "items": {"type": "integer"}},
+        opts="object",
+    ),
 ]
 
 

@@ -8,18 +8,7 @@ import io
 import numpy as np
 import pytest
 from m3agent.engine.api import MediaPart
-from m3agent.engine.m3.media import (
-    IMAGE_TOKEN,
-    VIDEO_TOKEN,
-    VISION_END,
-    VISION_START,
-    VisionTokenIds,
-    expand_prompt_ids,
-    expand_prompt_text,
-    load_image,
-    load_media,
-    load_video,
-)
+from m3agent.engine.m3 import media
 from m3agent.engine.m3.media.openai_parts import to_openai_part
 from m3agent.engine.m3.media.resize import smart_resize
 from m3agent.engine.m3.media.vllm_data import to_vllm_multimodal_data
@@ -30,38 +19,38 @@ from PIL import Image
 def image(tmp_path):
     p = tmp_path / "i.png"
     Image.fromarray(np.random.default_rng(0).integers(0, 255, (100, 130, 3), np.uint8)).save(p)
-    return load_image(p)
+    return media.load_image(p)
 
 
 def test_text_expansion(image, make_video):
-    video = load_video(make_video(fps=10, frames=25, width=56, height=56))  # 0,10,20,24
-    text = expand_prompt_text(f"a {VIDEO_TOKEN} b {IMAGE_TOKEN} c", [image, video])
-    groups = (
-        f"]<]0.0 seconds[>[{VISION_START}{VIDEO_TOKEN * 4}{VISION_END}"
-        f"]<]2.0 seconds[>[{VISION_START}{VIDEO_TOKEN * 4}{VISION_END}"
-    )
-    want = f"a {groups} b {VISION_START}{IMAGE_TOKEN * image.num_tokens}{VISION_END} c"
+    video = media.load_video(make_video(fps=10, frames=25, width=56, height=56))  # 0,10,20,24
+    start, end = media.VISION_START, media.VISION_END
+    img, vid = media.IMAGE_TOKEN, media.VIDEO_TOKEN
+    text = media.expand_prompt_text(f"a {vid} b {img} c", [image, video])
+    groups = f"]<]0.0 seconds[>[{start}{vid * 4}{end}]<]2.0 seconds[>[{start}{vid * 4}{end}"
+    want = f"a {groups} b {start}{img * image.num_tokens}{end} c"
     assert text == want
     with pytest.raises(ValueError, match="1 image and 0 video placeholders"):
-        expand_prompt_text(f"x {IMAGE_TOKEN}", [image, video])
+        media.expand_prompt_text(f"x {img}", [image, video])
 
 
 def test_id_expansion(image, make_video):
-    ids = VisionTokenIds()
-    video = load_video(make_video(fps=10, frames=15, width=56, height=56))  # 0,10,14: 2 groups
+    ids = media.VisionTokenIds()
+    # frames 0, 10 and 14: 2 groups
+    video = media.load_video(make_video(fps=10, frames=15, width=56, height=56))
     enc = lambda s: [len(s)]  # noqa: E731  a stand-in tokenizer: one id per timestamp text
-    out = expand_prompt_ids([1, ids.image, 2, ids.video, 3], [image, video], ids, enc)
+    out = media.expand_prompt_ids([1, ids.image, 2, ids.video, 3], [image, video], ids, enc)
     n = image.num_tokens
     assert out[:2] == [1, ids.start] and out[2 : 2 + n] == [ids.image] * n
     assert out[2 + n : 5 + n] == [ids.end, 2, len("]<]0.0 seconds[>[")]
     assert out.count(ids.video) == video.num_tokens == 8
     assert out.count(ids.start) == 3 and out[-1] == 3
     with pytest.raises(ValueError, match="more media placeholders"):
-        expand_prompt_ids([ids.image, ids.image], [image], ids, enc)
+        media.expand_prompt_ids([ids.image, ids.image], [image], ids, enc)
 
 
 def test_vllm_data_is_resized_pixels_with_metadata(image, make_video):
-    video = load_video(make_video(fps=10, frames=25, width=64, height=48))
+    video = media.load_video(make_video(fps=10, frames=25, width=64, height=48))
     data = to_vllm_multimodal_data([image, video])
     img = data["image"]
     assert img.size == (image.resized_hw[1], image.resized_hw[0])
@@ -91,8 +80,6 @@ def test_openai_parts(tmp_path, make_video):
 
 def test_load_media_checks_kind_against_bytes(tmp_path, make_video):
     vid = make_video(fps=10, frames=10)
-    from m3agent.engine.m3.media import MediaError
-
-    with pytest.raises(MediaError, match="attached as image but the file is a video"):
-        load_media(MediaPart("image", str(vid)))
-    assert load_media(MediaPart("video", str(vid))).kind == "video"
+    with pytest.raises(media.MediaError, match="attached as image but the file is a video"):
+        media.load_media(MediaPart("image", str(vid)))
+    assert media.load_media(MediaPart("video", str(vid))).kind == "video"
