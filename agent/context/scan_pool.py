@@ -15,6 +15,8 @@ import queue
 import subprocess
 import sys
 
+from m3agent.tools.procs import wait_or_kill
+
 from .files import FileRules
 from .frames import read_frame, write_frame
 from .scan import PlainRecord, records_of
@@ -103,8 +105,4 @@ class Scanner:
                         p.stdin.close()
                 except OSError:
                     pass
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+                wait_or_kill(p, 10)

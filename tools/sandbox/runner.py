@@ -13,6 +13,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from m3agent.tools.procs import wait_or_kill
 from m3agent.tools.sandbox import boot, bwrap, helper, plan, proxy
 from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
 from m3agent.tools.sandbox.capture import Capture
@@ -318,8 +319,4 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    wait_or_kill(proc, 5)

@@ -11,7 +11,8 @@ from .op_table import OpTable, resolve_ops
 
 
 class _Norm(nn.Module):
-    """A [dim] weight (filled with `initial`, until a checkpoint overwrites it) and eps."""
+    """A [dim] weight (filled with `initial`, until a checkpoint overwrites it), eps, and the
+    op table for the fused kernels a norm may use (resolved here for a norm built alone)."""
 
     initial = 1.0
 
@@ -22,9 +23,11 @@ class _Norm(nn.Module):
         *,
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
+        ops: OpTable | None = None,
     ) -> None:
         super().__init__()
         self.eps = eps
+        self.ops = ops or resolve_ops(device, dtype)
         self.weight = nn.Parameter(
             torch.full((dim,), self.initial, dtype=dtype, device=device), requires_grad=False
         )
@@ -39,18 +42,6 @@ class GemmaRMSNorm(_Norm):
     offset from 1 (initialised at 0). Applied over the last dim, so per head for QK-norm."""
 
     initial = 0.0
-
-    def __init__(
-        self,
-        dim: int,
-        eps: float,
-        *,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-        ops: OpTable | None = None,
-    ) -> None:
-        super().__init__(dim, eps, device=device, dtype=dtype)
-        self.ops = ops or resolve_ops(device, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
