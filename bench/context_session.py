@@ -31,21 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from session_common import (  # bench/session_common.py: this script's folder
-    ROOT,
-    add_model_args,
-    copy_checkout,
-    host_record,
-    init_model,
-    model_record,
-    new_tokens,
-    parse_args,
-    peak_rss_mb,
-    recording_engine,
-    session_events,
-    session_settings,
-    turn_figures,
-)
+import session_common as sc  # bench/session_common.py: this script's folder
 
 PROMPTS = [
     "Give me an overview of this repository's layout.",
@@ -67,13 +53,13 @@ def session_bench(args, work: Path) -> dict:
     from m3agent.agent.ops import UserTurn
     from m3agent.app.factory import build_session
 
-    model_dir = init_model(work / "model", args)
+    model_dir = sc.init_model(work / "model", args)
     t0 = time.perf_counter()
-    engine = recording_engine(model_dir, args, max_model_len=args.max_model_len)
+    engine = sc.recording_engine(model_dir, args, max_model_len=args.max_model_len)
     load_s = time.perf_counter() - t0
-    settings = session_settings(work, model_dir, args, thinking="disabled")
+    settings = sc.session_settings(work, model_dir, args, thinking="disabled")
     t0 = time.perf_counter()
-    session = build_session(settings, cwd=args.repo, engine=engine, checkpoint=lambda _l: None)
+    session = build_session(settings, cwd=args.repo, engine=engine)
     session_build_s = time.perf_counter() - t0
 
     async def drive() -> list:
@@ -89,15 +75,15 @@ def session_bench(args, work: Path) -> dict:
         await engine.close()
         return seen
 
-    snap, usages = session_events(asyncio.run(drive()), engine)
+    snap, usages = sc.session_events(asyncio.run(drive()), engine)
     turns = []
     for n, ((_ids, new), u) in enumerate(
-        zip(new_tokens(engine, model_dir, session_mode=False), usages, strict=True)
+        zip(sc.new_tokens(engine, model_dir, session_mode=False), usages, strict=True)
     ):
-        turns.append({**turn_figures(n, u, new), "generated_tokens": u.generated_tokens})
+        turns.append({**sc.turn_figures(n, u, new), "generated_tokens": u.generated_tokens})
     later = [t["ttft_s"] for t in turns[1:] if t["ttft_s"] is not None]
     return {
-        "model": {**model_record(args), "load_s": round(load_s, 3)},
+        "model": {**sc.model_record(args), "load_s": round(load_s, 3)},
         "repository": str(args.repo),
         "snapshot": snap,
         "session_build_s": round(session_build_s, 3),
@@ -112,9 +98,9 @@ def session_bench(args, work: Path) -> dict:
 def _copy_source(dest: Path, target_tokens: int, tokenizer) -> int:
     """Copies this checkout's committed text files into dest/copyN/ until about target tokens."""
     files = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True, check=True
+        ["git", "-C", str(sc.ROOT), "ls-files"], capture_output=True, text=True, check=True
     ).stdout.split()
-    return copy_checkout(dest, files, target_tokens, tokenizer)
+    return sc.copy_checkout(dest, files, target_tokens, tokenizer)
 
 
 def build_bench(args, work: Path) -> dict:
@@ -182,8 +168,8 @@ def large_bench(work: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_model_args(ap)
-    ap.add_argument("--repo", type=Path, default=ROOT, help="repository to snapshot")
+    sc.add_model_args(ap)
+    ap.add_argument("--repo", type=Path, default=sc.ROOT, help="repository to snapshot")
     ap.add_argument("--budget", type=int, default=8_000, help="snapshot token budget")
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=16, help="generated tokens per turn")
@@ -192,22 +178,22 @@ def main() -> None:
     ap.add_argument("--tokenizer-dir", type=Path, default=None)
     ap.add_argument("--skip", default="", help="comma list of parts to skip: session,build,large")
     ap.add_argument("--out", type=Path, default=None)
-    args = parse_args(ap)
+    args = sc.parse_args(ap)
     skip = set(filter(None, args.skip.split(",")))
-    out_path = args.out or ROOT / "bench" / "results" / f"context_session_{args.device}.json"
-    result: dict = host_record()
+    out_path = args.out or sc.ROOT / "bench" / "results" / f"context_session_{args.device}.json"
+    result: dict = sc.host_record()
     work = Path(tempfile.mkdtemp(prefix="m3ctx-bench-"))
     try:
         if "session" not in skip:
             result["session"] = session_bench(args, work)
-            result["rss_after_session_mb"] = round(peak_rss_mb(), 1)
+            result["rss_after_session_mb"] = round(sc.peak_rss_mb(), 1)
         if "build" not in skip:
             result["build_1m"] = build_bench(args, work)
         if "large" not in skip:
             result["large_10k"] = large_bench(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    result["peak_rss_mb"] = round(sc.peak_rss_mb(), 1)
     if args.device.startswith("cuda"):
         import torch
 

@@ -102,7 +102,7 @@ def run(args, work: Path) -> dict:
         max_tokens=args.max_tokens,
         context_budget=args.budget,
     )
-    session = build_session(settings, cwd=args.repo, engine=engine, checkpoint=lambda _l: None)
+    session = build_session(settings, cwd=args.repo, engine=engine)
     agent = AgentDef("bench", "benchmark child", "Answer in one word.", tools=(), max_turns=1)
 
     async def drive() -> dict:

@@ -23,22 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from session_common import (  # bench/session_common.py: this script's folder
-    PAGE,
-    ROOT,
-    add_model_args,
-    copy_checkout,
-    host_record,
-    init_model,
-    model_record,
-    new_tokens,
-    parse_args,
-    peak_rss_mb,
-    recording_engine,
-    session_events,
-    session_settings,
-    turn_figures,
-)
+import session_common as sc  # bench/session_common.py: this script's folder
 
 MODES = ("enabled", "disabled", "adaptive")
 
@@ -46,8 +31,8 @@ MODES = ("enabled", "disabled", "adaptive")
 def _source_paths() -> list[Path]:
     """This checkout's paths but hidden ones and results (a walk: a copied tree has no .git)."""
     out = []
-    for p in sorted(ROOT.rglob("*")):
-        rel = p.relative_to(ROOT)
+    for p in sorted(sc.ROOT.rglob("*")):
+        rel = p.relative_to(sc.ROOT)
         if not (any(part.startswith(".") for part in rel.parts) or "results" in rel.parts):
             out.append(rel)
     return out
@@ -55,7 +40,7 @@ def _source_paths() -> list[Path]:
 
 def make_repo(dest: Path, target_tokens: int, tokenizer) -> int:
     """Copies of this checkout's text files until about target tokens (a real code base)."""
-    return copy_checkout(dest, _source_paths(), target_tokens, tokenizer)
+    return sc.copy_checkout(dest, _source_paths(), target_tokens, tokenizer)
 
 
 def run(args, work: Path, save) -> dict:
@@ -64,14 +49,14 @@ def run(args, work: Path, save) -> dict:
     from m3agent.app.factory import build_session
     from m3agent.engine.m3.tokenizer import M3Tokenizer
 
-    model_dir = init_model(work / "model", args)
+    model_dir = sc.init_model(work / "model", args)
     tok = M3Tokenizer.from_model_dir(model_dir)
     repo = work / "repo"
     make_repo(repo, int(args.budget * 1.2), tok)
 
-    engine = recording_engine(model_dir, args)
-    settings = session_settings(work, model_dir, args, thinking="adaptive")
-    session = build_session(settings, cwd=repo, engine=engine, checkpoint=lambda _l: None)
+    engine = sc.recording_engine(model_dir, args)
+    settings = sc.session_settings(work, model_dir, args, thinking="adaptive")
+    session = build_session(settings, cwd=repo, engine=engine)
     turn_modes = [MODES[i % 3] for i in range(args.turns)]
     announced: dict = {}
 
@@ -79,24 +64,24 @@ def run(args, work: Path, save) -> dict:
     t0 = time.perf_counter()
 
     def analyze(default_change: bool) -> dict:
-        snap, usages = session_events(seen, engine)
+        snap, usages = sc.session_events(seen, engine)
         turns = []
         for n, ((ids, new), req, u) in enumerate(
-            zip(new_tokens(engine, model_dir), engine.requests, usages, strict=True)
+            zip(sc.new_tokens(engine, model_dir), engine.requests, usages, strict=True)
         ):
             assert len(ids) == u.prompt_tokens, (len(ids), u.prompt_tokens)
             changed = default_change and n == len(engine.requests) - 1
-            within = n == 0 or changed or u.recomputed_prompt_tokens <= new + PAGE
+            within = n == 0 or changed or u.recomputed_prompt_tokens <= new + sc.PAGE
             turns.append(
                 {
-                    **turn_figures(n, u, new, within_target=within),
+                    **sc.turn_figures(n, u, new, within_target=within),
                     "thinking_mode": req.thinking_mode,
                     "session_thinking_mode": req.session_thinking_mode,
                 }
             )
         toggles = turns[1 : args.turns]
         out = {
-            "model": model_record(args),
+            "model": sc.model_record(args),
             "snapshot": snap,
             "turns": turns,
             "wall_s": round(time.perf_counter() - t0, 1),
@@ -143,7 +128,7 @@ def run(args, work: Path, save) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_model_args(
+    sc.add_model_args(
         ap, layers=2, hidden=128, heads=2, kv_heads=1, experts=2, head_dim=64, chunk=4096
     )
     ap.add_argument("--budget", type=int, default=110_000, help="snapshot token budget")
@@ -155,17 +140,17 @@ def main() -> None:
         help="end with a session-default change and record its announced cost",
     )
     ap.add_argument(
-        "--out", type=Path, default=ROOT / "bench" / "results" / "thinking_toggle_cpu.json"
+        "--out", type=Path, default=sc.ROOT / "bench" / "results" / "thinking_toggle_cpu.json"
     )
-    args = parse_args(ap)
+    args = sc.parse_args(ap)
     work = Path(tempfile.mkdtemp(prefix="m3toggle-bench-"))
-    head = host_record()
+    head = sc.host_record()
 
     def save(part: dict) -> None:
         result = {
             **head,
             **part,
-            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "peak_rss_mb": round(sc.peak_rss_mb(), 1),
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
