@@ -31,7 +31,7 @@ def sparse_attention_gate(
     q = torch.randn(md.num_tokens, hq, d, device="cuda", dtype=torch.bfloat16)
     sel = random_selection(md, hkv, topk)
     out = sa.sparse_attention(q, kv, sel, md, d**-0.5)
-    rel, cos = rel_error(out.float(), sa.reference(q, kv, sel, md, d**-0.5))
+    rel, cos = rel_error(out.float(), sa.reference(q.float(), kv, sel, md, d**-0.5))
     if rel > 5e-3 or cos < 0.9999:
         raise SystemExit(f"{label} gate failed: rel {rel} cos {cos}")
     return {"gate_rel": rel, "gate_cos": cos}

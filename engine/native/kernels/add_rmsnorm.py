@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..layers.norm import add_rmsnorm as torch_add_rmsnorm
 from .common import next_pow2
 
 
@@ -76,11 +77,5 @@ def add_rmsnorm(
     return y, ro
 
 
-def reference(
-    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The torch path: the add rounds to the residual dtype, the norm runs in fp32."""
-    res = x if residual is None else x + residual
-    xf = res.float()
-    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + weight.float())
-    return y.to(x.dtype), res
+# The torch reference, which is also the CPU path (GemmaRMSNorm.add_forward without it).
+reference = torch_add_rmsnorm

@@ -64,18 +64,6 @@ def query_tile_plan(
     return False, tiles, tiles[0].shape[0]
 
 
-def gather_request_kv(
-    kv_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Contiguous K and V [seq_len, Hkv, D] (fp32) of one request: reference paths only."""
-    nb = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE
-    pages = block_table[:nb].long()
-    d = kv_cache.shape[-1] // 2
-    blocks = kv_cache[pages].float()  # [nb, Hkv, 128, 2D]
-    blocks = blocks.permute(0, 2, 1, 3).reshape(nb * BLOCK_SIZE, kv_cache.shape[1], 2 * d)
-    return blocks[:seq_len, :, :d], blocks[:seq_len, :, d:]
-
-
 def gather_request_index(
     index_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
 ) -> torch.Tensor:

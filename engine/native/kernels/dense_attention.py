@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..layers.attention import dense_attention as torch_dense_attention
 from .attention_parts import (
     attention_operands,
     causal_page_scores,
@@ -23,7 +24,7 @@ from .attention_parts import (
     online_softmax_step,
     store_partial,
 )
-from .common import LOG2E, gather_request_kv, next_pow2, query_tile_plan, tile_rows
+from .common import LOG2E, next_pow2, query_tile_plan, tile_rows
 from .split_k_merge import _merge
 
 
@@ -105,23 +106,6 @@ def dense_attention(
     return _merge(po, plse, torch.empty_like(q), g_size)
 
 
-def reference(
-    q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
-) -> torch.Tensor:
-    """fp32, explicit softmax over keys j <= position."""
-    t, hq, d = q.shape
-    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    start = 0
-    for r, qlen in enumerate(md.query_lens_cpu):
-        seq = md.seq_lens_cpu[r]
-        k, v = gather_request_kv(kv_cache, md.block_tables[r], seq)  # [L, Hkv, D]
-        g = hq // k.shape[1]
-        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-        pos = md.positions[start : start + qlen].long()
-        s = torch.einsum("thd,lhd->thl", q[start : start + qlen].float(), k) * scale
-        s = s.masked_fill(
-            torch.arange(seq, device=q.device)[None, None, :] > pos[:, None, None], float("-inf")
-        )
-        out[start : start + qlen] = torch.einsum("thl,lhd->thd", torch.softmax(s, -1), v)
-        start += qlen
-    return out
+# The torch reference, which is also the CPU path (the op table's dense_attention); it returns
+# q's dtype, so the kernel tests give it float32 queries for a float32 result.
+reference = torch_dense_attention

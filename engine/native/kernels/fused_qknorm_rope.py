@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE
+from ..layers.norm import gemma_rms_norm
 from .insert import reference_insert_index, reference_insert_kv
 
 
@@ -214,8 +215,7 @@ def _ref_norm_rope(
     positions: torch.Tensor,
     eps: float,
 ) -> torch.Tensor:
-    xf = x.float()
-    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w.float())
+    y = gemma_rms_norm(x.float(), w, eps)  # the layers' norm, in fp32
     rot = cos_sin_cache.shape[1]
     half = rot // 2
     cs = cos_sin_cache[positions.long()].float()

@@ -11,8 +11,8 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE
-
-FP8_MAX = 448.0
+from ..layers.attention import insert_index as torch_insert_index
+from ..layers.attention import insert_kv as torch_insert_kv
 
 
 @triton.jit
@@ -103,35 +103,7 @@ def insert_index(
     _launch(ik.unsqueeze(1), index_cache, slot_mapping.contiguous(), 0, False, scale)
 
 
-def to_cache_dtype(x: torch.Tensor, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
-    if dtype == torch.float8_e4m3fn:
-        return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(dtype)
-    return x.to(dtype)
-
-
-def reference_insert_kv(
-    k: torch.Tensor,
-    v: torch.Tensor,
-    kv_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    scale: float = 1.0,
-) -> None:
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep].long()
-    page, off = slots // BLOCK_SIZE, slots % BLOCK_SIZE
-    d = k.shape[-1]
-    kv_cache[page, :, off, :d] = to_cache_dtype(k[keep], kv_cache.dtype, scale)
-    kv_cache[page, :, off, d:] = to_cache_dtype(v[keep], kv_cache.dtype, scale)
-
-
-def reference_insert_index(
-    ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor, scale: float = 1.0
-) -> None:
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep].long()
-    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache_dtype(
-        ik[keep], index_cache.dtype, scale
-    )
-
-
+# The torch reference, which is also the CPU path (the op table's insert_kv / insert_index).
+reference_insert_kv = torch_insert_kv
+reference_insert_index = torch_insert_index
 reference = reference_insert_kv

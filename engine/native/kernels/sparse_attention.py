@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import torch
 
-from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import gather_request_kv, token_to_request
+from ..core.attention_metadata import AttentionMetadata
+from ..layers.msa import sparse_attention as torch_sparse_attention
+from .common import token_to_request
 from .sparse_decode import (  # noqa: F401  (re-exported)
     decode_chunks,
     sparse_attention_decode,
@@ -68,34 +69,6 @@ def _prefill_tail(
     return sparse_attention_prefill(q, kv_cache, sel, md, scale, req_idx=req)[nd:]
 
 
-def reference(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    topk_idx: torch.Tensor,
-    md: AttentionMetadata,
-    scale: float,
-) -> torch.Tensor:
-    """fp32 maths straight from SPEC 2.5 / 2.8: every query head of group g attends to the keys
-    of the blocks index head g selected, causally (j <= pos)."""
-    t, hq, d = q.shape
-    hkv = topk_idx.shape[1]
-    g_size = hq // hkv
-    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    start = 0
-    for r, qlen in enumerate(md.query_lens_cpu):
-        seq = md.seq_lens_cpu[r]
-        kk, vv = gather_request_kv(kv_cache, md.block_tables[r], seq)  # [L, Hkv, D]
-        nblk = (seq + BLOCK_SIZE - 1) // BLOCK_SIZE
-        sel = topk_idx[start : start + qlen].long()  # [qlen, Hkv, K]
-        chosen = torch.zeros((qlen, hkv, nblk + 1), dtype=torch.bool, device=q.device)
-        chosen.scatter_(2, torch.where((sel >= 0) & (sel < nblk), sel, nblk), True)
-        keymask = chosen[:, :, :nblk].repeat_interleave(BLOCK_SIZE, dim=2)[:, :, :seq]
-        pos = md.positions[start : start + qlen].long()
-        keymask &= (torch.arange(seq, device=q.device)[None, :] <= pos[:, None])[:, None, :]
-        qq = q[start : start + qlen].float().view(qlen, hkv, g_size, d)
-        s = torch.einsum("tgzd,lgd->tgzl", qq, kk) * scale
-        s = s.masked_fill(~keymask[:, :, None, :], float("-inf"))
-        p = torch.softmax(s, dim=-1)
-        out[start : start + qlen] = torch.einsum("tgzl,lgd->tgzd", p, vv).reshape(qlen, hq, d)
-        start += qlen
-    return out
+# The torch reference, which is also the CPU path (the op table's sparse_attention); it returns
+# q's dtype, so the kernel tests give it float32 queries for a float32 result.
+reference = torch_sparse_attention

@@ -11,6 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..layers.mlp import swiglu_oai_merged as torch_swiglu_merged
+
 _BLOCK = 1024
 
 
@@ -52,7 +54,5 @@ def swiglu_oai_merged(
 def reference(
     gate_up: torch.Tensor, alpha: float = 1.702, limit: float = 7.0, beta: float = 1.0
 ) -> torch.Tensor:
-    g, u = gate_up.float().chunk(2, dim=-1)
-    g = g.clamp(max=limit)
-    u = u.clamp(min=-limit, max=limit)
-    return (g * torch.sigmoid(alpha * g) * (u + beta)).to(gate_up.dtype)
+    """The torch path (layers/mlp.py) in fp32, returned in the input dtype like the kernel."""
+    return torch_swiglu_merged(gate_up.float(), alpha, limit, beta).to(gate_up.dtype)

@@ -18,36 +18,47 @@ from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 # Query rows processed at once by the reference: bounds the [rows, Hq, L] fp32 score tensor
 # (and its softmax) to ~256 MiB however long the context.
 _SCORE_ELEMS = 1 << 26
+FP8_MAX = 448.0  # e4m3's largest finite value
 
 
 def q_chunk(heads: int, seq_len: int) -> int:
     return max(1, min(256, _SCORE_ELEMS // max(1, heads * seq_len)))
 
 
-def to_cache(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Cast for storing; e4m3 has no inf, so values past its range saturate instead of NaN."""
+def to_cache(x: torch.Tensor, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
+    """Cast for storing (an fp8 cache holds x / scale); e4m3 has no inf, so values past its
+    range saturate instead of becoming NaN."""
     if dtype == torch.float8_e4m3fn:
-        x = x.float().clamp(-448.0, 448.0)
+        return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(dtype)
     return x.to(dtype)
 
 
 def insert_kv(
-    k: torch.Tensor, v: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+    k: torch.Tensor,
+    v: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    scale: float = 1.0,
 ) -> None:
-    """k, v [T, Hkv, D] -> written into kv_cache at slot_mapping [T]."""
+    """k, v [T, Hkv, D] -> written into kv_cache at slot_mapping [T] (a negative slot is
+    padding)."""
     d = k.shape[-1]
     keep = slot_mapping >= 0
-    slots = slot_mapping[keep]
+    slots = slot_mapping[keep].long()
     blk, off = slots // BLOCK_SIZE, slots % BLOCK_SIZE
-    kv_cache[blk, :, off, :d] = to_cache(k[keep], kv_cache.dtype)
-    kv_cache[blk, :, off, d:] = to_cache(v[keep], kv_cache.dtype)
+    kv_cache[blk, :, off, :d] = to_cache(k[keep], kv_cache.dtype, scale)
+    kv_cache[blk, :, off, d:] = to_cache(v[keep], kv_cache.dtype, scale)
 
 
-def insert_index(ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def insert_index(
+    ik: torch.Tensor, index_cache: torch.Tensor, slot_mapping: torch.Tensor, scale: float = 1.0
+) -> None:
     """ik [T, Di] -> written into index_cache at slot_mapping [T]."""
     keep = slot_mapping >= 0
-    slots = slot_mapping[keep]
-    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache(ik[keep], index_cache.dtype)
+    slots = slot_mapping[keep].long()
+    index_cache[slots // BLOCK_SIZE, slots % BLOCK_SIZE] = to_cache(
+        ik[keep], index_cache.dtype, scale
+    )
 
 
 def request_rows(md: AttentionMetadata) -> Iterator[tuple[int, int, int, int, int]]:

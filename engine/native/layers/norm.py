@@ -10,6 +10,22 @@ from torch import nn
 from .op_table import OpTable, resolve_ops
 
 
+def gemma_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """SPEC §1.4 in fp32, returned in x's dtype."""
+    xf = x.float()
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * (1.0 + weight.float())).to(x.dtype)
+
+
+def add_rmsnorm(
+    x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(norm(x + residual), x + residual): the add rounds to the inputs' dtype, the norm runs
+    in fp32. The torch path of kernels/add_rmsnorm.py, and its reference."""
+    res = x if residual is None else x + residual
+    return gemma_rms_norm(res, weight, eps), res
+
+
 class _Norm(nn.Module):
     """A [dim] weight (filled with `initial`, until a checkpoint overwrites it), eps, and the
     op table for the fused kernels a norm may use (resolved here for a norm built alone)."""
@@ -44,9 +60,7 @@ class GemmaRMSNorm(_Norm):
     initial = 0.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (y * (1.0 + self.weight.float())).to(x.dtype)
+        return gemma_rms_norm(x, self.weight, self.eps)
 
     def add_forward(
         self, x: torch.Tensor, residual: torch.Tensor | None
@@ -54,10 +68,7 @@ class GemmaRMSNorm(_Norm):
         """(norm(x + residual), x + residual), or (norm(x), x) without a residual: the
         decoder's pre-norm step, one Triton launch on CUDA (kernels/add_rmsnorm.py)."""
         op = self.ops.add_rmsnorm if x.dim() == 2 else None
-        if op is not None:
-            return op(x, residual, self.weight, self.eps)
-        residual = x if residual is None else x + residual
-        return self(residual), residual
+        return (op or add_rmsnorm)(x, residual, self.weight, self.eps)
 
 
 class RMSNorm(_Norm):

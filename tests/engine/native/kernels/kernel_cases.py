@@ -217,7 +217,7 @@ def case_sparse(
     sel = index_select.reference(iq, b.index_cache, b.md, topk)
     scale = d**-0.5
     out = sparse_attention.sparse_attention(q, b.kv_cache, sel, b.md, scale)
-    ref = sparse_attention.reference(q, b.kv_cache, sel, b.md, scale)
+    ref = sparse_attention.reference(q.float(), b.kv_cache, sel, b.md, scale)
     return _gate(out.float(), ref, rel_max, 0.9999, "sparse attention")
 
 
@@ -246,7 +246,7 @@ def case_decode_chunks(device="cpu", kv_dtype=None, chunks=2, fused_merge=False)
         )
     return _gate(
         out.float(),
-        sparse_attention.reference(q, b.kv_cache, sel, b.md, 0.125),
+        sparse_attention.reference(q.float(), b.kv_cache, sel, b.md, 0.125),
         5e-3,
         0.9999,
         f"decode chunks={chunks}",
@@ -260,7 +260,7 @@ def case_dense(device="cpu", seq_lens=(300, 129), query_lens=(100, 1), hq=8, hkv
     )
     q = _randn(device, b.md.num_tokens, hq, d)
     out = dense_attention.dense_attention(q, b.kv_cache, b.md, d**-0.5)
-    ref = dense_attention.reference(q, b.kv_cache, b.md, d**-0.5)
+    ref = dense_attention.reference(q.float(), b.kv_cache, b.md, d**-0.5)
     return _gate(out.float(), ref, 1e-2, 0.9999, "dense attention")
 
 

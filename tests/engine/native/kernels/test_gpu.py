@@ -93,7 +93,7 @@ def test_sparse_prefill_variants(kc, persistent):
     q = t.randn(b.md.num_tokens, 64, 128, device="cuda", dtype=t.bfloat16)
     iq = t.randn(b.md.num_tokens, 4, 128, device="cuda", dtype=t.bfloat16)
     sel = index_select.index_select_blocks(iq, b.index_cache, b.md, 16)
-    ref = sa.reference(q, b.kv_cache, sel, b.md, 128**-0.5)
+    ref = sa.reference(q.float(), b.kv_cache, sel, b.md, 128**-0.5)
     for tt in (4, 8):
         plan = sa.prefill_plan(sel, b.md, 16, tt)
         out = sa.sparse_attention_prefill_planned(
