@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
-from m3agent.tools.frontmatter import definition_files, parse
+from m3agent.tools.frontmatter import COMMAND_NAME, definition_files, parse
 from m3agent.tools.skills import Skill
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _POSITIONAL = re.compile(r"\$([1-9])")
 
 
@@ -82,7 +81,7 @@ def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tupl
     for root, path in definition_files(dirs, "**/*.md"):
         rel = path.relative_to(root).with_suffix("")
         name = ":".join(rel.parts)
-        if not _NAME.match(name):
+        if not COMMAND_NAME.match(name):
             problems.append(f"{path}: {name!r} is not a command name")
             continue
         try:

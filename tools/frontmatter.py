@@ -13,6 +13,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The names a definition file may give itself. A command's or skill's becomes `/NAME` in the
+# `/` menu (a command in a subfolder is `folder:name`); an agent's is lowercase, as in Claude
+# Code, since the model spells it in the task tool's arguments.
+COMMAND_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+AGENT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
 
 @dataclass(frozen=True, slots=True)
 class Document:

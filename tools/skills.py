@@ -7,7 +7,6 @@ prompt, so loading a skill never rewrites anything the prefix cache holds.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +14,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
-from .frontmatter import definition_files, parse, read_named
+from .frontmatter import COMMAND_NAME, definition_files, parse, read_named
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 _MAX_FILES_LISTED = 50
 
 
@@ -33,7 +31,7 @@ def discover_skills(roots: Iterable[Path]) -> tuple[tuple[Skill, ...], tuple[str
     found: dict[str, Skill] = {}
     problems: list[str] = []
     for _, skill_md in definition_files(roots, "*/SKILL.md"):
-        got = read_named(skill_md, skill_md.parent.name, _NAME)
+        got = read_named(skill_md, skill_md.parent.name, COMMAND_NAME)
         if isinstance(got, str):
             why = got or "needs a name and a description in its frontmatter"
             problems.append(f"{skill_md}: {why}")

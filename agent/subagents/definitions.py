@@ -12,15 +12,13 @@ You are a careful reviewer ...    # its instructions
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
-from m3agent.tools.frontmatter import definition_files, read_named
+from m3agent.tools.frontmatter import AGENT_NAME, definition_files, read_named
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 DEFAULT_MAX_TURNS = 12
 
 
@@ -47,7 +45,7 @@ def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, 
     found: dict[str, AgentDef] = {GENERAL.name: GENERAL}
     problems: list[str] = []
     for _, path in definition_files(dirs, "*.md"):
-        got = read_named(path, path.stem, _NAME)
+        got = read_named(path, path.stem, AGENT_NAME)
         if isinstance(got, str):
             why = got or "an agent needs a lowercase name and a description"
             problems.append(f"{path}: {why}")
