@@ -258,10 +258,21 @@ class EngineInfo:
 
 @dataclass(frozen=True, slots=True)
 class EngineStats:
+    """Totals over finished requests (an engine's since it started, a TUI session's for /cost)."""
+
     requests: int = 0
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     generated_tokens: int = 0
+
+    def plus(self, usage: Usage) -> EngineStats:
+        """These totals with one more finished request's usage."""
+        return EngineStats(
+            requests=self.requests + 1,
+            prompt_tokens=self.prompt_tokens + usage.prompt_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + usage.cached_prompt_tokens,
+            generated_tokens=self.generated_tokens + usage.generated_tokens,
+        )
 
 
 # ---- errors -------------------------------------------------------------------------------

@@ -74,13 +74,7 @@ class StatsCounter:
 
     def add(self, usage: Usage) -> None:
         with self._lock:
-            s = self._stats
-            self._stats = EngineStats(
-                requests=s.requests + 1,
-                prompt_tokens=s.prompt_tokens + usage.prompt_tokens,
-                cached_prompt_tokens=s.cached_prompt_tokens + usage.cached_prompt_tokens,
-                generated_tokens=s.generated_tokens + usage.generated_tokens,
-            )
+            self._stats = self._stats.plus(usage)
 
     def get(self) -> EngineStats:
         with self._lock:
