@@ -108,15 +108,10 @@ def register(app: typer.Typer) -> None:
         cwd: Path = typer.Option(Path("."), "--cwd", help="Repository (default: here)."),
         budget: int | None = typer.Option(None, "--budget", help="Token budget of the snapshot."),
         files: bool = typer.Option(False, "--files", help="Text: list every file, not a summary."),
-        engine: str | None = typer.Option(
-            None, "--engine", help="The session's backend: native|vllm|remote|scripted."
-        ),
-        model: str | None = typer.Option(
-            None, "--model", help="Model directory (native, vllm) or served model name (remote)."
-        ),
-        base_url: str | None = typer.Option(
-            None, "--base-url", help="OpenAI-compatible server URL (remote): its max_model_len."
-        ),
+        # the session's engine, as `run` takes it: its tokenizer and context length
+        engine: flags.Engine = None,
+        model: flags.Model = None,
+        base_url: flags.BaseUrl = None,
         quiet: bool = typer.Option(
             False, "--quiet", "-q", help="No progress on stderr while the snapshot is built."
         ),

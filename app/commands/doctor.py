@@ -18,9 +18,7 @@ def register(app: typer.Typer) -> None:
     def doctor(
         as_json: flags.JsonReport = False,
         cwd: Path = typer.Option(Path("."), "--cwd", help="Workspace to judge the policy for."),
-        sandbox: str | None = typer.Option(
-            None, "--sandbox", help="read-only|workspace-write|full-access (default: settings)."
-        ),
+        sandbox: flags.Sandbox = None,
         network: bool = typer.Option(False, "--network", help="Judge a policy with network on."),
         mcp: bool = typer.Option(True, "--mcp/--no-mcp", help="Start and check MCP servers."),
         without: list[str] = typer.Option(
@@ -29,18 +27,14 @@ def register(app: typer.Typer) -> None:
             help="Judge as if this layer were unavailable (repeatable), e.g. "
             "--without bwrap for a machine where user namespaces are restricted.",
         ),
-        engine: str | None = typer.Option(
-            None, "--engine", help="Check this engine (default: settings): native|vllm|remote."
-        ),
-        model: str | None = typer.Option(
-            None, "--model", help="Check this model (native: can this machine run it, how)."
-        ),
-        expert_form: str | None = typer.Option(
-            None, "--expert-form", help="native M3: plan the experts in host memory as this."
-        ),
+        # the engine to check, as `run` takes it (native: can this machine run the model, how)
+        engine: flags.Engine = None,
+        model: flags.Model = None,
+        expert_form: flags.ExpertForm = None,
     ) -> None:
         """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you;
-        check the configured engine (torch/CUDA, model directory vs GPU memory, server)."""
+        check the configured engine, or the one -e/-m name (torch/CUDA, model directory vs GPU
+        memory, server)."""
         import json
         import shutil
         import sys
