@@ -13,6 +13,8 @@ from m3agent.engine.api import Message, ToolCall
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from sandbox_support import unprobed
 
+from ..support.conversation import tool_round
+
 
 @pytest.mark.parametrize(
     ("policy", "mutates", "mode", "expected"),
@@ -57,16 +59,15 @@ def test_log_round_trip_and_torn_last_line(tmp_path: Path):
     c = Conversation.create(d, cwd="/w", engine="scripted", model="m")
     msgs = [
         Message("system", "s"),
-        Message("user", "héllo"),
-        Message(
-            "assistant",
-            "ok",
+        *tool_round(
+            "héllo",
+            ToolCall("c1", "shell", {"command": "ls"}),
+            "a\nb",
+            text="ok",
             reasoning="r",
-            tool_calls=(ToolCall("c1", "shell", {"command": "ls"}),),
             thinking_mode="enabled",
             raw_text="r</mm:think>ok...",
         ),
-        Message("tool", "a\nb", tool_call_id="c1", name="shell"),
     ]
     for m in msgs:
         c.append(m)

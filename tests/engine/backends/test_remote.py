@@ -20,6 +20,8 @@ from m3agent.engine.api import (
 )
 from m3agent.engine.backends.remote import RemoteEngine
 
+from ...support.conversation import tool_round
+
 NS = "]<]minimax[>["
 SHELL = {
     "type": "function",
@@ -113,14 +115,12 @@ def test_streams_reasoning_content_tool_calls_and_cached_usage(server, wire):
     )
     history = (
         Message("system", "be brief"),
-        Message("user", "hi"),
-        Message(
-            "assistant",
-            "",
+        *tool_round(
+            "hi",
+            ToolCall("c0", "run_shell", {"command": "ls"}),
+            "a.py",
             reasoning="think",
-            tool_calls=(ToolCall("c0", "run_shell", {"command": "ls"}),),
         ),
-        Message("tool", "a.py", tool_call_id="c0", name="run_shell"),
         Message("user", "again"),
     )
     engine = RemoteEngine(server.url, "m3", api_key="sk-test", retries=0)

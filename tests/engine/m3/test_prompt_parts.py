@@ -10,20 +10,17 @@ from m3agent.engine.m3.chat_template import render_prompt, render_prompt_parts
 from m3agent.engine.m3.tokenizer import M3Tokenizer
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from ...support.conversation import tool_round
+
 MODES = ("enabled", "disabled", "adaptive")
 
 
 def test_parts_join_to_the_prompt(spec_tools):
     msgs = [
         Message("system", "sys"),
-        Message("user", "u"),
-        Message(
-            "assistant",
-            "a",
-            reasoning="r",
-            tool_calls=(ToolCall("1", "run_shell", {"command": "ls"}),),
+        *tool_round(
+            "u", ToolCall("1", "run_shell", {"command": "ls"}), "out", text="a", reasoning="r"
         ),
-        Message("tool", "out", tool_call_id="1"),
     ]
     for mode in MODES:
         parts = render_prompt_parts(msgs, spec_tools, mode)
