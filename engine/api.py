@@ -202,17 +202,26 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
+class TokenCounts:
+    """Prompt tokens (cached_prompt_tokens of them came from the prefix cache) and generated
+    tokens: of one engine call (Usage), or summed over many (EngineStats)."""
+
     prompt_tokens: int = 0
     cached_prompt_tokens: int = 0
     generated_tokens: int = 0
-    time_to_first_token_s: float | None = None
-    total_time_s: float | None = None
-    cache_miss_reason: str | None = None  # e.g. "engine restarted", "snapshot refreshed"
 
     @property
     def recomputed_prompt_tokens(self) -> int:
         return self.prompt_tokens - self.cached_prompt_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(TokenCounts):
+    """One engine call's token counts and timings."""
+
+    time_to_first_token_s: float | None = None
+    total_time_s: float | None = None
+    cache_miss_reason: str | None = None  # e.g. "engine restarted", "snapshot refreshed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,13 +266,10 @@ class EngineInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class EngineStats:
+class EngineStats(TokenCounts):
     """Totals over finished requests (an engine's since it started, a TUI session's for /cost)."""
 
     requests: int = 0
-    prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    generated_tokens: int = 0
 
     def plus(self, usage: Usage) -> EngineStats:
         """These totals with one more finished request's usage."""

@@ -23,17 +23,12 @@ def register(app: typer.Typer) -> None:
         model: flags.Model = None,
         base_url: flags.BaseUrl = None,
         script: flags.Script = None,
-        approval: str | None = typer.Option(
-            None,
-            "--approval",
-            "-a",
-            metavar="POLICY",
-            help="untrusted, on-request or never (the editor answers the requests).",
-        ),
+        approval: flags.Approval = None,
         sandbox: flags.Sandbox = None,
         no_context: flags.NoContext = False,
     ) -> None:
-        """Speak ACP over stdio (Zed, JetBrains): one warm engine for every editor session."""
+        """Speak ACP over stdio (Zed, JetBrains): one warm engine for every editor session; the
+        editor answers the approval requests."""
         import asyncio
         import sys
 
