@@ -6,6 +6,9 @@ was cut, so the model knows to look further (read_file, a narrower grep) instead
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
+
+from .base import ToolResult
 
 # What the model sees of a diff (edit_file, apply_patch); the change itself is never cut.
 DIFF_LINES = 200
@@ -106,3 +109,21 @@ def cut_middle(text: str, max_chars: int = RESULT_CHARS) -> tuple[str, bool]:
         f"{text[:half]}\n[result cut: {cut:,} characters left out of {len(text):,} here]\n"
         f"{text[-half:]}"
     ), True
+
+
+def cut_result(result: ToolResult, max_chars: int = RESULT_CHARS) -> ToolResult:
+    """`result` with its output cut as cut_middle cuts it, marked `truncated`. Its images keep
+    their places in the text: one in the kept head stays where it was, one in the kept tail
+    moves with that text, one in the part cut out goes with it."""
+    text, cut = cut_middle(result.output, max_chars)
+    if not cut:
+        return result
+    old, half = len(result.output), max_chars // 2
+    shift = len(text) - old
+    media = tuple(
+        (kind, path, off if off <= half else off + shift)
+        for kind, path, off in result.media
+        if off <= half or off >= old - half
+    )
+    meta = {**result.metadata, "truncated": True}
+    return replace(result, output=text, metadata=meta, media=media)

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
-from .bounds import cut_middle, preview_text
+from .bounds import cut_result, preview_text
 from .paths import PathDenied, shown_name
 
 
@@ -145,11 +145,10 @@ def _bounded(result: ToolResult) -> ToolResult:
     output = shown_name(result.output)
     meta = _escaped(result.metadata)
     if output is not result.output or meta is not result.metadata:
-        result = replace(result, output=output, metadata=meta)
-    text, cut = cut_middle(output)
-    if not cut:
-        return result
-    return ToolResult(text, result.is_error, {**result.metadata, "truncated": True})
+        # an escaped byte takes four characters: an image after it moves with its text
+        media = tuple((k, p, len(shown_name(result.output[:off]))) for k, p, off in result.media)
+        result = replace(result, output=output, metadata=meta, media=media)
+    return cut_result(result)
 
 
 def _escaped(value: Any) -> Any:

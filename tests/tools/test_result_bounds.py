@@ -147,22 +147,59 @@ def test_read_file_does_not_block_on_a_fifo(ws):
     assert result[0].is_error and "not a regular file" in result[0].output
 
 
-class _Flood(Tool):
-    name = "flood"
-    description = "returns a lot"
+class _Fixed(Tool):
+    """A tool that returns the one result it was made with, whatever its arguments."""
+
+    description = "returns a fixed result"
 
     class Args(BaseModel):
         pass
 
+    def __init__(self, name: str, result: ToolResult) -> None:
+        self.name, self._result = name, result
+
     def run(self, args, ctx):
-        return ToolResult("a" * 3_000_000 + "END")
+        return self._result
+
+
+def _dispatched(ws, result: ToolResult) -> ToolResult:
+    """`result` as Toolset.dispatch hands it on (the last net applied)."""
+    return Toolset([_Fixed("fixed", result)]).dispatch("fixed", {}, ToolContext(cwd=ws))
 
 
 def test_the_toolset_bounds_any_tool(ws):
-    r = Toolset([_Flood()]).dispatch("flood", {}, ToolContext(cwd=ws))
+    r = _dispatched(ws, ToolResult("a" * 3_000_000 + "END"))
     assert len(r.output) < bounds.RESULT_CHARS + 200
     assert "[result cut: " in r.output and r.output.endswith("END")
     assert r.metadata["truncated"]
+
+
+def test_a_cut_result_keeps_the_images_whose_text_it_keeps(ws):
+    """The last net cuts the middle of a long result: an image whose caption stays in the head
+    or the tail stays, just after its caption (offsets past the cut move with the text); the
+    one in the part cut out goes with it. (It used to drop every image of a cut result.)"""
+    filler = "x" * bounds.RESULT_CHARS
+    text, media = "", []
+    for caption, before in (("[head]", "intro "), ("[middle]", filler), ("[tail]", filler)):
+        text += before + caption
+        media.append(("image", f"/m/{caption[1:-1]}.png", len(text)))
+    assert len(text) > bounds.RESULT_CHARS  # control: a result the net must cut
+    r = _dispatched(ws, ToolResult(text + " end", media=tuple(media)))
+    assert r.metadata["truncated"] and "[result cut: " in r.output
+    assert "[middle]" not in r.output
+    assert [path for _, path, _ in r.media] == ["/m/head.png", "/m/tail.png"]
+    for (_, path, off), caption in zip(r.media, ("[head]", "[tail]"), strict=True):
+        assert r.output[off - len(caption) : off] == caption, path
+
+
+def test_escaped_bytes_move_the_images_after_them(ws):
+    """A non-UTF-8 byte (a lone surrogate) is written as four characters (\\xNN): an image
+    after it moves with its caption."""
+    text = "file b\udcffad.png [pic]"
+    r = _dispatched(ws, ToolResult(text, media=(("image", "/m/pic.png", len(text)),)))
+    assert "\\xff" in r.output
+    ((_, _, off),) = r.media
+    assert r.output[:off].endswith("[pic]")
 
 
 def test_the_model_is_not_resent_a_whole_diff(ws, tmp_path):

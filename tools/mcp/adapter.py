@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
-from ..bounds import preview_text
+from ..bounds import cut_result, preview_text
 from ..json_types import JSONObject, JSONValue
 from .hub import McpCancelled, McpHub
 from .state import McpCallError
@@ -216,18 +216,13 @@ def render_result(result: CallToolResult, server: str, media_dir: Path | None) -
     if links:
         meta["resource_links"] = links
     text = "\n".join(rows) if rows else "(no content)"
-    bounded = _bounded(text, bool(result.is_error), meta)
-    if not shown or bounded.metadata.get("truncated"):
-        return bounded  # a cut result keeps its text notes only (offsets would not hold)
     media, pos = [], 0
     for i, row in enumerate(rows):
         pos += len(row)
         if i in shown:
             media.append(("image", shown[i], pos))  # right after the row that names it
         pos += 1  # the newline
-    return ToolResult(
-        bounded.output, is_error=bounded.is_error, metadata=bounded.metadata, media=tuple(media)
-    )
+    return _bounded(text, bool(result.is_error), meta, tuple(media))
 
 
 def _same_json(text: str, value: JSONValue) -> bool:
@@ -272,13 +267,9 @@ def _binary(
     )
 
 
-def _bounded(text: str, is_error: bool, meta: dict[str, Any]) -> ToolResult:
-    if len(text) > MAX_OUTPUT_CHARS:
-        half = MAX_OUTPUT_CHARS // 2
-        cut = len(text) - 2 * half
-        text = (
-            text[:half] + f"\n[... {cut} characters of the MCP result cut; "
-            f"{len(text)} in all ...]\n" + text[-half:]
-        )
-        meta = {**meta, "truncated": True}
-    return ToolResult(text, is_error=is_error, metadata=meta)
+def _bounded(
+    text: str, is_error: bool, meta: dict[str, Any], media: tuple[tuple[str, str, int], ...] = ()
+) -> ToolResult:
+    """The result, cut to MAX_OUTPUT_CHARS where it is longer (an image keeps its place)."""
+    result = ToolResult(text, is_error=is_error, metadata=meta, media=media)
+    return cut_result(result, MAX_OUTPUT_CHARS)

@@ -147,6 +147,12 @@ SERVER = SERVER.replace(
         return [t.TextContent(type="text", text="the photo"),
                 t.ImageContent(type="image", data="{_red_png_b64()}", mime_type="image/png")]
 
+    @s.tool()
+    def big_photo(n: int) -> list:
+        """n characters of text, then the PNG: the cut leaves the image at its note."""
+        return [t.TextContent(type="text", text="z" * n),
+                t.ImageContent(type="image", data="{_red_png_b64()}", mime_type="image/png")]
+
     ''').lstrip("\n")
     + '@s.resource("mem://report")',
     1,

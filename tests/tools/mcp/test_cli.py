@@ -104,5 +104,5 @@ def test_doctor_starts_and_checks_the_servers(home, repo, server):
     assert demo["state"] == "ready" and "add" in demo["tools"]
     assert ghost["state"] == "failed" and "No such file or directory" in ghost["detail"]
     r = m3("doctor", "--cwd", str(repo), cwd=repo, home=home)
-    assert "mcp        demo: ok, 13 tools" in r.stdout
+    assert "mcp        demo: ok, 14 tools" in r.stdout
     assert "mcp        ghost: failed:" in r.stdout

@@ -25,6 +25,7 @@ def test_tools_are_listed_called_and_answered(
         "mcp__demo__add",
         "mcp__demo__pic",
         "mcp__demo__photo",
+        "mcp__demo__big_photo",
         "mcp__demo__grow",
         "mcp__demo__crash",
         "mcp__demo__die_soon",
@@ -151,7 +152,23 @@ def test_output_is_bounded(home, repo, server, user_config, stdio_config, open_s
     events, _ = drive(session, "big")
     (big,) = finished(events)
     assert big.metadata["truncated"] is True
-    assert len(big.output) < 101_000 and "characters of the MCP result cut" in big.output
+    assert len(big.output) < 101_000 and "[result cut: " in big.output
+
+
+def test_a_cut_result_keeps_its_image_at_its_note(
+    home, repo, server, user_config, stdio_config, open_session, drive
+):
+    """A long text block, then an image: the middle of the text is cut, and the image (in the
+    kept tail) still reaches the model right after its own note. It used to be dropped."""
+    user_config(stdio_config("demo", server))
+    script = [calls(invoke("mcp__demo__big_photo", n=300_000)), answer("red")]
+    session = open_session(load_settings(), repo, script)
+    events, done = drive(session, "look")
+    assert done.reason == "done"
+    tool = [m for m in session.messages if m.role == "tool"][0]
+    assert len(tool.content) < 101_000 and "[result cut: " in tool.content
+    assert [p.kind for p in tool.media] == ["image"]
+    assert tool.content[: tool.media[0].offset].endswith("]")
 
 
 def test_interrupt_cancels_the_call_on_the_server(

@@ -72,7 +72,7 @@ async def test_slash_mcp_lists_servers_state_and_tools(
         await send(pilot, "/mcp")
         await pilot.pause(0.2)
         notices = "\n".join(str(n.render()) for n in main.query(NoticeView))
-        assert "demo  ready" in notices and "tools: add, pic, photo, grow" in notices
+        assert "demo  ready" in notices and "tools: add, pic, photo, big_photo, grow" in notices
         assert "ghost  failed: " in notices and "No such file or directory" in notices
         assert "/mcp reload" in notices
         (card,) = main.query(ToolCard)
