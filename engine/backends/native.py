@@ -4,6 +4,12 @@ One background thread owns the LLMEngine and runs its step loop; requests and ab
 through a thread-safe command queue, and each request's outputs travel back to the caller's
 event loop through an asyncio.Queue. The chat layer (prompt rendering, M3 output parsing) runs
 on the caller's side, so the engine thread does nothing but tokens.
+
+Which process holds it: `m3agent serve` does (app/serve). `m3agent run --engine native` and the
+TUI do not, by default: they start or reuse a background `m3agent serve` of the model
+(app/warm.py, chosen in app/engine_build.py) and talk to it through the remote backend
+(backends/remote.py), so the prefix cache outlives each run. Only `--in-process` (config
+`warm = false`) and the tests build this class in the agent's own process.
 """
 
 from __future__ import annotations
