@@ -18,7 +18,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 
 class ThinkingMode(StrEnum):
-    """How the model thinks in a turn: always, never, or when the model decides."""
+    """How the model thinks in a turn: always, never, or when the model decides.
+
+    A session names a mode in three places, each for its own job: `thinking_default` (the
+    agent's config and Session: the mode of a turn that names none; settings `thinking`,
+    `--thinking`, ctrl+t), `ChatRequest.thinking_mode` (this turn's, rendered in the generation
+    prefix only) and `ChatRequest.session_thinking_mode` (the one written into the system
+    block: fixed for the session, so switching per turn never rewrites cached tokens)."""
 
     ENABLED = "enabled"
     DISABLED = "disabled"
