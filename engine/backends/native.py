@@ -85,13 +85,11 @@ class NativeEngine:
         media: NativeMedia | None = None,  # when the engine has a vision tower
     ) -> None:
         self._engine = engine
-        self._tokenizer = tokenizer
         self._model_name = model_name
         self._extra_stops = extra_stop_token_ids
         self._media = media
         self._commands: queue.SimpleQueue[_Add | _Abort | _Stop] = queue.SimpleQueue()
         self._sinks: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[_SinkItem]]] = {}
-        self._template = template  # tests render with it to compare prompts
         self._chat = ChatLayer(tokenizer, template)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="m3agent-native-engine", daemon=True)

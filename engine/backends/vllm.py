@@ -87,8 +87,6 @@ class VllmEngine:
         self._vllm = vllm
         self.plan = plan
         self._model_name = model_name
-        self._template = template
-        self._tokenizer = tokenizer
         self._media_config = media_config
         self._aborted: set[str] = set()
         self._abort_events: dict[str, asyncio.Event] = {}
@@ -163,7 +161,7 @@ class VllmEngine:
         vllm_prompt: dict[str, Any] = {"prompt_token_ids": ids}
         items = media_items(request.messages, self.plan, self._model_name, self._media_config)
         # vLLM counts the prompt after each placeholder has grown into its vision tokens.
-        expanded = expanded_len(ids, items, self._tokenizer.encode_text)
+        expanded = expanded_len(ids, items, self._chat.tokenizer.encode_text)
         check_prompt_len(expanded, self.plan.max_model_len)
         if items:
             from ..m3.media.vllm_data import to_vllm_multimodal_data

@@ -129,7 +129,7 @@ def test_one_placeholder_per_media_item(engine, vllm, tmp_path, monkeypatch):
     from m3agent.engine.m3 import chat
 
     real_encode = chat.ChatLayer.encode
-    image_id = engine._tokenizer.token_to_id("]<]image[>[")
+    image_id = engine._chat.tokenizer.token_to_id("]<]image[>[")
     monkeypatch.setattr(
         chat.ChatLayer,
         "encode",

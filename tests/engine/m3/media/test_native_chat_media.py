@@ -80,8 +80,8 @@ def _run(engine, request):
 
 def _text_ids(engine, messages):
     """Prompt ids as rendered, before expansion: one placeholder id per attachment."""
-    parts = render_prompt_parts(list(messages), [], "disabled", template=engine._template)
-    return engine._tokenizer.encode_parts(parts)
+    parts = render_prompt_parts(list(messages), [], "disabled", template=engine._chat.template)
+    return engine._chat.tokenizer.encode_parts(parts)
 
 
 def test_image_and_video_answer_with_exact_prompt_tokens(engine, tmp_path, make_video):
@@ -96,7 +96,7 @@ def test_image_and_video_answer_with_exact_prompt_tokens(engine, tmp_path, make_
     ]
     text, usage = _run(engine, _request("av", msgs))
     assert usage is not None and usage.usage.generated_tokens == 4
-    tok = engine._tokenizer
+    tok = engine._chat.tokenizer
     ids = VisionTokenIds.from_vocab(tok.token_to_id)
     base = _text_ids(engine, msgs)
     assert base.count(ids.image) == 1 and base.count(ids.video) == 1
@@ -120,7 +120,7 @@ def test_same_image_next_turn_hits_prefix_cache_other_image_misses(engine, tmp_p
     turn2 = [turn1(a), Message("assistant", answer or "ok"), Message("user", "And the colours?")]
     _, second = _run(engine, _request("t2", turn2))
     assert engine._media.cache.hits == hits_before + 1  # not decoded again
-    ids = VisionTokenIds.from_vocab(engine._tokenizer.token_to_id)
+    ids = VisionTokenIds.from_vocab(engine._chat.tokenizer.token_to_id)
     start = _text_ids(engine, turn2).index(ids.image)  # first vision token is start + 1
     image_end = start + 1 + 6  # the end wrapper; 60x90 -> 56x84: 4x6 patches, 6 tokens
     # Every block up to the one holding the image's end is reused (turn 1 ran past it).
@@ -204,7 +204,7 @@ def test_per_request_limits_are_one_clear_error(engine, tmp_path):
     from m3agent.engine.m3.media import MediaLimits
 
     media = NativeMedia(
-        engine._media.ids, engine._tokenizer.encode, limits=MediaLimits(max_images=1)
+        engine._media.ids, engine._chat.tokenizer.encode, limits=MediaLimits(max_images=1)
     )
     img = _png(tmp_path / "l.png", (7, 7, 7))
     msgs = [
@@ -285,6 +285,6 @@ def test_an_image_in_a_tool_result_is_expanded_like_an_attachment(engine, tmp_pa
     ]
     text, usage = _run(engine, _request("tool-img", msgs))
     base = _text_ids(engine, msgs)
-    ids = VisionTokenIds.from_vocab(engine._tokenizer.token_to_id)
+    ids = VisionTokenIds.from_vocab(engine._chat.tokenizer.token_to_id)
     assert base.count(ids.image) == 1
     assert usage is not None and usage.usage.prompt_tokens == len(base) - 1 + 1 + 16 + 1
