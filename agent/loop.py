@@ -29,37 +29,6 @@ from .turn_state import LoopDeps, TurnControl
 
 
 @dataclass(slots=True)
-class _Usage:
-    prompt: int = 0
-    cached: int = 0
-    generated: int = 0
-    ttft: float | None = None
-    total: float = 0.0
-    last: api.Usage | None = None
-    miss_reason: str | None = None  # the first cache miss reason of the turn
-
-    def add(self, u: api.Usage) -> None:
-        self.miss_reason = self.miss_reason or u.cache_miss_reason
-        self.prompt += u.prompt_tokens
-        self.cached += u.cached_prompt_tokens
-        self.generated += u.generated_tokens
-        if self.ttft is None and u.time_to_first_token_s is not None:
-            self.ttft = u.time_to_first_token_s
-        self.total += u.total_time_s or 0.0
-        self.last = u
-
-    def freeze(self) -> api.Usage:
-        return api.Usage(
-            self.prompt,
-            self.cached,
-            self.generated,
-            self.ttft,
-            self.total or None,
-            self.miss_reason,
-        )
-
-
-@dataclass(slots=True)
 class _Generation:
     """What one engine call produced so far (kept when an interrupt cuts it short)."""
 
@@ -140,7 +109,8 @@ async def run_turn(
     cfg = deps.config
     conv = deps.conversation
     started = time.monotonic()
-    usage = _Usage()
+    usage = api.Usage()  # the turn's engine calls, summed
+    last_usage: api.Usage | None = None
     answer = ""
     try:
         media = validate_attachments(op.media, cwd=deps.cwd) if op.media else ()
@@ -161,7 +131,7 @@ async def run_turn(
 
     def done(reason: StopReason) -> ev.TurnComplete:
         return ev.TurnComplete(
-            turn=turn, reason=reason, answer=answer, usage=usage.freeze(), last_usage=usage.last
+            turn=turn, reason=reason, answer=answer, usage=usage, last_usage=last_usage
         )
 
     gen: _Generation | None = None
@@ -199,7 +169,7 @@ async def run_turn(
             answer = msg.content
             if finished is not None:
                 u = finished.usage if deps.cache is None else deps.cache.annotate(finished.usage)
-                usage.add(u)
+                usage, last_usage = usage.then(u), u
                 await deps.emit(
                     ev.ModelRequestFinished(usage=u, finish_reason=finished.finish_reason)
                 )

@@ -229,6 +229,22 @@ class Usage(TokenCounts):
     total_time_s: float | None = None
     cache_miss_reason: str | None = None  # e.g. "engine restarted", "snapshot refreshed"
 
+    def then(self, later: Usage) -> Usage:
+        """This usage followed by `later`'s, as one (a turn's engine calls): tokens and time
+        summed, the first time to first token and the first cache-miss reason kept."""
+        first_token = self.time_to_first_token_s
+        total = (self.total_time_s or 0.0) + (later.total_time_s or 0.0)
+        return Usage(
+            prompt_tokens=self.prompt_tokens + later.prompt_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens + later.cached_prompt_tokens,
+            generated_tokens=self.generated_tokens + later.generated_tokens,
+            time_to_first_token_s=later.time_to_first_token_s
+            if first_token is None
+            else first_token,
+            total_time_s=total or None,
+            cache_miss_reason=self.cache_miss_reason or later.cache_miss_reason,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class UsageDelta:
