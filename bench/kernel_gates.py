@@ -8,15 +8,14 @@ from common import rand_cache, random_selection
 from m3agent.engine.native.kernels import index_select
 from m3agent.engine.native.kernels import sparse_attention as sa
 from m3agent.engine.native.kernels.checks import check_selection, rel_error
+from m3agent.engine.native.layers.msa import index_selection_keys
 
 
 def selection_gate(label: str, md, cache: torch.Tensor, iq: torch.Tensor, topk: int) -> dict:
-    """index_select_blocks against the reference's block scores and selection."""
+    """index_select_blocks against the reference's selection and the keys it ranks."""
     sel = index_select.index_select_blocks(iq, cache, md, topk)
-    rs = index_select.reference_scores(iq, cache, md)
-    chk = check_selection(
-        sel, index_select.reference_select_from_scores(rs, topk), rs, md.positions
-    )
+    keys = index_selection_keys(iq, cache, md)
+    chk = check_selection(sel, index_select.reference(iq, cache, md, topk), keys, md.positions)
     if not chk.ok:
         raise SystemExit(f"{label} correctness gate failed: {chk}")
     return {"gate_rows": chk.rows, "gate_ok": True}

@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from ..core.attention_metadata import AttentionMetadata
 
 FP8_DTYPES = (torch.float8_e4m3fn,)
 # log2(e): the kernels run the softmax in base 2 (exp2), as SPEC 2.5 says vLLM's do.
@@ -62,15 +62,6 @@ def query_tile_plan(
         return True, (qsl, qsl, qsl), md.num_reqs
     tiles = query_tiles(md, block_t, device)
     return False, tiles, tiles[0].shape[0]
-
-
-def gather_request_index(
-    index_cache: torch.Tensor, block_table: torch.Tensor, seq_len: int
-) -> torch.Tensor:
-    """Contiguous index keys [seq_len, Di] (fp32) of one request: reference paths only."""
-    nb = (seq_len + BLOCK_SIZE - 1) // BLOCK_SIZE
-    pages = block_table[:nb].long()
-    return index_cache[pages].float().reshape(nb * BLOCK_SIZE, -1)[:seq_len]
 
 
 @triton.jit

@@ -15,6 +15,7 @@ import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE
 from ..layers.norm import gemma_rms_norm
+from ..layers.rope import rotate_neox
 from .insert import reference_insert_index, reference_insert_kv
 
 
@@ -215,15 +216,10 @@ def _ref_norm_rope(
     positions: torch.Tensor,
     eps: float,
 ) -> torch.Tensor:
-    y = gemma_rms_norm(x.float(), w, eps)  # the layers' norm, in fp32
-    rot = cos_sin_cache.shape[1]
-    half = rot // 2
-    cs = cos_sin_cache[positions.long()].float()
-    cos, sin = cs[:, None, :half], cs[:, None, half:]
-    x1, x2 = y[..., :half].clone(), y[..., half:rot].clone()
-    y[..., :half] = x1 * cos - x2 * sin
-    y[..., half:rot] = x2 * cos + x1 * sin
-    return y
+    """The layers' norm and rotation (layers/norm.py, layers/rope.py), kept in fp32 between
+    them as the kernel keeps them; cos_sin_cache rows are cos | sin."""
+    cos, sin = cos_sin_cache[positions.long()].float().chunk(2, dim=-1)
+    return rotate_neox(gemma_rms_norm(x.float(), w, eps), cos, sin)
 
 
 def reference(

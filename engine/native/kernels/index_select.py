@@ -18,10 +18,11 @@ import triton
 import triton.language as tl
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .common import gather_request_index, next_pow2, query_tile_plan, tile_rows
+from ..layers.msa import index_queries
+from ..layers.msa import index_select_blocks as torch_index_select_blocks
+from .common import next_pow2, query_tile_plan, tile_rows
+from .topk import reference as reference_topk
 from .topk import topk_blocks
-
-NEG_INF = float("-inf")
 
 
 @triton.jit
@@ -118,14 +119,6 @@ def _index_score_kernel(
     )
 
 
-def _as_index_dtype(iq: torch.Tensor, index_cache: torch.Tensor) -> torch.Tensor:
-    """The index queries to score an e4m3 index cache with: quantised to e4m3 too (saturated
-    to +-448), as vLLM's fused op does; any other cache scores iq as it is."""
-    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
-        return iq.float().clamp(-448.0, 448.0).to(index_cache.dtype)
-    return iq
-
-
 def _num_sms(device: torch.device) -> int:
     if device.type != "cuda":
         return 4
@@ -148,7 +141,7 @@ def index_scores(
     scores = torch.empty((t, h, nb), dtype=torch.float32, device=iq.device)
     if t == 0:
         return scores
-    iq = _as_index_dtype(iq, index_cache)
+    iq = index_queries(iq, index_cache)  # e4m3 queries for an e4m3 cache
     max_q = max(md.query_lens_cpu)
     if block_t is None:
         # decode: all of a request's rows in one tile (>= 16 rows for the tensor cores);
@@ -202,18 +195,7 @@ def select_from_scores(scores: torch.Tensor, topk: int) -> torch.Tensor:
     (the Triton row kernel on CUDA, torch.topk elsewhere)."""
     if scores.is_cuda:
         return topk_blocks(scores, topk)
-    return reference_select_from_scores(scores, topk)
-
-
-def reference_select_from_scores(scores: torch.Tensor, topk: int) -> torch.Tensor:
-    t, h, nb = scores.shape
-    k = min(topk, nb)
-    vals, idx = torch.topk(scores, k, dim=-1)
-    idx = torch.where(vals == NEG_INF, -1, idx).to(torch.int32)
-    if k < topk:
-        pad = torch.full((t, h, topk - k), -1, dtype=torch.int32, device=scores.device)
-        idx = torch.cat([idx, pad], dim=-1)
-    return idx
+    return reference_topk(scores, topk)
 
 
 def index_select_blocks(
@@ -232,48 +214,6 @@ def index_select_blocks(
     return select_from_scores(index_scores(iq, index_cache, md, init_blocks, local_blocks), topk)
 
 
-def reference_scores(
-    iq: torch.Tensor,
-    index_cache: torch.Tensor,
-    md: AttentionMetadata,
-    init_blocks: int = 0,
-    local_blocks: int = 1,
-) -> torch.Tensor:
-    """fp32 scores straight from SPEC 2.3 (fp8 inputs: the same e4m3 values, upcast)."""
-    t, h, _ = iq.shape
-    nb = md.block_tables.shape[1]
-    iq = _as_index_dtype(iq, index_cache)
-    out = torch.full((t, h, nb), NEG_INF, dtype=torch.float32, device=iq.device)
-    start = 0
-    for r, qlen in enumerate(md.query_lens_cpu):
-        seq = md.seq_lens_cpu[r]
-        ik = gather_request_index(index_cache, md.block_tables[r], seq)  # [L, Di]
-        pos = md.positions[start : start + qlen].long()
-        s = torch.einsum("thd,ld->thl", iq[start : start + qlen].float(), ik)
-        j = torch.arange(seq, device=iq.device)
-        s = s.masked_fill(j[None, None, :] > pos[:, None, None], NEG_INF)
-        nblk = (seq + BLOCK_SIZE - 1) // BLOCK_SIZE
-        s = torch.nn.functional.pad(s, (0, nblk * BLOCK_SIZE - seq), value=NEG_INF)
-        s = s.view(qlen, h, nblk, BLOCK_SIZE).amax(-1)
-        b = torch.arange(nblk, device=iq.device)
-        n = (pos // BLOCK_SIZE + 1)[:, None, None]
-        vis = b[None, None, :] < n
-        s = torch.where(vis, s, NEG_INF)
-        s = torch.where(vis & (b >= n - local_blocks), 1e29, s)
-        s = torch.where(vis & (b < init_blocks), 1e30, s)
-        out[start : start + qlen, :, :nblk] = s
-        start += qlen
-    return out
-
-
-def reference(
-    iq: torch.Tensor,
-    index_cache: torch.Tensor,
-    md: AttentionMetadata,
-    topk: int,
-    init_blocks: int = 0,
-    local_blocks: int = 1,
-) -> torch.Tensor:
-    return reference_select_from_scores(
-        reference_scores(iq, index_cache, md, init_blocks, local_blocks), topk
-    )
+# The torch reference, which is also the CPU path (the op table's index_select_blocks); a
+# kernel's selection is checked against its keys (msa.index_selection_keys), ties allowed.
+reference = torch_index_select_blocks

@@ -138,3 +138,15 @@ def topk_blocks(scores: torch.Tensor, topk: int) -> torch.Tensor:
             num_warps=8 if nbp >= 4096 else 4,
         )
     return out.view(*lead, topk)
+
+
+def reference(scores: torch.Tensor, topk: int) -> torch.Tensor:
+    """torch.topk with topk_blocks' contract: [..., topk] int32 ids, best first, -1 for a slot
+    past the row's finite scores (also the path off CUDA)."""
+    k = min(topk, scores.shape[-1])
+    vals, idx = torch.topk(scores, k, dim=-1)
+    idx = torch.where(vals == float("-inf"), -1, idx).to(torch.int32)
+    if k < topk:
+        pad = torch.full((*scores.shape[:-1], topk - k), -1, dtype=torch.int32, device=idx.device)
+        idx = torch.cat([idx, pad], dim=-1)
+    return idx

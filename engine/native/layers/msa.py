@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .attention import masked_gqa, query_chunks
+from .attention import FP8_MAX, masked_gqa, query_chunks
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).
@@ -28,11 +28,20 @@ def block_scores(iq: torch.Tensor, ik: torch.Tensor, pos: torch.Tensor) -> torch
     return s.view(t, h, n // BLOCK_SIZE, BLOCK_SIZE).amax(-1)
 
 
-def select_from_scores(
-    scores: torch.Tensor, pos: torch.Tensor, topk: int, init_blocks: int, local_blocks: int
+def index_queries(iq: torch.Tensor, index_cache: torch.Tensor) -> torch.Tensor:
+    """The index queries an index cache is scored with: an e4m3 cache's are quantised to e4m3
+    too (saturated to +-448), as vLLM's fused op and our kernel do; others score iq as it is."""
+    if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
+        return iq.float().clamp(-FP8_MAX, FP8_MAX).to(index_cache.dtype)
+    return iq
+
+
+def selection_keys(
+    scores: torch.Tensor, pos: torch.Tensor, init_blocks: int, local_blocks: int
 ) -> torch.Tensor:
-    """scores [t, H, nb] -> [t, H, topk] int32: forced blocks + best others, -1 padded."""
-    t, h, nb = scores.shape
+    """scores [t, H, nb] -> what the top-k ranks: the scores clamped to +-1e30, the forced
+    blocks (init, local) above every score, blocks past the query's position -inf."""
+    nb = scores.shape[-1]
     nvis = (pos // BLOCK_SIZE + 1)[:, None, None]  # [t, 1, 1]
     b = torch.arange(nb, device=scores.device)[None, None, :]
     key = torch.nan_to_num(
@@ -40,7 +49,16 @@ def select_from_scores(
     ).clamp(-_SCORE_CLAMP, _SCORE_CLAMP)
     key = torch.where(b < init_blocks, torch.full_like(key, _INIT_SCORE), key)
     key = torch.where(b >= nvis - local_blocks, torch.full_like(key, _LOCAL_SCORE), key)
-    key = torch.where(b < nvis, key, torch.full_like(key, float("-inf")))
+    return torch.where(b < nvis, key, torch.full_like(key, float("-inf")))
+
+
+def select_from_scores(
+    scores: torch.Tensor, pos: torch.Tensor, topk: int, init_blocks: int, local_blocks: int
+) -> torch.Tensor:
+    """scores [t, H, nb] -> [t, H, topk] int32: forced blocks + best others, -1 padded."""
+    t, h, nb = scores.shape
+    nvis = (pos // BLOCK_SIZE + 1)[:, None, None]  # [t, 1, 1]
+    key = selection_keys(scores, pos, init_blocks, local_blocks)
     k = min(topk, nb)
     idx = torch.topk(key, k, dim=-1).indices  # sorted: the visible blocks come first
     slot = torch.arange(k, device=scores.device)[None, None, :]
@@ -55,16 +73,35 @@ def index_select_blocks(
     index_cache: torch.Tensor,
     md: AttentionMetadata,
     topk: int,
-    init_blocks: int,
-    local_blocks: int,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
 ) -> torch.Tensor:
     """iq [T, H, Di] (normed, roped) -> [T, H, topk] int32 logical block ids per index head
     (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
     t_all, h, _ = iq.shape
     out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
     for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
-        scores = block_scores(iq[rows], ik, pos)
+        scores = block_scores(index_queries(iq[rows], index_cache), ik, pos)
         out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
+    return out
+
+
+def index_selection_keys(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
+) -> torch.Tensor:
+    """[T, H, blocks of the block table] fp32: the keys index_select_blocks ranks for each
+    query (selection_keys; -inf past a request's blocks). A kernel's selection is checked
+    against them (kernels/checks.py: a differing block must tie with the cut-off)."""
+    t_all, h, _ = iq.shape
+    nb = md.block_tables.shape[1]
+    out = torch.full((t_all, h, nb), float("-inf"), dtype=torch.float32, device=iq.device)
+    for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
+        scores = block_scores(index_queries(iq[rows], index_cache), ik, pos)
+        out[rows, :, : scores.shape[-1]] = selection_keys(scores, pos, init_blocks, local_blocks)
     return out
 
 

@@ -41,6 +41,18 @@ def _yarn_inv_freq(
     return base_inv / rs.factor * (1 - extrapolation) + base_inv * extrapolation
 
 
+def rotate_neox(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [T, H, head_dim], cos and sin [T, rotary_dim // 2] -> a rotated copy in x's dtype (the
+    maths in fp32): the first rotary_dim channels in NeoX half-split layout, the rest as they
+    are."""
+    h = cos.shape[-1]
+    xf = x.float()
+    x1, x2 = xf[..., :h], xf[..., h : 2 * h]
+    c, s = cos[:, None, :], sin[:, None, :]
+    out = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s, xf[..., 2 * h :]], dim=-1)
+    return out.to(x.dtype)
+
+
 class RotaryEmbedding(nn.Module):
     inv_freq: torch.Tensor  # a buffer: follows .to() (the per-device copies below do not)
 
@@ -78,13 +90,8 @@ class RotaryEmbedding(nn.Module):
         return ((torch.cos(ang) * self.mscale).float(), (torch.sin(ang) * self.mscale).float())
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x [T, H, head_dim] -> rotated copy (input dtype)."""
-        r, h = self.rotary_dim, self.rotary_dim // 2
-        xf = x.float()
-        x1, x2 = xf[..., :h], xf[..., h:r]
-        c, s = cos[:, None, :], sin[:, None, :]
-        out = torch.cat([x1 * c - x2 * s, x2 * c + x1 * s, xf[..., r:]], dim=-1)
-        return out.to(x.dtype)
+        """x [T, H, head_dim] -> rotated copy (input dtype); cos, sin from cos_sin."""
+        return rotate_neox(x, cos, sin)
 
     def forward(self, positions: torch.Tensor, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         cos, sin = self.cos_sin(positions)

@@ -19,6 +19,7 @@ from m3agent.engine.native.kernels import (
 )
 from m3agent.engine.native.kernels.checks import check_selection, rel_error
 from m3agent.engine.native.kernels.testing import make_batch
+from m3agent.engine.native.layers.msa import index_selection_keys
 
 # Triton 3.9's CPU interpreter computes bf16 tl.dot wrongly (errors ~1e10 on a 16x16 product,
 # fp16 and fp32 exact), so the interpreter cases run in fp16 and the GPU cases in bf16.
@@ -166,22 +167,22 @@ def case_select(
     t = b.md.num_tokens
     iq = _randn(device, t, h, di)
     sel = index_select.index_select_blocks(iq, b.index_cache, b.md, topk, init, local)
-    ref_scores = index_select.reference_scores(iq, b.index_cache, b.md, init, local)
-    ref_sel = index_select.reference_select_from_scores(ref_scores, topk)
-    chk = check_selection(sel, ref_sel, ref_scores, b.md.positions)
+    ref_keys = index_selection_keys(iq, b.index_cache, b.md, init, local)
+    ref_sel = index_select.reference(iq, b.index_cache, b.md, topk, init, local)
+    chk = check_selection(sel, ref_sel, ref_keys, b.md.positions)
     assert chk.ok, f"selection: {chk}"
     return chk
 
 
 def case_topk(device="cpu", rows=37, nb=300, topk=16):
-    from m3agent.engine.native.kernels.topk import topk_blocks
+    from m3agent.engine.native.kernels.topk import reference, topk_blocks
 
     s = torch.randn(rows, nb, device=device)
     s[:2, 10:] = float("-inf")  # rows with fewer than topk finite scores
     s[2, :] = float("-inf")
     s[rows - 1, 3] = 1e29
     got = topk_blocks(s, topk)
-    want = index_select.reference_select_from_scores(s[None], topk)[0]
+    want = reference(s, topk)
     for r in range(rows):
         g, w = got[r].tolist(), want[r].tolist()
         assert sorted(g) == sorted(w), f"row {r}: {g} vs {w}"
