@@ -1,7 +1,7 @@
 """What issue 23 adds to a session, in one place: hooks (trust applied), skills (listed in
 the system block, loaded by the `skill` tool), `update_plan`, custom commands, and the `task`
 tool with its agent definitions. The factory calls `session_extras` once; front ends read
-`Extras.commands` for their `/` menu.
+`commands_of(session)` for their `/` menu.
 
 Everything here is decided when the session starts: the tool list and the system block
 open the prompt, so they never change afterwards (prefix caching).
@@ -9,6 +9,7 @@ open the prompt, so they never change afterwards (prefix caching).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,7 +85,7 @@ def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
 
     if not turn.text.lstrip().startswith("/"):
         return turn
-    hit = find(getattr(getattr(session, "extras", None), "commands", ()), turn.text)
+    hit = find(commands_of(session), turn.text)
     if hit is None:
         return turn
     command, args = hit
@@ -100,11 +101,23 @@ class Extras:
     commands: tuple[CustomCommand, ...] = ()
     task_tool: TaskTool | None = None
 
-    def bind(self, session: Any) -> None:
-        """The task tool runs children beside the session it belongs to."""
-        session.extras = self
+    def bind(self, session: Session) -> None:
+        """The extras of `session` from now on (commands_of); the task tool runs children
+        beside the session it belongs to."""
+        _BOUND[session] = self
         if self.task_tool is not None:
             self.task_tool.bind(session)
+
+
+# Each session's extras, held no longer than the session itself.
+_BOUND: weakref.WeakKeyDictionary[object, Extras] = weakref.WeakKeyDictionary()
+
+
+def commands_of(session: object) -> tuple[CustomCommand, ...]:
+    """The `/` commands of a session the factory built (custom commands, skills, MCP prompts);
+    none for a session built otherwise (a test's, a subagent's)."""
+    extras = _BOUND.get(session) if session is not None else None
+    return extras.commands if extras is not None else ()
 
 
 def session_extras(

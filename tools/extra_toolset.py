@@ -42,14 +42,7 @@ class ExtendedToolset:
 
     def tools(self) -> list[Tool[Any]]:
         """Every tool instance, the extension tools last (an MCP reload rebuilds from these)."""
-        inner = self.inner.tools() if hasattr(self.inner, "tools") else []
-        return [*inner, *self.extra.tools()]
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet: no recursion
-            raise AttributeError(name)
-        # What front ends read of the MCP toolset beneath (its hub: /mcp, doctor).
-        return getattr(self.inner, name)
+        return [*self.inner.tools(), *self.extra.tools()]
 
     def close(self) -> None:
         self.inner.close()

@@ -49,5 +49,8 @@ class GatedToolset:
             return ToolResult(self.denial(name), is_error=True, metadata={ToolOutcome.DENIED: True})
         return self.inner.dispatch(name, arguments, ctx)
 
+    def tools(self) -> list[Tool[Any]]:
+        return self.inner.tools()  # the same list: a refused tool is refused when called
+
     def close(self) -> None:
         self.inner.close()

@@ -32,6 +32,10 @@ class ToolsetProtocol(Protocol):
 
     def dispatch(self, name: str, arguments: object, ctx: ToolContext) -> ToolResult: ...
 
+    def tools(self) -> list[Tool[Any]]:
+        """Every tool instance, in the prompt's order (an MCP reload rebuilds from these)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -58,11 +58,6 @@ class EditorToolset(GatedToolset):
             "mode (read only); propose the change instead"
         )
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":  # not set yet: no recursion
-            raise AttributeError(name)
-        return getattr(self.inner, name)  # the MCP hub and tool list beneath
-
     def dispatch(self, name: str, arguments: Any, ctx: ToolContext) -> ToolResult:
         if not self.refused(name) and isinstance(arguments, dict):
             if isinstance(arguments.get("path"), str):

@@ -42,6 +42,7 @@ from acp.schema import (
 from m3agent.agent import events as ev
 from m3agent.agent import ops
 
+from ..extensions import commands_of
 from . import translate
 from .editor_tools import Bridge, EditorToolset
 
@@ -248,14 +249,13 @@ class M3AcpAgent:
         return live
 
     async def _announce(self, sid: str, live: Live) -> None:
-        extras = getattr(live.session, "extras", None)
         commands = [
             AvailableCommand(
                 name=c.name,
                 description=c.description,
                 input=AvailableCommandInput(UnstructuredCommandInput(hint=c.argument_hint or "")),
             )
-            for c in getattr(extras, "commands", ())
+            for c in commands_of(live.session)
         ]
         if commands:
             await self.client.session_update(

@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.toolset import ToolsetProtocol
 
+    from ..settings import Settings
 
-def check_servers(settings: Any, policy: Any) -> list[dict[str, Any]]:
+
+def check_servers(settings: Settings, policy: SandboxPolicy) -> list[dict[str, Any]]:
     from m3agent.tools.mcp import McpConfig, McpHub
     from m3agent.tools.sandbox.runner import Sandbox
 
@@ -59,7 +62,9 @@ def format_rows(rows: list[dict[str, Any]]) -> str:
 
 def session_report(toolset: ToolsetProtocol | None) -> str:
     """What `/mcp` shows: each server of the running session, its state and tools."""
-    hub = getattr(toolset, "hub", None)
+    from m3agent.tools.mcp import mcp_hub
+
+    hub = mcp_hub(toolset)
     head = (
         "MCP servers of this session. Its tool set was fixed when it started (the tools "
         "open the prompt): servers added to the configuration since, or new tools a server "

@@ -47,7 +47,9 @@ def _renderer(hub: McpHub, server: str, prompt: str, names: list[str]) -> Callab
 
 
 def prompt_commands(toolset: ToolsetProtocol) -> tuple[CustomCommand, ...]:
-    hub = getattr(toolset, "hub", None)
+    from m3agent.tools.mcp import mcp_hub
+
+    hub = mcp_hub(toolset)
     if hub is None:
         return ()
     out: list[CustomCommand] = []

@@ -9,11 +9,30 @@ the old servers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from m3agent.tools.mcp.config import McpConfig, McpServerConfig
-    from m3agent.tools.toolset import ToolsetProtocol
+    from m3agent.agent.prompt_cache import CacheTracker
+    from m3agent.tools.mcp.config import McpConfig
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import Toolset, ToolsetProtocol
+
+
+class Session(Protocol):
+    """What /mcp and /mcp reload read and change of a session (agent.session.Session)."""
+
+    toolset: ToolsetProtocol | None
+    cwd: Path
+    sandbox: Sandbox | None
+    cache: CacheTracker
+
+    @property
+    def busy(self) -> bool: ...
+
+    def replace_toolset(
+        self, toolset: ToolsetProtocol, detail: dict[str, Any] | None = None
+    ) -> ToolsetProtocol | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,17 +49,15 @@ class ReloadPlan:
         return not (self.added or self.removed or self.changed)
 
 
-def _current(session: Any) -> dict[str, McpServerConfig]:
-    hub = getattr(session.toolset, "hub", None)
-    return {c.cfg.name: c.cfg for c in hub.servers()} if hub is not None else {}
+def plan(session: Session) -> ReloadPlan:
+    from m3agent.tools.mcp import mcp_hub
 
-
-def plan(session: Any) -> ReloadPlan:
     from ..settings import load_settings
 
     config = load_settings().mcp_config(session.cwd)
-    now, new = _current(session), {s.name: s for s in config.servers}
-    hub = getattr(session.toolset, "hub", None)
+    hub = mcp_hub(session.toolset)
+    now = {c.cfg.name: c.cfg for c in hub.servers()} if hub is not None else {}
+    new = {s.name: s for s in config.servers}
     # A server that announced a new tool list is restarted too, so its new tools come in.
     listed_anew = {s.name for s in hub.statuses() if s.tools_changed} if hub is not None else set()
     history = session.cache.history
@@ -77,18 +94,18 @@ def describe(p: ReloadPlan) -> str:
     return "\n".join(rows)
 
 
-def _start(session: Any, p: ReloadPlan) -> tuple[Any, dict[str, str]]:
+def _start(session: Session, p: ReloadPlan) -> tuple[Toolset, dict[str, str]]:
     """In a worker thread: the base tools plus the planned servers' tools (started now)."""
-    from m3agent.tools.mcp import start_mcp
+    from m3agent.tools.mcp import mcp_hub, start_mcp
     from m3agent.tools.mcp.adapter import McpTool, ReadMcpResource
     from m3agent.tools.toolset import Toolset
 
-    base = Toolset(
-        [t for t in session.toolset.tools() if not isinstance(t, McpTool | ReadMcpResource)]
-    )
+    tools = session.toolset.tools() if session.toolset is not None else []
+    base = Toolset([t for t in tools if not isinstance(t, McpTool | ReadMcpResource)])
     if not p.config.servers:
         return base, {}
-    media = getattr(getattr(session.toolset, "hub", None), "media_dir", None)
+    hub = mcp_hub(session.toolset)
+    media = hub.media_dir if hub is not None else None
     started = start_mcp(
         base, p.config, sandbox=session.sandbox, workspace=session.cwd, media_dir=media
     )
@@ -96,12 +113,11 @@ def _start(session: Any, p: ReloadPlan) -> tuple[Any, dict[str, str]]:
 
 
 def _close(toolset: ToolsetProtocol | None) -> None:
-    close = getattr(toolset, "close", None)
-    if close is not None:
-        close()
+    if toolset is not None:
+        toolset.close()
 
 
-async def apply(session: Any, p: ReloadPlan) -> str:
+async def apply(session: Session, p: ReloadPlan) -> str:
     """Starts the planned servers, swaps the tools on the session's loop, stops the old ones."""
     import asyncio
 
@@ -123,7 +139,7 @@ async def apply(session: Any, p: ReloadPlan) -> str:
     return "\n".join(rows)
 
 
-async def slash_mcp(session: Any, arg: str) -> str:
+async def slash_mcp(session: Session | None, arg: str) -> str:
     """`/mcp` (report), `/mcp reload` (the plan), `/mcp reload yes` (do it). ValueError for
     a usage mistake or a busy session."""
     import asyncio
@@ -133,8 +149,8 @@ async def slash_mcp(session: Any, arg: str) -> str:
     if arg not in ("", "reload", "reload yes"):
         raise ValueError("usage: /mcp [reload [yes]]")
     if not arg:
-        return await asyncio.to_thread(session_report, getattr(session, "toolset", None))
-    if session is None or getattr(session, "busy", False):
+        return await asyncio.to_thread(session_report, session.toolset if session else None)
+    if session is None or session.busy:
         raise ValueError("/mcp reload: wait until the session is idle")
     p = await asyncio.to_thread(plan, session)
     if arg == "reload":

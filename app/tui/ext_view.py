@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..custom_commands import CustomCommand, find
+from ..extensions import commands_of
 from ..safe_text import visible
 from .slash import SlashSpec
 from .widgets.widget_options import WidgetOptions
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from m3agent.agent.ops import UserTurn
 
     from .controller import SessionController
-    from .ports import SessionLike
     from .transcript import Transcript
     from .widgets.plan_view import PlanView
 
@@ -82,11 +82,6 @@ async def show(e: ev.Event, transcript: Transcript, plan: PlanView) -> bool:
         log.add(e.event)
         return True
     return False
-
-
-def commands_of(session: SessionLike | None) -> tuple[CustomCommand, ...]:
-    extras = getattr(session, "extras", None)  # app/extensions.py binds it to the session
-    return tuple(getattr(extras, "commands", ()))
 
 
 def menu_specs(commands: tuple[CustomCommand, ...]) -> tuple[SlashSpec, ...]:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from m3agent.agent.ops import ApprovalDecision
 from m3agent.engine.api import ThinkingMode
 
+from ..mcp.reload import Session as McpSession
+
 if TYPE_CHECKING:
     from m3agent.agent import events as ev
     from m3agent.agent.approvals import ApprovalGate
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from m3agent.agent.ops import Op
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.engine.api import Engine, Message
-    from m3agent.tools.sandbox.runner import Sandbox
 
     from .onboarding import SetupChoice
 
@@ -31,16 +32,15 @@ if TYPE_CHECKING:
 Progress = Callable[[str, float | None], None]
 
 
-class SessionLike(Protocol):
+class SessionLike(McpSession, Protocol):
     """The slice of agent.session.Session the TUI uses: ops in, events out; its id, log and
     messages (resume, /rewind), approval gate (modes, rules), workspace and sandbox (`!cmd`),
-    checkpoints (/undo, /rewind) and engine (the status bar, closing it on exit)."""
+    checkpoints (/undo, /rewind), engine (the status bar, closing it on exit) and tools (/mcp,
+    McpSession's part)."""
 
     resumed: bool
     gate: ApprovalGate
     conversation: Conversation
-    cwd: Path
-    sandbox: Sandbox | None
     checkpoints: CheckpointStore | None  # a Checkpoints for /undo and /rewind (rewind.py)
     engine: Engine
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..base import Tool
+from ..extra_toolset import ExtendedToolset
+from ..gated_toolset import GatedToolset
 from ..toolset import Toolset
 from .adapter import McpTool, ReadMcpResource, tool_name
 from .config import McpConfig, McpServerConfig, Scope, Transport
@@ -33,6 +35,7 @@ __all__ = [
     "McpCallError",
     "McpLoginRequired",
     "start_mcp",
+    "mcp_hub",
     "tool_name",
 ]
 
@@ -46,6 +49,14 @@ class McpToolset(Toolset):
 
     def close(self) -> None:
         self.hub.close()
+
+
+def mcp_hub(toolset: object) -> McpHub | None:
+    """The MCP hub beneath a session's toolset, through the toolsets that wrap another as
+    `inner` (the extension tools, an editor's or a subagent's gate); None without MCP."""
+    while isinstance(toolset, ExtendedToolset | GatedToolset):
+        toolset = toolset.inner
+    return toolset.hub if isinstance(toolset, McpToolset) else None
 
 
 @dataclass(frozen=True, slots=True)

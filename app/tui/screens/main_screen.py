@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 
+from ...extensions import commands_of
 from ...safe_text import visible
 from .. import ext_view
 from ..approval_flow import ApprovalFlow
@@ -132,7 +133,7 @@ class MainScreen(Screen[None]):
     async def on_session_ready(self, message: SessionReady) -> None:
         session = message.session
         self.controller.attach(session)
-        self.query_one(CommandMenu).extra = ext_view.menu_specs(ext_view.commands_of(session))
+        self.query_one(CommandMenu).extra = ext_view.menu_specs(commands_of(session))
         self.query_one(LoadingView).display = False
         info = engine_info(session)
         if info is not None:

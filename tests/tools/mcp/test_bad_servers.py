@@ -9,6 +9,7 @@ import time
 import pytest
 from m3agent.agent import events as ev
 from m3agent.app.settings import load_settings
+from m3agent.tools.mcp import mcp_hub
 from mcp_support import answer, calls, finished, invoke, of_type
 
 
@@ -36,7 +37,7 @@ def test_crash_is_an_error_result_and_the_next_call_restarts(then_add, drive):
     assert crash.is_error and crash.metadata["mcp_failure"]
     assert "MCP server demo: closed the connection" in crash.output
     assert not add.is_error and add.output.startswith("3")
-    (status,) = session.toolset.hub.statuses()
+    (status,) = mcp_hub(session.toolset).statuses()
     assert status.restarts == 1
 
 
@@ -52,7 +53,7 @@ def test_a_server_that_died_between_calls_is_started_again_for_the_next(then_add
     bye, add = finished(events)
     assert bye.output == "bye"
     assert not add.is_error and add.output.startswith("3")  # not blamed on this call
-    assert session.toolset.hub.statuses()[0].restarts == 1
+    assert mcp_hub(session.toolset).statuses()[0].restarts == 1
 
 
 def test_hang_times_out_and_the_next_call_restarts(then_add, drive):
@@ -63,7 +64,7 @@ def test_hang_times_out_and_the_next_call_restarts(then_add, drive):
     assert hang.is_error and "did not answer within 1s" in hang.output
     assert not add.is_error and add.output.startswith("4")
     assert time.monotonic() - started < 20
-    assert session.toolset.hub.statuses()[0].restarts == 1
+    assert mcp_hub(session.toolset).statuses()[0].restarts == 1
 
 
 def test_garbage_on_stdout_is_reported_at_once(
@@ -103,6 +104,6 @@ def test_not_executable_is_named_at_start_and_its_tools_are_absent(
 def test_missing_command_fails_the_start_with_its_stderr(home, repo, user_config, open_session):
     user_config('[mcp_servers.ghost]\ncommand = "/no/such/server"\n')
     session = open_session(load_settings(), repo, [answer("x")])
-    (status,) = session.toolset.hub.statuses()
+    (status,) = mcp_hub(session.toolset).statuses()
     assert status.state.value == "failed"
     assert "cannot run /no/such/server: No such file or directory" in status.detail

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from m3agent.app.settings import load_settings
+from m3agent.tools.mcp import mcp_hub
 from mcp_support import answer, calls, finished, invoke, start_http_server, write_server
 
 
@@ -51,7 +52,7 @@ def test_streamable_http_with_headers_from_the_environment(
         answer("done"),
     ]
     session = open_session(settings, repo, script)
-    (status,) = session.toolset.hub.statuses()
+    (status,) = mcp_hub(session.toolset).statuses()
     assert status.state.value == "ready" and "2026-07-28" in status.detail
     events, done = drive(session, "who")
     who, add = finished(events)
@@ -123,7 +124,7 @@ def test_a_server_that_went_away_is_an_error_then_comes_back(
         gone, back = finished(events)
         assert gone.is_error and "MCP server remote" in gone.output
         assert not back.is_error and back.output.startswith("4")
-        assert session.toolset.hub.statuses()[0].restarts == 1
+        assert mcp_hub(session.toolset).statuses()[0].restarts == 1
     finally:
         for p in procs:
             p.kill()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from m3agent.tools.mcp import mcp_hub
 from mcp_support import answer, calls, invoke
 
 M3AGENT = str(Path(sys.executable).parent / "m3agent")
@@ -353,7 +354,7 @@ def test_an_interactive_session_goes_on_without_the_server_and_says_why(
     monkeypatch.delenv("M3AGENT_CONFIG", raising=False)
     settings = load_settings().override(mcp_config_files=(str(w.config),))
     session = open_session(settings, w.repo, [calls(invoke("mcp__plain__hello")), answer("ok")])
-    states = {s.name: s for s in session.toolset.hub.statuses()}
+    states = {s.name: s for s in mcp_hub(session.toolset).statuses()}
     assert states["secure"].state.value == "failed"
     assert "needs a login: run `m3agent mcp login secure`" in states["secure"].detail
     assert states["plain"].state.value == "ready"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from m3agent.agent import events as ev
 from m3agent.app.settings import load_settings
+from m3agent.tools.mcp import mcp_hub
 from mcp_support import answer, calls, finished, invoke, of_type
 
 from ...support.cli import scripted_run
@@ -116,7 +117,7 @@ def test_list_changed_is_noted_but_the_session_tool_set_stays(
     before = session.toolset.schemas()
     events, done = drive(session, "grow", "add")
     assert done.reason == "done"
-    (status,) = session.toolset.hub.statuses()
+    (status,) = mcp_hub(session.toolset).statuses()
     assert status.tools_changed  # notifications/tools/list_changed reached us
     assert "mcp__demo__late_tool" not in session.toolset.names()
     assert session.toolset.schemas() == before
@@ -138,11 +139,11 @@ def test_list_changed_from_a_pre_2026_server(
     user_config(stdio_config("old", script_path))
     script = [calls(invoke("mcp__old__change")), answer("changed")]
     session = open_session(load_settings(), repo, script)
-    (status,) = session.toolset.hub.statuses()
+    (status,) = mcp_hub(session.toolset).statuses()
     assert "protocol 2025-06-18" in status.detail  # the initialize handshake
     events, _ = drive(session, "change")
     assert finished(events)[0].output == "changed"
-    assert session.toolset.hub.statuses()[0].tools_changed
+    assert mcp_hub(session.toolset).statuses()[0].tools_changed
 
 
 def test_output_is_bounded(home, repo, server, user_config, stdio_config, open_session, drive):
