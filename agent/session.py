@@ -169,6 +169,11 @@ class Session:
         return self.conversation.messages
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the session runs on; None until it has started."""
+        return self._loop
+
+    @property
     def busy(self) -> bool:
         return self._turn_task is not None and not self._turn_task.done()
 

@@ -66,7 +66,7 @@ class TaskTool(Tool[TaskArgs]):
             known = ", ".join(self.agents)
             return ToolResult(f"no subagent {args.subagent_type!r} (known: {known})", is_error=True)
         session = self._session
-        loop = getattr(session, "_loop", None)
+        loop = session.loop if session is not None else None
         if session is None or loop is None:
             return ToolResult("the task tool is not attached to a running session", True)
         fut = asyncio.run_coroutine_threadsafe(

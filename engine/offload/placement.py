@@ -104,7 +104,7 @@ def attach(
     pinned = pin_in_place(layers) if device.type == "cuda" else []
     runtime = OffloadRuntime(layers, cfg, device, model.config, pinned)
     for i, block in enumerate(model.model.layers):
-        if getattr(block, "is_moe", False):
+        if model.config.is_moe_layer(i):
             if i not in layers:
                 raise ValueError(f"MoE layer {i} has no routed experts in host memory")
             block.block_sparse_moe = runtime.wrap(cast(MoE, block.block_sparse_moe), i)

@@ -110,8 +110,7 @@ class LLMEngine:
             vision=vision,
             graphs=graphs,
         )
-        # offload.runtime.OffloadRuntime when the routed experts live in host memory
-        self.offload = getattr(model, "offload", None)
+        self.offload = model.offload  # refreshed between requests (add_request)
         self._since_refresh = 0
         self._text: dict[str, _TextState] = {}
         self.kept_logits: dict[str, list[torch.Tensor]] = {}  # filled when keep_logits

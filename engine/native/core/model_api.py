@@ -39,8 +39,21 @@ class ModelInfo:
     cuda_graphs: bool = False
 
 
+class BetweenRequests(Protocol):
+    """A model part with work to do between two requests, never inside a step (the offload
+    runtime's hot-expert refresh, engine/offload/runtime.py)."""
+
+    def between_requests(self) -> object: ...  # what it returns is for benchmarks
+
+
 class NativeModel(Protocol):
     info: ModelInfo
+
+    @property
+    def offload(self) -> BetweenRequests | None:
+        """The offload runtime once offload/placement.py moved the routed experts to host
+        memory; None for a model whose weights are all its own."""
+        ...
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         """One spec per decoder layer, in order."""

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import nn
 
 from ...json_file import read_json_object as _read_json
 from ...m3.config import parse_config
@@ -79,7 +78,7 @@ def _checkpoint_to_param(name: str) -> str | None:
 
 
 def _load_safetensors(
-    model: nn.Module,
+    model: M3ForCausalLM | LlamaForCausalLM,
     files: list[Path],
     dtype: torch.dtype,
     progress: Callable[[int, int], None] | None = None,
@@ -90,7 +89,7 @@ def _load_safetensors(
     # the last report says all of it).
     total = sum(f.stat().st_size for f in files)
     done = 0
-    tied = getattr(getattr(model, "config", None), "tie_word_embeddings", False)
+    tied = model.config.tie_word_embeddings
     handles: dict[str, tuple[Any, Path]] = {}
     for name, h, f in iter_tensors(files):
         handles[name] = (h, f)

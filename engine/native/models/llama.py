@@ -161,6 +161,7 @@ class LlamaForCausalLM(CausalLM[LlamaConfig]):
         return f"max_model_len {max_model_len} exceeds the model's max_position_embeddings {limit}"
 
     def build(self, config: LlamaConfig, b: Build) -> None:
+        self.offload: None = None  # NativeModel.offload: every weight is the model's own
         self.model = LlamaModel(config, b)
         if not config.tie_word_embeddings:
             self.lm_head = Linear(config.hidden_size, config.vocab_size, **b.placement)

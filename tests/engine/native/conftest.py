@@ -59,6 +59,7 @@ class TinyPagedModel:
         self.lm_head = w(vocab, hidden) * 4
         self.forward_calls = 0
         self.tokens_computed = 0
+        self.offload = None  # NativeModel: no experts in host memory
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         return [

@@ -61,6 +61,7 @@ class Recorder:
     def __init__(self, model):
         self._model = model
         self.info = model.info
+        self.offload = None
         self.model = model.model
         self.hidden: dict[int, torch.Tensor] = {}
 
