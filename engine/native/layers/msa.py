@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
-from .attention import FP8_MAX, masked_gqa, query_chunks
+from .attention import masked_gqa, query_chunks, to_cache
 
 # Forced blocks outrank every real score; local above init as in vLLM's kernels (order is
 # not part of the contract, only the set is).
@@ -32,7 +32,7 @@ def index_queries(iq: torch.Tensor, index_cache: torch.Tensor) -> torch.Tensor:
     """The index queries an index cache is scored with: an e4m3 cache's are quantised to e4m3
     too (saturated to +-448), as vLLM's fused op and our kernel do; others score iq as it is."""
     if index_cache.dtype == torch.float8_e4m3fn and iq.dtype != index_cache.dtype:
-        return iq.float().clamp(-FP8_MAX, FP8_MAX).to(index_cache.dtype)
+        return to_cache(iq, index_cache.dtype)
     return iq
 
 
