@@ -24,6 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..layers.moe import routed_sum
 from .swiglu import swiglu_oai_merged
 
 FORMATS = ("bf16", "fp8", "mxfp8")
@@ -267,8 +268,8 @@ def reference(
     w13_scale: torch.Tensor | None = None,
     w2_scale: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-expert loop in fp32 over dequantised weights (the activation rounded to x's dtype
-    between the GEMMs, as the kernel path stores it)."""
+    """The MoE layer's routed sum (layers/moe.py) over the dequantised weights, in fp32 (the
+    activation rounded to x's dtype between the GEMMs, as the kernel path stores it)."""
     from .swiglu import reference as swiglu_ref
 
     def one(
@@ -276,13 +277,8 @@ def reference(
     ) -> torch.Tensor:  # only the routed experts: M3's 128 in fp32 would be 29 GB
         return dequantize(w[e : e + 1], None if s is None else s[e : e + 1], fmt)[0]
 
-    t, h = x.shape
-    out = torch.zeros(t, h, dtype=torch.float32, device=x.device)
-    for e in torch.unique(topk_ids).tolist():
-        tok, slot = (topk_ids == e).nonzero(as_tuple=True)
-        gu = (x[tok].float() @ one(w13, w13_scale, e).T).to(x.dtype)
-        a = swiglu_ref(gu, alpha, limit, beta).float()
-        out.index_add_(
-            0, tok, (a @ one(w2, w2_scale, e).T) * topk_weights[tok, slot].float()[:, None]
-        )
-    return out
+    def expert(e: int, xs: torch.Tensor) -> torch.Tensor:
+        gu = (xs.float() @ one(w13, w13_scale, e).T).to(x.dtype)
+        return swiglu_ref(gu, alpha, limit, beta).float() @ one(w2, w2_scale, e).T
+
+    return routed_sum(x, topk_ids, topk_weights, expert)

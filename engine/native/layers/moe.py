@@ -7,6 +7,7 @@ Checkpoint names: block_sparse_moe.gate.weight, .e_score_correction_bias,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 import torch
@@ -15,6 +16,23 @@ from torch import nn
 from .mlp import SwigluArgs, SwigluOAIMLP
 from .op_table import OpTable, resolve_ops
 from .router import route
+
+
+def routed_sum(
+    x: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    expert: Callable[[int, torch.Tensor], torch.Tensor],
+) -> torch.Tensor:
+    """x [T, H], the router's ids and weights [T, k] -> sum over k of weight x expert(id, x)
+    as [T, H] fp32, one expert at a time over the tokens routed to it: the MoE's CPU path,
+    and (over dequantised weights) the grouped kernel's reference."""
+    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    for e in torch.unique(ids).tolist():
+        tok, slot = (ids == e).nonzero(as_tuple=True)
+        y = expert(e, x[tok]).float()
+        out.index_add_(0, tok, y * weights[tok, slot].float()[:, None])
+    return out
 
 
 class _Gate(nn.Module):
@@ -114,12 +132,7 @@ class MoE(nn.Module):
                 out += self.shared_experts(x).float()
             return out.to(x.dtype)
         w, ids = route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
-        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-        # Loop over the experts that received tokens: simple, and fine for a reference/CPU path.
-        for e in torch.unique(ids).tolist():
-            tok, slot = (ids == e).nonzero(as_tuple=True)
-            y = self.experts[e](x[tok]).float()
-            out.index_add_(0, tok, y * w[tok, slot][:, None])
+        out = routed_sum(x, ids, w, lambda e, xs: self.experts[e](xs))
         if self.shared_experts is not None:
             out += self.shared_experts(x).float()
         return out.to(x.dtype)
