@@ -6,6 +6,8 @@ attention.py's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
@@ -68,6 +70,16 @@ def select_from_scores(
     return out
 
 
+def _chunk_scores(
+    iq: torch.Tensor, index_cache: torch.Tensor, md: AttentionMetadata
+) -> Iterator[tuple[slice, torch.Tensor, torch.Tensor]]:
+    """(query rows, their positions, block scores [rows, H, the request's blocks]) for each
+    chunk of each request's queries: what index_select_blocks ranks and index_selection_keys
+    reports, scored the same way for both."""
+    for ik, _sl, rows, pos in query_chunks(md, index_cache, iq.shape[1]):
+        yield rows, pos, block_scores(index_queries(iq[rows], index_cache), ik, pos)
+
+
 def index_select_blocks(
     iq: torch.Tensor,
     index_cache: torch.Tensor,
@@ -80,8 +92,7 @@ def index_select_blocks(
     (no cross-head reduction); forced blocks always present; -1 pads min(topk, nvis)..topk."""
     t_all, h, _ = iq.shape
     out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
-    for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
-        scores = block_scores(index_queries(iq[rows], index_cache), ik, pos)
+    for rows, pos, scores in _chunk_scores(iq, index_cache, md):
         out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
     return out
 
@@ -99,8 +110,7 @@ def index_selection_keys(
     t_all, h, _ = iq.shape
     nb = md.block_tables.shape[1]
     out = torch.full((t_all, h, nb), float("-inf"), dtype=torch.float32, device=iq.device)
-    for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
-        scores = block_scores(index_queries(iq[rows], index_cache), ik, pos)
+    for rows, pos, scores in _chunk_scores(iq, index_cache, md):
         out[rows, :, : scores.shape[-1]] = selection_keys(scores, pos, init_blocks, local_blocks)
     return out
 
