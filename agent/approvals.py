@@ -7,9 +7,20 @@ Codex's meaning of the policies:
               tools/sandbox/precheck.py) or the tool declares itself risky;
 - never:      never ask; what the sandbox blocks fails and the model sees the failure.
 Per-tool rules from config override the policy; when several rules match, deny wins, then ask.
-A rule names a tool, "*", a glob ("mcp__github__*"), or an MCP server as `mcp__SERVER` (all of
-its tools, Claude Code's convention), optionally with a path pattern: `edit_file(src/**)`,
-Claude Code's `Edit(src/**)` (agent/path_rules.py: workspace-relative only, symlinks resolved).
+A rule names a tool, "*", a glob, or an MCP server in Claude Code's forms (`mcp__SERVER`,
+`mcp__SERVER__*`, `mcp__*`: every tool of the server and its resources, whichever tool reaches
+it; `mcp__SERVER__TOOL`: one tool), optionally with a path pattern: `edit_file(src/**)`,
+Claude Code's `Edit(src/**)` (agent/path_rules.py: workspace-relative only, symlinks resolved;
+a path rule covers every tool of its tool's capability, tools/base.py: Capability). Rules are
+matched through what a call does, not how it is named: the tool's Capability and the server
+its Touches name. A deny or ask path rule about reading also hides the files it covers from
+searches over a directory above them (`hides`: grep, glob, list_dir leave them out).
+
+The permission mode (Claude Code's names, `mode`) is the gate's too, whoever sets it (the
+CLI's --permission-mode, the TUI's shift+Tab), and so binds every call the gate judges, a
+`task` child's included (it shares its parent's gate): plan mode denies every tool that
+writes, runs commands or reaches an MCP server; acceptEdits allows file changes as an allow
+rule would (a config deny or ask still wins).
 "Always allow" answers are handed to `persist` (the app stores them as allow rules for later
 sessions).
 """
@@ -22,18 +33,25 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from m3agent.tools.base import Touches
+from m3agent.tools.base import Capability, Touches
 from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
 from .config import ApprovalPolicy, ToolRule, Verdict
-from .path_rules import PathRule, parse_rule, rule_covers
+from .path_rules import PathRule, parse_rule, read_tools, rule_covers
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
 
 
 _STRENGTH = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
+MCP_PREFIX = "mcp__"
+# Claude Code's permission modes; shift+Tab in the TUI cycles the first three.
+MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+PLAN_DENIES = frozenset({Capability.WRITE, Capability.EXEC, Capability.MCP})
+# A server no call names (its arguments did not parse): a deny or ask rule about any server
+# covers it, an allow rule none.
+_UNKNOWN_SERVER = "\x00unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +60,31 @@ class ApprovalCheck:
     reason: str
 
 
-def rule_matches(rule: str, tool_name: str) -> bool:
+def call_server(tool_name: str, touches: Touches | None, capability: Capability) -> str | None:
+    """The MCP server a call reaches: what it declares, else the one its name says
+    (`mcp__SERVER__TOOL`); a call of the MCP capability that says neither reaches an
+    unknown one. None: the call reaches no server."""
+    if touches is not None and touches.server is not None:
+        return touches.server
+    if tool_name.startswith(MCP_PREFIX):
+        return tool_name[len(MCP_PREFIX) :].partition("__")[0]
+    return _UNKNOWN_SERVER if capability is Capability.MCP else None
+
+
+def rule_matches(rule: str, tool_name: str, server: str | None = None) -> bool:
+    """Whether a rule's tool part covers a call of `tool_name` reaching `server` (None: no
+    MCP server): the name, "*", a glob over names, or a server rule (`mcp__SERVER`,
+    `mcp__SERVER__*`, SERVER a name or glob) for any call reaching that server."""
     if rule in (tool_name, "*"):
         return True
-    if rule.startswith("mcp__") and rule.count("__") == 1:  # a whole MCP server
-        return tool_name.startswith(rule + "__")
-    return any(c in rule for c in "*?[") and fnmatchcase(tool_name, rule)
+    if any(c in rule for c in "*?[") and fnmatchcase(tool_name, rule):
+        return True
+    if server is None or not rule.startswith(MCP_PREFIX):
+        return False
+    srv, sep, tool = rule[len(MCP_PREFIX) :].partition("__")
+    if server == _UNKNOWN_SERVER:
+        return not sep or tool == "*"
+    return fnmatchcase(server, srv) and (not sep or tool == "*")
 
 
 def _rule_verdict(
@@ -56,19 +93,32 @@ def _rule_verdict(
     touches: Touches | None,
     workspace: Path | None,
     confine: bool = True,
+    server: str | None = None,
 ) -> Verdict | None:
     paths = None if touches is None or touches.opaque else (*touches.reads, *touches.writes)
     matching = []
     for rule, parsed in rules:
-        if not any(rule_matches(t, tool_name) for t in parsed.tools):
-            continue
         verdict = Verdict(rule.action)
         allow = verdict is Verdict.ALLOW
+        named = server if not (allow and server == _UNKNOWN_SERVER) else None
+        if not any(rule_matches(t, tool_name, named) for t in parsed.tools):
+            continue
         if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
             matching.append(verdict)
-    if not matching:
-        return None
-    return max(matching, key=lambda a: _STRENGTH[a])
+    return _strongest(matching)
+
+
+def _strongest(verdicts: list[Verdict]) -> Verdict | None:
+    return max(verdicts, key=lambda a: _STRENGTH[a]) if verdicts else None
+
+
+def mode_verdict(mode: str, capability: Capability) -> Verdict | None:
+    """What a permission mode says of a call of `capability` (None: nothing)."""
+    if mode == "plan" and capability in PLAN_DENIES:
+        return Verdict.DENY
+    if mode == "acceptEdits" and capability is Capability.WRITE:
+        return Verdict.ALLOW
+    return None
 
 
 def _sandbox_would_block(sandbox: Sandbox | None, touches: Touches | None, mutates: bool) -> bool:
@@ -102,6 +152,18 @@ class ApprovalGate:
         self._confine = confine
         self.rules = rules  # parsed now: a bad rule is a ValueError naming it
         self._session_allowed: set[str] = set()
+        self._mode = "default"
+
+    @property
+    def mode(self) -> str:
+        """The permission mode (MODES), the session's whoever set it."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: str) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown permission mode {mode!r} (use one of {', '.join(MODES)})")
+        self._mode = mode
 
     @property
     def rules(self) -> tuple[ToolRule, ...]:
@@ -110,6 +172,18 @@ class ApprovalGate:
     @rules.setter
     def rules(self, rules: tuple[ToolRule, ...]) -> None:
         self._rules = tuple((r, parse_rule(r.tool, check=self._confine)) for r in rules)
+
+    def hides(self, path: str) -> bool:
+        """Whether a deny or ask rule about reading covers `path` (absolute, or relative to
+        the workspace): a search over a directory above it leaves it out."""
+        for rule, parsed in self._rules:
+            if rule.action == Verdict.ALLOW or parsed.pattern is None:
+                continue
+            if not any(t in read_tools() for t in parsed.tools):
+                continue
+            if rule_covers(parsed, (path,), self.workspace, allow=False, confine=self._confine):
+                return True
+        return False
 
     def allow_for_session(self, tool_name: str) -> None:
         self._session_allowed.add(tool_name)
@@ -131,13 +205,23 @@ class ApprovalGate:
         mutates: bool,
         risky: bool = False,
         sandbox: Sandbox | None = None,
+        capability: Capability = Capability.OTHER,
     ) -> ApprovalCheck:
         """`touches`: what the call declares (Toolset.touches; None when it declared
-        nothing)."""
-        rule = _rule_verdict(tool_name, self._rules, touches, self.workspace, self._confine)
+        nothing); `capability`: what the tool does (Tool.capability)."""
+        server = call_server(tool_name, touches, capability)
+        config = _rule_verdict(
+            tool_name, self._rules, touches, self.workspace, self._confine, server
+        )
+        by_mode = mode_verdict(self._mode, capability)
+        rule = _strongest([v for v in (config, by_mode) if v is not None])
         if rule is Verdict.DENY:
+            if config is not Verdict.DENY:
+                return ApprovalCheck(Verdict.DENY, f"{self._mode} mode denies {tool_name}")
             return ApprovalCheck(Verdict.DENY, f"the config denies the tool {tool_name}")
         if rule is Verdict.ALLOW:
+            if config is None:
+                return ApprovalCheck(Verdict.ALLOW, f"allowed in {self._mode} mode")
             return ApprovalCheck(Verdict.ALLOW, "allowed by a config rule")
         if rule is Verdict.ASK:
             if tool_name in self._session_allowed:

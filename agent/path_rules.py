@@ -7,7 +7,9 @@ the workspace). When matched, a path counts for an allow rule only if it stays i
 workspace both as written and with symlinks resolved, and both forms match the pattern; for a
 deny or ask rule either form matching is enough, and a call that declares no paths at all
 (unparsed arguments, an opaque tool) is taken as matching: deny fails closed, allow fails open
-to the policy.
+to the policy. A rule's tool stands for every built-in tool of its capability
+(tools/claude_names.py: with_same_capability): `Read(secrets/**)` is about reading those files,
+with read_file, grep, glob or list_dir alike.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from m3agent.tools.claude_names import tools_named
+from m3agent.tools.base import Capability
+from m3agent.tools.claude_names import tools_named, tools_of, with_same_capability
 from m3agent.tools.globs import glob_to_regex
 
 _RULE = re.compile(r"([^()\s]+)\((.*)\)")
@@ -52,6 +55,11 @@ def tool_names(name: str) -> tuple[str, ...]:
     return tools_named(name)
 
 
+def read_tools() -> tuple[str, ...]:
+    """The tools that read workspace files: a path rule about reading covers them all."""
+    return tools_of(Capability.READ)
+
+
 def parse_rule(text: str, *, check: bool = True) -> PathRule:
     """`edit_file`, `mcp__*`, `edit_file(src/**)`, `Edit(docs/*.md)`. check=False skips the
     pattern checks (tests only: it shows what they stop)."""
@@ -62,7 +70,8 @@ def parse_rule(text: str, *, check: bool = True) -> PathRule:
             raise RuleError(f"rule {text!r}: write TOOL or TOOL(PATTERN)")
         return PathRule(tool_names(text), None)
     tool, pattern = m.group(1), m.group(2)
-    tools = tool_names(tool)
+    # A path rule is about the files: it covers every tool that does the same to them.
+    tools = with_same_capability(tool_names(tool))
     if any(t in _no_paths() for t in tools):
         raise RuleError(
             f"rule {text!r}: {tool} takes command prefixes, not paths "

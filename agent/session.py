@@ -60,6 +60,7 @@ class Session:
         persist_allow: Callable[[str], None] | None = None,
         hooks: Hooks | None = None,  # trust already applied by the front end
         subagent: bool = False,
+        gate: ApprovalGate | None = None,  # a task child's: its parent's, mode and all
     ):
         self.engine = engine
         self.toolset = toolset
@@ -82,7 +83,7 @@ class Session:
         )
         self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         # persist_allow: where an "always allow" answer is kept for later sessions.
-        self.gate = ApprovalGate(
+        self.gate = gate or ApprovalGate(
             config.approval_policy, config.rules, persist=persist_allow, workspace=self.cwd
         )
         self._events: asyncio.Queue[ev.Event | End] = asyncio.Queue()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import MediaPart, Message, ToolCall
 from m3agent.tools.base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
+from m3agent.tools.claude_names import canonical_arguments
 
 from . import events as ev
 from .config import Verdict
@@ -84,6 +85,7 @@ async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> Tool
         sandbox=deps.sandbox,
         timeout_s=deps.config.tool_timeout_s,
         env=deps.tool_env,
+        hidden=deps.gate.hides,
     )
     ctx.call_id = call.id  # the task tool nests its child's events under this call
     control.tool_cancel = ctx.cancel
@@ -155,9 +157,18 @@ async def run_call(
     tool = find_tool(deps.toolset, call.name)
     mutates = tool is not None and tool.mutates
     await deps.emit(ev.ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments))
-    call, blocked, permission = await hook_points.pre_tool(deps, call)
+    # One set of arguments from here on: what hooks see, rules judge and the tool runs with.
+    canonical = _canonical(tool, call)
+    if isinstance(canonical, ToolResult):
+        return canonical
+    call, blocked, permission = await hook_points.pre_tool(deps, canonical)
     if blocked is not None:
         return blocked
+    if call is not canonical:  # a hook's updatedInput: checked like the model's own
+        canonical = _canonical(tool, call)
+        if isinstance(canonical, ToolResult):
+            return canonical
+        call = canonical
     if tool is not None and deps.toolset is not None:
         try:
             touches = deps.toolset.touches(call.name, call.arguments)
@@ -168,7 +179,12 @@ async def run_call(
                 metadata={ToolOutcome.DENIED: True},
             )
         check = deps.gate.check(
-            call.name, touches, mutates=mutates, risky=tool.risky, sandbox=deps.sandbox
+            call.name,
+            touches,
+            mutates=mutates,
+            risky=tool.risky,
+            sandbox=deps.sandbox,
+            capability=tool.capability,
         )
         if check.verdict is Verdict.DENY:
             return ToolResult(
@@ -201,6 +217,19 @@ async def run_call(
                 ev.ContextEvent(action=ev.ContextAction.CHECKPOINT, detail={"id": str(cp_id)})
             )
     return await hook_points.post_tool(deps, call, await dispatch(deps, control, call))
+
+
+def _canonical(tool: Tool[Any] | None, call: ToolCall) -> ToolCall | ToolResult:
+    """The call with the arguments its tool will use (tools/claude_names.py:
+    canonical_arguments), or the error result for arguments it cannot use. An unknown tool's
+    call is left as it is: dispatch answers it."""
+    if tool is None:
+        return call
+    try:
+        arguments = canonical_arguments(tool, call.arguments)
+    except ValueError as e:
+        return ToolResult(str(e), is_error=True)
+    return ToolCall(call.id, call.name, arguments)
 
 
 def not_run(reason: str) -> ToolResult:

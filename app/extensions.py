@@ -20,6 +20,7 @@ from m3agent.agent.events import Error, ErrorKind
 from .custom_commands import CustomCommand, load_commands, skill_commands
 
 if TYPE_CHECKING:
+    from m3agent.agent.approvals import ApprovalGate
     from m3agent.agent.hooks import Hooks
     from m3agent.agent.ops import UserTurn
     from m3agent.agent.session import Session
@@ -68,19 +69,75 @@ def agent_dirs(settings: Settings, cwd: Path) -> list[Path]:
 def all_commands(
     settings: Settings, cwd: Path
 ) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
-    """Custom commands, then skills as commands (a command wins a name)."""
+    """Custom commands, then skills as commands (a command wins a name); none named like a
+    built-in command (`builtins_win`)."""
     from m3agent.tools.skills import discover_skills
 
     commands, problems = load_commands(command_dirs(settings, cwd))
     skills, skill_problems = discover_skills(skill_roots(settings, cwd))
     names = {c.name for c in commands}
     extra = tuple(c for c in skill_commands(skills) if c.name not in names)
-    return commands + extra, problems + skill_problems
+    kept, shadowed = builtins_win(commands + extra)
+    return kept, problems + skill_problems + shadowed
+
+
+def builtins_win(
+    commands: tuple[CustomCommand, ...],
+) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
+    """(the commands not named like a built-in one, a line for each that is): `/undo` is
+    always the built-in, whatever a repository's `.m3agent/commands/undo.md` says."""
+    from .tui.slash import NAMES
+
+    builtin = {n.lower() for n in NAMES}
+    kept = tuple(c for c in commands if c.name.lower() not in builtin)
+    lines = tuple(
+        f"{c.source}: /{c.name} is a built-in command; this one is not used"
+        for c in commands
+        if c.name.lower() in builtin
+    )
+    return kept, lines
+
+
+def granted_tools(session: object, command: CustomCommand) -> tuple[str, ...]:
+    """The tools a command's `allowed-tools` lets run unasked in its turn. A file of the
+    repository grants them only while this user trusts that file as it is (the same trust as
+    the project's permission files: app/prefix_rules.py, `/permissions trust`); the user's own
+    command files grant them as written."""
+    extras = _BOUND.get(session)
+    if not command.allowed_tools or extras is None or not command.source:
+        return ()
+    from .prefix_rules import trusted_file
+
+    source = Path(command.source)
+    if not source.resolve().is_relative_to(extras.project.resolve()):
+        return command.allowed_tools
+    if extras.home is not None and trusted_file(extras.home, source):
+        return command.allowed_tools
+    return ()
+
+
+def refusal(gate: ApprovalGate, command: CustomCommand) -> str | None:
+    """Why a command may not run, or None: an MCP prompt reaches its server, so the
+    session's gate judges it as it judges that server's tools (a server deny, plan mode)."""
+    from m3agent.agent.config import Verdict
+    from m3agent.tools.base import Capability, Touches
+
+    if not command.source.startswith("mcp:"):
+        return None
+    server = command.source.removeprefix("mcp:")
+    check = gate.check(
+        command.name,
+        Touches(opaque=True, server=server),
+        mutates=False,
+        capability=Capability.MCP,
+    )
+    return f"/{command.name}: not run: {check.reason}" if check.verdict is Verdict.DENY else None
 
 
 def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
     """A UserTurn whose text is `/name args` of the session's custom commands, skills or MCP
-    prompts, as its prompt and allowed tools; any other turn as it is."""
+    prompts, as its prompt and allowed tools; any other turn as it is. ValueError: a command
+    that may not run (`refusal`)."""
     from .custom_commands import find
 
     if not turn.text.lstrip().startswith("/"):
@@ -89,7 +146,9 @@ def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
     if hit is None:
         return turn
     command, args = hit
-    return replace(turn, text=command.expand(args), allowed_tools=command.allowed_tools)
+    if (why := refusal(session.gate, command)) is not None:
+        raise ValueError(why)
+    return replace(turn, text=command.expand(args), allowed_tools=granted_tools(session, command))
 
 
 @dataclass(slots=True)
@@ -100,6 +159,8 @@ class Extras:
     notes: list[Error] = field(default_factory=list)
     commands: tuple[CustomCommand, ...] = ()
     task_tool: TaskTool | None = None
+    project: Path = Path(".")  # the workspace: command files under it are the repository's
+    home: Path | None = None  # where this user's trust is kept (app/prefix_rules.py)
 
     def bind(self, session: Session) -> None:
         """The extras of `session` from now on (commands_of); the task tool runs children
@@ -140,7 +201,9 @@ def session_extras(
     commands, cmd_problems = all_commands(settings, cwd)
     from .mcp.prompts import prompt_commands
 
-    commands += prompt_commands(toolset)  # after ours: a command file wins a name
+    prompts, shadowed = builtins_win(prompt_commands(toolset))
+    commands += prompts  # after ours: a command file wins a name
+    cmd_problems += shadowed
     agents, agent_problems = load_agents(agent_dirs(settings, cwd))
     notes += [
         Error(message=p, kind=ErrorKind.USAGE) for p in (*problems, *cmd_problems, *agent_problems)
@@ -161,4 +224,6 @@ def session_extras(
         notes=notes,
         commands=commands,
         task_tool=task,
+        project=cwd,
+        home=settings.home,
     )

@@ -3,20 +3,24 @@
 - `<user dir>/settings.json` (~/.m3agent/settings.json): the user's own, trusted;
 - `<project>/.m3agent/settings.json`: it comes with the repository, so its hooks (programs
   that run as the user, outside the sandbox) run only after `m3agent hooks trust` showed
-  their command lines and the user said yes. The trust is a fingerprint of the project's
-  "hooks" table in `<home>/hooks-trust.json`: any change needs trust again.
+  their command lines and the user said yes. The trust, in `<home>/hooks-trust.json`, is a
+  fingerprint of the project's "hooks" table and a hash of every workspace file a command
+  names (agent/hooks/pins.py): any change to the table needs trust again, and a hook whose
+  named file changed (the sandboxed model can write the workspace) does not run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
+from m3agent.agent.hooks.pins import Pins, changed, named_files, pin
 from m3agent.engine.json_file import read_json_object
 
 if TYPE_CHECKING:
@@ -35,6 +39,7 @@ class HookSources:
     project_raw: Any  # the project's "hooks" table as written (what trust fingerprints)
     project_path: Path
     project_trusted: bool
+    stale: tuple[str, ...] = ()  # files the trusted hooks name that changed since
 
     def active(self) -> HookSet:
         return self.user.merged(self.project) if self.project_trusted else self.user
@@ -43,6 +48,12 @@ class HookSources:
         if not self.project or self.project_trusted:
             return None
         lines = [f"  {e}: {h.command}" for e, _m, h in self.project.all_commands()]
+        if self.stale:
+            return (
+                f"{self.project_path} has hooks that do not run: {', '.join(self.stale)} "
+                "changed since you trusted them (the model can write the workspace); review "
+                "and run `m3agent hooks trust` again:\n" + "\n".join(lines)
+            )
         return (
             f"{self.project_path} has hooks that are not trusted, so they do not run; "
             "review them and run `m3agent hooks trust` to allow:\n" + "\n".join(lines)
@@ -58,26 +69,58 @@ def _trust_table(home: Path) -> dict[str, Any]:
     return data.get("projects", {}) if isinstance(data.get("projects"), dict) else {}
 
 
+def _record(home: Path, cwd: Path) -> tuple[str | None, dict[str, str | None]]:
+    """(the trusted fingerprint of the hooks table, the trusted files' hashes). A record
+    from before files were pinned has none: a hook naming a file needs trust again."""
+    entry = _trust_table(home).get(str(cwd.resolve()))
+    if isinstance(entry, str):
+        return entry, {}
+    if not isinstance(entry, dict):
+        return None, {}
+    files = entry.get("files")
+    return entry.get("hooks"), dict(files) if isinstance(files, dict) else {}
+
+
+def _pins_from(record: dict[str, str | None], cwd: Path) -> Callable[[str], Pins]:
+    missing = "untrusted"  # a named file the record does not hold matches no hash
+
+    def pins_of(command: str) -> Pins:
+        return tuple((rel, record.get(rel, missing)) for rel in named_files(command, cwd))
+
+    return pins_of
+
+
 def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     user_file = user_dir / "settings.json"
     user = parse_hooks(_read(user_file).get("hooks"), str(user_file))
     project_file = cwd / PROJECT_SETTINGS
     raw = _read(project_file).get("hooks")
     project = parse_hooks(raw, str(project_file))
-    trusted = bool(project) and _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
-    return HookSources(user, project, raw, project_file, trusted)
+    trusted_fp, files = _record(home, cwd)
+    trusted = bool(project) and trusted_fp == fingerprint(raw)
+    stale: list[str] = []
+    if trusted:
+        project = project.pinned(_pins_from(files, cwd))
+        for _e, _m, h in project.all_commands():
+            stale += [rel for rel in changed(h.pins, cwd) if rel not in stale]
+    return HookSources(user, project, raw, project_file, trusted and not stale, tuple(stale))
 
 
-def trust_hooks(home: Path, cwd: Path, raw: Any) -> None:
+def trust_hooks(home: Path, cwd: Path, raw: Any) -> dict[str, str | None]:
+    """Trusts the project's hooks table and the workspace files its commands name, as they
+    are now; returns those files' hashes (None: named, and absent)."""
+    project = parse_hooks(raw, str(cwd / PROJECT_SETTINGS))
+    files = dict(p for _e, _m, h in project.all_commands() for p in pin(h.command, cwd))
     path = home / TRUST_FILE
     data = _read(path)
     projects = data.setdefault("projects", {})
-    projects[str(cwd.resolve())] = fingerprint(raw)
+    projects[str(cwd.resolve())] = {"hooks": fingerprint(raw), "files": files}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.chmod(tmp, 0o600)
     tmp.replace(path)
+    return files
 
 
 def session_hooks(settings: Settings, cwd: Path) -> tuple[Hooks | None, list[str]]:

@@ -1,24 +1,21 @@
 """Permission modes, with Claude Code's names: default, acceptEdits, plan, bypassPermissions
 (`--permission-mode`; shift+Tab in the TUI cycles the first three).
 
-Each mode is tool rules added after the configured ones (deny wins over ask over allow), so a
-mode switch changes no byte of the prompt already sent: the tool schemas stay, and plan mode's
+The mode is the session's approval gate's (agent/approvals.py: ApprovalGate.mode), whoever
+sets it, so it binds every call the gate judges, a `task` child's included: plan mode denies
+every tool that writes, runs commands or reaches an MCP server (by what the tool does, its
+Capability, not by its name); acceptEdits allows file changes as an allow rule would. A mode
+switch changes no byte of the prompt already sent: the tool schemas stay, and plan mode's
 instruction rides on the user's own message at the end of the conversation, as the thinking
-mode rides on the generation prefix. Plan mode denies every tool that changes something (and
-the shell, and MCP tools, which may); the model reads, then answers with a plan.
+mode rides on the generation prefix.
 """
 
 from __future__ import annotations
 
+from m3agent.agent.approvals import MODES
 from m3agent.agent.config import ToolRule
-from m3agent.tools.apply_patch import ApplyPatch
-from m3agent.tools.edit_file import EditFile
-from m3agent.tools.shell import Shell
-from m3agent.tools.write_file import WriteFile
 
-MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 CYCLE = ("default", "acceptEdits", "plan")  # shift+Tab, as Claude Code
-EDIT_TOOLS = (EditFile.name, WriteFile.name, ApplyPatch.name)
 SHOWN = {"default": "", "acceptEdits": "accept edits", "plan": "plan", "bypassPermissions": ""}
 
 PLAN_INSTRUCTION = (
@@ -34,14 +31,6 @@ def check_mode(mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"unknown permission mode {mode!r} (use one of {', '.join(MODES)})")
     return mode
-
-
-def mode_rules(mode: str) -> tuple[ToolRule, ...]:
-    if mode == "plan":
-        return tuple(ToolRule(t, "deny") for t in (*EDIT_TOOLS, Shell.name, "mcp__*"))
-    if mode == "acceptEdits":
-        return tuple(ToolRule(t, "allow") for t in EDIT_TOOLS)
-    return ()
 
 
 def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule, ...]:

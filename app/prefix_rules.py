@@ -8,6 +8,10 @@
   that file's exact content (`/permissions trust`; kept in `<home>/permissions-trust.json`
   by content hash: an edited file is untrusted again).
 
+The same trust covers everything else a repository could use to lift approvals: its
+`.m3agent/settings.json` rules (below) and its custom commands' `allowed-tools`
+(`.m3agent/commands/**.md`, app/extensions.py: granted_tools), each file by its own hash.
+
 A prefix never covers shell syntax (app/command_prefix.py), wherever it was saved."""
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 USER_FILE = "permissions.json"
 TRUST_FILE = "permissions-trust.json"
 PROJECT_FILE = Path(".m3agent") / "permissions.json"
+PROJECT_COMMANDS = Path(".m3agent") / "commands"
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -79,12 +84,25 @@ def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
     path.chmod(0o600)
 
 
+def trusted_file(home: Path, path: Path) -> bool:
+    """Whether this user trusted `path` (a file of the repository) as it is now."""
+    digest = _digest(path)
+    return digest is not None and _read(home / TRUST_FILE).get(str(path.resolve())) == digest
+
+
+def _command_files(cwd: Path) -> list[Path]:
+    root = cwd / PROJECT_COMMANDS
+    return sorted(p for p in root.rglob("*.md") if p.is_file()) if root.is_dir() else []
+
+
 def trust_project(home: Path, cwd: Path) -> str:
-    """Trusts the project's permissions.json and settings.json as they are now."""
-    files = [(cwd / f, _digest(cwd / f)) for f in (PROJECT_FILE, PROJECT_SETTINGS)]
+    """Trusts the project's permissions.json, settings.json and command files as they are
+    now."""
+    named = [cwd / f for f in (PROJECT_FILE, PROJECT_SETTINGS)]
+    files = [(f, _digest(f)) for f in (*named, *_command_files(cwd))]
     found = [(f, d) for f, d in files if d is not None]
     if not found:
-        raise ValueError(f"no {PROJECT_FILE} or {PROJECT_SETTINGS} in {cwd}")
+        raise ValueError(f"no {PROJECT_FILE}, {PROJECT_SETTINGS} or {PROJECT_COMMANDS} in {cwd}")
     path = home / TRUST_FILE
     private_dir(home)
     data = _read(path)
@@ -92,7 +110,11 @@ def trust_project(home: Path, cwd: Path) -> str:
         data[str(project.resolve())] = digest
     path.write_text(json.dumps(data, indent=1), encoding="utf-8")
     path.chmod(0o600)
-    return "trusted " + " and ".join(str(f) for f, _ in found) + " (their current content)"
+    shown = [str(f) for f, _ in found if f in named]
+    commands = len(found) - len(shown)
+    if commands:
+        shown.append(f"{commands} command file(s) in {cwd / PROJECT_COMMANDS}")
+    return "trusted " + " and ".join(shown) + " (their current content)"
 
 
 # ---- per-path tool rules (`edit_file(src/**)`, `Edit(src/**)`) ------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
 from .fdio import FsRefused, lstat, parent_dir, read_bytes, read_in, unlink_in, write_in
 from .patch_parse import FileOp, Hunk, PatchError, parse
@@ -91,6 +91,7 @@ def _apply_hunks(path: str, text: str, hunks: list[Hunk]) -> str:
 class ApplyPatch(Tool[ApplyPatchArgs]):
     name = "apply_patch"
     claude_names = ("Edit",)
+    capability = Capability.WRITE
     kind = "edit"
     description = (
         "Apply a patch to one or more files, atomically: every hunk applies or nothing changes. "

@@ -10,6 +10,7 @@ Tools are synchronous; the agent runs them in a worker thread. A long tool polls
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -41,6 +42,18 @@ class ToolResult:
     # Images the model sees inside the result: (kind, absolute path, character offset of the
     # placeholder in `output`), offsets non-decreasing (the chat template renders them there).
     media: tuple[tuple[str, str, int], ...] = ()
+
+
+class Capability(StrEnum):
+    """What a tool does, whatever it is named: the unit approval rules and permission modes
+    are matched through (agent/approvals.py), so a rule about reading covers every tool that
+    reads and plan mode stops every tool that writes, runs or reaches a server."""
+
+    READ = "read"  # reads or lists workspace files (read_file, grep, glob, list_dir)
+    WRITE = "write"  # changes files (write_file, edit_file, apply_patch)
+    EXEC = "exec"  # runs commands (shell)
+    MCP = "mcp"  # reaches an MCP server (its tools, its resources): Touches.server says which
+    OTHER = "other"  # none of these (update_plan; task, whose children's calls are gated)
 
 
 class PreviewKind(StrEnum):
@@ -78,6 +91,7 @@ class Touches:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     opaque: bool = False
+    server: str | None = None  # the MCP server the call reaches (its tool or its resources)
 
 
 class ToolContext:
@@ -86,7 +100,7 @@ class ToolContext:
     (workspace-write on `cwd`), built on first use and kept, since probing its layers costs a
     process or two. `policy` is the sandbox's policy, read without building one."""
 
-    __slots__ = ("cwd", "cancel", "timeout_s", "env", "call_id", "_sandbox")
+    __slots__ = ("cwd", "cancel", "timeout_s", "env", "call_id", "hidden", "_sandbox")
 
     def __init__(
         self,
@@ -96,8 +110,12 @@ class ToolContext:
         timeout_s: float = 120.0,
         env: dict[str, str] | None = None,
         call_id: str = "",  # the model's id of this call (the task tool nests events under it)
+        # paths a rule keeps from the model (the approval gate's `hides`): searches over a
+        # directory above them leave them out; None: none
+        hidden: Callable[[str], bool] | None = None,
     ) -> None:
         self.cwd = cwd
+        self.hidden = hidden
         self.cancel = cancel if cancel is not None else threading.Event()
         self._sandbox = sandbox
         self.timeout_s = timeout_s
@@ -150,6 +168,7 @@ class Tool(Generic[ArgsT]):
     # Claude Code's tool names that stand for this one in a rule (`Edit(src/**)`)
     claude_names: tuple[str, ...] = ()
     takes_paths: bool = True  # a rule may name paths (the shell's rules are command prefixes)
+    capability: Capability = Capability.OTHER  # what rules and modes match it as
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

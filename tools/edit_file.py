@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
 from .fdio import FsRefused, read_bytes, write_atomic
 from .fsutil import looks_binary
@@ -26,6 +26,7 @@ class EditFileArgs(BaseModel):
 class EditFile(Tool[EditFileArgs]):
     name = "edit_file"
     claude_names = ("Edit", "MultiEdit")
+    capability = Capability.WRITE
     kind = "edit"
     description = (
         "Replace an exact string in a file. old_string must match exactly once (include "

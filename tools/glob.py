@@ -6,7 +6,7 @@ import re
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
 from .fdio import lstat
 from .globs import glob_to_regex
@@ -25,6 +25,7 @@ class GlobArgs(BaseModel):
 class Glob(Tool[GlobArgs]):
     name = "glob"
     claude_names = ("Glob",)
+    capability = Capability.READ
     kind = "search"
     description = "Find files by glob pattern (** matches any depth). Respects .gitignore."
 

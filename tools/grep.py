@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
 from .fdio import FsRefused, open_regular
 from .fsutil import looks_binary
@@ -34,6 +34,7 @@ class GrepArgs(BaseModel):
 class Grep(Tool[GrepArgs]):
     name = "grep"
     claude_names = ("Grep",)
+    capability = Capability.READ
     kind = "search"
     description = (
         "Search file contents with a regular expression. Returns 'path:line:text' rows; "

@@ -6,7 +6,7 @@ import os
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Tool, ToolContext, ToolResult, Touches
 from .bounds import LISTING_CHARS, cut_rows
 from .fdio import FsRefused, open_dir
 from .paths import check_read, display, shown_name
@@ -21,6 +21,7 @@ class ListDirArgs(BaseModel):
 class ListDir(Tool[ListDirArgs]):
     name = "list_dir"
     claude_names = ("LS",)
+    capability = Capability.READ
     kind = "search"
     description = "List the entries of a directory; subdirectories end with '/'."
 
@@ -41,7 +42,10 @@ class ListDir(Tool[ListDirArgs]):
             return ToolResult(msg, is_error=True)
         try:
             with os.scandir(fd) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(
+                    (e for e in it if not (ctx.hidden and ctx.hidden(str(path / e.name)))),
+                    key=lambda e: e.name,
+                )
             rows = [shown_name(e.name) + ("/" if e.is_dir() else "") for e in entries[:MAX_ENTRIES]]
         except PermissionError:
             return ToolResult(f"{shown}: permission denied", is_error=True)

@@ -35,7 +35,10 @@ def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
 
 
 def is_secret(path: Path, ctx: ToolContext) -> bool:
-    """For filtering search results: a resolved path the policy keeps unreadable."""
+    """For filtering search results: a resolved path the policy keeps unreadable, or one a
+    rule keeps from the model (ToolContext.hidden)."""
+    if ctx.hidden is not None and ctx.hidden(str(path)):
+        return True
     try:
         return _is_secret(_realpath(path, str(path)), ctx.policy)
     except PathDenied:

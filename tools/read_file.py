@@ -8,7 +8,7 @@ from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Tool, ToolContext, ToolResult, Touches
 from .fdio import FsRefused, open_regular
 from .fsutil import looks_binary
 from .paths import check_read, display, hardlinks_allowed
@@ -54,6 +54,7 @@ class ReadFileArgs(BaseModel):
 class ReadFile(Tool[ReadFileArgs]):
     name = "read_file"
     claude_names = ("Read",)
+    capability = Capability.READ
     kind = "read"
     description = (
         "Read a text file. Returns lines prefixed with their 1-based line numbers. "

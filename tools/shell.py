@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import preview_text
 from .paths import PathDenied, resolve
 from .sandbox.budget import WriteBudgetSpent
@@ -38,6 +38,7 @@ def _workdir(args: ShellArgs, ctx: ToolContext) -> Path | ToolResult:
 class Shell(Tool[ShellArgs]):
     name = "shell"
     claude_names = ("Bash",)
+    capability = Capability.EXEC
     takes_paths = False
     kind = "execute"
     description = (

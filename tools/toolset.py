@@ -39,7 +39,7 @@ class ToolsetProtocol(Protocol):
     def close(self) -> None: ...
 
 
-def _validation_message(name: str, err: ValidationError) -> str:
+def validation_message(name: str, err: ValidationError) -> str:
     rows = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(arguments)"
@@ -140,7 +140,7 @@ class Toolset:
         try:
             return tool.Args.model_validate(arguments)
         except ValidationError as e:
-            return ToolResult(_validation_message(name, e), is_error=True)
+            return ToolResult(validation_message(name, e), is_error=True)
 
 
 def _bounded(result: ToolResult) -> ToolResult:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .base import Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import bounded_diff, preview_diff
 from .fdio import FsRefused, lstat, read_bytes, write_atomic
 from .paths import check_write, display, hardlinks_allowed
@@ -22,6 +22,7 @@ class WriteFileArgs(BaseModel):
 class WriteFile(Tool[WriteFileArgs]):
     name = "write_file"
     claude_names = ("Edit", "Write")
+    capability = Capability.WRITE
     kind = "edit"
     description = "Create a file or replace its whole content. Parent directories are created."
     mutates = True

@@ -13,11 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from m3agent.tools.claude_names import claude_names_of
+
+from .pins import Pins
 
 DEFAULT_TIMEOUT_S = 60.0  # Claude Code's default
 
@@ -42,6 +44,9 @@ class HookCommand:
     command: str
     timeout_s: float = DEFAULT_TIMEOUT_S
     source: str = ""  # the settings file it came from (shown with the command line)
+    # A project hook's: the workspace files its command names, as trusted (pins.py); it runs
+    # only while they are unchanged.
+    pins: Pins = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,20 @@ class HookSet:
                 continue
             out.extend(h for h in m.hooks if h not in out)  # the same command runs once
         return tuple(out)
+
+    def pinned(self, pins_of: Callable[[str], Pins]) -> HookSet:
+        """The same hooks, each with its command's pins."""
+        return HookSet(
+            {
+                e: tuple(
+                    HookMatcher(
+                        m.matcher, tuple(replace(h, pins=pins_of(h.command)) for h in m.hooks)
+                    )
+                    for m in ms
+                )
+                for e, ms in self.by_event.items()
+            }
+        )
 
     def merged(self, other: HookSet) -> HookSet:
         events = {*self.by_event, *other.by_event}

@@ -22,6 +22,10 @@ from typing import Any
 from m3agent.tools.sandbox.envscrub import scrub
 
 from .config import HookCommand
+from .pins import changed
+
+# Events whose hooks guard something (a tool call, a prompt): a hook that may not run blocks.
+_GUARDS = frozenset({"PreToolUse", "UserPromptSubmit"})
 
 BLOCK_EXIT = 2  # Claude Code's "blocking error": stderr goes to the model
 _OUTPUT_CAP = 64_000  # a hook's stdout/stderr kept (a chatty script must not flood the prompt)
@@ -55,6 +59,14 @@ async def run_hook(
     hook: HookCommand, payload: Mapping[str, Any], project: Path, env: Mapping[str, str]
 ) -> HookRun:
     started = time.monotonic()
+    stale = changed(hook.pins, project)
+    if stale:  # the model may have written them: not run, outside the sandbox, as the user
+        why = (
+            f"hook not run: {', '.join(stale)} changed since the project's hooks were trusted "
+            "(the model can write the workspace); review it and run `m3agent hooks trust`"
+        )
+        guard = payload.get("hook_event_name") in _GUARDS
+        return HookRun(hook.command, BLOCK_EXIT if guard else None, "", why, 0.0)
     data = json.dumps(payload).encode()
     try:
         proc = await asyncio.create_subprocess_exec(

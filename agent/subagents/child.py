@@ -78,7 +78,9 @@ async def run_child(parent: Session, agent: AgentDef, prompt: str, call_id: str)
     )
     for m in prefix_messages(parent.conversation.messages):
         conv.append(m)
-    config = replace(parent.config, max_turns=agent.max_turns)
+    # An agent file's budget can only be smaller than the user's (--max-turns, config):
+    # the other limits are the parent's own.
+    config = replace(parent.config, max_turns=min(agent.max_turns, parent.config.max_turns))
     child = Session(
         parent.engine,
         RestrictedToolset(parent_tools, frozenset(allowed)) if parent_tools is not None else None,
@@ -90,6 +92,10 @@ async def run_child(parent: Session, agent: AgentDef, prompt: str, call_id: str)
         tool_env=parent.tool_env,
         hooks=parent.hooks,
         subagent=True,
+        # The parent's gate, not one built from the config: its permission mode as it is
+        # when the child runs (the TUI's shift+Tab sets it on the gate), its rules, the
+        # answers approved for this session.
+        gate=parent.gate,
     )
     child.thinking_default = parent.thinking_default
     first: ev.ModelRequestFinished | None = None

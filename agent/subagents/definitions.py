@@ -41,7 +41,10 @@ GENERAL = AgentDef(
 
 
 def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
-    """(agents, problems): general-purpose first, then the files (the project's win)."""
+    """(agents, problems): general-purpose first, then the files (the project's win). The
+    built-in general-purpose is never replaced (it is what a task call gets by default, so a
+    repository's file would speak for every delegation); a file's max-turns is capped by the
+    session's own when a child runs (child.py)."""
     found: dict[str, AgentDef] = {GENERAL.name: GENERAL}
     problems: list[str] = []
     for _, path in definition_files(dirs, "*.md"):
@@ -51,6 +54,9 @@ def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, 
             problems.append(f"{path}: {why}")
             continue
         doc, name, desc = got
+        if name == GENERAL.name:
+            problems.append(f"{path}: {name} is built in; a file cannot replace it")
+            continue
         turns = doc.text("max-turns") or doc.text("maxTurns")
         try:
             max_turns = int(turns) if turns else DEFAULT_MAX_TURNS
@@ -58,7 +64,7 @@ def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, 
             problems.append(f"{path}: max-turns must be a number")
             continue
         tools = resolve_tool_names(doc.names("tools"))  # Claude Code names too
-        if name not in found or found[name] is GENERAL:
+        if name not in found:
             found[name] = AgentDef(
                 name, desc, doc.body.strip(), tools or None, max(1, max_turns), str(path)
             )

@@ -191,7 +191,10 @@ class M3AcpAgent:
         live = self._get(session_id)
         if live.turn_done is not None and not live.turn_done.done():
             raise acp.RequestError.invalid_request({"reason": "a prompt is already running"})
-        turn = expand_turn(live.session, ops.UserTurn(_prompt_text(prompt)))
+        try:
+            turn = expand_turn(live.session, ops.UserTurn(_prompt_text(prompt)))
+        except ValueError as e:  # a command that may not run (an MCP prompt of a denied server)
+            raise acp.RequestError.invalid_params({"reason": str(e)}) from None
         if live.mode == "plan":
             turn = replace(turn, text=PLAN_NOTE + turn.text)
         live.turn_done = asyncio.get_running_loop().create_future()

@@ -67,6 +67,18 @@ def register(app: typer.Typer) -> None:
         )
         for event, matcher, h in src.project.all_commands():
             sys.stdout.write(f"  {event} [{matcher or '*'}]: {h.command}\n")
+        from m3agent.agent.hooks.pins import pin
+
+        from ..safe_text import visible
+
+        named = dict(p for _e, _m, h in src.project.all_commands() for p in pin(h.command, where))
+        if named:
+            sys.stdout.write(
+                "and these workspace files as they are now (a change stops the hook that "
+                "names it until you trust again):\n"
+            )
+            for rel, sha in named.items():
+                sys.stdout.write(f"  {visible(rel)}: {sha[:12] if sha else '(absent)'}\n")
         if not yes:
             if not sys.stdin.isatty():
                 die("not a terminal: pass --yes to trust these hooks")

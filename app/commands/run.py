@@ -206,7 +206,7 @@ def execute(
     from ..headless import make_renderer, run_headless
     from ..headless_approvals import deny_approver, tty_approver
     from ..headless_result import early_error_line
-    from ..permission_modes import check_mode, mode_rules, plan_text, tool_flag_rules
+    from ..permission_modes import check_mode, plan_text, tool_flag_rules
     from ..run_input import (
         INPUT_FORMATS,
         append_system_prompt,
@@ -267,9 +267,7 @@ def execute(
         saved, rule_notes = saved_rules(settings.home, where)
         for note in rule_notes:
             sys.stderr.write(f"note: {note}\n")
-        settings = settings.override(
-            rules=(*settings.rules, *saved, *flag_rules, *mode_rules(mode))
-        )
+        settings = settings.override(rules=(*settings.rules, *saved, *flag_rules))
         renderer = make_renderer(output_format)
         # The schema goes with the last prompt: the cached system prompt stays as it is.
         texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]
@@ -339,7 +337,12 @@ def execute(
 
     from ..extensions import expand_turn
 
-    turn = expand_turn(session, turn)  # `/name args`: a custom command, skill or MCP prompt
+    session.gate.mode = mode  # the gate's: it binds the session's task children too
+    try:
+        turn = expand_turn(session, turn)  # `/name args`: a custom command, skill or MCP prompt
+    except ValueError as e:
+        asyncio.run(session.engine.close())
+        return fail(exit_codes.USAGE_ERROR, str(e))
     if settings.approval == "never":
         approver = deny_approver("approvals are off")  # never called: the gate never asks
     elif sys.stdin.isatty() and sys.stderr.isatty():

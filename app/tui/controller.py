@@ -21,7 +21,7 @@ from m3agent.tools.shell import Shell
 from ..command_prefix import command_prefix, matches, shown
 from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
-from ..permission_modes import mode_rules, plan_text
+from ..permission_modes import plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
@@ -62,8 +62,6 @@ class SessionController:
             config.notify, config.notify_write or tty_writer, clock=self.clock
         )  # bell / OSC 9 / OSC 777 on approvals and long turns
         self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
-        # The gate's rules before any mode was applied (None: no mode applied yet).
-        self.base_rules: tuple[ToolRule, ...] | None = None
         self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
         self.config_rules: tuple[ToolRule, ...] = ()  # the gate's rules from config and flags
         self.rule_notes: list[str] = []  # an untrusted project settings.json, refused rules
@@ -74,7 +72,6 @@ class SessionController:
     def attach(self, session: SessionLike) -> None:
         resumed = session.resumed  # first: a broken session object fails here, as it did
         self.session = session
-        self.base_rules = None  # a new session's gate: the mode is applied to it afresh
         self.config_rules = session.gate.rules  # before saved path rules
         if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
             from ..prefix_rules import load_prefixes
@@ -83,23 +80,18 @@ class SessionController:
             for prefix in saved:
                 self.allow_prefix(prefix)
             self.apply_saved_rules()
-        if self.mode != "default":
-            self.apply_mode(self.mode)
+        self.apply_mode(self.mode)  # a new session's gate: the mode is set on it afresh
         self.failed = False
         self.last_session_id = session.id
         if resumed:
             self.prompts_sent += 1  # a resumed session is worth resuming again
 
     def apply_mode(self, mode: str) -> None:
-        """A permission mode (plan_flow.py): its rules after the gate's own (config and saved
-        answers)."""
+        """A permission mode (plan_flow.py): the session gate's, so it binds the session's
+        task children as well (agent/approvals.py)."""
         self.mode = mode
-        if self.session is None:
-            return
-        gate = self.session.gate
-        if self.base_rules is None:
-            self.base_rules = gate.rules
-        gate.rules = (*self.base_rules, *mode_rules(mode))
+        if self.session is not None:
+            self.session.gate.mode = mode
 
     def apply_saved_rules(self) -> None:
         """The user's saved path rules and the trusted project's, after the config's own (a
@@ -110,11 +102,7 @@ class SessionController:
         from ..prefix_rules import saved_rules
 
         saved, self.rule_notes = saved_rules(self.config.state_dir, Path(self.config.cwd))
-        rules = (*self.config_rules, *saved)
-        if self.base_rules is not None:  # a permission mode is on: its rules stay last
-            self.base_rules = rules
-            rules = (*rules, *mode_rules(self.mode))
-        gate.rules = rules
+        gate.rules = (*self.config_rules, *saved)
 
     def detach(self) -> SessionLike | None:
         session, self.session = self.session, None

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from ..custom_commands import CustomCommand, find
-from ..extensions import commands_of
+from ..extensions import commands_of, granted_tools, refusal
 from ..safe_text import visible
 from .slash import SlashSpec
 from .widgets.widget_options import WidgetOptions
@@ -89,10 +89,14 @@ def menu_specs(commands: tuple[CustomCommand, ...]) -> tuple[SlashSpec, ...]:
 
 
 def custom_turn(controller: SessionController, text: str) -> UserTurn | None:
-    """The UserTurn of a `/name args` custom command or skill, else None."""
-    hit = find(commands_of(controller.session), text)
-    if hit is None:
+    """The UserTurn of a `/name args` custom command or skill, else None. ValueError: one
+    that may not run (extensions.refusal)."""
+    session = controller.session
+    hit = find(commands_of(session), text)
+    if hit is None or session is None:
         return None
     command, args = hit
+    if (why := refusal(session.gate, command)) is not None:
+        raise ValueError(why)
     turn = controller.make_turn(command.expand(args))
-    return replace(turn, allowed_tools=command.allowed_tools)
+    return replace(turn, allowed_tools=granted_tools(session, command))

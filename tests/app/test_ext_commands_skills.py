@@ -34,13 +34,22 @@ def test_project_and_user_commands_expand_with_allowed_tools(cli, repo, home, m3
     )
     write(home / "commands/git/pr.md", "Open a pull request.\n")
     script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
-    # untrusted asks before every shell command; headless nobody answers (denied), except
-    # for the tools the command allows.
+    # untrusted asks before every shell command; headless nobody answers (denied). The
+    # repository's command lifts that only once the user trusted its file (issue 36).
     r, evs = run(cli, repo, script, "/review greet.py twice", "--approval", "untrusted")
     assert r.returncode == 0, r.stderr
     sid = evs[0]["session_id"]
     user = [m.content for m in messages(home, sid) if m.role == "user"]
     assert user == ["Review greet.py carefully (all: greet.py twice)."]
+    assert any(e["type"] == "approval_request" for e in evs)
+    finished = [e for e in evs if e["type"] == "tool_call_finished"][0]
+    assert finished["metadata"].get("denied"), finished
+
+    from m3agent.app.prefix_rules import trust_project
+
+    assert "1 command file(s)" in trust_project(home, repo)  # /permissions trust
+    script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
+    r, evs = run(cli, repo, script, "/review greet.py twice", "--approval", "untrusted")
     assert not any(e["type"] == "approval_request" for e in evs)
     finished = [e for e in evs if e["type"] == "tool_call_finished"][0]
     assert "denied" not in finished["metadata"], finished

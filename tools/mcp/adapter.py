@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
+from ..base import (
+    Capability,
+    Preview,
+    PreviewKind,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+    ToolResult,
+    Touches,
+)
 from ..bounds import cut_result, preview_text
 from ..json_types import JSONObject, JSONValue
 from .hub import McpCancelled, McpHub
@@ -52,6 +61,7 @@ class McpTool(Tool[BaseModel]):
     server's description (bounded) and input schema."""
 
     kind = "fetch"
+    capability = Capability.MCP
     mutates = True  # an MCP tool may do anything: checkpoint before it
     risky = True  # and ask first unless a rule or --approval never says not to
     Args = _AnyArgs
@@ -79,8 +89,12 @@ class McpTool(Tool[BaseModel]):
     def parameters(self) -> JSONObject:
         return self.input_schema
 
+    def touches(self, args: BaseModel) -> Touches:
+        """Opaque (the server may do anything), and which server: rules match it."""
+        return Touches(opaque=True, server=self.server)
+
     def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
-        """The request the server would get (touches: opaque, the Tool default)."""
+        """The request the server would get."""
         body = json.dumps(args.model_dump(), ensure_ascii=False, indent=1)
         text, note = preview_text(
             f"MCP server {self.server}, tool {self.remote_name}\narguments: {body}\n", "request"
@@ -123,11 +137,16 @@ class ReadMcpResource(Tool[ReadResourceArgs]):
         "Read a resource that an MCP tool result linked to (shown as [resource: ...]). "
         "Give the server name and the URI exactly as in that result."
     )
+    capability = Capability.MCP
     mutates = False
     risky = True  # reaches a server, which may do anything
 
     def __init__(self, hub: McpHub) -> None:
         self.hub = hub
+
+    def touches(self, args: ReadResourceArgs) -> Touches:
+        """The server it reaches: a rule about that server covers its resources too."""
+        return Touches(opaque=True, server=args.server)
 
     def preview(self, args: BaseModel, ctx: ToolContext) -> Preview:
         assert isinstance(args, ReadResourceArgs)

@@ -50,9 +50,19 @@ DEFAULT_SECRETS = (
 )
 # Names in each writable root that commands may neither create, change, replace nor point
 # elsewhere: the repository and m3agent's own per-project state, the snapshot's ignore file,
-# and the instruction files the next session reads into its prompt. The first two are
-# directories: where absent, bubblewrap mounts an empty read-only directory in their place.
-DEFAULT_PROTECTED = (".git", ".m3agent", ".m3agentignore", "AGENTS.md", "CLAUDE.md")
+# the instruction files the next session reads into its prompt, and the other directories it
+# reads definitions from (skills in .claude/skills and .agents/skills: app/extensions.py), so
+# nothing the model writes speaks to a later session from its system prompt. The first two
+# are directories: where absent, bubblewrap mounts an empty read-only directory in their place.
+DEFAULT_PROTECTED = (
+    ".git",
+    ".m3agent",
+    ".m3agentignore",
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".claude",
+    ".agents",
+)
 PROTECTED_DIRS = frozenset({".git", ".m3agent"})
 # Outside the workspace a command sees nothing of the home directory except these toolchain
 # locations, read-only ("~" is the policy's home). Deliberately absent: ~/.cache (Hugging

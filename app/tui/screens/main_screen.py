@@ -264,7 +264,11 @@ class MainScreen(Screen[None]):
         if text.startswith(SHELL_ESCAPE):  # `!git status`: the shell, not the model
             await self.slash.daily.shell_escape(text[len(SHELL_ESCAPE) :].strip())
             return
-        custom = ext_view.custom_turn(self.controller, text)  # a custom command or skill
+        try:
+            custom = ext_view.custom_turn(self.controller, text)  # a custom command or skill
+        except ValueError as e:
+            await self.transcript.error(str(e), "usage")
+            return
         if custom is not None:
             if self.controller.enqueue(custom).shown:
                 await self.transcript.user(text)

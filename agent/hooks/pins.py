@@ -1,0 +1,92 @@
+"""What a project hook's trust covers beyond its command line: the workspace files it names.
+
+A hook runs outside the sandbox, but the files of the workspace are the sandboxed model's to
+write. A trusted `python3 .claude/hooks/guard.py` would run whatever the model later wrote
+into guard.py, so `m3agent hooks trust` records, beside the command lines, a hash of every
+workspace file a command names (and that a named one was absent), and a hook runs only while
+each of them is as trusted: `changed` before every run says which are not.
+
+A command names a file by a word that is a path: one with a `/`, one that ends like a script
+(`.py`, `.sh`, ...), or one that is an existing file of the workspace when trusted; the
+project-directory variables Claude Code's hooks use (`$CLAUDE_PROJECT_DIR`,
+`$M3AGENT_PROJECT_DIR`) are read as the workspace; quoted words (`sh -c "..."`) are read
+again inside; `--opt=PATH` counts by its value. What a named program itself opens later (a
+test runner's tests, a Makefile's recipes) is not a word of the command: docs/hooks.md says
+why such a hook should not run on the project's own code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+Pins = tuple[tuple[str, str | None], ...]  # (path relative to the workspace, sha256 or None)
+
+_SCRIPT = re.compile(r"\.(py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|lua|ps1|jar)$")
+_PROJECT_VARS = re.compile(r"\$\{?(CLAUDE_PROJECT_DIR|M3AGENT_PROJECT_DIR)\}?")
+_DEPTH = 3  # quoting levels read again
+
+
+def _words(command: str, depth: int = 0) -> Iterator[str]:
+    try:
+        words = shlex.split(command, comments=True)
+    except ValueError:  # an unbalanced quote: plain words
+        words = command.split()
+    for word in words:
+        yield word
+        if "=" in word:
+            yield word.split("=", 1)[1]
+        if depth < _DEPTH and any(c.isspace() for c in word):
+            yield from _words(word, depth + 1)
+
+
+def _inside(project: Path, word: str) -> str | None:
+    """`word` as a path relative to the workspace, when it lies inside it (None: not)."""
+    root = os.path.normpath(str(project))
+    path = os.path.normpath(word if os.path.isabs(word) else os.path.join(root, word))
+    rel = os.path.relpath(path, root)
+    if rel == "." or rel == ".." or rel.startswith("../"):
+        return None
+    return rel
+
+
+def named_files(command: str, project: Path) -> tuple[str, ...]:
+    """The workspace paths `command` names, relative to the workspace, in order, each once."""
+    out: list[str] = []
+    for word in _words(_PROJECT_VARS.sub(lambda _m: str(project), command)):
+        word = word.strip()
+        if not word or word.startswith("-") or word.startswith("~"):
+            continue
+        rel = _inside(project, word)
+        if rel is None:
+            continue
+        pathlike = "/" in word or _SCRIPT.search(word) is not None
+        if (pathlike or os.path.isfile(project / rel)) and rel not in out:
+            out.append(rel)
+    return tuple(out)
+
+
+def digest(project: Path, rel: str) -> str | None:
+    """sha256 of the file as a hook would run it (through a symlink, as the shell follows
+    one); None when there is no such file."""
+    try:
+        with open(project / rel, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except (IsADirectoryError, FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError:  # unreadable now: it cannot be the file that was trusted
+        return "unreadable"
+
+
+def pin(command: str, project: Path) -> Pins:
+    """The pins of `command` as the workspace is now."""
+    return tuple((rel, digest(project, rel)) for rel in named_files(command, project))
+
+
+def changed(pins: Pins, project: Path) -> list[str]:
+    """The pinned paths that are not as they were trusted."""
+    return [rel for rel, sha in pins if digest(project, rel) != sha]
