@@ -78,3 +78,29 @@ async def test_keep_planning_and_default_has_no_dialog(harness, until, m3home):
         await turn_done(pilot, until, 2)
         await pilot.pause(0.1)
         assert app.screen is main
+
+
+async def test_plan_mode_binds_a_task_child(harness, until, m3home):
+    """Issue 36, class 6: shift+Tab's plan mode is the session gate's, so a `task` child
+    (whose gate was built from the config before) can neither write nor run a command. The
+    control is test_plan_then_act's own default-mode turn, where the same edit goes through."""
+    from ...support.markup import answer, calls, invoke
+
+    replies = [
+        calls(invoke("task", description="fix", prompt="make add right")),
+        calls(
+            invoke("edit_file", path="src/calc.py", old_string="a - b", new_string="a + b"),
+            invoke("shell", command="touch ran"),
+        ),
+        answer("child: done"),
+        answer("1. A plan."),
+    ]
+    app, _ = _app(harness, replies, approval="never")  # nothing is asked: only the mode stops it
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        await pilot.press("shift+tab", "shift+tab")
+        assert main.controller.mode == "plan"
+        await send(pilot, "plan it")
+        await until(pilot, lambda: isinstance(pilot.app.screen, PlanScreen))
+    assert (harness.repo / "src/calc.py").read_text().endswith("a - b\n")
+    assert not (harness.repo / "ran").exists()
