@@ -38,7 +38,7 @@ from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
 from .config import ApprovalPolicy, ToolRule, Verdict
-from .path_rules import PathRule, parse_rule, read_tools, rule_covers
+from .path_rules import PathRule, parse_rule, read_tools, rule_covers, write_tools
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
@@ -101,20 +101,30 @@ def _rule_verdict(
         verdict = Verdict(rule.action)
         allow = verdict is Verdict.ALLOW
         named = server if not (allow and server == _UNKNOWN_SERVER) else None
-        if not any(rule_matches(t, tool_name, named) for t in parsed.tools):
+        tools = parsed.tools if allow else _with_writers(parsed)
+        if not any(rule_matches(t, tool_name, named) for t in tools):
             continue
         if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
             matching.append(verdict)
     return _strongest(matching)
 
 
+def _with_writers(parsed: PathRule) -> tuple[str, ...]:
+    """A deny or ask path rule about reading covers the tools that change files too: each
+    reads the file it changes and shows it (the diff of an edit or an overwrite)."""
+    if parsed.pattern is None or not any(t in read_tools() for t in parsed.tools):
+        return parsed.tools
+    return (*parsed.tools, *write_tools())
+
+
 def _strongest(verdicts: list[Verdict]) -> Verdict | None:
     return max(verdicts, key=lambda a: _STRENGTH[a]) if verdicts else None
 
 
-def mode_verdict(mode: str, capability: Capability) -> Verdict | None:
-    """What a permission mode says of a call of `capability` (None: nothing)."""
-    if mode == "plan" and capability in PLAN_DENIES:
+def mode_verdict(mode: str, capability: Capability, mutates: bool = False) -> Verdict | None:
+    """What a permission mode says of a call of `capability` (None: nothing); plan mode also
+    denies any tool that declares it changes something, whatever its capability."""
+    if mode == "plan" and (capability in PLAN_DENIES or mutates):
         return Verdict.DENY
     if mode == "acceptEdits" and capability is Capability.WRITE:
         return Verdict.ALLOW
@@ -213,7 +223,7 @@ class ApprovalGate:
         config = _rule_verdict(
             tool_name, self._rules, touches, self.workspace, self._confine, server
         )
-        by_mode = mode_verdict(self._mode, capability)
+        by_mode = mode_verdict(self._mode, capability, mutates)
         rule = _strongest([v for v in (config, by_mode) if v is not None])
         if rule is Verdict.DENY:
             if config is not Verdict.DENY:

@@ -60,6 +60,11 @@ def read_tools() -> tuple[str, ...]:
     return tools_of(Capability.READ)
 
 
+def write_tools() -> tuple[str, ...]:
+    """The tools that change workspace files."""
+    return tools_of(Capability.WRITE)
+
+
 def parse_rule(text: str, *, check: bool = True) -> PathRule:
     """`edit_file`, `mcp__*`, `edit_file(src/**)`, `Edit(docs/*.md)`. check=False skips the
     pattern checks (tests only: it shows what they stop)."""

