@@ -14,7 +14,8 @@ project-directory variables Claude Code's hooks use (`$CLAUDE_PROJECT_DIR`,
 again inside; `--opt=PATH` counts by its value; `python -m pkg.mod` names the package `pkg`
 (or `pkg.py`). What a named program itself opens later (a test runner's tests, a Makefile's
 recipes) is not a word of the command: docs/hooks.md says why such a hook should not run on
-the project's own code.
+the project's own code. A named file's directory (but the workspace root) is pinned with it:
+a script sources or imports what lies beside it.
 """
 
 from __future__ import annotations
@@ -75,8 +76,13 @@ def named_files(command: str, project: Path) -> tuple[str, ...]:
         if rel is None:
             continue
         pathlike = "/" in word or _SCRIPT.search(word) is not None
-        if (pathlike or os.path.exists(project / rel)) and rel not in out:
-            out.append(rel)
+        if not (pathlike or os.path.exists(project / rel)):
+            continue
+        # A script's directory comes with it: what it sources or imports from beside itself.
+        parent = os.path.dirname(rel)
+        for name in (rel, parent) if parent and not os.path.isdir(project / rel) else (rel,):
+            if name not in out:
+                out.append(name)
     return tuple(out)
 
 

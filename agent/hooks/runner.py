@@ -4,7 +4,8 @@ Hooks are the user's own programs (or a trusted project's): they run outside the
 as the user, in the project directory, through /bin/sh like Claude Code's. Their environment
 is scrubbed with the same allow-list as sandboxed commands (no API keys or tokens of the
 agent's own environment), plus M3AGENT_PROJECT_DIR and CLAUDE_PROJECT_DIR so that existing
-Claude Code scripts find the project.
+Claude Code scripts find the project, and PYTHONSAFEPATH=1, so that a Python hook run in the
+project directory imports no module the model planted there or beside the script.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class HookRun:
 
 def hook_env(project: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     env, _withheld = scrub(dict(os.environ if base is None else base))
+    # Hooks run in the project directory: Python must not import a module the model planted
+    # there (or beside a script) in place of the one the hook means.
+    env["PYTHONSAFEPATH"] = "1"
     env["M3AGENT_PROJECT_DIR"] = str(project)
     env["CLAUDE_PROJECT_DIR"] = str(project)
     return env

