@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.tools.base import Capability, Touches
+from m3agent.tools.claude_names import with_same_capability
 from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
@@ -101,7 +102,7 @@ def _rule_verdict(
         verdict = Verdict(rule.action)
         allow = verdict is Verdict.ALLOW
         named = server if not (allow and server == _UNKNOWN_SERVER) else None
-        tools = parsed.tools if allow else _with_writers(parsed)
+        tools = covered_tools(parsed, allow)
         if not any(rule_matches(t, tool_name, named) for t in tools):
             continue
         if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
@@ -109,12 +110,20 @@ def _rule_verdict(
     return _strongest(matching)
 
 
-def _with_writers(parsed: PathRule) -> tuple[str, ...]:
-    """A deny or ask path rule about reading covers the tools that change files too: each
-    reads the file it changes and shows it (the diff of an edit or an overwrite)."""
-    if parsed.pattern is None or not any(t in read_tools() for t in parsed.tools):
+def covered_tools(parsed: PathRule, allow: bool) -> tuple[str, ...]:
+    """The tools a rule covers, through the capability table (tools/claude_names.py): a deny
+    or ask rule, and an allow rule about paths, cover every built-in tool that does what the
+    named one does (`deny read_file` stops grep too; `Read(secrets/**)` is about those files
+    whichever tool reads them). A whole-tool allow names only its tools: an "always allow
+    write_file" answer never lets edit_file run unasked. A deny or ask path rule about reading
+    also covers the tools that change files: each reads the file it changes and shows it (the
+    diff of an edit or an overwrite)."""
+    if allow and parsed.pattern is None:
         return parsed.tools
-    return (*parsed.tools, *write_tools())
+    tools = with_same_capability(parsed.tools)
+    if not allow and parsed.pattern is not None and any(t in read_tools() for t in tools):
+        tools = (*tools, *(t for t in write_tools() if t not in tools))
+    return tools
 
 
 def _strongest(verdicts: list[Verdict]) -> Verdict | None:
@@ -189,7 +198,7 @@ class ApprovalGate:
         for rule, parsed in self._rules:
             if rule.action == Verdict.ALLOW or parsed.pattern is None:
                 continue
-            if not any(t in read_tools() for t in parsed.tools):
+            if not any(t in read_tools() for t in covered_tools(parsed, allow=False)):
                 continue
             if rule_covers(parsed, (path,), self.workspace, allow=False, confine=self._confine):
                 return True

@@ -8,8 +8,8 @@ workspace both as written and with symlinks resolved, and both forms match the p
 deny or ask rule either form matching is enough, and a call that declares no paths at all
 (unparsed arguments, an opaque tool) is taken as matching: deny fails closed, allow fails open
 to the policy. A rule's tool stands for every built-in tool of its capability
-(tools/claude_names.py: with_same_capability): `Read(secrets/**)` is about reading those files,
-with read_file, grep, glob or list_dir alike.
+(agent/approvals.py: covered_tools): `Read(secrets/**)` is about reading those files, with
+read_file, grep, glob or list_dir alike.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from m3agent.tools.base import Capability
-from m3agent.tools.claude_names import tools_named, tools_of, with_same_capability
+from m3agent.tools.claude_names import tools_named, tools_of
 from m3agent.tools.globs import glob_to_regex
 
 _RULE = re.compile(r"([^()\s]+)\((.*)\)")
@@ -75,8 +75,7 @@ def parse_rule(text: str, *, check: bool = True) -> PathRule:
             raise RuleError(f"rule {text!r}: write TOOL or TOOL(PATTERN)")
         return PathRule(tool_names(text), None)
     tool, pattern = m.group(1), m.group(2)
-    # A path rule is about the files: it covers every tool that does the same to them.
-    tools = with_same_capability(tool_names(tool))
+    tools = tool_names(tool)  # and the tools of the same capability: approvals.covered_tools
     if any(t in _no_paths() for t in tools):
         raise RuleError(
             f"rule {text!r}: {tool} takes command prefixes, not paths "

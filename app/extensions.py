@@ -9,6 +9,7 @@ open the prompt, so they never change afterwards (prefix caching).
 
 from __future__ import annotations
 
+import os
 import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -108,8 +109,10 @@ def granted_tools(session: object, command: CustomCommand) -> tuple[str, ...]:
         return ()
     from .prefix_rules import trusted_file
 
-    source = Path(command.source)
-    if not source.resolve().is_relative_to(extras.project.resolve()):
+    # Where it was found, not where it leads: a repository's command that is a symlink to a
+    # file outside is still the repository's.
+    source = Path(os.path.abspath(command.source))
+    if not source.is_relative_to(os.path.abspath(extras.project)):
         return command.allowed_tools
     if extras.home is not None and trusted_file(extras.home, source):
         return command.allowed_tools

@@ -4,9 +4,9 @@ names the same tools here: `Bash` is `shell`, `Read` is `read_file`, `Edit` cove
 that changes a file (as its permission rules do), `TodoWrite` is `update_plan`, `Task` is
 `task`. MCP tools keep their names (`mcp__server__tool` in both).
 
-Beside the names, the table of what each built-in tool does (`Tool.capability`): a path rule
-about one file tool covers every tool of its capability (`Read(secrets/**)` covers grep, glob
-and list_dir too; agent/path_rules.py)."""
+Beside the names, the table of what each built-in tool does (`Tool.capability`): a rule about
+one file tool covers every tool of its capability (`Read(secrets/**)` covers grep, glob and
+list_dir too; agent/approvals.py: covered_tools)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def tools_of(capability: Capability) -> tuple[str, ...]:
 
 def with_same_capability(names: Iterable[str]) -> tuple[str, ...]:
     """`names` and every built-in file tool that does what one of them does (reads or
-    changes files), in order, each once: the tools a path rule covers."""
+    changes files), in order, each once: the tools a rule covers (agent/approvals.py)."""
     out: list[str] = []
     for name in names:
         cap = _capabilities().get(name)

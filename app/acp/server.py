@@ -178,6 +178,7 @@ class M3AcpAgent:
         if mode_id not in {m.id for m in MODES}:
             raise acp.RequestError.invalid_params({"modeId": f"unknown mode {mode_id!r}"})
         live.mode = live.tools.mode = mode_id
+        live.session.gate.mode = mode_id  # the gate's too: it binds task children, MCP reads
         await self.client.session_update(
             session_id=session_id, update=acp.helpers.update_current_mode(mode_id)
         )

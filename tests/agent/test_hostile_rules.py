@@ -137,6 +137,16 @@ def test_claude_code_mcp_rule_names_match_by_server():
     assert not rule_matches("mcp__gh", "shell")  # no server, no MCP rule
 
 
+def test_whole_tool_rules_cover_their_capability_but_an_allow_names_its_tool():
+    deny = ApprovalGate("never", (ToolRule("read_file", "deny"),))
+    for name in ("read_file", "grep", "glob", "list_dir"):
+        assert deny.check(name, None, mutates=False).verdict is Verdict.DENY, name
+    assert deny.check("edit_file", None, mutates=True).verdict is Verdict.ALLOW
+    always = ApprovalGate("untrusted", (ToolRule("write_file", "allow"),))
+    assert always.check("write_file", None, mutates=True).verdict is Verdict.ALLOW
+    assert always.check("edit_file", None, mutates=True).verdict is Verdict.ASK
+
+
 def test_plan_mode_is_judged_by_capability():
     from m3agent.tools.base import Capability
 
