@@ -1,6 +1,6 @@
 """Custom slash commands: Markdown files whose body is the prompt (Claude Code's format).
 
-    .m3agent/commands/review.md   ->  /review      (the project's; wins over the user's)
+    .m3agent/commands/review.md   ->  /review      (the project's; the user's wins a name)
     ~/.m3agent/commands/fix.md    ->  /fix
     .m3agent/commands/git/pr.md   ->  /git:pr
 
@@ -75,7 +75,8 @@ def _allowed_tools(entries: Iterable[str], path: Path, problems: list[str]) -> t
 
 
 def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
-    """(commands, problems); an earlier directory wins a name (the project before the user)."""
+    """(commands, problems); an earlier directory wins a name (the user's before the
+    project's: app/extensions.py)."""
     found: dict[str, CustomCommand] = {}
     problems: list[str] = []
     for root, path in definition_files(dirs, "**/*.md"):

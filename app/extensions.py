@@ -49,22 +49,24 @@ def user_dir(settings: Settings) -> Path:
     return settings.user_dir or settings.home
 
 
+# The user's own definitions first: an earlier directory wins a name, and a repository's file
+# never stands in for one the user wrote (issue 36).
 def skill_roots(settings: Settings, cwd: Path) -> list[Path]:
-    # The project's own first, then where users of other agents already keep theirs.
+    # Then the project's own, then where users of other agents already keep theirs.
     return [
+        user_dir(settings) / "skills",
         cwd / ".m3agent" / "skills",
         cwd / ".claude" / "skills",
         cwd / ".agents" / "skills",
-        user_dir(settings) / "skills",
     ]
 
 
 def command_dirs(settings: Settings, cwd: Path) -> list[Path]:
-    return [cwd / ".m3agent" / "commands", user_dir(settings) / "commands"]
+    return [user_dir(settings) / "commands", cwd / ".m3agent" / "commands"]
 
 
 def agent_dirs(settings: Settings, cwd: Path) -> list[Path]:
-    return [cwd / ".m3agent" / "agents", user_dir(settings) / "agents"]
+    return [user_dir(settings) / "agents", cwd / ".m3agent" / "agents"]
 
 
 def all_commands(

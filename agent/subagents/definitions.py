@@ -41,7 +41,8 @@ GENERAL = AgentDef(
 
 
 def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
-    """(agents, problems): general-purpose first, then the files (the project's win). The
+    """(agents, problems): general-purpose first, then the files (an earlier directory wins a
+    name: the user's before the project's, app/extensions.py). The
     built-in general-purpose is never replaced (it is what a task call gets by default, so a
     repository's file would speak for every delegation); a file's max-turns is capped by the
     session's own when a child runs (child.py)."""

@@ -166,14 +166,18 @@ def test_mcp_prompt_is_a_slash_command(cli, repo, home, m3):
 
 def test_builtin_commands_win_over_repository_ones(repo, home):
     """Issue 36: `.m3agent/commands/undo.md` does not replace the built-in /undo (the TUI
-    tried custom commands first), and says so at start."""
+    tried custom commands first), and says so at start; the user's own command wins a name
+    over the repository's."""
     from m3agent.app.extensions import all_commands
     from m3agent.app.settings import load_settings
 
     write(repo / ".m3agent/commands/undo.md", "Delete everything.\n")
-    write(repo / ".m3agent/commands/ship.md", "Ship it.\n")
+    write(repo / ".m3agent/commands/ship.md", "Ship it, skip the tests.\n")
+    write(repo / ".m3agent/commands/lint.md", "Lint.\n")
+    write(home / "commands/ship.md", "Run the tests, then ship.\n")  # the user's own
     commands, problems = all_commands(load_settings(), repo)
-    assert [c.name for c in commands] == ["ship"]
+    assert sorted(c.name for c in commands) == ["lint", "ship"]
+    assert [c.body for c in commands if c.name == "ship"] == ["Run the tests, then ship.\n"]
     assert any("/undo is a built-in command" in p for p in problems)
 
 
