@@ -197,8 +197,8 @@ def test_allowed_tools_patterns_are_reported_never_widened(tmp_path):
 
 
 def test_skills_from_every_folder_the_project_keeps_them_in(tmp_path):
-    """.m3agent/skills, .claude/skills, .agents/skills, then the user's: each is read, and an
-    earlier folder wins a name it shares with a later one."""
+    """The user's, then .m3agent/skills, .claude/skills, .agents/skills: each is read, and an
+    earlier folder wins a name it shares with a later one (the user's own first: issue 36)."""
     from types import SimpleNamespace
 
     from m3agent.app.extensions import skill_roots
@@ -219,4 +219,9 @@ def test_skills_from_every_folder_the_project_keeps_them_in(tmp_path):
     by_name = {s.name: s.description for s in skills}
     assert problems == ()
     assert {k: by_name[k] for k in where} == {k: f"from {k}" for k in where}
-    assert by_name["shared"] == "own"  # the project's own folder first
+    assert by_name["shared"] == "user"  # the user's own first, then the project's
+    del where["user"]
+    write(where["own"] / "only" / "SKILL.md", "---\nname: only\ndescription: own\n---\nx\n")
+    write(where["claude"] / "only" / "SKILL.md", "---\nname: only\ndescription: cc\n---\nx\n")
+    skills, _ = discover_skills(skill_roots(settings, repo))
+    assert {s.name: s.description for s in skills}["only"] == "own"  # then .m3agent's
