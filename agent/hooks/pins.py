@@ -12,7 +12,9 @@ trusted (a directory, `cd hooks && ./run.sh`, is pinned whole: every file under 
 project-directory variables Claude Code's hooks use (`$CLAUDE_PROJECT_DIR`,
 `$M3AGENT_PROJECT_DIR`) are read as the workspace; quoted words (`sh -c "..."`) are read
 again inside; `--opt=PATH` counts by its value; `python -m pkg.mod` names the package `pkg`
-(or `pkg.py`). What a named program itself opens later (a test runner's tests, a Makefile's
+(or `pkg.py`); `$PWD` is the workspace too. A word the shell would expand otherwise (another
+`$VAR`, `$(...)`, backquotes, a glob) could name any file: such a command cannot be pinned,
+and its hook does not run. What a named program itself opens later (a test runner's tests, a Makefile's
 recipes) is not a word of the command: docs/hooks.md says why such a hook should not run on
 the project's own code. A named file's directory (but the workspace root) is pinned with it:
 a script sources or imports what lies beside it.
@@ -30,10 +32,15 @@ from pathlib import Path
 Pins = tuple[tuple[str, str | None], ...]  # (path relative to the workspace, sha256 or None)
 
 _SCRIPT = re.compile(r"\.(py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|lua|ps1|jar)$")
-_PROJECT_VARS = re.compile(r"\$\{?(CLAUDE_PROJECT_DIR|M3AGENT_PROJECT_DIR)\}?")
+# What the shell sets to the workspace when a hook runs (runner.py: its cwd and environment).
+_PROJECT_VARS = re.compile(r"\$\{?(CLAUDE_PROJECT_DIR|M3AGENT_PROJECT_DIR|PWD)\}?")
 _DEPTH = 3  # quoting levels read again
 _TREE_FILES = 2000  # a named directory with more files than this cannot be pinned
-TOO_LARGE = "too large to pin"  # never equal to a digest: such a hook never runs
+# Never equal to a digest: a hook with such a pin never runs.
+UNPINNABLE = "cannot be pinned"
+# A word the shell would expand into names we cannot know now ($VAR, $(...), `...`, a glob):
+# whatever it names could be any file of the workspace.
+UNRESOLVED = "(a word the shell expands: $VAR, $(...), `...` or a glob)"
 
 
 def _words(command: str, depth: int = 0) -> Iterator[str]:
@@ -70,8 +77,14 @@ def named_files(command: str, project: Path) -> tuple[str, ...]:
     out: list[str] = []
     for word in _words(_PROJECT_VARS.sub(lambda _m: str(project), command)):
         word = word.strip()
-        if not word or word.startswith(("-", "~")) or any(c.isspace() for c in word):
-            continue  # an option, the home's, or a quoted command (read word by word above)
+        if not word or any(c.isspace() for c in word):
+            continue  # a quoted command: read word by word above
+        if any(c in word for c in "$`*?["):
+            if UNRESOLVED not in out:
+                out.append(UNRESOLVED)
+            continue
+        if word.startswith(("-", "~")):
+            continue  # an option (its `=VALUE` read above), or the home's
         rel = _inside(project, word)
         if rel is None:
             continue
@@ -89,6 +102,8 @@ def named_files(command: str, project: Path) -> tuple[str, ...]:
 def digest(project: Path, rel: str) -> str | None:
     """sha256 of the file as a hook would run it (through a symlink, as the shell follows
     one), or of a directory's every name and file under it; None when there is none."""
+    if rel == UNRESOLVED:
+        return UNPINNABLE
     path = project / rel
     if os.path.isdir(path):
         return _tree(path)
@@ -109,7 +124,7 @@ def _tree(root: Path) -> str:
         for name in sorted(filenames) + [d + "/" for d in dirnames]:
             count += 1
             if count > _TREE_FILES:
-                return TOO_LARGE
+                return UNPINNABLE
             rel = os.path.relpath(os.path.join(dirpath, name), root)
             sub = None if name.endswith("/") else digest(Path(dirpath), name)
             h.update(f"{rel}\0{sub}\0".encode(errors="surrogateescape"))
@@ -123,4 +138,4 @@ def pin(command: str, project: Path) -> Pins:
 
 def changed(pins: Pins, project: Path) -> list[str]:
     """The pinned paths that are not as they were trusted."""
-    return [rel for rel, sha in pins if sha == TOO_LARGE or digest(project, rel) != sha]
+    return [rel for rel, sha in pins if sha == UNPINNABLE or digest(project, rel) != sha]

@@ -66,8 +66,9 @@ async def run_hook(
     stale = changed(hook.pins, project)
     if stale:  # the model may have written them: not run, outside the sandbox, as the user
         why = (
-            f"hook not run: {', '.join(stale)} changed since the project's hooks were trusted "
-            "(the model can write the workspace); review it and run `m3agent hooks trust`"
+            f"hook not run: {', '.join(stale)}: changed since the project's hooks were trusted "
+            "(the model can write the workspace), or cannot be pinned; review it and run "
+            "`m3agent hooks trust`"
         )
         guard = payload.get("hook_event_name") in _GUARDS
         return HookRun(hook.command, BLOCK_EXIT if guard else None, "", why, 0.0)

@@ -67,7 +67,7 @@ def register(app: typer.Typer) -> None:
         )
         for event, matcher, h in src.project.all_commands():
             sys.stdout.write(f"  {event} [{matcher or '*'}]: {h.command}\n")
-        from m3agent.agent.hooks.pins import pin
+        from m3agent.agent.hooks.pins import UNPINNABLE, pin
 
         from ..safe_text import visible
 
@@ -78,7 +78,10 @@ def register(app: typer.Typer) -> None:
                 "names it until you trust again):\n"
             )
             for rel, sha in named.items():
-                sys.stdout.write(f"  {visible(rel)}: {sha[:12] if sha else '(absent)'}\n")
+                shown = "(absent)" if sha is None else sha[:12]
+                if sha == UNPINNABLE:
+                    shown = "cannot be pinned: this hook will not run"
+                sys.stdout.write(f"  {visible(rel)}: {shown}\n")
         if not yes:
             if not sys.stdin.isatty():
                 die("not a terminal: pass --yes to trust these hooks")

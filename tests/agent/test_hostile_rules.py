@@ -273,7 +273,7 @@ def test_trusted_hook_does_not_run_what_the_model_wrote_into_its_script(
 
 
 def test_pins_name_the_files_a_command_runs(tmp_path):
-    from m3agent.agent.hooks.pins import changed, named_files, pin
+    from m3agent.agent.hooks.pins import UNRESOLVED, changed, named_files, pin
 
     ws = tmp_path / "ws"
     (ws / "hooks").mkdir(parents=True)
@@ -302,6 +302,10 @@ def test_pins_name_the_files_a_command_runs(tmp_path):
     (ws / "hooks" / "helper.sh").write_text("planted\n")
     (ws / "pkg" / "mod.py").write_text("planted\n")
     assert changed(pinned, ws) == ["hooks", "pkg"]
+    # `$PWD` is the workspace; any other expansion or a glob could name any file: unpinnable.
+    assert named_files("$PWD/lint", ws) == ("lint",)
+    for cmd in ("sh $HOME/x.sh", "sh $(pwd)/lint", "python3 hooks/*.py", "sh `pwd`/lint"):
+        assert changed(pin(cmd, ws), ws) == [UNRESOLVED], cmd
 
 
 # ---- class 5: a repository agent never exceeds the user's limits ------------------------------
