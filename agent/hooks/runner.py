@@ -5,7 +5,8 @@ as the user, in the project directory, through /bin/sh like Claude Code's. Their
 is scrubbed with the same allow-list as sandboxed commands (no API keys or tokens of the
 agent's own environment), plus M3AGENT_PROJECT_DIR and CLAUDE_PROJECT_DIR so that existing
 Claude Code scripts find the project, and PYTHONSAFEPATH=1, so that a Python hook run in the
-project directory imports no module the model planted there or beside the script.
+project directory imports no module the model planted there or beside the script; PATH keeps
+no relative entry and none inside the workspace, so a program name finds no planted program.
 """
 
 from __future__ import annotations
@@ -52,8 +53,11 @@ class HookRun:
 def hook_env(project: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     env, _withheld = scrub(dict(os.environ if base is None else base))
     # Hooks run in the project directory: Python must not import a module the model planted
-    # there (or beside a script) in place of the one the hook means.
+    # there (or beside a script) in place of the one the hook means, and a program name must
+    # not find one the model planted (a relative PATH entry, or one inside the workspace).
     env["PYTHONSAFEPATH"] = "1"
+    if "PATH" in env:
+        env["PATH"] = _outside_path(env["PATH"], project)
     env["M3AGENT_PROJECT_DIR"] = str(project)
     env["CLAUDE_PROJECT_DIR"] = str(project)
     return env
@@ -115,6 +119,18 @@ async def run_hook(
     return HookRun(
         hook.command, proc.returncode, stdout, stderr, time.monotonic() - started, answer=answer
     )
+
+
+def _outside_path(path: str, project: Path) -> str:
+    root = os.path.realpath(project)
+    kept = []
+    for entry in path.split(os.pathsep):
+        if not os.path.isabs(entry):
+            continue  # "" and "." are the current directory: the workspace
+        real = os.path.realpath(entry)
+        if real != root and not real.startswith(root + os.sep):
+            kept.append(entry)
+    return os.pathsep.join(kept)
 
 
 def _kill_group(pid: int) -> None:

@@ -381,3 +381,31 @@ def test_task_child_inherits_the_gate_mode_set_after_start(home, make_repo, m3, 
         assert (repo / "a.txt").read_text() == "a\n" and not (repo / "ran").exists()
     else:
         assert (repo / "a.txt").read_text() == "changed\n"
+
+
+def test_a_hook_run_in_the_project_finds_no_planted_module_or_program(make_repo, tmp_path):
+    """A hook runs in the project directory, which the model writes: a `json.py` it planted
+    would be imported by any `python3 -c` hook (the user's own too), a `./ruff` found through
+    a relative PATH entry. The hook's environment closes both; the control runs the same hook
+    with the environment as it was."""
+    from m3agent.agent.hooks.config import HookEvent
+    from m3agent.agent.hooks.runner import hook_env
+
+    marker = tmp_path / "planted-ran"
+    repo = make_repo({"json.py": f"open({str(marker)!r}, 'w').write('x')\n"})
+    (repo / "bin").mkdir()
+    base = {"PATH": f".:{repo / 'bin'}:/usr/bin:/bin:", "HOME": str(tmp_path)}
+    env = hook_env(repo, base)
+    assert env["PATH"] == "/usr/bin:/bin" and env["PYTHONSAFEPATH"] == "1"
+    cmd = f"{sys.executable} -c 'import json, sys; json.load(sys.stdin)'"
+    table = {"UserPromptSubmit": [{"hooks": [{"command": cmd}]}]}
+
+    def fire(hooks: Hooks) -> None:
+        asyncio.run(hooks.fire(HookEvent.USER_PROMPT_SUBMIT, {"prompt": "hi"}))
+
+    fire(Hooks(parse_hooks(table), repo, base))
+    assert not marker.exists()
+    control = Hooks(parse_hooks(table), repo, base)
+    control.env = {**base, "PATH": "/usr/bin:/bin"}  # without PYTHONSAFEPATH
+    fire(control)
+    assert marker.exists()
