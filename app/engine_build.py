@@ -89,14 +89,20 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     offload = _offload(settings, model_dir, device)
+    from m3agent.engine.native.core.engine_config import serving_config
+
+    config = serving_config(device, settings.gpu_memory_utilization)
     if progress is None:
-        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype, offload=offload)
+        return engine_cls.from_model_dir(
+            model_dir, device=device, dtype=dtype, config=config, offload=offload
+        )
     from .warm import load_progress
 
     return engine_cls.from_model_dir(
         model_dir,
         device=device,
         dtype=dtype,
+        config=config,
         progress=lambda done, total: progress(load_progress(done, total)),
         offload=offload,
     )

@@ -90,6 +90,9 @@ class Settings:
     expert_form: str = "auto"
     hot_experts: int | None = None
     prefill_stream_tokens: int = 1024  # prefill chunks this long stream experts to the GPU
+    # native on a GPU: the most of its free memory the KV cache may take (it takes only what
+    # the context needs; lower it to leave room for other work); vllm: its share of the GPU
+    gpu_memory_utilization: float = 0.9
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
@@ -151,6 +154,10 @@ class Settings:
             )
         if self.hot_experts is not None and self.hot_experts < 0:
             raise ValueError(f"hot_experts must be 0 or more, got {self.hot_experts}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
         if self.prefill_stream_tokens < 0:
             raise ValueError("prefill_stream_tokens must be 0 (never) or more")
         self.agent_config()  # validates thinking, approval and limits with their own messages
