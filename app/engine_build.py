@@ -119,6 +119,7 @@ def _offload(settings: Settings, model_dir: Path, device: str) -> OffloadConfig 
         settings.expert_form,
         settings.hot_experts,
         settings.prefill_stream_tokens,
+        cache_dir=expert_cache_dir(),
     )
     if choice.config is not None:
         import sys
@@ -164,3 +165,10 @@ def build_engine(
         if (server := attach_to_server(settings, progress)) is not None:
             return server
     return builder(settings, script, progress)
+
+
+def expert_cache_dir() -> Path:
+    """Where the native engine keeps converted routed experts (`<user cache>/m3agent/experts`)."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("m3agent")) / "experts"
