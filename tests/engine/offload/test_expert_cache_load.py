@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from m3agent.engine.native.loaders.checkpoint import load_model
 from m3agent.engine.native.loaders.release import SMALL, write_release
 from m3agent.engine.offload import expert_cache, forms
