@@ -67,9 +67,18 @@ def _rule_fields(settings: Settings) -> dict[str, Any]:
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Toolset:
-    from m3agent.tools.toolset import default_toolset
+    """The built-in tools; web_fetch after them when the config allows a domain."""
+    from m3agent.tools.toolset import Toolset, default_toolset
 
-    return default_toolset()
+    from .web_fetch_settings import fetch_policy
+
+    tools = default_toolset()
+    policy = fetch_policy(settings, cwd)
+    if policy is None:
+        return tools
+    from m3agent.tools.web_fetch import WebFetch
+
+    return Toolset([*tools.tools(), WebFetch(policy)])
 
 
 def build_mcp_toolset(

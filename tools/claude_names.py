@@ -2,7 +2,8 @@
 hook matcher, an agent's `tools:` list or a command's `allowed-tools` written for Claude Code
 names the same tools here: `Bash` is `shell`, `Read` is `read_file`, `Edit` covers every tool
 that changes a file (as its permission rules do), `TodoWrite` is `update_plan`, `Task` is
-`task`. MCP tools keep their names (`mcp__server__tool` in both)."""
+`task`, `WebFetch` is `web_fetch`, `BashOutput` and `KillShell` are `shell_output` and
+`shell_kill`. MCP tools keep their names (`mcp__server__tool` in both)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ CLAUDE_PATH_KEY = "file_path"
 def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     from .toolset import default_toolset
     from .update_plan import UpdatePlan
+    from .web_fetch import WebFetch
 
-    tools = [*default_toolset().tools(), UpdatePlan()]
+    tools = [*default_toolset().tools(), UpdatePlan(), WebFetch()]
     ours_to_claude = {t.name: tuple(t.claude_names) for t in tools}
     ours_to_claude.update(_AGENT_TOOLS)
     claude_to_ours: dict[str, tuple[str, ...]] = {}
