@@ -25,6 +25,7 @@ from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from .turn_state import CheckpointStore, LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.diagnostics import Diagnostics
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
@@ -55,6 +56,7 @@ class RunnerHost(Protocol):
     resumed: bool
     hooks: Hooks | None
     subagent: bool
+    diagnostics: Diagnostics | None
     gate: ApprovalGate
     cache: CacheTracker
     snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None
@@ -113,6 +115,7 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         hooks=session.hooks,
         subagent=session.subagent,
         allowed_tools=frozenset(op.allowed_tools),
+        diagnostics=session.diagnostics,
     )
     if session._hook_context:  # appended to the new prompt: the cached prefix stays
         op = replace(

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # types only: each loads when it is built
     from m3agent.agent.events import Error
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.tools.checkpoint import Checkpoints
+    from m3agent.tools.diagnostics import Diagnostics
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
@@ -118,6 +119,14 @@ def build_mcp_toolset(
     return started.toolset, notes
 
 
+def _diagnostics(settings: Settings) -> Diagnostics | None:
+    if settings.diagnostics is None:
+        return None
+    from m3agent.tools.diagnostics import Diagnostics
+
+    return Diagnostics(settings.diagnostics)
+
+
 def build_checkpoints(settings: Settings, cwd: Path) -> Checkpoints:
     """The workspace's checkpoint store: a snapshot before the first mutating call of each
     turn, the one `m3agent undo` and the TUI's /undo and /rewind read (same state dir)."""
@@ -189,6 +198,7 @@ def build_session(
         "checkpoints": checkpoints,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
         "hooks": extras.hooks,
+        "diagnostics": _diagnostics(settings),
     }
     try:
         context = context_kwargs(settings, cwd, engine, new=not resume, progress=progress)

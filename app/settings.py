@@ -30,6 +30,7 @@ from m3agent.tools.private_fs import fix_mode
 from m3agent.tools.sandbox.policy import SandboxMode
 
 if TYPE_CHECKING:
+    from m3agent.tools.diagnostics import DiagnosticsConfig
     from m3agent.tools.mcp.config import McpConfig, McpServerConfig
     from m3agent.tools.sandbox.rules import SandboxRules
     from m3agent.tools.web_fetch import FetchPolicy
@@ -117,6 +118,8 @@ class Settings:
     # The config's [web_fetch] table: the domains web_fetch may fetch (tools/web_fetch), with
     # the WebFetch(domain:...) rules added when the session starts (app/web_fetch_settings.py).
     web_fetch: FetchPolicy | None = None
+    # The config's [diagnostics] table: a checker run on the files each call changed.
+    diagnostics: DiagnosticsConfig | None = None
     # Hooks, commands, skills and agents of the user (app/extensions.py): ~/.m3agent, or the
     # data home when $M3AGENT_HOME is set (a test never reads the user's real ones).
     user_dir: Path | None = None
@@ -307,6 +310,7 @@ def _from_file(path: Path) -> dict[str, Any]:
         "sandbox_rules",
         "user_dir",
         "web_fetch",
+        "diagnostics",
     }
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -326,6 +330,15 @@ def _from_file(path: Path) -> dict[str, Any]:
                 raise ValueError(f"{path}: [web_fetch] must be a table")
             try:
                 out["web_fetch"] = FetchPolicy.from_table(value)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: {e}") from None
+        elif key == "diagnostics":
+            from m3agent.tools.diagnostics import DiagnosticsConfig
+
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}: [diagnostics] must be a table")
+            try:
+                out["diagnostics"] = DiagnosticsConfig.from_table(value)
             except (TypeError, ValueError) as e:
                 raise ValueError(f"{path}: {e}") from None
         elif key == "tools":
