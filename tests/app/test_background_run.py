@@ -45,3 +45,23 @@ def test_run_in_background_read_later_killed_at_the_end(cli, repo, home, m3):
     size = ticks.stat().st_size
     time.sleep(0.3)
     assert ticks.stat().st_size == size
+
+
+def test_an_mcp_reload_leaves_background_commands_running(tmp_path):
+    """/mcp reload carries the shell tools into the new tool set and stops only the old MCP
+    servers (app/mcp/reload.py): the commands they started go on."""
+    from m3agent.app.mcp.reload import _close
+    from m3agent.tools.base import ToolContext
+    from m3agent.tools.extra_toolset import ExtendedToolset
+    from m3agent.tools.sandbox.policy import SandboxPolicy
+    from m3agent.tools.sandbox.runner import Sandbox
+    from m3agent.tools.toolset import background_jobs, default_toolset
+
+    old = ExtendedToolset(default_toolset(), [])
+    ctx = ToolContext(cwd=tmp_path, sandbox=Sandbox(SandboxPolicy(workspace=tmp_path)))
+    old.dispatch("shell", {"command": "sleep 60", "run_in_background": True}, ctx)
+    (job,) = background_jobs(old).jobs()
+    _close(old)
+    assert job.running
+    old.close()  # the session's end
+    assert not job.running and job.status() == "stopped"
