@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .sandbox.budget import WriteBudgetSpent
 from .sandbox.capture import Capture
 
 if TYPE_CHECKING:  # types only: the runner loads with the first command
@@ -108,8 +107,6 @@ class Job:
         self._thread.start()
 
     def _run(self, sandbox: Sandbox, env: dict[str, str] | None) -> None:
-        from .sandbox.runner import SandboxUnavailable
-
         try:
             self.result = sandbox.run(
                 self.command,
@@ -119,7 +116,7 @@ class Job:
                 env=env,
                 capture=self.capture,
             )
-        except (SandboxUnavailable, WriteBudgetSpent, OSError) as e:
+        except Exception as e:  # SandboxUnavailable, WriteBudgetSpent, an OSError starting it
             self.error = e
         finally:
             self.ended_at = time.time()

@@ -94,9 +94,8 @@ class Shell(Tool[ShellArgs]):
                     metadata={"background_id": job.id},
                 )
         self.jobs.forget(job)
-        if job.error is not None:
+        if job.error is not None or job.result is None:
             return refused(job.error)
-        assert job.result is not None  # set whenever no error is
         return report(job.result, timeout, sandbox)
 
     def _start_background(self, args: ShellArgs, cwd: Path, ctx: ToolContext) -> ToolResult:
@@ -118,13 +117,14 @@ class Shell(Tool[ShellArgs]):
 START_GRACE_S = 0.2  # a background start waits this long to report a sandbox refusal
 
 
-def refused(error: Exception) -> ToolResult:
-    """The result of a command the sandbox did not run."""
+def refused(error: Exception | None) -> ToolResult:
+    """The result of a command the sandbox did not run (any other error: raised, and
+    Toolset.dispatch reports it as the tool's failure)."""
     if isinstance(error, SandboxUnavailable):
         return ToolResult(str(error), is_error=True, metadata={"blocked_by": "no_sandbox"})
     if isinstance(error, WriteBudgetSpent):
         return ToolResult(str(error), is_error=True, metadata={"blocked_by": "write_budget"})
-    raise error  # an OSError starting it: Toolset.dispatch reports it as the tool's failure
+    raise error or RuntimeError("the command ended without a result")
 
 
 def report(r: RunResult, timeout: float | None, sandbox: Sandbox) -> ToolResult:

@@ -199,3 +199,16 @@ def test_a_character_cut_by_a_read_is_held_back(tools):
     (ws / "go").touch()
     second = ts.dispatch("shell_output", {"job_id": "b1", "wait_s": 20}, ctx).output
     assert "stdout (new):\né!" in second
+
+
+def test_without_a_sandbox_nothing_starts_in_the_background(tmp_path):
+    from m3agent.tools.sandbox.policy import LAYERS
+
+    bare = Sandbox(SandboxPolicy(workspace=tmp_path, disabled_layers=frozenset(LAYERS)))
+    ts = default_toolset()
+    ctx = ToolContext(cwd=tmp_path, sandbox=bare)
+    r = ts.dispatch("shell", {"command": "touch ran", "run_in_background": True}, ctx)
+    assert r.is_error and r.metadata["blocked_by"] == "no_sandbox", r.output
+    assert "no sandbox layer is available" in r.output and not (tmp_path / "ran").exists()
+    r = ts.dispatch("shell", {"command": "touch ran"}, ctx)  # the foreground says the same
+    assert r.is_error and r.metadata["blocked_by"] == "no_sandbox"
