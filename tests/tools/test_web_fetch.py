@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         self.seen.append(self.path)
+        if self.path == "/drip":  # headers at once, then a byte every 50 ms
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            try:
+                for _ in range(200):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.05)
+            except OSError:  # the client gave up
+                pass
+            return
         status, headers, body = self.routes.get(self.path, (404, {}, b"not here"))
         self.send_response(status)
         for k, v in headers.items():
@@ -185,3 +198,12 @@ def test_the_call_names_its_domain_for_permission_rules():
         "domain:docs.python.org",
     )
     assert "Only these domains can be fetched: 127.0.0.1." in tool.description
+
+
+def test_a_slow_server_cannot_hold_the_call(server):
+    _, base = server
+    policy = FetchPolicy(["127.0.0.1"], allow_private=["127.0.0.1"], timeout_s=0.5)
+    started = time.monotonic()
+    r = _fetch(policy, base + "/drip")
+    assert r.is_error and "the response took longer than the timeout" in r.output
+    assert time.monotonic() - started < 3

@@ -8,12 +8,15 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 from .policy import FetchPolicy, Resolver, _getaddrinfo
 
-USER_AGENT = "m3agent-web-fetch/1 (+https://github.com/minimax-ai)"
+USER_AGENT = "m3agent-web-fetch/1"
+CHUNK = 65_536
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -72,7 +75,14 @@ def check_url(url: str, policy: FetchPolicy) -> tuple[str, str, int]:
     return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
 
 
-def fetch(url: str, policy: FetchPolicy, resolve: Resolver = _getaddrinfo) -> Page:
+def fetch(
+    url: str,
+    policy: FetchPolicy,
+    resolve: Resolver = _getaddrinfo,
+    cancel: threading.Event | None = None,
+) -> Page:
+    """GET `url` (following redirects); each request gives up after the policy's timeout_s in
+    all, or when `cancel` is set (an interrupt)."""
     redirects: list[str] = []
     while True:
         try:
@@ -108,7 +118,7 @@ def fetch(url: str, policy: FetchPolicy, resolve: Resolver = _getaddrinfo) -> Pa
                 redirects.append(url)
                 url = urljoin(url, location.strip())
                 continue
-            body = resp.read(policy.max_bytes + 1)
+            body = _read(resp, policy.max_bytes + 1, time.monotonic() + policy.timeout_s, cancel)
             ctype = resp.getheader("Content-Type") or ""
             encoding = (resp.getheader("Content-Encoding") or "identity").strip().lower()
         except (OSError, http.client.HTTPException) as e:
@@ -132,3 +142,23 @@ def fetch(url: str, policy: FetchPolicy, resolve: Resolver = _getaddrinfo) -> Pa
             truncated=len(body) > policy.max_bytes,
             redirects=tuple(redirects),
         )
+
+
+def _read(
+    resp: http.client.HTTPResponse, limit: int, deadline: float, cancel: threading.Event | None
+) -> bytes:
+    """Up to `limit` bytes of the body, a chunk at a time: a server that sends slowly cannot
+    hold the call past the deadline, and an interrupt stops it."""
+    parts: list[bytes] = []
+    got = 0
+    while got < limit:
+        if time.monotonic() > deadline:
+            raise FetchRefused(f"the response took longer than the timeout ({got} bytes read)")
+        if cancel is not None and cancel.is_set():
+            raise FetchRefused("interrupted")
+        chunk = resp.read1(min(CHUNK, limit - got))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)

@@ -78,7 +78,7 @@ class WebFetch(Tool[WebFetchArgs]):
 
     def run(self, args: WebFetchArgs, ctx: ToolContext) -> ToolResult:
         try:
-            page = fetch(args.url, self.policy)
+            page = fetch(args.url, self.policy, cancel=ctx.cancel)
         except FetchRefused as e:
             return ToolResult(str(e), is_error=True, metadata={"blocked_by": "web_fetch"})
         meta: dict[str, object] = {
