@@ -223,9 +223,12 @@ class BackgroundJobs:
         return f"{kind}{self._numbers[kind] - 1}"
 
     def get(self, job_id: str) -> Job:
-        """The job with this id (KeyError naming the ids there are)."""
+        """The job with this id, `b2` or just `2` (KeyError naming the ids there are)."""
+        job_id = job_id.strip()
+        if job_id.isdigit():
+            job_id = f"b{job_id}"
         with self._lock:
-            job = self._jobs.get(job_id.strip())
+            job = self._jobs.get(job_id)
             known = [j.id for j in self._jobs.values() if j.background]
         if job is None or not job.background:
             have = ", ".join(known) or "none"

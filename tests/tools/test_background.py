@@ -77,6 +77,7 @@ def test_start_read_new_output_then_wait_for_the_end(tools):
     end = ts.dispatch("shell_output", {"job_id": "b1", "wait_s": 20}, ctx)
     assert end.metadata["status"] == "exit 3" and end.metadata["exit_code"] == 3
     assert end.output.split("\n", 1)[1] == "stdout (new):\ndone"  # start was read before
+    assert ts.dispatch("shell_output", {"job_id": "1"}, ctx).metadata["background_id"] == "b1"
     listing = ts.dispatch("shell_output", {}, ctx).output
     assert listing.startswith("b1: exit 3 after ") and "echo start" in listing
 
