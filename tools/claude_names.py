@@ -2,8 +2,7 @@
 hook matcher, an agent's `tools:` list or a command's `allowed-tools` written for Claude Code
 names the same tools here: `Bash` is `shell`, `Read` is `read_file`, `Edit` covers every tool
 that changes a file (as its permission rules do), `TodoWrite` is `update_plan`, `Task` is
-`task`, `WebFetch` is `web_fetch`, `BashOutput` and `KillShell` are `shell_output` and
-`shell_kill`. MCP tools keep their names (`mcp__server__tool` in both)."""
+`task`. MCP tools keep their names (`mcp__server__tool` in both)."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     from .update_plan import UpdatePlan
     from .web_fetch import WebFetch
 
+    # web_fetch joins a session only when the config allows a domain: its name, always
     tools = [*default_toolset().tools(), UpdatePlan(), WebFetch()]
     ours_to_claude = {t.name: tuple(t.claude_names) for t in tools}
     ours_to_claude.update(_AGENT_TOOLS)
