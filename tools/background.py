@@ -93,6 +93,8 @@ class Job:
         self.result: RunResult | None = None
         self.error: Exception | None = None  # the sandbox refused to run it
         self.stopped = False  # by shell_kill, /tasks or the session's end
+        self.stopped_by = ""  # "the model", "the user"
+        self.end_seen = False  # the model knows it ended (read it since, stopped it, was told)
         self.capture = Capture(sandbox.policy.limits.output_bytes)
         self.cancel = threading.Event()  # stops the command (its whole tree)
         self.detach = threading.Event()  # set: the waiting call returns, the command goes on
@@ -156,7 +158,14 @@ class Job:
             final = self.done.is_set()
             out, s1 = self._streams[0].read_new(self.capture.out.fileno(), final)
             err, s2 = self._streams[1].read_new(self.capture.err.fileno(), final)
+            self.end_seen = self.end_seen or final
         return NewOutput(out, err, s1 + s2)
+
+    def unread_bytes(self) -> int:
+        return sum(
+            os.fstat(f.fileno()).st_size - s.offset
+            for f, s in zip((self.capture.out, self.capture.err), self._streams, strict=True)
+        )
 
     def tail(self, cap: int = 4_000) -> str:
         """The last `cap` bytes of each stream written so far (for /tasks; the model's
@@ -165,10 +174,12 @@ class Job:
             parts = [_last(f.fileno(), cap) for f in (self.capture.out, self.capture.err)]
         return "\n".join(p.rstrip("\n") for p in parts if p)
 
-    def stop(self) -> None:
-        """Kills the command and its children; returns once they are gone (or after a grace)."""
+    def stop(self, by: str = "") -> None:
+        """Kills the command and its children; returns once they are gone (or after a grace).
+        `by`: who asked ("the model" knows it ended; "the user" tells it with the next prompt)."""
         if self.running:
-            self.stopped = True
+            self.stopped, self.stopped_by = True, by
+            self.end_seen = by == "the model"
             self.cancel.set()
             self.done.wait(STOP_GRACE_S)
 
@@ -248,6 +259,15 @@ class BackgroundJobs:
         if not job.background and not job.running:
             job.capture.__exit__()
 
+    def ended_unseen(self) -> list[Job]:
+        """The background jobs that ended since the model last looked; from now on seen."""
+        with self._lock:
+            ended = [j for j in self._jobs.values() if j.background and not j.running]
+            out = [j for j in ended if not j.end_seen]
+            for j in out:
+                j.end_seen = True
+        return out
+
     def send_to_background(self) -> list[Job]:
         """ctrl+b: every command a tool call is waiting for goes on in the background, and
         its call returns now. The jobs sent."""
@@ -276,3 +296,19 @@ def filtered(text: str, pattern: re.Pattern[str] | None) -> str:
     if pattern is None or not text:
         return text
     return "".join(line for line in text.splitlines(keepends=True) if pattern.search(line))
+
+
+def ended_report(jobs: BackgroundJobs | None) -> str:
+    """One line per background command that ended since the model last looked (for the next
+    prompt, as Claude Code tells its model); "" when none did."""
+    if jobs is None:
+        return ""
+    rows = []
+    for job in jobs.ended_unseen():
+        how = f"stopped by {job.stopped_by}" if job.stopped_by else job.status()
+        unread = job.unread_bytes()
+        more = (
+            f"; {unread} bytes of output unread (shell_output job_id {job.id!r})" if unread else ""
+        )
+        rows.append(f"{job.id} ended ({how}) after {job.elapsed_s():.1f}s: {job.command}{more}")
+    return "\n".join(rows)

@@ -129,5 +129,5 @@ class ShellKill(Tool[ShellKillArgs]):
             return ToolResult(str(e.args[0]), is_error=True)
         if not job.running:
             return ToolResult(f"{job.id} had already ended ({job.status()})")
-        job.stop()
+        job.stop(by="the model")
         return ToolResult(f"stopped {_headline(job)}", metadata={"background_id": job.id})

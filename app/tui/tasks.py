@@ -37,7 +37,7 @@ async def tasks(session: SessionLike | None, arg: str) -> str:
         job = _get(jobs, rest)
         if not job.running:
             return f"{job.id} had already ended ({job.status()})"
-        await asyncio.to_thread(job.stop)
+        await asyncio.to_thread(job.stop, "the user")
         return f"stopped {job.id} ({job.status()}): {job.command}"
     if rest:
         raise ValueError(USAGE)

@@ -213,3 +213,19 @@ def test_without_a_sandbox_nothing_starts_in_the_background(tmp_path):
     assert "no sandbox layer is available" in r.output and not (tmp_path / "ran").exists()
     r = ts.dispatch("shell", {"command": "touch ran"}, ctx)  # the foreground says the same
     assert r.is_error and r.metadata["blocked_by"] == "no_sandbox"
+
+
+def test_ends_the_model_has_not_seen_are_reported_once(tools):
+    from m3agent.tools.background import ended_report
+
+    ts, ctx, ws = tools
+    jobs = background_jobs(ts)
+    for command in ("echo one; exit 4", "echo two", "sleep 60"):
+        ts.dispatch("shell", {"command": command, "run_in_background": True}, ctx)
+    ts.dispatch("shell_output", {"job_id": "b2", "wait_s": 20}, ctx)  # the model saw b2 end
+    jobs.get("b1").wait(20)
+    ts.dispatch("shell_kill", {"job_id": "b3"}, ctx)  # the model stopped b3 itself
+    report = ended_report(jobs)
+    assert report.startswith("b1 ended (exit 4) after ") and report.count("\n") == 0, report
+    assert report.endswith("echo one; exit 4; 4 bytes of output unread (shell_output job_id 'b1')")
+    assert ended_report(jobs) == ""  # once

@@ -26,7 +26,11 @@ async def _notice(pilot, main, until, text: str) -> str:
 async def test_ctrl_b_then_tasks_show_and_stop(harness, until, m3home, m3text):
     command = f"echo first; touch started; {TICKER}"
     app = harness.factory_app(
-        [m3text.shell_call(command, "Starting the watcher."), "</mm:think>It runs."]
+        [
+            m3text.shell_call(command, "Starting the watcher."),
+            "</mm:think>It runs.",
+            "</mm:think>Noted.",
+        ]
     )
     repo = harness.repo
     async with app.run_test(size=SIZE) as pilot:
@@ -57,6 +61,12 @@ async def test_ctrl_b_then_tasks_show_and_stop(harness, until, m3home, m3text):
         assert "no background command 'b7' (there are: b1)" in str(
             main.query(ErrorView).last().render()
         )
+        # the model learns with the next prompt that the user stopped its command
+        await send(pilot, "is it still running?")
+        await turn_done(pilot, until, 2)
+    prompt = [m.content for m in harness.engine.requests[-1].messages if m.role == "user"][-1]
+    assert prompt.startswith("is it still running?\n\n<background_commands>\nb1 ended (stopped")
+    assert "stopped by the user" in prompt and prompt.endswith("</background_commands>")
 
 
 async def test_ctrl_b_with_nothing_running_says_so(harness, until, m3home):
