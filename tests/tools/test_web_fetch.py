@@ -207,3 +207,33 @@ def test_a_slow_server_cannot_hold_the_call(server):
     r = _fetch(policy, base + "/drip")
     assert r.is_error and "the response took longer than the timeout" in r.output
     assert time.monotonic() - started < 3
+
+
+def test_https_certificates_are_verified(tmp_path):
+    """The TLS path (pinned address, the name as SNI): a certificate no CA vouches for is
+    refused, never read through."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    handler = type("H", (_Handler,), {"routes": {"/": html(PAGE)}, "seen": []})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    srv.socket = tls.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        r = _fetch(LOCAL, f"https://127.0.0.1:{srv.server_port}/")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert r.is_error and "CERTIFICATE_VERIFY_FAILED" in r.output, r.output
+    assert handler.seen == []
