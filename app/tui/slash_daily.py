@@ -1,8 +1,9 @@
 """The everyday commands Claude Code and Codex users type: /clear and /new (a new session:
 the old prompt is never rewritten, so its prefix cache stays valid for a resume), /status,
-/cost and /usage, /exit, /init, /permissions, /tasks and /ps (app/tui/tasks.py), and `!cmd` (a shell command under the
-session's sandbox; its output goes to the model with the next prompt, at the end of the
-conversation). Kept apart from slash.py and slash_actions.py so other commands merge."""
+/cost and /usage, /exit, /init, /permissions, /tasks and /ps (app/tui/tasks.py), and `!cmd`
+(a shell command under the session's sandbox; its output goes to the model with the next
+prompt, at the end of the conversation). Kept apart from slash.py and slash_actions.py so
+other commands merge."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""/tasks (Codex's and Claude Code's, also /ps) and ctrl+b: the session's background commands
-(tools/background.py). The user lists them, reads the end of one's output, stops one, or sends
-the command a tool call is waiting for to the background; the model is not involved."""
+"""/tasks (Claude Code's; /ps, Codex's) and ctrl+b: the session's background commands
+(tools/background.py). The user lists them, reads the end of one's output, stops one (the
+model hears of it with the next prompt), or sends the command a tool call is waiting for to
+the background (that call returns, saying so)."""
 
 from __future__ import annotations
 
