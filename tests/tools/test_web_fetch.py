@@ -206,7 +206,7 @@ def test_a_slow_server_cannot_hold_the_call(server):
     started = time.monotonic()
     r = _fetch(policy, base + "/drip")
     assert r.is_error and "the response took longer than the timeout" in r.output
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 8  # the drip alone would take 10 s
 
 
 def test_https_certificates_are_verified(tmp_path):
