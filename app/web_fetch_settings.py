@@ -40,8 +40,17 @@ def rule_domains(rules: Iterable[ToolRule]) -> tuple[list[str], list[str]]:
 
 def fetch_policy(settings: Settings, cwd: Path) -> FetchPolicy | None:
     """The session's web_fetch policy; None when no domain is allowed. ValueError names a
-    rule whose domain is not a domain name."""
-    saved, _ = saved_rules(settings.home, cwd)  # their notes are said where the gate reads them
-    allowed, denied = rule_domains([*settings.rules, *saved])
+    configured rule (the config's [tools], a flag) whose domain is not a domain name."""
+    allowed, denied = rule_domains(settings.rules)
+    for name in (*allowed, *denied):  # a flag's or the config's [tools]: said, exit 2
+        if not FetchPolicy.name_ok(name):
+            raise ValueError(
+                f"rule WebFetch({DOMAIN_PREFIX}{name}): {name!r} is not a domain name or address"
+            )
+    # saved rules (a hand-edited file, an untrusted-then-trusted project): a bad one is left
+    # out rather than keeping every session from starting; /permissions lists it
+    saved_allowed, saved_denied = rule_domains(saved_rules(settings.home, cwd)[0])
+    allowed += [d for d in saved_allowed if FetchPolicy.name_ok(d)]
+    denied += [d for d in saved_denied if FetchPolicy.name_ok(d)]
     policy = (settings.web_fetch or FetchPolicy()).with_domains(allowed, denied)
     return policy if policy.allowed_domains else None

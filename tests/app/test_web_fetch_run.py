@@ -90,6 +90,13 @@ def test_the_tool_is_offered_only_with_an_allowed_domain(tmp_path, home):
     tool = fetcher('[tools]\n"WebFetch(domain:evil.example)" = "deny"\n' + LOCAL)
     assert tool.policy.allowed_domains == ("127.0.0.1",)
     assert tool.policy.denied_domains == ("evil.example",)
+    with pytest.raises(ValueError, match=r"rule WebFetch\(domain:bad name\): 'bad name' is not"):
+        fetcher('[tools]\n"WebFetch(domain:bad name)" = "allow"\n')
+    # the user's saved rules count too; a broken one there is left out, not fatal
+    (home / "permissions.json").write_text(
+        '{"rules": {"WebFetch(domain:pypi.org)": "allow", "WebFetch(domain:x y)": "allow"}}'
+    )
+    assert fetcher("").policy.allowed_domains == ("pypi.org",)
 
 
 def test_claude_code_rules_allow_and_deny_a_domain(cli, repo, home, m3, site):

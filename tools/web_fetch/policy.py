@@ -85,6 +85,11 @@ class FetchPolicy:
             raise ValueError(f"[web_fetch]: unknown setting(s) {', '.join(unknown)}")
         return cls(**table)
 
+    @staticmethod
+    def name_ok(entry: str) -> bool:
+        """Whether an allowed or denied entry is a name, `*.name` or an address."""
+        return _name_ok(entry.strip().lower().rstrip("."))
+
     def with_domains(self, allowed: Sequence[str], denied: Sequence[str]) -> FetchPolicy:
         """This policy with more allowed and denied names (permission rules)."""
         return replace(
