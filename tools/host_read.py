@@ -1,0 +1,146 @@
+"""The one read policy for files the agent opens on the host (issue 36, class 1).
+
+Commands run in the sandbox, which hides the home directory's secrets and m3agent's own data.
+The agent itself opens files on the host too: the file tools (read_file, grep, glob, list_dir)
+and the definitions a repository brings, which reach the model as text (skills' SKILL.md,
+`.m3agent/commands/*.md`, agent files, AGENTS.md / CLAUDE.md in parent directories and the
+files their `@path` lines import, project settings). A repository, or a model writing into one,
+controls those paths: a `SKILL.md` can be a symlink to `~/.ssh/id_rsa`, an import can name
+`~/.pgpass` or `/proc/self/environ`. So every such read is judged here, by where the file
+really is:
+
+- the path is resolved (symlinks and `..`) and the *target* judged;
+- `/proc`, `/sys` and `/dev` are never read (the agent's environment, its memory maps, devices);
+- the sandbox's secret locations (policy.secret_locations: `~/.ssh`, cloud credentials,
+  `~/.pgpass`, `~/.vault-token`, rclone's config, shell histories ...), compared without regard
+  to case, and `.env` / `*_history` files outside the workspace are never read;
+- m3agent's own data and config (session logs, API keys in config.toml) are read only by the
+  readers that look there on the user's behalf (`trusted`), never through a repository's path.
+
+`refusal()` is that judgment; tools/paths.py applies it to the file tools. `HostReader` adds
+what a definition or instruction file needs besides: the file is opened without following any
+symlink (the checked, canonical path: a link swapped in after the check fails with ELOOP
+instead of being followed), it must be a regular file with one name (a hard link can be a
+second name of a secret), and one lying outside the workspace and the user's own directories
+must belong to the user or root (an AGENTS.md another user left in `/home` or `/tmp` above the
+repository is not the user's instruction).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .fdio import FsRefused, open_regular
+from .sandbox.policy import SandboxPolicy
+
+# Never read on the host: the agent's own environment and memory (/proc/self/environ holds its
+# API keys), kernel state, devices.
+SYSTEM_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
+# Files outside the workspace kept by name, wherever they are: environment files and the
+# history files of shells and REPLs (they hold passwords typed on a command line).
+_HISTORY_SUFFIXES = ("_history", ".history", "histfile")
+DEFAULT_LIMIT = 1_000_000
+
+
+class ReadRefused(Exception):
+    """A path the host read policy does not open: `str()` is "PATH: why", `.why` the why."""
+
+    def __init__(self, path: object, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.why = why
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _within_folded(path: Path, root: Path) -> bool:
+    """_within, ignoring case: `~/.SSH` on a case-insensitive file system is `~/.ssh`."""
+    return _within(Path(str(path).casefold()), Path(str(root).casefold()))
+
+
+def _secret_name(path: Path) -> bool:
+    name = path.name.casefold()
+    return name == ".env" or name.startswith(".env.") or name.endswith(_HISTORY_SUFFIXES)
+
+
+def realpath(path: Path) -> Path:
+    """os.path.realpath; ReadRefused when a link it followed changed under it (a loop)."""
+    try:
+        return Path(os.path.realpath(path, strict=False))
+    except OSError:
+        raise ReadRefused(path, "changed while it was being checked (a link swapped)") from None
+
+
+def refusal(path: Path, policy: SandboxPolicy, trusted: tuple[Path, ...] = ()) -> str | None:
+    """Why the resolved `path` is never read (or written) on the host, or None. `trusted`:
+    resolved directories or files the caller reads on the user's behalf, where m3agent's own
+    private locations may be read (the user's skills when $M3AGENT_HOME holds them)."""
+    if any(_within(path, d) for d in SYSTEM_DIRS):
+        return "a system location (/proc, /sys, /dev): never read on the host"
+    if any(_within_folded(path, s) for s in policy.secret_locations()):
+        return "a secret location (the sandbox policy's secret_paths)"
+    if not _within(path, policy.workspace) and _secret_name(path):
+        return "a secret file outside the workspace (an .env file or a history)"
+    if any(_within(path, t) for t in trusted):
+        return None
+    if any(_within(path, p) for p in policy.private_locations()):
+        return "m3agent's own data or config"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class HostReader:
+    """Reads definition and instruction files under the policy (see the module docstring).
+
+    `trusted`: the user's own directories and files (as given, resolved here), read on their
+    behalf: m3agent's private locations may be read there and their owner is not checked."""
+
+    policy: SandboxPolicy
+    trusted: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trusted", tuple(realpath(Path(t)) for t in self.trusted))
+
+    def check(self, path: Path) -> Path:
+        """The canonical path of `path` when the policy lets it be read; ReadRefused else."""
+        real = realpath(Path(path).absolute())
+        why = refusal(real, self.policy, self.trusted)
+        if why is not None:
+            raise ReadRefused(path, f"not read ({why})")
+        return real
+
+    def _trusted(self, real: Path) -> bool:
+        return any(_within(real, t) for t in self.trusted)
+
+    def read_bytes(self, path: Path, limit: int = DEFAULT_LIMIT) -> bytes:
+        """The bytes of `path` (at most `limit`: a larger file is refused), checked and opened
+        as the module docstring says; ReadRefused when it may not be read or cannot be."""
+        real = self.check(path)
+        trusted = self._trusted(real)
+        try:  # no symlink is followed: `real` has none, and one swapped in fails (ELOOP)
+            fd = open_regular(real, str(path), links_ok=trusted)
+        except FsRefused as e:  # its message starts with the path, as ours do
+            raise ReadRefused(path, str(e).removeprefix(f"{path}: ")) from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            foreign = st.st_uid not in (os.geteuid(), 0)
+            if foreign and not trusted and not _within(real, self.policy.workspace):
+                raise ReadRefused(path, "not read (owned by another user, outside the workspace)")
+            if st.st_size > limit:
+                raise ReadRefused(path, f"not read (larger than {limit} bytes)")
+            return f.read(limit + 1)[:limit]
+
+    def read_text(self, path: Path, limit: int = DEFAULT_LIMIT) -> str:
+        """read_bytes as UTF-8 text; ReadRefused when it is not UTF-8."""
+        try:
+            return self.read_bytes(path, limit).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ReadRefused(path, f"unreadable ({e})") from None
+
+
+def default_reader(workspace: Path) -> HostReader:
+    """The reader for `workspace` under the default sandbox policy (no user directories)."""
+    return HostReader(SandboxPolicy(workspace=Path(workspace).resolve()))
