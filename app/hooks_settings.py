@@ -19,6 +19,8 @@ from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
 from m3agent.engine.json_file import read_json_object
 
+from .safe_text import one_line
+
 if TYPE_CHECKING:
     from m3agent.agent.hooks import Hooks
 
@@ -42,7 +44,7 @@ class HookSources:
     def untrusted_note(self) -> str | None:
         if not self.project or self.project_trusted:
             return None
-        lines = [f"  {e}: {h.command}" for e, _m, h in self.project.all_commands()]
+        lines = [f"  {e}: {one_line(h.command)}" for e, _m, h in self.project.all_commands()]
         return (
             f"{self.project_path} has hooks that are not trusted, so they do not run; "
             "review them and run `m3agent hooks trust` to allow:\n" + "\n".join(lines)

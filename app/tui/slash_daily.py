@@ -10,6 +10,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..safe_text import one_line
 from .hosts import ScreenHelper
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ class DailyActions(ScreenHelper):
         lines = [f"approval policy: {self.config.approval}"]
         rules = gate.rules if gate is not None else ()
         lines.append("rules (config, then saved 'always' answers; deny wins over ask over allow):")
-        lines += [f"  {r.tool} = {r.action}" for r in rules] or ["  none"]
+        # a trusted project's rules are its text: each on its own line, escaped (safe_text)
+        lines += [f"  {one_line(r.tool)} = {r.action}" for r in rules] or ["  none"]
         allowed = sorted(gate._session_allowed) if gate is not None else []  # no public view yet
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
         prefixes = [" ".join(p) for p in self.controller.allowed_prefixes]
