@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.private_fs import write_private
 
 from .safe_text import one_line
 
@@ -75,11 +75,7 @@ def trust_hooks(home: Path, cwd: Path, raw: Any) -> None:
     data = _read(path)
     projects = data.setdefault("projects", {})
     projects[str(cwd.resolve())] = fingerprint(raw)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
+    write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def session_hooks(settings: Settings, cwd: Path) -> tuple[Hooks | None, list[str]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.json_file import read_json_object
-from m3agent.tools.private_fs import private_dir
+from m3agent.tools.private_fs import private_dir, write_private
 
 if TYPE_CHECKING:
     from m3agent.agent.config import ToolRule
@@ -75,8 +75,7 @@ def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
     if prefix not in saved:
         saved.append(prefix)
     data["shell_prefixes"] = [list(p) for p in saved]
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
 
 
 def trust_project(home: Path, cwd: Path) -> str:
@@ -90,8 +89,7 @@ def trust_project(home: Path, cwd: Path) -> str:
     data = _read(path)
     for project, digest in found:
         data[str(project.resolve())] = digest
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
     return "trusted " + " and ".join(str(f) for f, _ in found) + " (their current content)"
 
 
@@ -141,8 +139,7 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
     else:
         rules[rule] = action
     data["rules"] = rules
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
     return f"{rule} = {action}" if action else f"removed {rule}"
 
 

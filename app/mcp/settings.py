@@ -28,6 +28,7 @@ from m3agent.tools.mcp.config import (
     from_codex,
     parse_mcp_json,
 )
+from m3agent.tools.private_fs import write_private
 
 PROJECT_FILE = ".mcp.json"
 TRUST_FILE = "mcp-trust.json"
@@ -62,11 +63,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
+    write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def is_trusted(home: Path, project: Path, server: McpServerConfig) -> bool:
