@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.host_read import default_reader
 from m3agent.tools.private_fs import write_private
 
 from .safe_text import one_line
@@ -64,7 +65,9 @@ def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     user_file = user_dir / "settings.json"
     user = parse_hooks(_read(user_file).get("hooks"), str(user_file))
     project_file = cwd / PROJECT_SETTINGS
-    raw = _read(project_file).get("hooks")
+    # the repository's file: read under the host read policy (tools/host_read.py)
+    project_text = default_reader(cwd).settings_text
+    raw = read_json_object(project_file, missing_ok=True, read=project_text).get("hooks")
     project = parse_hooks(raw, str(project_file))
     trusted = bool(project) and _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
     return HookSources(user, project, raw, project_file, trusted)

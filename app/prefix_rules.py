@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.host_read import default_reader
 from m3agent.tools.private_fs import private_dir, write_private
 
 if TYPE_CHECKING:
@@ -32,6 +33,14 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         return read_json_object(path)
     except ValueError:  # missing or broken: no rules from it
+        return {}
+
+
+def _read_project(path: Path, cwd: Path) -> dict[str, Any]:
+    """_read for the repository's own files, under the host read policy (tools/host_read)."""
+    try:
+        return read_json_object(path, read=default_reader(cwd).settings_text)
+    except ValueError:  # missing, broken or refused: no rules from it
         return {}
 
 
@@ -59,12 +68,13 @@ def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | N
         return found, None
     trusted = _read(home / TRUST_FILE).get(str(project.resolve()))
     if trusted != _digest(project):
-        n = len(_prefixes(_read(project)))
+        n = len(_prefixes(_read_project(project, cwd)))
         return found, (
             f"{project} allows {n} shell prefix(es) but is not trusted: "
             "/permissions trust uses them"
         )
-    return found + [p for p in _prefixes(_read(project)) if p not in found], None
+    extra = _prefixes(_read_project(project, cwd))
+    return found + [p for p in extra if p not in found], None
 
 
 def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
@@ -148,7 +158,7 @@ def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
     project = cwd / PROJECT_SETTINGS
     if not project.is_file():
         return [], []
-    perms = _read(project).get("permissions", {})
+    perms = _read_project(project, cwd).get("permissions", {})
     entries = [
         (str(rule), action)
         for action in ACTIONS

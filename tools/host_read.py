@@ -133,6 +133,14 @@ class HostReader:
                 raise ReadRefused(path, f"not read (larger than {limit} bytes)")
             return f.read(limit + 1)[:limit]
 
+    def settings_text(self, path: Path) -> str:
+        """read_text for a settings file's parser (engine/json_file.read_json's `read`): a
+        refusal is the ValueError naming the file that such a parser reports."""
+        try:
+            return self.read_text(path)
+        except ReadRefused as e:
+            raise ValueError(str(e)) from None
+
     def read_text(self, path: Path, limit: int = DEFAULT_LIMIT) -> str:
         """read_bytes as UTF-8 text; ReadRefused when it is not UTF-8."""
         try:

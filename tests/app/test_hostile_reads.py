@@ -14,6 +14,7 @@ deliver the secrets; the owner check has its own control.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
@@ -235,3 +236,35 @@ def test_the_users_own_directories_are_read_where_m3agent_keeps_its_data(tmp_pat
     assert "HELPER-BODY" in reader.read_text(own)
     with pytest.raises(ReadRefused, match="m3agent's own data"):
         reader.read_text(link)
+
+
+def test_project_settings_linked_to_a_secret_are_refused(tmp_path, home, monkeypatch):
+    """`.mcp.json` and `.m3agent/settings.json` are the repository's files: as links to a JSON
+    secret (~/.docker/config.json) they are refused, not parsed and shown by `mcp list` or
+    `hooks list`. Control: the policy off, the secret's text is printed."""
+    from m3agent.app.cli import build_app
+    from typer.testing import CliRunner
+
+    user, repo = tmp_path / "user", tmp_path / "repo"
+    docker = {
+        "auths": {"r": {"auth": "DOCKER-88"}},
+        "mcpServers": {"x": {"command": "DOCKER-88"}},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "DOCKER-88"}]}]},
+    }
+    _write(user / ".docker" / "config.json", json.dumps(docker))
+    monkeypatch.setenv("HOME", str(user))
+    (repo / ".m3agent").mkdir(parents=True)
+    (repo / ".mcp.json").symlink_to(user / ".docker" / "config.json")
+    (repo / ".m3agent" / "settings.json").symlink_to(user / ".docker" / "config.json")
+
+    def shown() -> str:
+        runner = CliRunner()
+        return "".join(
+            runner.invoke(build_app(), [*args, "--cwd", str(repo)]).output
+            for args in (["mcp", "list"], ["hooks", "list"])
+        )
+
+    out = shown()
+    assert "DOCKER-88" not in out and "not read (a secret location" in out
+    monkeypatch.setattr(host_read, "refusal", lambda *a, **k: None)
+    assert "DOCKER-88" in shown()
