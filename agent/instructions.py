@@ -11,6 +11,7 @@ and neither is a parent directory's file owned by another user."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,19 @@ MAX_FILE_BYTES = 64_000
 MAX_IMPORT_DEPTH = 5  # as Claude Code: imports of imports, five levels at most
 # `@path` at the start of a line or after a space; not an e-mail address, not inside code.
 _IMPORT = re.compile(r"(?:^|(?<=\s))@((?:~/|\.{1,2}/|/)?[\w./-]+\.\w+)")
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _repository_chose(target: Path, reader: HostReader) -> bool:
+    """Whether the entry `target` lies in the workspace (named there, or in a directory that
+    resolves there): the repository decides what it is, whoever imports it."""
+    workspace = reader.policy.workspace
+    if _within(Path(os.path.normpath(target)), workspace):
+        return True
+    return _within(Path(os.path.realpath(target.parent)), workspace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +50,8 @@ def _read(path: Path, reader: HostReader) -> tuple[Path, str] | None:
     try:
         if not path.is_file():
             return None
-        data = reader.read_bytes(path, MAX_FILE_BYTES)
-        return reader.check(path), data.decode("utf-8", errors="replace")
+        real, data = reader.read(path, MAX_FILE_BYTES)
+        return real, data.decode("utf-8", errors="replace")
     except (OSError, ReadRefused):
         return None
 
@@ -64,13 +78,14 @@ def _imports(
             continue
         for raw in _IMPORT.findall(line.split("`")[0]):  # not inside an inline code span
             target = (home / raw[2:]) if raw.startswith("~/") else (file.parent / raw)
-            got = _read(target, reader)
+            by = reader.confined_to_view() if _repository_chose(target, reader) else reader
+            got = _read(target, by)
             if got is None or got[0] in seen:
                 continue
             real, body = got
             seen.add(real)
             out.append(InstructionFile(real, "import", body))
-            out += _imports(target, body, seen, depth + 1, reader)
+            out += _imports(target, body, seen, depth + 1, by)
     return out
 
 
@@ -88,22 +103,26 @@ def find_instructions(
     found: list[InstructionFile] = []
 
     def take(path: Path | None, scope: str) -> None:
-        got = None if path is None else _read(path, reader)
+        # The user's own files (theirs, outside the workspace: owner checked) and what they
+        # import may reach into the home directory; the repository's may not (HostReader).
+        users = reader.unconfined()
+        got = None if path is None else _read(path, users)
         if path is None or got is None or got[0] in seen:
             return
         real, text = got
         seen.add(real)
         found.append(InstructionFile(real, scope, text))
-        found.extend(_imports(path, text, seen, 1, reader))
+        found.extend(_imports(path, text, seen, 1, users))
 
-    own_got = None if own is None else _read(own, reader)
+    repo = reader.confined_to_view()
+    own_got = None if own is None else _read(own, repo)
     if own_got is not None:
         seen.add(own_got[0])
     take(user_file, "user")
     for parent in reversed(cwd.parents):
         take(_pick(parent), "parent")
     if own is not None and own_got is not None:
-        found.extend(_imports(own, own_got[1], seen, 1, reader))
+        found.extend(_imports(own, own_got[1], seen, 1, repo))
     return found
 
 

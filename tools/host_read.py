@@ -17,19 +17,25 @@ really is:
 - m3agent's own data and config (session logs, API keys in config.toml) are read only by the
   readers that look there on the user's behalf (`trusted`), never through a repository's path.
 
-`refusal()` is that judgment; tools/paths.py applies it to the file tools. `HostReader` adds
-what a definition or instruction file needs besides: the file is opened without following any
-symlink (the checked, canonical path: a link swapped in after the check fails with ELOOP
-instead of being followed), it must be a regular file with one name (a hard link can be a
-second name of a secret), and one lying outside the workspace and the user's own directories
-must belong to the user or root (an AGENTS.md another user left in `/home` or `/tmp` above the
-repository is not the user's instruction).
+`refusal()` is that judgment; tools/paths.py applies it to the file tools (which may still
+read the rest of the home directory, as before: the model asks for those paths in the open,
+through approvals). `HostReader` adds what a definition or instruction file needs besides:
+
+- a path the repository chose (a file in it, a name one of its files imports) may lead into
+  the home directory only where a sandboxed command sees something (`confined`): no deny-list
+  names every token a home holds;
+- the file is opened without following any symlink (the checked, canonical path: a link
+  swapped in after the check fails with ELOOP instead of being followed);
+- it must be a regular file with one name (a hard link can be a second name of a secret);
+- one lying outside the workspace and the user's own directories must belong to the user or
+  root (an AGENTS.md another user left in `/home` or `/tmp` above the repository is not the
+  user's instruction).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .fdio import FsRefused, open_regular
@@ -42,6 +48,9 @@ SYSTEM_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
 # history files of shells and REPLs (they hold passwords typed on a command line).
 _HISTORY_SUFFIXES = ("_history", ".history", "histfile")
 DEFAULT_LIMIT = 1_000_000
+# The agents' own folders in the home directory, which instruction files import from (Claude
+# Code documents `@~/.claude/...`); their credentials are in the secret list.
+AGENT_DIRS = (".m3agent", ".claude")
 
 
 class ReadRefused(Exception):
@@ -96,10 +105,20 @@ class HostReader:
     """Reads definition and instruction files under the policy (see the module docstring).
 
     `trusted`: the user's own directories and files (as given, resolved here), read on their
-    behalf: m3agent's private locations may be read there and their owner is not checked."""
+    behalf: m3agent's private locations may be read there and their owner is not checked.
+
+    `confined` (the default): the repository chose the path (a file in it, or a name one of
+    its files gave), so in the home directory it may only lead where a sandboxed command
+    sees something: the workspace, the extra writable roots, the toolchains of
+    policy.home_allow, and the Markdown files of the agents' own folders (~/.m3agent,
+    ~/.claude: what instruction files import; their settings may hold tokens). A
+    secret list cannot name every token a home holds; the sandbox's view does not need to.
+    `unconfined()` is for files the user wrote (their ~/.m3agent/AGENTS.md, a parent
+    directory's AGENTS.md they own) and what those import."""
 
     policy: SandboxPolicy
     trusted: tuple[Path, ...] = ()
+    confined: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trusted", tuple(realpath(Path(t)) for t in self.trusted))
@@ -108,16 +127,58 @@ class HostReader:
         """The canonical path of `path` when the policy lets it be read; ReadRefused else."""
         real = realpath(Path(path).absolute())
         why = refusal(real, self.policy, self.trusted)
+        if why is None and self.confined and self._hidden_home(real):
+            why = "in the home directory where the sandbox shows nothing; a repository's path may not lead there"
         if why is not None:
             raise ReadRefused(path, f"not read ({why})")
         return real
 
+    def unconfined(self) -> HostReader:
+        """This reader for a path the user chose (see the class docstring)."""
+        return replace(self, confined=False)
+
+    def confined_to_view(self) -> HostReader:
+        """This reader for a path the repository chose."""
+        return replace(self, confined=True)
+
     def _trusted(self, real: Path) -> bool:
         return any(_within(real, t) for t in self.trusted)
+
+    def _foreign(self, path: Path, real: Path, st: os.stat_result) -> bool:
+        """Outside the workspace, the file, or the link naming it (one another user planted
+        in /tmp above the repository), belongs to neither the user nor root."""
+        ours = (os.geteuid(), 0)
+        workspace = self.policy.workspace
+        if st.st_uid not in ours and not _within(real, workspace):
+            return True
+        try:
+            entry = os.lstat(path)
+        except OSError:
+            return True  # gone since it was opened: not the file that was checked
+        lexical = Path(os.path.normpath(Path(path).absolute()))
+        return entry.st_uid not in ours and not _within(lexical, workspace)
+
+    def _hidden_home(self, real: Path) -> bool:
+        """Whether `real` lies in the home directory outside what a sandboxed command sees."""
+        policy = self.policy
+        home = policy.home_dir()
+        if not _within(real, home) or self._trusted(real):
+            return False
+        shown = (policy.workspace, *policy.extra_writable, *policy.home_allowed())
+        if any(_within(real, v) for v in shown):
+            return False
+        # the agents' folders: their instruction files only (a settings.json may hold tokens)
+        return not (
+            real.suffix.casefold() == ".md" and any(_within(real, home / d) for d in AGENT_DIRS)
+        )
 
     def read_bytes(self, path: Path, limit: int = DEFAULT_LIMIT) -> bytes:
         """The bytes of `path` (at most `limit`: a larger file is refused), checked and opened
         as the module docstring says; ReadRefused when it may not be read or cannot be."""
+        return self.read(path, limit)[1]
+
+    def read(self, path: Path, limit: int = DEFAULT_LIMIT) -> tuple[Path, bytes]:
+        """(the canonical path, the bytes) of `path`, as read_bytes."""
         real = self.check(path)
         trusted = self._trusted(real)
         try:  # no symlink is followed: `real` has none, and one swapped in fails (ELOOP)
@@ -126,12 +187,11 @@ class HostReader:
             raise ReadRefused(path, str(e).removeprefix(f"{path}: ")) from None
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
-            foreign = st.st_uid not in (os.geteuid(), 0)
-            if foreign and not trusted and not _within(real, self.policy.workspace):
+            if not trusted and self._foreign(Path(path), real, st):
                 raise ReadRefused(path, "not read (owned by another user, outside the workspace)")
             if st.st_size > limit:
                 raise ReadRefused(path, f"not read (larger than {limit} bytes)")
-            return f.read(limit + 1)[:limit]
+            return real, f.read(limit)
 
     def settings_text(self, path: Path) -> str:
         """read_text for a settings file's parser (engine/json_file.read_json's `read`): a

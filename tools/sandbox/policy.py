@@ -72,6 +72,8 @@ DEFAULT_SECRETS = (
     "~/.mysql_history",
     "~/.node_repl_history",
     "~/.lesshst",
+    "~/.claude/.credentials.json",
+    "~/.codex/auth.json",
     "/run/secrets",
     "/run/user",
 )
