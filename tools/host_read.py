@@ -35,6 +35,7 @@ through approvals). `HostReader` adds what a definition or instruction file need
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from .sandbox.policy import SandboxPolicy
 
 # Never read on the host: the agent's own environment and memory (/proc/self/environ holds its
 # API keys), kernel state, devices.
-SYSTEM_DIRS = (Path("/proc"), Path("/sys"), Path("/dev"))
+SYSTEM_DIRS = ("/proc", "/sys", "/dev")
 # Files outside the workspace kept by name, wherever they are: environment files and the
 # history files of shells and REPLs (they hold passwords typed on a command line).
 _HISTORY_SUFFIXES = ("_history", ".history", "histfile")
@@ -61,13 +62,14 @@ class ReadRefused(Exception):
         self.why = why
 
 
+def _under(path: str, root: str) -> bool:
+    """Whether the absolute, normalised `path` is `root` or lies below it (strings: this runs
+    for every row grep returns)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
-def _within_folded(path: Path, root: Path) -> bool:
-    """_within, ignoring case: `~/.SSH` on a case-insensitive file system is `~/.ssh`."""
-    return _within(Path(str(path).casefold()), Path(str(root).casefold()))
+    return _under(str(path), str(root))
 
 
 def _secret_name(path: Path) -> bool:
@@ -83,19 +85,39 @@ def realpath(path: Path) -> Path:
         raise ReadRefused(path, "changed while it was being checked (a link swapped)") from None
 
 
+# policy.secret_locations() resolves every entry (45 realpaths): grep asks for each row, so
+# the answer is kept for a moment (a link the user changes in their home counts 2 s later).
+_SECRETS_TTL_S = 2.0
+_secrets_memo: dict[tuple[str, tuple[str, ...]], tuple[float, tuple[str, ...]]] = {}
+
+
+def _secret_roots(policy: SandboxPolicy) -> tuple[str, ...]:
+    key = (str(policy.home_dir()), policy.secret_paths)
+    now = time.monotonic()
+    hit = _secrets_memo.get(key)
+    if hit is None or now - hit[0] > _SECRETS_TTL_S:
+        roots = tuple(str(s).casefold() for s in policy.secret_locations())
+        if len(_secrets_memo) > 64:
+            _secrets_memo.clear()
+        hit = _secrets_memo[key] = (now, roots)
+    return hit[1]
+
+
 def refusal(path: Path, policy: SandboxPolicy, trusted: tuple[Path, ...] = ()) -> str | None:
     """Why the resolved `path` is never read (or written) on the host, or None. `trusted`:
     resolved directories or files the caller reads on the user's behalf, where m3agent's own
     private locations may be read (the user's skills when $M3AGENT_HOME holds them)."""
-    if any(_within(path, d) for d in SYSTEM_DIRS):
+    shown = str(path)
+    if any(_under(shown, d) for d in SYSTEM_DIRS):
         return "a system location (/proc, /sys, /dev): never read on the host"
-    if any(_within_folded(path, s) for s in policy.secret_locations()):
+    folded = shown.casefold()  # `~/.SSH` on a case-insensitive file system is `~/.ssh`
+    if any(_under(folded, s) for s in _secret_roots(policy)):
         return "a secret location (the sandbox policy's secret_paths)"
-    if not _within(path, policy.workspace) and _secret_name(path):
+    if not _under(shown, str(policy.workspace)) and _secret_name(path):
         return "a secret file outside the workspace (an .env file or a history)"
-    if any(_within(path, t) for t in trusted):
+    if any(_under(shown, str(t)) for t in trusted):
         return None
-    if any(_within(path, p) for p in policy.private_locations()):
+    if any(_under(shown, str(p)) for p in policy.private_locations()):
         return "m3agent's own data or config"
     return None
 
