@@ -309,3 +309,31 @@ def test_a_link_another_user_planted_above_the_repository_is_not_followed(attack
     assert not any("DIARY-99" in f.text for f in find_instructions(repo, None))
     os.chown(foreign, os.geteuid(), os.getegid(), follow_symlinks=False)
     assert any("DIARY-99" in f.text for f in find_instructions(repo, None))
+
+
+def test_ignore_files_that_never_end_are_no_rules_not_a_hang(tmp_path):
+    """`.gitignore` a link to /dev/zero, `.ignore` a FIFO, `.m3agentignore` a link to
+    /dev/zero: glob, grep and the snapshot's listing read them on the host. They are refused
+    (a device, not a regular file) and the walk goes on. Control: the plain read the walker
+    used blocks on the FIFO until a writer comes."""
+    import threading
+
+    from m3agent.agent.context.files import FileRules, list_candidates
+    from m3agent.tools.ignore import walk
+
+    repo = tmp_path / "repo"
+    _write(repo / "a.txt", "a\n")
+    (repo / ".gitignore").symlink_to("/dev/zero")
+    (repo / ".m3agentignore").symlink_to("/dev/zero")
+    os.mkfifo(repo / ".ignore")
+    assert ("a.txt", False) in list(walk(repo))
+    candidates, _ = list_candidates(repo, FileRules())
+    assert "a.txt" in [c.path for c in candidates]
+
+    done = threading.Event()
+    reader = threading.Thread(target=lambda: ((repo / ".ignore").read_text(), done.set()))
+    reader.start()
+    assert not done.wait(0.3)  # the raw reader hangs on the FIFO
+    os.close(os.open(repo / ".ignore", os.O_WRONLY))  # a writer comes and goes: EOF
+    reader.join(5)
+    assert done.is_set()
