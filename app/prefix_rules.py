@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.json_file import read_json_object
-from m3agent.tools.host_read import default_reader
+from m3agent.tools.host_read import ReadRefused, default_reader
 from m3agent.tools.private_fs import private_dir, write_private
 
 if TYPE_CHECKING:
@@ -53,10 +53,12 @@ def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
-def _digest(path: Path) -> str | None:
+def _digest(path: Path, cwd: Path) -> str | None:
+    """The project file's hash as read under the host read policy (a link to /dev/zero or to
+    a secret has none: it is not trusted, nor read)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(default_reader(cwd).read_bytes(path)).hexdigest()
+    except ReadRefused:
         return None
 
 
@@ -67,7 +69,7 @@ def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | N
     if not project.is_file():
         return found, None
     trusted = _read(home / TRUST_FILE).get(str(project.resolve()))
-    if trusted != _digest(project):
+    if trusted != _digest(project, cwd):
         n = len(_prefixes(_read_project(project, cwd)))
         return found, (
             f"{project} allows {n} shell prefix(es) but is not trusted: "
@@ -90,7 +92,7 @@ def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
 
 def trust_project(home: Path, cwd: Path) -> str:
     """Trusts the project's permissions.json and settings.json as they are now."""
-    files = [(cwd / f, _digest(cwd / f)) for f in (PROJECT_FILE, PROJECT_SETTINGS)]
+    files = [(cwd / f, _digest(cwd / f, cwd)) for f in (PROJECT_FILE, PROJECT_SETTINGS)]
     found = [(f, d) for f, d in files if d is not None]
     if not found:
         raise ValueError(f"no {PROJECT_FILE} or {PROJECT_SETTINGS} in {cwd}")
@@ -165,7 +167,7 @@ def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
         for rule in (perms.get(action, []) if isinstance(perms, dict) else [])
         if isinstance(perms.get(action, []), list)
     ]
-    if _read(home / TRUST_FILE).get(str(project.resolve())) != _digest(project):
+    if _read(home / TRUST_FILE).get(str(project.resolve())) != _digest(project, cwd):
         return [], [
             f"{project} has {len(entries)} permission rule(s) but is not trusted: "
             "/permissions trust uses them"

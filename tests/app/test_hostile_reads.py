@@ -337,3 +337,21 @@ def test_ignore_files_that_never_end_are_no_rules_not_a_hang(tmp_path):
     os.close(os.open(repo / ".ignore", os.O_WRONLY))  # a writer comes and goes: EOF
     reader.join(5)
     assert done.is_set()
+
+
+def test_project_settings_that_never_end_are_refused_not_read(tmp_path, home):
+    """A repository's `.m3agent/permissions.json`, `.m3agent/settings.json` and `.mcp.json`
+    as links to /dev/zero: every reader at session start refuses them (a device) at once."""
+    from m3agent.app.hooks_settings import load_hooks
+    from m3agent.app.mcp.settings import project_entries
+    from m3agent.app.prefix_rules import load_prefixes, saved_rules
+
+    repo = tmp_path / "repo"
+    (repo / ".m3agent").mkdir(parents=True)
+    for rel in (".m3agent/permissions.json", ".m3agent/settings.json", ".mcp.json"):
+        (repo / rel).symlink_to("/dev/zero")
+    assert load_prefixes(home, repo)[0] == []
+    assert saved_rules(home, repo)[0] == []
+    with pytest.raises(ValueError, match="system location"):
+        load_hooks(home, home, repo)
+    assert project_entries(repo, {})[0] == ()  # (not a regular file: not even looked at)
