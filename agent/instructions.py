@@ -7,7 +7,9 @@ stable prefix and never rewritten; a resumed session has it in its log.
 
 Every file, imports included, is read through the host read policy (tools/host_read.py): an
 import of `~/.ssh/id_rsa`, of `/proc/self/environ` or through a symlink to either is not read,
-and neither is a parent directory's file owned by another user."""
+nor, when the repository chose the name, anything in the home directory outside the sandbox's
+view; neither is a parent directory's file owned by another user. With `--no-context` none of
+these files is read (app/session_context.py)."""
 
 from __future__ import annotations
 
