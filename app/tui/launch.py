@@ -156,6 +156,7 @@ def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> T
         sandbox=settings.sandbox,
         resume=resume,
         state_dir=settings.home,
+        instructions=settings.context,
         list_sessions=lambda: list_sessions(settings.sessions_dir),
         probe_sandbox=sandbox_layers,
     )

@@ -141,6 +141,9 @@ class DailyActions(ScreenHelper):
         if arg.strip() in ("edit", "user"):
             await self._edit_memory(arg.strip())
             return
+        if not self.config.instructions:  # --no-context: not even listed (nothing is read)
+            await self.transcript.notice("instruction files: none read (--no-context)")
+            return
         from m3agent.agent.instructions import NAMES, find_instructions
 
         user = Path("~/.m3agent/AGENTS.md").expanduser()
