@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # types only: each loads when it is built
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.tools.checkpoint import Checkpoints
     from m3agent.tools.diagnostics import Diagnostics
+    from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
@@ -35,31 +36,36 @@ __all__ = [
     "build_sandbox",
     "build_session",
     "build_toolset",
+    "sandbox_policy",
 ]
 
 
-def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
+def sandbox_policy(settings: Settings, cwd: Path) -> SandboxPolicy:
+    """The session's sandbox policy: what its commands, file tools and host reads obey."""
     from m3agent.tools.sandbox.policy import SandboxPolicy
-    from m3agent.tools.sandbox.runner import Sandbox
 
-    # One Sandbox per session: its layers are probed once, not per command.
     extra = tuple(Path(d).expanduser().resolve() for d in settings.add_dirs)
     for d in extra:
         if not d.is_dir():
             raise ValueError(f"--add-dir {d}: not a directory")
     rules = _rule_fields(settings)
-    return Sandbox(
-        SandboxPolicy(
-            workspace=cwd,
-            mode=settings.sandbox,
-            **{
-                **rules,
-                "network": settings.network or rules.get("network", False),
-                "extra_writable": (*extra, *rules.get("extra_writable", ())),
-            },
-            dangerously_no_sandbox=settings.dangerously_no_sandbox,
-        )
+    return SandboxPolicy(
+        workspace=cwd,
+        mode=settings.sandbox,
+        **{
+            **rules,
+            "network": settings.network or rules.get("network", False),
+            "extra_writable": (*extra, *rules.get("extra_writable", ())),
+        },
+        dangerously_no_sandbox=settings.dangerously_no_sandbox,
     )
+
+
+def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
+    from m3agent.tools.sandbox.runner import Sandbox
+
+    # One Sandbox per session: its layers are probed once, not per command.
+    return Sandbox(sandbox_policy(settings, cwd))
 
 
 def _rule_fields(settings: Settings) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import EngineName, SamplingParams, ThinkingMode
-from m3agent.tools.private_fs import fix_mode
+from m3agent.tools.private_fs import fix_mode, write_private
 from m3agent.tools.sandbox.policy import SandboxMode
 
 if TYPE_CHECKING:
@@ -403,13 +403,9 @@ def save_settings(path: Path, values: Mapping[str, str]) -> None:
         lines.append(f"{key} = {json.dumps(str(value))}\n")  # a JSON string is a TOML string
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     old = _without_top_level(old, set(values))
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = "# written by m3agent's first-run setup\n" + "".join(lines) + old
     tomllib.loads(text)  # never leave a file that the next start cannot read
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_private(path, text)
 
 
 def _without_top_level(text: str, keys: set[str]) -> str:

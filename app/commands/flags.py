@@ -94,7 +94,11 @@ MaxTokens = Annotated[
 ]
 NoContext = Annotated[
     bool,
-    typer.Option("--no-context", help="Do not put a repository snapshot in the prompt."),
+    typer.Option(
+        "--no-context",
+        help="Do not put a repository snapshot or instruction files (AGENTS.md, CLAUDE.md, "
+        "their imports) in the prompt.",
+    ),
 ]
 OffloadExperts = Annotated[
     str | None,

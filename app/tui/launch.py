@@ -89,9 +89,10 @@ def setup_port(settings: Settings, cwd: Path) -> SetupPort:
     def complete(choice: SetupChoice) -> tuple[SessionFactory, str]:
         values = choice.settings()
         if not values:
+            from m3agent.tools.private_fs import write_private
+
             demo = settings.home / "demo-script.json"
-            demo.parent.mkdir(parents=True, exist_ok=True)
-            demo.write_text(json.dumps(demo_script()), encoding="utf-8")
+            write_private(demo, json.dumps(demo_script()))  # the data home holds only 0600
             return (
                 session_factory(settings.override(engine="scripted"), cwd, demo),
                 "starting the scripted demo; nothing was saved",
@@ -155,6 +156,7 @@ def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> T
         sandbox=settings.sandbox,
         resume=resume,
         state_dir=settings.home,
+        instructions=settings.context,
         list_sessions=lambda: list_sessions(settings.sessions_dir),
         probe_sandbox=sandbox_layers,
     )

@@ -115,6 +115,8 @@ class TuiConfig:
     resume: str | None = None
     state_dir: Path | None = None  # where crash logs and checkpoints live ($M3AGENT_HOME)
     max_context_tokens: int | None = None
+    # False with --no-context: no instruction file is read, /memory included.
+    instructions: bool = True
     # Optional services; a missing one makes its slash command say "not available".
     list_sessions: Callable[[], list[SessionSummary]] | None = None
     context_report: Callable[[], str] | None = None

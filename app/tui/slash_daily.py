@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..safe_text import one_line
 from .hosts import ScreenHelper
 
 if TYPE_CHECKING:
@@ -106,7 +107,8 @@ class DailyActions(ScreenHelper):
         lines = [f"approval policy: {self.config.approval}"]
         rules = gate.rules if gate is not None else ()
         lines.append("rules (config, then saved 'always' answers; deny wins over ask over allow):")
-        lines += [f"  {r.tool} = {r.action}" for r in rules] or ["  none"]
+        # a trusted project's rules are its text: each on its own line, escaped (safe_text)
+        lines += [f"  {one_line(r.tool)} = {r.action}" for r in rules] or ["  none"]
         allowed = sorted(gate._session_allowed) if gate is not None else []  # no public view yet
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
         prefixes = [" ".join(p) for p in self.controller.allowed_prefixes]
@@ -138,6 +140,9 @@ class DailyActions(ScreenHelper):
         from the next session (/new): the prompt already sent is never rewritten."""
         if arg.strip() in ("edit", "user"):
             await self._edit_memory(arg.strip())
+            return
+        if not self.config.instructions:  # --no-context: not even listed (nothing is read)
+            await self.transcript.notice("instruction files: none read (--no-context)")
             return
         from m3agent.agent.instructions import NAMES, find_instructions
 
