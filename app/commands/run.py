@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from . import flags
 
 if TYPE_CHECKING:  # the CLI starts without loading settings; run() imports it
+    from ..headless import Renderer
     from ..settings import Overrides
 
 
@@ -189,8 +190,12 @@ def execute(
     images: list[Path],
     videos: list[Path],
     continue_last: bool = False,
+    schema: dict[str, Any] | None = None,
+    renderer: Renderer | None = None,
 ) -> int:
-    """Everything behind the flags; returns the exit code. Heavy imports happen here."""
+    """Everything behind the flags; returns the exit code. Heavy imports happen here.
+    A caller with its own answer format (`m3agent review`) hands in the SCHEMA the answer
+    must satisfy and the RENDERER that shows it."""
     import asyncio
     import os
     import signal
@@ -241,7 +246,6 @@ def execute(
         return fail(exit_codes.USAGE_ERROR, str(e))
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
-    schema = None
     if options.output_schema is not None:
         try:
             schema = load_schema(options.output_schema)
@@ -270,7 +274,7 @@ def execute(
         settings = settings.override(
             rules=(*settings.rules, *saved, *flag_rules, *mode_rules(mode))
         )
-        renderer = make_renderer(output_format)
+        renderer = renderer or make_renderer(output_format)
         # The schema goes with the last prompt: the cached system prompt stays as it is.
         texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]
         if schema is not None:
