@@ -57,6 +57,11 @@ COMMANDS = (
         "back to before an earlier prompt: the conversation and the files (also Esc Esc)",
     ),
     SlashSpec("diff", "", "show the uncommitted changes in the workspace (git diff)"),
+    SlashSpec(
+        "review",
+        "[--base BRANCH | --commit SHA] [TEXT]",
+        "the model reviews the uncommitted changes (a branch, a commit): findings by file:line",
+    ),
     SlashSpec("compact", "", "summarise the conversation to free context"),
     SlashSpec("sessions", "", "browse saved sessions and resume one"),
     SlashSpec("context", "", "what the repository snapshot holds, with token counts"),

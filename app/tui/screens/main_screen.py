@@ -239,6 +239,7 @@ class MainScreen(Screen[None]):
         self.query_one(ActivityLine).refresh_line()
         # plan mode: act on the plan, edit it, or keep planning
         await after_turn(e, self.controller, t, self.app_host, self)
+        await self.slash.review.after_turn(e)  # /review: the answer's findings
         await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
@@ -281,8 +282,9 @@ class MainScreen(Screen[None]):
             return
         await self.send_text(text)
 
-    async def send_text(self, text: str) -> None:
-        """A prompt for the model (typed, or written by /init)."""
+    async def send_text(self, text: str, shown_as: str | None = None) -> None:
+        """A prompt for the model (typed, or written by /init or /review: SHOWN_AS is then
+        what the transcript shows of it)."""
         c = self.controller
         if c.session is None and c.failed:
             await self.transcript.error(
@@ -292,7 +294,8 @@ class MainScreen(Screen[None]):
             return
         queued = c.enqueue(c.make_turn(text))
         if queued.shown:
-            await self.transcript.user(text, tuple(m.path for m in queued.turn.media))
+            shown = text if shown_as is None else shown_as
+            await self.transcript.user(shown, tuple(m.path for m in queued.turn.media))
         self.show_waiting()
         await self.send_next()
 
