@@ -28,6 +28,7 @@ class RunOptions:
     permission_mode: str | None = None
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
+    worktree: str | None = None
 
 
 def register(app: typer.Typer) -> None:
@@ -65,6 +66,7 @@ def register(app: typer.Typer) -> None:
             help="Most model calls for this prompt (exit 4 when reached).",
         ),
         cwd: flags.Cwd = None,
+        worktree: flags.Worktree = None,
         continue_last: flags.ContinueLast = False,
         resume: flags.Resume = None,
         approval: flags.Approval = None,
@@ -251,6 +253,15 @@ def execute(
             schema = load_schema(options.output_schema)
         except ValueError as e:
             return fail(exit_codes.USAGE_ERROR, str(e))
+    if options.worktree is not None:  # the session's workspace is that worktree
+        from ..worktree import WorktreeError, enter_worktree
+
+        try:
+            tree = enter_worktree(cwd or Path.cwd(), options.worktree)
+        except WorktreeError as e:
+            return fail(exit_codes.USAGE_ERROR, str(e))
+        sys.stderr.write(f"{visible(tree.describe())}\n")
+        cwd = tree.path
     parts = [MediaPart("image", str(p)) for p in images]
     parts += [MediaPart("video", str(p)) for p in videos]
     try:

@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         approval: flags.Approval = None,
         sandbox: flags.Sandbox = None,
         cwd: flags.Cwd = None,
+        worktree: flags.Worktree = None,
         continue_last: flags.ContinueLast = False,
         resume: flags.Resume = None,
         version: bool = typer.Option(
@@ -51,5 +52,12 @@ def register(app: typer.Typer) -> None:
 
         overrides = flags.fill(Overrides, ctx.params)
         raise typer.Exit(
-            launch(overrides, script=script, cwd=cwd, resume=resume, continue_last=continue_last)
+            launch(
+                overrides,
+                script=script,
+                cwd=cwd,
+                resume=resume,
+                continue_last=continue_last,
+                worktree=worktree,
+            )
         )

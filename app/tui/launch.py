@@ -33,6 +33,7 @@ def launch(
     cwd: Path | None,
     resume: str | None,
     continue_last: bool = False,
+    worktree: str | None = None,
 ) -> int:
     from ..safe_text import visible
     from ..settings import load_settings
@@ -43,6 +44,12 @@ def launch(
 
     try:
         settings = overrides.apply(load_settings())
+        if worktree is not None:  # --worktree NAME: the workspace is that worktree
+            from ..worktree import enter_worktree
+
+            tree = enter_worktree(cwd or Path.cwd(), worktree)
+            print(visible(tree.describe()), file=sys.stderr)
+            cwd = tree.path
         resume, cwd = _pick_session(settings, cwd, resume, continue_last)
         config = tui_config(settings, cwd=cwd, resume=resume)
     except ValueError as e:
