@@ -148,8 +148,12 @@ def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> T
     if not workspace.is_dir():
         raise ValueError(f"working directory {workspace} does not exist")
     from ..media_support import reads_media, text_only_error
+    from ..status_line import load_status_line
 
+    status_line, note = load_status_line(settings, workspace)
     return TuiConfig(
+        status_line=status_line,
+        start_notes=(note,) if note else (),
         cwd=workspace,
         notify=settings.notify_method(),
         media_refusal=text_only_error(settings, "/attach")

@@ -39,6 +39,7 @@ from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE
 from ..status import StatusChanges, StatusState, engine_info, engine_label, usage_fields
+from ..status_line import StatusLineRunner, status_payload
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
@@ -89,6 +90,13 @@ class MainScreen(Screen[None]):
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
         self._last_idle_esc: float | None = None  # Esc-Esc (rewind_flow.py)
+        self.status_line = (
+            None
+            if config.status_line is None
+            else StatusLineRunner(
+                config.status_line, config.cwd, self._status_line_shown, self._status_line_failed
+            )
+        )
 
     def compose(self) -> ComposeResult:
         menu = CommandMenu(id="command-menu")
@@ -110,6 +118,9 @@ class MainScreen(Screen[None]):
             prompt.prompt_history = load_history(self.history_path)
         prompt.focus()
         self.call_later(self.transcript.notice, WELCOME)
+        for note in self.config.start_notes:
+            self.call_later(self.transcript.notice, note)
+        self._feed_status_line()
 
     def _activity(self) -> tuple[str, float | None]:
         c = self.controller
@@ -124,6 +135,28 @@ class MainScreen(Screen[None]):
     def set_status(self, **changes: Unpack[StatusChanges]) -> None:
         self.status = self.status.changed(changes)
         self.query_one(StatusBar).show(self.status)
+        self._feed_status_line()
+
+    def _feed_status_line(self) -> None:
+        if self.status_line is None:
+            return
+        session = self.controller.session
+        self.status_line.feed(
+            status_payload(
+                self.status,
+                self.controller.usage,
+                session_id=session.id if session is not None else None,
+                transcript_path=str(session.conversation.path) if session is not None else None,
+                cwd=self.config.cwd,
+                mode=self.controller.mode,
+            )
+        )
+
+    def _status_line_shown(self, line: str | None) -> None:
+        self.query_one(StatusBar).show_custom(line)
+
+    def _status_line_failed(self, message: str) -> None:
+        self.call_later(self.transcript.error, message, "usage")
 
     # ---- session lifecycle ----------------------------------------------------------------
 
