@@ -64,6 +64,16 @@ COMMANDS = (
     ),
     SlashSpec("compact", "", "summarise the conversation to free context"),
     SlashSpec("sessions", "", "browse saved sessions and resume one"),
+    SlashSpec(
+        "export",
+        "[FILE.md | FILE.json | DIR]",
+        "write this session as Markdown and JSON (asks before replacing a file)",
+    ),
+    SlashSpec(
+        "fork",
+        "",
+        "go on in a new session from this conversation (same cached prefix; this one stays)",
+    ),
     SlashSpec("context", "", "what the repository snapshot holds, with token counts"),
     SlashSpec(
         "mcp", "[reload [yes]]", "MCP servers: status and tools; reload the config (asks first)"

@@ -20,6 +20,7 @@ from .rewind import checkpoint_store
 from .rewind_flow import open_rewind
 from .slash import HELP, SlashCommand, next_thinking
 from .slash_daily import DailyActions
+from .slash_share import ShareActions
 
 if TYPE_CHECKING:
     from .ports import SessionLike
@@ -57,9 +58,14 @@ class SlashActions(ScreenHelper):
         """/review, and its findings once the turn ends."""
         return ReviewFlow(self.controller, self.transcript, self.app, self.view)
 
+    @functools.cached_property
+    def share(self) -> ShareActions:
+        """/export and /fork."""
+        return ShareActions(self.controller, self.transcript, self.app, self.view)
+
     async def run(self, command: SlashCommand) -> None:
         name = f"do_{command.name}"  # parse_slash knows every command: one helper has it
-        helpers = (self, self.daily, self.review)
+        helpers = (self, self.daily, self.review, self.share)
         handler: Callable[[str], Awaitable[None]] = next(
             getattr(h, name) for h in helpers if hasattr(h, name)
         )
