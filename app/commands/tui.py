@@ -43,6 +43,12 @@ def register(app: typer.Typer) -> None:
         ),
         allow_home: flags.AllowHome = False,
         max_tokens: flags.MaxTokens = None,
+        inline: bool = typer.Option(
+            False,
+            "--inline",
+            help="Draw the UI below the shell prompt instead of taking the whole screen: the "
+            "terminal keeps its scrollback and selection, and the last frame stays on exit.",
+        ),
     ) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
@@ -59,5 +65,6 @@ def register(app: typer.Typer) -> None:
                 resume=resume,
                 continue_last=continue_last,
                 worktree=worktree,
+                inline=inline,
             )
         )

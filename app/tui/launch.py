@@ -34,6 +34,7 @@ def launch(
     resume: str | None,
     continue_last: bool = False,
     worktree: str | None = None,
+    inline: bool = False,
 ) -> int:
     from ..safe_text import visible
     from ..settings import load_settings
@@ -51,7 +52,7 @@ def launch(
             print(visible(tree.describe()), file=sys.stderr)
             cwd = tree.path
         resume, cwd = _pick_session(settings, cwd, resume, continue_last)
-        config = tui_config(settings, cwd=cwd, resume=resume)
+        config = replace(tui_config(settings, cwd=cwd, resume=resume), inline=inline)
     except ValueError as e:
         return fail(str(e))
     if script is not None and not script.is_file():

@@ -133,6 +133,8 @@ class TuiConfig:
     # The user's status line command (app/status_line.py), trust applied; None: the built-in.
     status_line: StatusLineCommand | None = None
     start_notes: tuple[str, ...] = ()  # shown under the welcome line (an untrusted command)
+    # --inline: drawn below the shell's prompt, not on the alternate screen (app/tui/run.py)
+    inline: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
