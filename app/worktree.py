@@ -7,7 +7,10 @@ into the repository's `.git/info/exclude`, so the main checkout neither lists no
 the worktrees' files. It stays when the session ends (`git worktree remove PATH` removes it).
 
 git runs through tools/safe_git.py's `run_git` (no global or system configuration, no hooks,
-no pager, no prompt) on the repository's own `.git`, which the sandbox keeps read-only.
+no pager, no prompt) on the repository's own `.git`, which the sandbox keeps read-only: its
+configuration applies (a filter it defines runs on checkout, as with `git worktree add` by
+hand). Sessions in the worktree read it through `UserRepo` like any repository
+(`safe_git.linked_worktree` checks its `.git` file).
 """
 
 from __future__ import annotations
