@@ -11,6 +11,7 @@ tools/safe_git.py's: the workspace's configuration, hooks and filters never run.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,8 +233,12 @@ def _diff(repo: UserRepo, target: ReviewTarget) -> str:
         return _text(repo.git(["diff", *DIFF_FLAGS, "--end-of-options", merge_base]))
     # The uncommitted changes: the work tree (staged or not) against HEAD, and new files.
     against = head or _EMPTY_TREE["sha1"]
-    tracked = _text(repo.git(["diff", *DIFF_FLAGS, "--end-of-options", against]))
-    return tracked + "".join(_new_file_diff(repo.workspace, p) for p in _untracked(repo))
+    parts = [_text(repo.git(["diff", *DIFF_FLAGS, "--end-of-options", against]))]
+    size = len(parts[0])
+    for rel in _untracked(repo):  # past the prompt's limit, a new file is only named
+        parts.append(_new_file_diff(repo.workspace, rel, show=size <= MAX_DIFF_CHARS))
+        size += len(parts[-1])
+    return "".join(parts)
 
 
 def _text(raw: bytes) -> str:
@@ -245,15 +250,17 @@ def _untracked(repo: UserRepo) -> list[str]:
     return sorted(p for p in raw.decode("utf-8", "surrogateescape").split("\0") if p)
 
 
-def _new_file_diff(root: Path, rel: str) -> str:
+def _new_file_diff(root: Path, rel: str, show: bool = True) -> str:
     """An untracked file as `git diff` shows a new one (its text, or a word on why not)."""
     head = f"diff --git a/{rel} b/{rel}\nnew file (untracked)\n"
     path = root / rel
     try:
         st = os.lstat(path)
-        if st.st_size > MAX_UNTRACKED_BYTES:
-            return head + f"[{st.st_size} bytes: too big to show; read the file]\n"
-        data = path.read_bytes() if os.path.isfile(path) and not path.is_symlink() else b""
+        if stat.S_ISLNK(st.st_mode):
+            return head + f"[a symbolic link to {os.readlink(path)}]\n"
+        if not show or st.st_size > MAX_UNTRACKED_BYTES:
+            return head + f"[{st.st_size} bytes, not shown here; read the file]\n"
+        data = path.read_bytes()
     except OSError as e:
         return head + f"[cannot read it: {e.strerror or e}]\n"
     if b"\0" in data:

@@ -126,3 +126,6 @@ def test_targets_and_their_mistakes(repo):
             collect_diff(repo, ReviewTarget(commit=bad))
     with pytest.raises(ReviewError, match="not both"):
         ReviewTarget(base="main", commit="v1")
+    (repo / "link.py").symlink_to("/etc/passwd")  # untracked: named, never read through
+    linked = collect_diff(repo, ReviewTarget())
+    assert linked.files == ("link.py",) and "[a symbolic link to /etc/passwd]" in linked.text
