@@ -37,10 +37,11 @@ class WorktreeError(ValueError):
 class Worktree:
     path: Path
     branch: str
-    created: bool
+    new: bool  # not there yet (plan_worktree), or just made (enter_worktree)
+    root: Path  # the repository's
 
     def describe(self) -> str:
-        how = "created" if self.created else "reused"
+        how = "created" if self.new else "reused"
         return f"worktree {self.path} (branch {self.branch}): {how}"
 
 
@@ -62,8 +63,8 @@ def repo_root(start: Path) -> Path:
     raise WorktreeError(f"--worktree needs a git repository: {here} is not in one")
 
 
-def enter_worktree(start: Path, name: str) -> Worktree:
-    """The worktree NAME of the repository holding START: made if missing, else reused."""
+def plan_worktree(start: Path, name: str) -> Worktree:
+    """The worktree NAME of the repository holding START, checked but not made yet."""
     if not _NAME.fullmatch(name) or name.endswith(".lock") or ".." in name:
         raise WorktreeError(
             f"--worktree {name!r}: use letters, digits, '.', '_' and '-' (64 at most), "
@@ -71,12 +72,22 @@ def enter_worktree(start: Path, name: str) -> Worktree:
         )
     root = repo_root(start)
     path = root / WORKTREES_DIR / name
-    branch = BRANCH_PREFIX + name
+    if path.exists() and not (path / ".git").is_file():
+        raise WorktreeError(f"{path} exists but is not a git worktree: move it away first")
+    return Worktree(path, BRANCH_PREFIX + name, new=not path.exists(), root=root)
+
+
+def enter_worktree(start: Path, name: str) -> Worktree:
+    """The worktree NAME of the repository holding START: made if missing, else reused."""
+    return make_worktree(plan_worktree(start, name))
+
+
+def make_worktree(tree: Worktree) -> Worktree:
+    """TREE made from HEAD when it is new (its branch reused if it exists)."""
+    if not tree.new:
+        return tree
+    root, path, branch = tree.root, tree.path, tree.branch
     git_dir = root / ".git"
-    if path.exists():
-        if not (path / ".git").is_file():
-            raise WorktreeError(f"{path} exists but is not a git worktree: move it away first")
-        return Worktree(path, branch, created=False)
     _exclude(git_dir)
     try:
         run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], git_dir=git_dir)
@@ -94,7 +105,7 @@ def enter_worktree(start: Path, name: str) -> Worktree:
         run_git(args, git_dir=git_dir, work_tree=root)
     except SafeGitError as e:
         raise WorktreeError(f"cannot create the worktree {path}: {e}") from None
-    return Worktree(path, branch, created=True)
+    return tree
 
 
 def _exclude(git_dir: Path) -> None:

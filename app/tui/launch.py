@@ -46,9 +46,12 @@ def launch(
     try:
         settings = overrides.apply(load_settings())
         if worktree is not None:  # --worktree NAME: the workspace is that worktree
-            from ..worktree import enter_worktree
+            from ..worktree import make_worktree, plan_worktree
 
-            tree = enter_worktree(cwd or Path.cwd(), worktree)
+            tree = plan_worktree(cwd or Path.cwd(), worktree)
+            if not _on_a_terminal():  # nothing is made for a screen that cannot open
+                raise ValueError(NEEDS_TERMINAL)
+            tree = make_worktree(tree)
             print(visible(tree.describe()), file=sys.stderr)
             cwd = tree.path
         resume, cwd = _pick_session(settings, cwd, resume, continue_last)
@@ -58,10 +61,8 @@ def launch(
     if script is not None and not script.is_file():
         return fail(f"script {script} does not exist")
 
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return fail(
-            "the terminal UI needs a terminal; for scripts and pipes use `m3agent run PROMPT`"
-        )
+    if not _on_a_terminal():
+        return fail(NEEDS_TERMINAL)
 
     from ..sandbox_consent import ConsentRefused, consent_for
     from .onboarding import needs_setup
@@ -84,6 +85,13 @@ def launch(
         after = settings
     on_exit(after)
     return code
+
+
+NEEDS_TERMINAL = "the terminal UI needs a terminal; for scripts and pipes use `m3agent run PROMPT`"
+
+
+def _on_a_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def setup_port(settings: Settings, cwd: Path) -> SetupPort:

@@ -40,7 +40,7 @@ def test_run_in_a_worktree_made_once_then_reused(cli, repo, home):
     assert json.loads(r.stdout)["session_id"] == first
 
 
-def test_worktree_outside_a_repository_or_with_a_bad_name(cli, tmp_path, home):
+def test_worktree_outside_a_repository_or_with_a_bad_name(cli, repo, tmp_path, home):
     plain = tmp_path / "plain"
     plain.mkdir()
     script = cli.script(answer("never"))
@@ -56,3 +56,7 @@ def test_worktree_outside_a_repository_or_with_a_bad_name(cli, tmp_path, home):
         r.stderr.startswith("error: --worktree '../up': use letters") and r.stderr.count("\n") == 1
     )
     assert not list(plain.iterdir())
+    # in a repository but with no terminal for the screen: said, and nothing is made
+    r = run_cli(home, "-w", "tui-1", "--cwd", str(repo), command=CONSOLE_SCRIPT)
+    assert r.returncode == exit_codes.USAGE_ERROR and "needs a terminal" in r.stderr
+    assert not (repo / ".m3agent").exists()
