@@ -212,7 +212,7 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
     return [
         SessionSummary(
             session_id=s.id,
-            title=s.first_prompt.splitlines()[0],
+            title=s.first_prompt.splitlines()[0] + (" (fork)" if s.forked_from else ""),
             turns=s.messages,
             updated=s.created[:16].replace("T", " "),
         )

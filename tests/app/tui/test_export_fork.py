@@ -9,6 +9,7 @@ import json
 
 import pytest
 from m3agent.agent.conversation import Conversation, list_sessions
+from m3agent.app.tui.launch import list_sessions as browsed_sessions
 from m3agent.app.tui.screens.confirm_screen import ConfirmScreen
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.notice_view import NoticeView
@@ -103,4 +104,6 @@ async def test_fork_goes_on_from_the_same_prefix(harness, until, m3home):
     assert Conversation.load(sessions, original.id).messages == before  # left as it was
     listed = {s.id: s for s in list_sessions(sessions)}
     assert listed[fork.id].forked_from == original.id and listed[original.id].forked_from == ""
+    titles = {s.session_id: s.title for s in browsed_sessions(sessions)}  # /sessions' list
+    assert titles == {original.id: "first", fork.id: "first (fork)"}
     assert Conversation.load(sessions, fork.id).last_sequence_tokens() is not None
