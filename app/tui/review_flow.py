@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from m3agent.agent import events as ev
+from m3agent.agent.ops import UserTurn
 from m3agent.agent.review import FINDINGS_SCHEMA, Review, ReviewError, ReviewTarget, collect_diff
 
 from ..run_input import check_answer, schema_instruction
@@ -63,17 +64,22 @@ class ReviewFlow(ScreenHelper):
             return
         self.pending = True
         await self.transcript.notice(diff.headline())
+        # The prompt as it is: a diff's `@logo.png` is no attachment, and plan mode's note
+        # would ask for a plan instead of the findings.
         prompt = diff.prompt(instructions) + schema_instruction(FINDINGS_SCHEMA)
-        await self.view.send_text(prompt, shown_as=f"/review {arg}".strip())
+        turn = UserTurn(text=prompt, thinking_mode=c.thinking)
+        await self.view.send_turn(turn, shown_as=f"/review {arg}".strip())
 
-    async def after_turn(self, e: ev.TurnComplete) -> None:
+    async def after_turn(self, e: ev.TurnComplete) -> bool:
+        """The findings of a review's turn; False when the turn was not a review's."""
         if not self.pending:
-            return
+            return False
         self.pending = False
         if e.reason != "done":
-            return  # interrupted or stopped: its own notice says so
+            return True  # interrupted or stopped: its own notice says so
         value, why = check_answer(FINDINGS_SCHEMA, e.answer)
         if why is not None:
             await self.transcript.error(f"review: {why}", "usage")
-            return
+            return True
         await self.transcript.notice("review findings:\n" + Review.from_answer(value).render())
+        return True

@@ -7,6 +7,7 @@ import time
 from typing import Unpack
 
 from m3agent.agent import events as ev
+from m3agent.agent.ops import UserTurn
 from m3agent.engine.api import ThinkingMode
 from textual import on, work
 from textual.app import ComposeResult
@@ -271,8 +272,8 @@ class MainScreen(Screen[None]):
         self.set_status(state="ready")
         self.query_one(ActivityLine).refresh_line()
         # plan mode: act on the plan, edit it, or keep planning
-        await after_turn(e, self.controller, t, self.app_host, self)
-        await self.slash.review.after_turn(e)  # /review: the answer's findings
+        if not await self.slash.review.after_turn(e):  # /review's turn: its findings
+            await after_turn(e, self.controller, t, self.app_host, self)  # plan mode
         await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
@@ -315,9 +316,8 @@ class MainScreen(Screen[None]):
             return
         await self.send_text(text)
 
-    async def send_text(self, text: str, shown_as: str | None = None) -> None:
-        """A prompt for the model (typed, or written by /init or /review: SHOWN_AS is then
-        what the transcript shows of it)."""
+    async def send_text(self, text: str) -> None:
+        """A prompt for the model (typed, or written by /init)."""
         c = self.controller
         if c.session is None and c.failed:
             await self.transcript.error(
@@ -325,10 +325,13 @@ class MainScreen(Screen[None]):
                 "usage",
             )
             return
-        queued = c.enqueue(c.make_turn(text))
+        await self.send_turn(c.make_turn(text), text)
+
+    async def send_turn(self, turn: UserTurn, shown_as: str) -> None:
+        """A turn as it is (/review's: no attachments, no plan-mode note), shown as SHOWN_AS."""
+        queued = self.controller.enqueue(turn)
         if queued.shown:
-            shown = text if shown_as is None else shown_as
-            await self.transcript.user(shown, tuple(m.path for m in queued.turn.media))
+            await self.transcript.user(shown_as, tuple(m.path for m in turn.media))
         self.show_waiting()
         await self.send_next()
 
