@@ -105,7 +105,8 @@ class ReviewTarget:
 class ReviewDiff:
     target: ReviewTarget
     text: str  # the unified diff (cut at MAX_DIFF_CHARS, which the text then says)
-    files: tuple[str, ...]  # the paths it touches, in order
+    files: tuple[str, ...]  # the paths it touches, in order, from the repository's root
+    root: Path  # the repository's root (the review's workspace: the diff's paths are its)
 
     def prompt(self, instructions: str = "") -> str:
         extra = f"\nAlso: {instructions.strip()}\n" if instructions.strip() else ""
@@ -183,17 +184,23 @@ class Review:
         return "\n".join(parts)
 
 
+def repo_root(start: Path) -> Path | None:
+    """The nearest directory from START up that holds a `.git` (as git finds its repository)."""
+    here = Path(os.path.realpath(start))
+    return next((d for d in (here, *here.parents) if os.path.lexists(d / ".git")), None)
+
+
 def collect_diff(cwd: Path, target: ReviewTarget) -> ReviewDiff:
-    """The diff to review in the repository at CWD; ReviewError says why there is none."""
+    """The diff to review in the repository holding CWD; ReviewError says why there is none."""
+    root = repo_root(cwd)
+    if root is None:
+        raise ReviewError(f"{cwd} is not in a git repository")
     try:
-        repo = UserRepo.open(cwd)
+        repo = UserRepo.open(root)
     except RepoRefused as e:
-        raise ReviewError(f"{cwd}: {e}") from None
+        raise ReviewError(f"{root}: {e}") from None
     if repo is None:
-        raise ReviewError(
-            f"{cwd} is not the root of a git repository (no .git directory there; "
-            "run at the root, or give --cwd ROOT)"
-        )
+        raise ReviewError(f"{root}/.git is not a git repository (no HEAD or objects)")
     try:
         text = _diff(repo, target)
     except SafeGitError as e:
@@ -210,7 +217,7 @@ def collect_diff(cwd: Path, target: ReviewTarget) -> ReviewDiff:
     if len(text) > MAX_DIFF_CHARS:
         cut = len(text) - MAX_DIFF_CHARS
         text = text[:MAX_DIFF_CHARS] + f"\n[diff cut here: {cut} more characters; read the files]"
-    return ReviewDiff(target, text, files)
+    return ReviewDiff(target, text, files, root)
 
 
 def _commit(repo: UserRepo, name: str, what: str) -> str:

@@ -61,7 +61,8 @@ def register(app: typer.Typer) -> None:
             False, "--in-process", help="native/vllm: load the model in this process."
         ),
     ) -> None:
-        """Review code changes: findings with file and line (exit 2: nothing to review)."""
+        """Review code changes: findings with file and line (exit 2: nothing to review). Run
+        anywhere in the repository: the review works at its root."""
         raise typer.Exit(
             execute_review(
                 ctx.params, instructions or "", uncommitted=uncommitted, base=base, commit=commit
@@ -111,6 +112,7 @@ def execute_review(
     except ReviewError as e:
         return fail(str(e))
     sys.stderr.write(visible(diff.headline()) + "\n")
+    where = diff.root  # the model reads the files by the diff's paths
     overrides = replace(flags.fill(Overrides, params), sandbox="read-only")
     options = RunOptions(output_format=output_format, disallowed_tools=(*EDIT_TOOLS, "mcp__*"))
     script = params.get("script")
