@@ -122,6 +122,11 @@ class StatusLineRunner:
         self._last_run = float("-inf")
         self._warned = False
 
+    @property
+    def busy(self) -> bool:
+        """A run is under way or waiting for its turn."""
+        return self._task is not None and not self._task.done()
+
     def feed(self, payload: dict[str, Any]) -> None:
         """New figures (on the UI's event loop). The same ones again run nothing."""
         key = json.dumps(payload, sort_keys=True, default=str)

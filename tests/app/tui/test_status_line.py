@@ -44,6 +44,7 @@ async def test_command_fed_json_and_shown(harness, until, tmp_path):
         assert fed["cost"]["total_cost_usd"] is None and fed["thinking"] == "adaptive"
         assert str(bar.render()).startswith(" my line")  # the first line only
         # nothing changed: nothing runs again
+        await until(pilot, lambda: not main.status_line.busy)
         runs = main.status_line.runs
         await pilot.pause(0.5)
         assert main.status_line.runs == runs
