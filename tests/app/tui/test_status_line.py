@@ -22,7 +22,7 @@ from ...support.cli import CONSOLE_SCRIPT, run_cli
 async def test_command_fed_json_and_shown(harness, until, tmp_path):
     seen = tmp_path / "in.json"
     command = (
-        f"if [ -f {tmp_path}/fail ]; then echo boom >&2; exit 3; fi; cat > {seen}; "
+        f"if [ -f {tmp_path}/fail ]; then echo boom >&2; exit 3; fi; cat > {seen}.new; mv {seen}.new {seen}; "
         f'echo "my line $(wc -c < {seen})"; echo second line'
     )
     status_line = StatusLineCommand(command, "test", padding=1)
