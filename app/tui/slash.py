@@ -115,11 +115,13 @@ def parse_slash(text: str) -> SlashCommand | None:
 def menu_matches(text: str, extra: tuple[SlashSpec, ...] = ()) -> list[SlashSpec]:
     """The commands the `/` menu offers for what is typed: names starting with it first, then
     names containing it. Empty once the text is no longer a bare `/word`. `extra`: the
-    session's custom commands and skills (app/tui/ext_view.py)."""
+    session's custom commands and skills (app/tui/ext_view.py); one named as a built-in
+    command is offered instead of it, as Enter runs it instead (a project's `review.md`)."""
     if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
         return []
     typed = text[1:].lower()
-    known = (*COMMANDS, *(c for c in extra if c.name not in NAMES))
+    custom = {c.name for c in extra}
+    known = (*(c for c in COMMANDS if c.name not in custom), *extra)
     first = [c for c in known if c.name.lower().startswith(typed)]
     return first + [c for c in known if typed in c.name.lower() and c not in first]
 
