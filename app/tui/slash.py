@@ -22,6 +22,8 @@ DAILY_COMMANDS = (
     ),
     ("exit", "", "leave (same as /quit)"),
     ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
+    ("tasks", "[ID | stop ID]", "background commands: list, show one's output, stop one"),
+    ("ps", "[ID | stop ID]", "same as /tasks"),
 )
 
 

@@ -39,6 +39,7 @@ KEYS = {
     "Esc Esc": "when idle: rewind to before an earlier prompt (same as /rewind)",
     "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
+    "ctrl+b": "send the running shell command to the background (/tasks lists them)",
     "shift+Tab": "cycle default / accept edits / plan mode",
     "ctrl+q": "quit",
     "!COMMAND": "run a shell command in the sandbox; its output goes with the next prompt",

@@ -1,8 +1,9 @@
 """The everyday commands Claude Code and Codex users type: /clear and /new (a new session:
 the old prompt is never rewritten, so its prefix cache stays valid for a resume), /status,
-/cost and /usage, /exit, /init, /permissions, and `!cmd` (a shell command under the
-session's sandbox; its output goes to the model with the next prompt, at the end of the
-conversation). Kept apart from slash.py and slash_actions.py so other commands merge."""
+/cost and /usage, /exit, /init, /permissions, /tasks and /ps (app/tui/tasks.py), and `!cmd`
+(a shell command under the session's sandbox; its output goes to the model with the next
+prompt, at the end of the conversation). Kept apart from slash.py and slash_actions.py so
+other commands merge."""
 
 from __future__ import annotations
 
@@ -120,6 +121,17 @@ class DailyActions(ScreenHelper):
         )
         await self.transcript.notice("\n".join(lines))
 
+    async def do_tasks(self, arg: str) -> None:
+        from .tasks import tasks
+
+        try:
+            await self.transcript.notice(await tasks(self.controller.session, arg))
+        except ValueError as e:
+            await self.transcript.error(str(e), "usage")
+
+    async def do_ps(self, arg: str) -> None:
+        await self.do_tasks(arg)
+
     async def do_memory(self, arg: str) -> None:
         """Lists the instruction files (AGENTS.md / CLAUDE.md found when the session opened);
         `edit` / `user` opens the workspace's or the user's file in $EDITOR. An edit counts
@@ -222,7 +234,8 @@ def run_shell(session: SessionLike, command: str) -> ToolResult:
     from m3agent.tools.shell import Shell, ShellArgs
 
     ctx = ToolContext(cwd=Path(session.cwd), sandbox=session.sandbox)
-    return Shell().run(ShellArgs(command=command, timeout_s=None, workdir=None), ctx)
+    args = ShellArgs(command=command, timeout_s=None, workdir=None, run_in_background=False)
+    return Shell().run(args, ctx)
 
 
 def shell_context(command: str, output: str) -> str:

@@ -59,6 +59,7 @@ class MainScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
+        Binding("ctrl+b", "background", "background the running command", priority=True),
         Binding("shift+tab", "cycle_mode", "default / accept edits / plan", priority=True),
         Binding("pageup", "scroll_transcript('scroll_page_up')", show=False, priority=True),
         Binding("pagedown", "scroll_transcript('scroll_page_down')", show=False, priority=True),
@@ -428,6 +429,11 @@ class MainScreen(Screen[None]):
 
     async def action_cycle_mode(self) -> None:
         await cycle_mode(self.controller, self.transcript, self)
+
+    async def action_background(self) -> None:
+        from ..tasks import send_to_background  # loads the shell tools: not at start-up
+
+        await self.transcript.notice(send_to_background(self.controller.session))
 
     def action_cycle_thinking(self) -> None:
         self.set_thinking(self.controller.cycle_thinking())
