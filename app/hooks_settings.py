@@ -56,9 +56,15 @@ def _read(path: Path) -> dict[str, Any]:
     return read_json_object(path, missing_ok=True)
 
 
-def _trust_table(home: Path) -> dict[str, Any]:
+def _trust_table(home: Path, table: str = "projects") -> dict[str, Any]:
     data = _read(home / TRUST_FILE)
-    return data.get("projects", {}) if isinstance(data.get("projects"), dict) else {}
+    return data.get(table, {}) if isinstance(data.get(table), dict) else {}
+
+
+def is_trusted(home: Path, cwd: Path, raw: Any, table: str = "projects") -> bool:
+    """The project's RAW setting is what the user trusted (the hooks' table by default; the
+    status line command's in its own table: app/status_line.py)."""
+    return _trust_table(home, table).get(str(cwd.resolve())) == fingerprint(raw)
 
 
 def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
@@ -69,14 +75,14 @@ def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     project_text = default_reader(cwd).settings_text
     raw = read_json_object(project_file, missing_ok=True, read=project_text).get("hooks")
     project = parse_hooks(raw, str(project_file))
-    trusted = bool(project) and _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
+    trusted = bool(project) and is_trusted(home, cwd, raw)
     return HookSources(user, project, raw, project_file, trusted)
 
 
-def trust_hooks(home: Path, cwd: Path, raw: Any) -> None:
+def trust_hooks(home: Path, cwd: Path, raw: Any, table: str = "projects") -> None:
     path = home / TRUST_FILE
     data = _read(path)
-    projects = data.setdefault("projects", {})
+    projects = data.setdefault(table, {})
     projects[str(cwd.resolve())] = fingerprint(raw)
     write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 

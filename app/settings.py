@@ -352,6 +352,8 @@ def _from_file(path: Path) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise ValueError(f'{path}: [tools] must be a table of tool = "allow|ask|deny"')
             out["rules"] = tuple(ToolRule(str(k), str(v)) for k, v in value.items())
+        elif key == "status_line":  # the TUI's status line command: app/status_line.py
+            continue
         elif key in known:
             out[key] = value
         else:

@@ -76,6 +76,16 @@ Cwd = Annotated[
     Path | None,
     typer.Option("--cwd", "-C", metavar="DIR", help="Workspace (default: here)."),
 ]
+Worktree = Annotated[
+    str | None,
+    typer.Option(
+        "--worktree",
+        "-w",
+        metavar="NAME",
+        help="Work in the git worktree .m3agent/worktrees/NAME (branch worktree-NAME), made "
+        "from HEAD if missing.",
+    ),
+]
 ContinueLast = Annotated[
     bool,
     typer.Option("--continue", "-c", help="Continue the last session of this workspace."),
