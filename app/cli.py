@@ -26,6 +26,7 @@ COMMANDS = (
     "mcp",
     "hooks",  # issue 23: hooks, commands, skills, subagents, ACP (app/extensions.py)
     "acp",
+    "review",  # issue 37: Codex's review mode (app/commands/review.py)
 )
 
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,10 @@ from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
 from m3agent.agent.hooks.pins import Pins, changed, named_files, pin
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.host_read import default_reader
+from m3agent.tools.private_fs import write_private
+
+from .safe_text import one_line
 
 if TYPE_CHECKING:
     from m3agent.agent.hooks import Hooks
@@ -47,7 +50,7 @@ class HookSources:
     def untrusted_note(self) -> str | None:
         if not self.project or self.project_trusted:
             return None
-        lines = [f"  {e}: {h.command}" for e, _m, h in self.project.all_commands()]
+        lines = [f"  {e}: {one_line(h.command)}" for e, _m, h in self.project.all_commands()]
         if self.stale:
             return (
                 f"{self.project_path} has hooks that do not run: {', '.join(self.stale)} "
@@ -64,24 +67,33 @@ def _read(path: Path) -> dict[str, Any]:
     return read_json_object(path, missing_ok=True)
 
 
-def _trust_table(home: Path) -> dict[str, Any]:
+def _trust_table(home: Path, table: str = "projects") -> dict[str, Any]:
     data = _read(home / TRUST_FILE)
-    return data.get("projects", {}) if isinstance(data.get("projects"), dict) else {}
+    return data.get(table, {}) if isinstance(data.get(table), dict) else {}
 
 
-def _record(home: Path, cwd: Path) -> tuple[str | None, dict[str, str | None]]:
-    """(the trusted fingerprint of the hooks table, the trusted files' hashes). A record
-    from before files were pinned has none: a hook naming a file needs trust again."""
-    entry = _trust_table(home).get(str(cwd.resolve()))
+def trusted_files(
+    home: Path, cwd: Path, raw: Any, table: str = "projects"
+) -> dict[str, str | None] | None:
+    """The hashes of the workspace files the trusted commands name, when the project's RAW
+    setting is what the user trusted (the hooks' table by default; the status line
+    command's in its own table: app/status_line.py); None when it is not. A record from
+    before files were pinned holds none: a command naming a file needs trust again."""
+    entry = _trust_table(home, table).get(str(cwd.resolve()))
     if isinstance(entry, str):
-        return entry, {}
-    if not isinstance(entry, dict):
-        return None, {}
+        return {} if entry == fingerprint(raw) else None
+    if not isinstance(entry, dict) or entry.get("hooks") != fingerprint(raw):
+        return None
     files = entry.get("files")
-    return entry.get("hooks"), dict(files) if isinstance(files, dict) else {}
+    return dict(files) if isinstance(files, dict) else {}
 
 
-def _pins_from(record: dict[str, str | None], cwd: Path) -> Callable[[str], Pins]:
+def is_trusted(home: Path, cwd: Path, raw: Any, table: str = "projects") -> bool:
+    return trusted_files(home, cwd, raw, table) is not None
+
+
+def pins_from(record: dict[str, str | None], cwd: Path) -> Callable[[str], Pins]:
+    """A command's pins from the trusted record: each file it names, with its trusted hash."""
     missing = "untrusted"  # a named file the record does not hold matches no hash
 
     def pins_of(command: str) -> Pins:
@@ -94,32 +106,35 @@ def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     user_file = user_dir / "settings.json"
     user = parse_hooks(_read(user_file).get("hooks"), str(user_file))
     project_file = cwd / PROJECT_SETTINGS
-    raw = _read(project_file).get("hooks")
+    # the repository's file: read under the host read policy (tools/host_read.py)
+    project_text = default_reader(cwd).settings_text
+    raw = read_json_object(project_file, missing_ok=True, read=project_text).get("hooks")
     project = parse_hooks(raw, str(project_file))
-    trusted_fp, files = _record(home, cwd)
-    trusted = bool(project) and trusted_fp == fingerprint(raw)
+    files = trusted_files(home, cwd, raw) if project else None
     stale: list[str] = []
-    if trusted:
-        project = project.pinned(_pins_from(files, cwd))
+    if files is not None:
+        project = project.pinned(pins_from(files, cwd))
         for _e, _m, h in project.all_commands():
             stale += [rel for rel in changed(h.pins, cwd) if rel not in stale]
-    return HookSources(user, project, raw, project_file, trusted and not stale, tuple(stale))
+    trusted = files is not None and not stale
+    return HookSources(user, project, raw, project_file, trusted, tuple(stale))
 
 
-def trust_hooks(home: Path, cwd: Path, raw: Any) -> dict[str, str | None]:
-    """Trusts the project's hooks table and the workspace files its commands name, as they
-    are now; returns those files' hashes (None: named, and absent)."""
-    project = parse_hooks(raw, str(cwd / PROJECT_SETTINGS))
-    files = dict(p for _e, _m, h in project.all_commands() for p in pin(h.command, cwd))
+def trust_hooks(
+    home: Path, cwd: Path, raw: Any, table: str = "projects", commands: list[str] | None = None
+) -> dict[str, str | None]:
+    """Trusts RAW (the project's hooks table; a status line's in its own table, with its
+    COMMANDS) and the workspace files its commands name, as they are now; returns those
+    files' hashes (None: named, and absent)."""
+    if commands is None:
+        project = parse_hooks(raw, str(cwd / PROJECT_SETTINGS))
+        commands = [h.command for _e, _m, h in project.all_commands()]
+    files = dict(p for c in commands for p in pin(c, cwd))
     path = home / TRUST_FILE
     data = _read(path)
-    projects = data.setdefault("projects", {})
+    projects = data.setdefault(table, {})
     projects[str(cwd.resolve())] = {"hooks": fingerprint(raw), "files": files}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
+    write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return files
 
 

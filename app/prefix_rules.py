@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.json_file import read_json_object
-from m3agent.tools.private_fs import private_dir
+from m3agent.tools.host_read import ReadRefused, default_reader
+from m3agent.tools.private_fs import private_dir, write_private
 
 if TYPE_CHECKING:
     from m3agent.agent.config import ToolRule
@@ -40,6 +41,14 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
+def _read_project(path: Path, cwd: Path) -> dict[str, Any]:
+    """_read for the repository's own files, under the host read policy (tools/host_read)."""
+    try:
+        return read_json_object(path, read=default_reader(cwd).settings_text)
+    except ValueError:  # missing, broken or refused: no rules from it
+        return {}
+
+
 def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
     raw = data.get("shell_prefixes", [])
     out = []
@@ -49,10 +58,12 @@ def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
-def _digest(path: Path) -> str | None:
+def _digest(path: Path, cwd: Path) -> str | None:
+    """The project file's hash as read under the host read policy (a link to /dev/zero or to
+    a secret has none: it is not trusted, nor read)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(default_reader(cwd).read_bytes(path)).hexdigest()
+    except ReadRefused:
         return None
 
 
@@ -63,13 +74,14 @@ def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | N
     if not project.is_file():
         return found, None
     trusted = _read(home / TRUST_FILE).get(str(project.resolve()))
-    if trusted != _digest(project):
-        n = len(_prefixes(_read(project)))
+    if trusted != _digest(project, cwd):
+        n = len(_prefixes(_read_project(project, cwd)))
         return found, (
             f"{project} allows {n} shell prefix(es) but is not trusted: "
             "/permissions trust uses them"
         )
-    return found + [p for p in _prefixes(_read(project)) if p not in found], None
+    extra = _prefixes(_read_project(project, cwd))
+    return found + [p for p in extra if p not in found], None
 
 
 def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
@@ -80,13 +92,12 @@ def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
     if prefix not in saved:
         saved.append(prefix)
     data["shell_prefixes"] = [list(p) for p in saved]
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
 
 
-def trusted_file(home: Path, path: Path) -> bool:
-    """Whether this user trusted `path` (a file of the repository) as it is now."""
-    digest = _digest(path)
+def trusted_file(home: Path, path: Path, cwd: Path) -> bool:
+    """Whether this user trusted `path` (a file of the repository at `cwd`) as it is now."""
+    digest = _digest(path, cwd)
     return digest is not None and _read(home / TRUST_FILE).get(str(path.resolve())) == digest
 
 
@@ -99,7 +110,7 @@ def trust_project(home: Path, cwd: Path) -> str:
     """Trusts the project's permissions.json, settings.json and command files as they are
     now."""
     named = [cwd / f for f in (PROJECT_FILE, PROJECT_SETTINGS)]
-    files = [(f, _digest(f)) for f in (*named, *_command_files(cwd))]
+    files = [(f, _digest(f, cwd)) for f in (*named, *_command_files(cwd))]
     found = [(f, d) for f, d in files if d is not None]
     if not found:
         raise ValueError(f"no {PROJECT_FILE}, {PROJECT_SETTINGS} or {PROJECT_COMMANDS} in {cwd}")
@@ -108,8 +119,7 @@ def trust_project(home: Path, cwd: Path) -> str:
     data = _read(path)
     for project, digest in found:
         data[str(project.resolve())] = digest
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
     shown = [str(f) for f, _ in found if f in named]
     commands = len(found) - len(shown)
     if commands:
@@ -163,8 +173,7 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
     else:
         rules[rule] = action
     data["rules"] = rules
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
     return f"{rule} = {action}" if action else f"removed {rule}"
 
 
@@ -173,14 +182,14 @@ def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
     project = cwd / PROJECT_SETTINGS
     if not project.is_file():
         return [], []
-    perms = _read(project).get("permissions", {})
+    perms = _read_project(project, cwd).get("permissions", {})
     entries = [
         (str(rule), action)
         for action in ACTIONS
         for rule in (perms.get(action, []) if isinstance(perms, dict) else [])
         if isinstance(perms.get(action, []), list)
     ]
-    if _read(home / TRUST_FILE).get(str(project.resolve())) != _digest(project):
+    if _read(home / TRUST_FILE).get(str(project.resolve())) != _digest(project, cwd):
         return [], [
             f"{project} has {len(entries)} permission rule(s) but is not trusted: "
             "/permissions trust uses them"

@@ -53,7 +53,9 @@ class Capability(StrEnum):
     WRITE = "write"  # changes files (write_file, edit_file, apply_patch)
     EXEC = "exec"  # runs commands (shell)
     MCP = "mcp"  # reaches an MCP server (its tools, its resources): Touches.server says which
-    OTHER = "other"  # none of these (update_plan; task, whose children's calls are gated)
+    NETWORK = "network"  # fetches from the network (web_fetch: its rules name domains)
+    OTHER = "other"  # none of these (update_plan, shell_output; task, whose children's calls
+    # are gated)
 
 
 class PreviewKind(StrEnum):

@@ -29,6 +29,8 @@ import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
+from m3agent.tools.host_read import HostReader, ReadRefused, default_reader
+
 Pins = tuple[tuple[str, str | None], ...]  # (path relative to the workspace, sha256 or None)
 
 _SCRIPT = re.compile(r"\.(py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|lua|ps1|jar)$")
@@ -36,6 +38,7 @@ _SCRIPT = re.compile(r"\.(py|sh|bash|zsh|js|mjs|cjs|ts|rb|pl|php|lua|ps1|jar)$")
 _PROJECT_VARS = re.compile(r"\$\{?(CLAUDE_PROJECT_DIR|M3AGENT_PROJECT_DIR|PWD)\}?")
 _DEPTH = 3  # quoting levels read again
 _TREE_FILES = 2000  # a named directory with more files than this cannot be pinned
+_FILE_LIMIT = 64 << 20  # nor a larger file
 # Never equal to a digest: a hook with such a pin never runs.
 UNPINNABLE = "cannot be pinned"
 # A word the shell would expand into names we cannot know now ($VAR, $(...), `...`, a glob):
@@ -99,24 +102,26 @@ def named_files(command: str, project: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def digest(project: Path, rel: str) -> str | None:
+def digest(project: Path, rel: str, reader: HostReader | None = None) -> str | None:
     """sha256 of the file as a hook would run it (through a symlink, as the shell follows
-    one), or of a directory's every name and file under it; None when there is none."""
+    one), or of a directory's every name and file under it; None when there is none. Read
+    under the host read policy (tools/host_read.py): a link to a secret, a device or a FIFO
+    cannot be pinned, and neither can a file too large to read."""
     if rel == UNRESOLVED:
         return UNPINNABLE
+    reader = reader or default_reader(project)
     path = project / rel
     if os.path.isdir(path):
-        return _tree(path)
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except (FileNotFoundError, NotADirectoryError):
+        return _tree(path, reader)
+    if not os.path.lexists(path):
         return None
-    except OSError:  # unreadable now: it cannot be the file that was trusted
-        return "unreadable"
+    try:
+        return hashlib.sha256(reader.read_bytes(path, _FILE_LIMIT)).hexdigest()
+    except ReadRefused:
+        return UNPINNABLE
 
 
-def _tree(root: Path) -> str:
+def _tree(root: Path, reader: HostReader) -> str:
     h = hashlib.sha256()
     count = 0
     for dirpath, dirnames, filenames in os.walk(root):
@@ -126,7 +131,7 @@ def _tree(root: Path) -> str:
             if count > _TREE_FILES:
                 return UNPINNABLE
             rel = os.path.relpath(os.path.join(dirpath, name), root)
-            sub = None if name.endswith("/") else digest(Path(dirpath), name)
+            sub = None if name.endswith("/") else digest(Path(dirpath), name, reader)
             h.update(f"{rel}\0{sub}\0".encode(errors="surrogateescape"))
     return h.hexdigest()
 
@@ -138,4 +143,5 @@ def pin(command: str, project: Path) -> Pins:
 
 def changed(pins: Pins, project: Path) -> list[str]:
     """The pinned paths that are not as they were trusted."""
-    return [rel for rel, sha in pins if sha == UNPINNABLE or digest(project, rel) != sha]
+    reader = default_reader(project) if pins else None
+    return [rel for rel, sha in pins if sha == UNPINNABLE or digest(project, rel, reader) != sha]

@@ -96,6 +96,7 @@ async def run_child(parent: Session, agent: AgentDef, prompt: str, call_id: str)
         # when the child runs (the TUI's shift+Tab sets it on the gate), its rules, the
         # answers approved for this session.
         gate=parent.gate,
+        diagnostics=parent.diagnostics,
     )
     child.thinking_default = parent.thinking_default
     first: ev.ModelRequestFinished | None = None

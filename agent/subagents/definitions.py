@@ -18,6 +18,7 @@ from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
 from m3agent.tools.frontmatter import AGENT_NAME, definition_files, read_named
+from m3agent.tools.host_read import HostReader
 
 DEFAULT_MAX_TURNS = 12
 
@@ -40,16 +41,18 @@ GENERAL = AgentDef(
 )
 
 
-def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
+def load_agents(
+    dirs: Sequence[Path], reader: HostReader
+) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
     """(agents, problems): general-purpose first, then the files (an earlier directory wins a
-    name: the user's before the project's, app/extensions.py). The
-    built-in general-purpose is never replaced (it is what a task call gets by default, so a
-    repository's file would speak for every delegation); a file's max-turns is capped by the
-    session's own when a child runs (child.py)."""
+    name: the user's before the project's, app/extensions.py), each read under the host read
+    policy (`reader`). The built-in general-purpose is never replaced (it is what a task call
+    gets by default, so a repository's file would speak for every delegation); a file's
+    max-turns is capped by the session's own when a child runs (child.py)."""
     found: dict[str, AgentDef] = {GENERAL.name: GENERAL}
     problems: list[str] = []
     for _, path in definition_files(dirs, "*.md"):
-        got = read_named(path, path.stem, AGENT_NAME)
+        got = read_named(path, path.stem, AGENT_NAME, reader)
         if isinstance(got, str):
             why = got or "an agent needs a lowercase name and a description"
             problems.append(f"{path}: {why}")

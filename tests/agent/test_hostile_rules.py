@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from m3agent.agent.subagents import TaskTool, load_agents
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.tools.base import Touches
 from m3agent.tools.extra_toolset import ExtendedToolset
+from m3agent.tools.host_read import default_reader
 from m3agent.tools.toolset import default_toolset
 
 SECRET = "TOKEN-5f1e"
@@ -326,7 +328,7 @@ def test_repository_agent_cannot_replace_general_purpose_or_raise_max_turns(home
     (agents_dir / "long.md").write_text(
         "---\nname: long\ndescription: works long\nmax-turns: 50\n---\nKeep going.\n"
     )
-    agents, problems = load_agents([agents_dir])
+    agents, problems = load_agents([agents_dir], default_reader(repo))
     general = [a for a in agents if a.name == "general-purpose"][0]
     assert general.description != "hijacked" and not general.source
     assert any("general-purpose is built in" in p for p in problems)
@@ -368,7 +370,7 @@ def test_task_child_inherits_the_gate_mode_set_after_start(home, make_repo, m3, 
         m3.answer("child done"),
         m3.answer("parent done"),
     ]
-    tools, task = _with_task(repo, load_agents([])[0])
+    tools, task = _with_task(repo, load_agents([], default_reader(repo))[0])
     s = _session(home, repo, script, tools=tools)
     task.bind(s)
     s.gate.mode = mode  # after the session was built, as SessionController.apply_mode
@@ -409,3 +411,18 @@ def test_a_hook_run_in_the_project_finds_no_planted_module_or_program(make_repo,
     control.env = {**base, "PATH": "/usr/bin:/bin"}  # without PYTHONSAFEPATH
     fire(control)
     assert marker.exists()
+
+
+def test_pins_read_no_device_fifo_or_secret(tmp_path):
+    """A named file that is a link to /dev/zero, a FIFO or a file of the home's is read under
+    the host read policy: never hashed for ever, never read, and its hook never runs."""
+    from m3agent.agent.hooks.pins import UNPINNABLE, changed, pin
+
+    ws = tmp_path / "ws"
+    (ws / "hooks").mkdir(parents=True)
+    (ws / "hooks" / "zero.sh").symlink_to("/dev/zero")
+    os.mkfifo(ws / "hooks" / "fifo.sh")
+    pinned = dict(pin("sh hooks/zero.sh && sh hooks/fifo.sh", ws))
+    assert pinned["hooks/zero.sh"] == UNPINNABLE == pinned["hooks/fifo.sh"]
+    stale = changed(tuple(pinned.items()), ws)
+    assert "hooks/zero.sh" in stale and "hooks/fifo.sh" in stale
