@@ -126,9 +126,12 @@ def trust_hooks(
     """Trusts RAW (the project's hooks table; a status line's in its own table, with its
     COMMANDS) and the workspace files its commands name, as they are now; returns those
     files' hashes (None: named, and absent)."""
-    if commands is None:
+    if commands is None and table == "projects":
         project = parse_hooks(raw, str(cwd / PROJECT_SETTINGS))
         commands = [h.command for _e, _m, h in project.all_commands()]
+    elif commands is None:  # a status line's table: {"command": ...}
+        command = raw.get("command") if isinstance(raw, dict) else None
+        commands = [command] if isinstance(command, str) else []
     files = dict(p for c in commands for p in pin(c, cwd))
     path = home / TRUST_FILE
     data = _read(path)

@@ -102,6 +102,5 @@ def register(app: typer.Typer) -> None:
         if src.project:
             trust_hooks(settings.home, where, src.project_raw)
         if status_line is not None:
-            command = status_line.get("command") if isinstance(status_line, dict) else None
-            trust_hooks(settings.home, where, status_line, TRUST_TABLE, [str(command or "")])
+            trust_hooks(settings.home, where, status_line, TRUST_TABLE)
         sys.stdout.write("trusted\n")

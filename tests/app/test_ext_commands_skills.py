@@ -28,7 +28,7 @@ def messages(home: Path, sid: str):
 
 def test_project_and_user_commands_expand_with_allowed_tools(cli, repo, home, m3):
     write(
-        repo / ".m3agent/commands/review.md",
+        repo / ".m3agent/commands/audit.md",
         "---\ndescription: Review one file\nallowed-tools: [Bash, Edit(src/**)]\n"
         "argument-hint: FILE\n---\nReview $1 carefully (all: $ARGUMENTS).\n",
     )
@@ -36,7 +36,7 @@ def test_project_and_user_commands_expand_with_allowed_tools(cli, repo, home, m3
     script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
     # untrusted asks before every shell command; headless nobody answers (denied). The
     # repository's command lifts that only once the user trusted its file (issue 36).
-    r, evs = run(cli, repo, script, "/review greet.py twice", "--approval", "untrusted")
+    r, evs = run(cli, repo, script, "/audit greet.py twice", "--approval", "untrusted")
     assert r.returncode == 0, r.stderr
     sid = evs[0]["session_id"]
     user = [m.content for m in messages(home, sid) if m.role == "user"]
@@ -49,14 +49,14 @@ def test_project_and_user_commands_expand_with_allowed_tools(cli, repo, home, m3
 
     assert "1 command file(s)" in trust_project(home, repo)  # /permissions trust
     script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
-    r, evs = run(cli, repo, script, "/review greet.py twice", "--approval", "untrusted")
+    r, evs = run(cli, repo, script, "/audit greet.py twice", "--approval", "untrusted")
     assert not any(e["type"] == "approval_request" for e in evs)
     finished = [e for e in evs if e["type"] == "tool_call_finished"][0]
     assert "denied" not in finished["metadata"], finished
 
     # Without the command, the same call is asked for and (headless) denied.
     script = cli.script(m3.calls(m3.invoke("shell", command="echo reviewed")), m3.answer("ok"))
-    r, evs = run(cli, repo, script, "review greet.py", "--approval", "untrusted")
+    r, evs = run(cli, repo, script, "audit greet.py", "--approval", "untrusted")
     assert any(e["type"] == "approval_request" for e in evs)
 
     script = cli.script(m3.answer("opened"))
@@ -227,5 +227,5 @@ def test_skills_from_every_folder_the_project_keeps_them_in(tmp_path):
     del where["user"]
     write(where["own"] / "only" / "SKILL.md", "---\nname: only\ndescription: own\n---\nx\n")
     write(where["claude"] / "only" / "SKILL.md", "---\nname: only\ndescription: cc\n---\nx\n")
-    skills, _ = discover_skills(skill_roots(settings, repo))
+    skills, _ = discover_skills(skill_roots(settings, repo), default_reader(repo))
     assert {s.name: s.description for s in skills}["only"] == "own"  # then .m3agent's

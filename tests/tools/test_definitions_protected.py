@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from m3agent.tools.base import ToolContext
+from m3agent.tools.host_read import default_reader
 from m3agent.tools.sandbox.policy import DEFAULT_PROTECTED, SandboxPolicy
 from m3agent.tools.skills import discover_skills
 from m3agent.tools.toolset import default_toolset
@@ -27,14 +28,14 @@ def test_file_tools_cannot_plant_a_skill(where, world):
     ctx = ToolContext(cwd=world.ws, sandbox=unprobed(SandboxPolicy(workspace=world.ws)))
     r = default_toolset().dispatch("write_file", {"path": path, "content": SKILL}, ctx)
     assert r.is_error and r.metadata.get("blocked_by") == "path_guard", r.output
-    assert discover_skills(_roots(world.ws))[0] == ()
+    assert discover_skills(_roots(world.ws), default_reader(world.ws))[0] == ()
 
     # Control: without the new names protected, the skill is written and would be listed.
     policy = SandboxPolicy(workspace=world.ws, protected_names=_OLD)
     ctx = ToolContext(cwd=world.ws, sandbox=unprobed(policy))
     r = default_toolset().dispatch("write_file", {"path": path, "content": SKILL}, ctx)
     assert not r.is_error, r.output
-    assert [s.name for s in discover_skills(_roots(world.ws))[0]] == ["evil"]
+    assert [s.name for s in discover_skills(_roots(world.ws), default_reader(world.ws))[0]] == ["evil"]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
