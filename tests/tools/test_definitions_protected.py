@@ -35,7 +35,9 @@ def test_file_tools_cannot_plant_a_skill(where, world):
     ctx = ToolContext(cwd=world.ws, sandbox=unprobed(policy))
     r = default_toolset().dispatch("write_file", {"path": path, "content": SKILL}, ctx)
     assert not r.is_error, r.output
-    assert [s.name for s in discover_skills(_roots(world.ws), default_reader(world.ws))[0]] == ["evil"]
+    assert [s.name for s in discover_skills(_roots(world.ws), default_reader(world.ws))[0]] == [
+        "evil"
+    ]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
