@@ -49,6 +49,27 @@ def _import_backend(module: str, cls: str, engine: str) -> _Backend:
     return backend
 
 
+# The optional package each backend imports first (app/missing_extra.py names its install).
+_BACKEND_PACKAGE = {EngineName.NATIVE: "torch", EngineName.VLLM: "vllm"}
+
+
+def missing_backend(settings: Settings) -> str | None:
+    """The one-line reason this install cannot run settings.engine, found without importing
+    anything heavy, else None. Checked before the sandbox and the snapshot, so that a
+    torch-less install says what to install first. A running `m3agent serve` of the model
+    needs nothing here: the run attaches to it."""
+    from .missing_extra import needs_line, package_installed
+
+    package = _BACKEND_PACKAGE.get(settings.engine)
+    if package is None or package_installed(package):
+        return None
+    from .warm import running_server
+
+    if running_server(settings) is not None:
+        return None
+    return f"the {settings.engine} engine is unavailable in this install: {needs_line(package)}"
+
+
 def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.scripted import ScriptedEngine
 

@@ -70,8 +70,8 @@ def wants_server(settings: Settings) -> bool:
     return bool(settings.warm and settings.engine in LOCAL_ENGINES and settings.model)
 
 
-def attach_to_server(settings: Settings, report: Report | None = None) -> Engine | None:
-    """A RemoteEngine on a running `m3agent serve` of the same model, else None.
+def running_server(settings: Settings) -> ServerLock | None:
+    """The lock of a running `m3agent serve` of settings.model (local engines), else None.
 
     Only looks at local state (lock files, the hub cache): never downloads, never loads."""
     if settings.engine not in LOCAL_ENGINES or not settings.model:
@@ -86,7 +86,12 @@ def attach_to_server(settings: Settings, report: Report | None = None) -> Engine
         ).key
     except (ValueError, EngineUnavailable):
         return None
-    lock = find_lock(settings.home, key)
+    return find_lock(settings.home, key)
+
+
+def attach_to_server(settings: Settings, report: Report | None = None) -> Engine | None:
+    """A RemoteEngine on a running `m3agent serve` of the same model, else None."""
+    lock = running_server(settings)
     engine = attach(settings, lock)
     if engine is not None and lock is not None and report is not None:
         report(_using(lock))
