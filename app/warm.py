@@ -259,11 +259,20 @@ def _start(
     # It exits at once when another run's server took the lock first: wait for that one.
     if find_lock(settings.home, resolved.key) is not None:
         return None
-    last = tail.splitlines()[-1] if tail else "no output"
     raise EngineUnavailable(
-        f"m3agent serve did not start (log {log}): {last}; "
+        f"m3agent serve did not start (log {log}): {_reason(tail)}; "
         "--in-process loads the model in this process instead"
     )
+
+
+def _reason(tail: str) -> str:
+    """The server's own one-line reason in its log's tail: its last `error:` line (a warning
+    or a traceback's frames may follow it), else the last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    if errors:
+        return errors[-1].removeprefix("error:").strip()
+    return lines[-1] if lines else "no output"
 
 
 def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLock:
@@ -275,9 +284,11 @@ def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLoc
     while time.monotonic() < deadline:
         lock = find_lock(home, key)
         if lock is None:
+            from .serve.detach import log_tail
+
             raise EngineUnavailable(
-                f"the m3agent serve being started for {key} exited "
-                f"(log {log}); --in-process loads the model here instead"
+                f"the m3agent serve being started for {key} exited (log {log}): "
+                f"{_reason(log_tail(log))}; --in-process loads the model here instead"
             )
         if lock.state == "ready":
             say(_using(lock))
