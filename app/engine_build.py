@@ -14,7 +14,7 @@ from m3agent.agent.events import Progress
 from m3agent.engine.api import Engine, EngineName, EngineUnavailable
 
 from .settings import Settings
-from .warm import local_chat_files, user_model_dirs
+from .warm import local_chat_files, remote_api_key, user_model_dirs
 
 if TYPE_CHECKING:
     from m3agent.engine.offload.config import OffloadConfig
@@ -81,10 +81,18 @@ def _scripted(settings: Settings, script: Path | None, progress: Report | None =
 def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.remote import RemoteEngine
 
+    from .warm import attach, local_serve
+
+    # Our own `m3agent serve` at that URL: attached as run does to the server it starts (its
+    # token, its model name and context, the checkpoint's tokenizer), unless --model differs.
+    lock = local_serve(settings.home, settings.base_url)
+    if lock is not None and settings.model in (None, lock.served_model_name):
+        if (engine := attach(settings, lock)) is not None:
+            return engine
     return RemoteEngine(
         settings.base_url,
         settings.model or DEFAULT_REMOTE_MODEL,
-        api_key=settings.api_key,
+        api_key=remote_api_key(settings),
         timeout=settings.request_timeout_s,
         retries=settings.retries,
         **local_chat_files(settings.model),

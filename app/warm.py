@@ -106,6 +106,47 @@ def server_engine(settings: Settings, report: Report | None = None) -> Engine:
     return engine
 
 
+_ANY_HOST = ("0.0.0.0", "::", "[::]")  # a server listening on every address
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def local_serve(home: Path, base_url: str) -> ServerLock | None:
+    """The running `m3agent serve` of this data home listening at base_url, else None.
+    Another user's server is never found: its locks and token live in their data home."""
+    from urllib.parse import urlsplit
+
+    from .serve.lock import all_locks
+
+    try:
+        url = urlsplit(base_url.strip())
+        host, port = (
+            (url.hostname or "").lower(),
+            url.port or (443 if url.scheme == "https" else 80),
+        )
+    except ValueError:
+        return None
+    for lock in all_locks(home):
+        if lock.port != port:
+            continue
+        mine = (lock.host or "127.0.0.1").lower()
+        if host == mine.strip("[]") or (host in _LOOPBACK and mine in (*_LOOPBACK, *_ANY_HOST)):
+            return lock
+    return None
+
+
+def remote_api_key(settings: Settings) -> str | None:
+    """The key `--engine remote` sends: the configured one (api_key, M3AGENT_API_KEY,
+    OPENAI_API_KEY), else the token (app/serve/guard.py) of this data home's `m3agent serve`
+    at base_url: your own server needs no key typed in."""
+    if settings.api_key:
+        return settings.api_key
+    if local_serve(settings.home, settings.base_url) is None:
+        return None
+    from .serve.guard import read_token
+
+    return read_token(settings.home)
+
+
 def attach(settings: Settings, lock: ServerLock | None) -> Engine | None:
     """A RemoteEngine on the server of this lock when it is ready, else None."""
     if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):

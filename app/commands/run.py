@@ -311,8 +311,11 @@ def execute(
         return fail(exit_codes.USAGE_ERROR, str(e))
     if (why := missing_backend(settings)) is not None:
         return fail(exit_codes.ENGINE_UNAVAILABLE, why)
-    if settings.engine is EngineName.REMOTE and (why := unreachable(settings.base_url)) is not None:
-        return fail(exit_codes.ENGINE_UNAVAILABLE, why)
+    if settings.engine is EngineName.REMOTE:
+        from ..warm import remote_api_key
+
+        if (why := unreachable(settings.base_url, remote_api_key(settings))) is not None:
+            return fail(exit_codes.ENGINE_UNAVAILABLE, why)
     from m3agent.tools.mcp import McpLoginRequired
 
     from ..progress_line import ProgressLine

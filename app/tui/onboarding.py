@@ -49,11 +49,13 @@ class SetupChoice:
     kind: str  # "remote" | "native" | "demo"
     base_url: str = ""
     model: str = ""
+    api_key: str = ""  # typed on the screen for a server that wants one (saved, 0600)
 
     def settings(self) -> dict[str, str]:
         """The config keys this choice writes (none for the demo)."""
         if self.kind == "remote":
-            return {"engine": "remote", "base_url": self.base_url, "model": self.model}
+            key = {"api_key": self.api_key} if self.api_key else {}
+            return {"engine": "remote", "base_url": self.base_url, "model": self.model, **key}
         if self.kind == "native":
             return {"engine": "native", "model": self.model}
         return {}
@@ -66,9 +68,14 @@ class SetupChoice:
         return "the scripted demo (nothing saved)"
 
 
+class KeyNeeded(ValueError):
+    """The server answered 401/403: it wants an API key (another one than we sent)."""
+
+
 def probe_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> SetupChoice:
     """GET <url>/models (and <url>/v1/models for a bare host): a remote choice with the
-    server's first model; ValueError with one line when it does not answer like one."""
+    server's first model; ValueError with one line when it does not answer like one
+    (KeyNeeded when it wants an API key)."""
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{url or 'the URL'}: give an http:// or https:// URL")
@@ -82,6 +89,9 @@ def probe_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 body = json.loads(response.read(1_000_000) or b"{}")
         except urllib.error.HTTPError as e:
+            if e.code in (401, 403):
+                said = "refused the API key" if api_key else "wants an API key"
+                raise KeyNeeded(f"{base} {said} (HTTP {e.code}): enter it below") from None
             last = f"{base}/models answered HTTP {e.code}"
             continue
         except (urllib.error.URLError, OSError) as e:

@@ -67,6 +67,31 @@ async def test_a_server_url_is_probed_and_saved(repo, m3home, models_server, unt
         assert any("saved the server" in str(n.render()) for n in main.query(NoticeView))
 
 
+async def test_a_server_that_wants_a_key_gets_one_typed(repo, m3home, until):
+    """Issue 37 item 2: a 401 shows a key field; the key typed there is probed and saved."""
+    app, settings = _first_run_app(repo)
+    with serve_models([{"id": "m3-test"}], key="sk-typed") as url:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, OnboardingScreen))
+            await _pick(pilot, 0)
+            status = app.screen.query_one("#setup-status")
+            key = app.screen.query_one("#setup-key")
+            assert not key.display
+            app.screen.query_one("#setup-input").value = url + "/v1"
+            await pilot.press("enter")
+            await until(pilot, lambda: "wants an API key (HTTP 401)" in str(status.render()))
+            assert key.display and key.has_focus and key.password
+            key.value = "sk-wrong"
+            await pilot.press("enter")
+            await until(pilot, lambda: "refused the API key" in str(status.render()))
+            assert not settings.config_path.exists()
+            key.value = "sk-typed"
+            await pilot.press("enter")
+            await ready(pilot, until)
+    saved = tomllib.loads(settings.config_path.read_text())
+    assert saved["api_key"] == "sk-typed" and saved["model"] == "m3-test"
+
+
 async def test_a_model_directory_is_checked(repo, m3home, tmp_path, until):
     app, settings = _first_run_app(repo)
     ckpt = tmp_path / "ckpt"
