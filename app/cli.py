@@ -24,6 +24,7 @@ COMMANDS = (
     "serve",
     "context",
     "mcp",
+    "permissions",
     "hooks",  # issue 23: hooks, commands, skills, subagents, ACP (app/extensions.py)
     "acp",
 )
