@@ -125,3 +125,16 @@ def test_local_mistakes_exit_2_before_any_server_contact(tmp_path, repo, silent_
     assert json.loads(r.stdout)["exit_code"] == 2
     assert not _contacted(silent_server)
     assert os.listdir(home / "sessions") == ["broken.jsonl"]  # nothing written
+
+
+@pytest.mark.parametrize("fmt", [["--output-format", "json"], ["--output-format=stream-json"]])
+def test_a_bad_flag_with_json_output_still_prints_the_json_object(tmp_path, fmt):
+    """Issue 37 item 8: docs/cli.md promises the object for a bad flag too."""
+    r = m3agent(cli_env(tmp_path / "home"), "run", *fmt, "--bogus", "hi", cwd=tmp_path)
+    assert r.returncode == 2
+    assert one_error_line(r) == "error: No such option: --bogus (m3agent run -h for help)"
+    obj = json.loads(r.stdout)
+    assert obj["type"] == "result" and obj["is_error"] and obj["session_id"] is None
+    assert obj["exit_code"] == 2 and obj["errors"] == [
+        {"kind": "usage", "message": "No such option: --bogus (m3agent run -h for help)"}
+    ]
