@@ -56,7 +56,8 @@ def _rule_verdict(
     touches: Touches | None,
     workspace: Path | None,
     confine: bool = True,
-) -> Verdict | None:
+) -> tuple[Verdict, ToolRule] | None:
+    """The strongest verdict of the rules that cover this call, with the rule that gave it."""
     paths = None if touches is None or touches.opaque else (*touches.reads, *touches.writes)
     matching = []
     for rule, parsed in rules:
@@ -65,10 +66,10 @@ def _rule_verdict(
         verdict = Verdict(rule.action)
         allow = verdict is Verdict.ALLOW
         if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
-            matching.append(verdict)
+            matching.append((verdict, rule))
     if not matching:
         return None
-    return max(matching, key=lambda a: _STRENGTH[a])
+    return max(matching, key=lambda m: _STRENGTH[m[0]])
 
 
 def _sandbox_would_block(sandbox: Sandbox | None, touches: Touches | None, mutates: bool) -> bool:
@@ -134,9 +135,11 @@ class ApprovalGate:
     ) -> ApprovalCheck:
         """`touches`: what the call declares (Toolset.touches; None when it declared
         nothing)."""
-        rule = _rule_verdict(tool_name, self._rules, touches, self.workspace, self._confine)
-        if rule is Verdict.DENY:
-            return ApprovalCheck(Verdict.DENY, f"the config denies the tool {tool_name}")
+        found = _rule_verdict(tool_name, self._rules, touches, self.workspace, self._confine)
+        rule = found[0] if found is not None else None
+        if found is not None and rule is Verdict.DENY:
+            who = found[1].source or "the config"
+            return ApprovalCheck(Verdict.DENY, f"{who} denies the tool {tool_name}")
         if rule is Verdict.ALLOW:
             return ApprovalCheck(Verdict.ALLOW, "allowed by a config rule")
         if rule is Verdict.ASK:

@@ -27,6 +27,8 @@ PLAN_INSTRUCTION = (
     "changes (files, what changes in each, how to check it) and stop; do not make them yet."
     "</plan_mode>"
 )
+# How a denial names plan mode: the model (and the user) learn why, and how it ends.
+PLAN_SOURCE = "plan mode (read only until the plan is approved)"
 GO_AHEAD = "The plan is approved. Carry it out now, then check the result."
 
 
@@ -38,9 +40,10 @@ def check_mode(mode: str) -> str:
 
 def mode_rules(mode: str) -> tuple[ToolRule, ...]:
     if mode == "plan":
-        return tuple(ToolRule(t, "deny") for t in (*EDIT_TOOLS, Shell.name, "mcp__*"))
+        denied = (*EDIT_TOOLS, Shell.name, "mcp__*")
+        return tuple(ToolRule(t, "deny", source=PLAN_SOURCE) for t in denied)
     if mode == "acceptEdits":
-        return tuple(ToolRule(t, "allow") for t in EDIT_TOOLS)
+        return tuple(ToolRule(t, "allow", source="acceptEdits mode") for t in EDIT_TOOLS)
     return ()
 
 
@@ -66,8 +69,8 @@ def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule
             out += [word] if word else []
         return out
 
-    rules = [ToolRule(n, "allow") for n in names(allowed)]
-    rules += [ToolRule(n, "deny") for n in names(disallowed)]
+    rules = [ToolRule(n, "allow", source="--allowed-tools") for n in names(allowed)]
+    rules += [ToolRule(n, "deny", source="--disallowed-tools") for n in names(disallowed)]
     for rule in rules:
         parse_rule(rule.tool)  # RuleError names the rule and why
     return tuple(rules)
