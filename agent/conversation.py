@@ -62,6 +62,7 @@ class SessionMeta:
     thinking_default: str = "adaptive"
     # The mode written in the prompt's system block: the starting default unless changed.
     session_thinking_mode: str = "adaptive"
+    forked_from: str = ""  # /fork: the session whose conversation this one started from
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,7 @@ class SessionSummary:
     cwd: str
     first_prompt: str
     messages: int
+    forked_from: str = ""
 
 
 class Conversation:
@@ -95,6 +97,7 @@ class Conversation:
         model: str = "",
         thinking_default: str = "adaptive",
         session_id: str | None = None,
+        forked_from: str = "",
     ) -> Conversation:
         private_dir(sessions_dir)
         sid = session_id or new_session_id()
@@ -106,6 +109,7 @@ class Conversation:
             model=model,
             thinking_default=thinking_default,
             session_thinking_mode=thinking_default,  # the session starts in its default mode
+            forked_from=forked_from,
         )
         path = session_log_path(sessions_dir, sid)
         if path.exists():
@@ -161,6 +165,7 @@ class Conversation:
                     session_thinking_mode=rec.get(
                         "session_thinking_mode", rec.get("thinking_default", "adaptive")
                     ),
+                    forked_from=rec.get("forked_from", ""),
                 )
             elif kind == "message":
                 try:
@@ -191,6 +196,40 @@ class Conversation:
         conv = cls(meta, path, messages)
         conv.repairs = [mended] if mended else []
         return conv
+
+    def fork(self, sessions_dir: Path) -> Conversation:
+        """/fork: a new session whose log starts with this one's messages and modes, so its
+        next prompt begins with this one's, token for token, and the engine's prefix cache
+        serves it. The last request's usage goes along (what a warm engine still holds)."""
+        meta = self.meta
+        conv = Conversation.create(
+            sessions_dir,
+            cwd=meta.cwd,
+            engine=meta.engine,
+            model=meta.model,
+            thinking_default=meta.thinking_default,
+            forked_from=meta.id,
+        )
+        if meta.session_thinking_mode != meta.thinking_default:
+            conv.log_setting(session_thinking_mode=meta.session_thinking_mode)
+            conv.meta = replace(conv.meta, session_thinking_mode=meta.session_thinking_mode)
+        for m in self._messages:
+            conv.append(m)
+        last = self._last_usage_event()
+        if last is not None:
+            conv.log_event(last)
+        return conv
+
+    def _last_usage_event(self) -> dict[str, Any] | None:
+        last = None
+        try:
+            for _, rec in _read_lines(self.path):
+                event = rec.get("event")
+                if isinstance(event, dict) and event.get("type") == "model_request_finished":
+                    last = event
+        except (OSError, SessionLogError):
+            return None
+        return last
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -300,6 +339,7 @@ def _meta_dict(meta: SessionMeta) -> dict[str, Any]:
         "model": meta.model,
         "thinking_default": meta.thinking_default,
         "session_thinking_mode": meta.session_thinking_mode,
+        **({"forked_from": meta.forked_from} if meta.forked_from else {}),
     }
 
 
@@ -353,6 +393,7 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
                 cwd=header.get("cwd", ""),
                 first_prompt=first,
                 messages=count,
+                forked_from=header.get("forked_from", ""),
             )
         )
     out.sort(key=lambda s: (s.created, s.id), reverse=True)

@@ -3,19 +3,41 @@ CLAUDE.md at the workspace root): the user's `~/.m3agent/AGENTS.md`, then those 
 workspace's parent directories from the top down (a monorepo's root above a package), and
 the files their `@path` lines import, as Claude Code reads CLAUDE.md. Read once when a
 session starts and sent as one system message after the snapshot, so it is part of the
-stable prefix and never rewritten; a resumed session has it in its log."""
+stable prefix and never rewritten; a resumed session has it in its log.
+
+Every file, imports included, is read through the host read policy (tools/host_read.py): an
+import of `~/.ssh/id_rsa`, of `/proc/self/environ` or through a symlink to either is not read,
+nor, when the repository chose the name, anything in the home directory outside the sandbox's
+view; neither is a parent directory's file owned by another user. With `--no-context` none of
+these files is read (app/session_context.py)."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from m3agent.tools.host_read import HostReader, ReadRefused, default_reader
 
 NAMES = ("AGENTS.md", "CLAUDE.md")  # per directory: AGENTS.md, else CLAUDE.md
 MAX_FILE_BYTES = 64_000
 MAX_IMPORT_DEPTH = 5  # as Claude Code: imports of imports, five levels at most
 # `@path` at the start of a line or after a space; not an e-mail address, not inside code.
 _IMPORT = re.compile(r"(?:^|(?<=\s))@((?:~/|\.{1,2}/|/)?[\w./-]+\.\w+)")
+
+
+def _within(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _repository_chose(target: Path, reader: HostReader) -> bool:
+    """Whether the entry `target` lies in the workspace (named there, or in a directory that
+    resolves there): the repository decides what it is, whoever imports it."""
+    workspace = reader.policy.workspace
+    if _within(Path(os.path.normpath(target)), workspace):
+        return True
+    return _within(Path(os.path.realpath(target.parent)), workspace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +47,14 @@ class InstructionFile:
     text: str
 
 
-def _read(path: Path) -> str | None:
+def _read(path: Path, reader: HostReader) -> tuple[Path, str] | None:
+    """(canonical path, text) of `path`, or None: missing, too large or refused."""
     try:
-        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+        if not path.is_file():
             return None
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        real, data = reader.read(path, MAX_FILE_BYTES)
+        return real, data.decode("utf-8", errors="replace")
+    except (OSError, ReadRefused):
         return None
 
 
@@ -42,10 +66,11 @@ def _pick(directory: Path) -> Path | None:
 
 
 def _imports(
-    file: Path, text: str, seen: set[Path], depth: int, home: Path
+    file: Path, text: str, seen: set[Path], depth: int, reader: HostReader
 ) -> list[InstructionFile]:
     if depth > MAX_IMPORT_DEPTH:
         return []
+    home = reader.policy.home_dir()
     out: list[InstructionFile] = []
     in_code = False
     for line in text.splitlines():
@@ -55,47 +80,51 @@ def _imports(
             continue
         for raw in _IMPORT.findall(line.split("`")[0]):  # not inside an inline code span
             target = (home / raw[2:]) if raw.startswith("~/") else (file.parent / raw)
-            target = target.resolve()
-            if target in seen:
+            by = reader.confined_to_view() if _repository_chose(target, reader) else reader
+            got = _read(target, by)
+            if got is None or got[0] in seen:
                 continue
-            body = _read(target)
-            if body is None:
-                continue
-            seen.add(target)
-            out.append(InstructionFile(target, "import", body))
-            out += _imports(target, body, seen, depth + 1, home)
+            real, body = got
+            seen.add(real)
+            out.append(InstructionFile(real, "import", body))
+            out += _imports(target, body, seen, depth + 1, by)
     return out
 
 
 def find_instructions(
-    cwd: Path, user_file: Path | None, home: Path | None = None
+    cwd: Path, user_file: Path | None, reader: HostReader | None = None
 ) -> list[InstructionFile]:
     """In prompt order: the user's file, the parents' files (outermost first), each followed
     by what it imports; then the imports of the workspace's own file (its text is the
-    snapshot's). Missing or unreadable files are skipped."""
+    snapshot's). Missing, unreadable and refused files are skipped. `reader`: the host read
+    policy (the default policy for `cwd` when None); `~/` in an import is its home."""
     cwd = cwd.resolve()
-    home = home or Path("~").expanduser()
+    reader = reader or default_reader(cwd)
     seen: set[Path] = set()
     own = _pick(cwd)
-    if own is not None:
-        seen.add(own.resolve())
     found: list[InstructionFile] = []
 
     def take(path: Path | None, scope: str) -> None:
-        if path is None or path.resolve() in seen:
+        # The user's own files (theirs, outside the workspace: owner checked) and what they
+        # import may reach into the home directory; the repository's may not (HostReader).
+        users = reader.unconfined()
+        got = None if path is None else _read(path, users)
+        if path is None or got is None or got[0] in seen:
             return
-        text = _read(path)
-        if text is None:
-            return
-        seen.add(path.resolve())
-        found.append(InstructionFile(path.resolve(), scope, text))
-        found.extend(_imports(path, text, seen, 1, home))
+        real, text = got
+        seen.add(real)
+        found.append(InstructionFile(real, scope, text))
+        found.extend(_imports(path, text, seen, 1, users))
 
+    repo = reader.confined_to_view()
+    own_got = None if own is None else _read(own, repo)
+    if own_got is not None:
+        seen.add(own_got[0])
     take(user_file, "user")
     for parent in reversed(cwd.parents):
         take(_pick(parent), "parent")
-    if own is not None and (text := _read(own)) is not None:
-        found.extend(_imports(own, text, seen, 1, home))
+    if own is not None and own_got is not None:
+        found.extend(_imports(own, own_got[1], seen, 1, repo))
     return found
 
 

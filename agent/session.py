@@ -26,6 +26,7 @@ from .session_runner import END, End
 from .turn_state import CheckpointStore, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.diagnostics import Diagnostics
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
@@ -60,6 +61,7 @@ class Session:
         persist_allow: Callable[[str], None] | None = None,
         hooks: Hooks | None = None,  # trust already applied by the front end
         subagent: bool = False,
+        diagnostics: Diagnostics | None = None,  # a checker run after each file change
     ):
         self.engine = engine
         self.toolset = toolset
@@ -72,6 +74,7 @@ class Session:
         self.resumed = resumed
         self.hooks = hooks
         self.subagent = subagent
+        self.diagnostics = diagnostics
         self._hook_context = ""  # SessionStart hooks' context: goes with the first prompt
         self.thinking_default: ThinkingMode = _mode(
             conversation.meta.thinking_default, ThinkingMode(config.thinking_default)

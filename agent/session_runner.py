@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from m3agent.engine.api import Engine, Message, ThinkingMode, Usage
+from m3agent.tools.background import ended_report
+from m3agent.tools.toolset import background_jobs
 
 from . import events as ev
 from . import ops
@@ -25,6 +27,7 @@ from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
 from .turn_state import CheckpointStore, LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.diagnostics import Diagnostics
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
@@ -55,6 +58,7 @@ class RunnerHost(Protocol):
     resumed: bool
     hooks: Hooks | None
     subagent: bool
+    diagnostics: Diagnostics | None
     gate: ApprovalGate
     cache: CacheTracker
     snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None
@@ -113,7 +117,14 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         hooks=session.hooks,
         subagent=session.subagent,
         allowed_tools=frozenset(op.allowed_tools),
+        diagnostics=session.diagnostics,
     )
+    if not session.subagent and (ended := ended_report(background_jobs(session.toolset))):
+        # Background commands that ended unseen (Claude Code tells its model too), appended
+        # to the new prompt like the hooks' context
+        op = replace(
+            op, text=f"{op.text}\n\n<background_commands>\n{ended}\n</background_commands>"
+        )
     if session._hook_context:  # appended to the new prompt: the cached prefix stays
         op = replace(
             op, text=f"{op.text}\n\n<hook_context>\n{session._hook_context}\n</hook_context>"

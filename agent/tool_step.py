@@ -7,6 +7,7 @@ so the conversation stays well formed whatever stops the turn.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.api import MediaPart, Message, ToolCall
@@ -19,6 +20,7 @@ from .ops import ApprovalDecision, Decision
 from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:
+    from m3agent.tools.diagnostics import Diagnostics
     from m3agent.tools.toolset import ToolsetProtocol
 
 # How long an interrupted tool may take to notice ctx.cancel before we stop waiting for it.
@@ -87,7 +89,9 @@ async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> Tool
     )
     ctx.call_id = call.id  # the task tool nests its child's events under this call
     control.tool_cancel = ctx.cancel
-    fut = asyncio.ensure_future(asyncio.to_thread(_dispatch_sync, deps.toolset, call, ctx))
+    fut = asyncio.ensure_future(
+        asyncio.to_thread(_dispatch_sync, deps.toolset, call, ctx, deps.diagnostics)
+    )
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
@@ -101,7 +105,12 @@ async def dispatch(deps: LoopDeps, control: TurnControl, call: ToolCall) -> Tool
         control.tool_cancel = None
 
 
-def _dispatch_sync(toolset: ToolsetProtocol | None, call: ToolCall, ctx: ToolContext) -> ToolResult:
+def _dispatch_sync(
+    toolset: ToolsetProtocol | None,
+    call: ToolCall,
+    ctx: ToolContext,
+    diagnostics: Diagnostics | None = None,
+) -> ToolResult:
     if toolset is None:  # the model was offered no tools, yet called one
         return ToolResult(f"unknown tool {call.name!r}; this session has no tools", is_error=True)
     try:
@@ -110,6 +119,13 @@ def _dispatch_sync(toolset: ToolsetProtocol | None, call: ToolCall, ctx: ToolCon
         return ToolResult(f"tool {call.name} failed: {type(e).__name__}: {e}", is_error=True)
     if not isinstance(result, ToolResult):
         return ToolResult(f"tool {call.name} returned no result", is_error=True)
+    if diagnostics is not None:  # the checker's findings on the files this call changed
+        try:
+            result = diagnostics.annotate(result, ctx)
+        except Exception as e:  # a checker problem must not lose the call's own result
+            result = replace(
+                result, output=f"{result.output}\n\n[diagnostics failed: {type(e).__name__}: {e}]"
+            )
     return result
 
 

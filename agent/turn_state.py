@@ -19,6 +19,7 @@ from .ops import ApprovalDecision
 from .prompt_cache import CacheTracker
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
+    from m3agent.tools.diagnostics import Diagnostics
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
@@ -62,3 +63,5 @@ class LoopDeps:
     subagent: bool = False  # a child session (agent/subagents): its Stop is SubagentStop
     # Tools a custom command allowed for this turn (frontmatter allowed-tools): no prompt.
     allowed_tools: frozenset[str] = frozenset()
+    # The configured checker, run on the files a call changed; its findings join the result.
+    diagnostics: Diagnostics | None = None

@@ -27,6 +27,7 @@ COMMANDS = (
     "permissions",
     "hooks",  # issue 23: hooks, commands, skills, subagents, ACP (app/extensions.py)
     "acp",
+    "review",  # issue 37: Codex's review mode (app/commands/review.py)
 )
 
 

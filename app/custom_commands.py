@@ -22,6 +22,7 @@ from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
 from m3agent.tools.frontmatter import COMMAND_NAME, definition_files, parse
+from m3agent.tools.host_read import HostReader, ReadRefused
 from m3agent.tools.skills import Skill
 
 _POSITIONAL = re.compile(r"\$([1-9])")
@@ -74,8 +75,11 @@ def _allowed_tools(entries: Iterable[str], path: Path, problems: list[str]) -> t
     return resolve_tool_names(names)
 
 
-def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
-    """(commands, problems); an earlier directory wins a name (the project before the user)."""
+def load_commands(
+    dirs: Sequence[Path], reader: HostReader
+) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
+    """(commands, problems); an earlier directory wins a name (the project before the user).
+    Each file is read under the host read policy (`reader`): a link to a secret is no prompt."""
     found: dict[str, CustomCommand] = {}
     problems: list[str] = []
     for root, path in definition_files(dirs, "**/*.md"):
@@ -85,9 +89,9 @@ def load_commands(dirs: Sequence[Path]) -> tuple[tuple[CustomCommand, ...], tupl
             problems.append(f"{path}: {name!r} is not a command name")
             continue
         try:
-            doc = parse(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
-            problems.append(f"{path}: unreadable ({e})")
+            doc = parse(reader.read_text(path))
+        except ReadRefused as e:
+            problems.append(str(e))
             continue
         first = doc.body.strip().splitlines()[0][:80] if doc.body.strip() else ""
         desc = doc.text("description") or first

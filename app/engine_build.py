@@ -118,14 +118,20 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     offload = _offload(settings, model_dir, device)
+    from m3agent.engine.native.core.engine_config import serving_config
+
+    config = serving_config(device, settings.gpu_memory_utilization)
     if progress is None:
-        return engine_cls.from_model_dir(model_dir, device=device, dtype=dtype, offload=offload)
+        return engine_cls.from_model_dir(
+            model_dir, device=device, dtype=dtype, config=config, offload=offload
+        )
     from .warm import load_progress
 
     return engine_cls.from_model_dir(
         model_dir,
         device=device,
         dtype=dtype,
+        config=config,
         progress=lambda done, total: progress(load_progress(done, total)),
         offload=offload,
     )
@@ -142,6 +148,7 @@ def _offload(settings: Settings, model_dir: Path, device: str) -> OffloadConfig 
         settings.expert_form,
         settings.hot_experts,
         settings.prefill_stream_tokens,
+        cache_dir=expert_cache_dir(),
     )
     if choice.config is not None:
         import sys
@@ -187,3 +194,10 @@ def build_engine(
         if (server := attach_to_server(settings, progress)) is not None:
             return server
     return builder(settings, script, progress)
+
+
+def expert_cache_dir() -> Path:
+    """Where the native engine keeps converted routed experts (`<user cache>/m3agent/experts`)."""
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("m3agent")) / "experts"

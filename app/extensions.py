@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from m3agent.agent.subagents import TaskTool
     from m3agent.engine.api import Engine
     from m3agent.tools.extra_toolset import ExtendedToolset
+    from m3agent.tools.host_read import HostReader
     from m3agent.tools.toolset import ToolsetProtocol
 
     from .settings import Settings
@@ -65,14 +66,30 @@ def agent_dirs(settings: Settings, cwd: Path) -> list[Path]:
     return [cwd / ".m3agent" / "agents", user_dir(settings) / "agents"]
 
 
+def host_reader(settings: Settings, cwd: Path) -> HostReader:
+    """How this session reads skills, commands, agent and instruction files on the host: under
+    its sandbox policy (tools/host_read.py), the user's own directories and AGENTS.md trusted
+    (read on their behalf even where m3agent keeps its data)."""
+    from m3agent.tools.host_read import HostReader
+
+    from .factory import sandbox_policy
+
+    mine = user_dir(settings)
+    trusted = (mine / "skills", mine / "commands", mine / "agents")
+    return HostReader(
+        sandbox_policy(settings, cwd), trusted=(*trusted, settings.user_instructions_file)
+    )
+
+
 def all_commands(
-    settings: Settings, cwd: Path
+    settings: Settings, cwd: Path, reader: HostReader | None = None
 ) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
     """Custom commands, then skills as commands (a command wins a name)."""
     from m3agent.tools.skills import discover_skills
 
-    commands, problems = load_commands(command_dirs(settings, cwd))
-    skills, skill_problems = discover_skills(skill_roots(settings, cwd))
+    reader = reader or host_reader(settings, cwd)
+    commands, problems = load_commands(command_dirs(settings, cwd), reader)
+    skills, skill_problems = discover_skills(skill_roots(settings, cwd), reader)
     names = {c.name for c in commands}
     extra = tuple(c for c in skill_commands(skills) if c.name not in names)
     return commands + extra, problems + skill_problems
@@ -136,19 +153,20 @@ def session_extras(
     except ValueError as e:  # a broken settings file: no hooks, said at start
         hooks, hook_notes = None, [str(e)]
     notes += [Error(message=n, kind=ErrorKind.HOOK) for n in hook_notes]
-    skills, problems = discover_skills(skill_roots(settings, cwd))
-    commands, cmd_problems = all_commands(settings, cwd)
+    reader = host_reader(settings, cwd)
+    skills, problems = discover_skills(skill_roots(settings, cwd), reader)
+    commands, cmd_problems = all_commands(settings, cwd, reader)
     from .mcp.prompts import prompt_commands
 
     commands += prompt_commands(toolset)  # after ours: a command file wins a name
-    agents, agent_problems = load_agents(agent_dirs(settings, cwd))
+    agents, agent_problems = load_agents(agent_dirs(settings, cwd), reader)
     notes += [
         Error(message=p, kind=ErrorKind.USAGE) for p in (*problems, *cmd_problems, *agent_problems)
     ]
     task = TaskTool(agents)
     extra: list[Any] = [UpdatePlan(), task]
     if skills:
-        extra.insert(0, SkillTool(skills))
+        extra.insert(0, SkillTool(skills, reader))
     names = {s["function"]["name"] for s in toolset.schemas()}
     extra = [t for t in extra if t.name not in names]
     sections = [s for s in (skills_listing(skills), task.listing()) if s]

@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # types only: each loads when it is built
     from m3agent.agent.events import Error
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.tools.checkpoint import Checkpoints
+    from m3agent.tools.diagnostics import Diagnostics
+    from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
@@ -34,28 +36,34 @@ __all__ = [
     "build_sandbox",
     "build_session",
     "build_toolset",
+    "sandbox_policy",
+    "session_workspace",
 ]
 
 
-def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
+def sandbox_policy(settings: Settings, cwd: Path) -> SandboxPolicy:
+    """The session's sandbox policy: what its commands, file tools and host reads obey."""
     from m3agent.tools.sandbox.policy import SandboxPolicy
+
+    extra = _extra_dirs(settings)
+    rules = _rule_fields(settings)
+    return SandboxPolicy(
+        workspace=cwd,
+        mode=settings.sandbox,
+        **{
+            **rules,
+            "network": settings.network or rules.get("network", False),
+            "extra_writable": (*extra, *rules.get("extra_writable", ())),
+        },
+        dangerously_no_sandbox=settings.dangerously_no_sandbox,
+    )
+
+
+def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
     from m3agent.tools.sandbox.runner import Sandbox
 
     # One Sandbox per session: its layers are probed once, not per command.
-    extra = _extra_dirs(settings)
-    rules = _rule_fields(settings)
-    return Sandbox(
-        SandboxPolicy(
-            workspace=cwd,
-            mode=settings.sandbox,
-            **{
-                **rules,
-                "network": settings.network or rules.get("network", False),
-                "extra_writable": (*extra, *rules.get("extra_writable", ())),
-            },
-            dangerously_no_sandbox=settings.dangerously_no_sandbox,
-        )
-    )
+    return Sandbox(sandbox_policy(settings, cwd))
 
 
 def _extra_dirs(settings: Settings) -> tuple[Path, ...]:
@@ -93,9 +101,18 @@ def _rule_fields(settings: Settings) -> dict[str, Any]:
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Toolset:
-    from m3agent.tools.toolset import default_toolset
+    """The built-in tools; web_fetch after them when the config allows a domain."""
+    from m3agent.tools.toolset import Toolset, default_toolset
 
-    return default_toolset()
+    from .web_fetch_settings import fetch_policy
+
+    tools = default_toolset()
+    policy = fetch_policy(settings, cwd)
+    if policy is None:
+        return tools
+    from m3agent.tools.web_fetch import WebFetch
+
+    return Toolset([*tools.tools(), WebFetch(policy)])
 
 
 def build_mcp_toolset(
@@ -133,6 +150,14 @@ def build_mcp_toolset(
         raise McpLoginRequired(started.needs_login[0])
     notes += [Error(message=why, kind=ErrorKind.TOOL) for why in started.errors.values()]
     return started.toolset, notes
+
+
+def _diagnostics(settings: Settings) -> Diagnostics | None:
+    if settings.diagnostics is None:
+        return None
+    from m3agent.tools.diagnostics import Diagnostics
+
+    return Diagnostics(settings.diagnostics)
 
 
 def build_checkpoints(settings: Settings, cwd: Path) -> Checkpoints:
@@ -195,6 +220,7 @@ def build_session(
         "checkpoints": checkpoints,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
         "hooks": extras.hooks,
+        "diagnostics": _diagnostics(settings),
     }
     try:
         context = context_kwargs(settings, cwd, engine, new=not resume, progress=progress)

@@ -195,8 +195,13 @@ class JsonRenderer:
         pass
 
     def finish(self, tally: Tally) -> None:
+        self.out.write(dumps(self.result(tally)) + "\n")
+        self.out.flush()
+
+    def result(self, tally: Tally) -> dict[str, Any]:
+        """The one object printed at the end (`m3agent review` adds its findings to it)."""
         c = tally.complete
-        obj = {
+        return {
             "v": ev.EVENT_SCHEMA_VERSION,
             **tally.claude_fields(),  # type, subtype, result, num_turns, duration_ms, ...
             "session_id": tally.session_id,
@@ -211,8 +216,6 @@ class JsonRenderer:
             "errors": tally.errors,
             "exit_code": tally.exit_code(),
         }
-        self.out.write(dumps(obj) + "\n")
-        self.out.flush()
 
 
 class StreamJsonRenderer:

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +17,10 @@ from typing import TYPE_CHECKING, Any
 from m3agent.agent.hooks import HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.host_read import default_reader
+from m3agent.tools.private_fs import write_private
+
+from .safe_text import one_line
 
 if TYPE_CHECKING:
     from m3agent.agent.hooks import Hooks
@@ -42,7 +45,7 @@ class HookSources:
     def untrusted_note(self) -> str | None:
         if not self.project or self.project_trusted:
             return None
-        lines = [f"  {e}: {h.command}" for e, _m, h in self.project.all_commands()]
+        lines = [f"  {e}: {one_line(h.command)}" for e, _m, h in self.project.all_commands()]
         return (
             f"{self.project_path} has hooks that are not trusted, so they do not run; "
             "review them and run `m3agent hooks trust` to allow:\n" + "\n".join(lines)
@@ -53,31 +56,35 @@ def _read(path: Path) -> dict[str, Any]:
     return read_json_object(path, missing_ok=True)
 
 
-def _trust_table(home: Path) -> dict[str, Any]:
+def _trust_table(home: Path, table: str = "projects") -> dict[str, Any]:
     data = _read(home / TRUST_FILE)
-    return data.get("projects", {}) if isinstance(data.get("projects"), dict) else {}
+    return data.get(table, {}) if isinstance(data.get(table), dict) else {}
+
+
+def is_trusted(home: Path, cwd: Path, raw: Any, table: str = "projects") -> bool:
+    """The project's RAW setting is what the user trusted (the hooks' table by default; the
+    status line command's in its own table: app/status_line.py)."""
+    return _trust_table(home, table).get(str(cwd.resolve())) == fingerprint(raw)
 
 
 def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     user_file = user_dir / "settings.json"
     user = parse_hooks(_read(user_file).get("hooks"), str(user_file))
     project_file = cwd / PROJECT_SETTINGS
-    raw = _read(project_file).get("hooks")
+    # the repository's file: read under the host read policy (tools/host_read.py)
+    project_text = default_reader(cwd).settings_text
+    raw = read_json_object(project_file, missing_ok=True, read=project_text).get("hooks")
     project = parse_hooks(raw, str(project_file))
-    trusted = bool(project) and _trust_table(home).get(str(cwd.resolve())) == fingerprint(raw)
+    trusted = bool(project) and is_trusted(home, cwd, raw)
     return HookSources(user, project, raw, project_file, trusted)
 
 
-def trust_hooks(home: Path, cwd: Path, raw: Any) -> None:
+def trust_hooks(home: Path, cwd: Path, raw: Any, table: str = "projects") -> None:
     path = home / TRUST_FILE
     data = _read(path)
-    projects = data.setdefault("projects", {})
+    projects = data.setdefault(table, {})
     projects[str(cwd.resolve())] = fingerprint(raw)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
+    write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def session_hooks(settings: Settings, cwd: Path) -> tuple[Hooks | None, list[str]]:

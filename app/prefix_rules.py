@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.engine.json_file import read_json_object
-from m3agent.tools.private_fs import private_dir
+from m3agent.tools.host_read import ReadRefused, default_reader
+from m3agent.tools.private_fs import private_dir, write_private
 
 if TYPE_CHECKING:
     from m3agent.agent.config import ToolRule
@@ -35,6 +36,14 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
+def _read_project(path: Path, cwd: Path) -> dict[str, Any]:
+    """_read for the repository's own files, under the host read policy (tools/host_read)."""
+    try:
+        return read_json_object(path, read=default_reader(cwd).settings_text)
+    except ValueError:  # missing, broken or refused: no rules from it
+        return {}
+
+
 def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
     raw = data.get("shell_prefixes", [])
     out = []
@@ -48,15 +57,17 @@ def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
 TRUST_HINT = "`m3agent permissions trust` (the TUI's /permissions trust) uses them"
 
 
-def _trusted(home: Path, project: Path) -> bool:
+def _trusted(home: Path, project: Path, cwd: Path) -> bool:
     """This user trusted the file's exact current content."""
-    return _read(home / TRUST_FILE).get(str(project.resolve())) == _digest(project)
+    return _read(home / TRUST_FILE).get(str(project.resolve())) == _digest(project, cwd)
 
 
-def _digest(path: Path) -> str | None:
+def _digest(path: Path, cwd: Path) -> str | None:
+    """The project file's hash as read under the host read policy (a link to /dev/zero or to
+    a secret has none: it is not trusted, nor read)."""
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        return hashlib.sha256(default_reader(cwd).read_bytes(path)).hexdigest()
+    except ReadRefused:
         return None
 
 
@@ -66,12 +77,13 @@ def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | N
     project = cwd / PROJECT_FILE
     if not project.is_file():
         return found, None
-    if not _trusted(home, project):
-        n = len(_prefixes(_read(project)))
+    if not _trusted(home, project, cwd):
+        n = len(_prefixes(_read_project(project, cwd)))
         if not n:  # nothing it would allow: nothing to say
             return found, None
         return found, f"{project} allows {n} shell prefix(es) but is not trusted: {TRUST_HINT}"
-    return found + [p for p in _prefixes(_read(project)) if p not in found], None
+    extra = _prefixes(_read_project(project, cwd))
+    return found + [p for p in extra if p not in found], None
 
 
 def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
@@ -82,13 +94,12 @@ def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
     if prefix not in saved:
         saved.append(prefix)
     data["shell_prefixes"] = [list(p) for p in saved]
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
 
 
 def trust_project(home: Path, cwd: Path) -> str:
     """Trusts the project's permissions.json and settings.json as they are now."""
-    files = [(cwd / f, _digest(cwd / f)) for f in (PROJECT_FILE, PROJECT_SETTINGS)]
+    files = [(cwd / f, _digest(cwd / f, cwd)) for f in (PROJECT_FILE, PROJECT_SETTINGS)]
     found = [(f, d) for f, d in files if d is not None]
     if not found:
         raise ValueError(f"no {PROJECT_FILE} or {PROJECT_SETTINGS} in {cwd}")
@@ -97,8 +108,7 @@ def trust_project(home: Path, cwd: Path) -> str:
     data = _read(path)
     for project, digest in found:
         data[str(project.resolve())] = digest
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
     return "trusted " + " and ".join(str(f) for f, _ in found) + " (their current content)"
 
 
@@ -148,14 +158,13 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
     else:
         rules[rule] = action
     data["rules"] = rules
-    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    path.chmod(0o600)
+    write_private(path, json.dumps(data, indent=1))
     return f"{rule} = {action}" if action else f"removed {rule}"
 
 
-def _settings_entries(project: Path) -> list[tuple[str, str]]:
+def _settings_entries(project: Path, cwd: Path) -> list[tuple[str, str]]:
     """(rule, action) of a Claude Code settings.json's "permissions" table."""
-    perms = _read(project).get("permissions", {})
+    perms = _read_project(project, cwd).get("permissions", {})
     return [
         (str(rule), action)
         for action in ACTIONS
@@ -167,9 +176,10 @@ def _settings_entries(project: Path) -> list[tuple[str, str]]:
 def project_entries(cwd: Path) -> list[str]:
     """What trusting the project's files would let count, one line each (for the user who
     decides): its shell prefixes and its permission rules."""
-    prefixes = _prefixes(_read(cwd / PROJECT_FILE)) if (cwd / PROJECT_FILE).is_file() else []
-    rules = _settings_entries(cwd / PROJECT_SETTINGS) if (cwd / PROJECT_SETTINGS).is_file() else []
-    return [f"allow shell prefix: {' '.join(p)}" for p in prefixes] + [
+    prefixes, settings = cwd / PROJECT_FILE, cwd / PROJECT_SETTINGS
+    shell = _prefixes(_read_project(prefixes, cwd)) if prefixes.is_file() else []
+    rules = _settings_entries(settings, cwd) if settings.is_file() else []
+    return [f"allow shell prefix: {' '.join(p)}" for p in shell] + [
         f"{action} {rule}" for rule, action in rules
     ]
 
@@ -179,8 +189,8 @@ def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
     project = cwd / PROJECT_SETTINGS
     if not project.is_file():
         return [], []
-    entries = _settings_entries(project)
-    if not _trusted(home, project):
+    entries = _settings_entries(project, cwd)
+    if not _trusted(home, project, cwd):
         if not entries:  # hooks only, say: `m3agent hooks trust` is theirs; nothing to say
             return [], []
         return [], [

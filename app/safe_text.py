@@ -8,14 +8,24 @@ character at a time, so a sequence split across streamed deltas is caught as wel
 
 - text for a terminal: `visible()` writes ESC as `\\x1b`, a C1 control as `\\x9b`, a bidi
   control as `\\u202e` (newline and tab stay; CRLF becomes a newline);
+- a value shown for a trust decision (a hook's command, an MCP server's command line, a
+  rule from a project's settings): `one_line()` spells out *every* character that is not
+  printable, newline, tab and CR included, and zero-width and tag characters as well, so
+  what the user approves is shown exactly and on the one line it claims: no `\r` or ESC
+  sequence overwrites it with a harmless look, no newline forges a second entry;
 - JSON: `json.dumps` already escapes C0; `dumps()` also escapes DEL, C1, bidi controls and
   U+2028/U+2029, so the JSON text holds no raw control character and still parses to the
   exact original string.
+
+Every front end goes through these: the CLI's trust commands (`hooks list|trust`, `mcp
+list|get|trust`) write `trust_lines()`, the TUI's notices are `visible()` and the values in
+them `one_line()`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 # Unicode bidirectional formatting characters: embeddings, overrides, isolates, marks.
@@ -46,6 +56,27 @@ def visible(text: str) -> str:
     if text.isprintable():  # the common case: nothing to do (newlines are not printable)
         return text
     return text.replace("\r\n", "\n").translate(_TERMINAL)
+
+
+def _escape(c: str) -> str:
+    n = ord(c)
+    if n < 0x100:
+        return f"\\x{n:02x}"
+    return f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def one_line(text: str) -> str:
+    """`text` exactly, on one line: every character Python does not call printable (controls,
+    newline, tab, CR, bidi and zero-width formatting, tag characters, separators other than
+    the space) spelled out as `\\x0a`, `\\u202e`, `\\U000e0041`; a backslash stays as is."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def write_trust_lines(stream: TextIO, lines: Iterable[str]) -> None:
+    """Lines shown for a trust decision, each through one_line(), to `stream`."""
+    stream.write("".join(one_line(line) + "\n" for line in lines))
 
 
 def dumps(obj: Any) -> str:

@@ -83,12 +83,17 @@ def context_kwargs(
 
 def instructions_kwargs(settings: Settings, cwd: Path, context: dict[str, Any]) -> dict[str, Any]:
     """The user's and the parent directories' AGENTS.md / CLAUDE.md and their @imports, one
-    system message after the snapshot (agent/instructions.py)."""
+    system message after the snapshot (agent/instructions.py), read under the host read
+    policy. `--no-context` (settings.context off): none of them is read."""
     from m3agent.agent.events import ContextEvent
     from m3agent.agent.instructions import find_instructions, instructions_message_text
     from m3agent.engine.api import Message
 
-    files = find_instructions(cwd, settings.user_instructions_file)
+    from .extensions import host_reader
+
+    if not settings.context:
+        return {}
+    files = find_instructions(cwd, settings.user_instructions_file, host_reader(settings, cwd))
     if not files:
         return {}
     message = Message(role="system", content=instructions_message_text(files))

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import EngineName, SamplingParams, ThinkingMode
-from m3agent.tools.private_fs import fix_mode
+from m3agent.tools.private_fs import fix_mode, write_private
 from m3agent.tools.sandbox.policy import SandboxMode
 
 if TYPE_CHECKING:
+    from m3agent.tools.diagnostics import DiagnosticsConfig
     from m3agent.tools.mcp.config import McpConfig, McpServerConfig
     from m3agent.tools.sandbox.rules import SandboxRules
+    from m3agent.tools.web_fetch import FetchPolicy
 
 
 SECRET_ENV = ("M3AGENT_API_KEY", "OPENAI_API_KEY")  # read once, then taken out of the env
@@ -90,6 +92,9 @@ class Settings:
     expert_form: str = "auto"
     hot_experts: int | None = None
     prefill_stream_tokens: int = 1024  # prefill chunks this long stream experts to the GPU
+    # native on a GPU: the most of its free memory the KV cache may take (it takes only what
+    # the context needs; lower it to leave room for other work); vllm: its share of the GPU
+    gpu_memory_utilization: float = 0.9
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
@@ -113,6 +118,11 @@ class Settings:
     trust_project_mcp: bool = False
     # The config's [sandbox] table: path rules, network mode (tools/sandbox/rules.py).
     sandbox_rules: SandboxRules | None = None
+    # The config's [web_fetch] table: the domains web_fetch may fetch (tools/web_fetch), with
+    # the WebFetch(domain:...) rules added when the session starts (app/web_fetch_settings.py).
+    web_fetch: FetchPolicy | None = None
+    # The config's [diagnostics] table: a checker run on the files each call changed.
+    diagnostics: DiagnosticsConfig | None = None
     # Hooks, commands, skills and agents of the user (app/extensions.py): ~/.m3agent, or the
     # data home when $M3AGENT_HOME is set (a test never reads the user's real ones).
     user_dir: Path | None = None
@@ -151,6 +161,10 @@ class Settings:
             )
         if self.hot_experts is not None and self.hot_experts < 0:
             raise ValueError(f"hot_experts must be 0 or more, got {self.hot_experts}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
         if self.prefill_stream_tokens < 0:
             raise ValueError("prefill_stream_tokens must be 0 (never) or more")
         self.agent_config()  # validates thinking, approval and limits with their own messages
@@ -302,6 +316,8 @@ def _from_file(path: Path) -> dict[str, Any]:
         "trust_project_mcp",
         "sandbox_rules",
         "user_dir",
+        "web_fetch",
+        "diagnostics",
     }
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -314,10 +330,30 @@ def _from_file(path: Path) -> dict[str, Any]:
                 raise ValueError(f"{path}: {e}") from None
             if "mode" in value:
                 out["sandbox"] = value["mode"]
+        elif key == "web_fetch":
+            from m3agent.tools.web_fetch import FetchPolicy
+
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}: [web_fetch] must be a table")
+            try:
+                out["web_fetch"] = FetchPolicy.from_table(value)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: {e}") from None
+        elif key == "diagnostics":
+            from m3agent.tools.diagnostics import DiagnosticsConfig
+
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}: [diagnostics] must be a table")
+            try:
+                out["diagnostics"] = DiagnosticsConfig.from_table(value)
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"{path}: {e}") from None
         elif key == "tools":
             if not isinstance(value, dict):
                 raise ValueError(f'{path}: [tools] must be a table of tool = "allow|ask|deny"')
             out["rules"] = tuple(ToolRule(str(k), str(v)) for k, v in value.items())
+        elif key == "status_line":  # the TUI's status line command: app/status_line.py
+            continue
         elif key in known:
             out[key] = value
         else:
@@ -371,13 +407,9 @@ def save_settings(path: Path, values: Mapping[str, str | int]) -> None:
         lines.append(f"{key} = {shown}\n")
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     old = _without_top_level(old, set(values))
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = "# written by m3agent's first-run setup\n" + "".join(lines) + old
     tomllib.loads(text)  # never leave a file that the next start cannot read
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an existing file keeps its mode otherwise
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    write_private(path, text)
 
 
 def _without_top_level(text: str, keys: set[str]) -> str:

@@ -8,14 +8,23 @@ it: `PATH does not exist`, `cannot read PATH: REASON`, `PATH is not valid JSON (
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# How a file's text is read: a repository's settings file goes through the host read policy
+# (m3agent.tools.host_read), which answers a refused path with a ValueError naming it.
+TextReader = Callable[[Path], str]
 
-def read_json(path: Path) -> Any:
+
+def _plain(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def read_json(path: Path, read: TextReader = _plain) -> Any:
     """The JSON value in `path`; ValueError (one line naming the file) otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read(path)
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -27,11 +36,13 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
 
 
-def read_json_object(path: Path, missing_ok: bool = False) -> dict[str, Any]:
+def read_json_object(
+    path: Path, missing_ok: bool = False, read: TextReader = _plain
+) -> dict[str, Any]:
     """The JSON object in `path` (an empty one for a missing file when `missing_ok`)."""
     if missing_ok and not path.exists():
         return {}
-    data = read_json(path)
+    data = read_json(path, read)
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a JSON object")
     return data

@@ -19,8 +19,10 @@ CLAUDE_PATH_KEY = "file_path"
 def _tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
     from .toolset import default_toolset
     from .update_plan import UpdatePlan
+    from .web_fetch import WebFetch
 
-    tools = [*default_toolset().tools(), UpdatePlan()]
+    # web_fetch joins a session only when the config allows a domain: its name, always
+    tools = [*default_toolset().tools(), UpdatePlan(), WebFetch()]
     ours_to_claude = {t.name: tuple(t.claude_names) for t in tools}
     ours_to_claude.update(_AGENT_TOOLS)
     claude_to_ours: dict[str, tuple[str, ...]] = {}

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .host_read import HostReader, ReadRefused
+
 # The names a definition file may give itself. A command's or skill's becomes `/NAME` in the
 # `/` menu (a command in a subfolder is `folder:name`); an agent's is lowercase, as in Claude
 # Code, since the model spells it in the task tool's arguments.
@@ -89,15 +91,16 @@ def definition_files(roots: Iterable[Path], pattern: str) -> Iterator[tuple[Path
 
 
 def read_named(
-    path: Path, fallback_name: str, valid_name: re.Pattern[str]
+    path: Path, fallback_name: str, valid_name: re.Pattern[str], reader: HostReader
 ) -> tuple[Document, str, str] | str:
-    """(document, name, description) of a skill or agent file, or why it cannot be used: unreadable,
-    or "" when its name (`name`, else fallback_name) does not match valid_name or it has no
-    description (the caller says that in its own words)."""
+    """(document, name, description) of a skill or agent file, or why it cannot be used: unreadable
+    or refused by the host read policy (`reader`), or "" when its name (`name`, else
+    fallback_name) does not match valid_name or it has no description (the caller says that in
+    its own words)."""
     try:
-        doc = parse(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        return f"unreadable ({e})"
+        doc = parse(reader.read_text(path))
+    except ReadRefused as e:
+        return e.why
     name = doc.text("name") or fallback_name
     desc = doc.text("description")
     if not valid_name.match(name) or not desc:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .globs import glob_to_regex
+from .host_read import ReadRefused, default_reader
 
 IGNORE_FILES = (".gitignore", ".ignore")
 ALWAYS_SKIPPED = {".git", ".hg", ".svn", ".m3agent"}
@@ -48,19 +49,28 @@ def parse_rules(text: str, base: str) -> list[_Rule]:
     return rules
 
 
+# An ignore file is the repository's: read under the host read policy, so a `.gitignore` that
+# is a link to /dev/zero, a FIFO or a huge file is no rules, not a hang or a MemoryError.
+MAX_IGNORE_BYTES = 1_000_000
+
+
 class IgnoreMatcher:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._rules: dict[str, list[_Rule]] = {}
+        self._reader = default_reader(root)
 
     def load_dir(self, rel_dir: str) -> None:
         rules: list[_Rule] = []
         for name in IGNORE_FILES:
             f = self.root / rel_dir / name
-            try:
-                rules += parse_rules(f.read_text(encoding="utf-8", errors="replace"), rel_dir)
-            except OSError:
+            if not os.path.lexists(f):
                 continue
+            try:
+                data = self._reader.read_bytes(f, MAX_IGNORE_BYTES)
+            except ReadRefused:
+                continue
+            rules += parse_rules(data.decode("utf-8", errors="replace"), rel_dir)
         self._rules[rel_dir] = rules
 
     def ignored(self, rel_path: str, is_dir: bool) -> bool:

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from .base import ToolContext
+from .host_read import refusal
 from .sandbox.policy import SandboxMode, SandboxPolicy
 
 
@@ -23,15 +24,8 @@ def _within(path: Path, root: Path) -> bool:
 
 
 def _is_secret(path: Path, policy: SandboxPolicy) -> bool:
-    if any(_within(path, s) for s in policy.secret_locations()):
-        return True
-    if any(_within(path, p) for p in policy.private_locations()):  # m3agent's own data/config
-        return True
-    # .env files outside the workspace (the workspace's own .env is the user's project).
-    name = path.name
-    if (name == ".env" or name.startswith(".env.")) and not _within(path, policy.workspace):
-        return True
-    return False
+    """The host read policy (tools/host_read.py): system, secret and private locations."""
+    return refusal(path, policy) is not None
 
 
 def is_secret(path: Path, ctx: ToolContext) -> bool:
@@ -84,8 +78,9 @@ def hardlinks_allowed(path: Path, ctx: ToolContext) -> bool:
 
 def check_read(raw: str, ctx: ToolContext) -> Path:
     path = resolve(raw, ctx)
-    if _is_secret(path, ctx.policy):
-        raise PathDenied(f"{raw}: reading secret locations is not allowed by the sandbox policy")
+    why = refusal(path, ctx.policy)
+    if why is not None:
+        raise PathDenied(f"{raw}: not readable: {why}")
     return path
 
 

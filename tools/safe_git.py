@@ -19,9 +19,14 @@ here is structural: **git never reads a configuration the workspace can write.**
   workspace's object directory as GIT_OBJECT_DIRECTORY. The workspace's `.git/config` is
   never opened by a git that acts on it (only its object format is read, by `git config
   --file --no-includes`, which runs nothing).
-- A `.git` that is a file (`gitdir: ...`, linked worktrees and submodules too) or a symlink is
-  refused (`RepoRefused`): it may point anywhere, including a directory the sandbox could
-  write. Callers fall back to a plain directory walk.
+- A `.git` that is a file (`gitdir: ...`, submodules too) or a symlink is refused
+  (`RepoRefused`): it may point anywhere, including a directory the sandbox could write.
+  Callers fall back to a plain directory walk. The one `.git` file followed is a linked
+  worktree's as `git worktree add` writes it (`--worktree`), checked both ways: it names
+  `<repo>/.git/worktrees/<name>`, whose `gitdir` file names this `.git` back and whose
+  `commondir` is that `<repo>/.git`, a directory outside the workspace (`linked_worktree`).
+  Read as data like any other: its HEAD and index, the common directory's objects and
+  exclude file; no configuration of either runs.
 """
 
 from __future__ import annotations
@@ -183,8 +188,47 @@ def _copy_regular(src: Path, dst: Path, cap: int) -> bool:
     return True
 
 
+def _small_text(path: Path, cap: int = 4096) -> str | None:
+    """A small regular file's text (a `.git` file, a worktree's `gitdir`), else None."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def linked_worktree(workspace: Path) -> tuple[Path, Path] | None:
+    """(the worktree's own git directory, the repository's `.git`) when WORKSPACE/.git is a
+    linked worktree's `.git` file as `git worktree add` wrote it, else None. Both links are
+    checked: the file names `<repo>/.git/worktrees/<name>`, that directory's `gitdir` names
+    this `.git` back and its `commondir` is `<repo>/.git`, a real directory outside the
+    workspace (which a sandboxed command may write)."""
+    ws = Path(os.path.realpath(workspace))
+    text = _small_text(ws / ".git")
+    if text is None or not text.startswith("gitdir:"):
+        return None
+    own = Path(os.path.realpath(ws / text[len("gitdir:") :].strip()))
+    common = own.parent.parent
+    if own.parent.name != "worktrees" or common.name != ".git" or ws in (common, *common.parents):
+        return None
+    back = _small_text(own / "gitdir")
+    commondir = _small_text(own / "commondir")
+    if back is None or commondir is None:
+        return None
+    if os.path.realpath(own / back) != str(ws / ".git"):
+        return None
+    if os.path.realpath(own / commondir) != str(common) or os.path.islink(common):
+        return None
+    if not (own / "HEAD").is_file() or not (common / "objects").is_dir():
+        return None
+    return own, common
+
+
 def dot_git_refusal(workspace: Path) -> str | None:
-    """Why the workspace's `.git` is not read (None: a plain directory, or no .git at all)."""
+    """Why the workspace's `.git` is not read (None: a plain directory, a linked worktree's
+    checked `.git` file, or no .git at all)."""
     dot = Path(workspace) / ".git"
     try:
         st = os.lstat(dot)
@@ -193,6 +237,8 @@ def dot_git_refusal(workspace: Path) -> str | None:
     if stat.S_ISLNK(st.st_mode):
         return ".git is a symlink; m3agent's git does not follow it"
     if stat.S_ISREG(st.st_mode):
+        if linked_worktree(Path(workspace)) is not None:
+            return None
         return ".git is a file (gitdir: ...); m3agent's git does not follow it"
     if not stat.S_ISDIR(st.st_mode):
         return ".git is not a directory"
@@ -202,14 +248,22 @@ def dot_git_refusal(workspace: Path) -> str | None:
 class UserRepo:
     """The workspace's own repository, read as data by a git that runs none of its code."""
 
-    def __init__(self, workspace: Path, dot_git: Path, identity: tuple[int, int]):
+    def __init__(
+        self,
+        workspace: Path,
+        dot_git: Path,
+        identity: tuple[int, int],
+        common: Path | None = None,
+    ):
         self.workspace = workspace
-        self.dot_git = dot_git
-        self._identity = identity
+        self.dot_git = dot_git  # HEAD and index (a linked worktree's own directory)
+        self.common = common or dot_git  # objects, refs, exclude, the object format
+        self._identity = identity  # of workspace/.git, a directory or a worktree's file
 
     @classmethod
     def open(cls, workspace: Path) -> UserRepo | None:
-        """None without a `.git` directory; RepoRefused for a `.git` file or symlink."""
+        """None without a `.git` directory; RepoRefused for a `.git` file or symlink (but a
+        linked worktree's, checked by `linked_worktree`)."""
         ws = Path(os.path.realpath(workspace))
         why = dot_git_refusal(ws)
         if why is not None:
@@ -219,21 +273,30 @@ class UserRepo:
             st = os.lstat(dot)
         except OSError:
             return None
+        if stat.S_ISREG(st.st_mode):
+            linked = linked_worktree(ws)
+            if linked is None:  # changed since dot_git_refusal looked
+                raise RepoRefused(".git is a file (gitdir: ...); m3agent's git does not follow it")
+            return cls(ws, linked[0], (st.st_dev, st.st_ino), linked[1])
         if not (dot / "HEAD").is_file() or not (dot / "objects").is_dir():
             return None
         return cls(ws, dot, (st.st_dev, st.st_ino))
 
     def _check_same(self) -> None:
-        """The `.git` is still the directory seen at open (not swapped for a link or a file)."""
+        """The `.git` is still what was seen at open (not swapped for a link or a file)."""
+        dot = self.workspace / ".git"
         try:
-            st = os.lstat(self.dot_git)
+            st = os.lstat(dot)
         except OSError:
             raise RepoRefused(".git has gone since the repository was opened") from None
-        if not stat.S_ISDIR(st.st_mode) or (st.st_dev, st.st_ino) != self._identity:
+        same_kind = (
+            stat.S_ISREG(st.st_mode) if self.common != self.dot_git else stat.S_ISDIR(st.st_mode)
+        )
+        if not same_kind or (st.st_dev, st.st_ino) != self._identity:
             raise RepoRefused(".git was replaced since the repository was opened")
 
     def _object_format(self) -> str:
-        config = self.dot_git / "config"
+        config = self.common / "config"
         try:  # only a regular file is read (a FIFO there would block git)
             if not stat.S_ISREG(os.lstat(config).st_mode):
                 return "sha1"
@@ -279,9 +342,9 @@ class UserRepo:
             for part in self.dot_git.glob("sharedindex.*"):
                 _copy_regular(part, gd / part.name, _INDEX_MAX_BYTES)
             _copy_regular(
-                self.dot_git / "info" / "exclude", gd / "info" / "exclude", _EXCLUDE_MAX_BYTES
+                self.common / "info" / "exclude", gd / "info" / "exclude", _EXCLUDE_MAX_BYTES
             )
-            objects = self.dot_git / "objects"
+            objects = self.common / "objects"
             if os.path.islink(objects) or not objects.is_dir():
                 raise RepoRefused(".git/objects is not a directory")
             yield {
@@ -314,3 +377,93 @@ class UserRepo:
     def diff(self, timeout: float = 20.0) -> str:
         """`git diff` (work tree against the index), no external diff, textconv or colour."""
         return self.git(["diff", *DIFF_FLAGS], timeout).decode("utf-8", "replace")
+
+
+# A ref or revision name m3agent passes to git: no option (a leading "-"), no range, no
+# revision syntax beyond the name itself.
+_REF_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/-+")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _plain_name(name: str) -> bool:
+    return (
+        bool(name)
+        and not name.startswith(("-", "/", "."))
+        and ".." not in name
+        and not name.endswith((".lock", "/"))
+        and set(name) <= _REF_CHARS
+    )
+
+
+class RefReader:
+    """Refs of a workspace's `.git` read as files (HEAD, loose refs, packed-refs): no git
+    runs on the workspace's configuration to resolve a branch name (see the module's rule).
+    HEAD is the worktree's own (DOT_GIT); branches and tags are the repository's (COMMON)."""
+
+    def __init__(self, dot_git: Path, common: Path | None = None):
+        self.dot_git = dot_git
+        self.common = common or dot_git
+
+    def _loose(self, ref: str) -> str | None:
+        path = (self.common if ref.startswith("refs/") else self.dot_git) / ref
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return None
+            return path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+
+    def _packed(self, ref: str) -> str | None:
+        path = self.common / "packed-refs"
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return None
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            if line.startswith(("#", "^")):
+                continue
+            sha, _, name = line.partition(" ")
+            if name.strip() == ref:
+                return sha.strip()
+        return None
+
+    def ref(self, ref: str, depth: int = 0) -> str | None:
+        """The object id a full ref name (HEAD, refs/heads/main) points to, or None."""
+        if depth > 5 or not _plain_name(ref):
+            return None
+        value = self._loose(ref) or self._packed(ref)
+        if value is None:
+            return None
+        if value.startswith("ref:"):
+            return self.ref(value[4:].strip(), depth + 1)
+        return value if value and set(value) <= _HEX else None
+
+    def branch_or_tag(self, name: str) -> str | None:
+        """NAME as git looks it up: itself, a branch, a tag, a remote-tracking branch."""
+        for ref in (name, f"refs/heads/{name}", f"refs/tags/{name}", f"refs/remotes/{name}"):
+            found = self.ref(ref)
+            if found is not None:
+                return found
+        return None
+
+
+def resolve_commit(repo: UserRepo, name: str) -> str | None:
+    """The full id of the commit NAME names (a branch, a tag, HEAD, or a commit id, also
+    abbreviated), or None when it names none. The refs are read as files; git only peels the
+    id it was given against the workspace's objects (in UserRepo's private GIT_DIR)."""
+    if not _plain_name(name):
+        return None
+    found = RefReader(repo.dot_git, repo.common).branch_or_tag(name)
+    if found is None and 4 <= len(name) <= 64 and set(name) <= _HEX:
+        found = name
+    if found is None:
+        return None
+    try:
+        out = repo.git(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{found}^{{commit}}"]
+        )
+    except SafeGitError:
+        return None
+    return out.decode("ascii", "replace").strip() or None

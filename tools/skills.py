@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from .base import Tool, ToolContext, ToolResult, Touches
 from .frontmatter import COMMAND_NAME, definition_files, parse, read_named
+from .host_read import HostReader, ReadRefused
 
 _MAX_FILES_LISTED = 50
 
@@ -26,12 +27,15 @@ class Skill:
     path: Path  # the SKILL.md
 
 
-def discover_skills(roots: Iterable[Path]) -> tuple[tuple[Skill, ...], tuple[str, ...]]:
-    """(skills, problems) from each root's <dir>/SKILL.md; an earlier root wins a name."""
+def discover_skills(
+    roots: Iterable[Path], reader: HostReader
+) -> tuple[tuple[Skill, ...], tuple[str, ...]]:
+    """(skills, problems) from each root's <dir>/SKILL.md, read under the host read policy
+    (`reader`); an earlier root wins a name."""
     found: dict[str, Skill] = {}
     problems: list[str] = []
     for _, skill_md in definition_files(roots, "*/SKILL.md"):
-        got = read_named(skill_md, skill_md.parent.name, COMMAND_NAME)
+        got = read_named(skill_md, skill_md.parent.name, COMMAND_NAME, reader)
         if isinstance(got, str):
             why = got or "needs a name and a description in its frontmatter"
             problems.append(f"{skill_md}: {why}")
@@ -64,8 +68,9 @@ class SkillTool(Tool[SkillArgs]):
         "prompt). Returns its SKILL.md and the files beside it."
     )
 
-    def __init__(self, skills: Iterable[Skill]) -> None:
+    def __init__(self, skills: Iterable[Skill], reader: HostReader) -> None:
         self._skills = {s.name: s for s in skills}
+        self._reader = reader
 
     def touches(self, args: SkillArgs) -> Touches:
         # Only files discovered at start are read (never a path the model names).
@@ -77,10 +82,13 @@ class SkillTool(Tool[SkillArgs]):
         if skill is None:
             known = ", ".join(self._skills) or "none"
             return ToolResult(f"no skill named {name!r} (skills: {known})", is_error=True)
-        doc = parse(skill.path.read_text(encoding="utf-8"))
+        try:  # read again now, under the same policy: the file may have changed since start
+            doc = parse(self._reader.read_text(skill.path))
+        except ReadRefused as e:
+            return ToolResult(f"skill {name!r}: {e}", is_error=True)
         folder = skill.path.parent
         others = sorted(
-            str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p != skill.path
+            str(p.relative_to(folder)) for p in folder.rglob("*") if self._listed(p, skill.path)
         )[:_MAX_FILES_LISTED]
         files = "\n".join(f"- {folder / o}" for o in others)
         tail = (
@@ -92,3 +100,14 @@ class SkillTool(Tool[SkillArgs]):
             f"# Skill: {skill.name}\n(from {folder})\n\n{doc.body.strip()}{tail}",
             metadata={"skill": skill.name},
         )
+
+    def _listed(self, path: Path, skill_md: Path) -> bool:
+        """A file beside SKILL.md worth naming: a regular file the host read policy allows
+        (a link planted to a secret is not even named)."""
+        if path == skill_md or not path.is_file():
+            return False
+        try:
+            self._reader.check(path)
+        except ReadRefused:
+            return False
+        return True

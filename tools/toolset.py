@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
+from .background import BackgroundJobs
 from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import cut_result, preview_text
 from .paths import PathDenied, shown_name
@@ -84,8 +85,12 @@ class Toolset:
         return name in self._tools
 
     def close(self) -> None:
-        """Releases what the tools hold (MCP servers: tools/mcp); the base set holds nothing.
-        The session calls it when it closes."""
+        """Releases what the tools hold: the shell's background commands are killed (MCP
+        servers: tools/mcp). The session calls it when it closes."""
+        for tool in self._tools.values():
+            jobs = getattr(tool, "jobs", None)
+            if isinstance(jobs, BackgroundJobs):
+                jobs.close()
 
     def touches(self, name: str, arguments: object) -> Touches | None:
         """The paths a call names; None for an unknown tool or invalid arguments (the call
@@ -170,6 +175,15 @@ def _escaped(value: Any) -> Any:
     return value
 
 
+def background_jobs(toolset: ToolsetProtocol | None) -> BackgroundJobs | None:
+    """The background commands of a session's toolset (its shell tool's); None without one."""
+    try:
+        jobs = getattr(toolset.get("shell"), "jobs", None) if toolset is not None else None
+    except KeyError:
+        return None
+    return jobs if isinstance(jobs, BackgroundJobs) else None
+
+
 def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = True) -> Toolset:
     """The standard tools in a fixed order; `include` keeps a subset (same order)."""
     from .apply_patch import ApplyPatch
@@ -179,8 +193,10 @@ def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = Tr
     from .list_dir import ListDir
     from .read_file import ReadFile
     from .shell import Shell
+    from .shell_jobs import ShellKill, ShellOutput
     from .write_file import WriteFile
 
+    jobs = BackgroundJobs()  # shared by the three shell tools: one session's commands
     tools: list[Tool[Any]] = [
         ReadFile(),
         ListDir(),
@@ -189,7 +205,9 @@ def default_toolset(include: Iterable[str] | None = None, use_ripgrep: bool = Tr
         WriteFile(),
         EditFile(),
         ApplyPatch(),
-        Shell(),
+        Shell(jobs),
+        ShellOutput(jobs),
+        ShellKill(jobs),
     ]
     if include is not None:
         wanted = set(include)

@@ -161,9 +161,9 @@ def list_candidates(
         patterns.add(VENDORED, "vendored")
         patterns.add(GENERATED, "generated")
         patterns.add(DATA, "data or asset")
-    try:
-        own = (root / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    try:  # the snapshot's own reader: no symlink, one link, bounded (a FIFO never blocks)
+        own = read_beneath(root, IGNORE_FILE, 1_000_000).decode("utf-8", "replace").splitlines()
+    except (OSError, Refused):
         own = []
     patterns.add(own, IGNORE_FILE)
     patterns.add(list(rules.extra_skip), "config")

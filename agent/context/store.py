@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from m3agent.tools.private_fs import write_private
+
 VERSION = 1  # bump when Record or a plan changes shape or meaning
 _MAX_PLANS = 8
 _MAX_RECORDS = 400_000
@@ -49,10 +51,8 @@ def _save(path: Path | None, items: Mapping[str, object] | Mapping[bytes, object
     if path is None:
         return
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(marshal.dumps({"version": VERSION, "items": items}))
-        os.replace(tmp, path)
+        # 0600 in a 0700 directory: the cache holds the repository's text
+        write_private(path, marshal.dumps({"version": VERSION, "items": items}))
     except (OSError, ValueError):
         pass  # only a cache
 

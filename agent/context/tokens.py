@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from m3agent.tools.private_fs import write_private
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -75,10 +76,7 @@ class TokenCounter:
         if len(self._known) > 400_000:  # a runaway cache: start over rather than grow forever
             self._known_cache = {}
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self._known, separators=(",", ":")), encoding="utf-8")
-            os.replace(tmp, self._path)
+            write_private(self._path, json.dumps(self._known, separators=(",", ":")))
             self._dirty = False
         except OSError:
             pass  # only a cache

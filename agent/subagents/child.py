@@ -90,6 +90,7 @@ async def run_child(parent: Session, agent: AgentDef, prompt: str, call_id: str)
         tool_env=parent.tool_env,
         hooks=parent.hooks,
         subagent=True,
+        diagnostics=parent.diagnostics,
     )
     child.thinking_default = parent.thinking_default
     first: ev.ModelRequestFinished | None = None

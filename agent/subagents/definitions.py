@@ -18,6 +18,7 @@ from pathlib import Path
 
 from m3agent.tools.claude_names import resolve_tool_names
 from m3agent.tools.frontmatter import AGENT_NAME, definition_files, read_named
+from m3agent.tools.host_read import HostReader
 
 DEFAULT_MAX_TURNS = 12
 
@@ -40,12 +41,15 @@ GENERAL = AgentDef(
 )
 
 
-def load_agents(dirs: Sequence[Path]) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
-    """(agents, problems): general-purpose first, then the files (the project's win)."""
+def load_agents(
+    dirs: Sequence[Path], reader: HostReader
+) -> tuple[tuple[AgentDef, ...], tuple[str, ...]]:
+    """(agents, problems): general-purpose first, then the files (the project's win), each
+    read under the host read policy (`reader`)."""
     found: dict[str, AgentDef] = {GENERAL.name: GENERAL}
     problems: list[str] = []
     for _, path in definition_files(dirs, "*.md"):
-        got = read_named(path, path.stem, AGENT_NAME)
+        got = read_named(path, path.stem, AGENT_NAME, reader)
         if isinstance(got, str):
             why = got or "an agent needs a lowercase name and a description"
             problems.append(f"{path}: {why}")

@@ -76,6 +76,16 @@ Cwd = Annotated[
     Path | None,
     typer.Option("--cwd", "-C", metavar="DIR", help="Workspace (default: here)."),
 ]
+Worktree = Annotated[
+    str | None,
+    typer.Option(
+        "--worktree",
+        "-w",
+        metavar="NAME",
+        help="Work in the git worktree .m3agent/worktrees/NAME (branch worktree-NAME), made "
+        "from HEAD if missing.",
+    ),
+]
 ContinueLast = Annotated[
     bool,
     typer.Option("--continue", "-c", help="Continue the last session of this workspace."),
@@ -94,7 +104,11 @@ MaxTokens = Annotated[
 ]
 NoContext = Annotated[
     bool,
-    typer.Option("--no-context", help="Do not put a repository snapshot in the prompt."),
+    typer.Option(
+        "--no-context",
+        help="Do not put a repository snapshot or instruction files (AGENTS.md, CLAUDE.md, "
+        "their imports) in the prompt.",
+    ),
 ]
 OffloadExperts = Annotated[
     str | None,

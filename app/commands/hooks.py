@@ -39,14 +39,18 @@ def register(app: typer.Typer) -> None:
         """Every hook with its event, matcher, command line and whether it runs."""
         import sys
 
+        from ..safe_text import write_trust_lines
+
         _settings, _where, src = _load(cwd)
         rows = [("user", True, r) for r in src.user.all_commands()]
         rows += [("project", src.project_trusted, r) for r in src.project.all_commands()]
         if not rows:
             sys.stdout.write("no hooks configured\n")
+        lines = []
         for scope, runs, (event, matcher, h) in rows:
             mark = "" if runs else "  (not trusted: `m3agent hooks trust`)"
-            sys.stdout.write(f"{scope:8} {event:17} {matcher or '*':12} {h.command}{mark}\n")
+            lines.append(f"{scope:8} {event:17} {matcher or '*':12} {h.command}{mark}")
+        write_trust_lines(sys.stdout, lines)  # the repository's bytes never drive the terminal
 
     @hooks.command("trust")
     def trust_(
@@ -58,19 +62,30 @@ def register(app: typer.Typer) -> None:
 
         from ..cli_errors import die
         from ..hooks_settings import trust_hooks
+        from ..safe_text import write_trust_lines
+        from ..status_line import TRUST_TABLE, project_status_line
 
         settings, where, src = _load(cwd)
-        if not src.project:
-            die(f"{where / '.m3agent' / 'settings.json'} has no hooks")
+        status_line = project_status_line(where)  # its command runs as the hooks do
+        if not src.project and status_line is None:
+            die(f"{where / '.m3agent' / 'settings.json'} has no hooks and no status line")
         sys.stdout.write(
             "These commands will run as you, outside the sandbox, on session events:\n"
         )
-        for event, matcher, h in src.project.all_commands():
-            sys.stdout.write(f"  {event} [{matcher or '*'}]: {h.command}\n")
+        lines = [
+            f"  {event} [{matcher or '*'}]: {h.command}"
+            for event, matcher, h in src.project.all_commands()
+        ]
+        if isinstance(status_line, dict):
+            lines.append(f"  statusLine: {status_line.get('command')}")
+        write_trust_lines(sys.stdout, lines)
         if not yes:
             if not sys.stdin.isatty():
                 die("not a terminal: pass --yes to trust these hooks")
             if input("Trust them? [y/N] ").strip().lower() not in ("y", "yes"):
                 die("not trusted")
-        trust_hooks(settings.home, where, src.project_raw)
+        if src.project:
+            trust_hooks(settings.home, where, src.project_raw)
+        if status_line is not None:
+            trust_hooks(settings.home, where, status_line, TRUST_TABLE)
         sys.stdout.write("trusted\n")

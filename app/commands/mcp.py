@@ -53,8 +53,10 @@ def _servers(cwd: Path) -> tuple[Settings, list[tuple[McpServerConfig, bool]]]:
         rows += [(s, is_trusted(settings.home, cwd, s)) for s in project]
     except ValueError as e:
         die(str(e))
-    for line in refused:  # an entry the project may not have (LD_PRELOAD, ${TOKEN}): said once
-        sys.stderr.write(f"error: {line}\n")
+    from ..safe_text import write_trust_lines
+
+    # an entry the project may not have (LD_PRELOAD, ${TOKEN}): said once, escaped
+    write_trust_lines(sys.stderr, (f"error: {line}" for line in refused))
     return settings, rows
 
 
@@ -136,13 +138,16 @@ def register(app: typer.Typer) -> None:
         if not rows:
             sys.stderr.write("no MCP servers configured (add one with `m3agent mcp add`)\n")
             return
+        from ..safe_text import write_trust_lines
+
         for s, trusted in rows:
             if as_json:
                 sys.stdout.write(json.dumps({**s.to_dict(), "trusted": trusted}) + "\n")
             else:
                 mark = "" if trusted else "  (not trusted: `m3agent mcp trust`)"
                 off = "" if s.enabled else "  (disabled)"
-                sys.stdout.write(f"{s.name}  {s.scope.value}  {s.describe()}{off}{mark}\n")
+                line = f"{s.name}  {s.scope.value}  {s.describe()}{off}{mark}"
+                write_trust_lines(sys.stdout, [line])
 
     @mcp.command("get")
     def get(
@@ -170,10 +175,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             sys.stdout.write(json.dumps(d, indent=2) + "\n")
             return
-        sys.stdout.write(f"{name}\n")
-        for k, v in d.items():
-            if k != "name":
-                sys.stdout.write(f"  {k}: {v}\n")
+        from ..safe_text import write_trust_lines
+
+        write_trust_lines(sys.stdout, [name, *(f"  {k}: {v}" for k, v in d.items() if k != "name")])
 
     @mcp.command("remove")
     def remove(
@@ -226,10 +230,12 @@ def register(app: typer.Typer) -> None:
             die(f"no project MCP servers in {where / '.mcp.json'}")
         from m3agent.tools.mcp.entry_rules import trust_lines
 
+        from ..safe_text import write_trust_lines
+
         for s in chosen:
-            # Every field the trust covers, in full: what runs, its variables, headers, network.
-            sys.stdout.write(f"trusting {s.name}: {s.describe()}\n")
-            sys.stdout.write("".join(line + "\n" for line in trust_lines(s)))
+            # Every field the trust covers, in full: what runs, its variables, headers, network;
+            # each line escaped (the repository's ESC or CR never redraws what is shown).
+            write_trust_lines(sys.stdout, [f"trusting {s.name}: {s.describe()}", *trust_lines(s)])
         trust(settings.home, where, chosen)
 
     @mcp.command("login")

@@ -1,4 +1,4 @@
-"""`m3agent model init-tiny PATH`, `m3agent model info PATH` and `m3agent model plan PATH`."""
+"""`m3agent model init-tiny PATH`, `model init-release PATH`, `model info PATH` and `model plan PATH`."""
 
 from __future__ import annotations
 
@@ -64,6 +64,59 @@ def register(app: typer.Typer) -> None:
         except ValueError as e:
             die(str(e))
         typer.echo(f"wrote a tiny M3 checkpoint to {out}")
+
+    @model_app.command("init-release")
+    def init_release(
+        path: Path = typer.Argument(..., help="Empty directory to write the checkpoint into."),
+        moe_layers: int = typer.Option(1, "--moe-layers", help="MoE layers (the release has 57)."),
+        dense_layers: int = typer.Option(3, "--dense-layers", help="Leading dense layers."),
+        width: str = typer.Option(
+            "m3", "--width", help="m3: the release's shapes; small: the same layout, CPU-sized."
+        ),
+        vision: bool = typer.Option(True, "--vision/--no-vision", help="Write the vision tower."),
+        chat_template: Path | None = typer.Option(
+            None, "--chat-template", help="A chat_template.jinja to ship with it."
+        ),
+        device: str = typer.Option(
+            "auto", "--device", help="Where random numbers are drawn: auto, cpu or cuda."
+        ),
+        seed: int = typer.Option(
+            0, "--seed", help="Random seed (same seed and device, same bytes)."
+        ),
+    ) -> None:
+        """Write a random M3 checkpoint laid out as the release is (MXFP8 experts, shards)."""
+        from dataclasses import replace
+
+        from m3agent.engine.native.loaders.release import PRESETS, WriteProgress, write_release
+
+        if width not in PRESETS:
+            die(f"--width must be one of {', '.join(PRESETS)}, got {width!r}")
+        if device == "auto":
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def show(p: WriteProgress) -> None:
+            typer.echo(
+                f"m3agent: shard {p.shard}/{p.shards}: {p.bytes_written / 1e9:.2f} GB "
+                f"in {p.elapsed_s:.0f} s",
+                err=True,
+            )
+
+        try:
+            spec = replace(
+                PRESETS[width],
+                moe_layers=moe_layers,
+                dense_layers=dense_layers,
+                vision=vision,
+                seed=seed,
+            )
+            out = write_release(
+                path, spec, device=device, chat_template=chat_template, progress=show
+            )
+        except (ValueError, OSError) as e:
+            die(str(e))
+        typer.echo(f"wrote an M3 checkpoint ({spec.layers} layers) to {out}")
 
     @model_app.command("info")
     def info(

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from . import flags
 
 if TYPE_CHECKING:  # the CLI starts without loading settings; run() imports it
+    from ..headless import Renderer
     from ..settings import Overrides
 
 
@@ -27,6 +28,7 @@ class RunOptions:
     permission_mode: str | None = None
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
+    worktree: str | None = None
 
 
 def register(app: typer.Typer) -> None:
@@ -64,6 +66,7 @@ def register(app: typer.Typer) -> None:
             help="Most model calls for this prompt (exit 4 when reached).",
         ),
         cwd: flags.Cwd = None,
+        worktree: flags.Worktree = None,
         continue_last: flags.ContinueLast = False,
         resume: flags.Resume = None,
         approval: flags.Approval = None,
@@ -189,8 +192,12 @@ def execute(
     images: list[Path],
     videos: list[Path],
     continue_last: bool = False,
+    schema: dict[str, Any] | None = None,
+    renderer: Renderer | None = None,
 ) -> int:
-    """Everything behind the flags; returns the exit code. Heavy imports happen here."""
+    """Everything behind the flags; returns the exit code. Heavy imports happen here.
+    A caller with its own answer format (`m3agent review`) hands in the SCHEMA the answer
+    must satisfy and the RENDERER that shows it."""
     import asyncio
     import os
     import signal
@@ -242,12 +249,20 @@ def execute(
         return fail(exit_codes.USAGE_ERROR, str(e))
     if not prompt.strip():
         return fail(exit_codes.USAGE_ERROR, "the prompt is empty")
-    schema = None
     if options.output_schema is not None:
         try:
             schema = load_schema(options.output_schema)
         except ValueError as e:
             return fail(exit_codes.USAGE_ERROR, str(e))
+    if options.worktree is not None:  # the session's workspace is that worktree
+        from ..worktree import WorktreeError, enter_worktree
+
+        try:
+            tree = enter_worktree(cwd or Path.cwd(), options.worktree)
+        except WorktreeError as e:
+            return fail(exit_codes.USAGE_ERROR, str(e))
+        sys.stderr.write(f"{visible(tree.describe())}\n")
+        cwd = tree.path
     parts = [MediaPart("image", str(p)) for p in images]
     parts += [MediaPart("video", str(p)) for p in videos]
     try:
@@ -271,7 +286,7 @@ def execute(
         settings = settings.override(
             rules=(*settings.rules, *saved, *flag_rules, *mode_rules(mode))
         )
-        renderer = make_renderer(output_format)
+        renderer = renderer or make_renderer(output_format)
         # The schema goes with the last prompt: the cached system prompt stays as it is.
         texts = [plan_text(t, mode) for t in (prompt, *more_prompts)]
         if schema is not None:

@@ -70,8 +70,11 @@ def register(app: typer.Typer) -> None:
         ),
         max_images: int = typer.Option(16, "--max-images", help="vllm: images per request."),
         max_videos: int = typer.Option(4, "--max-videos", help="vllm: videos per request."),
-        gpu_memory_utilization: float = typer.Option(
-            0.9, "--gpu-memory-utilization", help="vllm: share of each GPU's memory to use."
+        gpu_memory_utilization: float | None = typer.Option(
+            None,
+            "--gpu-memory-utilization",
+            help="Most of each GPU's free memory to use (default: the config's, 0.9); native "
+            "takes only what its KV cache needs below it.",
         ),
         verbose: bool = typer.Option(
             False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
@@ -116,7 +119,11 @@ def register(app: typer.Typer) -> None:
                 allow_public=allow_public,
                 allow_media_dir=tuple(allow_media_dir),
                 max_media_mb=max_media_mb,
-                offload={"offload_experts": offload_experts, "expert_form": expert_form},
+                offload={
+                    "offload_experts": offload_experts,
+                    "expert_form": expert_form,
+                    "gpu_memory_utilization": gpu_memory_utilization,
+                },
                 idle_timeout_s=idle_timeout,
             )
         )
@@ -251,7 +258,11 @@ def execute(
         if not 0 <= max_media_mb <= 512:
             raise ValueError(f"--max-media-mb must be 0..512, got {max_media_mb}")
         settings = settings.override(engine=engine, model=model, **(offload or {}))
-        builder = _vllm_builder(vllm_options or {}) if engine == "vllm" else build_engine
+        vllm_opts = {
+            **(vllm_options or {}),
+            "gpu_memory_utilization": settings.gpu_memory_utilization,
+        }
+        builder = _vllm_builder(vllm_opts) if engine == "vllm" else build_engine
     except ValueError as e:
         return _fail(exit_codes.USAGE_ERROR, str(e))
     if status or stop:

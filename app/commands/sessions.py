@@ -50,7 +50,8 @@ def register(app: typer.Typer) -> None:
             if len(prompt) > 60:
                 prompt = prompt[:59] + "…"
             date = s.created.replace("T", " ")[:19]
-            sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}") + "\n")
+            fork = f"  (fork of {s.forked_from})" if s.forked_from else ""
+            sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}{fork}") + "\n")
 
 
 def latest_session_id(sessions_dir: Path, cwd: str | Path) -> str | None:

@@ -30,6 +30,7 @@ def register(app: typer.Typer) -> None:
         approval: flags.Approval = None,
         sandbox: flags.Sandbox = None,
         cwd: flags.Cwd = None,
+        worktree: flags.Worktree = None,
         continue_last: flags.ContinueLast = False,
         resume: flags.Resume = None,
         version: bool = typer.Option(
@@ -42,6 +43,12 @@ def register(app: typer.Typer) -> None:
         ),
         allow_home: flags.AllowHome = False,
         max_tokens: flags.MaxTokens = None,
+        inline: bool = typer.Option(
+            False,
+            "--inline",
+            help="Draw the UI below the shell prompt instead of taking the whole screen: the "
+            "terminal keeps its scrollback and selection, and the last frame stays on exit.",
+        ),
     ) -> None:
         """Without a command: open the terminal UI in the workspace."""
         if ctx.invoked_subcommand is not None:
@@ -51,5 +58,13 @@ def register(app: typer.Typer) -> None:
 
         overrides = flags.fill(Overrides, ctx.params)
         raise typer.Exit(
-            launch(overrides, script=script, cwd=cwd, resume=resume, continue_last=continue_last)
+            launch(
+                overrides,
+                script=script,
+                cwd=cwd,
+                resume=resume,
+                continue_last=continue_last,
+                worktree=worktree,
+                inline=inline,
+            )
         )

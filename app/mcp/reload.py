@@ -113,8 +113,13 @@ def _start(session: Session, p: ReloadPlan) -> tuple[Toolset, dict[str, str]]:
 
 
 def _close(toolset: ToolsetProtocol | None) -> None:
-    if toolset is not None:
-        toolset.close()
+    """Stops the servers of a tool set; the tools it shares with the other set (the shell
+    and its background commands) carry on."""
+    from m3agent.tools.mcp import mcp_hub
+
+    hub = mcp_hub(toolset)
+    if hub is not None:
+        hub.close()
 
 
 async def apply(session: Session, p: ReloadPlan) -> str:

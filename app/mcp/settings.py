@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent.config import ToolRule
-from m3agent.engine.json_file import read_json
+from m3agent.engine.json_file import TextReader, read_json
+from m3agent.tools.host_read import default_reader
 from m3agent.tools.mcp.config import (
     McpConfig,
     McpServerConfig,
@@ -28,6 +29,7 @@ from m3agent.tools.mcp.config import (
     from_codex,
     parse_mcp_json,
 )
+from m3agent.tools.private_fs import write_private
 
 PROJECT_FILE = ".mcp.json"
 TRUST_FILE = "mcp-trust.json"
@@ -41,11 +43,19 @@ def user_servers(table: Any, source: Path, env: Mapping[str, str]) -> tuple[McpS
 
 
 def read_mcp_json(path: Path, scope: Scope, env: Mapping[str, str]) -> tuple[McpServerConfig, ...]:
-    data = read_json(path)
+    data = read_json(path, _reader(path, scope))
     try:
         return parse_mcp_json(data, scope=scope, source=str(path), env=env)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from e
+
+
+def _reader(path: Path, scope: Scope) -> TextReader:
+    """A project's .mcp.json is the repository's: read under the host read policy (a link
+    to a secret is refused); a file the user names (--mcp-config) is read as it is."""
+    if scope is Scope.PROJECT:
+        return default_reader(path.parent).settings_text
+    return lambda p: p.read_text(encoding="utf-8")
 
 
 # ---- trust ------------------------------------------------------------------------------
@@ -62,11 +72,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.chmod(tmp, 0o600)
-    tmp.replace(path)
+    write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def is_trusted(home: Path, project: Path, server: McpServerConfig) -> bool:
@@ -99,7 +105,7 @@ def project_entries(
     if not path.is_file():
         return (), ()
     try:
-        data = read_json(path)
+        data = read_json(path, _reader(path, Scope.PROJECT))
     except ValueError as e:
         return (), (f"{e}; its MCP servers were not started",)
     entries = data.get("mcpServers") if isinstance(data, dict) else None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.private_fs import write_private
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -51,8 +52,7 @@ def add_user_server(path: Path, name: str, table: dict[str, Any]) -> None:
     sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
     new = text + sep + "\n".join(block) + "\n"
     tomllib.loads(new)  # never leave a file the next run cannot read
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new, encoding="utf-8")
+    write_private(path, new)  # 0600 whatever the umask: `-e TOKEN=...` lands here
 
 
 def _header_names(line: str) -> list[str] | None:
@@ -90,7 +90,7 @@ def remove_user_server(path: Path, name: str) -> bool:
             f"{path}: the server {name!r} is not written as its own "
             f"[mcp_servers.{name}] table; remove it by hand"
         )
-    path.write_text(new, encoding="utf-8")
+    write_private(path, new)
     return True
 
 

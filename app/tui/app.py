@@ -143,6 +143,8 @@ class M3App(App[None]):
     async def shutdown(self) -> None:
         self.main.set_status(state="closing")  # an engine can take a moment to stop
         self.resume_hint = self.main.controller.resume_command()
+        if self.main.status_line is not None:
+            await self.main.status_line.stop()
         try:
             await shutdown_session(self.main.controller.session, close_engine=True)
         finally:

@@ -9,6 +9,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from m3agent.tools.private_fs import private_dir, write_private
+
 TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 TIMEOUT_S = 3.0
 
@@ -49,8 +51,9 @@ def clipboard_image(dest_dir: Path) -> Path | None:
         data = _run([*read, kind])
         if not data:
             continue
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        path = dest_dir / f"pasted-{time.strftime('%Y%m%d-%H%M%S')}.{kind.split('/')[1]}"
-        path.write_bytes(data)
+        path = (
+            private_dir(dest_dir) / f"pasted-{time.strftime('%Y%m%d-%H%M%S')}.{kind.split('/')[1]}"
+        )
+        write_private(path, data)
         return path
     return None

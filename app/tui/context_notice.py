@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..safe_text import one_line
+
 
 def describe_context_event(action: str, detail: dict[str, Any]) -> str:
     if action == "checkpoint":
@@ -37,7 +39,8 @@ def describe_context_event(action: str, detail: dict[str, Any]) -> str:
         )
     if action == "hook":  # docs/hooks.md: which hook ran, and how it ended
         how = "timed out" if detail.get("timed_out") else f"exit {detail.get('exit_code')}"
-        return f"hook {detail.get('event')}: {detail.get('command')} ({how}, {detail.get('duration_s')} s)"
+        command = one_line(str(detail.get("command")))  # the repository's text, on its line
+        return f"hook {detail.get('event')}: {command} ({how}, {detail.get('duration_s')} s)"
     shown = ", ".join(f"{k}={v}" for k, v in detail.items())
     return f"context {action}" + (f": {shown}" if shown else "")
 

@@ -8,17 +8,16 @@ import re
 import traceback
 from pathlib import Path
 
+from m3agent.tools.private_fs import private_dir, write_private
+
 _LAST_LINE = re.compile(r"^([A-Za-z_][\w.]*): (.*)$")
 
 
 def write_crash_text(text: str, log_dir: Path) -> Path:
     """Writes a crash report under log_dir (0600: locals may hold secrets); returns its path."""
-    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%S")
-    path = log_dir / f"crash-{stamp}-{os.getpid()}.log"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    path = private_dir(log_dir) / f"crash-{stamp}-{os.getpid()}.log"
+    write_private(path, text)
     return path
 
 

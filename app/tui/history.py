@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from m3agent.tools.private_fs import append_private
+
 from ..jsonl import read_jsonl
 
 LIMIT = 500
@@ -16,8 +18,7 @@ def load_history(path: Path, limit: int = LIMIT) -> list[str]:
 
 def append_history(path: Path, text: str) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:
+        with append_private(path) as f:  # 0600: the prompts are the user's
             f.write(json.dumps(text, ensure_ascii=False) + "\n")
     except OSError:
         pass  # history is a convenience; a read-only home must not stop the prompt

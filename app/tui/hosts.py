@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, TypeVar, Unpack
 
 if TYPE_CHECKING:
+    from m3agent.agent.ops import UserTurn
     from m3agent.engine.api import ThinkingMode
     from textual.screen import Screen
 
@@ -38,7 +39,8 @@ class AppHost(Protocol):
 
 
 class ScreenHost(Protocol):
-    """The main screen: its status bar, its prompt, and a prompt sent as if typed."""
+    """The main screen: its status bar, its prompt, and a prompt sent as if typed (or a turn
+    made elsewhere, shown as the command that made it)."""
 
     @property
     def status(self) -> StatusState: ...
@@ -51,6 +53,8 @@ class ScreenHost(Protocol):
     def set_thinking(self, mode: ThinkingMode) -> None: ...
 
     async def send_text(self, text: str) -> None: ...
+
+    async def send_turn(self, turn: UserTurn, shown_as: str) -> None: ...
 
 
 class ScreenHelper:

@@ -33,6 +33,8 @@ def launch(
     cwd: Path | None,
     resume: str | None,
     continue_last: bool = False,
+    worktree: str | None = None,
+    inline: bool = False,
 ) -> int:
     from ..safe_text import visible
     from ..settings import load_settings
@@ -43,17 +45,24 @@ def launch(
 
     try:
         settings = overrides.apply(load_settings())
+        if worktree is not None:  # --worktree NAME: the workspace is that worktree
+            from ..worktree import make_worktree, plan_worktree
+
+            tree = plan_worktree(cwd or Path.cwd(), worktree)
+            if not _on_a_terminal():  # nothing is made for a screen that cannot open
+                raise ValueError(NEEDS_TERMINAL)
+            tree = make_worktree(tree)
+            print(visible(tree.describe()), file=sys.stderr)
+            cwd = tree.path
         resume, cwd = _pick_session(settings, cwd, resume, continue_last)
-        config = tui_config(settings, cwd=cwd, resume=resume)
+        config = replace(tui_config(settings, cwd=cwd, resume=resume), inline=inline)
     except ValueError as e:
         return fail(str(e))
     if script is not None and not script.is_file():
         return fail(f"script {script} does not exist")
 
-    if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return fail(
-            "the terminal UI needs a terminal; for scripts and pipes use `m3agent run PROMPT`"
-        )
+    if not _on_a_terminal():
+        return fail(NEEDS_TERMINAL)
 
     from ..sandbox_consent import ConsentRefused, consent_for
     from .onboarding import needs_setup
@@ -78,6 +87,13 @@ def launch(
     return code
 
 
+NEEDS_TERMINAL = "the terminal UI needs a terminal; for scripts and pipes use `m3agent run PROMPT`"
+
+
+def _on_a_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def setup_port(settings: Settings, cwd: Path) -> SetupPort:
     """The onboarding screen's services over the real settings: probes, and the choice saved
     to the config file (the demo writes nothing but its script, in the data home)."""
@@ -89,9 +105,10 @@ def setup_port(settings: Settings, cwd: Path) -> SetupPort:
     def complete(choice: SetupChoice) -> tuple[SessionFactory, str]:
         values = choice.settings()
         if not values:
+            from m3agent.tools.private_fs import write_private
+
             demo = settings.home / "demo-script.json"
-            demo.parent.mkdir(parents=True, exist_ok=True)
-            demo.write_text(json.dumps(demo_script()), encoding="utf-8")
+            write_private(demo, json.dumps(demo_script()))  # the data home holds only 0600
             return (
                 session_factory(settings.override(engine="scripted"), cwd, demo),
                 "starting the scripted demo; nothing was saved",
@@ -152,8 +169,12 @@ def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> T
     if not workspace.is_dir():
         raise ValueError(f"working directory {workspace} does not exist")
     from ..media_support import reads_media, text_only_error
+    from ..status_line import load_status_line
 
+    status_line, note = load_status_line(settings, workspace)
     return TuiConfig(
+        status_line=status_line,
+        start_notes=(note,) if note else (),
         cwd=workspace,
         notify=settings.notify_method(),
         media_refusal=text_only_error(settings, "/attach")
@@ -166,6 +187,7 @@ def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> T
         sandbox=settings.sandbox,
         resume=resume,
         state_dir=settings.home,
+        instructions=settings.context,
         list_sessions=lambda: list_sessions(settings.sessions_dir),
         probe_sandbox=sandbox_layers,
     )
@@ -203,7 +225,7 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
     return [
         SessionSummary(
             session_id=s.id,
-            title=s.first_prompt.splitlines()[0],
+            title=s.first_prompt.splitlines()[0] + (" (fork)" if s.forked_from else ""),
             turns=s.messages,
             updated=s.created[:16].replace("T", " "),
         )

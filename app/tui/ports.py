@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.engine.api import Engine, Message
 
+    from ..status_line import StatusLineCommand
     from .onboarding import SetupChoice
 
 # progress(label, fraction or None) is called from the loading thread while the engine loads.
@@ -116,6 +117,8 @@ class TuiConfig:
     resume: str | None = None
     state_dir: Path | None = None  # where crash logs and checkpoints live ($M3AGENT_HOME)
     max_context_tokens: int | None = None
+    # False with --no-context: no instruction file is read, /memory included.
+    instructions: bool = True
     # Optional services; a missing one makes its slash command say "not available".
     list_sessions: Callable[[], list[SessionSummary]] | None = None
     context_report: Callable[[], str] | None = None
@@ -130,6 +133,11 @@ class TuiConfig:
     notify_write: Callable[[str], None] | None = None
     # Why /attach must refuse media for this model (a text-only checkpoint), else None.
     media_refusal: str | None = None
+    # The user's status line command (app/status_line.py), trust applied; None: the built-in.
+    status_line: StatusLineCommand | None = None
+    start_notes: tuple[str, ...] = ()  # shown under the welcome line (an untrusted command)
+    # --inline: drawn below the shell's prompt, not on the alternate screen (app/tui/run.py)
+    inline: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -19,7 +19,10 @@ if TYPE_CHECKING:
 def run_tui(session_factory: SessionFactory, config: TuiConfig, *, headless: bool = False) -> int:
     app = create_app(session_factory, config)
     try:
-        app.run(headless=headless)
+        # --inline: below the shell prompt, without the alternate screen and the mouse, so the
+        # terminal keeps its scrollback and its own selection; the last frame stays on exit.
+        inline = config.inline and not headless
+        app.run(headless=headless, inline=inline, inline_no_clear=inline, mouse=not inline)
     except Exception as error:  # outside Textual's own handler (driver start-up, teardown)
         crash = error  # the except name is unbound once the block ends
         path = _safe(lambda: write_crash_log(crash, _log_dir(config)))

@@ -22,6 +22,8 @@ DAILY_COMMANDS = (
     ),
     ("exit", "", "leave (same as /quit)"),
     ("memory", "[edit|user]", "the instruction files read; edit opens ./AGENTS.md in $EDITOR"),
+    ("tasks", "[ID | stop ID]", "background commands: list, show one's output, stop one"),
+    ("ps", "[ID | stop ID]", "same as /tasks"),
 )
 
 
@@ -57,8 +59,23 @@ COMMANDS = (
         "back to before an earlier prompt: the conversation and the files (also Esc Esc)",
     ),
     SlashSpec("diff", "", "show the uncommitted changes in the workspace (git diff)"),
+    SlashSpec(
+        "review",
+        "[--base BRANCH | --commit SHA] [TEXT]",
+        "the model reviews the uncommitted changes (a branch, a commit): findings by file:line",
+    ),
     SlashSpec("compact", "", "summarise the conversation to free context"),
     SlashSpec("sessions", "", "browse saved sessions and resume one"),
+    SlashSpec(
+        "export",
+        "[FILE.md | FILE.json | DIR]",
+        "write this session as Markdown and JSON (asks before replacing a file)",
+    ),
+    SlashSpec(
+        "fork",
+        "",
+        "go on in a new session from this conversation (same cached prefix; this one stays)",
+    ),
     SlashSpec("context", "", "what the repository snapshot holds, with token counts"),
     SlashSpec(
         "mcp", "[reload [yes]]", "MCP servers: status and tools; reload the config (asks first)"
@@ -100,11 +117,13 @@ def parse_slash(text: str) -> SlashCommand | None:
 def menu_matches(text: str, extra: tuple[SlashSpec, ...] = ()) -> list[SlashSpec]:
     """The commands the `/` menu offers for what is typed: names starting with it first, then
     names containing it. Empty once the text is no longer a bare `/word`. `extra`: the
-    session's custom commands and skills (app/tui/ext_view.py)."""
+    session's custom commands and skills (app/tui/ext_view.py); one named as a built-in
+    command is offered instead of it, as Enter runs it instead (a project's `review.md`)."""
     if not text.startswith("/") or text.startswith("//") or any(c.isspace() for c in text):
         return []
     typed = text[1:].lower()
-    known = (*COMMANDS, *(c for c in extra if c.name not in NAMES))
+    custom = {c.name for c in extra}
+    known = (*(c for c in COMMANDS if c.name not in custom), *extra)
     first = [c for c in known if c.name.lower().startswith(typed)]
     return first + [c for c in known if typed in c.name.lower() and c not in first]
 

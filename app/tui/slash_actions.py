@@ -15,10 +15,12 @@ from m3agent.tools.safe_git import SafeGitError, UserRepo
 
 from .context_report import format_summary
 from .hosts import ScreenHelper
+from .review_flow import ReviewFlow
 from .rewind import checkpoint_store
 from .rewind_flow import open_rewind
 from .slash import HELP, SlashCommand, next_thinking
 from .slash_daily import DailyActions
+from .slash_share import ShareActions
 
 if TYPE_CHECKING:
     from .ports import SessionLike
@@ -37,6 +39,7 @@ KEYS = {
     "Esc Esc": "when idle: rewind to before an earlier prompt (same as /rewind)",
     "ctrl+c": "interrupt; when idle, clear the prompt; twice on an empty prompt, quit",
     "ctrl+t": "cycle the thinking mode of the next turn",
+    "ctrl+b": "send the running shell command to the background (/tasks lists them)",
     "shift+Tab": "cycle default / accept edits / plan mode",
     "ctrl+q": "quit",
     "!COMMAND": "run a shell command in the sandbox; its output goes with the next prompt",
@@ -51,10 +54,21 @@ class SlashActions(ScreenHelper):
         """/clear, /status, ...: the same controller, transcript, app and screen."""
         return DailyActions(self.controller, self.transcript, self.app, self.view)
 
+    @functools.cached_property
+    def review(self) -> ReviewFlow:
+        """/review, and its findings once the turn ends."""
+        return ReviewFlow(self.controller, self.transcript, self.app, self.view)
+
+    @functools.cached_property
+    def share(self) -> ShareActions:
+        """/export and /fork."""
+        return ShareActions(self.controller, self.transcript, self.app, self.view)
+
     async def run(self, command: SlashCommand) -> None:
-        name = f"do_{command.name}"  # parse_slash knows every command: one of the two has it
-        handler: Callable[[str], Awaitable[None]] = getattr(self, name, None) or getattr(
-            self.daily, name
+        name = f"do_{command.name}"  # parse_slash knows every command: one helper has it
+        helpers = (self, self.daily, self.review, self.share)
+        handler: Callable[[str], Awaitable[None]] = next(
+            getattr(h, name) for h in helpers if hasattr(h, name)
         )
         await handler(command.arg)
 

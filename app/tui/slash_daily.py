@@ -1,8 +1,9 @@
 """The everyday commands Claude Code and Codex users type: /clear and /new (a new session:
 the old prompt is never rewritten, so its prefix cache stays valid for a resume), /status,
-/cost and /usage, /exit, /init, /permissions, and `!cmd` (a shell command under the
-session's sandbox; its output goes to the model with the next prompt, at the end of the
-conversation). Kept apart from slash.py and slash_actions.py so other commands merge."""
+/cost and /usage, /exit, /init, /permissions, /tasks and /ps (app/tui/tasks.py), and `!cmd`
+(a shell command under the session's sandbox; its output goes to the model with the next
+prompt, at the end of the conversation). Kept apart from slash.py and slash_actions.py so
+other commands merge."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..safe_text import one_line
 from .hosts import ScreenHelper
 
 if TYPE_CHECKING:
@@ -106,7 +108,8 @@ class DailyActions(ScreenHelper):
         lines = [f"approval policy: {self.config.approval}"]
         rules = gate.rules if gate is not None else ()
         lines.append("rules (config, then saved 'always' answers; deny wins over ask over allow):")
-        lines += [f"  {r.tool} = {r.action}" for r in rules] or ["  none"]
+        # a trusted project's rules are its text: each on its own line, escaped (safe_text)
+        lines += [f"  {one_line(r.tool)} = {r.action}" for r in rules] or ["  none"]
         allowed = sorted(gate._session_allowed) if gate is not None else []  # no public view yet
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
         prefixes = [" ".join(p) for p in self.controller.allowed_prefixes]
@@ -121,12 +124,26 @@ class DailyActions(ScreenHelper):
         )
         await self.transcript.notice("\n".join(lines))
 
+    async def do_tasks(self, arg: str) -> None:
+        from .tasks import tasks
+
+        try:
+            await self.transcript.notice(await tasks(self.controller.session, arg))
+        except ValueError as e:
+            await self.transcript.error(str(e), "usage")
+
+    async def do_ps(self, arg: str) -> None:
+        await self.do_tasks(arg)
+
     async def do_memory(self, arg: str) -> None:
         """Lists the instruction files (AGENTS.md / CLAUDE.md found when the session opened);
         `edit` / `user` opens the workspace's or the user's file in $EDITOR. An edit counts
         from the next session (/new): the prompt already sent is never rewritten."""
         if arg.strip() in ("edit", "user"):
             await self._edit_memory(arg.strip())
+            return
+        if not self.config.instructions:  # --no-context: not even listed (nothing is read)
+            await self.transcript.notice("instruction files: none read (--no-context)")
             return
         from m3agent.agent.instructions import NAMES, find_instructions
 
@@ -223,7 +240,8 @@ def run_shell(session: SessionLike, command: str) -> ToolResult:
     from m3agent.tools.shell import Shell, ShellArgs
 
     ctx = ToolContext(cwd=Path(session.cwd), sandbox=session.sandbox)
-    return Shell().run(ShellArgs(command=command, timeout_s=None, workdir=None), ctx)
+    args = ShellArgs(command=command, timeout_s=None, workdir=None, run_in_background=False)
+    return Shell().run(args, ctx)
 
 
 def shell_context(command: str, output: str) -> str:

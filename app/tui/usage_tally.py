@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from m3agent.agent import events as ev
-from m3agent.engine.api import EngineStats
+from m3agent.engine.api import EngineStats, Usage
 
 
 @dataclass
@@ -17,9 +17,11 @@ class UsageTally:
     turns: int = 0
     calls: EngineStats = field(default_factory=EngineStats)
     model_time_s: float = 0.0
+    last: Usage | None = None  # the last model call's (the status line's prompt cache figures)
 
     def see(self, e: ev.Event) -> None:
         if isinstance(e, ev.ModelRequestFinished):
+            self.last = e.usage
             self.calls = self.calls.plus(e.usage)
             self.model_time_s += e.usage.total_time_s or 0.0
         elif isinstance(e, ev.TurnComplete):

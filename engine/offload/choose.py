@@ -43,6 +43,7 @@ def choose_offload(
     hot_experts: int | None = None,
     prefill_stream_tokens: int = 1024,
     max_model_len: int | None = None,
+    cache_dir: Path | None = None,
 ) -> OffloadChoice:
     if mode not in MODES:
         raise ValueError(f"offload mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -89,7 +90,10 @@ def choose_offload(
     # routed expert to the CPU (int8 b1 62.1 -> 62.9 ms, int4 47.8 -> 67.2 ms; docs/offload.md).
     hot = hot_experts if hot_experts is not None else 0
     oc = OffloadConfig(
-        form=form, hot_experts_per_layer=hot, prefill_stream_tokens=prefill_stream_tokens
+        form=form,
+        hot_experts_per_layer=hot,
+        prefill_stream_tokens=prefill_stream_tokens,
+        cache_dir=cache_dir,
     )
     why = "forced" if mode == "on" else f"{inv.total / 2**30:.0f} GiB of weights exceed the GPU"
     note = "; decode runs eagerly (no CUDA graphs around the CPU step yet)" if cuda else ""

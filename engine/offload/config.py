@@ -4,6 +4,7 @@ streaming and the CPU kernel (read by the loader, the runtime and `m3agent model
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from .plan import ExpertForm
 
@@ -22,6 +23,9 @@ class OffloadConfig:
     # Q8 path does); False: the torch path, whose rounding the GPU's hot and streamed experts
     # share exactly (device_experts.py), which the token-equality tests need.
     cpu_kernel: bool = True
+    # Where converted experts are kept (expert_cache.py): the first start converts them, later
+    # starts map the files. None: convert in memory on every load (tests, benchmarks).
+    cache_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.form not in HOST_FORMS:

@@ -1,7 +1,7 @@
 """The on-disk cache of converted experts: built once, memory-mapped on every later start.
 
 Layout: `<cache_dir>/<fingerprint[:20]>-<form>[-g<group>]/layer_NNN.bin` (the tensors of one
-layer, each 64-byte aligned, in the form's kernel layout) and `layer_NNN.json` (the table of
+layer, each page-aligned, in the form's kernel layout) and `layer_NNN.json` (the table of
 tensors, the file's size, a sampled checksum). A layer is converted into a temporary file,
 fsynced and renamed, and only then is its JSON written the same way: a JSON that parses and
 agrees with its file's size and checksum marks a finished layer; anything else (no JSON, a
@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,8 +36,8 @@ from .expert_source import LayerExperts
 from .forms import INT4_GROUP
 from .plan import ExpertForm
 
-VERSION = 1
-ALIGN = 64
+VERSION = 2
+ALIGN = 4096  # each tensor starts on its own page: pinning one never touches another's page
 _NAMES = ("w13", "w2", "s13", "s2", "m13", "m2")
 
 
@@ -73,11 +74,15 @@ def sampled_checksum(path: Path, size: int) -> str:
 def _write_durable(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Write through a temporary file, fsync, rename: the name holds a whole file or none."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with tmp.open("wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk or a kill keeps no half-written layer
+        raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)
@@ -141,13 +146,31 @@ class ExpertStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         metas = {layer: self.valid(layer) for layer in layers}
         todo = [layer for layer in layers if metas[layer] is None]
+        first = source(todo[0]) if todo else None
+        if first is not None:
+            self._check_room(len(todo), first)
         t0, written = time.perf_counter(), 0
         for i, layer in enumerate(todo):
-            meta = metas[layer] = self.convert(layer, source(layer))
+            experts = first if i == 0 and first is not None else source(layer)
+            meta = metas[layer] = self.convert(layer, experts)
             written += meta["size"]
             if progress is not None:
                 progress(BuildProgress(i + 1, len(todo), written, time.perf_counter() - t0, layer))
         return {layer: self.mapped(layer, m) for layer, m in metas.items() if m is not None}
+
+    def _check_room(self, layers: int, experts: LayerExperts) -> None:
+        """ValueError before converting when the cache's disk cannot hold the layers to write."""
+        gate = experts.read(0)[0]
+        inter, hidden = (gate[0] if isinstance(gate, tuple) else gate).shape
+        per_weight = forms.bytes_per_weight(self.form.value, self.group)
+        need = int(layers * experts.count * 3 * inter * hidden * per_weight)
+        free = shutil.disk_usage(self.dir).free
+        if need > free:
+            raise ValueError(
+                f"the expert cache needs {need / 1e9:.1f} GB for {layers} layer(s) at "
+                f"{self.dir.parent}, and {free / 1e9:.1f} GB are free: free space there or "
+                "choose a smaller --expert-form (int4)"
+            )
 
     def convert(self, layer: int, experts: LayerExperts) -> dict[str, Any]:
         """Quantise/re-tile one layer expert by expert into its file, durably; returns its

@@ -35,10 +35,15 @@ def pin_in_place(layers: dict[int, HostExpertLayer]) -> list[torch.Tensor]:
                 continue
             err = rt.cudaHostRegister(t.data_ptr(), t.numel() * t.element_size(), 0)
             if int(err) != 0:
-                unpin(done)
-                raise ValueError(
-                    f"cannot pin {t.numel() * t.element_size()} bytes of host experts (CUDA error {int(err)})"
+                # e.g. RLIMIT_MEMLOCK: slower prefill streaming, never a failed start
+                log.warning(
+                    "host experts stay pageable (cudaHostRegister of %d bytes: CUDA error %d): "
+                    "slower prefill",
+                    t.numel() * t.element_size(),
+                    int(err),
                 )
+                unpin(done)
+                return []
             done.append(t)
     return done
 

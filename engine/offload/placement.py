@@ -27,6 +27,9 @@ from .plan import ExpertForm
 from .runtime import OffloadRuntime
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..m3.config import M3TextConfig
     from ..native.models.m3 import M3ForCausalLM
 
 EXPERT_PARAM = re.compile(
@@ -46,6 +49,9 @@ class HostExpertCollector:
 
     def wants(self, name: str) -> bool:
         return EXPERT_PARAM.match(name) is not None
+
+    def skips(self, name: str) -> bool:
+        return False  # every expert tensor is read and handed over
 
     def add(self, name: str, w: torch.Tensor) -> None:
         m = EXPERT_PARAM.match(name)
@@ -91,6 +97,66 @@ class HostExpertCollector:
             fields: dict[str, Any] = dict(t)  # tensor fields only: the form stays
             out[i] = replace(self._templates[i], **fields)
         return out
+
+
+class CachedExperts:
+    """The loader's stand-in for HostExpertCollector when the experts come from the expert
+    cache (expert_cache.py): the loader skips every routed-expert tensor, unread."""
+
+    def __init__(self, layers: dict[int, HostExpertLayer], num_experts: int) -> None:
+        self._layers, self.num_experts = layers, num_experts
+
+    def wants(self, name: str) -> bool:
+        return EXPERT_PARAM.match(name) is not None
+
+    skips = wants
+
+    def add(self, name: str, w: torch.Tensor) -> None:
+        raise AssertionError("cached experts are never handed over by the loader")
+
+    def seen_names(self) -> list[str]:
+        return [
+            f"model.layers.{i}.block_sparse_moe.experts.{e}.{w}.weight"
+            for i in self._layers
+            for e in range(self.num_experts)
+            for w in ("w1", "w2", "w3")
+        ]
+
+    def layers(self) -> dict[int, HostExpertLayer]:
+        return self._layers
+
+
+def cached_expert_layers(
+    model_dir: Path, config: M3TextConfig, cfg: OffloadConfig
+) -> dict[int, HostExpertLayer]:
+    """Every MoE layer's routed experts in the host form, memory-mapped from `cfg.cache_dir`;
+    the layers missing there are converted from the checkpoint first (with progress)."""
+    from .expert_cache import ExpertStore
+    from .expert_source import CheckpointExperts, LayerExperts, checkpoint_fingerprint
+
+    assert cfg.cache_dir is not None
+    source = CheckpointExperts(model_dir, keep_mxfp8=cfg.form is ExpertForm.MXFP8)
+    want = (config.intermediate_size, config.hidden_size)
+
+    def checked(layer: int) -> LayerExperts:
+        experts = source(layer)
+        if experts.count != config.num_local_experts:
+            raise ValueError(
+                f"layer {layer} has {experts.count} routed experts, the config says "
+                f"{config.num_local_experts}"
+            )
+        gate = experts.read(0)[0]
+        shape = tuple((gate[0] if isinstance(gate, tuple) else gate).shape)
+        if shape != want:
+            raise ValueError(
+                f"layer {layer}: expert 0's w1 has shape {shape}, the config implies {want}"
+            )
+        return experts
+
+    moe = [i for i in range(config.num_hidden_layers) if config.is_moe_layer(i)]
+    return ExpertStore.open(
+        cfg.cache_dir, checkpoint_fingerprint(model_dir), cfg.form, moe, checked
+    )
 
 
 def attach(

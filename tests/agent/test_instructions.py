@@ -4,6 +4,12 @@ parents, outermost first; AGENTS.md else CLAUDE.md) with `@path` imports, as Cla
 from __future__ import annotations
 
 from m3agent.agent.instructions import find_instructions, instructions_message_text
+from m3agent.tools.host_read import HostReader
+from m3agent.tools.sandbox.policy import SandboxPolicy
+
+
+def _reader(ws, home, *trusted):
+    return HostReader(SandboxPolicy(workspace=ws, home=home), trusted=trusted)
 
 
 def test_user_parents_and_imports(tmp_path):
@@ -27,7 +33,7 @@ def test_user_parents_and_imports(tmp_path):
     for name in ("not-an-import.md", "code.md"):
         (pkg / name).write_text("must not be read\n")
 
-    found = find_instructions(pkg, user, home=home)
+    found = find_instructions(pkg, user, _reader(pkg, home, user))
     got = [(f.scope, f.path.relative_to(tmp_path).as_posix()) for f in found]
     assert got == [
         ("user", "home/.m3agent/AGENTS.md"),
@@ -45,4 +51,4 @@ def test_user_parents_and_imports(tmp_path):
 def test_nothing_found(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
-    assert find_instructions(ws, tmp_path / "missing.md", home=tmp_path) == []
+    assert find_instructions(ws, tmp_path / "missing.md", _reader(ws, tmp_path)) == []

@@ -155,7 +155,9 @@ def test_allowed_tools_patterns_are_reported_never_widened(tmp_path):
         tmp_path / "review.md",
         "---\nallowed-tools: [Bash(git diff:*), Read, grep]\n---\nReview.\n",
     )
-    (command,), problems = load_commands([tmp_path])
+    from m3agent.tools.host_read import default_reader
+
+    (command,), problems = load_commands([tmp_path], default_reader(tmp_path))
     assert command.allowed_tools == ("read_file", "grep")
     assert "shell" not in command.allowed_tools
     assert len(problems) == 1 and "Bash(git diff:*)" in problems[0]
@@ -180,7 +182,9 @@ def test_skills_from_every_folder_the_project_keeps_them_in(tmp_path):
         write(root / label / "SKILL.md", f"---\nname: {label}\ndescription: from {label}\n---\nx\n")
         write(root / "shared" / "SKILL.md", f"---\nname: shared\ndescription: {label}\n---\nx\n")
     settings = SimpleNamespace(user_dir=None, home=home)
-    skills, problems = discover_skills(skill_roots(settings, repo))
+    from m3agent.tools.host_read import default_reader
+
+    skills, problems = discover_skills(skill_roots(settings, repo), default_reader(repo))
     by_name = {s.name: s.description for s in skills}
     assert problems == ()
     assert {k: by_name[k] for k in where} == {k: f"from {k}" for k in where}

@@ -255,6 +255,8 @@ def test_touches_of_each_tool(tools):
     assert t("apply_patch", {"patch": "garbage"}) == Touches()
     assert t("shell", {"command": "ls"}) == Touches(opaque=True)
     assert t("shell", {"command": "ls", "workdir": "src"}) == Touches(reads=("src",), opaque=True)
+    assert t("shell_output", {"job_id": "b1"}) == Touches()  # only its own commands' output
+    assert t("shell_kill", {"job_id": "b1"}) == Touches()
     assert t("edit_file", {"path": "c.py"}) is None  # invalid: the call itself reports it
     assert t("no_such_tool", {}) is None
     assert {n: tools.get(n).mutates for n in tools.names()} == {
@@ -266,6 +268,8 @@ def test_touches_of_each_tool(tools):
         "edit_file": True,
         "apply_patch": True,
         "shell": True,
+        "shell_output": False,
+        "shell_kill": False,
     }
 
 

@@ -8,7 +8,18 @@ import pytest
 from m3agent.tools.base import Tool, ToolContext, ToolResult
 from m3agent.tools.toolset import Toolset, default_toolset
 
-NAMES = ["read_file", "list_dir", "glob", "grep", "write_file", "edit_file", "apply_patch", "shell"]
+NAMES = [
+    "read_file",
+    "list_dir",
+    "glob",
+    "grep",
+    "write_file",
+    "edit_file",
+    "apply_patch",
+    "shell",
+    "shell_output",
+    "shell_kill",
+]
 
 
 def test_schemas_are_stable_openai_objects():

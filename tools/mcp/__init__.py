@@ -48,6 +48,7 @@ class McpToolset(Toolset):
         self.hub = hub
 
     def close(self) -> None:
+        super().close()  # the shell's background commands
         self.hub.close()
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..base import Preview, PreviewKind, Tool, ToolContext, ToolOutcome, ToolResult
 from ..bounds import cut_result, preview_text
 from ..json_types import JSONObject, JSONValue
+from ..private_fs import private_dir, write_private
 from .hub import McpCancelled, McpHub
 from .state import McpCallError
 
@@ -254,8 +255,8 @@ def _binary(
         ext = mimetypes.guess_extension(mime or "") or ".bin"
         path = media_dir / (hashlib.sha256(raw).hexdigest()[:16] + ext)
         try:
-            media_dir.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(raw)
+            private_dir(media_dir)  # what a server returned: the user's data, 0700 / 0600
+            write_private(path, raw)
             saved.append(str(path))
             where = f", saved to {path}"
         except OSError:

@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 import weakref
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,7 +102,11 @@ class Sandbox:
         timeout_s: float = 120.0,
         cancel: threading.Event | None = None,
         env: dict[str, str] | None = None,
+        capture: Capture | None = None,
     ) -> RunResult:
+        """`capture`: the caller's own output files, which it may read while the command
+        runs and keeps after it (a background command, tools/background.py); by default
+        fresh ones, closed when the command ends."""
         if not self.report.protective and not self.policy.dangerously_no_sandbox:
             from m3agent.tools.sandbox.report import PROTECTIVE
 
@@ -123,7 +128,9 @@ class Sandbox:
                     cgroup = Cgroup.create(self.policy.limits.nproc)
                 except OSError:  # probed fine but failed now: fall back, and say so
                     layers.remove("cgroup")
-            return self._run_in(argv, cwd, timeout_s, cancel, env, tuple(layers), run_dir, cgroup)
+            return self._run_in(
+                argv, cwd, timeout_s, cancel, env, tuple(layers), run_dir, cgroup, capture
+            )
         finally:
             if cgroup is not None:
                 cgroup.remove()
@@ -209,6 +216,7 @@ class Sandbox:
         layers: tuple[str, ...],
         run_dir: Path,
         cgroup: Cgroup | None,
+        given: Capture | None = None,
     ) -> RunResult:
         status_r, status_w = os.pipe()
         placeholders, absent = [], []
@@ -225,7 +233,8 @@ class Sandbox:
         watch = Watch.start([*self.policy.writable_roots(), run_dir])
         started = time.monotonic()
         timed_out = cancelled = over_budget = False
-        with Capture(self.policy.limits.output_bytes) as capture:
+        own = Capture(self.policy.limits.output_bytes) if given is None else nullcontext(given)
+        with own as capture:
             try:
                 proc = subprocess.Popen(
                     full,

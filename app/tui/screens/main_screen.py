@@ -7,6 +7,7 @@ import time
 from typing import Unpack
 
 from m3agent.agent import events as ev
+from m3agent.agent.ops import UserTurn
 from m3agent.engine.api import ThinkingMode
 from textual import on, work
 from textual.app import ComposeResult
@@ -39,6 +40,7 @@ from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE
 from ..status import StatusChanges, StatusState, engine_info, engine_label, usage_fields
+from ..status_line import StatusLineRunner, status_payload
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
@@ -57,6 +59,7 @@ class MainScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "interrupt", "interrupt", show=False),
         Binding("ctrl+t", "cycle_thinking", "thinking mode", priority=True),
+        Binding("ctrl+b", "background", "background the running command", priority=True),
         Binding("shift+tab", "cycle_mode", "default / accept edits / plan", priority=True),
         Binding("pageup", "scroll_transcript('scroll_page_up')", show=False, priority=True),
         Binding("pagedown", "scroll_transcript('scroll_page_down')", show=False, priority=True),
@@ -89,6 +92,13 @@ class MainScreen(Screen[None]):
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
         self._last_idle_esc: float | None = None  # Esc-Esc (rewind_flow.py)
+        self.status_line = (
+            None
+            if config.status_line is None
+            else StatusLineRunner(
+                config.status_line, config.cwd, self._status_line_shown, self._status_line_failed
+            )
+        )
 
     def compose(self) -> ComposeResult:
         menu = CommandMenu(id="command-menu")
@@ -110,6 +120,9 @@ class MainScreen(Screen[None]):
             prompt.prompt_history = load_history(self.history_path)
         prompt.focus()
         self.call_later(self.transcript.notice, WELCOME)
+        for note in self.config.start_notes:
+            self.call_later(self.transcript.notice, note)
+        self._feed_status_line()
 
     def _activity(self) -> tuple[str, float | None]:
         c = self.controller
@@ -124,6 +137,28 @@ class MainScreen(Screen[None]):
     def set_status(self, **changes: Unpack[StatusChanges]) -> None:
         self.status = self.status.changed(changes)
         self.query_one(StatusBar).show(self.status)
+        self._feed_status_line()
+
+    def _feed_status_line(self) -> None:
+        if self.status_line is None:
+            return
+        session = self.controller.session
+        self.status_line.feed(
+            status_payload(
+                self.status,
+                self.controller.usage,
+                session_id=session.id if session is not None else None,
+                transcript_path=str(session.conversation.path) if session is not None else None,
+                cwd=self.config.cwd,
+                mode=self.controller.mode,
+            )
+        )
+
+    def _status_line_shown(self, line: str | None) -> None:
+        self.query_one(StatusBar).show_custom(line)
+
+    def _status_line_failed(self, message: str) -> None:
+        self.call_later(self.transcript.error, message, "usage")
 
     # ---- session lifecycle ----------------------------------------------------------------
 
@@ -238,7 +273,8 @@ class MainScreen(Screen[None]):
         self.set_status(state="ready")
         self.query_one(ActivityLine).refresh_line()
         # plan mode: act on the plan, edit it, or keep planning
-        await after_turn(e, self.controller, t, self.app_host, self)
+        if not await self.slash.review.after_turn(e):  # /review's turn: its findings
+            await after_turn(e, self.controller, t, self.app_host, self)  # plan mode
         await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
@@ -290,9 +326,13 @@ class MainScreen(Screen[None]):
                 "usage",
             )
             return
-        queued = c.enqueue(c.make_turn(text))
+        await self.send_turn(c.make_turn(text), text)
+
+    async def send_turn(self, turn: UserTurn, shown_as: str) -> None:
+        """A turn as it is (/review's: no attachments, no plan-mode note), shown as SHOWN_AS."""
+        queued = self.controller.enqueue(turn)
         if queued.shown:
-            await self.transcript.user(text, tuple(m.path for m in queued.turn.media))
+            await self.transcript.user(shown_as, tuple(m.path for m in turn.media))
         self.show_waiting()
         await self.send_next()
 
@@ -389,6 +429,11 @@ class MainScreen(Screen[None]):
 
     async def action_cycle_mode(self) -> None:
         await cycle_mode(self.controller, self.transcript, self)
+
+    async def action_background(self) -> None:
+        from ..tasks import send_to_background  # loads the shell tools: not at start-up
+
+        await self.transcript.notice(send_to_background(self.controller.session))
 
     def action_cycle_thinking(self) -> None:
         self.set_thinking(self.controller.cycle_thinking())

@@ -54,3 +54,22 @@ class EngineConfig:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+
+
+# What the chat backends (run, serve, the TUI) ask of a GPU: prefill chunks of the plan's
+# workspace size (engine/offload/plan.py), so a 500K-token snapshot is 61 steps rather than
+# 244, each streaming an offloaded layer's experts once; and a KV cache of at most this many
+# whole contexts (more short sequences share it), so a small model does not take the card.
+GPU_PREFILL_CHUNK = 8192
+GPU_FULL_CONTEXTS = 4
+
+
+def serving_config(device: str, gpu_memory_utilization: float = 0.9) -> EngineConfig:
+    """The engine configuration of the chat backends on `device`."""
+    if device.startswith("cuda"):
+        return EngineConfig(
+            device=device,
+            max_num_batched_tokens=GPU_PREFILL_CHUNK,
+            gpu_memory_utilization=gpu_memory_utilization,
+        )
+    return EngineConfig(device=device)

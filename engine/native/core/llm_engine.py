@@ -18,7 +18,7 @@ from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
 from .detokenizer import IncrementalDetokenizer, TokenizerLike
-from .engine_config import DEFAULT_CPU_KV_BYTES, EngineConfig
+from .engine_config import DEFAULT_CPU_KV_BYTES, GPU_FULL_CONTEXTS, EngineConfig
 from .kv_cache_manager import KVCacheManager, cdiv
 from .model_api import LayerCacheSpec, NativeModel
 from .outputs import PrefillStep, RequestMetrics, RequestOutput
@@ -127,6 +127,9 @@ class LLMEngine:
         elif self.device.type == "cuda":
             free, _total = torch.cuda.mem_get_info(self.device)
             budget = int(free * cfg.gpu_memory_utilization)
+            # no more than GPU_FULL_CONTEXTS whole contexts: the rest stays free for others
+            needed = cdiv(max_len, BLOCK_SIZE) * min(cfg.max_num_seqs, GPU_FULL_CONTEXTS) + 1
+            return max(2, min(num_blocks_for_budget(specs, dtype, budget), needed))
         else:
             budget = DEFAULT_CPU_KV_BYTES
             # No point in zero-filling more host memory than the seqs could ever use.

@@ -29,7 +29,7 @@ from .gguf import load_gguf
 
 if TYPE_CHECKING:
     from ...offload.config import OffloadConfig
-    from ...offload.placement import HostExpertCollector
+    from ...offload.placement import CachedExperts, HostExpertCollector
 
 log = logging.getLogger(__name__)
 _SKIP_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
@@ -82,7 +82,7 @@ def _load_safetensors(
     files: list[Path],
     dtype: torch.dtype,
     progress: Callable[[int, int], None] | None = None,
-    experts: HostExpertCollector | None = None,  # routed experts go to it
+    experts: HostExpertCollector | CachedExperts | None = None,  # routed experts go to it
 ) -> None:
     params = dict(model.named_parameters())
     # Bytes read of the files' total (skipped tensors, e.g. a vision tower, are never read:
@@ -101,6 +101,8 @@ def _load_safetensors(
         target = _checkpoint_to_param(name)
         if target is None:
             continue
+        if experts is not None and experts.skips(target):
+            continue  # in host memory already (the expert cache)
         param = params.get(target)
         if param is None:
             if not (tied and target == "lm_head.weight"):
@@ -223,9 +225,19 @@ def load_model(
         return model.eval()
     if not isinstance(model, M3ForCausalLM):
         raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
-    from ...offload.placement import HostExpertCollector, attach
+    from ...offload.placement import (
+        CachedExperts,
+        HostExpertCollector,
+        attach,
+        cached_expert_layers,
+    )
 
-    collector = HostExpertCollector(model.config.num_local_experts, offload.form)
+    collector: HostExpertCollector | CachedExperts
+    if offload.cache_dir is not None:
+        layers = cached_expert_layers(p, model.config, offload)
+        collector = CachedExperts(layers, model.config.num_local_experts)
+    else:
+        collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
     attach(model, collector.layers(), offload, device)
     return model.eval()

@@ -64,7 +64,7 @@ def quantize_mxfp8(w: torch.Tensor, block: int = MX_BLOCK) -> tuple[torch.Tensor
     two that brings the absmax within e4m3's 448; scales as uint8 e8m0 exponents."""
     out_f, in_f = w.shape
     nb = -(-in_f // block)
-    pad = torch.zeros(out_f, nb * block, dtype=torch.float32)
+    pad = torch.zeros(out_f, nb * block, dtype=torch.float32, device=w.device)
     pad[:, :in_f] = w.float()
     g = pad.view(out_f, nb, block)
     ex = torch.ceil(torch.log2(g.abs().amax(-1).clamp(min=1e-30) / 448.0)).clamp(-127, 127)

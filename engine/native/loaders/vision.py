@@ -114,6 +114,25 @@ def tiny_vision_config(text_hidden: int) -> dict[str, Any]:
     }
 
 
+def random_vision_tensors(
+    vision_config: dict[str, Any], text_hidden: int, seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """Random BF16 vision weights under the checkpoint's names, for a `vision_config`."""
+    cfg = VisionConfig.from_hf({"vision_config": vision_config, "hidden_size": text_hidden})
+    g = torch.Generator().manual_seed(seed)
+    tensors: dict[str, torch.Tensor] = {}
+    for name, p in M3VisionTower(cfg).named_parameters():
+        if name.endswith("bias"):
+            t = torch.randn(p.shape, generator=g) * 0.02
+        elif p.dim() == 1:  # LayerNorm weight
+            t = 1.0 + torch.randn(p.shape, generator=g) * 0.02
+        else:  # fan-in scaled so activations stay O(1)
+            t = torch.randn(p.shape, generator=g) * (p[0].numel() ** -0.5)
+        key = name if name.startswith(_PREFIXES[1:]) else "vision_tower." + name
+        tensors[key] = t.to(torch.bfloat16).contiguous()
+    return tensors
+
+
 def write_random_vision_weights(
     checkpoint_dir: str | Path, vision_config: dict[str, Any] | None = None, seed: int = 0
 ) -> Path:
@@ -127,18 +146,7 @@ def write_random_vision_weights(
     config = json.loads((d / "config.json").read_text())
     text_hidden = (config.get("text_config") or config)["hidden_size"]
     config["vision_config"] = vision_config or tiny_vision_config(text_hidden)
-    cfg = VisionConfig.from_hf(config)
-    g = torch.Generator().manual_seed(seed)
-    tensors: dict[str, torch.Tensor] = {}
-    for name, p in M3VisionTower(cfg).named_parameters():
-        if name.endswith("bias"):
-            t = torch.randn(p.shape, generator=g) * 0.02
-        elif p.dim() == 1:  # LayerNorm weight
-            t = 1.0 + torch.randn(p.shape, generator=g) * 0.02
-        else:  # fan-in scaled so activations stay O(1)
-            t = torch.randn(p.shape, generator=g) * (p[0].numel() ** -0.5)
-        key = name if name.startswith(_PREFIXES[1:]) else "vision_tower." + name
-        tensors[key] = t.to(torch.bfloat16).contiguous()
+    tensors = random_vision_tensors(config["vision_config"], text_hidden, seed)
     save_file(tensors, str(d / VISION_FILE), metadata={"format": "pt"})
     index = d / "model.safetensors.index.json"
     if index.exists():

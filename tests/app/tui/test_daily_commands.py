@@ -167,3 +167,33 @@ async def test_parent_instructions_reach_the_model_and_memory_lists_them(
     assert f"user: {tmp_path / 'userhome/.m3agent/AGENTS.md'}" in memory
     assert f"parent: {parent / 'AGENTS.md'}" in memory
     assert "set $EDITOR to edit" in no_editor
+
+
+async def test_no_context_reads_no_instruction_file_not_even_for_memory(
+    harness, until, m3home, tmp_path, monkeypatch
+):
+    """--no-context (issue 36): the session opens without instruction files, and /memory
+    lists none instead of reading them (the test above is the control: on, it lists them)."""
+    from dataclasses import replace
+
+    from m3agent.app.factory import build_session
+    from m3agent.app.settings import load_settings
+    from m3agent.app.tui.app import create_app
+    from m3agent.engine.backends.scripted import ScriptedEngine
+
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    (tmp_path / "userhome" / ".m3agent").mkdir(parents=True)
+    (tmp_path / "userhome" / ".m3agent" / "AGENTS.md").write_text("User rule: be brief.\n")
+    settings = load_settings().override(engine="scripted", approval="never", context=False)
+    engine = harness.wrap(ScriptedEngine(["</mm:think>ok"]))
+
+    def factory(resume_id, progress):
+        return build_session(settings, cwd=harness.repo, engine=engine, resume=resume_id)
+
+    app = create_app(factory, replace(harness.config(), instructions=False))
+    async with app.run_test(size=SIZE) as pilot:
+        main = await ready(pilot, until)
+        memory = await _notice(pilot, main, until, "/memory")
+        system = [m.content for m in main.controller.session.messages if m.role == "system"]
+    assert memory == "instruction files: none read (--no-context)"
+    assert not any("User rule" in s for s in system)
