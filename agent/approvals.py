@@ -50,6 +50,8 @@ MCP_PREFIX = "mcp__"
 # Claude Code's permission modes; shift+Tab in the TUI cycles the first three.
 MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 PLAN_DENIES = frozenset({Capability.WRITE, Capability.EXEC, Capability.MCP})
+# How a denial names a mode: the model (and the user) learn why, and how it ends.
+MODE_SOURCES = {"plan": "plan mode (read only until the plan is approved)"}
 # A server no call names (its arguments did not parse): a deny or ask rule about any server
 # covers it, an allow rule none.
 _UNKNOWN_SERVER = "\x00unknown"
@@ -95,7 +97,8 @@ def _rule_verdict(
     workspace: Path | None,
     confine: bool = True,
     server: str | None = None,
-) -> Verdict | None:
+) -> tuple[Verdict, ToolRule] | None:
+    """The strongest verdict of the rules that cover this call, with the rule that gave it."""
     paths = None if touches is None or touches.opaque else (*touches.reads, *touches.writes)
     matching = []
     for rule, parsed in rules:
@@ -106,8 +109,10 @@ def _rule_verdict(
         if not any(rule_matches(t, tool_name, named) for t in tools):
             continue
         if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
-            matching.append(verdict)
-    return _strongest(matching)
+            matching.append((verdict, rule))
+    if not matching:
+        return None
+    return max(matching, key=lambda m: _STRENGTH[m[0]])
 
 
 def covered_tools(parsed: PathRule, allow: bool) -> tuple[str, ...]:
@@ -229,15 +234,18 @@ class ApprovalGate:
         """`touches`: what the call declares (Toolset.touches; None when it declared
         nothing); `capability`: what the tool does (Tool.capability)."""
         server = call_server(tool_name, touches, capability)
-        config = _rule_verdict(
+        found = _rule_verdict(
             tool_name, self._rules, touches, self.workspace, self._confine, server
         )
+        config = found[0] if found is not None else None
         by_mode = mode_verdict(self._mode, capability, mutates)
         rule = _strongest([v for v in (config, by_mode) if v is not None])
         if rule is Verdict.DENY:
-            if config is not Verdict.DENY:
-                return ApprovalCheck(Verdict.DENY, f"{self._mode} mode denies {tool_name}")
-            return ApprovalCheck(Verdict.DENY, f"the config denies the tool {tool_name}")
+            if found is None or config is not Verdict.DENY:
+                who = MODE_SOURCES.get(self._mode, f"{self._mode} mode")
+                return ApprovalCheck(Verdict.DENY, f"{who} denies the tool {tool_name}")
+            who = found[1].source or "the config"
+            return ApprovalCheck(Verdict.DENY, f"{who} denies the tool {tool_name}")
         if rule is Verdict.ALLOW:
             if config is None:
                 return ApprovalCheck(Verdict.ALLOW, f"allowed in {self._mode} mode")

@@ -44,6 +44,8 @@ class ToolRule:
 
     tool: str
     action: str  # "allow" | "ask" | "deny"
+    # Who set it, as a denial names it ("plan mode", "--disallowed-tools"); "" is the config.
+    source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.action not in RULE_ACTIONS:

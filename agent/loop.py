@@ -36,6 +36,21 @@ class _Generation:
     content: list[str] = field(default_factory=list)
     calls: list[api.ToolCall] = field(default_factory=list)
     usage: api.UsageDelta | None = None
+    # For a call cut short (no UsageDelta came): the prompt's size as the engine's prefill
+    # reported it, the streamed pieces (one per decode step), when it started.
+    prefill: api.PrefillProgress | None = None
+    pieces: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def cut_usage(self) -> api.Usage:
+        """The figures of a call an interrupt cut short, as far as they came back."""
+        p = self.prefill
+        return api.Usage(
+            prompt_tokens=p.prompt_tokens if p is not None else 0,
+            cached_prompt_tokens=p.cached_tokens if p is not None else 0,
+            generated_tokens=self.pieces,
+            total_time_s=round(time.monotonic() - self.started, 3),
+        )
 
     def message(self, mode: api.ThinkingMode) -> api.Message:
         raw = self.usage.raw_text if self.usage is not None else None
@@ -71,6 +86,8 @@ async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) 
     prefill = PrefillReporter()
     try:
         async for delta in stream:
+            if isinstance(delta, api.ReasoningDelta | api.ContentDelta):
+                gen.pieces += 1
             if isinstance(delta, api.ReasoningDelta):
                 gen.reasoning.append(delta.text)
                 await deps.emit(ev.ReasoningDelta(text=delta.text))
@@ -85,6 +102,7 @@ async def _generate(deps: LoopDeps, request: api.ChatRequest, gen: _Generation) 
             elif isinstance(delta, api.UsageDelta):
                 gen.usage = delta
             elif isinstance(delta, api.PrefillProgress):
+                gen.prefill = delta
                 shown = prefill.report(delta)
                 if shown is not None:
                     await deps.emit(shown)
@@ -211,6 +229,10 @@ async def run_turn(
             task.uncancel()
         reason = control.stop_reason or StopReason.INTERRUPTED
         in_tool = gen is None and bool(pending)  # else the generation itself was cut
+        if gen is not None:  # the cut call still counts, with what it had done
+            u = gen.cut_usage()
+            usage, last_usage = usage.then(u), u
+            await deps.emit(ev.ModelRequestFinished(usage=u, finish_reason=api.FinishReason.ABORT))
         if gen is not None and (gen.content or gen.reasoning or gen.calls):
             # Keep what was already shown to the user; a cut generation has no tool calls run.
             partial = gen.message(thinking_mode)

@@ -24,6 +24,7 @@ COMMANDS = (
     "serve",
     "context",
     "mcp",
+    "permissions",
     "hooks",  # issue 23: hooks, commands, skills, subagents, ACP (app/extensions.py)
     "acp",
     "review",  # issue 37: Codex's review mode (app/commands/review.py)
@@ -80,9 +81,32 @@ def run_cli(args: list[str] | None = None) -> int:
         # Typer's (vendored) click errors: bad option, missing argument, bad value.
         if not (hasattr(e, "format_message") and hasattr(e, "exit_code")):
             raise
-        sys.stderr.write(usage_error_line(e) + "\n")
+        line = usage_error_line(e)
+        sys.stderr.write(line + "\n")
+        if _json_output(sys.argv[1:] if args is None else args):
+            # A script reading stdout gets its JSON object for a bad flag too (docs/cli.md).
+            from .headless_result import early_error_line
+
+            sys.stdout.write(early_error_line(int(e.exit_code), line.removeprefix("error: ")))
+            sys.stdout.flush()
         return int(e.exit_code)
     return code if isinstance(code, int) else exit_codes.OK
+
+
+def _json_output(args: list[str]) -> bool:
+    """`--output-format json|stream-json` among the words of a command line that did not
+    parse (so read as written, up to a `--`)."""
+    for i, word in enumerate(args):
+        if word == "--":
+            return False
+        value = None
+        if word == "--output-format" and i + 1 < len(args):
+            value = args[i + 1]
+        elif word.startswith("--output-format="):
+            value = word.partition("=")[2]
+        if value in ("json", "stream-json"):
+            return True
+    return False
 
 
 def main() -> None:

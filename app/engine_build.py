@@ -14,7 +14,7 @@ from m3agent.agent.events import Progress
 from m3agent.engine.api import Engine, EngineName, EngineUnavailable
 
 from .settings import Settings
-from .warm import local_chat_files, user_model_dirs
+from .warm import local_chat_files, remote_api_key, user_model_dirs
 
 if TYPE_CHECKING:
     from m3agent.engine.offload.config import OffloadConfig
@@ -49,6 +49,27 @@ def _import_backend(module: str, cls: str, engine: str) -> _Backend:
     return backend
 
 
+# The optional package each backend imports first (app/missing_extra.py names its install).
+_BACKEND_PACKAGE = {EngineName.NATIVE: "torch", EngineName.VLLM: "vllm"}
+
+
+def missing_backend(settings: Settings) -> str | None:
+    """The one-line reason this install cannot run settings.engine, found without importing
+    anything heavy, else None. Checked before the sandbox and the snapshot, so that a
+    torch-less install says what to install first. A running `m3agent serve` of the model
+    needs nothing here: the run attaches to it."""
+    from .missing_extra import needs_line, package_installed
+
+    package = _BACKEND_PACKAGE.get(settings.engine)
+    if package is None or package_installed(package):
+        return None
+    from .warm import running_server
+
+    if running_server(settings) is not None:
+        return None
+    return f"the {settings.engine} engine is unavailable in this install: {needs_line(package)}"
+
+
 def _scripted(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.scripted import ScriptedEngine
 
@@ -60,10 +81,18 @@ def _scripted(settings: Settings, script: Path | None, progress: Report | None =
 def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.remote import RemoteEngine
 
+    from .warm import attach, local_serve
+
+    # Our own `m3agent serve` at that URL: attached as run does to the server it starts (its
+    # token, its model name and context, the checkpoint's tokenizer), unless --model differs.
+    lock = local_serve(settings.home, settings.base_url)
+    if lock is not None and settings.model in (None, lock.served_model_name):
+        if (engine := attach(settings, lock)) is not None:
+            return engine
     return RemoteEngine(
         settings.base_url,
         settings.model or DEFAULT_REMOTE_MODEL,
-        api_key=settings.api_key,
+        api_key=remote_api_key(settings),
         timeout=settings.request_timeout_s,
         retries=settings.retries,
         **local_chat_files(settings.model),

@@ -37,6 +37,7 @@ __all__ = [
     "build_session",
     "build_toolset",
     "sandbox_policy",
+    "session_workspace",
 ]
 
 
@@ -44,10 +45,7 @@ def sandbox_policy(settings: Settings, cwd: Path) -> SandboxPolicy:
     """The session's sandbox policy: what its commands, file tools and host reads obey."""
     from m3agent.tools.sandbox.policy import SandboxPolicy
 
-    extra = tuple(Path(d).expanduser().resolve() for d in settings.add_dirs)
-    for d in extra:
-        if not d.is_dir():
-            raise ValueError(f"--add-dir {d}: not a directory")
+    extra = _extra_dirs(settings)
     rules = _rule_fields(settings)
     return SandboxPolicy(
         workspace=cwd,
@@ -66,6 +64,35 @@ def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
 
     # One Sandbox per session: its layers are probed once, not per command.
     return Sandbox(sandbox_policy(settings, cwd))
+
+
+def _extra_dirs(settings: Settings) -> tuple[Path, ...]:
+    extra = tuple(Path(d).expanduser().resolve() for d in settings.add_dirs)
+    for d in extra:
+        if not d.is_dir():
+            raise ValueError(f"--add-dir {d}: not a directory")
+    return extra
+
+
+def session_workspace(settings: Settings, cwd: Path | None, resume: str | None) -> Path:
+    """The directory a session opens in, after every check that needs neither the engine nor
+    a server: the --resume log loads, the directory exists and may be a workspace, the
+    --add-dir directories exist. ValueError or SessionLogError (usage mistakes, exit 2);
+    front ends call it before they contact a server, and build_session calls it again."""
+    meta = Conversation.load(settings.sessions_dir, resume, repair=False).meta if resume else None
+    if cwd is None:
+        # A resumed session goes on where it ran; a new one starts here.
+        cwd = Path(meta.cwd) if meta is not None else Path.cwd()
+    cwd = Path(cwd).expanduser().resolve()
+    if not cwd.is_dir():
+        raise ValueError(f"working directory {cwd} does not exist")
+    if not settings.allow_home:  # the whole home as a workspace: its secrets in reach
+        from m3agent.agent.context.guard import workspace_refusal
+
+        if (why := workspace_refusal(cwd)) is not None:
+            raise ValueError(why)
+    _extra_dirs(settings)
+    return cwd
 
 
 def _rule_fields(settings: Settings) -> dict[str, Any]:
@@ -161,19 +188,8 @@ def build_session(
     start_server / attach: as build_engine's (run and the TUI start a server by default);
     mcp_login_fatal: headless runs stop (McpLoginRequired) before the engine loads when an
     HTTP MCP server needs a login."""
-    # A bad session id is a usage error to report before any engine is loaded.
-    meta = Conversation.load(settings.sessions_dir, resume, repair=False).meta if resume else None
-    if cwd is None:
-        # A resumed session goes on where it ran; a new one starts here.
-        cwd = Path(meta.cwd) if meta is not None else Path.cwd()
-    cwd = Path(cwd).resolve()
-    if not cwd.is_dir():
-        raise ValueError(f"working directory {cwd} does not exist")
-    if not settings.allow_home:  # the whole home as a workspace: its secrets in reach
-        from m3agent.agent.context.guard import workspace_refusal
-
-        if (why := workspace_refusal(cwd)) is not None:
-            raise ValueError(why)
+    # A bad session id or directory is a usage error to report before any engine is loaded.
+    cwd = session_workspace(settings, cwd, resume)
     from m3agent.tools.private_fs import private_dir
 
     private_dir(settings.home)  # before anything (the token cache, the log) lands in it

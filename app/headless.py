@@ -157,7 +157,10 @@ class TextRenderer:
         elif isinstance(e, ev.ToolCallFinished):
             mark = "error" if e.is_error else "ok"
             first = e.output.strip().splitlines()[0] if e.output.strip() else ""
-            w.write(f"  [{mark}] {first[:100]}\n")
+            # An error's line is its reason (a denial says what to do): kept whole up to a
+            # bound; an output's first line is only a glimpse.
+            limit = 400 if e.is_error else 100
+            w.write(f"  [{mark}] {first[:limit]}{'…' if len(first) > limit else ''}\n")
         elif isinstance(e, ev.Error):
             w.write(f"error: {e.message}\n")
         elif isinstance(e, ev.ContextEvent) and e.action == "checkpoint":

@@ -26,12 +26,21 @@ def missing_extra(e: BaseException) -> str | None:
     name = (getattr(e, "name", None) or "").split(".")[0]
     if name not in EXTRAS:
         return None
+    return needs_line(name)
+
+
+def needs_line(name: str) -> str:
+    """The one line for the optional package `name` (a key of EXTRAS)."""
     return f"this needs {name}, which is not installed here: {EXTRAS[name]}"
 
 
-def torch_installed() -> bool:
+def package_installed(name: str) -> bool:
     """Found, not imported (importing torch takes seconds)."""
     try:
-        return importlib.util.find_spec("torch") is not None
+        return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a broken or shadowed install counts as missing
         return False
+
+
+def torch_installed() -> bool:
+    return package_installed("torch")

@@ -55,8 +55,8 @@ def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule
             out += [word] if word else []
         return out
 
-    rules = [ToolRule(n, "allow") for n in names(allowed)]
-    rules += [ToolRule(n, "deny") for n in names(disallowed)]
+    rules = [ToolRule(n, "allow", source="--allowed-tools") for n in names(allowed)]
+    rules += [ToolRule(n, "deny", source="--disallowed-tools") for n in names(disallowed)]
     for rule in rules:
         parse_rule(rule.tool)  # RuleError names the rule and why
     return tuple(rules)

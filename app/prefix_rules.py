@@ -6,7 +6,7 @@
 - project: `<workspace>/.m3agent/permissions.json`, same key, shared in the repository. A
   cloned repository could allow `rm` that way, so its rules count only once this user trusts
   that file's exact content (`/permissions trust`; kept in `<home>/permissions-trust.json`
-  by content hash: an edited file is untrusted again).
+  by content hash: an edited file is untrusted again), or `m3agent permissions trust`.
 
 The same trust covers everything else a repository could use to lift approvals: its
 `.m3agent/settings.json` rules (below) and its custom commands' `allowed-tools`
@@ -58,6 +58,15 @@ def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
     return out
 
 
+# What an untrusted project file's note names: the CLI command and the TUI's.
+TRUST_HINT = "`m3agent permissions trust` (the TUI's /permissions trust) uses them"
+
+
+def _trusted(home: Path, project: Path, cwd: Path) -> bool:
+    """This user trusted the file's exact current content."""
+    return _read(home / TRUST_FILE).get(str(project.resolve())) == _digest(project, cwd)
+
+
 def _digest(path: Path, cwd: Path) -> str | None:
     """The project file's hash as read under the host read policy (a link to /dev/zero or to
     a secret has none: it is not trusted, nor read)."""
@@ -73,13 +82,11 @@ def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | N
     project = cwd / PROJECT_FILE
     if not project.is_file():
         return found, None
-    trusted = _read(home / TRUST_FILE).get(str(project.resolve()))
-    if trusted != _digest(project, cwd):
+    if not _trusted(home, project, cwd):
         n = len(_prefixes(_read_project(project, cwd)))
-        return found, (
-            f"{project} allows {n} shell prefix(es) but is not trusted: "
-            "/permissions trust uses them"
-        )
+        if not n:  # nothing it would allow: nothing to say
+            return found, None
+        return found, f"{project} allows {n} shell prefix(es) but is not trusted: {TRUST_HINT}"
     extra = _prefixes(_read_project(project, cwd))
     return found + [p for p in extra if p not in found], None
 
@@ -177,22 +184,39 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
     return f"{rule} = {action}" if action else f"removed {rule}"
 
 
-def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
-    """(the project's rules that count, notes: untrusted, or rules refused and why)."""
-    project = cwd / PROJECT_SETTINGS
-    if not project.is_file():
-        return [], []
+def _settings_entries(project: Path, cwd: Path) -> list[tuple[str, str]]:
+    """(rule, action) of a Claude Code settings.json's "permissions" table."""
     perms = _read_project(project, cwd).get("permissions", {})
-    entries = [
+    return [
         (str(rule), action)
         for action in ACTIONS
         for rule in (perms.get(action, []) if isinstance(perms, dict) else [])
         if isinstance(perms.get(action, []), list)
     ]
-    if _read(home / TRUST_FILE).get(str(project.resolve())) != _digest(project, cwd):
+
+
+def project_entries(cwd: Path) -> list[str]:
+    """What trusting the project's files would let count, one line each (for the user who
+    decides): its shell prefixes and its permission rules."""
+    prefixes, settings = cwd / PROJECT_FILE, cwd / PROJECT_SETTINGS
+    shell = _prefixes(_read_project(prefixes, cwd)) if prefixes.is_file() else []
+    rules = _settings_entries(settings, cwd) if settings.is_file() else []
+    return [f"allow shell prefix: {' '.join(p)}" for p in shell] + [
+        f"{action} {rule}" for rule, action in rules
+    ]
+
+
+def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:
+    """(the project's rules that count, notes: untrusted, or rules refused and why)."""
+    project = cwd / PROJECT_SETTINGS
+    if not project.is_file():
+        return [], []
+    entries = _settings_entries(project, cwd)
+    if not _trusted(home, project, cwd):
+        if not entries:  # hooks only, say: `m3agent hooks trust` is theirs; nothing to say
+            return [], []
         return [], [
-            f"{project} has {len(entries)} permission rule(s) but is not trusted: "
-            "/permissions trust uses them"
+            f"{project} has {len(entries)} permission rule(s) but is not trusted: {TRUST_HINT}"
         ]
     rules: list[ToolRule] = []
     notes: list[str] = []

@@ -155,22 +155,31 @@ def check_answer(schema: dict[str, Any], answer: str) -> tuple[Any, str | None]:
     return value, None
 
 
-def unreachable(base_url: str, timeout_s: float = 5.0) -> str | None:
-    """Why a remote server cannot be reached (refused, unknown host, timeout), else None.
-    Only the connection is judged: an HTTP error still means a server is there."""
+def unreachable(base_url: str, api_key: str | None = None, timeout_s: float = 5.0) -> str | None:
+    """Why a remote server cannot be used (refused, unknown host, timeout, or it refuses the
+    key: HTTP 401/403 on GET /models), else None. Other HTTP errors still mean a server is
+    there: the engine reports them in its own words."""
     import httpx
 
     url = base_url.rstrip("/") + "/models"
+    host = str(httpx.URL(base_url).copy_with(path="", query=None, fragment=None)).rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        httpx.get(url, timeout=timeout_s)
+        status = httpx.get(url, timeout=timeout_s, headers=headers).status_code
     except (httpx.ConnectError, httpx.ConnectTimeout) as e:
         # The remote engine's own words for the same failure (engine/backends/remote.py).
-        host = httpx.URL(base_url).copy_with(path="", query=None, fragment=None)
         why = "connection refused" if "refused" in str(e).lower() else f"{type(e).__name__}: {e}"
-        return f"cannot reach {str(host).rstrip('/')}: {why} (is the server running?)"
+        return f"cannot reach {host}: {why} (is the server running?)"
     except httpx.HTTPError:
         return None
-    return None
+    if status not in (401, 403):
+        return None
+    if api_key:
+        return f"{host} refused the API key (HTTP {status}): check M3AGENT_API_KEY or api_key"
+    return (
+        f"{host} wants an API key (HTTP {status}): set M3AGENT_API_KEY or api_key in the "
+        "config (an m3agent serve of another data home: the token in its serve/token)"
+    )
 
 
 def read_prompts(prompt: str | None, input_format: str) -> tuple[str, list[str]]:

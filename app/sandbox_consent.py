@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,11 +25,21 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 GAP = "metadata-without-bwrap"
-QUESTION = (
-    "bubblewrap cannot run here: sandboxed commands can still change the permissions "
-    "and timestamps of files outside the workspace (nothing else). Accept this on this "
-    "machine? [y/N] "
-)
+INSTALL = "sudo apt-get install bubblewrap"
+
+
+def _why_not(report: SandboxReport) -> str:
+    """Why bubblewrap is not used, with the install command when it is missing."""
+    if shutil.which("bwrap") is None:
+        return f"bubblewrap is not installed ({INSTALL})"
+    return f"bubblewrap cannot run here ({report.layer('bwrap').detail})"
+
+
+def question(report: SandboxReport) -> str:
+    return (
+        f"{_why_not(report)}: sandboxed commands can still change the permissions and timestamps "
+        "of files outside the workspace (nothing else). Accept this on this machine? [y/N] "
+    )
 
 
 class ConsentRefused(Exception):
@@ -66,20 +77,22 @@ def ensure_consent(
         return
     if ask is None:
         raise ConsentRefused(
-            "bubblewrap cannot run here, so sandboxed commands could change permissions and "
-            "timestamps outside the workspace; accept once in a terminal, or pass "
+            f"{_why_not(report)}, so sandboxed commands could change permissions and timestamps "
+            "outside the workspace; install it, accept once in a terminal, or pass "
             "--accept-sandbox-gaps (m3agent doctor shows the gaps)"
         )
-    if ask(QUESTION).strip().lower() not in ("y", "yes"):
-        raise ConsentRefused("not accepted: run with --sandbox read-only, or install bubblewrap")
+    if ask(question(report)).strip().lower() not in ("y", "yes"):
+        raise ConsentRefused(
+            f"not accepted: run with --sandbox read-only, or install bubblewrap ({INSTALL})"
+        )
     private_dir(home)
     fd = open_private(_store(home), os.O_WRONLY | os.O_TRUNC)
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps({"accepted": [GAP]}) + "\n")
 
 
-def _ask_on_terminal(question: str) -> str:
-    sys.stderr.write(question)
+def _ask_on_terminal(text: str) -> str:
+    sys.stderr.write(text)
     sys.stderr.flush()
     return sys.stdin.readline()
 

@@ -394,7 +394,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         raise ValueError(f"{config}: {e}") from e
 
 
-def save_settings(path: Path, values: Mapping[str, str]) -> None:
+def save_settings(path: Path, values: Mapping[str, str | int]) -> None:
     """Writes top-level keys into the config file (first-run setup). The keys go before the
     file's own text (before any [table], where TOML wants them); the file is private (0600)."""
     known = {f.name for f in fields(Settings)}
@@ -402,7 +402,9 @@ def save_settings(path: Path, values: Mapping[str, str]) -> None:
     for key, value in values.items():
         if key not in known:
             raise ValueError(f"unknown setting {key!r}")
-        lines.append(f"{key} = {json.dumps(str(value))}\n")  # a JSON string is a TOML string
+        # a JSON string is a TOML string, a JSON integer a TOML integer
+        shown = json.dumps(value if isinstance(value, int) else str(value))
+        lines.append(f"{key} = {shown}\n")
     old = path.read_text(encoding="utf-8") if path.is_file() else ""
     old = _without_top_level(old, set(values))
     text = "# written by m3agent's first-run setup\n" + "".join(lines) + old

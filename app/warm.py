@@ -70,8 +70,8 @@ def wants_server(settings: Settings) -> bool:
     return bool(settings.warm and settings.engine in LOCAL_ENGINES and settings.model)
 
 
-def attach_to_server(settings: Settings, report: Report | None = None) -> Engine | None:
-    """A RemoteEngine on a running `m3agent serve` of the same model, else None.
+def running_server(settings: Settings) -> ServerLock | None:
+    """The lock of a running `m3agent serve` of settings.model (local engines), else None.
 
     Only looks at local state (lock files, the hub cache): never downloads, never loads."""
     if settings.engine not in LOCAL_ENGINES or not settings.model:
@@ -86,7 +86,12 @@ def attach_to_server(settings: Settings, report: Report | None = None) -> Engine
         ).key
     except (ValueError, EngineUnavailable):
         return None
-    lock = find_lock(settings.home, key)
+    return find_lock(settings.home, key)
+
+
+def attach_to_server(settings: Settings, report: Report | None = None) -> Engine | None:
+    """A RemoteEngine on a running `m3agent serve` of the same model, else None."""
+    lock = running_server(settings)
     engine = attach(settings, lock)
     if engine is not None and lock is not None and report is not None:
         report(_using(lock))
@@ -99,6 +104,47 @@ def server_engine(settings: Settings, report: Report | None = None) -> Engine:
     if engine is None:  # a ready lock always has an address; a hand-edited one may not
         raise EngineUnavailable("the m3agent serve for this model has no address in its lock")
     return engine
+
+
+_ANY_HOST = ("0.0.0.0", "::", "[::]")  # a server listening on every address
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def local_serve(home: Path, base_url: str) -> ServerLock | None:
+    """The running `m3agent serve` of this data home listening at base_url, else None.
+    Another user's server is never found: its locks and token live in their data home."""
+    from urllib.parse import urlsplit
+
+    from .serve.lock import all_locks
+
+    try:
+        url = urlsplit(base_url.strip())
+        host, port = (
+            (url.hostname or "").lower(),
+            url.port or (443 if url.scheme == "https" else 80),
+        )
+    except ValueError:
+        return None
+    for lock in all_locks(home):
+        if lock.port != port:
+            continue
+        mine = (lock.host or "127.0.0.1").lower()
+        if host == mine.strip("[]") or (host in _LOOPBACK and mine in (*_LOOPBACK, *_ANY_HOST)):
+            return lock
+    return None
+
+
+def remote_api_key(settings: Settings) -> str | None:
+    """The key `--engine remote` sends: the configured one (api_key, M3AGENT_API_KEY,
+    OPENAI_API_KEY), else the token (app/serve/guard.py) of this data home's `m3agent serve`
+    at base_url: your own server needs no key typed in."""
+    if settings.api_key:
+        return settings.api_key
+    if local_serve(settings.home, settings.base_url) is None:
+        return None
+    from .serve.guard import read_token
+
+    return read_token(settings.home)
 
 
 def attach(settings: Settings, lock: ServerLock | None) -> Engine | None:
@@ -254,11 +300,20 @@ def _start(
     # It exits at once when another run's server took the lock first: wait for that one.
     if find_lock(settings.home, resolved.key) is not None:
         return None
-    last = tail.splitlines()[-1] if tail else "no output"
     raise EngineUnavailable(
-        f"m3agent serve did not start (log {log}): {last}; "
+        f"m3agent serve did not start (log {log}): {_reason(tail)}; "
         "--in-process loads the model in this process instead"
     )
+
+
+def _reason(tail: str) -> str:
+    """The server's own one-line reason in its log's tail: its last `error:` line (a warning
+    or a traceback's frames may follow it), else the last line."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error:")]
+    if errors:
+        return errors[-1].removeprefix("error:").strip()
+    return lines[-1] if lines else "no output"
 
 
 def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLock:
@@ -270,9 +325,11 @@ def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLoc
     while time.monotonic() < deadline:
         lock = find_lock(home, key)
         if lock is None:
+            from .serve.detach import log_tail
+
             raise EngineUnavailable(
-                f"the m3agent serve being started for {key} exited "
-                f"(log {log}); --in-process loads the model here instead"
+                f"the m3agent serve being started for {key} exited (log {log}): "
+                f"{_reason(log_tail(log))}; --in-process loads the model here instead"
             )
         if lock.state == "ready":
             say(_using(lock))

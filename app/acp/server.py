@@ -113,9 +113,19 @@ def _prompt_text(blocks: list[Any]) -> str:
 
 
 class M3AcpAgent:
-    def __init__(self, settings: Settings, engine: Engine, version: str = "0") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine | None,
+        version: str = "0",
+        *,
+        unavailable: str | None = None,
+    ) -> None:
+        """engine None: it could not be built, and `unavailable` says why; the handshake
+        still completes and every session/new or session/load answers that reason."""
         self.settings = settings
         self.engine = engine
+        self.unavailable = unavailable
         self.version = version
         self.conn: Client | None = None
         self.fs_read = self.fs_write = False
@@ -230,6 +240,9 @@ class M3AcpAgent:
     async def _open(self, cwd: str, servers: list[McpServer], resume: str | None) -> Live:
         from ..factory import build_session
 
+        if self.engine is None:
+            why = self.unavailable or "no engine"
+            raise acp.RequestError(-32603, f"m3agent has no model: {why}", {"reason": why})
         mcp_file = _mcp_file(servers)
         settings = self.settings
         if mcp_file is not None:

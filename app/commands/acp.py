@@ -67,21 +67,33 @@ async def _serve(settings: Settings, script: Path | None) -> int:
     from ..acp.server import M3AcpAgent
     from ..engine_build import build_engine
 
+    # Nothing configured (or a model that cannot load) is said through the protocol: the
+    # editor completes its handshake and shows the reason when it opens a session, instead of
+    # a process that died before answering (docs/acp.md).
+    engine = None
+    unavailable = None
     try:
         engine = build_engine(settings, script=script, start_server=True)
     except (ValueError, EngineError) as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 3
+        unavailable = f"{e}; {SET_UP}"
+        sys.stderr.write(f"error: {unavailable}\n")  # the editor's agent log
     try:
         ours = version("m3agent")
     except PackageNotFoundError:
         ours = "0"
-    agent = M3AcpAgent(settings, engine, ours)
+    agent = M3AcpAgent(settings, engine, ours, unavailable=unavailable)
     try:
         # acp's Agent protocol lists every optional method; its router answers "method not
         # found" for those M3AcpAgent leaves out.
         await acp.run_agent(cast("Agent", agent))
     finally:
         await agent.close_all()
-        await engine.close()
+        if engine is not None:
+            await engine.close()
     return 0
+
+
+SET_UP = (
+    "choose an engine by running `m3agent` once in a terminal, or give the agent's args in "
+    'the editor\'s settings, e.g. ["acp", "--engine", "remote", "--base-url", URL] (docs/acp.md)'
+)

@@ -115,6 +115,7 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(
             False, "--quiet", "-q", help="No progress on stderr while the snapshot is built."
         ),
+        allow_home: flags.AllowHome = False,
     ) -> None:
         """Show what the repository snapshot of a session started here would hold."""
         import json
@@ -129,6 +130,11 @@ def register(app: typer.Typer) -> None:
         root = cwd.expanduser().resolve()
         if not root.is_dir():
             fail(f"{root} is not a directory")
+        if not allow_home:  # as `run` refuses to start there (agent/context/guard.py)
+            from m3agent.agent.context.guard import workspace_refusal
+
+            if (why := workspace_refusal(root)) is not None:
+                fail(why)
         if budget is not None and budget < 1:
             fail(f"--budget must be positive, got {budget}")
         try:
@@ -153,9 +159,8 @@ def register(app: typer.Typer) -> None:
             finally:
                 if progress is not None:
                     progress.close()
-        except ValueError as e:
+        except (ValueError, OSError) as e:  # OSError: a directory the walk may not read
             fail(str(e))
-            return
         sizes = {}
         for f in snap.entries("listed"):
             try:

@@ -209,7 +209,8 @@ def execute(
     from m3agent.engine.api import EngineError, EngineName, EngineUnavailable, MediaPart
 
     from .. import exit_codes
-    from ..factory import build_session
+    from ..engine_build import missing_backend
+    from ..factory import build_session, session_workspace
     from ..headless import make_renderer, run_headless
     from ..headless_approvals import deny_approver, tty_approver
     from ..headless_result import early_error_line
@@ -298,8 +299,6 @@ def execute(
 
     if media and reads_media(settings) is False:  # refused now, not as an HTTP 400 later
         return fail(exit_codes.USAGE_ERROR, text_only_error(settings, "--image/--video"))
-    if settings.engine is EngineName.REMOTE and (why := unreachable(settings.base_url)) is not None:
-        return fail(exit_codes.ENGINE_UNAVAILABLE, why)  # before the snapshot is built
     if last_message_file is not None and not last_message_file.parent.is_dir():
         return fail(exit_codes.USAGE_ERROR, f"-o {last_message_file}: no such directory")
     if options.ephemeral and (continue_last or resume):
@@ -317,6 +316,19 @@ def execute(
                 exit_codes.USAGE_ERROR,
                 f"no session to continue in {where} (m3agent sessions lists them)",
             )
+    # Mistakes that need no server first (exit 2), then what this install lacks, then the
+    # server: each is named before the sandbox is probed and the snapshot built.
+    try:
+        workspace = session_workspace(settings, cwd, resume)
+    except (ValueError, SessionLogError) as e:
+        return fail(exit_codes.USAGE_ERROR, str(e))
+    if (why := missing_backend(settings)) is not None:
+        return fail(exit_codes.ENGINE_UNAVAILABLE, why)
+    if settings.engine is EngineName.REMOTE:
+        from ..warm import remote_api_key
+
+        if (why := unreachable(settings.base_url, remote_api_key(settings))) is not None:
+            return fail(exit_codes.ENGINE_UNAVAILABLE, why)
     from m3agent.tools.mcp import McpLoginRequired
 
     from ..progress_line import ProgressLine
@@ -325,11 +337,11 @@ def execute(
     # Which server runs the model and how far the snapshot got: stderr, see progress_line.py.
     progress = ProgressLine(sys.stderr)
     try:
-        consent_for(settings, (cwd or Path.cwd()).expanduser().resolve())
+        consent_for(settings, workspace)
         try:
             session = build_session(
                 settings,
-                cwd=cwd,
+                cwd=workspace,
                 script=script,
                 resume=resume,
                 progress=progress,

@@ -22,6 +22,7 @@ from m3agent.engine.api import (
     Engine,
     EngineError,
     PrefillProgress,
+    PromptTooLong,
     UsageDelta,
 )
 from m3agent.engine.backends.completion import CompletionEngine, CompletionRequest
@@ -86,14 +87,16 @@ def parse_completion(
     max_tokens = body.max_tokens or 16
     if max_context_tokens:
         # Token ids are counted exactly; text is bounded by its bytes (it is tokenized later).
+        # In the engines' own words (PromptTooLong), so that token ids and text over the
+        # context read the same whichever path refused them.
         n = len(prompt) if not isinstance(prompt, str) else 0
-        too_long = n >= max_context_tokens or (
-            isinstance(prompt, str) and len(prompt.encode()) > max_context_tokens * BYTES_PER_TOKEN
-        )
-        if too_long:
+        if n >= max_context_tokens:
+            raise WireError(str(PromptTooLong(n, max_context_tokens - 1)))
+        size = len(prompt.encode()) if isinstance(prompt, str) else 0
+        if size > max_context_tokens * BYTES_PER_TOKEN:
             raise WireError(
-                f"bad request: prompt is longer than the model's context of "
-                f"{max_context_tokens} tokens"
+                f"prompt is {size} bytes of text, more than the model's maximum of "
+                f"{max_context_tokens - 1} tokens can hold"
             )
         max_tokens = min(max_tokens, max_context_tokens - n)
     sampling = sampling_params(body, max_tokens)

@@ -48,7 +48,7 @@ def start_detached(
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if child.poll() is not None:
-            return None, log_path, _tail(log_path)
+            return None, log_path, log_tail(log_path)
         lock = find_lock(home, model_key)
         if lock is not None and lock.pid == child.pid and lock.state == "ready":
             return lock, log_path, ""
@@ -58,7 +58,7 @@ def start_detached(
     return None, log_path, f"not ready after {timeout_s:.0f}s; still loading (pid {child.pid})"
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+def log_tail(path: Path, lines: int = 5) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:

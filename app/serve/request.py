@@ -92,6 +92,10 @@ async def read_request(
     length = int(raw_length)
     route = path.split("?", 1)[0]
     try:
+        try:  # read as latin-1 above (every byte a character); UTF-8 is what is allowed
+            head.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(400, "the request line or a header is not valid UTF-8") from None
         if check_head is not None:
             check_head(method.upper(), route, headers)
         if length > max_body_bytes:

@@ -13,14 +13,15 @@ POST /v1/completions         a raw prompt (text or token ids) -> the model's raw
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from m3agent.engine.api import (
     ChatDelta,
@@ -58,6 +59,7 @@ from .wire import (
     usage_json,
 )
 
+T = TypeVar("T")
 # Media (data URLs) a request may carry on top of its text, by default: a few images.
 DEFAULT_MEDIA_BYTES = 32 * 1024 * 1024
 
@@ -75,6 +77,19 @@ class ServeConfig:
 def body_limit(max_context_tokens: int, media_bytes: int = DEFAULT_MEDIA_BYTES) -> int:
     """The largest request body worth reading: the text the context can hold, plus media."""
     return max_context_tokens * BYTES_PER_TOKEN + media_bytes + 64 * 1024
+
+
+_OFF_LOOP_BYTES = 1 << 20  # a body this large is parsed in a worker thread
+
+
+async def _off_loop(fn: Callable[..., T], req_or_body: Any, *args: Any) -> T:
+    """fn(req_or_body, *args), in a worker thread when the body is large: parsing 50 MB of
+    JSON (and decoding its media) on the event loop kept /health from answering for
+    seconds. Small bodies are parsed in place (a thread hop costs more than they do)."""
+    raw = req_or_body.body if isinstance(req_or_body, HttpRequest) else req_or_body
+    if len(raw) < _OFF_LOOP_BYTES:
+        return fn(req_or_body, *args)
+    return await asyncio.to_thread(fn, req_or_body, *args)
 
 
 def _status_of(e: EngineError) -> int:
@@ -133,6 +148,17 @@ class ChatServer:
         }
 
     async def _chat(self, req: HttpRequest) -> HttpResponse:
+        prepared = await _off_loop(self._prepare_chat, req)
+        if isinstance(prepared, HttpResponse):
+            return prepared
+        chat, body = prepared
+        if body.stream:
+            return await self._open_stream(chat, body)
+        return await self._complete(chat)
+
+    def _prepare_chat(self, req: HttpRequest) -> HttpResponse | tuple[ChatRequest, ChatBody]:
+        """The body parsed, checked and turned into the engine's request (media decoded and
+        written), or the error response."""
         try:
             body = parse_body(req.body)
             names = (self.config.served_model_name, *self.config.aliases)
@@ -167,9 +193,7 @@ class ChatServer:
             )
         except WireError as e:
             return HttpResponse(400, error_json(str(e)))
-        if body.stream:
-            return await self._open_stream(chat, body)
-        return await self._complete(chat)
+        return chat, body
 
     def _unknown_model(self, model: str) -> HttpResponse | None:
         if not model or model in (self.config.served_model_name, *self.config.aliases):
@@ -190,10 +214,9 @@ class ChatServer:
         if not isinstance(engine, CompletionEngine):
             return not_served(engine)
         request_id = new_request_id()
+        ctx = self.engine.info().max_context_tokens
         try:
-            body, creq = parse_completion(
-                req.body, request_id, self.engine.info().max_context_tokens
-            )
+            body, creq = await _off_loop(parse_completion, req.body, request_id, ctx)
         except WireError as e:
             return HttpResponse(400, error_json(str(e)))
         if (unknown := self._unknown_model(body.model)) is not None:

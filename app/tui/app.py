@@ -132,6 +132,11 @@ class M3App(App[None]):
         await shutdown_session(screen.controller.detach())
         screen.controller.usage = UsageTally()
         screen.controller.pending_context.clear()
+        # The old session's figures (context held, cache, speed) are not the new one's.
+        screen.set_status(
+            context_used=None, cached_tokens=None, cache_hit_pct=None, cache_miss=None,
+            tokens_per_s=None, prefill=None,
+        )  # fmt: skip
         await screen.show_loading()
         self.load_session(None)
 

@@ -121,11 +121,22 @@ def setup_port(settings: Settings, cwd: Path) -> SetupPort:
         )
 
     return SetupPort(
-        probe=lambda url: probe_server(url, settings.api_key),
+        probe=lambda url, key: probe_server(url, key or _server_key(settings, url)),
         check_dir=check_model_dir,
         servers=lambda: running_servers(settings.home),
         complete=complete,
     )
+
+
+def _server_key(settings: Settings, url: str) -> str | None:
+    """The key a probe of `url` sends when none was typed: the configured one, or the token
+    of this data home's `m3agent serve` there (found again at every start, never saved)."""
+    from ..warm import remote_api_key
+
+    try:
+        return remote_api_key(settings.override(base_url=url.strip()))
+    except ValueError:  # not a URL: probe_server says so
+        return settings.api_key
 
 
 def _pick_session(

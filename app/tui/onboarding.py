@@ -49,26 +49,40 @@ class SetupChoice:
     kind: str  # "remote" | "native" | "demo"
     base_url: str = ""
     model: str = ""
+    api_key: str = ""  # typed on the screen for a server that wants one (saved, 0600)
+    max_tokens: int | None = None  # saved too when set: a development model's bound
 
-    def settings(self) -> dict[str, str]:
+    def settings(self) -> dict[str, str | int]:
         """The config keys this choice writes (none for the demo)."""
+        bound = {"max_tokens": self.max_tokens} if self.max_tokens else {}
         if self.kind == "remote":
-            return {"engine": "remote", "base_url": self.base_url, "model": self.model}
+            key = {"api_key": self.api_key} if self.api_key else {}
+            return {"engine": "remote", "base_url": self.base_url, "model": self.model, **key}
         if self.kind == "native":
-            return {"engine": "native", "model": self.model}
+            return {"engine": "native", "model": self.model, **bound}
         return {}
 
     def describe(self) -> str:
         if self.kind == "remote":
             return f"the server {self.base_url} (model {self.model})"
+        if self.kind == "native" and self.max_tokens:
+            return (
+                f"the model directory {self.model} (native engine; a development model, "
+                f"not M3's weights: max_tokens = {self.max_tokens}, as it may never stop)"
+            )
         if self.kind == "native":
             return f"the model directory {self.model} (native engine)"
         return "the scripted demo (nothing saved)"
 
 
+class KeyNeeded(ValueError):
+    """The server answered 401/403: it wants an API key (another one than we sent)."""
+
+
 def probe_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -> SetupChoice:
     """GET <url>/models (and <url>/v1/models for a bare host): a remote choice with the
-    server's first model; ValueError with one line when it does not answer like one."""
+    server's first model; ValueError with one line when it does not answer like one
+    (KeyNeeded when it wants an API key)."""
     url = url.strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{url or 'the URL'}: give an http:// or https:// URL")
@@ -82,6 +96,9 @@ def probe_server(url: str, api_key: str | None = None, timeout_s: float = 5.0) -
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 body = json.loads(response.read(1_000_000) or b"{}")
         except urllib.error.HTTPError as e:
+            if e.code in (401, 403):
+                said = "refused the API key" if api_key else "wants an API key"
+                raise KeyNeeded(f"{base} {said} (HTTP {e.code}): enter it below") from None
             last = f"{base}/models answered HTTP {e.code}"
             continue
         except (urllib.error.URLError, OSError) as e:
@@ -114,7 +131,26 @@ def check_model_dir(raw: str) -> SetupChoice:
 
     if not torch_installed():  # saved now, every later start would fail on the import
         raise ValueError(f"the native engine needs torch, not installed here: {EXTRAS['torch']}")
-    return SetupChoice("native", model=str(path.resolve()))
+    bound = DEV_MAX_TOKENS if _vocab_size(path) < M3_VOCAB else None
+    return SetupChoice("native", model=str(path.resolve()), max_tokens=bound)
+
+
+# M3's vocabulary (SPEC: vocab_size 200064). A checkpoint with a smaller one is a development
+# model (`m3agent model init-tiny`): random weights that never write their end token, so each
+# model call would run to max_tokens (8192 by default: minutes on a CPU). Its saved config
+# bounds a call instead, as README's commands do with --max-tokens.
+M3_VOCAB = 200_064
+DEV_MAX_TOKENS = 256
+
+
+def _vocab_size(path: Path) -> int:
+    """config.json's vocabulary size (text_config's for a VL checkpoint); M3's when unsaid."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        text = config.get("text_config", config)
+        return int(text.get("vocab_size", M3_VOCAB))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return M3_VOCAB
 
 
 def running_servers(home: Path) -> list[SetupChoice]:

@@ -70,7 +70,8 @@ class SetupPort:
     """What the onboarding screen (app/tui/onboarding.py) may do; built by launch.py over the
     real settings."""
 
-    probe: Callable[[str], SetupChoice]  # (url) -> SetupChoice, ValueError
+    # (url, the key typed on the screen or None) -> SetupChoice, ValueError (KeyNeeded)
+    probe: Callable[[str, str | None], SetupChoice]
     check_dir: Callable[[str], SetupChoice]  # (path) -> SetupChoice, ValueError
     servers: Callable[[], list[SetupChoice]]
     # (choice) -> (SessionFactory, one line saying what was saved)

@@ -10,6 +10,7 @@ records cut what lies behind them, as `Conversation.load` does. No widgets here.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,18 @@ def restore_files(store: Checkpoints | None, point: RewindPoint) -> str:
     return f"files: restored to before that prompt{extra}"
 
 
+# A block sent ahead of the typed prompt (`!cmd` output: <shell_command>…</shell_command>).
+_LEADING_BLOCK = re.compile(r"\A\s*<([a-z_]+)>.*?</\1>\s*", re.DOTALL)
+
+
 def first_line(text: str, width: int = 70) -> str:
-    line = next((s for s in text.splitlines() if s.strip()), "")
+    """The prompt's label: its first line as the user typed it, after the context blocks
+    sent ahead of it (the block's own first line when the prompt is nothing else)."""
+    typed = text
+    while (m := _LEADING_BLOCK.match(typed)) is not None:
+        typed = typed[m.end() :]
+    lines = [s for s in typed.splitlines() if s.strip()]
+    if not lines:  # only blocks: the first line inside the first one
+        lines = [s for s in text.splitlines() if s.strip() and not s.strip().startswith("<")]
+    line = lines[0] if lines else ""
     return line if len(line) <= width else line[: width - 1] + "…"

@@ -55,7 +55,8 @@ class DailyActions(ScreenHelper):
         rows = {
             "session": session.id if session is not None else "(loading)",
             "workspace": str(c.cwd),
-            "engine": f"{st.engine} {st.model}".strip(),
+            # the scripted engine's model is "scripted" too: said once
+            "engine": " ".join(dict.fromkeys(w for w in (st.engine, st.model) if w)),
             "thinking": self.controller.thinking,
             "approval": c.approval,
             "sandbox": f"{c.sandbox} ({'+'.join(st.sandbox_layers) or 'no layers'})",

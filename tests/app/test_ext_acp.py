@@ -260,3 +260,25 @@ def test_acp_on_the_tiny_native_model(repo, home, tmp_path):
     log = Conversation.load(home / "sessions", sid)
     assert [m.role for m in log.messages][-2] == "user"  # the prompt, then the model's reply
     assert log.messages[-1].role in ("assistant", "tool")
+
+
+def test_acp_with_nothing_configured_answers_the_handshake_and_says_why(repo, home):
+    """Issue 37 item 3: the README's Zed snippet on a fresh install (no engine, no model) is a
+    live agent: initialize answers, and session/new answers the missing configuration as an
+    ACP error (the editor shows it) instead of a process that exited 3 before the handshake."""
+
+    async def main():
+        async with acp.spawn_agent_process(Editor({}), EXE, "acp", env=env(home), cwd=repo) as (
+            conn,
+            proc,
+        ):
+            init = await _init(conn)
+            assert init.agent_info.name == "m3agent"
+            with pytest.raises(acp.RequestError) as refused:
+                await conn.new_session(cwd=str(repo), mcp_servers=[])
+            assert proc.returncode is None  # still serving: the editor may retry
+            return refused.value
+
+    error = asyncio.run(main())
+    assert str(error).startswith("m3agent has no model: --engine native needs --model DIR")
+    assert "running `m3agent` once in a terminal" in str(error)

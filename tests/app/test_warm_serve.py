@@ -216,6 +216,8 @@ def test_a_server_that_cannot_load_is_one_error_line(homes, tmp_path, workspace)
     assert r.returncode == 3, r.stderr
     error = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(error) == 1 and "m3agent serve did not start (log " in error[0]
+    # the loader's own reason, not only the log's name (issue 37 item 11)
+    assert f"cannot load the native model from {bad}: no tokenizer.json" in error[0]
     assert "--in-process" in error[0]
     assert all_locks(home) == []
 

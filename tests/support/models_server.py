@@ -12,12 +12,16 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def models_server(models: list[dict[str, Any]]) -> Iterator[str]:
+def models_server(models: list[dict[str, Any]], key: str | None = None) -> Iterator[str]:
     """Serves MODELS as the model list on a free port; yields the server's root URL
-    (`http://127.0.0.1:PORT`, without /v1)."""
+    (`http://127.0.0.1:PORT`, without /v1). With `key`, a request without
+    `Authorization: Bearer KEY` gets 401."""
 
     class Models(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
+            if key is not None and self.headers.get("Authorization") != f"Bearer {key}":
+                self.send_error(401)
+                return
             if self.path != "/v1/models":
                 self.send_error(404)
                 return

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..json_types import JSONObject
 from .config import McpServerConfig, Transport
-from .launch import open_transport, stderr_tail, stdio_parameters
+from .launch import hidden_hint, hidden_paths, open_transport, stderr_tail, stdio_parameters
 from .oauth import McpLoginRequired
 from .state import McpCallError, ServerState, ServerStatus, one_line
 
@@ -156,7 +156,9 @@ class ServerConnection:
             self.needs_login = login is not None
             why = str(login) if login is not None else one_line(e)
             tail = stderr_tail(err_path)
-            self._fail(f"{why}" + (f" (stderr: {tail})" if tail else ""))
+            hidden = hidden_paths(self.cfg, self.sandbox, self.workspace)
+            hint = f"; {hidden_hint(hidden)}" if hidden else ""
+            self._fail(f"{why}" + (f" (stderr: {tail})" if tail else "") + hint)
             if not ready.done():
                 ready.set_exception(McpCallError(self._message()))
         finally:

@@ -94,6 +94,44 @@ def stdio_parameters(
     return StdioServerParameters(command=full[0], args=full[1:], env=env, cwd=str(cwd)), cgroup
 
 
+def hidden_paths(cfg: McpServerConfig, sandbox: Sandbox | None, workspace: Path) -> list[Path]:
+    """Paths the server's command line names (command, arguments, cwd) that exist here but
+    that its sandbox hides: under the home directory, outside the workspace, the writable
+    roots and the home allow-list (the config's [sandbox] allow_read joins it). A server kept
+    in ~/mcp-servers fails with "can't open file" for this reason; the error says so."""
+    from ..sandbox.policy import SandboxMode
+
+    if sandbox is None or cfg.transport is not Transport.STDIO:
+        return []
+    policy = sandbox.policy
+    if policy.mode is SandboxMode.FULL_ACCESS or policy.dangerously_no_sandbox:
+        return []
+    home = policy.home_dir()
+    shown = (workspace.resolve(), *policy.writable_roots(), *policy.home_allowed())
+    out: list[Path] = []
+    for word in (cfg.command, *cfg.args, cfg.cwd or ""):
+        raw = word.rpartition("=")[2] if word.startswith("-") else word  # --script=/x/y
+        if not raw.startswith(("/", "~")):
+            continue
+        p = Path(os.path.realpath(Path(raw).expanduser()))
+        inside_home = p == home or home in p.parents
+        if not inside_home or not p.exists():
+            continue
+        if not any(p == r or r in p.parents for r in shown) and p not in out:
+            out.append(p)
+    return out
+
+
+def hidden_hint(paths: list[Path]) -> str:
+    """What to do about hidden_paths, in one clause."""
+    named = ", ".join(str(p) for p in paths)
+    return (
+        f"{named} is in the home directory, which the sandbox hides from servers outside "
+        "the workspace: keep the server in the workspace, or add its directory to allow_read "
+        "in the config's [sandbox] table (docs/mcp.md)"
+    )
+
+
 class _WatchedRead:
     """The transport's read stream; calls `on_garbage` for a line that is not JSON-RPC and
     `on_closed` when the stream ends (the process exited, the HTTP stream went away), so a

@@ -4,6 +4,7 @@ session; or deny with a note."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
@@ -69,27 +70,34 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
                 if p is not None and p.note:
                     yield Static(visible(p.note), markup=False, id="approval-preview-note")
             yield Input(placeholder="note to the model (why not, what instead)", id="deny-note")
-            with Horizontal(id="approval-buttons"):
-                yield Button("Approve once (y)", id="approve", variant="success")
-                if req.name == SHELL:
-                    if self.prefix is not None:
-                        # It lasts this session (the controller's list), and says so.
-                        label = Text(visible(f"Allow `{shown(self.prefix)} …` this session (p)"))
-                        yield Button(label, id="approve_prefix", variant="primary")
-                        saved = Text(visible(f"Always allow `{shown(self.prefix)} …`, saved (s)"))
-                        yield Button(saved, id="approve_always", variant="warning")
-                else:
-                    yield Button(
-                        Text(visible(f"Allow {req.name} for this session (a)")),
-                        id="approve_session",
-                        variant="primary",
-                    )
-                    yield Button(  # s had a key but no button: nobody found it
-                        Text(visible(f"Always allow {req.name}, saved (s)")),
-                        id="approve_always",
-                        variant="warning",
-                    )
-                yield Button("Deny… (n)", id="deny", variant="error")
+            # Two rows: the answer for this call (approve, deny) stays whole at any width;
+            # the longer "allow from now on" ones go below it.
+            with Vertical(id="approval-buttons"):
+                with Horizontal(classes="approval-row"):
+                    yield Button("Approve once (y)", id="approve", variant="success")
+                    yield Button("Deny… (n)", id="deny", variant="error")
+                with Horizontal(classes="approval-row"):
+                    yield from self._allow_buttons(req)
+
+    def _allow_buttons(self, req: ApprovalRequest) -> Iterator[Button]:
+        if req.name == SHELL:
+            if self.prefix is not None:
+                # It lasts this session (the controller's list), and says so.
+                label = Text(visible(f"Allow `{shown(self.prefix)} …` this session (p)"))
+                yield Button(label, id="approve_prefix", variant="primary")
+                saved = Text(visible(f"Always allow `{shown(self.prefix)} …`, saved (s)"))
+                yield Button(saved, id="approve_always", variant="warning")
+        else:
+            yield Button(
+                Text(visible(f"Allow {req.name} for this session (a)")),
+                id="approve_session",
+                variant="primary",
+            )
+            yield Button(  # s had a key but no button: nobody found it
+                Text(visible(f"Always allow {req.name}, saved (s)")),
+                id="approve_always",
+                variant="warning",
+            )
 
     def on_mount(self) -> None:
         self.query_one("#deny-note", Input).display = False

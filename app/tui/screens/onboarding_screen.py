@@ -3,6 +3,8 @@ scripted demo). The checks and the saving happen in app/tui/onboarding.py, off t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,7 +14,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from ...safe_text import visible
-from ..onboarding import SetupChoice
+from ..onboarding import KeyNeeded, SetupChoice
 from ..ports import SetupPort, SetupResult
 
 CHOICES = (
@@ -43,10 +45,13 @@ class OnboardingScreen(Screen[SetupResult]):
             )
             yield OptionList(*(Option(text, id=key) for key, text in CHOICES), id="setup-choices")
             yield Input(id="setup-input")
+            # Shown when the server answers 401/403; the key is saved with the choice (0600).
+            yield Input(id="setup-key", password=True, placeholder="API key")
             yield Static("", id="setup-status", markup=False)
 
     def on_mount(self) -> None:
         self.query_one("#setup-input").display = False
+        self.query_one("#setup-key").display = False
         self.query_one("#setup-choices").focus()
 
     def say(self, text: str) -> None:
@@ -56,6 +61,8 @@ class OnboardingScreen(Screen[SetupResult]):
         event.stop()
         self.kind = event.option.id
         field = self.query_one("#setup-input", Input)
+        key = self.query_one("#setup-key", Input)
+        key.display, key.value = False, ""
         if self.kind in PLACEHOLDERS:
             field.placeholder = PLACEHOLDERS[self.kind]
             field.display = True
@@ -69,17 +76,31 @@ class OnboardingScreen(Screen[SetupResult]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.check(self.kind or "", event.value)
+        key = self.query_one("#setup-key", Input)
+        typed = key.value.strip() if key.display else ""
+        self.check(self.kind or "", self.query_one("#setup-input", Input).value, typed)
 
     @work(thread=True, exclusive=True, group="setup")
-    def check(self, kind: str, value: str) -> None:
+    def check(self, kind: str, value: str, key: str = "") -> None:
         self.app.call_from_thread(self.say, "checking…")
         try:
-            choice = self.setup.probe(value) if kind == "server" else self.setup.check_dir(value)
+            if kind == "server":
+                choice = replace(self.setup.probe(value, key or None), api_key=key)
+            else:
+                choice = self.setup.check_dir(value)
+        except KeyNeeded as e:
+            self.app.call_from_thread(self._ask_key, str(e))
+            return
         except ValueError as e:
             self.app.call_from_thread(self.say, str(e))
             return
         self._complete(choice)
+
+    def _ask_key(self, why: str) -> None:
+        field = self.query_one("#setup-key", Input)
+        field.display = True
+        field.focus()
+        self.say(f"{why}; Enter checks it again (it is saved to the config file, 0600).")
 
     @work(thread=True, exclusive=True, group="setup")
     def find_server(self) -> None:
@@ -110,6 +131,7 @@ class OnboardingScreen(Screen[SetupResult]):
     def action_back(self) -> None:
         field = self.query_one("#setup-input", Input)
         field.display = False
+        self.query_one("#setup-key", Input).display = False
         self.kind = None
         self.say("")
         self.query_one("#setup-choices").focus()

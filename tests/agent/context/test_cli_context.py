@@ -170,3 +170,29 @@ def test_resume_on_the_same_warm_engine_reports_no_miss(make_repo, tmp_path):
     assert resumed.cached_prompt_tokens > 0 and resumed.cache_miss_reason is None
     _, cold = one_turn(ScriptedEngine(["</mm:think>three"]), resume=first.conversation.meta.id)
     assert cold.cache_miss_reason == "engine restarted"
+
+
+def test_context_refuses_root_and_home_as_run_does(tmp_path):
+    """Issue 37 item 4: `m3agent context` in / or in ~ is one line and exit 2 (it crashed on
+    /proc in /, and set out to read the whole home), the same refusal as `run`."""
+    import os
+    import subprocess
+
+    from ...support.cli import CONSOLE_SCRIPT, cli_env
+
+    home = tmp_path / "me"
+    home.mkdir()
+    env = {**cli_env(tmp_path / "m3home"), "HOME": str(home)}
+    for where in ("/", str(home)):
+        r = subprocess.run(
+            [*CONSOLE_SCRIPT, "context", "--quiet"], cwd=where, env=env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        real = os.path.realpath(where)
+        assert r.stderr == (
+            f"error: refusing to start in {real}: it is "
+            + ("the root directory" if where == "/" else "your home directory")
+            + ", and the whole of it would become the workspace; start in a project "
+            "directory, or pass --allow-home to insist\n"
+        )

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from m3agent.app.serve.http import start
 from m3agent.app.serve.server import ChatServer, ServeConfig
+from m3agent.engine.api import PromptTooLong
 from m3agent.engine.backends.scripted import ScriptedEngine
 
 PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
@@ -66,6 +67,16 @@ BAD = {
     ),
     "Content-Length not a number": (
         b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1e3\r\n\r\n{}"
+    ),
+    # issue 37 item 12: a 400 (it was 415: the bytes failed the Content-Type check instead)
+    "invalid UTF-8 in the path": (
+        b"POST /v1/chat/\xff\xfe HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    ),
+    "invalid UTF-8 in a header": (  # a good body: only the header is wrong
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Note: caf\xe9\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+        % (len(json.dumps(chat())), json.dumps(chat()).encode())
     ),
     "tools [{foo: bar}]": chat(tools=[{"foo": "bar"}]),
     "tools [{foo: bar}], streamed": chat(tools=[{"foo": "bar"}], stream=True),
@@ -197,9 +208,11 @@ def test_max_tokens_is_capped_by_the_context(server):
     status, body = raw(port, post(port, prompt, path="/v1/completions"))
     assert status == 200, body
     assert engine.requests[-1].sampling.max_tokens == 4096 - 3  # the context left
-    prompt["prompt"] = list(range(1, 5000))  # longer than the context: refused at once
+    prompt["prompt"] = list(range(1, 5000))  # longer than the context: refused at once,
     status, body = raw(port, post(port, prompt, path="/v1/completions"))
-    assert status == 400 and b"context" in body, body
+    # in the engines' own words for a text prompt over the context (issue 37 item 12)
+    said = json.loads(body)["error"]["message"]
+    assert status == 400 and said == str(PromptTooLong(4999, 4095)), body
 
 
 def test_media_part_with_an_object_url_still_works(server):

@@ -67,6 +67,31 @@ async def test_a_server_url_is_probed_and_saved(repo, m3home, models_server, unt
         assert any("saved the server" in str(n.render()) for n in main.query(NoticeView))
 
 
+async def test_a_server_that_wants_a_key_gets_one_typed(repo, m3home, until):
+    """Issue 37 item 2: a 401 shows a key field; the key typed there is probed and saved."""
+    app, settings = _first_run_app(repo)
+    with serve_models([{"id": "m3-test"}], key="sk-typed") as url:
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, OnboardingScreen))
+            await _pick(pilot, 0)
+            status = app.screen.query_one("#setup-status")
+            key = app.screen.query_one("#setup-key")
+            assert not key.display
+            app.screen.query_one("#setup-input").value = url + "/v1"
+            await pilot.press("enter")
+            await until(pilot, lambda: "wants an API key (HTTP 401)" in str(status.render()))
+            assert key.display and key.has_focus and key.password
+            key.value = "sk-wrong"
+            await pilot.press("enter")
+            await until(pilot, lambda: "refused the API key" in str(status.render()))
+            assert not settings.config_path.exists()
+            key.value = "sk-typed"
+            await pilot.press("enter")
+            await ready(pilot, until)
+    saved = tomllib.loads(settings.config_path.read_text())
+    assert saved["api_key"] == "sk-typed" and saved["model"] == "m3-test"
+
+
 async def test_a_model_directory_is_checked(repo, m3home, tmp_path, until):
     app, settings = _first_run_app(repo)
     ckpt = tmp_path / "ckpt"
@@ -99,6 +124,32 @@ async def test_the_demo_runs_a_turn_and_saves_nothing(repo, m3home, until):
         await turn_done(pilot, until, 2)
         assert "Still the **scripted demo**" in main.query(AnswerView).last().text
         assert not settings.config_path.exists()
+
+
+def test_a_development_model_is_saved_with_a_max_tokens_bound(repo, m3home, tmp_path):
+    """Issue 37 item 6: a random checkpoint (not M3's vocabulary) never stops by itself; the
+    first-run screen's check and save (its SetupPort, without loading the model) bound each
+    call in the config. M3's own vocabulary saves no bound (the default holds)."""
+    from m3agent.app.missing_extra import torch_installed
+    from m3agent.app.settings import load_settings
+
+    if not torch_installed():  # found, not imported: the screen refuses a directory without it
+        pytest.skip("torch is not installed")
+    from m3agent.app.tui.launch import setup_port
+
+    settings = load_settings()
+    port = setup_port(settings, repo)
+    ckpt = tmp_path / "dev"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text('{"text_config": {"vocab_size": 512}}')
+    (ckpt / "model.safetensors").write_bytes(b"")
+    _factory, said = port.complete(port.check_dir(str(ckpt)))
+    saved = tomllib.loads(settings.config_path.read_text())
+    assert saved == {"engine": "native", "model": str(ckpt.resolve()), "max_tokens": 256}
+    assert "max_tokens = 256" in said
+    assert load_settings().max_tokens == 256  # read back as the integer it is
+    (ckpt / "config.json").write_text('{"text_config": {"vocab_size": 200064}}')
+    assert port.check_dir(str(ckpt)).settings() == {"engine": "native", "model": str(ckpt)}
 
 
 def test_configured_or_chosen_engines_skip_setup(m3home, tmp_path):

@@ -52,7 +52,10 @@ async def test_project_prefixes_count_only_after_trust(harness, until, m3text, m
         await send(pilot, "/permissions")
         await pilot.pause(0.2)
         text = str(main.query(NoticeView).last().render())
-        assert "is not trusted: /permissions trust uses them" in text
+        assert (
+            "is not trusted: `m3agent permissions trust` (the TUI's /permissions trust) uses them"
+            in text
+        )
         await send(pilot, "/permissions trust")
         await until(pilot, lambda: main.controller.allowed_prefixes == [("echo",)])
         await send(pilot, "run")
