@@ -161,7 +161,7 @@ def test_mcp_prompt_is_a_slash_command(cli, repo, home, m3):
         cli, repo, script, "/mcp__notes__review greet.py", "--mcp-config", str(config),
         "--disallowed-tools", "mcp__*",
     )  # fmt: skip
-    assert r.returncode == 2 and "not run: the config denies" in r.stderr, r.stderr
+    assert r.returncode == 2 and "not run: --disallowed-tools denies" in r.stderr, r.stderr
 
 
 def test_builtin_commands_win_over_repository_ones(repo, home):
