@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 DEFAULT_CPU_KV_BYTES = 512 * 1024 * 1024
+DEFAULT_KV_DISK_BYTES = 32 << 30  # the disk tier's budget when a folder is given
 # --kv-cache-dtype: "auto" stores K/V and index keys in the model dtype, "fp8" in e4m3
 # (saturated at +-448, no scale), halving the cache and the bytes decode reads.
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
@@ -33,6 +34,10 @@ class EngineConfig:
     kv_cache_dtype: str = "auto"  # one of KV_CACHE_DTYPES
     enforce_eager: bool = False  # True: no CUDA graphs for decode steps
     max_graph_batch: int = 64  # decode batches above this run eagerly
+    # The disk tier for finished prefixes (kvstore/, docs/kv-cache.md): a folder shared by
+    # every engine of this user (None: off), and its size budget over all models (LRU).
+    kv_disk_dir: str | None = None
+    kv_disk_bytes: int = DEFAULT_KV_DISK_BYTES
 
     def cache_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
         return model_dtype if self.kv_cache_dtype == "auto" else torch.float8_e4m3fn
@@ -50,6 +55,7 @@ class EngineConfig:
                 f"got {self.kv_cache_dtype!r}"
             )
         require_at_least("max_graph_batch", self.max_graph_batch, 1)
+        require_at_least("kv_disk_bytes", self.kv_disk_bytes, 1)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"

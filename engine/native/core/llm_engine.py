@@ -9,18 +9,20 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from ...api import EngineRequestError, FinishReason, PromptTooLong, SamplingParams
+from ..kvstore.tiers import PageTiers
 from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
 from .detokenizer import IncrementalDetokenizer, TokenizerLike
 from .engine_config import DEFAULT_CPU_KV_BYTES, GPU_FULL_CONTEXTS, EngineConfig
 from .kv_cache_manager import KVCacheManager, cdiv
-from .model_api import LayerCacheSpec, NativeModel
+from .model_api import LayerCache, LayerCacheSpec, NativeModel
 from .outputs import PrefillStep, RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
 from .sampling_params import GREEDY, sampling_error
@@ -38,6 +40,14 @@ _FINISH: dict[RequestStatus, FinishReason] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class WeightsId:
+    """Which checkpoint the model's weights came from (kvstore.identity.weights_fingerprint)."""
+
+    fingerprint: str
+    name: str = ""  # its folder's name, a label
+
+
 @dataclass(slots=True)
 class _TextState:
     detok: IncrementalDetokenizer | None
@@ -53,6 +63,7 @@ class LLMEngine:
         tokenizer: TokenizerLike | None = None,
         config: EngineConfig | None = None,
         vision_tower: torch.nn.Module | None = None,  # vision.M3VisionTower of a VL checkpoint
+        weights: WeightsId | None = None,  # the checkpoint's identity: needed by the disk tier
     ) -> None:
         self.config = config = config or EngineConfig()
         self.model = model
@@ -68,8 +79,9 @@ class LLMEngine:
         if self.max_model_len < 2:
             raise ValueError(f"the KV cache of {self.num_blocks} blocks holds no request")
         caches = allocate_caches(specs, self.num_blocks, cache_dtype, self.device)
+        self.page_tiers = self._page_tiers(specs, caches, weights)
         self.kv_cache_manager = KVCacheManager(
-            self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching
+            self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching, tiers=self.page_tiers
         )
         self.scheduler = Scheduler(
             SchedulerConfig(
@@ -117,6 +129,36 @@ class LLMEngine:
         self.num_steps = 0
         # The prompts the last step computed a part of: the backend reports their progress.
         self.prefill_steps: tuple[PrefillStep, ...] = ()
+
+    def _page_tiers(
+        self, specs: list[LayerCacheSpec], caches: list[LayerCache], weights: WeightsId | None
+    ) -> PageTiers | None:
+        """The tiers below the cache: the disk tier when configured and the weights are known."""
+        cfg = self.config
+        if cfg.kv_disk_dir is None or weights is None or not cfg.enable_prefix_caching:
+            return None
+        from ..kvstore.disk import DiskTier
+        from ..kvstore.identity import ModelIdentity, engine_version
+
+        identity = ModelIdentity(
+            weights=weights.fingerprint,
+            model_dtype=str(self.model.info.dtype).removeprefix("torch."),
+            cache_dtype=str(self.cache_dtype).removeprefix("torch."),
+            block_size=BLOCK_SIZE,
+            layout=tuple((s.num_kv_heads, s.head_dim, s.index_dim) for s in specs),
+            device=self.device.type,
+            engine=engine_version(),
+            name=weights.name,
+        )
+        disk = DiskTier(
+            Path(cfg.kv_disk_dir), identity, cfg.kv_disk_bytes, PageTiers.payload_bytes(caches)
+        )
+        return PageTiers(caches, [disk])
+
+    def close(self) -> None:
+        """Writes the pages still queued for the lower tiers (the engine is done with)."""
+        if self.page_tiers is not None:
+            self.page_tiers.close()
 
     def _num_blocks(self, specs: list[LayerCacheSpec], dtype: torch.dtype, max_len: int) -> int:
         cfg = self.config
@@ -302,6 +344,7 @@ class LLMEngine:
             stop_reason=request.stop_reason,
             num_prompt_tokens=request.num_prompt_tokens,
             num_cached_tokens=max(request.num_cached_tokens, 0),
+            num_restored_tokens=request.num_restored_tokens,
             metrics=RequestMetrics(t.arrival, t.first_scheduled, t.first_token, t.finished),
             error=error,
         )
