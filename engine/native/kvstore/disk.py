@@ -89,6 +89,7 @@ class DiskTier:
         self._queued_bytes = 0
         self._total_bytes = 0  # the whole folder's pages, as of the last scan plus writes
         self._said: set[str] = set()  # failure kinds already logged once
+        self._buf = bytearray()  # the read buffer (engine thread only)
         self.writable = self._prepare()
         self._scan()
         self._queue: queue.Queue[_Job | None] = queue.Queue()
@@ -103,13 +104,15 @@ class DiskTier:
 
     def get(self, key: PageKey) -> memoryview | None:
         """The page's payload when an intact page of this identity names exactly this prefix;
-        None otherwise (a missing page quietly, an unusable one with one warning line)."""
+        None otherwise (a missing page quietly, an unusable one with one warning line). The
+        payload lives in a buffer the next call reuses: the caller copies it out at once."""
         path = self._path(key.name)
         try:
             with open(path, "rb", buffering=0) as f:
                 size = os.fstat(f.fileno()).st_size
-                data = bytearray(size)
-                got = f.readinto(data)
+                if len(self._buf) < size:  # one buffer for every read: no zero-fill per page
+                    self._buf = bytearray(size)
+                got = f.readinto(memoryview(self._buf)[:size])
         except FileNotFoundError:
             self._known.discard(key.name)
             return None
@@ -117,7 +120,7 @@ class DiskTier:
             self._reject(key, path, f"unreadable ({e.strerror or e})", remove=False)
             return None
         try:
-            payload = decode(memoryview(data)[:got], self.key, key, self.payload_bytes)
+            payload = decode(memoryview(self._buf)[:got], self.key, key, self.payload_bytes)
         except PageRejected as e:
             self._reject(key, path, str(e), remove=True)
             return None

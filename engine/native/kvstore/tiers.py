@@ -13,9 +13,11 @@ knows the `BlockTiers` protocol).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy
 import torch
 
 from ..core.model_api import LayerCache
@@ -28,11 +30,13 @@ class PageTier(Protocol):
         ...
 
     def get(self, key: PageKey) -> memoryview | None:
-        """The page's bytes in the layout order, only for an intact page naming this key."""
+        """The page's bytes in the layout order, only for an intact page naming this key;
+        valid until the next call (the caller copies them into the cache at once)."""
         ...
 
     def put(self, key: PageKey, tensors: Sequence[torch.Tensor]) -> bool:
-        """Keeps host copies of a page's tensors (the tier owns them now); False: not kept."""
+        """Keeps a page: host uint8 copies of its blocks, in the layout order (the tier owns
+        them now); False: not kept."""
         ...
 
     def close(self) -> None: ...
@@ -42,6 +46,10 @@ class PageTiers:
     def __init__(self, caches: list[LayerCache], tiers: Sequence[PageTier]) -> None:
         self.caches = caches
         self.tiers = tuple(tiers)
+        # What restoring cost so far: pages, bytes, seconds (read, checked, copied in).
+        self.restored_pages = 0
+        self.restored_bytes = 0
+        self.restore_s = 0.0
 
     @staticmethod
     def payload_bytes(caches: list[LayerCache]) -> int:
@@ -55,28 +63,51 @@ class PageTiers:
         missing = [t for t in self.tiers if not t.contains(key)]
         if not missing:
             return
-        host = [b.to("cpu", copy=True) for b in self._blocks(block_id)]
+        host = [_copy_out(b) for b in self._blocks(block_id)]
         for tier in missing:
             tier.put(key, host)
 
     def restore(self, block_id: int, key: PageKey) -> bool:
-        for tier in self.tiers:
-            payload = tier.get(key)
-            if payload is None:
-                continue
-            src = torch.frombuffer(payload, dtype=torch.uint8)
-            offset = 0
-            for block in self._blocks(block_id):
-                dst = block.view(torch.uint8)
-                n = dst.numel()
-                dst.copy_(src[offset : offset + n].view(dst.shape))
-                offset += n
-            return True
-        return False
+        t0 = time.perf_counter()
+        try:
+            for tier in self.tiers:
+                payload = tier.get(key)
+                if payload is None:
+                    continue
+                offset = 0
+                for block in self._blocks(block_id):
+                    n = block.nbytes
+                    _copy_in(block, payload[offset : offset + n])
+                    offset += n
+                self.restored_pages += 1
+                self.restored_bytes += offset
+                return True
+            return False
+        finally:
+            self.restore_s += time.perf_counter() - t0
 
     def close(self) -> None:
         for tier in self.tiers:
             tier.close()
+
+
+def _copy_out(block: torch.Tensor) -> torch.Tensor:
+    """A host copy of one block's bytes (uint8), numpy's memcpy on the CPU (see _copy_in)."""
+    raw = block.view(torch.uint8)
+    if raw.device.type == "cpu":
+        return torch.from_numpy(raw.numpy().copy())
+    return raw.to("cpu")
+
+
+def _copy_in(block: torch.Tensor, data: memoryview) -> None:
+    """Copies a page's bytes into one block of a cache tensor. On the CPU a plain memcpy
+    through numpy: torch's copy_ spreads a small copy over its threads, and into cache memory
+    not touched yet, their page faults contend (measured 12 ms per 256 KiB, against 0.03)."""
+    dst = block.view(torch.uint8)
+    if dst.device.type == "cpu":
+        dst.numpy().reshape(-1)[:] = numpy.frombuffer(data, dtype=numpy.uint8)
+    else:
+        dst.copy_(torch.frombuffer(data, dtype=torch.uint8).view(dst.shape))
 
 
 def _tensors(caches: list[LayerCache]) -> list[torch.Tensor]:
