@@ -1,0 +1,234 @@
+"""The disk tier (engine/native/kvstore) over the tiny paged model: a prefix written by one
+engine is read back by a fresh one and gives the same tokens and logits; a truncated, corrupt,
+foreign or half-written page is never used (recomputed, one line saying why); a full disk or a
+read-only folder costs speed, never correctness; the budget evicts least recently used pages."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from m3agent.engine.native.core.engine_config import EngineConfig
+from m3agent.engine.native.core.llm_engine import LLMEngine, WeightsId
+from m3agent.engine.native.core.sampling_params import native_params
+from m3agent.engine.native.kvstore import disk as disk_mod
+from m3agent.engine.native.kvstore.folder import clear, iter_pages, summarize
+from m3agent.engine.native.kvstore.identity import ModelIdentity
+
+GREEDY4 = native_params(max_tokens=4, ignore_eos=True)
+PAGES = 2  # full pages of a 300-token prompt (the last token is always computed)
+
+
+def prompt(n: int = 300, seed: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(2, 96, (n,), generator=g).tolist()
+
+
+def engine(model, root: Path | None, budget: int = 1 << 30, name: str = "w0") -> LLMEngine:
+    config = EngineConfig(
+        max_num_batched_tokens=128,  # the cold side computes in chunks, the warm one at once
+        num_gpu_blocks=40,
+        keep_logits=True,
+        kv_disk_dir=str(root) if root else None,
+        kv_disk_bytes=budget,
+    )
+    return LLMEngine(model, None, config, weights=WeightsId(name, "tiny"))
+
+
+def run(eng: LLMEngine, tokens: list[int]):
+    (out,) = eng.generate([tokens], GREEDY4)
+    logits = torch.stack(next(iter(eng.kept_logits.values())))
+    eng.kept_logits.clear()
+    eng.close()  # writes what is queued
+    return out, logits
+
+
+def pages(root: Path) -> list[Path]:
+    return sorted(e.path for e in iter_pages(root))
+
+
+@pytest.fixture
+def baseline(make_model):
+    """The tokens and logits of the prompt without any disk tier."""
+    model = make_model()
+    return model, *run(engine(model, None), prompt())
+
+
+def test_a_fresh_engine_reads_the_prefix_back_and_generates_the_same(baseline, tmp_path):
+    model, ref, ref_logits = baseline
+    cold, _ = run(engine(model, tmp_path), prompt())
+    assert cold.token_ids == ref.token_ids and cold.num_restored_tokens == 0
+    # Pages of the prompt and of the generated tokens that filled a block, each once.
+    assert len(pages(tmp_path)) == PAGES
+
+    calls = model.forward_calls
+    warm_engine = engine(model, tmp_path)
+    warm, warm_logits = run(warm_engine, prompt())
+    assert warm.token_ids == ref.token_ids
+    torch.testing.assert_close(warm_logits, ref_logits, rtol=1e-5, atol=1e-5)
+    assert warm.num_cached_tokens == warm.num_restored_tokens == PAGES * 128
+    assert model.forward_calls - calls == 4  # the tail at once, then 3 decodes: no recompute
+    stats = warm_engine.page_tiers.tiers[0].stats
+    assert (stats.restored, stats.saved, stats.rejected) == (PAGES, 0, 0)
+
+
+def test_a_longer_prompt_restores_the_shared_pages_and_computes_the_rest(baseline, tmp_path):
+    model, *_ = baseline
+    run(engine(model, tmp_path), prompt())
+    longer = prompt() + prompt(100, seed=5)
+    ref, _ = run(engine(model, None), longer)
+    out, _ = run(engine(model, tmp_path), longer)
+    assert out.token_ids == ref.token_ids
+    assert out.num_restored_tokens == PAGES * 128
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:-100]), "truncated"),
+        (lambda p: p.write_bytes(_flip(p.read_bytes(), -5000)), "checksum mismatch"),
+        (lambda p: p.write_bytes(b""), "truncated"),
+    ],
+)
+def test_a_damaged_page_is_recomputed_with_one_line(baseline, tmp_path, caplog, damage, reason):
+    model, ref, _ = baseline
+    run(engine(model, tmp_path), prompt())
+    chain = _chain(tmp_path, prompt())
+    damage(chain[1])  # the second page of the prompt
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        out, _ = run(engine(model, tmp_path), prompt())
+    assert out.token_ids == ref.token_ids
+    assert out.num_restored_tokens == 128  # the page before the damaged one
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and reason in lines[0] and "recomputing" in lines[0]
+
+
+def test_another_models_page_is_never_used(baseline, make_model, tmp_path, caplog):
+    model, ref, _ = baseline
+    other = make_model(seed=7)  # other weights: the same tokens have other K/V
+    run(engine(other, tmp_path, name="other-weights"), prompt())
+    # Same tokens, so same block hashes: copy its pages into this model's folder by hand.
+    mine = engine(model, tmp_path)
+    mine_dir = mine.page_tiers.tiers[0].dir
+    for page in pages(tmp_path):
+        target = mine_dir / "pages" / page.parent.name / page.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(page, target)
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        out, _ = run(mine, prompt())
+    assert out.token_ids == ref.token_ids and out.num_restored_tokens == 0
+    assert "another model or engine version" in caplog.records[0].getMessage()
+
+
+def test_the_identity_names_weights_dtypes_layout_device_and_engine_version():
+    base = ModelIdentity("w", "float32", "float32", 128, ((2, 8, 4),), "cpu", "1+abc", "m")
+    changes = [
+        {"weights": "w2"},
+        {"model_dtype": "bfloat16"},
+        {"cache_dtype": "float8_e4m3fn"},
+        {"block_size": 64},
+        {"layout": ((2, 8, 0),)},
+        {"device": "cuda"},
+        {"engine": "1+abd"},
+    ]
+    keys = {ModelIdentity(**{**_fields(base), **c}).key for c in changes}
+    assert len(keys) == len(changes) and base.key not in keys
+    assert ModelIdentity(**{**_fields(base), "name": "other label"}).key == base.key
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_that_is_read(baseline, tmp_path):
+    model, ref, _ = baseline
+    run(engine(model, tmp_path), prompt())
+    first = _chain(tmp_path, prompt())[0]
+    # What kill -9 leaves: a temporary file beside the page (never renamed), and no page.
+    data = first.read_bytes()
+    leftover = first.with_name(f".{first.name}.999999.dead.tmp")
+    leftover.write_bytes(data[: len(data) // 2])
+    old = time.time() - 3600
+    os.utime(leftover, (old, old))
+    first.unlink()
+    out, _ = run(engine(model, tmp_path), prompt())
+    assert out.token_ids == ref.token_ids
+    assert out.num_restored_tokens == 0  # the chain starts with the missing page
+    assert not leftover.exists()  # the next engine's scan removed it
+    assert first.exists()  # and the recomputed page was written again
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_a_full_disk_or_read_only_folder_costs_speed_only(
+    baseline, tmp_path, monkeypatch, caplog, code
+):
+    model, ref, _ = baseline
+
+    def failing_write(fd: int, data) -> int:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(disk_mod, "_os_write", failing_write)
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        out, _ = run(engine(model, tmp_path), prompt())
+    assert out.token_ids == ref.token_ids
+    assert pages(tmp_path) == []
+    assert not list(tmp_path.rglob("*.tmp"))  # every half-written file removed
+    assert len(caplog.records) == 1  # said once, not per page
+    monkeypatch.undo()
+    run(engine(model, tmp_path), prompt())  # room again: written
+    assert len(pages(tmp_path)) == PAGES
+
+
+def test_the_budget_evicts_the_least_recently_used_pages(make_model, tmp_path):
+    model = make_model()
+    run(engine(model, tmp_path), prompt())
+    page_size = pages(tmp_path)[0].stat().st_size
+    old = time.time() - 1000
+    for p in pages(tmp_path):
+        os.utime(p, (old, old))
+    # Room for 3.5 pages: the second prompt's 2 push the first prompt's oldest out.
+    budget = 3 * page_size + page_size // 2
+    run(engine(model, tmp_path, budget=budget), prompt(seed=9))
+    left = pages(tmp_path)
+    assert sum(p.stat().st_size for p in left) <= budget
+    assert set(_chain(tmp_path, prompt(seed=9))) <= set(left)
+    assert len(left) < 2 * PAGES
+
+
+def test_cache_summary_and_clear(baseline, tmp_path):
+    model, *_ = baseline
+    run(engine(model, tmp_path), prompt())
+    (m,) = summarize(tmp_path)
+    assert (m.name, m.pages) == ("tiny", PAGES) and m.bytes == sum(
+        p.stat().st_size for p in pages(tmp_path)
+    )
+    assert m.detail["device"] == "cpu" and m.detail["cache_dtype"] == "float32"
+    with pytest.raises(ValueError, match="keeps nothing"):
+        clear(tmp_path, "nope")
+    assert clear(tmp_path, m.key[:8]) == (PAGES, m.bytes)
+    assert summarize(tmp_path) == []
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    b = bytearray(data)
+    b[at] ^= 0x40
+    return bytes(b)
+
+
+def _fields(identity: ModelIdentity) -> dict:
+    return {f: getattr(identity, f) for f in identity.__slots__}
+
+
+def _chain(root: Path, tokens: list[int]) -> list[Path]:
+    """The page files of the prompt's full blocks, in order (named by their chained hashes)."""
+    from m3agent.engine.native.core.block_hash import extend_block_hashes
+
+    hashes: list[bytes] = []
+    extend_block_hashes(hashes, tokens[: (len(tokens) - 1) // 128 * 128], 128)
+    by_name = {p.stem: p for p in pages(root)}
+    return [by_name[h.hex()] for h in hashes]
