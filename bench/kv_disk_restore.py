@@ -111,7 +111,11 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=100_000)
     ap.add_argument("--dtype", default="bfloat16", help="weights and KV (fp32 caps CPU at ~55K)")
     ap.add_argument("--out", default=str(HERE / "results"))
-    ap.add_argument("--name", default="cpu", help="the machine's name in the file name")
+    ap.add_argument(
+        "--name",
+        default=f"cpu-{len(os.sched_getaffinity(0))}core",
+        help="the machine's name in the file name",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kv-disk-bench-"))
@@ -182,7 +186,8 @@ def main() -> None:
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"kv_disk_restore_{args.name}_{args.tokens // 1000}k_{result['date'][:10]}.json"
+    size = f"{first['prompt_tokens'] // 1000}k"
+    stem = f"kv_disk_restore_{args.name}_{size}_{result['date'][:10]}.json"
     (out / stem).write_text(text + "\n", encoding="utf-8")
 
 

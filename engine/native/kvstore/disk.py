@@ -237,7 +237,9 @@ class DiskTier:
     def _prepare(self) -> bool:
         """Creates the model's folder and model.json; False (one line) when it cannot."""
         try:
-            self.dir.mkdir(parents=True, exist_ok=True)
+            # private: a page is checked against corruption, not against a forger
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.dir.mkdir(mode=0o700, exist_ok=True)
             target = self.dir / MODEL_FILE
             if not target.exists():
                 tmp = target.with_name(f".{MODEL_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp")

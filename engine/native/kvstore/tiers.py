@@ -50,6 +50,7 @@ class PageTiers:
         self.restored_pages = 0
         self.restored_bytes = 0
         self.restore_s = 0.0
+        self.save_s = 0.0  # the engine thread's share of saving: copying pages out
 
     @staticmethod
     def payload_bytes(caches: list[LayerCache]) -> int:
@@ -63,9 +64,11 @@ class PageTiers:
         missing = [t for t in self.tiers if not t.contains(key)]
         if not missing:
             return
+        t0 = time.perf_counter()
         host = [_copy_out(b) for b in self._blocks(block_id)]
         for tier in missing:
             tier.put(key, host)
+        self.save_s += time.perf_counter() - t0
 
     def restore(self, block_id: int, key: PageKey) -> bool:
         t0 = time.perf_counter()
