@@ -75,7 +75,7 @@ def decode(data: memoryview, identity_key: str, key: PageKey, payload_len: int) 
     """The payload of an intact page of this identity naming this prefix; else PageRejected."""
     fixed = len(MAGIC) + _U32.size
     if len(data) < fixed + _U32.size or bytes(data[: len(MAGIC)]) != MAGIC:
-        raise PageRejected("not a page file (bad magic)" if len(data) >= fixed else "truncated")
+        raise PageRejected("not a page file" if len(data) >= fixed else "truncated")
     (hlen,) = _U32.unpack_from(data, len(MAGIC))
     if hlen > _MAX_HEADER or len(data) < fixed + hlen:
         raise PageRejected("truncated" if hlen <= _MAX_HEADER else "corrupt header")

@@ -18,11 +18,14 @@ from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine, WeightsId
 from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.kvstore import disk as disk_mod
+from m3agent.engine.native.kvstore.disk import DiskTier
 from m3agent.engine.native.kvstore.folder import clear, iter_pages, summarize
 from m3agent.engine.native.kvstore.identity import ModelIdentity
+from m3agent.engine.native.kvstore.page_file import PageKey
 
 GREEDY4 = native_params(max_tokens=4, ignore_eos=True)
 PAGES = 2  # full pages of a 300-token prompt (the last token is always computed)
+PAYLOAD = 4096
 
 
 def prompt(n: int = 300, seed: int = 0) -> list[int]:
@@ -53,11 +56,32 @@ def pages(root: Path) -> list[Path]:
     return sorted(e.path for e in iter_pages(root))
 
 
+_REFERENCE: dict[tuple[int, ...], tuple] = {}
+
+
 @pytest.fixture
 def baseline(make_model):
-    """The tokens and logits of the prompt without any disk tier."""
+    """The model (its seeded weights) with its tokens and logits for the prompt without any
+    disk tier (computed once per module)."""
     model = make_model()
-    return model, *run(engine(model, None), prompt())
+    key = tuple(prompt())
+    if key not in _REFERENCE:
+        _REFERENCE[key] = run(engine(model, None), prompt())
+    return model, *_REFERENCE[key]
+
+
+def tier(root: Path, budget: int = 1 << 30) -> DiskTier:
+    """A disk tier alone, for pages of 4 KiB of random bytes."""
+    identity = ModelIdentity("w", "float32", "float32", 128, ((1, 8, 0),), "cpu", "1+x", "m")
+    return DiskTier(root, identity, budget, PAYLOAD)
+
+
+def key(i: int, parent: bytes | None = None) -> PageKey:
+    return PageKey(bytes([i]) * 16, parent, bytes([i]) * 1024)
+
+
+def page(i: int) -> list[torch.Tensor]:
+    return [torch.full((PAYLOAD,), i, dtype=torch.uint8)]
 
 
 def test_a_fresh_engine_reads_the_prefix_back_and_generates_the_same(baseline, tmp_path):
@@ -88,25 +112,61 @@ def test_a_longer_prompt_restores_the_shared_pages_and_computes_the_rest(baselin
     assert out.num_restored_tokens == PAGES * 128
 
 
-@pytest.mark.parametrize(
-    ("damage", "reason"),
-    [
-        (lambda p: p.write_bytes(p.read_bytes()[:-100]), "truncated"),
-        (lambda p: p.write_bytes(_flip(p.read_bytes(), -5000)), "checksum mismatch"),
-        (lambda p: p.write_bytes(b""), "truncated"),
-    ],
-)
-def test_a_damaged_page_is_recomputed_with_one_line(baseline, tmp_path, caplog, damage, reason):
+def test_a_damaged_page_is_recomputed_with_one_line(baseline, tmp_path, caplog):
     model, ref, _ = baseline
     run(engine(model, tmp_path), prompt())
-    chain = _chain(tmp_path, prompt())
-    damage(chain[1])  # the second page of the prompt
+    second = _chain(tmp_path, prompt())[1]
+    second.write_bytes(_flip(second.read_bytes(), -500))
     with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
         out, _ = run(engine(model, tmp_path), prompt())
     assert out.token_ids == ref.token_ids
     assert out.num_restored_tokens == 128  # the page before the damaged one
-    lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and reason in lines[0] and "recomputing" in lines[0]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "checksum mismatch" in line and "recomputing" in line
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda b: b[:-100], "truncated"),
+        (lambda b: b[:10], "truncated"),
+        (lambda b: b"", "truncated"),
+        (lambda b: b + b"x", "trailing bytes"),
+        (lambda b: _flip(b, 3), "not a page file"),
+        (lambda b: _flip(b, 20), "corrupt header"),
+        (lambda b: _flip(b, len(b) - 1000), "checksum mismatch"),
+    ],
+)
+def test_every_damage_is_refused_and_the_file_removed(tmp_path, caplog, damage, reason):
+    t = tier(tmp_path)
+    t.put(key(1), page(1))
+    t.flush()
+    path = next(iter(pages(tmp_path)))
+    path.write_bytes(damage(path.read_bytes()))
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        assert t.get(key(1)) is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert f"({reason})" in line
+    assert not path.exists() and t.stats.rejected == 1
+    t.close()
+
+
+def test_a_page_naming_another_prefix_is_refused(tmp_path, caplog):
+    t = tier(tmp_path)
+    t.put(key(1), page(1))
+    t.flush()
+    assert bytes(t.get(key(1))) == bytes(page(1)[0].numpy())  # intact: used
+    other_parent = PageKey(key(1).block_hash, b"p" * 16, key(1).token_bytes)
+    other_tokens = PageKey(key(1).block_hash, None, bytes(1024))
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        assert t.get(other_parent) is None
+    assert "names another prefix" in caplog.records[0].getMessage()
+    t.put(key(1), page(1))
+    t.flush()
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        assert t.get(other_tokens) is None
+    assert "hash collision" in caplog.records[-1].getMessage()
+    t.close()
 
 
 def test_another_models_page_is_never_used(baseline, make_model, tmp_path, caplog):
@@ -142,10 +202,12 @@ def test_the_identity_names_weights_dtypes_layout_device_and_engine_version():
     assert ModelIdentity(**{**_fields(base), "name": "other label"}).key == base.key
 
 
-def test_a_writer_killed_mid_write_leaves_nothing_that_is_read(baseline, tmp_path):
-    model, ref, _ = baseline
-    run(engine(model, tmp_path), prompt())
-    first = _chain(tmp_path, prompt())[0]
+def test_a_writer_killed_mid_write_leaves_nothing_that_is_read(tmp_path):
+    t = tier(tmp_path)
+    t.put(key(1), page(1))
+    t.flush()
+    t.close()
+    (first,) = pages(tmp_path)
     # What kill -9 leaves: a temporary file beside the page (never renamed), and no page.
     data = first.read_bytes()
     leftover = first.with_name(f".{first.name}.999999.dead.tmp")
@@ -153,21 +215,22 @@ def test_a_writer_killed_mid_write_leaves_nothing_that_is_read(baseline, tmp_pat
     old = time.time() - 3600
     os.utime(leftover, (old, old))
     first.unlink()
-    out, _ = run(engine(model, tmp_path), prompt())
-    assert out.token_ids == ref.token_ids
-    assert out.num_restored_tokens == 0  # the chain starts with the missing page
-    assert not leftover.exists()  # the next engine's scan removed it
-    assert first.exists()  # and the recomputed page was written again
+    fresh = tier(tmp_path)
+    assert not leftover.exists()  # the next tier's scan removed it
+    assert fresh.get(key(1)) is None and fresh.stats.rejected == 0  # a plain miss
+    fresh.close()
 
 
-@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
-def test_a_full_disk_or_read_only_folder_costs_speed_only(
-    baseline, tmp_path, monkeypatch, caplog, code
-):
-    model, ref, _ = baseline
-
-    def failing_write(fd: int, data) -> int:
+def failing(code: int):
+    def write(fd: int, data) -> int:
         raise OSError(code, os.strerror(code))
+
+    return write
+
+
+def test_a_full_disk_costs_speed_only(baseline, tmp_path, monkeypatch, caplog):
+    model, ref, _ = baseline
+    failing_write = failing(errno.ENOSPC)
 
     monkeypatch.setattr(disk_mod, "_os_write", failing_write)
     with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
@@ -176,39 +239,62 @@ def test_a_full_disk_or_read_only_folder_costs_speed_only(
     assert pages(tmp_path) == []
     assert not list(tmp_path.rglob("*.tmp"))  # every half-written file removed
     assert len(caplog.records) == 1  # said once, not per page
+    assert "disk full" in caplog.records[0].getMessage()
     monkeypatch.undo()
     run(engine(model, tmp_path), prompt())  # room again: written
     assert len(pages(tmp_path)) == PAGES
 
 
-def test_the_budget_evicts_the_least_recently_used_pages(make_model, tmp_path):
-    model = make_model()
-    run(engine(model, tmp_path), prompt())
-    page_size = pages(tmp_path)[0].stat().st_size
-    old = time.time() - 1000
-    for p in pages(tmp_path):
-        os.utime(p, (old, old))
-    # Room for 3.5 pages: the second prompt's 2 push the first prompt's oldest out.
-    budget = 3 * page_size + page_size // 2
-    run(engine(model, tmp_path, budget=budget), prompt(seed=9))
-    left = pages(tmp_path)
-    assert sum(p.stat().st_size for p in left) <= budget
-    assert set(_chain(tmp_path, prompt(seed=9))) <= set(left)
-    assert len(left) < 2 * PAGES
+def test_a_read_only_folder_stops_writing_and_still_reads(tmp_path, monkeypatch, caplog):
+    t = tier(tmp_path)
+    t.put(key(1), page(1))
+    t.flush()
+    monkeypatch.setattr(disk_mod, "_os_write", failing(errno.EROFS))
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        t.put(key(2, key(1).block_hash), page(2))
+        t.flush()
+        assert not t.writable and not t.put(key(3), page(3))  # no more tries
+    assert len(caplog.records) == 1 and "not writable" in caplog.records[0].getMessage()
+    assert t.get(key(1)) is not None  # reading goes on
+    assert len(pages(tmp_path)) == 1 and not list(tmp_path.rglob("*.tmp"))
+    t.close()
 
 
-def test_cache_summary_and_clear(baseline, tmp_path):
-    model, *_ = baseline
-    run(engine(model, tmp_path), prompt())
+def test_the_budget_evicts_the_least_recently_used_pages(tmp_path):
+    t = tier(tmp_path)
+    for i in range(4):
+        t.put(key(i), page(i))
+    t.flush()
+    t.close()
+    size = pages(tmp_path)[0].stat().st_size
+    for age, p in enumerate(sorted(pages(tmp_path), key=lambda p: p.name), start=1):
+        os.utime(p, (time.time() - 1000 * age, time.time() - 1000 * age))
+    small = tier(tmp_path, budget=5 * size + size // 2)
+    assert small.get(key(3)) is not None  # the oldest, read now: the most recently used
+    for i in (10, 11):
+        small.put(key(i), page(i))
+    small.flush()
+    left = {p.stem for p in pages(tmp_path)}
+    assert sum(p.stat().st_size for p in pages(tmp_path)) <= 5 * size + size // 2
+    assert {key(i).name for i in (3, 10, 11)} <= left and len(left) < 6
+    assert small.stats.evicted >= 1
+    small.close()
+
+
+def test_cache_summary_and_clear(tmp_path):
+    t = tier(tmp_path)
+    for i in range(3):
+        t.put(key(i), page(i))
+    t.flush()
     (m,) = summarize(tmp_path)
-    assert (m.name, m.pages) == ("tiny", PAGES) and m.bytes == sum(
-        p.stat().st_size for p in pages(tmp_path)
-    )
+    assert (m.name, m.pages) == ("m", 3)
+    assert m.bytes == sum(p.stat().st_size for p in pages(tmp_path))
     assert m.detail["device"] == "cpu" and m.detail["cache_dtype"] == "float32"
     with pytest.raises(ValueError, match="keeps nothing"):
         clear(tmp_path, "nope")
-    assert clear(tmp_path, m.key[:8]) == (PAGES, m.bytes)
+    assert clear(tmp_path, m.key[:8]) == (3, m.bytes)
     assert summarize(tmp_path) == []
+    t.close()
 
 
 # ---- helpers --------------------------------------------------------------------------------
