@@ -74,3 +74,48 @@ def test_two_writers_then_a_fresh_process_reads_back_the_same_tokens(tiny_dir, t
     restored = generate(tiny_dir, kv)  # this process is the fresh one
     assert restored.num_restored_tokens == 256
     assert restored.token_ids == reference.token_ids
+
+
+WRITER = """
+import sys, torch
+from pathlib import Path
+from m3agent.engine.native.kvstore.disk import DiskTier
+from m3agent.engine.native.kvstore.identity import ModelIdentity
+from m3agent.engine.native.kvstore.page_file import PageKey
+identity = ModelIdentity("w", "float32", "float32", 128, ((1, 8, 0),), "cpu", "1+x", "m")
+tier = DiskTier(Path(sys.argv[1]), identity, 1 << 30, 1 << 20)
+for i in range(100000):
+    key = PageKey(i.to_bytes(16, "little"), None, bytes(1024))
+    while not tier.put(key, [torch.full((1 << 20,), i % 251, dtype=torch.uint8)]):
+        tier.flush()
+    if i == 8:
+        tier.flush()
+        print("writing", flush=True)
+"""
+
+
+def test_kill_9_mid_write_leaves_only_whole_pages(tmp_path):
+    """A writer killed with SIGKILL while it writes 1 MiB pages as fast as it can: every page
+    file left is whole and checks out; what it was writing is at most a temporary file."""
+    import torch
+    from m3agent.engine.native.kvstore.disk import DiskTier
+    from m3agent.engine.native.kvstore.identity import ModelIdentity
+    from m3agent.engine.native.kvstore.page_file import PageKey
+
+    kv = tmp_path / "kv"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(kv)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    proc.kill()
+    proc.wait(timeout=30)
+    identity = ModelIdentity("w", "float32", "float32", 128, ((1, 8, 0),), "cpu", "1+x", "m")
+    tier = DiskTier(kv, identity, 1 << 30, 1 << 20)
+    written = [int.from_bytes(bytes.fromhex(e.name), "little") for e in iter_pages(kv)]
+    assert len(written) >= 9
+    for i in written:
+        payload = tier.get(PageKey(i.to_bytes(16, "little"), None, bytes(1024)))
+        assert payload is not None
+        assert torch.frombuffer(payload, dtype=torch.uint8).eq(i % 251).all()
+    assert tier.stats.rejected == 0
+    tier.close()
