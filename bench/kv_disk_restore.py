@@ -106,6 +106,31 @@ def engine_restore(model: Path, kv: Path, dtype: str) -> dict:
     }
 
 
+def save_overhead(model: Path, work: Path, dtype: str, tokens: int) -> dict:
+    """What writing costs the steps: one cold prefill of `tokens` in this process with the tier
+    (into an empty folder) and without it; the engine thread's seconds copying pages out."""
+    from m3agent.engine.api import SamplingParams
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.native.llm import LLM
+
+    prompt = [(i * 7) % 200 + 40 for i in range(tokens)]
+    out: dict = {"tokens": tokens}
+    for label, kv in (("without_tier", None), ("with_tier", work / "kv-overhead")):
+        llm = LLM.from_model_dir(
+            model, dtype=dtype, config=EngineConfig(kv_disk_dir=str(kv) if kv else None)
+        )
+        t0 = time.perf_counter()
+        llm.generate([prompt], SamplingParams(max_tokens=1, temperature=0))
+        out[f"{label}_s"] = time.perf_counter() - t0
+        if llm.page_tiers is not None:
+            out["save_s"] = llm.page_tiers.save_s
+            t0 = time.perf_counter()
+            llm.close()
+            out["writer_drain_after_s"] = time.perf_counter() - t0
+            out["pages_written"] = llm.page_tiers.tiers[0].stats.saved  # type: ignore[attr-defined]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=100_000)
@@ -116,10 +141,27 @@ def main() -> None:
         default=f"cpu-{len(os.sched_getaffinity(0))}core",
         help="the machine's name in the file name",
     )
+    ap.add_argument(
+        "--save-overhead",
+        type=int,
+        metavar="N",
+        help="only measure what writing pages costs a cold prefill of N tokens, in process",
+    )
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kv-disk-bench-"))
     model = work / "model"
+    if args.save_overhead:
+        subprocess.run([M3AGENT, "model", "init-tiny", str(model)], check=True)
+        result = save_overhead(model, work, args.dtype, args.save_overhead)
+        result["host"] = {"name": args.name, "load_avg_1m": os.getloadavg()[0]}
+        print(json.dumps(result, indent=1))
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        date = datetime.now(UTC).isoformat(timespec="seconds")[:10]
+        name = f"kv_disk_save_overhead_{args.name}_{args.save_overhead // 1000}k_{date}.json"
+        (out / name).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        return
     home = work / "home"
     ws = work / "ws"
     kv = work / "kv"
