@@ -10,6 +10,7 @@ a free block, indexed like a computed one, and counted as a hit (Request.num_res
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from ..kvstore.page_file import PageKey
@@ -28,6 +29,10 @@ class BlockTiers(Protocol):
 
     def restore(self, block_id: int, key: PageKey) -> bool:
         """Fills the block from a kept page of this key; False: none (nothing written)."""
+        ...
+
+    def prefetch(self, keys: Sequence[PageKey]) -> None:
+        """The keys `restore` will be asked for next, in order (empty: none)."""
         ...
 
 
@@ -143,13 +148,21 @@ class KVCacheManager:
         pool, step = self.block_pool, self.block_size * 8
         pool.touch(hits)  # so that handing out blocks below never evicts one of them
         restored: list[KVCacheBlock] = []
+        hashes = request.block_hashes
+
+        def key_at(i: int) -> PageKey:
+            tokens = bytes(data[i * step : (i + 1) * step])
+            return PageKey(hashes[i], hashes[i - 1] if i else None, tokens)
+
+        start = len(hits)
+        # at most the free blocks but one (kept for the prompt's last token)
+        end = min(max_blocks, start + pool.num_free_blocks - 1)
         try:
-            for i in range(len(hits), max_blocks):
-                if pool.num_free_blocks <= 1:  # keep one for the prompt's last token
-                    break
-                parent = request.block_hashes[i - 1] if i else None
-                tokens = bytes(data[i * step : (i + 1) * step])
-                key = PageKey(request.block_hashes[i], parent, tokens)
+            for i in range(start, end):
+                key = key_at(i)
+                if i == start + 1:  # the first page was there: read the others ahead
+                    self.tiers.prefetch([key, *(key_at(j) for j in range(i + 1, end))])
+                parent, tokens = key.parent_hash, key.token_bytes
                 (block,) = pool.get_new_blocks(1)
                 try:
                     found = self.tiers.restore(block.block_id, key)
@@ -162,6 +175,7 @@ class KVCacheManager:
                 pool.cache_full_block(block, key.block_hash, parent, tokens)
                 restored.append(block)
         finally:
+            self.tiers.prefetch(())
             pool.free_blocks(list(reversed(restored)))
             pool.free_blocks(list(reversed(hits)))
         return restored

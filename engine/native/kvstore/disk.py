@@ -27,7 +27,7 @@ import queue
 import secrets
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -53,6 +53,24 @@ class DiskStats:
     restored: int = 0  # pages read back and used
     rejected: int = 0  # pages found but unusable (recomputed)
     evicted: int = 0  # pages deleted to stay under the budget
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """One page read: its payload, or why not (None: simply missing)."""
+
+    payload: memoryview | None
+    reason: str | None = None
+    remove: bool = True  # an unusable page file is deleted; an unreadable one is left
+
+
+@dataclass(slots=True, eq=False)
+class _Prefetch:
+    names: list[str]  # the pages asked for, in order
+    next: int = 0  # the next one `get` takes
+    results: queue.Queue[_Loaded] = field(default_factory=lambda: queue.Queue(maxsize=8))
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +108,7 @@ class DiskTier:
         self._total_bytes = 0  # the whole folder's pages, as of the last scan plus writes
         self._said: set[str] = set()  # failure kinds already logged once
         self._buf = bytearray()  # the read buffer (engine thread only)
+        self._ahead: _Prefetch | None = None  # the pages being read ahead (prefetch)
         self.writable = self._prepare()
         self._scan()
         self._queue: queue.Queue[_Job | None] = queue.Queue()
@@ -105,30 +124,98 @@ class DiskTier:
     def get(self, key: PageKey) -> memoryview | None:
         """The page's payload when an intact page of this identity names exactly this prefix;
         None otherwise (a missing page quietly, an unusable one with one warning line). The
-        payload lives in a buffer the next call reuses: the caller copies it out at once."""
+        payload lives in a buffer a later call reuses: the caller copies it out at once."""
+        loaded = self._prefetched(key)
+        if loaded is None:
+            loaded = self._load(key, None)
         path = self._path(key.name)
-        try:
-            with open(path, "rb", buffering=0) as f:
-                size = os.fstat(f.fileno()).st_size
-                if len(self._buf) < size:  # one buffer for every read: no zero-fill per page
-                    self._buf = bytearray(size)
-                got = f.readinto(memoryview(self._buf)[:size])
-        except FileNotFoundError:
-            self._known.discard(key.name)
-            return None
-        except OSError as e:
-            self._reject(key, path, f"unreadable ({e.strerror or e})", remove=False)
-            return None
-        try:
-            payload = decode(memoryview(self._buf)[:got], self.key, key, self.payload_bytes)
-        except PageRejected as e:
-            self._reject(key, path, str(e), remove=True)
+        if loaded.payload is None:
+            if loaded.reason is None:
+                self._known.discard(key.name)
+            else:
+                self._reject(key, path, loaded.reason, remove=loaded.remove)
             return None
         with contextlib.suppress(OSError):  # the LRU clock; a read-only folder has none
             os.utime(path)
         self._known.add(key.name)
         self.stats.restored += 1
-        return payload
+        return loaded.payload
+
+    def prefetch(self, keys: Sequence[PageKey]) -> None:
+        """Reads these pages ahead, in order, on a thread of their own (stopping at the first
+        one missing or unusable), so that reading and checking the next page overlaps copying
+        this one into the cache; `get` takes them in the same order. Empty: stops it."""
+        self._stop_prefetch()
+        if len(keys) < 2:
+            return
+        ahead = _Prefetch([k.name for k in keys])
+        ahead.thread = threading.Thread(
+            target=self._prefetcher, args=(list(keys), ahead), name="m3agent-kv-read", daemon=True
+        )
+        self._ahead = ahead
+        ahead.thread.start()
+
+    def _prefetcher(self, keys: list[PageKey], ahead: _Prefetch) -> None:
+        for key in keys:
+            loaded = self._load(key, bytearray)
+            while not ahead.stop.is_set():
+                try:
+                    ahead.results.put(loaded, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
+            if ahead.stop.is_set() or loaded.payload is None:
+                return
+
+    def _prefetched(self, key: PageKey) -> _Loaded | None:
+        """The next prefetched page when it is this key's; None (and no more prefetching)
+        when nothing is prefetched or the caller asks for another page."""
+        ahead = self._ahead
+        if ahead is None:
+            return None
+        if ahead.next >= len(ahead.names) or ahead.names[ahead.next] != key.name:
+            self._stop_prefetch()
+            return None
+        ahead.next += 1
+        try:
+            return ahead.results.get(timeout=60.0)
+        except queue.Empty:  # a reader stuck on a dead disk: read it here instead
+            self._stop_prefetch()
+            return None
+
+    def _stop_prefetch(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        ahead.stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                ahead.results.get_nowait()
+        if ahead.thread is not None:
+            ahead.thread.join(5.0)
+
+    def _load(self, key: PageKey, fresh: type[bytearray] | None) -> _Loaded:
+        """Reads and checks one page: into a buffer of its own when `fresh`, else into the
+        engine thread's reused one. Logs nothing (the engine thread does, in `get`)."""
+        path = self._path(key.name)
+        try:
+            with open(path, "rb", buffering=0) as f:
+                size = os.fstat(f.fileno()).st_size
+                if fresh is not None:
+                    buf = fresh(size)
+                else:
+                    if len(self._buf) < size:  # one buffer for every read: no zero-fill
+                        self._buf = bytearray(size)
+                    buf = self._buf
+                got = f.readinto(memoryview(buf)[:size])
+        except FileNotFoundError:
+            return _Loaded(None, None)
+        except OSError as e:
+            return _Loaded(None, f"unreadable ({e.strerror or e})", remove=False)
+        try:
+            return _Loaded(decode(memoryview(buf)[:got], self.key, key, self.payload_bytes))
+        except PageRejected as e:
+            return _Loaded(None, str(e))
 
     def _reject(self, key: PageKey, path: Path, reason: str, remove: bool) -> None:
         self.stats.rejected += 1
@@ -161,6 +248,7 @@ class DiskTier:
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Writes what is queued (up to timeout_s), then stops the writer."""
+        self._stop_prefetch()
         if not self._thread.is_alive():
             return
         self._queue.put(None)

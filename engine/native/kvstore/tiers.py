@@ -34,6 +34,10 @@ class PageTier(Protocol):
         valid until the next call (the caller copies them into the cache at once)."""
         ...
 
+    def prefetch(self, keys: Sequence[PageKey]) -> None:
+        """A hint: `get` will ask for these pages in this order (empty: no more)."""
+        ...
+
     def put(self, key: PageKey, tensors: Sequence[torch.Tensor]) -> bool:
         """Keeps a page: host uint8 copies of its blocks, in the layout order (the tier owns
         them now); False: not kept."""
@@ -69,6 +73,10 @@ class PageTiers:
         for tier in missing:
             tier.put(key, host)
         self.save_s += time.perf_counter() - t0
+
+    def prefetch(self, keys: Sequence[PageKey]) -> None:
+        for tier in self.tiers:
+            tier.prefetch(keys)
 
     def restore(self, block_id: int, key: PageKey) -> bool:
         t0 = time.perf_counter()

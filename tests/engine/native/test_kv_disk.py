@@ -318,3 +318,19 @@ def _chain(root: Path, tokens: list[int]) -> list[Path]:
     extend_block_hashes(hashes, tokens[: (len(tokens) - 1) // 128 * 128], 128)
     by_name = {p.stem: p for p in pages(root)}
     return [by_name[h.hex()] for h in hashes]
+
+
+def test_pages_read_ahead_come_in_order_and_a_change_of_order_reads_directly(tmp_path):
+    t = tier(tmp_path)
+    chain = [key(1)] + [key(i, key(i - 1).block_hash) for i in range(2, 6)]
+    for i, k in enumerate(chain, start=1):
+        t.put(k, page(i))
+    t.flush()
+    t.prefetch(chain[1:])
+    assert bytes(t.get(chain[1]))[:1] == b"\x02" and bytes(t.get(chain[2]))[:1] == b"\x03"
+    assert bytes(t.get(chain[4]))[:1] == b"\x05"  # out of order: read directly, ahead stopped
+    assert t._ahead is None
+    t.prefetch(chain)
+    t.prefetch(())  # stopped before anything was taken: nothing left behind
+    assert t._ahead is None and t.stats.rejected == 0
+    t.close()
