@@ -82,7 +82,7 @@ class _Job:
 
 class DiskTier:
     """Pages of one model identity in `root`; thread-safe (the engine thread reads and
-    enqueues, the writer thread writes and evicts)."""
+    enqueues, the writer thread writes and evicts, a reader thread reads ahead on request)."""
 
     def __init__(
         self,
@@ -276,6 +276,8 @@ class DiskTier:
         parts, total = encode(self.key, job.key, payload)
         path = self._path(job.key.name)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        if not self.dir.is_dir():  # `m3agent cache clear` ran meanwhile: model.json again
+            self._prepare()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
