@@ -279,7 +279,8 @@ class DiskTier:
         if not self.dir.is_dir():  # `m3agent cache clear` ran meanwhile: model.json again
             self._prepare()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.parent.mkdir(mode=0o700, exist_ok=True)  # private, whatever the umask
+            path.parent.mkdir(mode=0o700, exist_ok=True)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
                 for part in parts:
@@ -333,7 +334,9 @@ class DiskTier:
             target = self.dir / MODEL_FILE
             if not target.exists():
                 tmp = target.with_name(f".{MODEL_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-                tmp.write_text(json.dumps(self.identity.describe(), indent=1), encoding="utf-8")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(json.dumps(self.identity.describe(), indent=1))
                 os.replace(tmp, target)
             probe = self.dir / f".probe.{os.getpid()}.{secrets.token_hex(4)}"
             probe.touch()
