@@ -33,6 +33,11 @@ class EngineConfig:
     kv_cache_dtype: str = "auto"  # one of KV_CACHE_DTYPES
     enforce_eager: bool = False  # True: no CUDA graphs for decode steps
     max_graph_batch: int = 64  # decode batches above this run eagerly
+    # The host-memory tier (runner/host_kv_tier.py): MSA layers' K/V pages in host memory,
+    # the selected blocks fetched per step into a device cache of kv_device_blocks blocks per
+    # MSA layer. Decode steps then run eagerly (no CUDA graphs).
+    kv_host_tier: bool = False
+    kv_device_blocks: int = 128
 
     def cache_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
         return model_dtype if self.kv_cache_dtype == "auto" else torch.float8_e4m3fn
@@ -50,6 +55,7 @@ class EngineConfig:
                 f"got {self.kv_cache_dtype!r}"
             )
         require_at_least("max_graph_batch", self.max_graph_batch, 1)
+        require_at_least("kv_device_blocks", self.kv_device_blocks, 1)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ...api import EngineRequestError, FinishReason, PromptTooLong, SamplingParams
+from ..runner.host_kv_tier import HostKVTier, device_resident_specs
 from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
@@ -62,12 +63,21 @@ class LLMEngine:
         model_max = model.info.max_position_embeddings
         wanted_len = min(config.max_model_len or model_max, model_max)
         self.cache_dtype = cache_dtype = config.cache_dtype(model.info.dtype)
-        self.num_blocks = self._num_blocks(specs, cache_dtype, wanted_len)
+        self.host_kv: HostKVTier | None = None
+        # with the host tier, the device budget pays for index keys and dense layers only
+        device_specs = device_resident_specs(specs) if config.kv_host_tier else specs
+        self.num_blocks = self._num_blocks(device_specs, cache_dtype, wanted_len)
         # A request must always fit alone, or preemption could never make room for it.
         self.max_model_len = min(wanted_len, (self.num_blocks - 1) * BLOCK_SIZE)
         if self.max_model_len < 2:
             raise ValueError(f"the KV cache of {self.num_blocks} blocks holds no request")
-        caches = allocate_caches(specs, self.num_blocks, cache_dtype, self.device)
+        if config.kv_host_tier:
+            self.host_kv = HostKVTier(
+                specs, self.num_blocks, config.kv_device_blocks, cache_dtype, self.device
+            )
+            caches = self.host_kv.caches
+        else:
+            caches = allocate_caches(specs, self.num_blocks, cache_dtype, self.device)
         self.kv_cache_manager = KVCacheManager(
             self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching
         )
@@ -92,6 +102,7 @@ class LLMEngine:
             and vision is None
             and model.info.dtype in (torch.bfloat16, torch.float16)  # the kernels' dtypes
             and not config.enforce_eager
+            and self.host_kv is None  # a host-tier step fetches blocks from the host
         ):
             from ..runner.cuda_graphs import DecodeGraphs
 
