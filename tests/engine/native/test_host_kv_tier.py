@@ -15,7 +15,7 @@ from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.layers.attention import insert_kv
 from m3agent.engine.native.runner.host_kv_tier import HostKVTier
 
-GREEDY = native_params(max_tokens=4, ignore_eos=True)
+GREEDY = native_params(max_tokens=3, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +40,9 @@ def config(**kw) -> EngineConfig:
 
 
 def test_tier_matches_all_on_device_with_evictions(m3):
-    # 650 and 560 tokens: 6 and 5 blocks; one query selects 2 blocks (top-k 2, one KV head),
+    # 520 and 400 tokens: 5 and 4 blocks; one query selects 2 blocks (top-k 2, one KV head),
     # the device cache holds 3 per MSA layer: blocks are evicted and fetched again
-    prompts = [prompt(650, 1), prompt(560, 2)]
+    prompts = [prompt(520, 1), prompt(400, 2)]
     base = LLMEngine(m3, None, config())
     base_outs = base.generate(prompts, GREEDY)
     want = [o.token_ids for o in base_outs]
@@ -63,8 +63,8 @@ def test_tier_matches_all_on_device_with_evictions(m3):
     assert layer.blocks.shape[0] == 3 and layer.pool.shape[0] == engine.num_blocks
     assert engine.runner.caches[0].host is None  # the dense layer keeps its KV on the device
     s = tier.stats
-    # more fetches than blocks ever used (11): evicted blocks came back; decode steps hit
-    assert s.blocks_fetched > 11 and s.cache_hits > 0
+    # more fetches than blocks ever used (9): evicted blocks came back; decode steps hit
+    assert s.blocks_fetched > 9 and s.cache_hits > 0
     assert s.bytes_fetched == s.blocks_fetched * layer.pool[0].nbytes
     assert s.attend_calls > engine.num_steps  # prefill rows were split to fit 3 blocks
     # the same prompt again: its prefix pages come from the cache, still through the tier
