@@ -38,6 +38,7 @@ class EngineConfig:
     # MSA layer. Decode steps then run eagerly (no CUDA graphs).
     kv_host_tier: bool = False
     kv_device_blocks: int = 128
+    kv_host_memory_bytes: int | None = None  # the host pools' budget; None: half the free RAM
 
     def cache_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
         return model_dtype if self.kv_cache_dtype == "auto" else torch.float8_e4m3fn
@@ -47,8 +48,10 @@ class EngineConfig:
         require_at_least("max_num_seqs", self.max_num_seqs, 1)
         require_at_least("max_model_len", self.max_model_len, 2)
         require_at_least("num_gpu_blocks", self.num_gpu_blocks, 2)
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
-            raise ValueError("kv_cache_memory_bytes must be positive")
+        for name in ("kv_cache_memory_bytes", "kv_host_memory_bytes"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(
                 f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}, "

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from ...api import EngineRequestError, FinishReason, PromptTooLong, SamplingParams
-from ..runner.host_kv_tier import HostKVTier, device_resident_specs
+from ..runner.host_kv_tier import (
+    HostKVTier,
+    device_cache_bytes,
+    device_resident_specs,
+    host_tier_blocks,
+)
 from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
@@ -65,8 +70,15 @@ class LLMEngine:
         self.cache_dtype = cache_dtype = config.cache_dtype(model.info.dtype)
         self.host_kv: HostKVTier | None = None
         # with the host tier, the device budget pays for index keys and dense layers only
-        device_specs = device_resident_specs(specs) if config.kv_host_tier else specs
-        self.num_blocks = self._num_blocks(device_specs, cache_dtype, wanted_len)
+        device_specs, reserved = specs, 0
+        if config.kv_host_tier:
+            device_specs = device_resident_specs(specs)
+            reserved = device_cache_bytes(specs, cache_dtype, config.kv_device_blocks)
+        self.num_blocks = self._num_blocks(device_specs, cache_dtype, wanted_len, reserved)
+        if config.kv_host_tier and config.num_gpu_blocks is None:
+            self.num_blocks = host_tier_blocks(
+                specs, cache_dtype, self.num_blocks, config.kv_host_memory_bytes
+            )
         # A request must always fit alone, or preemption could never make room for it.
         self.max_model_len = min(wanted_len, (self.num_blocks - 1) * BLOCK_SIZE)
         if self.max_model_len < 2:
@@ -129,20 +141,23 @@ class LLMEngine:
         # The prompts the last step computed a part of: the backend reports their progress.
         self.prefill_steps: tuple[PrefillStep, ...] = ()
 
-    def _num_blocks(self, specs: list[LayerCacheSpec], dtype: torch.dtype, max_len: int) -> int:
+    def _num_blocks(
+        self, specs: list[LayerCacheSpec], dtype: torch.dtype, max_len: int, reserved: int = 0
+    ) -> int:
+        """reserved: bytes of the budget taken before the blocks (the host tier's caches)."""
         cfg = self.config
         if cfg.num_gpu_blocks is not None:
             return cfg.num_gpu_blocks
         if cfg.kv_cache_memory_bytes is not None:
-            budget = cfg.kv_cache_memory_bytes
+            budget = max(0, cfg.kv_cache_memory_bytes - reserved)
         elif self.device.type == "cuda":
             free, _total = torch.cuda.mem_get_info(self.device)
-            budget = int(free * cfg.gpu_memory_utilization)
+            budget = max(0, int(free * cfg.gpu_memory_utilization) - reserved)
             # no more than GPU_FULL_CONTEXTS whole contexts: the rest stays free for others
             needed = cdiv(max_len, BLOCK_SIZE) * min(cfg.max_num_seqs, GPU_FULL_CONTEXTS) + 1
             return max(2, min(num_blocks_for_budget(specs, dtype, budget), needed))
         else:
-            budget = DEFAULT_CPU_KV_BYTES
+            budget = max(0, DEFAULT_CPU_KV_BYTES - reserved)
             # No point in zero-filling more host memory than the seqs could ever use.
             needed = cdiv(max_len, BLOCK_SIZE) * cfg.max_num_seqs + 1
             return max(2, min(num_blocks_for_budget(specs, dtype, budget), needed))

@@ -22,6 +22,7 @@ fetch. Overlapping the fetch with the next layer's index scoring is the GPU's ne
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,7 @@ import torch
 from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
 from ..core.model_api import LayerCache, LayerCacheSpec
 from ..layers.attention import insert_kv
+from .kv_cache_allocator import bytes_per_block
 
 
 @dataclass(slots=True)
@@ -254,6 +256,26 @@ def device_resident_specs(specs: list[LayerCacheSpec]) -> list[LayerCacheSpec]:
     """What the device keeps per block with the tier on: the MSA layers' index keys and the
     dense layers' K/V (sizing the device budget in blocks)."""
     return [LayerCacheSpec(0, s.head_dim, s.index_dim) if s.index_dim > 0 else s for s in specs]
+
+
+def device_cache_bytes(specs: list[LayerCacheSpec], dtype: torch.dtype, cache_blocks: int) -> int:
+    """The device block caches of every MSA layer, taken from the device budget first."""
+    msa_kv = [LayerCacheSpec(s.num_kv_heads, s.head_dim) for s in specs if s.index_dim > 0]
+    return cache_blocks * bytes_per_block(msa_kv, dtype) if msa_kv else 0
+
+
+def host_tier_blocks(
+    specs: list[LayerCacheSpec], dtype: torch.dtype, device_blocks: int, host_budget: int | None
+) -> int:
+    """The blocks of a host-tier engine: as many as the device budget allows (`device_blocks`,
+    from device_resident_specs), no more than the host pools' budget holds (None: half of the
+    host's free memory)."""
+    msa_kv = [LayerCacheSpec(s.num_kv_heads, s.head_dim) for s in specs if s.index_dim > 0]
+    if not msa_kv:
+        return device_blocks
+    if host_budget is None:
+        host_budget = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    return max(2, min(device_blocks, host_budget // bytes_per_block(msa_kv, dtype)))
 
 
 class HostKVTier:

@@ -13,7 +13,12 @@ from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.model_api import LayerCacheSpec
 from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.layers.attention import insert_kv
-from m3agent.engine.native.runner.host_kv_tier import HostKVTier
+from m3agent.engine.native.runner.host_kv_tier import (
+    HostKVTier,
+    device_cache_bytes,
+    device_resident_specs,
+)
+from m3agent.engine.native.runner.kv_cache_allocator import bytes_per_block
 
 GREEDY = native_params(max_tokens=3, ignore_eos=True)
 
@@ -72,6 +77,23 @@ def test_tier_matches_all_on_device_with_evictions(m3):
     again = engine.generate([prompts[0]], GREEDY)[0]
     assert again.num_cached_tokens > 0 and again.token_ids == want[0]
     assert s.blocks_fetched > fetched
+
+
+def test_the_host_budget_bounds_the_blocks(m3):
+    spec = m3.cache_specs()[1]  # the MSA layer's K/V: what its host pool holds per block
+    elem = torch.empty((), dtype=m3.info.dtype).element_size()
+    block = BLOCK_SIZE * spec.num_kv_heads * 2 * spec.head_dim * elem
+    cfg = EngineConfig(kv_host_tier=True, kv_host_memory_bytes=10 * block)
+    assert LLMEngine(m3, None, cfg).num_blocks == 10
+    # the device budget pays for the block caches first, then for index keys and dense K/V
+    specs = m3.cache_specs()
+    device = bytes_per_block(device_resident_specs(specs), m3.info.dtype)
+    reserved = device_cache_bytes(specs, m3.info.dtype, 3)
+    assert reserved == 3 * block
+    cfg = EngineConfig(
+        kv_host_tier=True, kv_device_blocks=3, kv_cache_memory_bytes=reserved + 20 * device
+    )
+    assert LLMEngine(m3, None, cfg).num_blocks == 20
 
 
 def test_one_query_larger_than_the_device_cache_fails_the_request(m3):
