@@ -215,7 +215,8 @@ class _RowBlocks:
         nreq = int(req[-1]) - first + 1
         # every entry points at some resident slot (finite data); the selected ones at theirs
         width = md.block_tables.shape[1]
-        table = torch.full((nreq, width), int(slots[0]), dtype=torch.int64)
+        default = int(slots[0]) if slots.numel() else 0
+        table = torch.full((nreq, width), default, dtype=torch.int64)
         v = self.valid[a:b]
         idx = torch.searchsorted(need, self.phys[a:b][v])
         table[local[:, None, None].expand_as(v)[v], self.sel[a:b][v]] = slots[idx]
