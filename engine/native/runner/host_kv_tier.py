@@ -131,22 +131,24 @@ class HostKVLayer:
         return self._where[physical]
 
     def _fetch(self, ids: list[int], slots: list[int]) -> None:
+        # as bytes: index_select / index_copy_ have no fp8 kernels on every device
         n = len(ids)
         src = torch.tensor(ids, dtype=torch.int64)
         dst = torch.tensor(slots, dtype=torch.int64, device=self.blocks.device)
-        if self.blocks.device.type == "cuda":
+        pool, blocks = self.pool.view(torch.uint8), self.blocks.view(torch.uint8)
+        if blocks.device.type == "cuda":
             if self._staging is None:
                 self._staging = torch.empty(
-                    (self.capacity, *self.pool.shape[1:]), dtype=self.pool.dtype, pin_memory=True
+                    (self.capacity, *pool.shape[1:]), dtype=torch.uint8, pin_memory=True
                 )
             if self._copied is not None:
                 self._copied.synchronize()  # the staging buffer's last copy has left
-            staged = torch.index_select(self.pool, 0, src, out=self._staging[:n])
-            self.blocks.index_copy_(0, dst, staged.to(self.blocks.device, non_blocking=True))
+            staged = torch.index_select(pool, 0, src, out=self._staging[:n])
+            blocks.index_copy_(0, dst, staged.to(blocks.device, non_blocking=True))
             self._copied = torch.cuda.Event()
             self._copied.record()
         else:
-            self.blocks.index_copy_(0, dst, self.pool.index_select(0, src).to(self.blocks.device))
+            blocks.index_copy_(0, dst, pool.index_select(0, src))
         self.stats.blocks_fetched += n
         self.stats.bytes_fetched += n * self.pool[0].nbytes
 

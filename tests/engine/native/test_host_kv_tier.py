@@ -102,9 +102,9 @@ def test_one_query_larger_than_the_device_cache_fails_the_request(m3):
     assert out.error is not None and "raise kv_device_blocks" in out.error
 
 
-def tier(num_blocks=6, cache_blocks=2):
+def tier(num_blocks=6, cache_blocks=2, dtype=torch.float32):
     return HostKVTier(
-        [LayerCacheSpec(1, 4, 8)], num_blocks, cache_blocks, torch.float32, torch.device("cpu")
+        [LayerCacheSpec(1, 4, 8)], num_blocks, cache_blocks, dtype, torch.device("cpu")
     )
 
 
@@ -128,3 +128,15 @@ def test_lru_eviction_and_write_through():
     assert layer.resident() == [3]
     layer.ensure_resident(torch.tensor([4]))
     assert t.stats.blocks_fetched == 4
+
+
+def test_fp8_pages_are_fetched_byte_for_byte():
+    t = tier(dtype=torch.float8_e4m3fn)
+    (layer,) = t.layers
+    k, v = torch.randn(3, 1, 4), torch.randn(3, 1, 4)
+    layer.insert(
+        k, v, torch.tensor([2 * BLOCK_SIZE, 2 * BLOCK_SIZE + 1, 5 * BLOCK_SIZE]), insert_kv
+    )
+    layer.ensure_resident(torch.tensor([5, 2]))
+    assert torch.equal(layer.blocks.view(torch.uint8), layer.pool[[5, 2]].view(torch.uint8))
+    assert layer.pool[2].float().abs().sum() > 0
