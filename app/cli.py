@@ -22,6 +22,7 @@ COMMANDS = (
     "model",
     "generate",
     "serve",
+    "cache",  # issue 38: the native engine's KV disk cache
     "context",
     "mcp",
     "permissions",

@@ -17,6 +17,7 @@ from .settings import Settings
 from .warm import local_chat_files, remote_api_key, user_model_dirs
 
 if TYPE_CHECKING:
+    from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.offload.config import OffloadConfig
 
 DEFAULT_REMOTE_MODEL = "MiniMaxAI/MiniMax-M3"
@@ -118,9 +119,7 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
         device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     offload = _offload(settings, model_dir, device)
-    from m3agent.engine.native.core.engine_config import serving_config
-
-    config = serving_config(device, settings.gpu_memory_utilization)
+    config = _engine_config(settings, device)
     if progress is None:
         return engine_cls.from_model_dir(
             model_dir, device=device, dtype=dtype, config=config, offload=offload
@@ -134,6 +133,21 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
         config=config,
         progress=lambda done, total: progress(load_progress(done, total)),
         offload=offload,
+    )
+
+
+def _engine_config(settings: Settings, device: str) -> EngineConfig:
+    """The native engine's configuration for the chat backends on `device`, with the user's
+    disk tier (docs/kv-cache.md)."""
+    from dataclasses import replace
+
+    from m3agent.engine.native.core.engine_config import serving_config
+
+    config = serving_config(device, settings.gpu_memory_utilization)
+    if settings.kv_cache_bytes <= 0:
+        return config
+    return replace(
+        config, kv_disk_dir=str(settings.kv_cache_dir), kv_disk_bytes=settings.kv_cache_bytes
     )
 
 

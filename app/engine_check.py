@@ -84,7 +84,11 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
         return EngineRow("offload", True, "the weights fit the GPU: no expert offload")
     form = ExpertForm(settings.expert_form)
     m = probe(gpu_mem_gib=max(gpu_mems) / GIB, gpu_bw_gbs=1000.0, host_bw_gbs=50.0)
-    req = PlanRequest(expert_form=form if form in HOST_FORMS else ExpertForm.AUTO)
+    # run and serve keep the whole KV cache on the GPU (the host tier is an EngineConfig
+    # option they do not set yet): plan what they do
+    req = PlanRequest(
+        expert_form=form if form in HOST_FORMS else ExpertForm.AUTO, kv_host_tier=False
+    )
     plan = make_plan(cfg, inv, m, req)
     where = (
         f"GPU {plan.total('gpu') / GIB:.0f} of {plan.gpu_capacity / GIB:.0f} GiB, host "

@@ -182,9 +182,15 @@ class TextRenderer:
                 f"[{c.reason}] session {tally.session_id}: {tally.elapsed_s():.1f} s, "
                 f"{tally.turns} model calls, "
                 f"{tally.tool_calls} tool calls, {u.prompt_tokens} prompt tokens "
-                f"({u.cached_prompt_tokens} cached), {u.generated_tokens} generated\n"
+                f"({u.cached_prompt_tokens} cached{_from_disk(u)}), "
+                f"{u.generated_tokens} generated\n"
             )
             self.err.flush()
+
+
+def _from_disk(u: Usage) -> str:
+    """ ", N from disk" when the prefix came back from the native engine's disk tier."""
+    return f", {u.restored_prompt_tokens} from disk" if u.restored_prompt_tokens else ""
 
 
 class JsonRenderer:

@@ -95,6 +95,11 @@ class Settings:
     # native on a GPU: the most of its free memory the KV cache may take (it takes only what
     # the context needs; lower it to leave room for other work); vllm: its share of the GPU
     gpu_memory_utilization: float = 0.9
+    # native: the disk tier for finished prefixes (docs/kv-cache.md): its budget over every
+    # model, least recently used pages deleted first (0: off), and its folder (None:
+    # <home>/kv-cache). `m3agent cache` shows and clears it.
+    kv_disk_cache_gb: float = 32.0
+    kv_disk_cache_dir: str | None = None
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
@@ -167,8 +172,24 @@ class Settings:
             )
         if self.prefill_stream_tokens < 0:
             raise ValueError("prefill_stream_tokens must be 0 (never) or more")
+        if not isinstance(self.kv_disk_cache_gb, int | float) or self.kv_disk_cache_gb < 0:
+            raise ValueError(
+                f"kv_disk_cache_gb must be 0 (off) or more, got {self.kv_disk_cache_gb!r}"
+            )
         self.agent_config()  # validates thinking, approval and limits with their own messages
         object.__setattr__(self, "thinking", ThinkingMode(self.thinking))
+
+    @property
+    def kv_cache_dir(self) -> Path:
+        """The native engine's disk tier (kv_disk_cache_dir, else <home>/kv-cache)."""
+        if self.kv_disk_cache_dir:
+            return Path(self.kv_disk_cache_dir).expanduser()
+        return self.home / "kv-cache"
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """The disk tier's budget in bytes (0: the tier is off)."""
+        return int(self.kv_disk_cache_gb * (1 << 30))
 
     @property
     def sessions_dir(self) -> Path:

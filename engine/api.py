@@ -228,6 +228,9 @@ class Usage(TokenCounts):
     time_to_first_token_s: float | None = None
     total_time_s: float | None = None
     cache_miss_reason: str | None = None  # e.g. "engine restarted", "snapshot refreshed"
+    # Of cached_prompt_tokens, those whose pages were read back from the disk (the native
+    # engine's disk tier, docs/kv-cache.md) rather than found in the engine's memory.
+    restored_prompt_tokens: int = 0
 
     def then(self, later: Usage) -> Usage:
         """This usage followed by `later`'s, as one (a turn's engine calls): tokens and time
@@ -243,6 +246,7 @@ class Usage(TokenCounts):
             else first_token,
             total_time_s=total or None,
             cache_miss_reason=self.cache_miss_reason or later.cache_miss_reason,
+            restored_prompt_tokens=self.restored_prompt_tokens + later.restored_prompt_tokens,
         )
 
 

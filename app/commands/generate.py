@@ -226,6 +226,14 @@ def register(app: typer.Typer) -> None:
         enforce_eager: bool = typer.Option(
             False, "--enforce-eager", help="No CUDA graphs for decode steps (CUDA only)."
         ),
+        kv_host_tier: bool = typer.Option(
+            False,
+            "--kv-host-tier",
+            help="MSA layers' K/V pages in host memory, selected blocks fetched per step.",
+        ),
+        kv_device_blocks: int = typer.Option(
+            128, "--kv-device-blocks", help="The host tier's device cache, blocks per MSA layer."
+        ),
     ) -> None:
         """Generate from token-level requests with the native engine; one JSON line each."""
         if engine != "native":
@@ -234,6 +242,8 @@ def register(app: typer.Typer) -> None:
             die(f"--device must be cpu or cuda[:N], not {device!r}")
         if kv_cache_dtype not in ("auto", "fp8", "fp8_e4m3"):
             die(f"--kv-cache-dtype must be auto or fp8, not {kv_cache_dtype!r}")
+        if kv_device_blocks < 1:
+            die(f"--kv-device-blocks must be >= 1, not {kv_device_blocks}")
         try:
             lines = parse_request_lines(requests)
         except ValueError as e:
@@ -252,6 +262,8 @@ def register(app: typer.Typer) -> None:
                 "enable_prefix_caching": not no_prefix_caching,
                 "kv_cache_dtype": kv_cache_dtype,
                 "enforce_eager": enforce_eager,
+                "kv_host_tier": kv_host_tier,
+                "kv_device_blocks": kv_device_blocks,
             },
             emit=lambda obj: typer.echo(json.dumps(obj, ensure_ascii=False)),
             warn=lambda msg: typer.echo(msg, err=True),

@@ -17,6 +17,9 @@ def machine_given(gpu_mem: float | None, host_mem: float | None) -> bool:
     return gpu_mem is not None or host_mem is not None
 
 
+_TIER_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+
+
 def register_plan(model_app: typer.Typer) -> None:
     @model_app.command("plan")
     def plan(
@@ -56,6 +59,16 @@ def register_plan(model_app: typer.Typer) -> None:
             help="Experts of only the first N MoE layers (benchmark checkpoints).",
         ),
         no_hot: bool = typer.Option(False, "--no-hot-experts", help="No GPU cache of experts."),
+        stream_experts: int = typer.Option(
+            32,
+            "--stream-experts",
+            help="Experts per streamed prefill transfer (two such buffers on the GPU).",
+        ),
+        kv_host_tier: str = typer.Option(
+            "auto",
+            "--kv-host-tier",
+            help="auto (when the KV does not fit the GPU), on or off: MSA K/V in host memory.",
+        ),
         as_json: flags.Json = False,
     ) -> None:
         """Plan GPU and host placement for the full M3 with the routed experts in RAM.
@@ -67,6 +80,8 @@ def register_plan(model_app: typer.Typer) -> None:
         from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan, what_would_fit
         from m3agent.engine.offload.report import plan_dict, plan_text
 
+        if kv_host_tier not in _TIER_MODES:
+            die(f"--kv-host-tier must be auto, on or off, got {kv_host_tier!r}")
         try:
             cfg, inv = from_checkpoint(path)
             if weights:
@@ -80,6 +95,8 @@ def register_plan(model_app: typer.Typer) -> None:
                 expert_form=ExpertForm(expert_form),
                 hot_experts=not no_hot,
                 moe_layers=moe_layers,
+                stream_experts=stream_experts,
+                kv_host_tier=_TIER_MODES[kv_host_tier],
             )
             machine = probe(
                 gpu_mem_gib=gpu_mem,

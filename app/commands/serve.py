@@ -79,6 +79,21 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(
             False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
         ),
+        kv_connector: str | None = typer.Option(
+            None,
+            "--kv-connector",
+            help="vllm: KV beyond the GPU through vLLM's connector: lmcache (needs the "
+            "lmcache package; docs/kv-cache.md).",
+        ),
+        kv_offload_cpu_gb: float = typer.Option(
+            16.0, "--kv-offload-cpu-gb", help="vllm --kv-connector: CPU memory for KV (GB)."
+        ),
+        kv_offload_dir: str | None = typer.Option(
+            None, "--kv-offload-dir", help="vllm --kv-connector: a disk folder for KV."
+        ),
+        kv_offload_disk_gb: float = typer.Option(
+            32.0, "--kv-offload-disk-gb", help="vllm --kv-connector: its size on disk (GB)."
+        ),
         offload_experts: flags.OffloadExperts = None,
         expert_form: flags.ExpertForm = None,
         idle_timeout: float | None = typer.Option(
@@ -99,6 +114,10 @@ def register(app: typer.Typer) -> None:
             "max_videos": max_videos,
             "gpu_memory_utilization": gpu_memory_utilization,
             "verbose": verbose,
+            "kv_connector": kv_connector,
+            "kv_offload_cpu_gb": kv_offload_cpu_gb,
+            "kv_offload_disk_dir": kv_offload_dir,
+            "kv_offload_disk_gb": kv_offload_disk_gb,
         }
         if detach:
             import sys

@@ -156,7 +156,8 @@ class SlashActions(ScreenHelper):
         except Exception as e:  # a report that fails is shown, not fatal
             await self.transcript.error(f"context report failed: {e}", "internal")
             return
-        await self.transcript.notice(text)
+        prefix = self.controller.usage.prefix_line()
+        await self.transcript.notice(text if prefix is None else f"{text}\n{prefix}")
 
     async def do_mcp(self, arg: str) -> None:
         from ..mcp.reload import slash_mcp

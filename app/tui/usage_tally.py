@@ -17,7 +17,7 @@ class UsageTally:
     turns: int = 0
     calls: EngineStats = field(default_factory=EngineStats)
     model_time_s: float = 0.0
-    last: Usage | None = None  # the last model call's (the status line's prompt cache figures)
+    last: Usage | None = None  # the last model call's (the status line's figures, /context)
 
     def see(self, e: ev.Event) -> None:
         if isinstance(e, ev.ModelRequestFinished):
@@ -40,3 +40,19 @@ class UsageTally:
                 "  cost: none (a local or self-hosted model; no per-token price)",
             ]
         )
+
+    def prefix_line(self) -> str | None:
+        """/context's word on the last call's prompt prefix: how much of it was cached, and
+        whether it came from the engine's memory or back from disk (None before any call)."""
+        u = self.last
+        if u is None or not u.prompt_tokens:
+            return None
+        line = f"prefix cache (last call): {u.cached_prompt_tokens:,} of {u.prompt_tokens:,}"
+        line += " prompt tokens cached"
+        if u.restored_prompt_tokens:
+            line += f", {u.restored_prompt_tokens:,} of them read back from disk"
+        elif u.cached_prompt_tokens:
+            line += " in the engine's memory"
+        if u.cache_miss_reason:
+            line += f" (miss: {u.cache_miss_reason})"
+        return line

@@ -223,6 +223,7 @@ class NativeEngine:
                         out.finish_reason,
                         prompt_tokens=out.num_prompt_tokens,
                         cached_tokens=out.num_cached_tokens,
+                        restored_tokens=out.num_restored_tokens,
                         generated_tokens=out.num_generated_tokens,
                         time_to_first_token_s=out.metrics.time_to_first_token_s,
                         error=out.error and f"the native engine failed: {out.error}",
@@ -294,6 +295,7 @@ class NativeEngine:
 
     def _shutdown(self) -> None:
         self._fail_all(EngineUnavailable("the native engine was closed"))
+        self._engine.close()  # the pages still queued for the disk tier are written
 
 
 def _put(loop: asyncio.AbstractEventLoop, sink: asyncio.Queue[_SinkItem], item: _SinkItem) -> None:

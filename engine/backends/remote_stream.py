@@ -175,4 +175,5 @@ class StreamDecoder:
             prompt_tokens=int(u.get("prompt_tokens") or 0),
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             generated_tokens=int(u.get("completion_tokens") or 0),
+            restored_prompt_tokens=int(details.get("restored_tokens") or 0),
         )

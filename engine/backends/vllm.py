@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
+import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -105,7 +107,16 @@ class VllmEngine:
         facts = checkpoint_facts(resolved.path)
         vllm = _import_vllm()
         version = str(getattr(vllm, "__version__", "unknown"))
-        plan = plan_engine_args(str(resolved.path), facts, gpus or probe_gpus(), options, version)
+        plan = plan_engine_args(
+            str(resolved.path),
+            facts,
+            gpus or probe_gpus(),
+            options,
+            version,
+            have_lmcache=importlib.util.find_spec("lmcache") is not None,
+        )
+        for name, value in plan.env:  # LMCache's configuration; the user's own wins
+            os.environ.setdefault(name, value)
         try:
             template = ChatTemplate.from_model_dir(resolved.path)
             tokenizer = M3Tokenizer.from_model_dir(resolved.path)

@@ -11,6 +11,9 @@ the vLLM backend only hands the dict to `AsyncEngineArgs`.
   `max_position_embeddings` (524,288): a longer setting would crash at the first position
   past it, so it is capped and the cap is reported (SPEC §1.4).
 - Prefix caching and chunked prefill on, block size 128 (the only size M3's kernels take).
+- KV beyond the GPU (docs/kv-cache.md): `kv_connector="lmcache"` hands vLLM's KV to LMCache
+  (its `LMCacheConnectorV1`, CPU memory and a disk folder), configured through LMCache's own
+  LMCACHE_* environment variables, which the plan lists (a variable already set wins).
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ from ..model_source import CheckpointFacts
 TP_SIZES = (1, 2, 4, 8)
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4")
 NVIDIA_MAX_POSITIONS = 524_288
+KV_CONNECTORS = ("lmcache",)
+LMCACHE_CONNECTOR = "LMCacheConnectorV1"
+LMCACHE_CHUNK_TOKENS = 256
 EAGLE3_DRAFT = "Inferact/MiniMax-M3-EAGLE3"
 # Weights may take this share of a GPU; the rest is KV cache, activations, CUDA graphs.
 WEIGHT_SHARE = 0.8
@@ -51,6 +57,12 @@ class VllmOptions:
     max_videos: int = 4
     tensor_parallel_size: int | None = None  # None: chosen from GPUs and checkpoint
     verbose: bool = False  # vLLM's periodic stats log (throughput, KV usage); off by default
+    # vLLM's KV connector for KV beyond the GPU: None, or "lmcache" (needs `pip install
+    # lmcache`): its CPU memory (GB) and, with a folder, its disk tier (GB)
+    kv_connector: str | None = None
+    kv_offload_cpu_gb: float = 16.0
+    kv_offload_disk_dir: str | None = None
+    kv_offload_disk_gb: float = 32.0
 
     def __post_init__(self) -> None:
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
@@ -69,12 +81,21 @@ class VllmOptions:
             raise ValueError("num_speculative_tokens must be at least 1")
         if self.max_images < 0 or self.max_videos < 0:
             raise ValueError("image and video limits must be 0 or more")
+        if self.kv_connector not in (None, *KV_CONNECTORS):
+            raise ValueError(
+                f"kv connector {self.kv_connector!r} is not one of {', '.join(KV_CONNECTORS)}"
+            )
+        if self.kv_offload_cpu_gb <= 0 or self.kv_offload_disk_gb <= 0:
+            raise ValueError("the KV offload sizes must be positive (GB)")
 
 
 @dataclass(frozen=True, slots=True)
 class EnginePlan:
     engine_args: dict[str, Any]
     notes: tuple[str, ...]  # what was capped or chosen, for the log and `serve` output
+    # environment variables the engine needs (LMCache reads its configuration from there);
+    # the backend sets those not already set before loading
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def max_model_len(self) -> int:
@@ -146,8 +167,10 @@ def plan_engine_args(
     gpus: GpuInfo,
     opts: VllmOptions,
     vllm_version: str = "0.33.0",
+    have_lmcache: bool = False,
 ) -> EnginePlan:
-    """The AsyncEngineArgs keyword arguments; EngineUnavailable when this cannot run here."""
+    """The AsyncEngineArgs keyword arguments; EngineUnavailable when this cannot run here.
+    have_lmcache: whether the lmcache package is installed (for kv_connector="lmcache")."""
     if facts.is_fp8 and not gpus.rocm and gpus.capability < (8, 9):
         raise EngineUnavailable(
             f"the checkpoint is {facts.quantization}, which needs an NVIDIA GPU of compute "
@@ -202,7 +225,38 @@ def plan_engine_args(
         + (" with expert parallelism" if args["enable_expert_parallel"] else "")
         + f" over {gpus.count} x {gpus.name}"
     )
-    return EnginePlan(args, tuple(notes))
+    env: tuple[tuple[str, str], ...] = ()
+    if opts.kv_connector == "lmcache":
+        env = lmcache_plan(opts, have_lmcache, args, notes)
+    return EnginePlan(args, tuple(notes), env)
+
+
+def lmcache_plan(
+    opts: VllmOptions, installed: bool, args: dict[str, Any], notes: list[str]
+) -> tuple[tuple[str, str], ...]:
+    """vLLM's KV connector to LMCache (CPU memory, and a disk folder when given): the engine
+    argument it needs, the LMCACHE_* variables that size it, and a note saying so."""
+    if not installed:
+        raise EngineUnavailable(
+            "--kv-connector lmcache needs the lmcache package in vLLM's environment "
+            "(pip install lmcache), or drop the option"
+        )
+    args["kv_transfer_config"] = {"kv_connector": LMCACHE_CONNECTOR, "kv_role": "kv_both"}
+    env = [
+        ("LMCACHE_CHUNK_SIZE", str(LMCACHE_CHUNK_TOKENS)),
+        ("LMCACHE_LOCAL_CPU", "True"),
+        ("LMCACHE_MAX_LOCAL_CPU_SIZE", f"{opts.kv_offload_cpu_gb:g}"),
+    ]
+    where = f"{opts.kv_offload_cpu_gb:g} GB of CPU memory"
+    if opts.kv_offload_disk_dir:
+        folder = opts.kv_offload_disk_dir.rstrip("/") + "/"
+        env += [
+            ("LMCACHE_LOCAL_DISK", f"file://{folder}"),
+            ("LMCACHE_MAX_LOCAL_DISK_SIZE", f"{opts.kv_offload_disk_gb:g}"),
+        ]
+        where += f" and {opts.kv_offload_disk_gb:g} GB in {folder}"
+    notes.append(f"KV beyond the GPU: LMCache ({LMCACHE_CONNECTOR}) with {where}")
+    return tuple(env)
 
 
 def probe_gpus() -> GpuInfo:

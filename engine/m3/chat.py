@@ -221,6 +221,7 @@ class Turn:
         generated_tokens: int | None = None,
         time_to_first_token_s: float | None = None,
         error: str | None = None,
+        restored_tokens: int = 0,
     ) -> list[ChatDelta]:
         """The parser's tail and the one UsageDelta; counts the request in the engine's stats.
         A backend "error" raises EngineError after the stats are counted."""
@@ -243,6 +244,7 @@ class Turn:
                 self._first_at if time_to_first_token_s is None else time_to_first_token_s
             ),
             total_time_s=time.monotonic() - self._started,
+            restored_prompt_tokens=restored_tokens,
         )
         self._layer.stats.add(usage)
         if backend_reason == "error":

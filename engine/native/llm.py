@@ -17,7 +17,7 @@ import torch
 from ..api import EngineUnavailable
 from .core.detokenizer import TokenizerLike
 from .core.engine_config import EngineConfig
-from .core.llm_engine import LLMEngine
+from .core.llm_engine import LLMEngine, WeightsId
 
 if TYPE_CHECKING:
     from ..offload.config import OffloadConfig
@@ -88,7 +88,16 @@ class LLM(LLMEngine):
             tower = None
             if vision and p.is_dir() and wants_vision(p):
                 tower = load_vision_tower(p, dtype=weights_dtype, device=device)
-            return cls(model, tokenizer, config, vision_tower=tower)
+            return cls(model, tokenizer, config, vision_tower=tower, weights=_weights_id(p, config))
         except (ValueError, OSError, RuntimeError, KeyError) as e:
             line = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise EngineUnavailable(f"cannot load the native model from {p}: {line}") from e
+
+
+def _weights_id(path: Path, config: EngineConfig) -> WeightsId | None:
+    """The checkpoint's identity for the disk tier (None: no tier, or a single-file model)."""
+    if config.kv_disk_dir is None or not path.is_dir():
+        return None
+    from .kvstore.identity import weights_fingerprint
+
+    return WeightsId(weights_fingerprint(path), path.resolve().name)

@@ -49,13 +49,18 @@ class PlanRequest:
     stream_pass_tokens: int = 65536  # tokens prefilled per pass of streamed experts
     hot_experts: bool = True  # fill the GPU's remaining memory with hot experts
     moe_layers: int | None = None  # host experts for only this many MoE layers (benchmarks)
+    # The host-memory tier of MSA's K/V pages (docs/kv-cache.md): None chooses it when the
+    # KV cache does not fit the GPU; True / False force it on / off.
+    kv_host_tier: bool | None = None
+    kv_device_blocks: int = 128  # its device cache per MSA layer (EngineConfig's default)
 
     def __post_init__(self) -> None:
         if self.context_len < PAGE:
             raise ValueError(f"context length must be >= {PAGE}, got {self.context_len}")
         if self.kv_cache_dtype not in ("fp8", "bf16"):
             raise ValueError(f"kv cache dtype must be fp8 or bf16, got {self.kv_cache_dtype!r}")
-        for name in ("max_seqs", "chunk_tokens", "stream_experts", "stream_pass_tokens"):
+        names = ("max_seqs", "chunk_tokens", "stream_experts", "stream_pass_tokens")
+        for name in (*names, "kv_device_blocks"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', ' ')} must be >= 1")
 
@@ -81,6 +86,9 @@ class Plan:
     ttft_1m_s: float | None  # streamed prefill of a 1M-token prompt (byte/FLOP bound)
     moe_layers_on_host: int
     moe_layers_total: int
+    kv_host_tier: bool = False  # MSA K/V pages in host memory, selected blocks fetched
+    # per token, batch 1: every MSA layer's selected blocks over PCIe when none is cached
+    decode_fetch_s: float = 0.0
 
     def total(self, where: str) -> int:
         return sum(r.nbytes for r in self.rows if r.where == where)
@@ -91,8 +99,9 @@ class Plan:
 
     @property
     def tokens_per_s(self) -> float:
-        """Decode bound with the CPU experts overlapped with the GPU's work."""
-        return 1.0 / max(self.decode_host_s, self.decode_gpu_s)
+        """Decode bound with the CPU experts overlapped with the GPU's work (and the host
+        tier's fetches, not yet overlapped with it)."""
+        return 1.0 / max(self.decode_host_s, self.decode_gpu_s + self.decode_fetch_s)
 
 
 def kv_bytes_per_token(c: M3TextConfig, kv_dtype: str) -> int:
@@ -104,6 +113,21 @@ def kv_bytes_per_token(c: M3TextConfig, kv_dtype: str) -> int:
         if c.is_sparse_layer(i):
             per += sp.sparse_index_dim * b
     return per
+
+
+def msa_kv_bytes_per_token(c: M3TextConfig, kv_dtype: str) -> int:
+    """The K/V bytes of the MSA layers per token: what the host tier moves to host memory."""
+    b = 1 if kv_dtype == "fp8" else 2
+    msa = sum(c.is_sparse_layer(i) for i in range(c.num_hidden_layers))
+    return msa * 2 * c.num_key_value_heads * c.head_dim * b
+
+
+def kv_fetch_per_token(c: M3TextConfig, kv_dtype: str, context: int) -> int:
+    """Bytes the host tier fetches per decode token when no selected block is cached: every
+    KV head's top-k blocks (whole blocks, every head's K/V) in every MSA layer."""
+    sp = c.sparse_attention_config
+    blocks = min(ceil(context / PAGE), c.num_key_value_heads * sp.sparse_topk_blocks)
+    return blocks * PAGE * msa_kv_bytes_per_token(c, kv_dtype)
 
 
 def kv_read_per_token(c: M3TextConfig, kv_dtype: str, context: int) -> int:
@@ -195,7 +219,8 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
     per_host = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
 
     kv_tok = kv_bytes_per_token(c, req.kv_cache_dtype)
-    kv_pool = req.max_seqs * ceil(req.context_len / PAGE) * PAGE * kv_tok
+    tokens = req.max_seqs * ceil(req.context_len / PAGE) * PAGE
+    kv_pool = tokens * kv_tok
     stream_buf = 2 * req.stream_experts * max(per_host.values(), default=0)
     p = inv.parts
     g_rows = [
@@ -217,6 +242,12 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
     ]
     g_rows = [r for r in g_rows if r.nbytes]
     gpu_cap = m.gpu_bytes
+    tier = req.kv_host_tier
+    if tier is None:
+        tier = sum(r.nbytes for r in g_rows) > int(gpu_cap * (1 - GPU_MARGIN))
+    if tier:
+        g_rows, tier_rows = _host_tier_rows(c, req, g_rows, tokens)
+        h_rows = tier_rows + h_rows
     left = int(gpu_cap * (1 - GPU_MARGIN)) - sum(r.nbytes for r in g_rows)
     hot = 0
     if req.hot_experts and moe and left > 0:
@@ -260,7 +291,47 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         ttft_1m_s=ttft,
         moe_layers_on_host=len(moe),
         moe_layers_total=len(inv.experts),
+        kv_host_tier=tier,
+        decode_fetch_s=(
+            kv_fetch_per_token(c, req.kv_cache_dtype, req.context_len) / m.pcie_bw if tier else 0.0
+        ),
     )
+
+
+def _host_tier_rows(
+    c: M3TextConfig, req: PlanRequest, g_rows: list[Row], tokens: int
+) -> tuple[list[Row], list[Row]]:
+    """The GPU rows with the host tier (the KV row split into what stays on the GPU and the
+    tier's device cache) and the host row of the MSA K/V pages."""
+    msa = sum(c.is_sparse_layer(i) for i in range(c.num_hidden_layers))
+    msa_kv = msa_kv_bytes_per_token(c, req.kv_cache_dtype)
+    block_cache = req.kv_device_blocks * PAGE * msa_kv
+    out = []
+    for r in g_rows:
+        if not r.label.startswith("KV cache"):
+            out.append(r)
+            continue
+        out.append(
+            Row(
+                "gpu",
+                f"index keys + dense-layer KV, {req.kv_cache_dtype} "
+                f"({req.max_seqs} x {req.context_len:,})",
+                r.nbytes - tokens * msa_kv,
+            )
+        )
+        out.append(
+            Row(
+                "gpu",
+                f"host-tier block cache ({req.kv_device_blocks} x {msa} MSA layers)",
+                block_cache,
+            )
+        )
+    host = Row(
+        "host",
+        f"KV host tier: MSA K/V pages, {req.kv_cache_dtype}, pinned",
+        tokens * msa_kv,
+    )
+    return out, [host]
 
 
 def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> str:
@@ -268,7 +339,13 @@ def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest
     plan = make_plan(c, inv, m, req)
     hints = []
     if plan.total("gpu") > plan.gpu_capacity:
-        fixed = plan.total("gpu") - next(r.nbytes for r in plan.rows if r.label.startswith("KV"))
+        if plan.kv_host_tier and req.stream_experts > 8:
+            half = replace(req, stream_experts=req.stream_experts // 2)
+            if make_plan(c, inv, m, half).total("gpu") <= plan.gpu_capacity:
+                hints.append(f"--stream-experts {half.stream_experts}")
+        # the longest context with the whole KV on the GPU
+        whole = make_plan(c, inv, m, replace(req, kv_host_tier=False))
+        fixed = whole.total("gpu") - next(r.nbytes for r in whole.rows if r.label.startswith("KV"))
         room = int(plan.gpu_capacity * (1 - GPU_MARGIN)) - fixed
         tokens = room // (plan.kv_bytes_per_token * req.max_seqs) // PAGE * PAGE
         if tokens >= PAGE:

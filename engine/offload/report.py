@@ -33,9 +33,11 @@ def plan_dict(plan: Plan, inv: Inventory, m: Machine) -> dict[str, Any]:
             "rows": {r.label: r.nbytes for r in plan.rows if r.where == "host"},
         },
         "kv_bytes_per_token": plan.kv_bytes_per_token,
+        "kv_host_tier": plan.kv_host_tier,
         "decode_bound": {
             "host_ms": plan.decode_host_s * 1e3,
             "gpu_ms": plan.decode_gpu_s * 1e3,
+            "kv_fetch_ms": plan.decode_fetch_s * 1e3,
             "tokens_per_s": plan.tokens_per_s,
         },
         "prefill_stream_pass_s": plan.stream_pass_s,
@@ -68,10 +70,17 @@ def plan_text(plan: Plan, inv: Inventory, m: Machine) -> str:
                 lines.append(f"  {r.label:<52}{_gib(r.nbytes)}")
         cap = plan.gpu_capacity if where == "gpu" else plan.host_capacity
         lines.append(f"  {'total (of ' + f'{cap / GIB:.1f} GiB)':<52}{_gib(plan.total(where))}")
+    gpu_s = plan.decode_gpu_s + plan.decode_fetch_s
+    if plan.kv_host_tier:
+        lines.append(
+            "KV cache: host-memory tier (the whole KV does not fit the GPU, or it was asked "
+            "for): MSA layers' K/V pages in pinned host memory, the selected blocks fetched "
+            f"each step (<= {plan.decode_fetch_s * 1e3:.1f} ms per token over PCIe)"
+        )
     lines.append(
         f"decode bound, batch 1: host experts {plan.decode_host_s * 1e3:.1f} ms + GPU "
-        f"{plan.decode_gpu_s * 1e3:.1f} ms per token -> {plan.tokens_per_s:.1f} tokens/s "
-        f"overlapped ({1 / (plan.decode_host_s + plan.decode_gpu_s):.1f} serial)"
+        f"{gpu_s * 1e3:.1f} ms per token -> {plan.tokens_per_s:.1f} tokens/s "
+        f"overlapped ({1 / (plan.decode_host_s + gpu_s):.1f} serial)"
     )
     prefill = f"prefill: one pass of every expert over PCIe {plan.stream_pass_s:.1f} s"
     if plan.ttft_1m_s is not None:

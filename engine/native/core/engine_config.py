@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 DEFAULT_CPU_KV_BYTES = 512 * 1024 * 1024
+DEFAULT_KV_DISK_BYTES = 32 << 30  # the disk tier's budget when a folder is given
 # --kv-cache-dtype: "auto" stores K/V and index keys in the model dtype, "fp8" in e4m3
 # (saturated at +-448, no scale), halving the cache and the bytes decode reads.
 KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3")
@@ -33,6 +34,16 @@ class EngineConfig:
     kv_cache_dtype: str = "auto"  # one of KV_CACHE_DTYPES
     enforce_eager: bool = False  # True: no CUDA graphs for decode steps
     max_graph_batch: int = 64  # decode batches above this run eagerly
+    # The disk tier for finished prefixes (kvstore/, docs/kv-cache.md): a folder shared by
+    # every engine of this user (None: off), and its size budget over all models (LRU).
+    kv_disk_dir: str | None = None
+    kv_disk_bytes: int = DEFAULT_KV_DISK_BYTES
+    # The host-memory tier (runner/host_kv_tier.py): MSA layers' K/V pages in host memory,
+    # the selected blocks fetched per step into a device cache of kv_device_blocks blocks per
+    # MSA layer. Decode steps then run eagerly (no CUDA graphs).
+    kv_host_tier: bool = False
+    kv_device_blocks: int = 128
+    kv_host_memory_bytes: int | None = None  # the host pools' budget; None: half the free RAM
 
     def cache_dtype(self, model_dtype: torch.dtype) -> torch.dtype:
         return model_dtype if self.kv_cache_dtype == "auto" else torch.float8_e4m3fn
@@ -42,14 +53,18 @@ class EngineConfig:
         require_at_least("max_num_seqs", self.max_num_seqs, 1)
         require_at_least("max_model_len", self.max_model_len, 2)
         require_at_least("num_gpu_blocks", self.num_gpu_blocks, 2)
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes <= 0:
-            raise ValueError("kv_cache_memory_bytes must be positive")
+        for name in ("kv_cache_memory_bytes", "kv_host_memory_bytes"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise ValueError(
                 f"kv_cache_dtype must be one of {', '.join(KV_CACHE_DTYPES)}, "
                 f"got {self.kv_cache_dtype!r}"
             )
         require_at_least("max_graph_batch", self.max_graph_batch, 1)
+        require_at_least("kv_disk_bytes", self.kv_disk_bytes, 1)
+        require_at_least("kv_device_blocks", self.kv_device_blocks, 1)
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"

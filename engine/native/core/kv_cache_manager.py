@@ -2,14 +2,38 @@
 
 Blocks are indexed for prefix caching after the step that computed them (`cache_blocks`), so a
 block is never found by a lookup before its K/V and index keys are really in the cache.
+
+With lower tiers (kvstore/: the disk), a block that becomes cached is also offered to them, and
+a lookup that runs out of cached blocks goes on in the tiers: each page found there is read into
+a free block, indexed like a computed one, and counted as a hit (Request.num_restored_tokens).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..kvstore.page_file import PageKey
 from .attention_metadata import BLOCK_SIZE
 from .block_hash import BlockHashFn, hash_block_tokens, token_bytes
 from .block_pool import BlockPool, KVCacheBlock
 from .request import Request
+
+
+class BlockTiers(Protocol):
+    """The pages below the cache (kvstore.tiers.PageTiers)."""
+
+    def save(self, block_id: int, key: PageKey) -> None:
+        """Offers a block that is now full and cached (its K/V and index keys computed)."""
+        ...
+
+    def restore(self, block_id: int, key: PageKey) -> bool:
+        """Fills the block from a kept page of this key; False: none (nothing written)."""
+        ...
+
+    def prefetch(self, keys: Sequence[PageKey]) -> None:
+        """The keys `restore` will be asked for next, in order (empty: none)."""
+        ...
 
 
 def cdiv(a: int, b: int) -> int:
@@ -23,6 +47,7 @@ class KVCacheManager:
         block_size: int = BLOCK_SIZE,
         enable_caching: bool = True,
         hash_fn: BlockHashFn = hash_block_tokens,
+        tiers: BlockTiers | None = None,
     ) -> None:
         if block_size < 1:
             raise ValueError(f"block_size must be positive, got {block_size}")
@@ -30,6 +55,7 @@ class KVCacheManager:
         self.enable_caching = enable_caching
         self.hash_fn = hash_fn
         self.block_pool = BlockPool(num_blocks, enable_caching)
+        self.tiers = tiers if enable_caching else None
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # Each request's block ids as a tuple, extended as its (append-only) list grows: a
         # decode step at 1M tokens would otherwise rebuild 8192 ids per request in Python.
@@ -104,9 +130,55 @@ class KVCacheManager:
                 break
             hits.append(block)
             parent = request.block_hashes[i]
+        if self.tiers is not None and len(hits) < max_blocks:
+            restored = self._restore(request, hits, data, max_blocks)
+            if request.num_cached_tokens < 0:  # admitted for the first time: the turn's figure
+                request.num_restored_tokens += len(restored) * bs
+            hits.extend(restored)
         self.num_queried_tokens += request.num_tokens
         self.num_hit_tokens += len(hits) * self.block_size
         return hits, len(hits) * self.block_size
+
+    def _restore(
+        self, request: Request, hits: list[KVCacheBlock], data: memoryview, max_blocks: int
+    ) -> list[KVCacheBlock]:
+        """Reads the pages that continue `hits` from the tiers into free blocks, until the
+        first page no tier holds; returns them cached and unreferenced (like any hit)."""
+        assert self.tiers is not None
+        pool, step = self.block_pool, self.block_size * 8
+        pool.touch(hits)  # so that handing out blocks below never evicts one of them
+        restored: list[KVCacheBlock] = []
+        hashes = request.block_hashes
+
+        def key_at(i: int) -> PageKey:
+            tokens = bytes(data[i * step : (i + 1) * step])
+            return PageKey(hashes[i], hashes[i - 1] if i else None, tokens)
+
+        start = len(hits)
+        # at most the free blocks but one (kept for the prompt's last token)
+        end = min(max_blocks, start + pool.num_free_blocks - 1)
+        try:
+            for i in range(start, end):
+                key = key_at(i)
+                if i == start + 1:  # the first page was there: read the others ahead
+                    self.tiers.prefetch([key, *(key_at(j) for j in range(i + 1, end))])
+                parent, tokens = key.parent_hash, key.token_bytes
+                (block,) = pool.get_new_blocks(1)
+                try:
+                    found = self.tiers.restore(block.block_id, key)
+                except BaseException:
+                    pool.free_blocks([block])
+                    raise
+                if not found:
+                    pool.free_blocks([block])
+                    break
+                pool.cache_full_block(block, key.block_hash, parent, tokens)
+                restored.append(block)
+        finally:
+            self.tiers.prefetch(())
+            pool.free_blocks(list(reversed(restored)))
+            pool.free_blocks(list(reversed(hits)))
+        return restored
 
     def allocate_slots(
         self,
@@ -155,6 +227,9 @@ class KVCacheManager:
             self.block_pool.cache_full_block(
                 blocks[i], request.block_hashes[i], parent, data[j : j + step]
             )
+            if self.tiers is not None:
+                key = PageKey(request.block_hashes[i], parent, bytes(data[j : j + step]))
+                self.tiers.save(blocks[i].block_id, key)
         self._num_cached_blocks[request.request_id] = max(start, num_full)
 
     def free(self, request: Request) -> None:

@@ -6,6 +6,7 @@ protocol; models know the runtime only through AttentionMetadata and their cache
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,10 +22,41 @@ class LayerCacheSpec:
     index_dim: int = 0  # > 0 for MSA layers: they also own an index-key cache
 
 
+class HostPages(Protocol):
+    """An MSA layer whose K/V pages live in host memory (runner/host_kv_tier.py): the model
+    writes and attends through it instead of through `LayerCache.kv` directly."""
+
+    def insert(
+        self,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        slot_mapping: torch.Tensor,
+        insert_op: Callable[..., None],
+    ) -> None:
+        """Writes this step's K/V into the host pages (and into their resident device copies
+        with `insert_op`)."""
+        ...
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        sel: torch.Tensor,
+        md: AttentionMetadata,
+        scale: float,
+        attention_op: Callable[..., torch.Tensor],
+    ) -> torch.Tensor:
+        """Sparse attention over the selected blocks `sel` [T, Hkv, K] (logical ids): they are
+        made resident on the device first, then `attention_op` runs over the device copies."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class LayerCache:
     kv: torch.Tensor  # [num_blocks, num_kv_heads, 128, 2 * head_dim]
     index: torch.Tensor | None = None  # [num_blocks, 128, index_dim] on MSA layers
+    # Set on MSA layers when the host tier is on: then `kv` is the host pool (pinned when the
+    # engine runs on CUDA), indexed by the same physical block ids.
+    host: HostPages | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ class RequestOutput:
     num_cached_tokens: int  # prompt tokens served from the prefix cache
     metrics: RequestMetrics
     error: str | None = None  # one line, when finish_reason == "error"
+    num_restored_tokens: int = 0  # of num_cached_tokens, read back from the disk tier
 
     @property
     def num_generated_tokens(self) -> int:

@@ -55,6 +55,8 @@ class Request:
     num_computed_tokens: int = 0
     # Prompt tokens served by a prefix-cache hit the first time this request was scheduled.
     num_cached_tokens: int = -1
+    # Of those, the tokens whose pages were read back from a lower tier (the disk).
+    num_restored_tokens: int = 0
     num_preemptions: int = 0
     # Chained hashes of this request's full 128-token blocks, grown as tokens arrive.
     block_hashes: list[bytes] = field(default_factory=list)

@@ -75,7 +75,13 @@ class M3Attention(nn.Module):
     ) -> torch.Tensor:
         t = x.shape[0]
         fused = self.ops.fused_qknorm_rope_insert
-        if rope_rows is not None and fused is not None and self._qkv.intact():
+        # host-tier layers take the unfused path: the fused op writes K/V into cache.kv in place
+        if (
+            rope_rows is not None
+            and fused is not None
+            and self._qkv.intact()
+            and cache.host is None
+        ):
             return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
         cos, sin = cos_sin
@@ -83,7 +89,10 @@ class M3Attention(nn.Module):
         k = rope.rotate(self.k_norm(self.k_proj(x).view(t, self.hkv, self.d)), cos, sin)
         v = self.v_proj(x).view(t, self.hkv, self.d)
         ops = self.ops
-        ops.insert_kv(k, v, cache.kv, md.slot_mapping)
+        if cache.host is not None:
+            cache.host.insert(k, v, md.slot_mapping, ops.insert_kv)
+        else:
+            ops.insert_kv(k, v, cache.kv, md.slot_mapping)
         if not self.sparse:
             o = ops.dense_attention(q, cache.kv, md, self.scale)
         else:
@@ -97,7 +106,10 @@ class M3Attention(nn.Module):
             sel = ops.index_select_blocks(
                 iq, cache.index, md, self.topk, self.init_blocks, self.local_blocks
             )
-            o = ops.sparse_attention(q, cache.kv, sel, md, self.scale)
+            if cache.host is not None:
+                o = cache.host.attend(q, sel, md, self.scale, ops.sparse_attention)
+            else:
+                o = ops.sparse_attention(q, cache.kv, sel, md, self.scale)
         return self.o_proj(o.reshape(t, self.hq * self.d))
 
     def _forward_fused(

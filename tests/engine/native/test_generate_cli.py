@@ -124,3 +124,18 @@ def test_generate_with_fp8_kv_cache(tiny, tmp_path):
     assert row["generated_tokens"] == 4
     bad = m3agent("generate", "--model", str(tiny), "--requests", f, "--kv-cache-dtype", "int4")
     assert bad.returncode == 2 and "--kv-cache-dtype" in bad.stderr
+
+
+def test_generate_with_the_host_kv_tier(tiny, tmp_path):
+    # 700 tokens: 6 blocks; one query selects all visible ones (top-k 16) for each of the 2 KV
+    # heads; a device cache of 6 blocks per MSA layer holds them
+    prompt = [(7 * i) % 250 + 3 for i in range(700)]
+    f = write(tmp_path, [{"id": "a", "prompt_token_ids": prompt, "max_tokens": 3}])
+    args = ("generate", "--model", str(tiny), "--requests", f)
+    want = m3agent(*args)
+    got = m3agent(*args, "--kv-host-tier", "--kv-device-blocks", "6")
+    assert want.returncode == 0 and got.returncode == 0, got.stderr
+    token_ids = [json.loads(r.stdout.splitlines()[0])["token_ids"] for r in (want, got)]
+    assert token_ids[0] == token_ids[1] and len(token_ids[0]) == 3
+    bad = m3agent(*args, "--kv-host-tier", "--kv-device-blocks", "0")
+    assert bad.returncode == 2 and "--kv-device-blocks must be >= 1" in bad.stderr

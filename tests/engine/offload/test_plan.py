@@ -161,10 +161,40 @@ def test_workstation_plan_fits_with_hot_experts_and_bounds():
 def test_bf16_context_too_long_for_the_gpu_hints_a_shorter_one():
     c = M3TextConfig()
     inv = from_config(c, StorageFormat.FP8)
-    req = PlanRequest(context_len=1_048_576, kv_cache_dtype="bf16", max_seqs=2)
+    req = PlanRequest(context_len=1_048_576, kv_cache_dtype="bf16", max_seqs=2, kv_host_tier=False)
     assert not make_plan(c, inv, WORKSTATION, req).fits
     hint = what_would_fit(c, inv, WORKSTATION, req)
     assert "--context" in hint and "--kv-cache-dtype fp8" in hint
+
+
+# A workstation with a 32 GB card (RTX 5090-like) and 512 GiB of host memory.
+CARD_32GB = replace(WORKSTATION, gpu_name="NVIDIA RTX 5090", gpu_bytes=32 * GIB, pcie_bw=50e9)
+
+
+def test_1m_tokens_on_a_32gb_card_with_the_host_tier():
+    c = M3TextConfig()
+    inv = from_config(c, StorageFormat.FP8)
+    req = PlanRequest(context_len=1_048_576)
+    whole = make_plan(c, inv, CARD_32GB, replace(req, kv_host_tier=False))
+    assert not whole.fits and not whole.kv_host_tier  # 1M tokens of KV: 67 GiB
+    # auto: the tier is chosen; the MSA layers' K/V (57 x 2 x 4 x 128 fp8 bytes per token)
+    # moves to host memory, the index keys and the dense layers' K/V stay
+    plan = make_plan(c, inv, CARD_32GB, req)
+    assert plan.kv_host_tier
+    host_kv = next(r for r in plan.rows if r.label.startswith("KV host tier"))
+    assert host_kv.where == "host" and host_kv.nbytes == 1_048_576 * 57 * 1024
+    gpu_kv = next(r for r in plan.rows if r.label.startswith("index keys"))
+    assert gpu_kv.nbytes == 1_048_576 * (57 * 128 + 3 * 1024)
+    assert any(r.label.startswith("host-tier block cache") for r in plan.rows)
+    # 64 blocks (4 KV heads x top-16) of 128 tokens in 57 layers over PCIe when none is cached
+    assert plan.decode_fetch_s == pytest.approx(64 * 128 * 57 * 1024 / 50e9)
+    # the default prefill buffers leave the card ~1.3 GiB short: the hint halves them
+    assert not plan.fits
+    assert what_would_fit(c, inv, CARD_32GB, req).startswith("--stream-experts 16")
+    fitted = make_plan(c, inv, CARD_32GB, replace(req, stream_experts=16))
+    assert fitted.fits and fitted.kv_host_tier
+    # a 48 GB card needs no change
+    assert make_plan(c, inv, replace(CARD_32GB, gpu_bytes=48 * GIB), req).fits
 
 
 def test_cli_plan_text_json_and_errors(tmp_path, tiny_dirs):
@@ -178,6 +208,11 @@ def test_cli_plan_text_json_and_errors(tmp_path, tiny_dirs):
     assert refused.returncode == 2
     assert refused.stderr.count("\n") == 1 and "would fit: --moe-layers" in refused.stderr
     assert "routed experts" in refused.stdout
+    card = ["--gpu-mem", "32", "--gpu-bw", "1800", "--host-mem", "512", "--host-bw", "200"]
+    tier = m3cli("model", "plan", str(d), *card, "--context", "1048576", "--stream-experts", "16")
+    assert tier.returncode == 0, tier.stderr
+    assert "KV host tier: MSA K/V pages, fp8, pinned" in tier.stdout
+    assert "KV cache: host-memory tier" in tier.stdout
     missing = m3cli("model", "plan", str(tmp_path / "nope"), "--gpu-mem", "80")
     assert missing.returncode == 2 and missing.stderr.startswith("error: ")
     bad = m3cli(*base, "--host-mem", "512", "--kv-cache-dtype", "fp4")

@@ -1,0 +1,33 @@
+"""The status bar and /context say when a turn's prefix came back from disk (issue 38)."""
+
+from __future__ import annotations
+
+from m3agent.agent import events as ev
+from m3agent.app.tui.status import StatusState
+from m3agent.app.tui.usage_tally import UsageTally
+from m3agent.engine.api import FinishReason, Usage
+
+FROM_DISK = Usage(31_481, 31_360, 4, restored_prompt_tokens=31_360)
+
+
+def test_status_bar_says_from_disk():
+    line = StatusState(engine="native", state="ready").with_usage(FROM_DISK).render()
+    assert "cached 31.4k 100% (31.4k from disk)" in line
+    memory = StatusState(engine="native").with_usage(Usage(31_481, 31_360, 4)).render()
+    assert "from disk" not in memory and "cached 31.4k 100%" in memory
+
+
+def test_context_line_names_disk_or_memory():
+    tally = UsageTally()
+    assert tally.prefix_line() is None
+    tally.see(ev.ModelRequestFinished(usage=FROM_DISK, finish_reason=FinishReason.STOP))
+    assert tally.prefix_line() == (
+        "prefix cache (last call): 31,360 of 31,481 prompt tokens cached, "
+        "31,360 of them read back from disk"
+    )
+    tally.see(
+        ev.ModelRequestFinished(usage=Usage(31_600, 31_488, 4), finish_reason=FinishReason.STOP)
+    )
+    assert tally.prefix_line() == (
+        "prefix cache (last call): 31,488 of 31,600 prompt tokens cached in the engine's memory"
+    )
