@@ -20,7 +20,7 @@ def invoke(name: str, **params: str) -> str:
 
 def test_custom_command_plan_and_nested_subagent(repo, m3home, tmp_path):
     (repo / ".m3agent/commands").mkdir(parents=True)
-    (repo / ".m3agent/commands/review.md").write_text(
+    (repo / ".m3agent/commands/audit.md").write_text(
         "---\ndescription: Review a file for bugs\n---\nReview $ARGUMENTS for bugs.\n"
     )
     plan = [
@@ -44,9 +44,9 @@ def test_custom_command_plan_and_nested_subagent(repo, m3home, tmp_path):
         tmux.start(scripted_command(repo, script, m3home))
         tmux.wait_for("Ask m3agent")
         tmux.wait_loaded(poll_s=0.05)
-        tmux.type("/rev")
+        tmux.type("/aud")  # /review is a built-in, which a project command cannot replace
         tmux.wait_for("Review a file for bugs")  # the custom command is in the menu
-        tmux.type("iew src/calc.py")
+        tmux.type("it src/calc.py")
         tmux.press("Enter")
         tmux.wait_for("Review finished")
         screen = tmux.screen()
