@@ -299,14 +299,19 @@ class Harness:
             a += ["--offload-experts", "on", "--expert-form", self.args.expert_form]
         return a
 
-    def turn(self, name: str, extra: list[str], max_tokens: int, prompt: str = TASK) -> dict:
-        argv = [
+    def run_argv(self, max_tokens: int) -> list[str]:
+        return [
             "run",
             *self.engine_args(),
             "--max-tokens",
             str(max_tokens),
             "--output-format",
             "json",
+        ]
+
+    def turn(self, name: str, extra: list[str], max_tokens: int, prompt: str = TASK) -> dict:
+        argv = [
+            *self.run_argv(max_tokens),
             *extra,
             prompt,
         ]
@@ -368,14 +373,7 @@ class Harness:
         return out
 
     def concurrent(self, n: int, max_tokens: int) -> None:
-        argv = [
-            "run",
-            *self.engine_args(),
-            "--max-tokens",
-            str(max_tokens),
-            "--output-format",
-            "json",
-        ]
+        argv = self.run_argv(max_tokens)
         say(f"concurrent: {n} sessions")
         t0 = time.perf_counter()
         procs = [

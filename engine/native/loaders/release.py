@@ -32,28 +32,10 @@ from ...m3.config import M3TextConfig, SparseAttentionConfig, text_config_to_dic
 from ...safetensors_meta import write_streamed
 from .fp8 import MX_BLOCK, quantize_mxfp8
 from .tiny import write_tokenizer_for_vocab
+from .vision import RELEASE_VISION, tiny_vision_config
 
 PREFIX = "language_model."
 SCALE_SUFFIX = "_scale_inv"  # w1.weight -> w1.weight_scale_inv, the release's name
-
-# The released vision tower (SPEC §1.2, third-party figures): a ~600M-parameter ViT.
-RELEASE_VISION = {
-    "hidden_size": 1280,
-    "num_attention_heads": 16,
-    "num_hidden_layers": 32,
-    "intermediate_size": 5120,
-    "layer_norm_eps": 1e-5,
-    "patch_size": 14,
-    "num_channels": 3,
-    "img_token_compression_config": {"spatial_merge_size": 2, "temporal_patch_size": 2},
-    "hidden_act": "gelu",
-    "projector_hidden_act": "gelu",
-    "rope_theta": 10000.0,
-    "multimodal_projector_bias": True,
-    "patch_merge_bias": True,
-}
-SMALL_VISION = {**RELEASE_VISION, "hidden_size": 64, "num_attention_heads": 4}
-SMALL_VISION.update(num_hidden_layers=2, intermediate_size=128)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +281,7 @@ def _vision_tensors(spec: ReleaseSpec, c: M3TextConfig) -> dict[str, torch.Tenso
 
 
 def _vision_config(spec: ReleaseSpec, c: M3TextConfig) -> dict[str, Any]:
-    return dict(RELEASE_VISION if spec.hidden == ReleaseSpec().hidden else SMALL_VISION)
+    return dict(RELEASE_VISION) if spec.hidden == ReleaseSpec().hidden else tiny_vision_config(0)
 
 
 def _config(spec: ReleaseSpec, c: M3TextConfig) -> dict[str, Any]:

@@ -96,22 +96,28 @@ def load_vision_tower(
     return tower.to(dtype=dtype, device=device).eval()
 
 
+# The released tower (SPEC §1.2, third-party figures): a ~600M-parameter ViT.
+RELEASE_VISION: dict[str, Any] = {
+    "hidden_size": 1280,
+    "num_attention_heads": 16,
+    "num_hidden_layers": 32,
+    "intermediate_size": 5120,
+    "layer_norm_eps": 1e-5,
+    "patch_size": 14,
+    "num_channels": 3,
+    "img_token_compression_config": {"spatial_merge_size": 2, "temporal_patch_size": 2},
+    "hidden_act": "gelu",
+    "projector_hidden_act": "gelu",
+    "rope_theta": 10000.0,
+    "multimodal_projector_bias": True,
+    "patch_merge_bias": True,
+}
+
+
 def tiny_vision_config(text_hidden: int) -> dict[str, Any]:
-    return {
-        "hidden_size": 64,
-        "num_attention_heads": 4,  # head_dim 16: 12 of 16 dims rotate (axis 4)
-        "num_hidden_layers": 2,
-        "intermediate_size": 128,
-        "layer_norm_eps": 1e-5,
-        "patch_size": 14,
-        "num_channels": 3,
-        "img_token_compression_config": {"spatial_merge_size": 2, "temporal_patch_size": 2},
-        "hidden_act": "gelu",
-        "projector_hidden_act": "gelu",
-        "rope_theta": 10000.0,
-        "multimodal_projector_bias": True,
-        "patch_merge_bias": True,
-    }
+    """The released tower's fields at test size (head_dim 16: 12 of 16 dims rotate)."""
+    small = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    return {**RELEASE_VISION, **small, "intermediate_size": 128}
 
 
 def random_vision_tensors(
