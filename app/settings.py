@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
@@ -49,6 +49,7 @@ _ENV = {
 
 
 E = TypeVar("E", bound=StrEnum)
+T = TypeVar("T")
 
 
 def _member(kind: type[E], value: str, what: str) -> E:
@@ -354,21 +355,11 @@ def _from_file(path: Path) -> dict[str, Any]:
         elif key == "web_fetch":
             from m3agent.tools.web_fetch import FetchPolicy
 
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}: [web_fetch] must be a table")
-            try:
-                out["web_fetch"] = FetchPolicy.from_table(value)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}: {e}") from None
+            out["web_fetch"] = _table(path, key, value, FetchPolicy.from_table)
         elif key == "diagnostics":
             from m3agent.tools.diagnostics import DiagnosticsConfig
 
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}: [diagnostics] must be a table")
-            try:
-                out["diagnostics"] = DiagnosticsConfig.from_table(value)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}: {e}") from None
+            out["diagnostics"] = _table(path, key, value, DiagnosticsConfig.from_table)
         elif key == "tools":
             if not isinstance(value, dict):
                 raise ValueError(f'{path}: [tools] must be a table of tool = "allow|ask|deny"')
@@ -380,6 +371,16 @@ def _from_file(path: Path) -> dict[str, Any]:
         else:
             raise ValueError(f"{path}: unknown setting {key!r}")
     return out
+
+
+def _table(path: Path, key: str, value: object, parse: Callable[[dict[str, Any]], T]) -> T:
+    """A `[key]` table of the config through its parser; any mistake names the file."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: [{key}] must be a table")
+    try:
+        return parse(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: {e}") from None
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

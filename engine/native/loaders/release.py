@@ -170,9 +170,11 @@ class _Drawer:
         g = torch.Generator(device=self.device).manual_seed(_seed(self.seed, name))
         return torch.randn(shape, generator=g, device=self.device)
 
+    def scale(self, name: str) -> torch.Tensor:
+        """The e8m0 scales of the expert matrix `name`, drawn with its values just before."""
+        return self._pending.pop(name + SCALE_SUFFIX)
+
     def __call__(self, name: str, shape: tuple[int, ...], kind: str) -> torch.Tensor:
-        if name in self._pending:
-            return self._pending.pop(name)
         if kind == "expert":
             q, scale = quantize_mxfp8(self._randn(name, shape) * shape[1] ** -0.5)
             self._pending[name + SCALE_SUFFIX] = scale.cpu()
@@ -251,7 +253,7 @@ def write_release(
         if name in kinds:
             n, s, kind = kinds[name]
             return _bytes(draw(n, s, kind))
-        return _bytes(draw(name.removeprefix(PREFIX), (), "scale"))  # drawn with its values
+        return _bytes(draw.scale(name.removeprefix(PREFIX).removesuffix(SCALE_SUFFIX)))
 
     for k, entries in enumerate(groups):
         layout = _layout(entries)
