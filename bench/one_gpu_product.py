@@ -24,74 +24,20 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GB = 1e9
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests" / "app" / "tui"))
+
+from product_probes import GB, Peaks, read_cold, say, serve_log, source_repo, tui_turn  # noqa: E402
+from tmux_driver import pane_command  # noqa: E402
+
 TASK = "Read the repository snapshot and say in one line what this project is."
-
-
-def say(msg: str) -> None:
-    print(f"[product] {msg}", file=sys.stderr, flush=True)
-
-
-class Peaks:
-    """GPU memory used (nvidia-smi) and the serve process's resident memory, sampled."""
-
-    def __init__(self, cuda: bool) -> None:
-        self.cuda, self.gpu_mib, self.rss_kib = cuda, 0, 0
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _gpu(self) -> int:
-        try:
-            out = subprocess.run(
-                ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=5,
-            ).stdout  # fmt: skip
-            return int(out.split()[0])
-        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
-            return 0
-
-    def _rss(self) -> int:
-        best = 0
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                if b"serve" not in cmd or b"m3agent" not in cmd:
-                    continue
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        best = max(best, int(line.split()[1]))
-            except OSError:
-                continue
-        return best
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            if self.cuda:
-                self.gpu_mib = max(self.gpu_mib, self._gpu())
-            self.rss_kib = max(self.rss_kib, self._rss())
-
-    def take(self) -> dict:
-        out = {
-            "gpu_peak_gib": round(self.gpu_mib / 1024, 2),
-            "serve_rss_peak_gib": round(self.rss_kib / 2**20, 2),
-        }
-        self.gpu_mib, self.rss_kib = 0, 0
-        return out
-
-    def stop(self) -> None:
-        self._stop.set()
 
 
 class Harness:
@@ -194,7 +140,6 @@ class Harness:
             measure_host_read_bw(1 << 30 if self.args.smoke else 4 << 30) / GB, 1
         )
         if cuda:
-            sys.path.insert(0, str(ROOT / "bench"))
             from offload_e2e_model import pcie_bw
 
             m["pcie_gbs"] = round((pcie_bw(True, 1 << 30) or 0) / GB, 1)
@@ -215,23 +160,10 @@ class Harness:
         return max(1, min(int(disk // (2 * per_layer)), int(ram // per_layer), 57))
 
     def disk_read(self) -> None:
-        """The checkpoint's first MoE shard read cold (page cache dropped where allowed)."""
+        """The checkpoint's largest shard read cold (page cache dropped where allowed)."""
         shard = max(self.ckpt.glob("*.safetensors"), key=lambda f: f.stat().st_size)
-        dropped = True
-        try:
-            os.sync()
-            Path("/proc/sys/vm/drop_caches").write_text("3\n")
-        except OSError:
-            dropped = False
-        t0 = time.perf_counter()
-        n = 0
-        with shard.open("rb", buffering=0) as f:
-            buf = bytearray(64 << 20)
-            while k := f.readinto(buf):
-                n += k
-        s = time.perf_counter() - t0
-        self.result["machine"]["disk_read_gbs"] = round(n / s / GB, 2)
-        self.result["machine"]["disk_read_cold"] = dropped
+        gbs, dropped = read_cold(shard)
+        self.result["machine"].update(disk_read_gbs=round(gbs, 2), disk_read_cold=dropped)
         self.save()
 
     # ---- the steps -------------------------------------------------------------------------
@@ -264,34 +196,8 @@ class Harness:
         )
 
     def make_repo(self) -> None:
-        """A git repository of real source: this project's own files (then more copies of its
-        engine under other names) until the text holds about --repo-tokens tokens."""
-        self.repo.mkdir(parents=True, exist_ok=True)
-        want = self.args.repo_tokens * 3.2  # characters; the snapshot reports the real count
-        have, copy = 0, 0
-        while have < want:
-            for top in ("engine", "agent", "tools", "app", "docs", "tests"):
-                for f in sorted((ROOT / top).rglob("*")):
-                    if have >= want:
-                        break
-                    if (
-                        f.suffix not in (".py", ".md")
-                        or not f.is_file()
-                        or "__pycache__" in f.parts
-                    ):
-                        continue
-                    rel = f.relative_to(ROOT)
-                    dest = self.repo / (f"copy{copy}" if copy else "") / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    text = f.read_text(errors="replace")
-                    dest.write_text(text)
-                    have += len(text)
-            copy += 1
-        git = ["git", "-c", "user.email=b@example.com", "-c", "user.name=bench"]
-        subprocess.run([*git, "init", "-q"], cwd=self.repo, check=True)
-        subprocess.run([*git, "add", "-A"], cwd=self.repo, check=True)
-        subprocess.run([*git, "commit", "-qm", "source"], cwd=self.repo, check=True)
-        self.record("repo", characters=have, files=sum(1 for _ in self.repo.rglob("*.py")))
+        chars, files = source_repo(ROOT, self.repo, int(self.args.repo_tokens * 3.2))
+        self.record("repo", characters=chars, files=files)
 
     def engine_args(self) -> list[str]:
         a = ["--engine", "native", "--model", str(self.ckpt)]
@@ -351,26 +257,7 @@ class Harness:
         return row
 
     def serve_log(self) -> dict:
-        logs = sorted(
-            (self.home / ".local/share/m3agent/serve").glob("*.log"),
-            key=lambda f: f.stat().st_mtime,
-        )
-        if not logs:
-            return {}
-        text = logs[-1].read_text(errors="replace")
-        conv = re.findall(r"converting experts: layer (\d+)/(\d+) \(([\d.]+) GB, (\d+) s\)", text)
-        out: dict = {"log_tail": text[-2500:]}
-        if conv:
-            layers, _total, gb, s = conv[-1]
-            out.update(convert_layers=int(layers), convert_gb=float(gb), convert_s=int(s))
-        cache = self.home / ".cache/m3agent/experts"
-        if cache.exists():
-            out["expert_cache_gb"] = round(
-                sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / GB, 2
-            )
-        loads = re.findall(r"loading weights 100% .*", text)
-        out["weights_loaded"] = bool(loads)
-        return out
+        return serve_log(self.home)
 
     def concurrent(self, n: int, max_tokens: int) -> None:
         argv = self.run_argv(max_tokens)
@@ -415,57 +302,9 @@ class Harness:
         if not shutil.which("tmux"):
             self.record("tui", skipped="tmux is not installed here")
             return
-        sess = "m3bench"
-        cmd = " ".join([self.cli, *self.engine_args(), "--max-tokens", "16"])
-        subprocess.run(["tmux", "kill-session", "-t", sess], capture_output=True)
-        t0 = time.perf_counter()
-        subprocess.run(
-            [
-                "tmux",
-                "new-session",
-                "-d",
-                "-s",
-                sess,
-                "-x",
-                "140",
-                "-y",
-                "40",
-                "-c",
-                str(self.repo),
-                f"env HOME={self.home} {cmd}",
-            ],
-            check=True,
-        )
-
-        def pane() -> str:
-            return subprocess.run(
-                ["tmux", "capture-pane", "-p", "-t", sess], capture_output=True, text=True
-            ).stdout
-
-        def wait_for(pred, limit: float) -> float | None:
-            end = time.perf_counter() + limit
-            while time.perf_counter() < end:
-                if pred(pane()):
-                    return time.perf_counter()
-                time.sleep(0.25)
-            return None
-
-        ready = wait_for(lambda s: "Ask m3agent" in s, 180)
-        subprocess.run(["tmux", "send-keys", "-t", sess, "hello from the benchmark", "Enter"])
-        t1 = time.perf_counter()
-        # the status bar's figures fill in when the turn's model call ends
-        done = wait_for(
-            lambda s: bool(re.search(r"ctx [\d,]+/", s) and re.search(r"[\d.]+ tok/s", s)),
-            self.args.turn_timeout,
-        )
-        screen = pane()
-        subprocess.run(["tmux", "kill-session", "-t", sess], capture_output=True)
-        self.record(
-            "tui",
-            paint_s=round(ready - t0, 2) if ready else None,
-            turn_s=round(done - t1, 2) if done else None,
-            screen=screen[-2000:],
-        )
+        env = f"HOME={self.home} M3AGENT_CONFIG={self.env['M3AGENT_CONFIG']}"
+        cmd = pane_command(env, self.cli, " ".join([*self.engine_args(), "--max-tokens", "16"]))
+        self.record("tui", **tui_turn(cmd, self.repo, self.args.turn_timeout))
 
     # ---- the whole run ---------------------------------------------------------------------
 
