@@ -145,13 +145,17 @@ def cached_expert_layers(
                 f"layer {layer} has {experts.count} routed experts, the config says "
                 f"{config.num_local_experts}"
             )
-        gate = experts.read(0)[0]
+        first = experts.read(0)
+        gate = first[0]
         shape = tuple((gate[0] if isinstance(gate, tuple) else gate).shape)
         if shape != want:
             raise ValueError(
                 f"layer {layer}: expert 0's w1 has shape {shape}, the config implies {want}"
             )
-        return experts
+        # expert 0, read for this check, is not read again by the room check and conversion
+        return LayerExperts(
+            experts.count, lambda e: first if e == 0 else experts.read(e), experts.mx
+        )
 
     moe = [i for i in range(config.num_hidden_layers) if config.is_moe_layer(i)]
     return ExpertStore.open(
