@@ -156,10 +156,12 @@ def test_reading_tools_race_return_no_secret(scene, tool):
         "list_dir": {"path": "keys"},
         "glob": {"pattern": "keys/*"},
     }[tool]
-    ok = 0
+    ok, refusals = 0, set()
     with Racer(ws / "keys", ws / "link"):
         for _ in range(TRIES):
             r = ts.dispatch(tool, args, ctx)
+            if r.is_error:
+                refusals.add(r.output[:120])
             assert SECRET not in r.output
             assert SECRET not in str(r.metadata.get("diff", ""))
             if tool == "list_dir":  # never ~/.ssh's listing (it has no authorized_keys)
@@ -169,7 +171,7 @@ def test_reading_tools_race_return_no_secret(scene, tool):
             ok += not r.is_error
     assert (ssh / "id_rsa").read_text() == SECRET + "\n"  # edit_file never changed it
     if tool != "edit_file":  # edit_file finds no "SECRET" in the workspace's file: an error
-        assert ok > 0
+        assert ok > 0, sorted(refusals)[:5]  # why every call failed, when one must succeed
 
 
 def _ever_under_race(ws, attempt) -> bool:
