@@ -7,7 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+from m3agent.app.tui.widgets.notice_view import NoticeView
 from m3agent.app.tui.widgets.prompt_input import PromptInput
+
+# The snapshot's notice comes from the event pump, which starts with the session: it can land
+# after `ready` returns, so a step waiting for "the next notice" must not take it for its own.
+_SNAPSHOT_NOTICES = ("repository snapshot taken", "repository snapshot refreshed")
 
 
 async def ready(pilot, until):
@@ -21,6 +26,25 @@ async def send(pilot, text: str) -> None:
     prompt.focus()
     prompt.load_text(text)
     await pilot.press("enter")
+
+
+async def notice_after(pilot, until, text: str | None = None, keys: tuple[str, ...] = ()) -> str:
+    """Sends TEXT as a prompt (or presses KEYS) and returns the first notice that appears after
+    it, leaving aside the snapshot's own notice whenever that one lands."""
+    main = pilot.app.main
+    seen = {id(n) for n in main.query(NoticeView)}
+
+    def fresh() -> list[str]:
+        texts = (str(n.render()) for n in main.query(NoticeView) if id(n) not in seen)
+        return [t for t in texts if not t.startswith(_SNAPSHOT_NOTICES)]
+
+    if keys:
+        await pilot.press(*keys)
+    else:
+        assert text is not None
+        await send(pilot, text)
+    await until(pilot, lambda: bool(fresh()))
+    return fresh()[0]
 
 
 async def turn_done(pilot, until, n: int = 1) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.app.tui.widgets.error_view import ErrorView
-from m3agent.app.tui.widgets.notice_view import NoticeView
-from pilot_steps import ready, send
+from pilot_steps import notice_after, ready, send
 from png_bytes import PNG
 
 pytestmark = pytest.mark.anyio
@@ -55,12 +54,12 @@ async def test_attach_on_a_text_only_model_is_refused_at_once(harness, tmp_path,
     model = _checkpoint(tmp_path, vision)
     async with _app(harness, model).run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
-        await send(pilot, "/attach shot.png")
         if vision:
-            await until(pilot, lambda: len(main.query(NoticeView)) > 0)
-            assert "attached shot.png (image)" in str(main.query(NoticeView).last().render())
+            notice = await notice_after(pilot, until, "/attach shot.png")
+            assert "attached shot.png (image)" in notice
             assert len(main.controller.attachments) == 1
         else:
+            await send(pilot, "/attach shot.png")
             await until(pilot, lambda: len(main.query(ErrorView)) > 0)
             text = str(main.query(ErrorView).last().render())
             assert "text is a text-only checkpoint (no vision tower)" in text

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 from m3agent.app.tui.widgets.error_view import ErrorView
-from m3agent.app.tui.widgets.notice_view import NoticeView
 from m3agent.app.tui.widgets.user_message import UserMessage
-from pilot_steps import ready, send, turn_done
+from pilot_steps import notice_after, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
 SIZE = (110, 34)
@@ -17,13 +16,6 @@ SIZE = (110, 34)
 def _app(harness, replies, approval="never"):
     # one engine for every session, as launch
     return harness.factory_app(replies, approval=approval), harness.engine
-
-
-async def _notice(pilot, main, until, text: str) -> str:
-    before = len(main.query(NoticeView))
-    await send(pilot, text)
-    await until(pilot, lambda: len(main.query(NoticeView)) > before)
-    return str(main.query(NoticeView).last().render())
 
 
 async def test_clear_and_new_start_a_new_session(harness, until, m3home):
@@ -59,16 +51,16 @@ async def test_status_cost_usage_permissions(harness, until, m3home):
     app, _ = _app(harness, ["</mm:think>one"])
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
-        status = await _notice(pilot, main, until, "/status")
+        status = await notice_after(pilot, until, "/status")
         assert f"session    {main.controller.session.id}" in status
         assert f"workspace  {harness.repo}" in status and "approval   never" in status
         await send(pilot, "hello")
         await turn_done(pilot, until)
-        cost = await _notice(pilot, main, until, "/cost")
+        cost = await notice_after(pilot, until, "/cost")
         assert cost.startswith("this session: 1 prompts, 1 model calls")
         assert "prompt tokens: " in cost and "generated tokens: " in cost
-        assert await _notice(pilot, main, until, "/usage") == cost
-        perms = await _notice(pilot, main, until, "/permissions")
+        assert await notice_after(pilot, until, "/usage") == cost
+        perms = await notice_after(pilot, until, "/permissions")
         assert perms.startswith("approval policy: never")
         assert "shell prefixes for this session: none" in perms
 
@@ -97,7 +89,7 @@ async def test_bang_runs_in_the_sandbox_and_goes_with_the_next_prompt(harness, u
     app, engine = _app(harness, ["</mm:think>seen"])
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
-        shown = await _notice(pilot, main, until, "!cat marker.txt; echo done > made.txt")
+        shown = await notice_after(pilot, until, "!cat marker.txt; echo done > made.txt")
         assert "$ cat marker.txt" in shown and "hello from the workspace" in shown
         assert not engine.requests  # no model call for a `!` command
         await send(pilot, "what did it print?")
@@ -114,8 +106,8 @@ async def test_bang_is_confined_like_the_shell_tool(harness, until, m3home, tmp_
     outside = tmp_path / "outside.txt"
     app, _ = _app(harness, [])
     async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        shown = await _notice(pilot, main, until, f"!echo x > {outside}")
+        await ready(pilot, until)
+        shown = await notice_after(pilot, until, f"!echo x > {outside}")
     assert not outside.exists(), shown  # outside the workspace: the sandbox refused
 
 
@@ -153,7 +145,7 @@ async def test_parent_instructions_reach_the_model_and_memory_lists_them(
         await send(pilot, "hi")
         await turn_done(pilot, until)
         system = [m.content for m in main.controller.session.messages if m.role == "system"]
-        memory = await _notice(pilot, main, until, "/memory")
+        memory = await notice_after(pilot, until, "/memory")
         await send(pilot, "/memory edit")
         await until(pilot, lambda: bool(main.query(ErrorView)))
         no_editor = str(main.query(ErrorView).last().render())
@@ -193,7 +185,7 @@ async def test_no_context_reads_no_instruction_file_not_even_for_memory(
     app = create_app(factory, replace(harness.config(), instructions=False))
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
-        memory = await _notice(pilot, main, until, "/memory")
+        memory = await notice_after(pilot, until, "/memory")
         system = [m.content for m in main.controller.session.messages if m.role == "system"]
     assert memory == "instruction files: none read (--no-context)"
     assert not any("User rule" in s for s in system)

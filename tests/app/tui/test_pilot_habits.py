@@ -11,12 +11,11 @@ from m3agent.app.tui.widgets.activity_line import ActivityLine
 from m3agent.app.tui.widgets.command_menu import CommandMenu
 from m3agent.app.tui.widgets.conversation import Conversation
 from m3agent.app.tui.widgets.error_view import ErrorView
-from m3agent.app.tui.widgets.notice_view import NoticeView
 from m3agent.app.tui.widgets.prompt_input import PromptInput
 from m3agent.app.tui.widgets.tool_card import ToolCard
 from m3agent.app.tui.widgets.user_message import UserMessage
 from PIL import Image
-from pilot_steps import at_approval, ready, send, turn_done
+from pilot_steps import at_approval, notice_after, ready, send, turn_done
 
 SIZE = (100, 30)
 pytestmark = pytest.mark.anyio
@@ -45,9 +44,9 @@ async def test_slash_opens_a_filtered_menu_tab_completes_enter_runs(harness, unt
         await pilot.press("escape")
         assert not menu.display and prompt.text == "/d"
         prompt.load_text("")
-        await pilot.press("/", "h", "e", "enter")  # no argument: Enter runs it at once
-        await pilot.pause(0.05)
-        assert "Commands:" in str(main.query(NoticeView).last().render())
+        # no argument: Enter runs it at once
+        shown = await notice_after(pilot, until, keys=("/", "h", "e", "enter"))
+        assert "Commands:" in shown
         assert prompt.text == ""
 
 

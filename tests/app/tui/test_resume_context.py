@@ -4,8 +4,7 @@ words (no `instructions: None`), not "this session has no repository snapshot"."
 from __future__ import annotations
 
 import pytest
-from m3agent.app.tui.widgets.notice_view import NoticeView
-from pilot_steps import ready, send, turn_done
+from pilot_steps import notice_after, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
 SIZE = (100, 30)
@@ -28,10 +27,7 @@ def _app(repo, replies, resume=None):
 
 
 async def _context_text(pilot, main, until) -> str:
-    before = len(main.query(NoticeView))
-    await send(pilot, "/context")
-    await until(pilot, lambda: len(main.query(NoticeView)) > before)
-    return str(main.query(NoticeView).last().render())
+    return await notice_after(pilot, until, "/context")
 
 
 async def test_context_after_resume_reads_the_logged_snapshot(repo, m3home, until):

@@ -8,8 +8,7 @@ import json
 
 import pytest
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
-from m3agent.app.tui.widgets.notice_view import NoticeView
-from pilot_steps import at_approval, ready, send, turn_done
+from pilot_steps import at_approval, notice_after, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
 SIZE = (110, 40)
@@ -49,9 +48,7 @@ async def test_project_prefixes_count_only_after_trust(harness, until, m3text, m
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
         assert main.controller.allowed_prefixes == []  # untrusted: not used
-        await send(pilot, "/permissions")
-        await pilot.pause(0.2)
-        text = str(main.query(NoticeView).last().render())
+        text = await notice_after(pilot, until, "/permissions")
         assert (
             "is not trusted: `m3agent permissions trust` (the TUI's /permissions trust) uses them"
             in text

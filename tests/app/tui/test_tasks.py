@@ -7,20 +7,12 @@ from __future__ import annotations
 
 import pytest
 from m3agent.app.tui.widgets.error_view import ErrorView
-from m3agent.app.tui.widgets.notice_view import NoticeView
 from m3agent.tools.toolset import background_jobs
-from pilot_steps import ready, send, turn_done
+from pilot_steps import notice_after, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
 SIZE = (110, 34)
 TICKER = "while true; do echo x >> ticks; sleep 0.02; done"
-
-
-async def _notice(pilot, main, until, text: str) -> str:
-    before = len(main.query(NoticeView))
-    await send(pilot, text)
-    await until(pilot, lambda: len(main.query(NoticeView)) > before)
-    return str(main.query(NoticeView).last().render())
 
 
 async def test_ctrl_b_then_tasks_show_and_stop(harness, until, m3home, m3text):
@@ -35,7 +27,7 @@ async def test_ctrl_b_then_tasks_show_and_stop(harness, until, m3home, m3text):
     repo = harness.repo
     async with app.run_test(size=SIZE) as pilot:
         main = await ready(pilot, until)
-        nothing = await _notice(pilot, main, until, "/ps")
+        nothing = await notice_after(pilot, until, "/ps")
         assert nothing.startswith("no background commands")
         await send(pilot, "start the watcher")
         await until(pilot, lambda: (repo / "started").exists())
@@ -47,11 +39,11 @@ async def test_ctrl_b_then_tasks_show_and_stop(harness, until, m3home, m3text):
         # the model saw that its command went on in the background
         tool_msg = [m for m in main.controller.session.messages if m.role == "tool"][-1]
         assert tool_msg.content.startswith("moved to the background by the user as b1")
-        listing = await _notice(pilot, main, until, "/tasks")
+        listing = await notice_after(pilot, until, "/tasks")
         assert listing.startswith("b1: running after ") and "echo first" in listing
-        shown = await _notice(pilot, main, until, "/tasks b1")
+        shown = await notice_after(pilot, until, "/tasks b1")
         assert shown.startswith("b1: running") and "\nfirst" in shown
-        stopped = await _notice(pilot, main, until, "/ps stop b1")
+        stopped = await notice_after(pilot, until, "/ps stop b1")
         assert stopped.startswith("stopped b1 (stopped)")
         size = (repo / "ticks").stat().st_size
         await pilot.pause(0.3)
@@ -72,10 +64,6 @@ async def test_ctrl_b_then_tasks_show_and_stop(harness, until, m3home, m3text):
 async def test_ctrl_b_with_nothing_running_says_so(harness, until, m3home):
     app = harness.factory_app([])
     async with app.run_test(size=SIZE) as pilot:
-        main = await ready(pilot, until)
-        before = len(main.query(NoticeView))
-        await pilot.press("ctrl+b")
-        await until(pilot, lambda: len(main.query(NoticeView)) > before)
-        assert str(main.query(NoticeView).last().render()).startswith(
-            "no command is running in the foreground"
-        )
+        await ready(pilot, until)
+        notice = await notice_after(pilot, until, keys=("ctrl+b",))
+        assert notice.startswith("no command is running in the foreground")
