@@ -1,12 +1,13 @@
-"""Routed experts computed on the GPU from their host form (hot-expert cache, prefill stream).
+"""Routed experts computed on the GPU (hot-expert cache, prefill stream).
 
-The GPU copies of an expert keep the host form's bytes (int8 rows with their scales, or bf16),
-so a hot or streamed expert computes the same function as the CPU's copy and costs the same
-memory as the plan's row. This module dequantises one expert at a time to the activation dtype
-just before its two GEMMs.
-
-A form is a HostExpertLayer's tensor fields (tiled as engine/offload/forms.py lays them out);
-every form dequantises through forms.dequantize, on whichever device holds the tensors.
+Two forms meet here. The host form (int8 rows with their scales, int4 with mins, or bf16, tiled
+as engine/offload/forms.py lays them out) is what crosses PCIe: the prefill stream copies
+groups of experts in it and dequantises each expert once per chunk, over thousands of tokens.
+The compute form (bf16, dequantised once) is what a decode step reads: a hot expert is kept in
+it, so serving one from the GPU costs two small GEMMs over bf16 weights (tens of microseconds)
+instead of dequantising the tiled form on every call (what made the earlier cache slow decode
+down: docs/offload.md, the H200 section). Both forms compute the same function as the CPU's
+copy; every host form dequantises through forms.dequantize, on whichever device holds it.
 """
 
 from __future__ import annotations
@@ -49,24 +50,31 @@ def expert_weights(
     return w13, forms.dequantize(_projection(t, slot, "2"), form.value)
 
 
+def compute_weights(
+    form: ExpertForm, t: dict[str, torch.Tensor], slot: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Expert `slot` in the form the device computes with: (w13, w2) in bf16. Rounding the
+    dequantised weights to bf16 here or inside the GEMM gives the same values, so a copy kept
+    in this form (the hot-expert cache) computes exactly what the host form does."""
+    w13, w2 = expert_weights(form, t, slot)
+    return w13.to(torch.bfloat16), w2.to(torch.bfloat16)
+
+
 def expert_forward(
-    form: ExpertForm,
-    t: dict[str, torch.Tensor],
-    slot: int,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
     x: torch.Tensor,
     alpha: float,
     limit: float,
     beta: float,
 ) -> torch.Tensor:
-    """Expert `slot` of the tensors `t` on rows x [n, h] -> [n, h] fp32: the weights
-    dequantised on the device, then two bf16 GEMMs with the activation between them rounded
-    to bf16, as the CPU computes them (the input, the activation and the output are the
-    points both round at)."""
-    w13, w2 = expert_weights(form, t, slot)
+    """One expert (bf16 weights from compute_weights) on rows x [n, h] -> [n, h] fp32: two
+    bf16 GEMMs with the activation between them rounded to bf16, as the CPU computes them
+    (the input, the activation and the output are the points both round at)."""
     xb = x.to(torch.bfloat16)
-    gu = (xb @ w13.to(torch.bfloat16).t()).float()
+    gu = (xb @ w13.t()).float()
     act = swiglu_oai_merged(gu, alpha, limit, beta).to(torch.bfloat16)
-    return (act @ w2.to(torch.bfloat16).t()).float()
+    return (act @ w2.t()).float()
 
 
 def add_expert(
@@ -75,20 +83,19 @@ def add_expert(
     ids: torch.Tensor,
     weights: torch.Tensor,
     expert: int,
-    form: ExpertForm,
-    t: dict[str, torch.Tensor],
-    slot: int,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
     alpha: float,
     limit: float,
     beta: float,
 ) -> None:
     """out [T, h] fp32 += routing weight x expert(x) on the tokens routed to `expert`, whose
-    weights are slot `slot` of `t`. ids/weights [T, k] may be host tensors: the routed pairs
-    move to x's device."""
+    bf16 weights are (w13, w2). ids/weights [T, k] may be host tensors: the routed pairs move
+    to x's device."""
     tok, choice = (ids == expert).nonzero(as_tuple=True)
     wt = weights[tok, choice].to(x.device, non_blocking=True)
     tok = tok.to(x.device, non_blocking=True)
-    y = expert_forward(form, t, slot, x.index_select(0, tok), alpha, limit, beta)
+    y = expert_forward(w13, w2, x.index_select(0, tok), alpha, limit, beta)
     out.index_add_(0, tok, y * wt[:, None])
 
 

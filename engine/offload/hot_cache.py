@@ -1,7 +1,8 @@
 """A GPU cache of hot routed experts, chosen from the run's own routing counts.
 
-Each MoE layer gets `per_layer` slots on the GPU holding experts in their host form (the same
-bytes as the host copy: the plan's row). Between requests the engine calls `refresh()`: per
+Each MoE layer gets `per_layer` slots on the GPU holding experts in the compute form (bf16,
+dequantised once when the expert is uploaded: device_experts.compute_weights), so a hit costs
+two GEMMs over its weights and nothing else. Between requests the engine calls `refresh()`: per
 layer, the experts routed to most often so far take the slots (ties go to the lower id, so a
 refresh with no new counts changes nothing). A decode step computes its hot slots on the GPU
 and leaves only the cold ones to the CPU.
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 import torch
 
 from .cpu_experts import HostExpertLayer
-from .device_experts import add_expert, empty_slots
+from .device_experts import add_expert, compute_weights, empty_slots
+
+BF16 = torch.bfloat16
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +42,17 @@ class HotExperts:
         self.per_layer = per_layer
         self.device = device
         self.host = layers
-        self.slots: dict[int, dict[str, torch.Tensor]] = {}
+        self.w13: dict[int, torch.Tensor] = {}  # layer -> [slots, 2I, h] bf16
+        self.w2: dict[int, torch.Tensor] = {}  # layer -> [slots, h, I] bf16
+        # one expert in the host form on the device: what an upload copies before dequantising
+        self.staging: dict[int, dict[str, torch.Tensor]] = {}
         self.resident: dict[int, list[int]] = {}  # layer -> expert id in each slot (-1 free)
         self.is_hot: dict[int, torch.Tensor] = {}  # layer -> bool [E] on the host
         for i, L in layers.items():
             n = min(per_layer, L.num_experts)
-            self.slots[i] = empty_slots(L, n, device)
+            self.w13[i] = torch.empty((n, 2 * L.inter, L.hidden), dtype=BF16, device=device)
+            self.w2[i] = torch.empty((n, L.hidden, L.inter), dtype=BF16, device=device)
+            self.staging[i] = empty_slots(L, 1, device) if n else {}
             self.resident[i] = [-1] * n
             self.is_hot[i] = torch.zeros(L.num_experts, dtype=torch.bool)
         self.lookups = self.hits = self.refreshes = self.uploads = 0
@@ -67,8 +75,7 @@ class HotExperts:
             free = [s for s, e in enumerate(have) if e not in want]
             for e in (e for e in order[:n] if e not in have):
                 s = free.pop(0)
-                for k, dst in self.slots[i].items():
-                    dst[s].copy_(getattr(self.host[i], k)[e], non_blocking=True)
+                self._upload(i, e, s)
                 have[s] = e
                 uploaded += 1
             hot = torch.zeros_like(self.is_hot[i])
@@ -77,6 +84,14 @@ class HotExperts:
         self.refreshes += 1
         self.uploads += uploaded
         return uploaded
+
+    def _upload(self, layer: int, expert: int, slot: int) -> None:
+        stage, host = self.staging[layer], self.host[layer]
+        for k, dst in stage.items():
+            dst[0].copy_(getattr(host, k)[expert], non_blocking=True)
+        w13, w2 = compute_weights(host.form, stage, 0)
+        self.w13[layer][slot].copy_(w13)
+        self.w2[layer][slot].copy_(w2)
 
     def forward(
         self,
@@ -97,10 +112,10 @@ class HotExperts:
         if n_hot == 0:
             return None
         out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-        form = self.host[layer].form
+        w13, w2 = self.w13[layer], self.w2[layer]
         for e in torch.unique(ids[hot]).tolist():
-            slot = self.slot_of(layer, e)
-            add_expert(out, x, ids, weights, e, form, self.slots[layer], slot, alpha, limit, beta)
+            s = self.slot_of(layer, e)
+            add_expert(out, x, ids, weights, e, w13[s], w2[s], alpha, limit, beta)
         return out
 
     def stats(self) -> HotStats:

@@ -3,7 +3,7 @@
 GPU: attention and the MSA indexer, the dense layers, shared experts, router, embeddings and
 head (as stored: FP8 stays FP8), the KV cache and index keys, a workspace for one prefill
 chunk, double buffers for streaming experts during prefill, and, in what is left, a cache of
-hot experts (in the host form, as engine/offload/hot_cache.py holds them). Host: every routed
+hot experts (in bf16, as engine/offload/hot_cache.py holds them). Host: every routed
 expert, pinned in place, in a form the CPU computes with.
 
 The bounds are byte bounds: a decode step cannot be faster than reading its bytes at the
@@ -250,12 +250,19 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         h_rows = tier_rows + h_rows
     left = int(gpu_cap * (1 - GPU_MARGIN)) - sum(r.nbytes for r in g_rows)
     hot = 0
+    hot_one = 2 * inv.expert_params(c)  # a hot expert's bf16 bytes
     if req.hot_experts and moe and left > 0:
-        one = max(per_host.values())  # the GPU cache holds the host form (hot_cache.py)
-        hot = min(min(n_exp.values()), left // (one * len(moe)))
+        # the GPU cache holds each hot expert in bf16, plus one expert in the host form per
+        # layer to dequantise an upload from (hot_cache.py)
+        staging = max(per_host.values()) * len(moe)
+        hot = min(min(n_exp.values()), max(0, left - staging) // (hot_one * len(moe)))
         if hot:
             g_rows.append(
-                Row("gpu", f"hot-expert cache ({hot} per MoE layer)", hot * one * len(moe))
+                Row(
+                    "gpu",
+                    f"hot-expert cache ({hot} per MoE layer, bf16)",
+                    hot * hot_one * len(moe) + staging,
+                )
             )
 
     # Decode bound, batch 1, at the full context.
@@ -268,7 +275,7 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         + p[Part.NORMS]
         + p[Part.LM_HEAD]
     )
-    gpu_hot = sum(k * hot / n_exp[layer] * per_host[layer] for layer in moe)
+    gpu_hot = sum(k * hot / n_exp[layer] * hot_one for layer in moe)
     gpu_bytes = gpu_weights + gpu_hot + kv_read_per_token(c, req.kv_cache_dtype, req.context_len)
     all_experts = sum(n_exp[layer] * per_host[layer] for layer in moe)
     stream_pass = all_experts / m.pcie_bw

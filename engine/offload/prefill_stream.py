@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from .cpu_experts import HostExpertLayer
-from .device_experts import add_expert, empty_slots, tensor_fields
+from .device_experts import add_expert, compute_weights, empty_slots, tensor_fields
 
 
 class PrefillStreamer:
@@ -97,7 +97,8 @@ class PrefillStreamer:
             hi = min(lo + self.group, self.host[layer].num_experts)
             present = torch.unique(ids_h[(ids_h >= lo) & (ids_h < hi)]).tolist()
             for e in present:
-                add_expert(out, x, ids, weights, e, form, self.bufs[b], e - lo, alpha, limit, beta)
+                w13, w2 = compute_weights(form, self.bufs[b], e - lo)
+                add_expert(out, x, ids, weights, e, w13, w2, alpha, limit, beta)
             freed = self.freed[b]
             if freed is not None:
                 freed.record(torch.cuda.current_stream(self.device))
