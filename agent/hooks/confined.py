@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
 
-# What the hook's environment adds to the sandbox's allow-list (runner.hook_env sets them).
+# The hook's own variables (runner.hook_env sets them), which the sandbox's allow-list would drop.
 HOOK_VARS = ("PYTHONSAFEPATH", "M3AGENT_PROJECT_DIR", "CLAUDE_PROJECT_DIR")
 
 

@@ -70,7 +70,8 @@ def register(app: typer.Typer) -> None:
         if not src.project and status_line is None:
             die(f"{where / '.m3agent' / 'settings.json'} has no hooks and no status line")
         sys.stdout.write(
-            "These commands will run as you, outside the sandbox, on session events:\n"
+            "These commands will run in the tool sandbox, in this workspace, on session events "
+            "(their answers can block tool calls):\n"
         )
         lines = [
             f"  {event} [{matcher or '*'}]: {h.command}"
