@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from m3agent.tools.host_programs import host_path
 from m3agent.tools.sandbox.envscrub import scrub
 
 from .config import HookCommand
@@ -63,7 +64,7 @@ def hook_env(project: Path, base: Mapping[str, str] | None = None) -> dict[str, 
     # not find one the model planted (a relative PATH entry, or one inside the workspace).
     env["PYTHONSAFEPATH"] = "1"
     if "PATH" in env:
-        env["PATH"] = _outside_path(env["PATH"], project)
+        env["PATH"] = host_path(env["PATH"], (project,))
     env["M3AGENT_PROJECT_DIR"] = str(project)
     env["CLAUDE_PROJECT_DIR"] = str(project)
     return env
@@ -150,18 +151,6 @@ def _answered(
             answer = parsed
     duration = time.monotonic() - started
     return HookRun(hook.command, code, stdout, stderr, duration, timed_out, answer, hook.sandboxed)
-
-
-def _outside_path(path: str, project: Path) -> str:
-    root = os.path.realpath(project)
-    kept = []
-    for entry in path.split(os.pathsep):
-        if not os.path.isabs(entry):
-            continue  # "" and "." are the current directory: the workspace
-        real = os.path.realpath(entry)
-        if real != root and not real.startswith(root + os.sep):
-            kept.append(entry)
-    return os.pathsep.join(kept)
 
 
 def _kill_group(pid: int) -> None:
