@@ -260,6 +260,7 @@ def test_project_hooks_run_only_after_trust(cli, repo, home, m3, tmp_path):
 
     listed = cli.run("hooks", "list", "--cwd", str(repo))
     assert cmd in listed.stdout and "not trusted" in listed.stdout
+    assert listed.stdout.startswith("project  sandbox  UserPromptSubmit")
     refused = cli.run("hooks", "trust", "--cwd", str(repo))  # no terminal, no --yes
     assert refused.returncode != 0
     ok = cli.run("hooks", "trust", "--cwd", str(repo), "--yes")
