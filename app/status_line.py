@@ -13,8 +13,9 @@ project's command came with the repository, so it runs only after `m3agent hooks
 showed it (its fingerprint in `<home>/hooks-trust.json`, beside the hooks' own: the same
 trust, the same file), only while the workspace files it names are as trusted
 (agent/hooks/pins.py, as a hook's), and then in the tool sandbox under the session's policy
-(`policy`), as a project's hook does (agent/hooks/confined.py); the user's own runs on the
-host. What the command is fed and how its output is shown: app/tui/status_line.py.
+with nothing writable (`policy`: a display has nothing to change, and its writes would land
+outside any tool call's checkpoint), as a project's hook does (agent/hooks/confined.py); the
+user's own runs on the host. What the command is fed and how its output is shown: app/tui/status_line.py.
 """
 
 from __future__ import annotations
@@ -85,9 +86,7 @@ def load_status_line(settings: Settings, cwd: Path) -> tuple[StatusLineCommand |
             pins = pins_from(files, cwd)(chosen.command)
             stale = changed(pins, cwd)
             if not stale:
-                from .factory import sandbox_policy
-
-                return replace(chosen, pins=pins, policy=sandbox_policy(settings, cwd)), None
+                return replace(chosen, pins=pins, policy=_read_only(settings, cwd)), None
             note = (
                 f"{project_file} sets a status line command that does not run: "
                 f"{', '.join(stale)} changed since you trusted it (the model can write the "
@@ -106,6 +105,14 @@ def load_status_line(settings: Settings, cwd: Path) -> tuple[StatusLineCommand |
     if raw is not None:
         return StatusLineCommand.parse(raw, str(settings.config_path)), note
     return None, note
+
+
+def _read_only(settings: Settings, cwd: Path) -> SandboxPolicy:
+    from m3agent.tools.sandbox.policy import SandboxMode
+
+    from .factory import sandbox_policy
+
+    return sandbox_policy(settings, cwd).with_(mode=SandboxMode.READ_ONLY)
 
 
 def _config_table(path: Path) -> Any:

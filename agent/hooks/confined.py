@@ -53,6 +53,14 @@ def default_sandbox(project: Path) -> Sandbox:
     return Sandbox(SandboxPolicy(workspace=project))
 
 
+def read_only(sandbox: Sandbox) -> Sandbox:
+    """SANDBOX's policy with nothing writable (plan mode), the same layers as probed."""
+    from m3agent.tools.sandbox.policy import SandboxMode
+    from m3agent.tools.sandbox.runner import Sandbox
+
+    return Sandbox(sandbox.policy.with_(mode=SandboxMode.READ_ONLY), sandbox.report)
+
+
 def sandboxed_argv(command: str, env: Mapping[str, str]) -> list[str]:
     """`/bin/sh -c COMMAND` as a hook runs, behind `env` setting the hook's own variables."""
     keep = [f"{name}={env[name]}" for name in HOOK_VARS if name in env]

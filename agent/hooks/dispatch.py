@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import HookEvent, HookSet
-from .confined import default_sandbox
+from .confined import default_sandbox, read_only
 from .runner import HookRun, hook_env, run_hook
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
+
+    from ..approvals import ApprovalGate
 
 # Where each hook's run is reported (an agent event: the front ends show it).
 Report = Callable[[HookEvent, HookRun], Awaitable[None]]
@@ -70,12 +72,26 @@ class Hooks:
         self.project = Path(project)
         self.env = hook_env(self.project, env)
         self._sandbox = sandbox
+        self._read_only: Sandbox | None = None
+        self._gate: ApprovalGate | None = None
 
     @property
     def sandbox(self) -> Sandbox:
         if self._sandbox is None:
             self._sandbox = default_sandbox(self.project)
         return self._sandbox
+
+    def follow(self, gate: ApprovalGate) -> None:
+        """The session's gate, whose permission mode is read at every event: in plan mode
+        the sandboxed hooks run read-only, as plan mode lets the model change nothing."""
+        self._gate = gate
+
+    def _box(self) -> Sandbox:
+        if self._gate is None or self._gate.mode != "plan":
+            return self.sandbox
+        if self._read_only is None:
+            self._read_only = read_only(self.sandbox)
+        return self._read_only
 
     def has(self, event: HookEvent, tool_name: str | None = None) -> bool:
         return bool(self.hooks.commands(event, tool_name))
@@ -92,7 +108,7 @@ class Hooks:
         if not commands:
             return NO_HOOKS
         body = {"hook_event_name": str(event), "cwd": str(self.project), **payload}
-        sandbox = self.sandbox if any(c.sandboxed for c in commands) else None
+        sandbox = self._box() if any(c.sandboxed for c in commands) else None
         runs = await asyncio.gather(
             *(run_hook(c, body, self.project, self.env, sandbox) for c in commands)
         )

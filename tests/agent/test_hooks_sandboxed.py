@@ -199,3 +199,23 @@ def test_a_sandboxed_hooks_allow_skips_no_approval(world):
     assert verdict(allow, repository=True).permission is None
     assert verdict(ask, repository=True).permission == "ask"
     assert verdict(allow, repository=False).permission == "allow"
+
+
+def test_in_plan_mode_a_project_hook_changes_nothing(world):
+    """Plan mode lets the model change nothing; a project hook (`make format`, whose recipe
+    the model may have written) runs read-only then. Control: the default mode writes."""
+    from m3agent.agent.approvals import ApprovalGate
+
+    table = {"PreToolUse": [{"hooks": [{"command": "echo x > formatted.txt"}]}]}
+    hooks = Hooks(
+        parse_hooks(table, "p", repository=True), world.ws, sandbox=make_sandbox("bwrap", world)
+    )
+    gate = ApprovalGate("never")
+    hooks.follow(gate)
+    gate.mode = "plan"
+    verdict = _fire(hooks)  # (sh's failed redirection exits 2: the call is blocked too)
+    assert "Read-only file system" in verdict.reason + " ".join(verdict.failures)
+    assert not (world.ws / "formatted.txt").exists()
+    gate.mode = "default"
+    _fire(hooks)
+    assert (world.ws / "formatted.txt").read_text() == "x\n"

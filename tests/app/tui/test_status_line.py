@@ -82,6 +82,7 @@ def test_which_command_runs_and_project_trust(tmp_path, home):
         None,
     )  # the project's, trusted: it runs in the sandbox, under the session's policy
     assert chosen.policy is not None and chosen.policy.workspace == project.resolve()
+    assert chosen.policy.mode == "read-only"  # a display changes nothing
     raw["command"] = "echo changed"  # any change needs trust again
     (project / ".m3agent" / "settings.json").write_text(json.dumps({"statusLine": raw}))
     assert load_status_line(load_settings(), project)[0].command == "echo user"
@@ -96,9 +97,10 @@ def test_which_command_runs_and_project_trust(tmp_path, home):
 
 
 def test_project_status_line_runs_in_the_sandbox(world):
-    """A project's command (its StatusLineCommand carries the session's policy) runs in the
-    tool sandbox: it is fed its JSON on stdin there, and the home's key is not there to
-    print. Control: the same command as the user's own (no policy) prints the key."""
+    """A project's command (its StatusLineCommand carries the session's policy, read-only)
+    runs in the tool sandbox: it is fed its JSON on stdin there, and neither the home's key
+    nor a write to the workspace is there. Control: the same command as the user's own (no
+    policy) prints the key and writes."""
     import asyncio
 
     from m3agent.app.tui.status_line import StatusLineRunner
@@ -106,7 +108,8 @@ def test_project_status_line_runs_in_the_sandbox(world):
     from sandbox_support import SECRET
 
     key = world.home / ".ssh" / "id_rsa"
-    command = f"cat > fed.json; cat {key} 2>/dev/null || echo hidden"
+    fed = "${TMPDIR:-$PWD}/fed.json"  # the sandbox's TMPDIR: the one place it may write
+    command = f"cat > {fed}; echo > wrote.txt; cat {key} || cat {fed}"
 
     def shown(policy: SandboxPolicy | None) -> list[str | None]:
         lines: list[str | None] = []
@@ -121,6 +124,8 @@ def test_project_status_line_runs_in_the_sandbox(world):
         asyncio.run(go())
         return lines
 
-    assert shown(SandboxPolicy(workspace=world.ws, home=world.home)) == ["hidden"]
-    assert json.loads((world.ws / "fed.json").read_text()) == {"state": "ready"}
+    policy = SandboxPolicy(workspace=world.ws, home=world.home, mode="read-only")
+    assert shown(policy) == ['{"state": "ready"}']
+    assert not (world.ws / "wrote.txt").exists()
     assert shown(None) == [SECRET]
+    assert (world.ws / "wrote.txt").exists()
