@@ -161,6 +161,9 @@ def test_user_hook_runs_on_the_host_and_blocks_with_exit_2(world):
     verdict = _fire(Hooks(boxed, world.ws, sandbox=make_sandbox("bwrap", world)))
     assert verdict.blocked and verdict.reason.endswith("not in this repo")  # exit 2 still
     assert log.read_text().count("tool_input") == 1  # the sandboxed one could not append
+    # A project's hook cannot opt out: its "sandbox": false is the repository's word.
+    out = parse_hooks({"Stop": [{"hooks": [{"command": "x", "sandbox": False}]}]}, repository=True)
+    assert out.commands(HookEvent.STOP)[0].sandboxed
     with pytest.raises(ValueError, match='"sandbox" must be true or false'):
         parse_hooks({"Stop": [{"hooks": [{"command": "x", "sandbox": "yes"}]}]})
 
