@@ -89,6 +89,8 @@ class Session:
         self.gate = gate or ApprovalGate(
             config.approval_policy, config.rules, persist=persist_allow, workspace=self.cwd
         )
+        if hooks is not None:
+            hooks.follow(self.gate)  # plan mode binds the project's hooks too
         self._events: asyncio.Queue[ev.Event | End] = asyncio.Queue()
         self._turns: asyncio.Queue[ops.UserTurn | ops.Compact | End] = asyncio.Queue()
         self._runner: asyncio.Task[None] | None = None

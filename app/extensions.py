@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from m3agent.engine.api import Engine
     from m3agent.tools.extra_toolset import ExtendedToolset
     from m3agent.tools.host_read import HostReader
+    from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
 
     from .settings import Settings
@@ -204,8 +205,14 @@ def commands_of(session: object) -> tuple[CustomCommand, ...]:
 
 
 def session_extras(
-    settings: Settings, cwd: Path, engine: Engine, toolset: ToolsetProtocol, config: AgentConfig
+    settings: Settings,
+    cwd: Path,
+    engine: Engine,
+    toolset: ToolsetProtocol,
+    config: AgentConfig,
+    sandbox: Sandbox | None = None,
 ) -> Extras:
+    """SANDBOX: the session's, where the project's hooks run."""
     from m3agent.agent.subagents import TaskTool, load_agents
     from m3agent.tools.extra_toolset import ExtendedToolset
     from m3agent.tools.skills import SkillTool, discover_skills, skills_listing
@@ -215,7 +222,7 @@ def session_extras(
 
     notes: list[Error] = []
     try:
-        hooks, hook_notes = session_hooks(settings, cwd)
+        hooks, hook_notes = session_hooks(settings, cwd, sandbox)
     except ValueError as e:  # a broken settings file: no hooks, said at start
         hooks, hook_notes = None, [str(e)]
     notes += [Error(message=n, kind=ErrorKind.HOOK) for n in hook_notes]

@@ -212,7 +212,7 @@ def build_session(
     from .mcp.settings import persist_allow
 
     # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
-    extras = session_extras(settings, cwd, engine, toolset, config)
+    extras = session_extras(settings, cwd, engine, toolset, config, sandbox)
     toolset, config = extras.toolset, extras.config
 
     common: dict[str, Any] = {

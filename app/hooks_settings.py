@@ -1,9 +1,9 @@
 """Which hooks a session runs: the user's `settings.json` and the project's, trust applied.
 
 - `<user dir>/settings.json` (~/.m3agent/settings.json): the user's own, trusted;
-- `<project>/.m3agent/settings.json`: it comes with the repository, so its hooks (programs
-  that run as the user, outside the sandbox) run only after `m3agent hooks trust` showed
-  their command lines and the user said yes. The trust, in `<home>/hooks-trust.json`, is a
+- `<project>/.m3agent/settings.json`: it comes with the repository, so its hooks run only
+  after `m3agent hooks trust` showed their command lines and the user said yes, and then in
+  the tool sandbox (agent/hooks/confined.py), since what they run can be the model's. The trust, in `<home>/hooks-trust.json`, is a
   fingerprint of the project's "hooks" table and a hash of every workspace file a command
   names (agent/hooks/pins.py): any change to the table needs trust again, and a hook whose
   named file changed (the sandboxed model can write the workspace) does not run.
@@ -28,6 +28,7 @@ from .safe_text import one_line
 
 if TYPE_CHECKING:
     from m3agent.agent.hooks import Hooks
+    from m3agent.tools.sandbox.runner import Sandbox
 
     from .settings import Settings
 
@@ -109,7 +110,7 @@ def load_hooks(user_dir: Path, home: Path, cwd: Path) -> HookSources:
     # the repository's file: read under the host read policy (tools/host_read.py)
     project_text = default_reader(cwd).settings_text
     raw = read_json_object(project_file, missing_ok=True, read=project_text).get("hooks")
-    project = parse_hooks(raw, str(project_file))
+    project = parse_hooks(raw, str(project_file), repository=True)
     files = trusted_files(home, cwd, raw) if project else None
     stale: list[str] = []
     if files is not None:
@@ -141,11 +142,14 @@ def trust_hooks(
     return files
 
 
-def session_hooks(settings: Settings, cwd: Path) -> tuple[Hooks | None, list[str]]:
-    """(the Hooks to pass to the Session or None, notes to show at start)."""
+def session_hooks(
+    settings: Settings, cwd: Path, sandbox: Sandbox | None = None
+) -> tuple[Hooks | None, list[str]]:
+    """(the Hooks to pass to the Session or None, notes to show at start). SANDBOX: the
+    session's, where the project's hooks run (agent/hooks/confined.py)."""
     from m3agent.agent.hooks import Hooks
 
     src = load_hooks(settings.user_dir or settings.home, settings.home, cwd)
     note = src.untrusted_note()
     active = src.active()
-    return (Hooks(active, cwd) if active else None), ([note] if note else [])
+    return (Hooks(active, cwd, sandbox=sandbox) if active else None), ([note] if note else [])

@@ -9,11 +9,13 @@ in `<user dir>/settings.json` or a project's `.m3agent/settings.json`, or in con
     command = "~/.m3agent/statusline.sh"
 
 A project's wins over the user's (settings.json's over config.toml's), as in Claude Code; but a
-project's command came with the repository and runs as the user, outside the sandbox, so it
-runs only after `m3agent hooks trust` showed it (its fingerprint in `<home>/hooks-trust.json`,
-beside the hooks' own: the same trust, the same file), and only while the workspace files it
-names are as trusted (agent/hooks/pins.py, as a hook's). What the command is fed and how its
-output is shown: app/tui/status_line.py.
+project's command came with the repository, so it runs only after `m3agent hooks trust`
+showed it (its fingerprint in `<home>/hooks-trust.json`, beside the hooks' own: the same
+trust, the same file), only while the workspace files it names are as trusted
+(agent/hooks/pins.py, as a hook's), and then in the tool sandbox under the session's policy
+with nothing writable (`policy`: a display has nothing to change, and its writes would land
+outside any tool call's checkpoint), as a project's hook does (agent/hooks/confined.py); the
+user's own runs on the host. What the command is fed and how its output is shown: app/tui/status_line.py.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from m3agent.engine.json_file import read_json_object
 from .hooks_settings import PROJECT_SETTINGS, pins_from, trusted_files
 
 if TYPE_CHECKING:
+    from m3agent.tools.sandbox.policy import SandboxPolicy
+
     from .settings import Settings
 
 TRUST_TABLE = "status_lines"  # in hooks-trust.json, beside the hooks' "projects"
@@ -43,6 +47,8 @@ class StatusLineCommand:
     timeout_s: float = DEFAULT_TIMEOUT_S
     padding: int = 0  # spaces before the line (Claude Code's "padding")
     pins: Pins = ()  # a project's: the workspace files it names, as trusted (hooks' pins)
+    # A project's: the sandbox policy it runs under (the session's); None: on the host.
+    policy: SandboxPolicy | None = None
 
     @classmethod
     def parse(cls, raw: object, source: str) -> StatusLineCommand:
@@ -80,7 +86,7 @@ def load_status_line(settings: Settings, cwd: Path) -> tuple[StatusLineCommand |
             pins = pins_from(files, cwd)(chosen.command)
             stale = changed(pins, cwd)
             if not stale:
-                return replace(chosen, pins=pins), None
+                return replace(chosen, pins=pins, policy=_read_only(settings, cwd)), None
             note = (
                 f"{project_file} sets a status line command that does not run: "
                 f"{', '.join(stale)} changed since you trusted it (the model can write the "
@@ -99,6 +105,14 @@ def load_status_line(settings: Settings, cwd: Path) -> tuple[StatusLineCommand |
     if raw is not None:
         return StatusLineCommand.parse(raw, str(settings.config_path)), note
     return None, note
+
+
+def _read_only(settings: Settings, cwd: Path) -> SandboxPolicy:
+    from m3agent.tools.sandbox.policy import SandboxMode
+
+    from .factory import sandbox_policy
+
+    return sandbox_policy(settings, cwd).with_(mode=SandboxMode.READ_ONLY)
 
 
 def _config_table(path: Path) -> Any:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from .bounds import LISTING_CHARS, cut_rows
 from .fdio import FsRefused, open_regular
 from .fsutil import looks_binary
 from .globs import glob_to_regex
+from .host_programs import which
 from .ignore import walk
 from .paths import check_read, display, hardlinks_allowed, is_secret
 
@@ -42,7 +42,8 @@ class Grep(Tool[GrepArgs]):
     )
 
     def __init__(self, use_ripgrep: bool = True) -> None:
-        self._rg = shutil.which("rg") if use_ripgrep else None
+        # found only outside the workspace (tools/host_programs.py): it runs on the host
+        self._rg = which("rg") if use_ripgrep else None
 
     def touches(self, args: GrepArgs) -> Touches:
         return Touches(reads=(args.path,))
@@ -55,8 +56,9 @@ class Grep(Tool[GrepArgs]):
             regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
         except re.error as e:
             return ToolResult(f"invalid regular expression {args.pattern!r}: {e}", is_error=True)
-        if self._rg:
-            rows = _confirm(self._ripgrep(self._rg, args, root, ctx), regex, ctx)
+        rg = which("rg", (ctx.cwd,)) if self._rg else None
+        if rg:
+            rows = _confirm(self._ripgrep(rg, args, root, ctx), regex, ctx)
         else:
             rows = self._python(args, regex, root, ctx)
         truncated = len(rows) > args.max_matches
@@ -72,7 +74,7 @@ class Grep(Tool[GrepArgs]):
         elif truncated:
             out += f"\n[truncated at {args.max_matches} matches; narrow the pattern or path]"
         return ToolResult(
-            out, metadata={"truncated": truncated, "engine": "rg" if self._rg else "python"}
+            out, metadata={"truncated": truncated, "engine": "rg" if rg else "python"}
         )
 
     def _ripgrep(

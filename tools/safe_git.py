@@ -41,6 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypedDict
 
+from .host_programs import host_path
+
 # Options that make git run a program, each forced off on every call. ("" resets a list, e.g.
 # credential.helper; "false"/":" are commands that do nothing.)
 OVERRIDES: tuple[str, ...] = (
@@ -88,7 +90,7 @@ class RepoRefused(SafeGitError):
 def git_env(scratch: Path, **extra: str) -> dict[str, str]:
     """git's whole environment: nothing inherited but PATH (to find git) and the locale."""
     env = {
-        "PATH": os.environ.get("PATH") or "/usr/bin:/bin",
+        "PATH": host_path(roots=(extra.get("GIT_WORK_TREE"),)),  # no git the model planted
         "HOME": str(scratch),
         "XDG_CONFIG_HOME": str(scratch),
         "LC_ALL": "C",

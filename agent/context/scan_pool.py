@@ -21,6 +21,9 @@ from .files import FileRules
 from .frames import read_frame, write_frame
 from .scan import PlainRecord, records_of
 
+# -P: the working directory (the workspace, whose files the model writes) is not put on the
+# worker's sys.path, so a planted `m3agent/__init__.py` there is never imported in its place.
+WORKER = (sys.executable, "-P", "-m", "m3agent.agent.context.scan_worker")
 POOL_MIN_BYTES = 24 * 2**20  # below this, starting workers costs more than it saves
 _CHUNK_BYTES = 4 * 2**20
 
@@ -69,7 +72,7 @@ class Scanner:
         for _ in range(min(_cores(), len(chunks))):
             try:
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "m3agent.agent.context.scan_worker"],
+                    list(WORKER),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                 )

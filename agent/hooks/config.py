@@ -6,6 +6,8 @@
 A matcher is a regular expression over the tool name, anchored at both ends ("" or "*" match
 every tool), tried on our name and on Claude Code's names for the tool (tools/claude_names.py:
 `Bash` is `shell`, `Edit|Write` the file-changing tools); events without a tool ignore it.
+A hook from a project's settings (`repository=True`) runs in the tool sandbox, as does a
+user's hook that says `"sandbox": true` (confined.py).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class HookCommand:
     # A project hook's: the workspace files its command names, as trusted (pins.py); it runs
     # only while they are unchanged.
     pins: Pins = ()
+    # It runs in the tool sandbox (confined.py): a project's always, a user's when it asks.
+    sandboxed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +127,10 @@ def fingerprint(data: object) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def parse_hooks(data: object, source: str = "") -> HookSet:
-    """The "hooks" table of a settings file (the whole file's dict or the table itself)."""
+def parse_hooks(data: object, source: str = "", *, repository: bool = False) -> HookSet:
+    """The "hooks" table of a settings file (the whole file's dict or the table itself).
+    REPOSITORY: the file came with the project: every hook of it runs in the sandbox,
+    whatever its "sandbox" key says."""
     if isinstance(data, Mapping) and "hooks" in data:
         data = data["hooks"]
     if data is None:
@@ -140,11 +146,12 @@ def parse_hooks(data: object, source: str = "") -> HookSet:
             raise ValueError(f"{source}: unknown hook event {name!r} (known: {known})") from None
         if not isinstance(entries, list):
             raise ValueError(f"{source}: hooks.{name} must be a list of matchers")
-        by_event[event] = tuple(_matcher(e, f"{source}: hooks.{name}", source) for e in entries)
+        where = f"{source}: hooks.{name}"
+        by_event[event] = tuple(_matcher(e, where, source, repository) for e in entries)
     return HookSet(by_event)
 
 
-def _matcher(entry: object, where: str, source: str) -> HookMatcher:
+def _matcher(entry: object, where: str, source: str, repository: bool) -> HookMatcher:
     if not isinstance(entry, Mapping):
         raise ValueError(f'{where}: each entry must be an object with "hooks"')
     matcher = entry.get("matcher", "")
@@ -163,5 +170,8 @@ def _matcher(entry: object, where: str, source: str) -> HookMatcher:
         timeout = h.get("timeout", DEFAULT_TIMEOUT_S)
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
             raise ValueError(f'{where}: "timeout" must be a positive number of seconds')
-        out.append(HookCommand(command, float(timeout), source))
+        sandbox = h.get("sandbox", False)
+        if not isinstance(sandbox, bool):
+            raise ValueError(f'{where}: "sandbox" must be true or false')
+        out.append(HookCommand(command, float(timeout), source, sandboxed=repository or sandbox))
     return HookMatcher(matcher, tuple(out))

@@ -6,6 +6,8 @@ The answers follow Claude Code's contract, so its hook scripts work unchanged:
 - exit 2: block; stderr is the reason (fed to the model for tool and Stop events, shown to the
   user for a blocked prompt);
 - any other exit or a timeout: the hook failed, reported to the user, nothing blocked;
+- a hook that ran in the sandbox (a project's: what it runs may be the model's, confined.py)
+  may block, deny, ask or add context, but its "allow" skips no approval: it is ignored;
 - JSON: "decision": "block" (+ "reason"), "continue": false (+ "stopReason"), and
   "hookSpecificOutput" {"permissionDecision": allow|deny|ask, "permissionDecisionReason",
   "updatedInput", "additionalContext"}.
@@ -18,10 +20,16 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import HookEvent, HookSet
+from .confined import default_sandbox, read_only
 from .runner import HookRun, hook_env, run_hook
+
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.runner import Sandbox
+
+    from ..approvals import ApprovalGate
 
 # Where each hook's run is reported (an agent event: the front ends show it).
 Report = Callable[[HookEvent, HookRun], Awaitable[None]]
@@ -49,12 +57,41 @@ NO_HOOKS = HookVerdict()
 
 class Hooks:
     """The session's hooks: `hooks` holds only what may run (the front end applied trust:
-    app/hooks_settings.py); `env` is scrubbed here whatever is passed."""
+    app/hooks_settings.py); `env` is scrubbed here whatever is passed. `sandbox`: the
+    session's, where the project's hooks run (confined.py); without one, the default
+    policy's over the project, made when such a hook first runs."""
 
-    def __init__(self, hooks: HookSet, project: Path, env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        hooks: HookSet,
+        project: Path,
+        env: Mapping[str, str] | None = None,
+        sandbox: Sandbox | None = None,
+    ):
         self.hooks = hooks
         self.project = Path(project)
         self.env = hook_env(self.project, env)
+        self._sandbox = sandbox
+        self._read_only: Sandbox | None = None
+        self._gate: ApprovalGate | None = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            self._sandbox = default_sandbox(self.project)
+        return self._sandbox
+
+    def follow(self, gate: ApprovalGate) -> None:
+        """The session's gate, whose permission mode is read at every event: in plan mode
+        the sandboxed hooks run read-only, as plan mode lets the model change nothing."""
+        self._gate = gate
+
+    def _box(self) -> Sandbox:
+        if self._gate is None or self._gate.mode != "plan":
+            return self.sandbox
+        if self._read_only is None:
+            self._read_only = read_only(self.sandbox)
+        return self._read_only
 
     def has(self, event: HookEvent, tool_name: str | None = None) -> bool:
         return bool(self.hooks.commands(event, tool_name))
@@ -71,7 +108,10 @@ class Hooks:
         if not commands:
             return NO_HOOKS
         body = {"hook_event_name": str(event), "cwd": str(self.project), **payload}
-        runs = await asyncio.gather(*(run_hook(c, body, self.project, self.env) for c in commands))
+        sandbox = self._box() if any(c.sandboxed for c in commands) else None
+        runs = await asyncio.gather(
+            *(run_hook(c, body, self.project, self.env, sandbox) for c in commands)
+        )
         if report is not None:
             for r in runs:
                 await report(event, r)
@@ -109,6 +149,8 @@ def fold(event: HookEvent, runs: list[HookRun] | tuple[HookRun, ...]) -> HookVer
         perm = specific.get("permissionDecision")
         if decision == "approve":  # Claude Code's older spelling of allow
             perm = perm or "allow"
+        if perm == "allow" and r.sandboxed:
+            perm = None  # the model may have written what it ran: it never widens
         if decision == "block" or perm == "deny":
             blocked = True
             reasons.append(

@@ -1,6 +1,7 @@
 """What a project hook's trust covers beyond its command line: the workspace files it names.
 
-A hook runs outside the sandbox, but the files of the workspace are the sandboxed model's to
+A project's hook runs in the tool sandbox (confined.py), but its answers still decide for
+the user (a guard that blocks a call), and the files of the workspace are the model's to
 write. A trusted `python3 .claude/hooks/guard.py` would run whatever the model later wrote
 into guard.py, so `m3agent hooks trust` records, beside the command lines, a hash of every
 workspace file a command names (and that a named one was absent), and a hook runs only while

@@ -1,7 +1,8 @@
 """One hook command: the event as JSON on stdin, the answer from its exit code and stdout.
 
-Hooks are the user's own programs (or a trusted project's): they run outside the tool sandbox,
-as the user, in the project directory, through /bin/sh like Claude Code's. Their environment
+A hook runs in the project directory, through /bin/sh like Claude Code's: the user's own
+hooks on the host, as the user; a project's (its definition came with the repository) inside
+the tool sandbox, like the shell tool's commands (confined.py says why). Their environment
 is scrubbed with the same allow-list as sandboxed commands (no API keys or tokens of the
 agent's own environment), plus M3AGENT_PROJECT_DIR and CLAUDE_PROJECT_DIR so that existing
 Claude Code scripts find the project, and PYTHONSAFEPATH=1, so that a Python hook run in the
@@ -19,12 +20,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from m3agent.tools.host_programs import host_path
 from m3agent.tools.sandbox.envscrub import scrub
 
 from .config import HookCommand
+from .confined import run_confined
 from .pins import changed
+
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.runner import Sandbox
 
 # Events whose hooks guard something (a tool call, a prompt): a hook that may not run blocks.
 _GUARDS = frozenset({"PreToolUse", "UserPromptSubmit"})
@@ -44,6 +50,7 @@ class HookRun:
     duration_s: float
     timed_out: bool = False
     answer: dict[str, Any] = field(default_factory=dict)
+    sandboxed: bool = False  # it ran in the tool sandbox: its answer may not widen (dispatch)
 
     @property
     def blocking(self) -> bool:
@@ -57,26 +64,39 @@ def hook_env(project: Path, base: Mapping[str, str] | None = None) -> dict[str, 
     # not find one the model planted (a relative PATH entry, or one inside the workspace).
     env["PYTHONSAFEPATH"] = "1"
     if "PATH" in env:
-        env["PATH"] = _outside_path(env["PATH"], project)
+        env["PATH"] = host_path(env["PATH"], (project,))
     env["M3AGENT_PROJECT_DIR"] = str(project)
     env["CLAUDE_PROJECT_DIR"] = str(project)
     return env
 
 
 async def run_hook(
-    hook: HookCommand, payload: Mapping[str, Any], project: Path, env: Mapping[str, str]
+    hook: HookCommand,
+    payload: Mapping[str, Any],
+    project: Path,
+    env: Mapping[str, str],
+    sandbox: Sandbox | None = None,
 ) -> HookRun:
+    """Run HOOK with PAYLOAD on its stdin: in SANDBOX when the hook is `sandboxed` (a
+    project's; none given: it does not run), on the host otherwise."""
     started = time.monotonic()
+    guard = payload.get("hook_event_name") in _GUARDS
     stale = changed(hook.pins, project)
-    if stale:  # the model may have written them: not run, outside the sandbox, as the user
+    if stale:  # the model may have written them: the trusted program is not what runs
         why = (
             f"hook not run: {', '.join(stale)}: changed since the project's hooks were trusted "
             "(the model can write the workspace), or cannot be pinned; review it and run "
             "`m3agent hooks trust`"
         )
-        guard = payload.get("hook_event_name") in _GUARDS
         return HookRun(hook.command, BLOCK_EXIT if guard else None, "", why, 0.0)
     data = json.dumps(payload).encode()
+    if hook.sandboxed:
+        if sandbox is None:  # never on the host instead
+            why = "hook not run: it needs the tool sandbox and none was given"
+            return HookRun(hook.command, BLOCK_EXIT if guard else None, "", why, 0.0)
+        c = await run_confined(hook.command, data, project, env, hook.timeout_s, sandbox)
+        code = BLOCK_EXIT if c.refused and guard else c.exit_code
+        return _answered(hook, code, c.stdout, c.stderr, started, c.timed_out)
     try:
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh",
@@ -106,31 +126,31 @@ async def run_hook(
             time.monotonic() - started,
             timed_out=True,
         )
-    stdout = out.decode(errors="replace")[:_OUTPUT_CAP]
-    stderr = err.decode(errors="replace")[:_OUTPUT_CAP]
+    return _answered(
+        hook, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"), started
+    )
+
+
+def _answered(
+    hook: HookCommand,
+    code: int | None,
+    stdout: str,
+    stderr: str,
+    started: float,
+    timed_out: bool = False,
+) -> HookRun:
+    """The run, its output capped and its stdout read as the answer when it is an object."""
+    stdout, stderr = stdout[:_OUTPUT_CAP], stderr[:_OUTPUT_CAP]
     answer: dict[str, Any] = {}
-    if proc.returncode == 0 and stdout.strip().startswith("{"):
+    if code == 0 and stdout.strip().startswith("{"):
         try:
             parsed = json.loads(stdout)
         except json.JSONDecodeError:
             parsed = None
         if isinstance(parsed, dict):
             answer = parsed
-    return HookRun(
-        hook.command, proc.returncode, stdout, stderr, time.monotonic() - started, answer=answer
-    )
-
-
-def _outside_path(path: str, project: Path) -> str:
-    root = os.path.realpath(project)
-    kept = []
-    for entry in path.split(os.pathsep):
-        if not os.path.isabs(entry):
-            continue  # "" and "." are the current directory: the workspace
-        real = os.path.realpath(entry)
-        if real != root and not real.startswith(root + os.sep):
-            kept.append(entry)
-    return os.pathsep.join(kept)
+    duration = time.monotonic() - started
+    return HookRun(hook.command, code, stdout, stderr, duration, timed_out, answer, hook.sandboxed)
 
 
 def _kill_group(pid: int) -> None:

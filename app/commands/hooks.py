@@ -36,7 +36,8 @@ def register(app: typer.Typer) -> None:
     def list_(
         cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose hooks to show."),
     ) -> None:
-        """Every hook with its event, matcher, command line and whether it runs."""
+        """Every hook with its event, matcher, command line, where it runs (the sandbox or the
+        host) and whether it runs."""
         import sys
 
         from ..safe_text import write_trust_lines
@@ -49,7 +50,8 @@ def register(app: typer.Typer) -> None:
         lines = []
         for scope, runs, (event, matcher, h) in rows:
             mark = "" if runs else "  (not trusted: `m3agent hooks trust`)"
-            lines.append(f"{scope:8} {event:17} {matcher or '*':12} {h.command}{mark}")
+            place = "sandbox" if h.sandboxed else "host"
+            lines.append(f"{scope:8} {place:8} {event:17} {matcher or '*':12} {h.command}{mark}")
         write_trust_lines(sys.stdout, lines)  # the repository's bytes never drive the terminal
 
     @hooks.command("trust")
@@ -70,7 +72,8 @@ def register(app: typer.Typer) -> None:
         if not src.project and status_line is None:
             die(f"{where / '.m3agent' / 'settings.json'} has no hooks and no status line")
         sys.stdout.write(
-            "These commands will run as you, outside the sandbox, on session events:\n"
+            "These commands will run in the tool sandbox, in this workspace, on session events "
+            "(their answers can block tool calls):\n"
         )
         lines = [
             f"  {event} [{matcher or '*'}]: {h.command}"

@@ -37,7 +37,7 @@ def start_detached(
     # The log holds request paths and errors: the owner's only, whatever the umask.
     with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_TRUNC), "wb") as log:
         child = subprocess.Popen(
-            [sys.executable, "-m", "m3agent.app.cli", *argv],
+            [sys.executable, "-P", "-m", "m3agent.app.cli", *argv],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

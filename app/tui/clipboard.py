@@ -4,11 +4,11 @@ Claude Code's image paste. Text on the clipboard is left to the prompt's own pas
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
+from m3agent.tools.host_programs import host_argv, which
 from m3agent.tools.private_fs import private_dir, write_private
 
 TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
@@ -17,7 +17,8 @@ TIMEOUT_S = 3.0
 
 def _run(argv: list[str]) -> bytes | None:
     try:
-        r = subprocess.run(argv, capture_output=True, timeout=TIMEOUT_S)
+        # found outside the workspace only (tools/host_programs.py): it runs as the user
+        r = subprocess.run(host_argv(argv), capture_output=True, timeout=TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return r.stdout if r.returncode == 0 else None
@@ -26,9 +27,9 @@ def _run(argv: list[str]) -> bytes | None:
 def _commands() -> list[tuple[list[str], list[str]]]:
     """(list the clipboard's types, read one type: the type goes last) per tool found."""
     out = []
-    if shutil.which("wl-paste"):
+    if which("wl-paste"):
         out.append((["wl-paste", "--list-types"], ["wl-paste", "--no-newline", "--type"]))
-    if shutil.which("xclip"):
+    if which("xclip"):
         out.append(
             (
                 ["xclip", "-selection", "clipboard", "-t", "TARGETS", "-o"],

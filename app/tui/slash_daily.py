@@ -167,6 +167,8 @@ class DailyActions(ScreenHelper):
         import shlex
         import subprocess
 
+        from m3agent.tools.host_programs import host_argv
+
         path = (
             Path("~/.m3agent/AGENTS.md").expanduser()
             if which == "user"
@@ -180,7 +182,9 @@ class DailyActions(ScreenHelper):
         path.touch(exist_ok=True)
         try:
             with self.app.suspend():  # the editor gets the terminal, then the TUI comes back
-                code = subprocess.call([*shlex.split(editor), str(path)])
+                # the editor runs as the user: found outside the workspace only
+                argv = host_argv([*shlex.split(editor), str(path)], (self.config.cwd,))
+                code = subprocess.call(argv)
         except Exception as e:  # no real terminal to hand over (tests, some drivers)
             await self.transcript.error(f"cannot open an editor here ({e}); edit {path}", "usage")
             return

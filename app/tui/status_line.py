@@ -4,8 +4,9 @@ of the session's figures on stdin, and the first line it prints is shown in the 
 It runs when what it would be fed has changed, never two at a time and at most once every
 MIN_INTERVAL_S (the latest figures win), with the command's timeout; it runs as hooks do
 (agent/hooks/runner.py: `/bin/sh -c`, in the workspace, its own process group, the agent's
-secrets scrubbed from its environment). A failure falls back to the built-in line and is
-reported once. Which command runs, and trust: app/status_line.py.
+secrets scrubbed from its environment; a project's in the tool sandbox, under the policy
+app/status_line.py gave it). A failure falls back to the built-in line and is reported
+once. Which command runs, and trust: app/status_line.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.hooks import HookCommand
 from m3agent.agent.hooks.runner import hook_env, run_hook
@@ -25,6 +26,9 @@ from m3agent.engine.api import Usage
 from ..status_line import StatusLineCommand
 from .status import StatusState
 from .usage_tally import UsageTally
+
+if TYPE_CHECKING:
+    from m3agent.tools.sandbox.runner import Sandbox
 
 MIN_INTERVAL_S = 0.3  # Claude Code's: at most every 300 ms
 
@@ -115,8 +119,13 @@ class StatusLineRunner:
         self.on_error = on_error
         self.runs = 0  # how many times the command ran (tests, and a look at the cost)
         self._hook = HookCommand(
-            command.command, command.timeout_s, command.source, pins=command.pins
+            command.command,
+            command.timeout_s,
+            command.source,
+            pins=command.pins,
+            sandboxed=command.policy is not None,
         )
+        self._sandbox: Sandbox | None = None  # made (probed) off the UI loop at the first run
         self._env = hook_env(cwd)
         self._fed: str | None = None
         self._pending: dict[str, Any] | None = None
@@ -148,7 +157,7 @@ class StatusLineRunner:
             if payload is None:
                 break
             self._last_run = time.monotonic()
-            run = await run_hook(self._hook, payload, self.cwd, self._env)
+            run = await run_hook(self._hook, payload, self.cwd, self._env, await self._box())
             self.runs += 1
             if run.exit_code == 0:
                 lines = run.stdout.splitlines()
@@ -161,6 +170,15 @@ class StatusLineRunner:
                 why = run.stderr.strip().splitlines()
                 said = why[-1] if why else f"exit status {run.exit_code}"
                 self.on_error(f"status line command failed ({said}): {self.command.command}")
+
+    async def _box(self) -> Sandbox | None:
+        """The sandbox a project's command runs in (None for the user's own)."""
+        policy = self.command.policy
+        if policy is not None and self._sandbox is None:
+            from m3agent.tools.sandbox.runner import Sandbox
+
+            self._sandbox = await asyncio.to_thread(Sandbox, policy)
+        return self._sandbox
 
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():

@@ -14,6 +14,7 @@ from m3agent.agent.ops import ApprovalDecision
 from m3agent.agent.session import Session
 from m3agent.engine.backends.scripted import ScriptedEngine
 from m3agent.tools.toolset import default_toolset
+from sandbox_support import world  # noqa: F401  (the sandbox tests' fixture, tests/tools)
 
 from ..support.markup import NS, answer, calls, invoke
 

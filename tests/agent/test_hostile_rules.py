@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from m3agent.agent import events as ev
@@ -25,6 +26,7 @@ from m3agent.tools.base import Touches
 from m3agent.tools.extra_toolset import ExtendedToolset
 from m3agent.tools.host_read import default_reader
 from m3agent.tools.toolset import default_toolset
+from sandbox_support import unconfined
 
 SECRET = "TOKEN-5f1e"
 
@@ -254,8 +256,8 @@ def test_trusted_hook_does_not_run_what_the_model_wrote_into_its_script(
         m3.answer("done"),
     ]
 
-    def run():
-        hooks = Hooks(load_hooks(home, home, repo).active(), repo)
+    def run(sandbox=None):
+        hooks = Hooks(load_hooks(home, home, repo).active(), repo, sandbox=sandbox)
         return _results(asyncio.run(_drive(_session(home, repo, script, hooks=hooks))))
 
     wrote, guarded = run()
@@ -267,10 +269,12 @@ def test_trusted_hook_does_not_run_what_the_model_wrote_into_its_script(
     assert not src.project_trusted and src.stale == ("scripts/guard.py", "scripts")
     assert "changed since you trusted them" in (src.untrusted_note() or "")
 
-    # Control: the same session with the pins' check off runs the model's code as the user.
+    # Control: the same session with the pins' check off, and the sandbox the project's
+    # hooks now run in (tests/agent/test_hooks_sandboxed.py) off too, runs the model's code
+    # as the user.
     _project_hook(repo, home)
     monkeypatch.setattr("m3agent.agent.hooks.runner.changed", lambda *_a: [])
-    run()
+    run(unconfined(SimpleNamespace(ws=repo, home=home)))
     assert marker.exists()
 
 

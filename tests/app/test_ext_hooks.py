@@ -247,8 +247,10 @@ def test_blocked_prompt_timeout_and_notification(cli, repo, home, m3, tmp_path):
 
 
 def test_project_hooks_run_only_after_trust(cli, repo, home, m3, tmp_path):
-    marker = tmp_path / "ran.txt"
-    cmd = f"{PY} -c \"open({str(marker)!r}, 'a').write('x')\""
+    """Trusted, a project's hook runs, in the tool sandbox: the workspace is writable, the
+    directory beside it is not (agent/hooks/confined.py)."""
+    marker, outside = repo / "ran.txt", tmp_path / "outside.txt"
+    cmd = f"{PY} -c \"open('ran.txt', 'a').write('x')\"; touch {outside} 2>/dev/null; exit 0"
     write_settings(repo / ".m3agent", {"UserPromptSubmit": [{"hooks": [{"command": cmd}]}]})
     r, evs = run(cli, repo, cli.script(m3.answer("a")))
     assert r.returncode == 0, r.stderr
@@ -258,12 +260,13 @@ def test_project_hooks_run_only_after_trust(cli, repo, home, m3, tmp_path):
 
     listed = cli.run("hooks", "list", "--cwd", str(repo))
     assert cmd in listed.stdout and "not trusted" in listed.stdout
+    assert listed.stdout.startswith("project  sandbox  UserPromptSubmit")
     refused = cli.run("hooks", "trust", "--cwd", str(repo))  # no terminal, no --yes
     assert refused.returncode != 0
     ok = cli.run("hooks", "trust", "--cwd", str(repo), "--yes")
     assert ok.returncode == 0 and cmd in ok.stdout, ok.stderr
     run(cli, repo, cli.script(m3.answer("b")))
-    assert marker.read_text() == "x"
+    assert marker.read_text() == "x" and not outside.exists()
 
     # Any change to the project's hooks needs trust again.
     write_settings(

@@ -116,3 +116,15 @@ def test_command_cannot_change_the_helper(world, config):
     r = sb.run(["sh", "-c", f"printf x > {exe} || echo refused"], cwd=world.ws, timeout_s=30)
     assert "refused" in r.stdout or r.exit_code != 0, r.stdout
     assert exe.read_bytes() == before
+
+
+@pytest.mark.parametrize("config", ["bwrap", "no-bwrap"])
+def test_stdin_reaches_the_command(world, config):
+    """`stdin` is what the command reads (a hook's event JSON), whole, also past a pipe's
+    buffer; by default it reads nothing."""
+    sb = make_sandbox(config, world)
+    data = b"{}" + b"x" * (1 << 20)
+    r = sb.run(["sh", "-c", "wc -c; exit 3"], cwd=world.ws, timeout_s=30, stdin=data)
+    assert r.exit_code == 3 and int(r.stdout) == len(data), r.stderr
+    r = sb.run(["sh", "-c", "wc -c"], cwd=world.ws, timeout_s=30)
+    assert r.exit_code == 0 and int(r.stdout) == 0

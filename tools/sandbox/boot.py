@@ -96,11 +96,20 @@ def needed_paths() -> tuple[Path, ...]:
 
 
 def inside_roots(policy: SandboxPolicy) -> tuple[Path, ...]:
-    """The launcher's package (and the helper) where they lie in a writable root (m3agent run
-    on its own source tree): they run before any confinement, so a command must never be
-    able to change them."""
+    """The launcher's package (and the helper), and the agent's own Python environment, where
+    they lie in a writable root (m3agent run on its own source tree, or installed into the
+    project's `.venv`): the first run before any confinement, the second is what the agent
+    itself runs on the host at its next start (a `.pth` file in its site-packages, a
+    replaced `bin/python`), so a command must never be able to change them."""
     return tuple(
         p
-        for p in (PKG_DIR, *_helper())
+        for p in (PKG_DIR, *_helper(), *own_environment())
         if any(root == p or root in p.parents for root in policy.writable_roots())
     )
+
+
+def own_environment() -> tuple[Path, ...]:
+    """The agent's virtualenv (sys.prefix; none for a system interpreter)."""
+    if sys.prefix == sys.base_prefix:
+        return ()
+    return (Path(sys.prefix).resolve(),)

@@ -10,9 +10,10 @@ import tempfile
 import threading
 import time
 import weakref
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from m3agent.tools.procs import wait_or_kill
 from m3agent.tools.sandbox import boot, bwrap, helper, plan, proxy
@@ -103,10 +104,12 @@ class Sandbox:
         cancel: threading.Event | None = None,
         env: dict[str, str] | None = None,
         capture: Capture | None = None,
+        stdin: bytes | None = None,
     ) -> RunResult:
         """`capture`: the caller's own output files, which it may read while the command
         runs and keeps after it (a background command, tools/background.py); by default
-        fresh ones, closed when the command ends."""
+        fresh ones, closed when the command ends. `stdin`: what the command reads on its
+        standard input (a hook's event JSON); by default it reads nothing (/dev/null)."""
         if not self.report.protective and not self.policy.dangerously_no_sandbox:
             from m3agent.tools.sandbox.report import PROTECTIVE
 
@@ -129,7 +132,7 @@ class Sandbox:
                 except OSError:  # probed fine but failed now: fall back, and say so
                     layers.remove("cgroup")
             return self._run_in(
-                argv, cwd, timeout_s, cancel, env, tuple(layers), run_dir, cgroup, capture
+                argv, cwd, timeout_s, cancel, env, tuple(layers), run_dir, cgroup, capture, stdin
             )
         finally:
             if cgroup is not None:
@@ -217,6 +220,7 @@ class Sandbox:
         run_dir: Path,
         cgroup: Cgroup | None,
         given: Capture | None = None,
+        stdin: bytes | None = None,
     ) -> RunResult:
         status_r, status_w = os.pipe()
         placeholders, absent = [], []
@@ -234,13 +238,13 @@ class Sandbox:
         started = time.monotonic()
         timed_out = cancelled = over_budget = False
         own = Capture(self.policy.limits.output_bytes) if given is None else nullcontext(given)
-        with own as capture:
+        with own as capture, _input(stdin) as given_stdin:
             try:
                 proc = subprocess.Popen(
                     full,
                     cwd=cwd,
                     env=clean_env,
-                    stdin=subprocess.DEVNULL,
+                    stdin=given_stdin,
                     stdout=capture.out,
                     stderr=capture.err,
                     start_new_session=True,
@@ -304,6 +308,18 @@ class Sandbox:
             over_budget,
             tuple(set_aside),
         )
+
+
+def _input(data: bytes | None) -> AbstractContextManager[IO[bytes] | int]:
+    """The command's standard input: DATA in an unnamed file (written whole before the
+    command starts, so no writer thread and no pipe that could block either side), or
+    /dev/null."""
+    if data is None:
+        return nullcontext(subprocess.DEVNULL)
+    f = tempfile.TemporaryFile()  # unlinked at once: nothing of it is left on any path
+    f.write(data)
+    f.seek(0)
+    return f
 
 
 def _read_status(fd: int) -> bytes:

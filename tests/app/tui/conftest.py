@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from m3agent.engine.api import Usage, UsageDelta
+from sandbox_support import world  # noqa: F401  (the sandbox tests' fixture, tests/tools)
 
 NS = "]<]minimax[>["
 

@@ -75,13 +75,18 @@ def test_which_command_runs_and_project_trust(tmp_path, home):
     r = run_cli(home, "hooks", "trust", "--yes", "--cwd", str(project), command=CONSOLE_SCRIPT)
     assert r.returncode == 0, r.stderr
     assert "statusLine: echo project" in r.stdout
-    assert load_status_line(load_settings(), project) == (
-        StatusLineCommand("echo project", str(project / ".m3agent" / "settings.json")),
+    chosen, note = load_status_line(load_settings(), project)
+    assert (chosen.command, chosen.source, note) == (
+        "echo project",
+        str(project / ".m3agent" / "settings.json"),
         None,
-    )
+    )  # the project's, trusted: it runs in the sandbox, under the session's policy
+    assert chosen.policy is not None and chosen.policy.workspace == project.resolve()
+    assert chosen.policy.mode == "read-only"  # a display changes nothing
     raw["command"] = "echo changed"  # any change needs trust again
     (project / ".m3agent" / "settings.json").write_text(json.dumps({"statusLine": raw}))
     assert load_status_line(load_settings(), project)[0].command == "echo user"
+    assert load_status_line(load_settings(), project)[0].policy is None  # the user's: host
     trust_hooks(home, project, raw, TRUST_TABLE)
     assert load_status_line(load_settings(), project)[0].command == "echo changed"
 
@@ -89,3 +94,38 @@ def test_which_command_runs_and_project_trust(tmp_path, home):
     (project / ".m3agent" / "settings.json").unlink()
     with pytest.raises(ValueError, match="statusLine needs a command"):
         load_status_line(load_settings(), project)
+
+
+def test_project_status_line_runs_in_the_sandbox(world):
+    """A project's command (its StatusLineCommand carries the session's policy, read-only)
+    runs in the tool sandbox: it is fed its JSON on stdin there, and neither the home's key
+    nor a write to the workspace is there. Control: the same command as the user's own (no
+    policy) prints the key and writes."""
+    import asyncio
+
+    from m3agent.app.tui.status_line import StatusLineRunner
+    from m3agent.tools.sandbox.policy import SandboxPolicy
+    from sandbox_support import SECRET
+
+    key = world.home / ".ssh" / "id_rsa"
+    fed = "${TMPDIR:-$PWD}/fed.json"  # the sandbox's TMPDIR: the one place it may write
+    command = f"cat > {fed}; echo > wrote.txt; cat {key} || cat {fed}"
+
+    def shown(policy: SandboxPolicy | None) -> list[str | None]:
+        lines: list[str | None] = []
+
+        async def go() -> None:
+            cmd = StatusLineCommand(command, "project", policy=policy)
+            runner = StatusLineRunner(cmd, world.ws, lines.append, lines.append)
+            runner.feed({"state": "ready"})
+            while runner.busy:
+                await asyncio.sleep(0.01)
+
+        asyncio.run(go())
+        return lines
+
+    policy = SandboxPolicy(workspace=world.ws, home=world.home, mode="read-only")
+    assert shown(policy) == ['{"state": "ready"}']
+    assert not (world.ws / "wrote.txt").exists()
+    assert shown(None) == [SECRET]
+    assert (world.ws / "wrote.txt").exists()
