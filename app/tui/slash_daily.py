@@ -204,6 +204,24 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice(f"saved: {said} (from now on, and in later sessions)")
 
     async def _trust(self) -> None:
+        """Shows what the project's files would let count (escaped), as `m3agent permissions
+        trust` does, and trusts them on yes."""
+        from ..prefix_rules import project_entries
+        from .screens.confirm_screen import ConfirmScreen
+
+        entries = await asyncio.to_thread(project_entries, Path(self.config.cwd))
+        shown = "".join(f"\n  {line}" for line in entries or ["(no rules)"])
+
+        async def answered(yes: bool | None) -> None:
+            if yes:
+                await self._trusted()
+            else:
+                await self.transcript.notice("not trusted: nothing changed")
+
+        question = f"The project's permission files say:{shown}\nTrust them as they are now?"
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    async def _trusted(self) -> None:
         from ..prefix_rules import load_prefixes, trust_project
 
         home = self.config.state_dir
