@@ -54,11 +54,9 @@ def repository_root(cwd: Path) -> Path | None:
 
 
 def _repository_reader(reader: HostReader, root: Path | None) -> HostReader:
-    """`reader` confined to the view of the whole repository at `root` (its own files, the
-    sandbox's view of the rest), for the repository's files above the workspace."""
-    if root is None:
-        return reader.confined_to_view()
-    return replace(reader, policy=replace(reader.policy, workspace=root)).confined_to_view()
+    """`reader` confined to the sandbox's view and the whole repository at `root` (its own
+    files), for the repository's files above the workspace; their owner is still checked."""
+    return replace(reader, also_shown=(root,) if root else ()).confined_to_view()
 
 
 @dataclass(frozen=True, slots=True)

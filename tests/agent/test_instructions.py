@@ -3,6 +3,8 @@ parents, outermost first; AGENTS.md else CLAUDE.md) with `@path` imports, as Cla
 
 from __future__ import annotations
 
+import os
+
 from m3agent.agent.instructions import find_instructions, instructions_message_text
 from m3agent.tools.host_read import HostReader
 from m3agent.tools.sandbox.policy import SandboxPolicy
@@ -98,6 +100,10 @@ def test_a_parent_inside_the_repository_is_the_repositorys(tmp_path):
     found = find_instructions(ws, None, _reader(ws, home))
     text = instructions_message_text(found)
     assert "sk-SECRET-31" not in text and "TOKEN-42" not in text
+    # the owner is still checked: one another user left there is not read (as before)
+    os.chown(repo / "AGENTS.md", 65534, 65534)
+    found = find_instructions(ws, None, _reader(ws, home))
+    assert [f.path for f in found if f.scope == "parent"] == []
 
 
 def test_control_the_repository_parent_read_as_the_users_leaks_the_token(tmp_path, monkeypatch):
