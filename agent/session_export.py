@@ -101,12 +101,12 @@ def _message(m: Message) -> list[str]:
 
 
 def write_export(
-    path: Path, text: str, *, workspace: Path | None = None, replace: bool = False
+    path: Path, text: str, *, roots: Sequence[Path] = (), replace: bool = False
 ) -> None:
     """TEXT to PATH as a 0600 file, created whole (tools/out_file.py: a link the model planted
-    at PATH, or in the workspace on the way to it, is never written through); FileExistsError
+    at PATH, or in ROOTS on the way to it, is never written through); FileExistsError
     when PATH is there (a dangling link too) and REPLACE is not set, OSError for the rest."""
     path = Path(path)
     if os.path.lexists(path) and not replace:
         raise FileExistsError(str(path))
-    write_out(path, text, workspace=workspace, replace=replace)
+    write_out(path, text, roots=roots, replace=replace)

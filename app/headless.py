@@ -312,7 +312,7 @@ async def run_headless(
     if last_message_file is not None:
         answer = tally.complete.answer if tally.complete is not None else ""
         try:
-            write_out(last_message_file, answer, workspace=Path(session.cwd), replace=True)
+            write_out(last_message_file, answer, roots=session.model_writable(), replace=True)
         except OSError as e:
             sys.stderr.write(
                 f"error: cannot write {visible(str(last_message_file))}: {e.strerror or e}\n"

@@ -7,8 +7,9 @@ the name (issue 36, round 5). A plain `open(path, "w")` writes through such link
 outside the workspace, with text the model chose. So every such write goes through `write_out`:
 
 - the directory is opened once and used by descriptor from then on; when the name lies in the
-  workspace, the directory must really be there: a symlink in the workspace leading outside it
-  is refused (links above the workspace, the user's own, are followed as usual);
+  workspace (or another directory the model writes: `roots`), the directory must really be
+  there: a symlink in it leading outside is refused (links above it, the user's own, are
+  followed as usual);
 - the final name is never followed: the content goes to a new file beside it (a random name,
   `O_EXCL | O_NOFOLLOW`) that is then linked in (a new file) or renamed over the entry itself
   (`replace`), so a planted link is replaced, never its target written;
@@ -22,6 +23,7 @@ import contextlib
 import errno
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 FILE_MODE = 0o600
@@ -43,21 +45,19 @@ def _opened_at(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
 
-def open_parent(path: Path, workspace: Path | None) -> int:
+def open_parent(path: Path, roots: Sequence[Path]) -> int:
     """The directory of `path`, opened (the caller closes it); OutRefused when the name lies
-    in `workspace` but a symlink there leads it out."""
+    in one of `roots` (the directories the model writes) but a symlink there leads it out."""
     lexical = os.path.normpath(os.path.abspath(path))
     parent = os.path.dirname(lexical)
     try:
         dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
         raise OutRefused(e.errno, f"{e.strerror} ({parent})", str(path)) from None
-    if workspace is None:
-        return dfd
-    roots = {os.path.normpath(os.path.abspath(workspace)), os.path.realpath(workspace)}
-    if any(_lexically_within(parent, r) for r in roots):
+    forms = {f for r in roots for f in (os.path.normpath(os.path.abspath(r)), os.path.realpath(r))}
+    if any(_lexically_within(parent, f) for f in forms):
         real = _opened_at(dfd)
-        if not any(_lexically_within(real, r) for r in roots):
+        if not any(_lexically_within(real, f) for f in forms):
             os.close(dfd)
             why = f"a symlink in the workspace leads it outside ({real}); not written"
             raise OutRefused(errno.ELOOP, why, str(path))
@@ -68,7 +68,7 @@ def write_out(
     path: Path,
     data: bytes | str,
     *,
-    workspace: Path | None,
+    roots: Sequence[Path],
     replace: bool,
     mode: int = FILE_MODE,
 ) -> None:
@@ -77,7 +77,7 @@ def write_out(
     OSError) when the path may not be written; any other OSError as it comes."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     name = os.path.basename(os.path.normpath(os.path.abspath(path)))
-    dfd = open_parent(Path(path), workspace)
+    dfd = open_parent(Path(path), roots)
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
         fd = os.open(

@@ -111,7 +111,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     """The project file replaced as an entry of the workspace, 0600 (`-e TOKEN=...` lands
     here), never written through a link (tools/out_file.py)."""
     text = json.dumps(data, indent=2) + "\n"
-    write_out(path, text, workspace=path.parent, replace=True)
+    write_out(path, text, roots=(path.parent,), replace=True)
 
 
 def add_project_server(path: Path, name: str, entry: dict[str, Any]) -> None:

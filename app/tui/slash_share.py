@@ -63,11 +63,11 @@ class ShareActions(ScreenHelper):
         self.app.push_screen(ConfirmScreen(f"Replace {' and '.join(existing)}?"), answered)
 
     async def _write(self, files: list[tuple[Path, str]], *, replace: bool) -> None:
+        session = self.controller.session
+        roots = session.model_writable() if session is not None else (Path(self.config.cwd),)
         try:
             for path, text in files:
-                await asyncio.to_thread(
-                    write_export, path, text, workspace=Path(self.config.cwd), replace=replace
-                )
+                await asyncio.to_thread(write_export, path, text, roots=roots, replace=replace)
         except FileExistsError as e:  # appeared since it was checked
             await self.transcript.error(f"{e} exists now: /export again to replace it", "usage")
             return

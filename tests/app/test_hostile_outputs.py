@@ -72,7 +72,7 @@ def test_export_never_writes_through_a_planted_temp_name_or_link(planted):
     (ws / f".{target.name}.{os.getpid()}.tmp").symlink_to(bashrc)
     old = os.umask(0)
     try:
-        write_export(target, "# m3agent session s1\n", workspace=ws)
+        write_export(target, "# m3agent session s1\n", roots=(ws,))
     finally:
         os.umask(old)
     assert bashrc.read_text() == "# the user's own\n"
@@ -82,11 +82,16 @@ def test_export_never_writes_through_a_planted_temp_name_or_link(planted):
     # a dangling link at the name: it exists (asked first), and replacing replaces the link
     (ws / "m3agent-s2.md").symlink_to(config_dir / "new.md")
     with pytest.raises(FileExistsError):
-        write_export(ws / "m3agent-s2.md", "x", workspace=ws)
-    write_export(ws / "m3agent-s2.md", "x", workspace=ws, replace=True)
+        write_export(ws / "m3agent-s2.md", "x", roots=(ws,))
+    write_export(ws / "m3agent-s2.md", "x", roots=(ws,), replace=True)
     assert list(config_dir.iterdir()) == [] and (ws / "m3agent-s2.md").read_text() == "x"
     with pytest.raises(OutRefused, match="leads it outside"):
-        write_export(ws / "out" / "m3agent-s3.md", "x", workspace=ws)
+        write_export(ws / "out" / "m3agent-s3.md", "x", roots=(ws,))
+    extra = ws.parent / "extra"  # an --add-dir directory: the model writes there too
+    extra.mkdir()
+    (extra / "out").symlink_to(config_dir)
+    with pytest.raises(OutRefused, match="leads it outside"):
+        write_export(extra / "out" / "m3agent-s4.md", "x", roots=(ws, extra))
 
     # control: the temp file opened by name, as before, writes through the planted link
     (ws / f".{target.name}.{os.getpid()}.tmp").write_text("# m3agent session s1\n")
@@ -99,15 +104,15 @@ def test_links_above_the_workspace_are_the_users_and_followed(tmp_path):
     real = tmp_path / "real-ws"
     real.mkdir()
     (tmp_path / "ws").symlink_to(real)
-    write_out(tmp_path / "ws" / "a.json", json.dumps({}), workspace=tmp_path / "ws", replace=True)
+    write_out(tmp_path / "ws" / "a.json", json.dumps({}), roots=(tmp_path / "ws",), replace=True)
     assert (real / "a.json").read_text() == "{}"
     (real / "inner").mkdir()
     (real / "here").symlink_to(real / "inner")  # a link that stays inside: written
-    write_out(real / "here" / "b.md", "b", workspace=real, replace=False)
+    write_out(real / "here" / "b.md", "b", roots=(real,), replace=False)
     assert (real / "inner" / "b.md").read_text() == "b"
     elsewhere = tmp_path / "exports"
     elsewhere.mkdir()
-    write_out(elsewhere / "c.md", "c", workspace=real, replace=False)
+    write_out(elsewhere / "c.md", "c", roots=(real,), replace=False)
     assert (elsewhere / "c.md").read_text() == "c"
 
 
