@@ -14,7 +14,9 @@ outside the workspace, with text the model chose. So every such write goes throu
   `O_EXCL | O_NOFOLLOW`) that is then linked in (a new file) or renamed over the entry itself
   (`replace`), so a planted link is replaced, never its target written;
 - the file is created 0600 whatever the umask (an export or an answer holds the conversation),
-  or with the mode given.
+  or with the mode given;
+- outside those directories, a name that is a link, a FIFO or a device (`-o /dev/stdout`, a
+  pipe a script reads, the user's own link) is written as named, as an ordinary open would.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -45,9 +48,10 @@ def _opened_at(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
 
-def open_parent(path: Path, roots: Sequence[Path]) -> int:
-    """The directory of `path`, opened (the caller closes it); OutRefused when the name lies
-    in one of `roots` (the directories the model writes) but a symlink there leads it out."""
+def open_parent(path: Path, roots: Sequence[Path]) -> tuple[int, bool]:
+    """(the directory of `path`, opened: the caller closes it; whether it lies in one of
+    `roots`, the directories the model writes). OutRefused when the name lies in a root but a
+    symlink there leads it out."""
     lexical = os.path.normpath(os.path.abspath(path))
     parent = os.path.dirname(lexical)
     try:
@@ -55,13 +59,14 @@ def open_parent(path: Path, roots: Sequence[Path]) -> int:
     except OSError as e:
         raise OutRefused(e.errno, f"{e.strerror} ({parent})", str(path)) from None
     forms = {f for r in roots for f in (os.path.normpath(os.path.abspath(r)), os.path.realpath(r))}
-    if any(_lexically_within(parent, f) for f in forms):
-        real = _opened_at(dfd)
-        if not any(_lexically_within(real, f) for f in forms):
-            os.close(dfd)
-            why = f"a symlink in the workspace leads it outside ({real}); not written"
-            raise OutRefused(errno.ELOOP, why, str(path))
-    return dfd
+    if not any(_lexically_within(parent, f) for f in forms):
+        return dfd, False
+    real = _opened_at(dfd)
+    if not any(_lexically_within(real, f) for f in forms):
+        os.close(dfd)
+        why = f"a symlink in the workspace leads it outside ({real}); not written"
+        raise OutRefused(errno.ELOOP, why, str(path))
+    return dfd, True
 
 
 def write_out(
@@ -77,7 +82,39 @@ def write_out(
     OSError) when the path may not be written; any other OSError as it comes."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     name = os.path.basename(os.path.normpath(os.path.abspath(path)))
-    dfd = open_parent(Path(path), roots)
+    dfd, models = open_parent(Path(path), roots)
+    try:
+        if replace and not models and _special(dfd, name):
+            _write_into(dfd, name, raw)
+        else:
+            _write_whole(dfd, name, raw, path, replace=replace, mode=mode)
+    finally:
+        os.close(dfd)
+
+
+def _special(dfd: int, name: str) -> bool:
+    """Whether `name` is a link, FIFO or device: outside the directories the model writes,
+    the user's own (`-o /dev/stdout`, a pipe a script reads), written as named."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
+
+
+def _write_into(dfd: int, name: str, raw: bytes) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # a link to the user's own file
+            os.ftruncate(fd, 0)
+        with os.fdopen(fd, "wb", closefd=False) as f:
+            f.write(raw)
+    finally:
+        os.close(fd)
+
+
+def _write_whole(dfd: int, name: str, raw: bytes, path: Path, *, replace: bool, mode: int) -> None:
+    """A new file beside `name` (never through a link), linked in or renamed over it."""
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
         fd = os.open(
@@ -104,4 +141,3 @@ def write_out(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp, dir_fd=dfd)
-        os.close(dfd)

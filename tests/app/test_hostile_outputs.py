@@ -153,3 +153,28 @@ def test_mcp_add_project_neither_writes_nor_copies_through_a_planted_mcp_json(
     (ws / ".mcp.json").unlink()
     (ws / ".mcp.json").symlink_to(docker)
     assert "REGISTRY-TOKEN-7" in json.dumps(read_json_object(ws / ".mcp.json"))
+
+
+def test_outside_the_model_s_directories_special_names_are_written_as_named(tmp_path):
+    """`-o /dev/stdout`, a FIFO a script reads, the user's own link: outside the directories
+    the model writes they are written into, as before, not replaced by a file. The same
+    FIFO planted in the workspace is replaced (the model's)."""
+    import threading
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    fifo = tmp_path / "answer.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_out(fifo, "through the pipe", roots=(ws,), replace=True)
+    reader.join(10)
+    assert got == [b"through the pipe"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    (tmp_path / "latest.md").symlink_to(tmp_path / "2026-12-07.md")
+    (tmp_path / "2026-12-07.md").write_text("old, longer text\n")
+    write_out(tmp_path / "latest.md", "new\n", roots=(ws,), replace=True)
+    assert (tmp_path / "2026-12-07.md").read_text() == "new\n"
+    os.mkfifo(ws / "answer.md")  # the model's: would block a plain open; replaced
+    write_out(ws / "answer.md", "x", roots=(ws,), replace=True)
+    assert (ws / "answer.md").read_text() == "x"
