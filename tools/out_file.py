@@ -13,8 +13,7 @@ outside the workspace, with text the model chose. So every such write goes throu
 - the final name is never followed: the content goes to a new file beside it (a random name,
   `O_EXCL | O_NOFOLLOW`) that is then linked in (a new file) or renamed over the entry itself
   (`replace`), so a planted link is replaced, never its target written;
-- the file is created 0600 whatever the umask (an export or an answer holds the conversation),
-  or with the mode given;
+- the file is created 0600 whatever the umask (an export or an answer holds the conversation);
 - outside those directories, a name that is a link, a FIFO or a device (`-o /dev/stdout`, a
   pipe a script reads, the user's own link) is written as named, as an ordinary open would.
 """
@@ -75,7 +74,6 @@ def write_out(
     *,
     roots: Sequence[Path],
     replace: bool,
-    mode: int = FILE_MODE,
 ) -> None:
     """`data` as the file `path` (see the module docstring). FileExistsError when an entry of
     that name is there (a dangling link too) and `replace` is not set; OutRefused (an
@@ -87,7 +85,7 @@ def write_out(
         if replace and not models and _special(dfd, name):
             _write_into(dfd, name, raw)
         else:
-            _write_whole(dfd, name, raw, path, replace=replace, mode=mode)
+            _write_whole(dfd, name, raw, path, replace=replace)
     finally:
         os.close(dfd)
 
@@ -113,18 +111,18 @@ def _write_into(dfd: int, name: str, raw: bytes) -> None:
         os.close(fd)
 
 
-def _write_whole(dfd: int, name: str, raw: bytes, path: Path, *, replace: bool, mode: int) -> None:
+def _write_whole(dfd: int, name: str, raw: bytes, path: Path, *, replace: bool) -> None:
     """A new file beside `name` (never through a link), linked in or renamed over it."""
     tmp = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
         fd = os.open(
             tmp,
             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            mode,
+            FILE_MODE,
             dir_fd=dfd,
         )
         try:
-            os.fchmod(fd, mode)  # the umask filtered open's mode
+            os.fchmod(fd, FILE_MODE)  # the umask filtered open's mode
             with os.fdopen(fd, "wb", closefd=False) as f:
                 f.write(raw)
                 f.flush()
