@@ -8,6 +8,7 @@ other commands merge."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,7 +164,6 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice("\n".join(lines))
 
     async def _edit_memory(self, which: str) -> None:
-        import os
         import shlex
         import subprocess
 
@@ -176,8 +176,11 @@ class DailyActions(ScreenHelper):
         if not editor:
             await self.transcript.error(f"set $EDITOR to edit {path} from here", "usage")
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(exist_ok=True)
+        try:
+            ready_for_editor(path, repository=which != "user")
+        except (OSError, ValueError) as e:
+            await self.transcript.error(str(e), "usage")
+            return
         try:
             with self.app.suspend():  # the editor gets the terminal, then the TUI comes back
                 code = subprocess.call([*shlex.split(editor), str(path)])
@@ -251,6 +254,17 @@ class DailyActions(ScreenHelper):
         result = await asyncio.to_thread(run_shell, session, command)
         await self.transcript.notice(f"$ {command}\n{result.output.rstrip()}")
         self.controller.add_context(shell_context(command, result.output))
+
+
+def ready_for_editor(path: Path, repository: bool) -> None:
+    """PATH made (empty) when missing, for /memory's editor. The workspace's AGENTS.md is the
+    repository's: one that is a symlink (a clone can commit one) is refused, or the editor
+    would open, and creating it would make, the file it names outside the workspace."""
+    if repository and path.is_symlink():
+        raise ValueError(f"{path} is a symlink (to {os.readlink(path)}): not opened from here")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nofollow = os.O_NOFOLLOW if repository else 0  # the user's own may be a dotfiles link
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | nofollow, 0o666))
 
 
 def run_shell(session: SessionLike, command: str) -> ToolResult:
