@@ -8,14 +8,17 @@ stable prefix and never rewritten; a resumed session has it in its log.
 Every file, imports included, is read through the host read policy (tools/host_read.py): an
 import of `~/.ssh/id_rsa`, of `/proc/self/environ` or through a symlink to either is not read,
 nor, when the repository chose the name, anything in the home directory outside the sandbox's
-view; neither is a parent directory's file owned by another user. With `--no-context` none of
-these files is read (app/session_context.py)."""
+view; neither is a parent directory's file owned by another user. A parent directory inside
+the workspace's git repository (a session in a subdirectory of a clone, or in its
+`--worktree`) holds the repository's file, not the user's: it and its imports are read as the
+repository chose them, within the repository and the sandbox's view. With `--no-context` none
+of these files is read (app/session_context.py)."""
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from m3agent.tools.host_read import HostReader, ReadRefused, default_reader
@@ -38,6 +41,22 @@ def _repository_chose(target: Path, reader: HostReader) -> bool:
     if _within(Path(os.path.normpath(target)), workspace):
         return True
     return _within(Path(os.path.realpath(target.parent)), workspace)
+
+
+def repository_root(cwd: Path) -> Path | None:
+    """The root of the git repository holding `cwd`: the nearest directory with a `.git`
+    directory at or above it, passing linked worktrees' and submodules' `.git` files on the
+    way (their repository goes on above them); None outside any."""
+    for d in (cwd, *cwd.parents):
+        if (d / ".git").is_dir() and not (d / ".git").is_symlink():
+            return d
+    return None
+
+
+def _repository_reader(reader: HostReader, root: Path | None) -> HostReader:
+    """`reader` confined to the sandbox's view and the whole repository at `root` (its own
+    files), for the repository's files above the workspace; their owner is still checked."""
+    return replace(reader, also_shown=(root,) if root else ()).confined_to_view()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,25 +123,32 @@ def find_instructions(
     own = _pick(cwd)
     found: list[InstructionFile] = []
 
-    def take(path: Path | None, scope: str) -> None:
+    def take(path: Path | None, scope: str, by: HostReader) -> None:
         # The user's own files (theirs, outside the workspace: owner checked) and what they
         # import may reach into the home directory; the repository's may not (HostReader).
-        users = reader.unconfined()
-        got = None if path is None else _read(path, users)
+        got = None if path is None else _read(path, by)
         if path is None or got is None or got[0] in seen:
             return
         real, text = got
         seen.add(real)
         found.append(InstructionFile(real, scope, text))
-        found.extend(_imports(path, text, seen, 1, users))
+        found.extend(_imports(path, text, seen, 1, by))
 
     repo = reader.confined_to_view()
     own_got = None if own is None else _read(own, repo)
     if own_got is not None:
         seen.add(own_got[0])
-    take(user_file, "user")
+    users = reader.unconfined()
+    take(user_file, "user", users)
+    root = repository_root(cwd)
+    # A parent inside the workspace's repository (a session in a subdirectory, or in a
+    # --worktree under .m3agent/worktrees) is the repository's file, not the user's: it and
+    # what it imports stay in the repository and the sandbox's view (a committed symlink or
+    # an import cannot lead into the rest of the home).
+    in_repository = _repository_reader(reader, root)
     for parent in reversed(cwd.parents):
-        take(_pick(parent), "parent")
+        inside = root is not None and _within(parent, root)
+        take(_pick(parent), "parent", in_repository if inside else users)
     if own is not None and own_got is not None:
         found.extend(_imports(own, own_got[1], seen, 1, repo))
     return found

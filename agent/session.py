@@ -183,6 +183,13 @@ class Session:
     def busy(self) -> bool:
         return self._turn_task is not None and not self._turn_task.done()
 
+    def model_writable(self) -> tuple[Path, ...]:
+        """The directories the model's tools and commands can change (the workspace and the
+        sandbox's extra writable roots): where a link it planted may wait for a file the user
+        names (tools/out_file.py)."""
+        extra = self.sandbox.policy.extra_writable if self.sandbox is not None else ()
+        return (self.cwd, *extra)
+
     # ---- protocol ---------------------------------------------------------------------------
 
     def submit(self, op: ops.Op) -> None:

@@ -3,7 +3,8 @@
 The JSON holds every message as the log does (system prompt and repository snapshot
 included), with the session's header; the Markdown holds the conversation as it read on
 screen: prompts, reasoning (folded), answers, tool calls with their arguments and results.
-Writing never replaces a file: the front end asks first (`replace=True`).
+Writing never replaces a file: the front end asks first (`replace=True`). The file is 0600
+(it holds the whole conversation) and never written through a symlink (tools/out_file.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.engine.api import Message
+from m3agent.tools.out_file import write_out
 
 from .context import SNAPSHOT_OPEN
 from .conversation import SessionMeta
@@ -98,18 +100,13 @@ def _message(m: Message) -> list[str]:
     return lines
 
 
-def write_export(path: Path, text: str, *, replace: bool = False) -> None:
-    """TEXT to PATH, created whole (written aside, then moved); FileExistsError when PATH is
-    there and REPLACE is not set, OSError for the rest."""
+def write_export(
+    path: Path, text: str, *, roots: Sequence[Path] = (), replace: bool = False
+) -> None:
+    """TEXT to PATH as a 0600 file, created whole (tools/out_file.py: a link the model planted
+    at PATH, or in ROOTS on the way to it, is never written through); FileExistsError
+    when PATH is there (a dangling link too) and REPLACE is not set, OSError for the rest."""
     path = Path(path)
-    if path.exists() and not replace:
+    if os.path.lexists(path) and not replace:
         raise FileExistsError(str(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        if replace:
-            tmp.replace(path)
-        else:
-            os.link(tmp, path)  # fails if PATH appeared meanwhile: never replaced unasked
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_out(path, text, roots=roots, replace=replace)

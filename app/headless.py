@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
+from m3agent.tools.out_file import write_out
 
 from . import exit_codes
 from .headless_approvals import Approver
@@ -281,7 +282,8 @@ async def run_headless(
 ) -> int:
     """Runs one prompt to its end (then `more_turns`, each after the last ended well: a
     stream-json conversation); returns the exit code. `last_message_file` gets the final
-    answer as it is (a file, not a terminal: nothing is escaped). With `schema`, the final
+    answer as it is (a file, not a terminal: nothing is escaped), as a 0600 file never written
+    through a link the model planted (tools/out_file.py). With `schema`, the final
     answer must be JSON valid against it (--output-schema)."""
     tally = Tally()
     if isinstance(renderer, StreamJsonRenderer):
@@ -310,7 +312,7 @@ async def run_headless(
     if last_message_file is not None:
         answer = tally.complete.answer if tally.complete is not None else ""
         try:
-            last_message_file.write_text(answer, encoding="utf-8")
+            write_out(last_message_file, answer, roots=session.model_writable(), replace=True)
         except OSError as e:
             sys.stderr.write(
                 f"error: cannot write {visible(str(last_message_file))}: {e.strerror or e}\n"

@@ -197,13 +197,24 @@ def _settings_entries(project: Path, cwd: Path) -> list[tuple[str, str]]:
 
 def project_entries(cwd: Path) -> list[str]:
     """What trusting the project's files would let count, one line each (for the user who
-    decides): its shell prefixes and its permission rules."""
+    decides), escaped (app/safe_text.py: a rule's ESC and CR bytes could redraw the line
+    above it): its shell prefixes, its permission rules, and the tools each of its command
+    files lets run unasked (`allowed-tools`: trust_project trusts those files too)."""
+    from .custom_commands import load_commands
+    from .safe_text import one_line
+
     prefixes, settings = cwd / PROJECT_FILE, cwd / PROJECT_SETTINGS
     shell = _prefixes(_read_project(prefixes, cwd)) if prefixes.is_file() else []
     rules = _settings_entries(settings, cwd) if settings.is_file() else []
-    return [f"allow shell prefix: {' '.join(p)}" for p in shell] + [
-        f"{action} {rule}" for rule, action in rules
+    commands, _ = load_commands([cwd / PROJECT_COMMANDS], default_reader(cwd))
+    lines = [f"allow shell prefix: {' '.join(p)}" for p in shell]
+    lines += [f"{action} {rule}" for rule, action in rules]
+    lines += [
+        f"command /{c.name} runs unasked: {', '.join(c.allowed_tools)}"
+        for c in commands
+        if c.allowed_tools
     ]
+    return [one_line(line) for line in lines]
 
 
 def project_rules(home: Path, cwd: Path) -> tuple[list[ToolRule], list[str]]:

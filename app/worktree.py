@@ -72,9 +72,29 @@ def plan_worktree(start: Path, name: str) -> Worktree:
         )
     root = repo_root(start)
     path = root / WORKTREES_DIR / name
+    _no_links(root, path)
     if path.exists() and not (path / ".git").is_file():
         raise WorktreeError(f"{path} exists but is not a git worktree: move it away first")
     return Worktree(path, BRANCH_PREFIX + name, new=not path.exists(), root=root)
+
+
+def _no_links(root: Path, path: Path) -> None:
+    """`.m3agent`, `worktrees` and NAME are real directories or absent: a repository can
+    commit `.m3agent/worktrees` as a symlink, and `git worktree add` would then check the
+    repository's files out wherever it points (outside the repository), or a session would
+    run in whatever directory a link named NAME leads to."""
+    here = root
+    for part in path.relative_to(root).parts:
+        here = here / part
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise WorktreeError(f"cannot use {here}: {e.strerror or e}") from None
+        if not stat.S_ISDIR(mode):
+            kind = "a symlink" if stat.S_ISLNK(mode) else "not a directory"
+            raise WorktreeError(f"{here} is {kind}: worktrees are made only in a real directory")
 
 
 def enter_worktree(start: Path, name: str) -> Worktree:

@@ -141,9 +141,13 @@ class HostReader:
     policy: SandboxPolicy
     trusted: tuple[Path, ...] = ()
     confined: bool = True
+    # Directories a confined read may lead into beside the sandbox's view: the rest of the
+    # workspace's repository above it, for that repository's own files (agent/instructions.py).
+    also_shown: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trusted", tuple(realpath(Path(t)) for t in self.trusted))
+        object.__setattr__(self, "also_shown", tuple(realpath(Path(d)) for d in self.also_shown))
 
     def check(self, path: Path) -> Path:
         """The canonical path of `path` when the policy lets it be read; ReadRefused else."""
@@ -186,7 +190,7 @@ class HostReader:
         home = policy.home_dir()
         if not _within(real, home) or self._trusted(real):
             return False
-        shown = (policy.workspace, *policy.extra_writable, *policy.home_allowed())
+        shown = (policy.workspace, *policy.extra_writable, *policy.home_allowed(), *self.also_shown)
         if any(_within(real, v) for v in shown):
             return False
         # the agents' folders: their instruction files only (a settings.json may hold tokens)

@@ -4,18 +4,21 @@ change), but
 - in plan mode a mutating tool is refused before anything asks (read-only planning);
 - when the editor offers fs/read_text_file and fs/write_text_file, read_file and write_file
   go through it, so the model reads unsaved buffers and the editor shows its writes. The path
-  guard still decides which paths may be touched.
+  guard still decides which paths may be touched, and a read is of a file read_file itself
+  would open (regular, one link).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from m3agent.tools.base import ToolContext, ToolResult
+from m3agent.tools.fdio import FsRefused, open_regular
 from m3agent.tools.gated_toolset import GatedToolset
-from m3agent.tools.paths import PathDenied, check_read, check_write
+from m3agent.tools.paths import PathDenied, check_read, check_write, hardlinks_allowed
 from m3agent.tools.read_file import ReadFile
 from m3agent.tools.write_file import WriteFile
 
@@ -75,7 +78,10 @@ class EditorToolset(GatedToolset):
     def _editor_read(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
             path = check_read(args["path"], ctx)
-        except PathDenied as e:
+            # what read_file itself would open: a regular file, one link (a hard link may be
+            # a second name of a secret outside the workspace; the editor reads it by name)
+            os.close(open_regular(path, args["path"], links_ok=hardlinks_allowed(path, ctx)))
+        except (PathDenied, FsRefused) as e:
             return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
         offset = int(args.get("offset") or 1)
         limit = int(args.get("limit") or 2000)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from ..cli_errors import die
+from ..safe_text import one_line
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -108,10 +109,11 @@ def register(app: typer.Typer) -> None:
             extra = ", ".join(
                 str(m.detail[k]) for k in ("cache_dtype", "device", "engine") if k in m.detail
             )
-            typer.echo(
+            line = (
                 f"  {m.name} [{m.key[:12]}]: {m.pages} pages, {_size(m.bytes)}, "
                 f"used {_ago(m.last_used)}" + (f" ({extra})" if extra else "")
             )
+            typer.echo(one_line(line))  # a shared folder's model.json is anyone's text
 
     @cache_app.command("clear")
     def clear_cmd(

@@ -124,6 +124,7 @@ def register(app: typer.Typer) -> None:
         from m3agent.agent.context import build_snapshot
 
         from ..cli_errors import die as fail
+        from ..safe_text import SafeStream
         from ..session_context import snapshot_config, snapshot_tokenizer
         from ..settings import load_settings
 
@@ -179,7 +180,7 @@ def register(app: typer.Typer) -> None:
                     f["size_bytes"] = sizes[f["path"]]
             sys.stdout.write(json.dumps(d) + "\n")
             return
-        out = sys.stdout
+        out = SafeStream(sys.stdout)  # file names are the repository's: ESC bytes spelled out
         s = snap.summary()
         out.write(
             f"{root}: {s['tokens']} of {s['budget_tokens']} tokens, "

@@ -1,16 +1,19 @@
 """Writes for `m3agent mcp add|remove`: a `[mcp_servers.NAME]` table in the user config
 (edited as text, so the user's comments and layout elsewhere stay as they were), or an entry
-in a project's `.mcp.json`."""
+in a project's `.mcp.json` (read under the host read policy, written by tools/out_file.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.host_read import default_reader
+from m3agent.tools.out_file import write_out
 from m3agent.tools.private_fs import write_private
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -95,9 +98,20 @@ def remove_user_server(path: Path, name: str) -> bool:
 
 
 def _load_json(path: Path) -> dict[str, Any]:
-    data = read_json_object(path, missing_ok=True)
+    """A project's `.mcp.json`, read as the session reads it (tools/host_read.py): the model
+    may have made it a link to `~/.docker/config.json`, whose tokens the write below would
+    then copy into the workspace."""
+    reader = default_reader(path.parent).settings_text
+    data = read_json_object(path, missing_ok=not os.path.lexists(path), read=reader)
     data.setdefault("mcpServers", {})
     return data
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """The project file replaced as an entry of the workspace, 0600 (`-e TOKEN=...` lands
+    here), never written through a link (tools/out_file.py)."""
+    text = json.dumps(data, indent=2) + "\n"
+    write_out(path, text, roots=(path.parent,), replace=True)
 
 
 def add_project_server(path: Path, name: str, entry: dict[str, Any]) -> None:
@@ -105,7 +119,7 @@ def add_project_server(path: Path, name: str, entry: dict[str, Any]) -> None:
     if name in data["mcpServers"]:
         raise ValueError(f"{path} already has an MCP server {name!r} (remove it first)")
     data["mcpServers"][name] = {k: v for k, v in entry.items() if v not in (None, [], {})}
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    _write_json(path, data)
 
 
 def remove_project_server(path: Path, name: str) -> bool:
@@ -113,5 +127,5 @@ def remove_project_server(path: Path, name: str) -> bool:
     if name not in data["mcpServers"]:
         return False
     del data["mcpServers"][name]
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    _write_json(path, data)
     return True

@@ -8,6 +8,7 @@ other commands merge."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,7 +164,6 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice("\n".join(lines))
 
     async def _edit_memory(self, which: str) -> None:
-        import os
         import shlex
         import subprocess
 
@@ -178,8 +178,11 @@ class DailyActions(ScreenHelper):
         if not editor:
             await self.transcript.error(f"set $EDITOR to edit {path} from here", "usage")
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.touch(exist_ok=True)
+        try:
+            ready_for_editor(path, repository=which != "user")
+        except (OSError, ValueError) as e:
+            await self.transcript.error(str(e), "usage")
+            return
         try:
             with self.app.suspend():  # the editor gets the terminal, then the TUI comes back
                 # the editor runs as the user: found outside the workspace only
@@ -208,6 +211,24 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice(f"saved: {said} (from now on, and in later sessions)")
 
     async def _trust(self) -> None:
+        """Shows what the project's files would let count (escaped), as `m3agent permissions
+        trust` does, and trusts them on yes."""
+        from ..prefix_rules import project_entries
+        from .screens.confirm_screen import ConfirmScreen
+
+        entries = await asyncio.to_thread(project_entries, Path(self.config.cwd))
+        shown = "".join(f"\n  {line}" for line in entries or ["(no rules)"])
+
+        async def answered(yes: bool | None) -> None:
+            if yes:
+                await self._trusted()
+            else:
+                await self.transcript.notice("not trusted: nothing changed")
+
+        question = f"The project's permission files say:{shown}\nTrust them as they are now?"
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    async def _trusted(self) -> None:
         from ..prefix_rules import load_prefixes, trust_project
 
         home = self.config.state_dir
@@ -237,6 +258,17 @@ class DailyActions(ScreenHelper):
         result = await asyncio.to_thread(run_shell, session, command)
         await self.transcript.notice(f"$ {command}\n{result.output.rstrip()}")
         self.controller.add_context(shell_context(command, result.output))
+
+
+def ready_for_editor(path: Path, repository: bool) -> None:
+    """PATH made (empty) when missing, for /memory's editor. The workspace's AGENTS.md is the
+    repository's: one that is a symlink (a clone can commit one) is refused, or the editor
+    would open, and creating it would make, the file it names outside the workspace."""
+    if repository and path.is_symlink():
+        raise ValueError(f"{path} is a symlink (to {os.readlink(path)}): not opened from here")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nofollow = os.O_NOFOLLOW if repository else 0  # the user's own may be a dotfiles link
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | nofollow, 0o666))
 
 
 def run_shell(session: SessionLike, command: str) -> ToolResult:

@@ -6,6 +6,7 @@ resumable; `m3agent resume` and /sessions list both, the fork marked as one."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from m3agent.agent.session_export import export_json, export_markdown, write_export
@@ -47,7 +48,7 @@ class ShareActions(ScreenHelper):
             ".json": dumps(export_json(meta, messages)) + "\n",
         }
         files = [(p, texts[p.suffix]) for p in targets]
-        existing = [str(p) for p, _ in files if p.exists()]
+        existing = [str(p) for p, _ in files if os.path.lexists(p)]  # a dangling link too
         if not existing:
             await self._write(files, replace=False)
             return
@@ -62,9 +63,11 @@ class ShareActions(ScreenHelper):
         self.app.push_screen(ConfirmScreen(f"Replace {' and '.join(existing)}?"), answered)
 
     async def _write(self, files: list[tuple[Path, str]], *, replace: bool) -> None:
+        session = self.controller.session
+        roots = session.model_writable() if session is not None else (Path(self.config.cwd),)
         try:
             for path, text in files:
-                await asyncio.to_thread(write_export, path, text, replace=replace)
+                await asyncio.to_thread(write_export, path, text, roots=roots, replace=replace)
         except FileExistsError as e:  # appeared since it was checked
             await self.transcript.error(f"{e} exists now: /export again to replace it", "usage")
             return

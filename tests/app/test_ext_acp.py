@@ -282,3 +282,37 @@ def test_acp_with_nothing_configured_answers_the_handshake_and_says_why(repo, ho
     error = asyncio.run(main())
     assert str(error).startswith("m3agent has no model: --engine native needs --model DIR")
     assert "running `m3agent` once in a terminal" in str(error)
+
+
+def test_an_editor_read_of_a_hard_link_is_refused(tmp_path):
+    """Issue 36, round 5: read_file served by the editor (fs/read_text_file) skipped the
+    file tools' hard-link check, so `backup.ini` linked to a credentials file outside the
+    workspace reached the model through an editor that reads files from disk. Control: the
+    same file with one name is read through the editor."""
+    import asyncio
+    import threading
+
+    from m3agent.app.acp.editor_tools import EditorToolset
+    from m3agent.tools.base import ToolContext
+    from m3agent.tools.toolset import default_toolset
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (outside / "credentials").write_text("aws_secret_access_key = AKIA-SECRET-5\n")
+    os.link(outside / "credentials", ws / "backup.ini")
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+
+    async def editor(method: str, path: str, **fields: object) -> str:
+        return Path(path).read_text()  # a file not open in the editor: read from disk
+
+    tools = EditorToolset(default_toolset(), loop, editor, can_read=True, can_write=False)
+    try:
+        r = tools.dispatch("read_file", {"path": "backup.ini"}, ToolContext(cwd=ws))
+        assert r.is_error and "hard links" in r.output and "AKIA" not in r.output
+        (ws / "plain.ini").write_text("key = visible\n")
+        r = tools.dispatch("read_file", {"path": "plain.ini"}, ToolContext(cwd=ws))
+        assert not r.is_error and "key = visible" in r.output and r.metadata["via"] == "editor"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)

@@ -156,3 +156,35 @@ def test_headless_prompt_s_saves_the_prefix_for_later_runs(tmp_path):
 
     assert [d.decision for d in asyncio.run(main())] == ["approve", "deny"]
     assert err2.getvalue().count("Approve shell") == 1  # only make was asked about
+
+
+def test_context_listing_spells_out_a_hostile_file_name(hostile_repo, home, monkeypatch):
+    """Issue 36, round 5: `m3agent context --files` printed the repository's file names raw
+    (a name holding OSC 2 retitled the terminal). Control: the JSON form carries the same
+    name, exactly, so the snapshot did list it."""
+    from m3agent.app.cli import build_app
+    from typer.testing import CliRunner
+
+    monkeypatch.chdir(hostile_repo)
+    r = CliRunner().invoke(build_app(), ["context", "--files"])
+    assert r.exit_code == 0, r.output
+    assert "evil\\x1b]2;NAME\\x07.txt" in r.output and not [c for c in RAW if c in r.output]
+    r = CliRunner().invoke(build_app(), ["context", "--json"])
+    assert EVIL_NAME in [f["path"] for f in json.loads(r.output)["files"]]
+
+
+def test_cache_listing_spells_out_a_shared_folders_model_name(home):
+    """Issue 36, round 5: the KV disk folder may be shared, and `m3agent cache` printed each
+    model folder's model.json name raw. Control: `--json` carries it exactly."""
+    from m3agent.app.cli import build_app
+    from typer.testing import CliRunner
+
+    folder = home / "kv-cache" / "0123456789abcdef0123"
+    (folder / "pages" / "ab").mkdir(parents=True)
+    (folder / "model.json").write_text(json.dumps({"name": HOSTILE}))
+    (folder / "pages" / "ab" / "ab01.kvp").write_bytes(b"x" * 10)
+    r = CliRunner().invoke(build_app(), ["cache"])
+    assert r.exit_code == 0, r.output
+    assert "\\x1b]2;PWNED\\x07" in r.output and not [c for c in RAW if c in r.output]
+    r = CliRunner().invoke(build_app(), ["cache", "--json"])
+    assert [m["name"] for m in json.loads(r.output)["models"]] == [HOSTILE]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from m3agent.app import exit_codes
 
 from ..support.cli import CONSOLE_SCRIPT, run_cli
@@ -60,3 +61,35 @@ def test_worktree_outside_a_repository_or_with_a_bad_name(cli, repo, tmp_path, h
     r = run_cli(home, "-w", "tui-1", "--cwd", str(repo), command=CONSOLE_SCRIPT)
     assert r.returncode == exit_codes.USAGE_ERROR and "needs a terminal" in r.stderr
     assert not (repo / ".m3agent").exists()
+
+
+def test_a_committed_worktrees_link_does_not_place_a_worktree_outside(make_repo, tmp_path):
+    """Issue 36, round 5: a repository commits `.m3agent/worktrees` as a symlink (git keeps
+    links) to a directory outside it; `--worktree NAME` checked the repository's files out
+    there, and a link named NAME made the session run where it led. Refused, one line,
+    nothing made outside. Control: the same link followed by git writes outside."""
+    from m3agent.app.worktree import WorktreeError, enter_worktree
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    repo = make_repo({"a.txt": "a\n"})
+    (repo / ".m3agent").mkdir()
+    (repo / ".m3agent" / "worktrees").symlink_to(outside)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "planted")
+    with pytest.raises(WorktreeError, match=r"worktrees is a symlink: worktrees are made"):
+        enter_worktree(repo, "feature")
+    assert list(outside.iterdir()) == []
+
+    (repo / ".m3agent" / "worktrees").unlink()  # a real directory, a link named NAME in it
+    (repo / ".m3agent" / "worktrees").mkdir()
+    (repo / ".m3agent" / "worktrees" / "feature").symlink_to(outside)
+    with pytest.raises(WorktreeError, match=r"feature is a symlink"):
+        enter_worktree(repo, "feature")
+
+    # control: git itself follows the link and checks the files out outside
+    (repo / ".m3agent" / "worktrees" / "feature").unlink()
+    (repo / ".m3agent" / "worktrees").rmdir()
+    (repo / ".m3agent" / "worktrees").symlink_to(outside)
+    git(repo, "worktree", "add", "-q", str(repo / ".m3agent" / "worktrees" / "f2"))
+    assert (outside / "f2" / "a.txt").read_text() == "a\n"

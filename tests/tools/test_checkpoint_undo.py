@@ -150,3 +150,25 @@ def test_a_git_lock_left_by_a_killed_process_does_not_break_checkpoints(repo, tm
     (repo / "README.md").write_text("# changed\n")
     cps.snapshot("two")
     assert [c.label for c in cps.list()] == ["two", "one"]
+
+
+def test_undo_never_writes_through_a_directory_the_model_swapped_for_a_link(repo, tmp_path):
+    """Issue 36, round 5 (held): after the checkpoint the model replaces `src/pkg` with a
+    link to a directory outside (the home, ~/.config/autostart); the restore must bring the
+    directory back, not write `core.py` through the link. git's checkout-index -f replaces
+    the link with a directory. Control: the same path written by name lands outside."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    cp = Checkpoints(repo, tmp_path / "state")
+    first = cp.snapshot("t1")
+    for f in (repo / "src" / "pkg").iterdir():
+        f.unlink()
+    (repo / "src" / "pkg").rmdir()
+    (repo / "src" / "pkg").symlink_to(outside)
+    cp.restore(first)
+    assert list(outside.iterdir()) == []
+    assert not (repo / "src" / "pkg").is_symlink()
+    assert (repo / "src" / "pkg" / "core.py").read_text() == "def answer():\n    return 41\n"
+    (repo / "src" / "pkg2").symlink_to(outside)  # control
+    (repo / "src" / "pkg2" / "core.py").write_text("x")
+    assert (outside / "core.py").exists()

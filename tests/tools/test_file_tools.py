@@ -4,7 +4,9 @@ nothing changed)."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 
 import pytest
 from m3agent.tools.base import ToolContext
@@ -198,3 +200,25 @@ def test_grep_engines_agree_and_hide_secrets(ws, tmp_path, monkeypatch, use_rg):
     assert "needle-public" in r.output and "needle-secret" not in r.output
     r = ts.dispatch("glob", {"pattern": "**/*", "path": str(home)}, ctx)
     assert "id_rsa" not in r.output and "notes.txt" in r.output
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep not installed")
+def test_round5_grep_arguments_that_look_like_options_are_patterns(tmp_path):
+    """Issue 36, round 5 (held): ripgrep's `--pre=CMD` runs CMD on the host for every file,
+    `-f FILE` reads patterns from a file, `--glob` values and paths starting with `-` could
+    be options; the model's pattern follows `-e` and the path `--`. Control: the same
+    pattern given to rg as an argument of its own runs the program."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    marker = tmp_path / "ran"
+    (ws / "x.sh").write_text(f'#!/bin/sh\ntouch {marker}\ncat "$1"\n')
+    os.chmod(ws / "x.sh", 0o755)
+    (ws / "a.txt").write_text("hello\n")
+    ts, ctx = default_toolset(), ToolContext(cwd=ws)
+    for pattern in (f"--pre={ws / 'x.sh'}", "-f/etc/hostname", "--files"):
+        r = ts.dispatch("grep", {"pattern": pattern}, ctx)
+        assert r.metadata.get("engine") == "rg" and r.output == "(no matches)", pattern
+    r = ts.dispatch("grep", {"pattern": "hello", "glob": f"--pre={ws / 'x.sh'}"}, ctx)
+    assert not marker.exists() and r.output == "(no matches)"
+    subprocess.run(["rg", f"--pre={ws / 'x.sh'}", "hello", str(ws)], capture_output=True)
+    assert marker.exists()  # control

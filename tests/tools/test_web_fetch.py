@@ -237,3 +237,41 @@ def test_https_certificates_are_verified(tmp_path):
         srv.server_close()
     assert r.is_error and "CERTIFICATE_VERIFY_FAILED" in r.output, r.output
     assert handler.seen == []
+
+
+def test_round5_address_forms_rebinding_proxies_and_encodings_are_held(server, monkeypatch):
+    """Issue 36, round 5 (held, kept as regressions): a name looked up once per hop and the
+    connection pinned to that answer (a second, different answer is never asked for); an
+    IPv4-mapped loopback answer; redirects to address forms of loopback; decimal and octal
+    hosts; a proxy from the environment; a compressed body."""
+    from m3agent.tools.web_fetch.client import FetchRefused, fetch
+
+    h, base = server
+    port = int(base.rsplit(":", 1)[1])
+    h.routes["/docs"] = html(PAGE)
+    h.routes["/gz"] = (200, {"Content-Type": "text/plain", "Content-Encoding": "gzip"}, b"x")
+    answers = iter([["127.0.0.1"], ["10.9.9.9"]])  # a rebinding server's two answers
+    asked: list[str] = []
+
+    def rebinding(host: str, _port: int) -> list[str]:
+        asked.append(host)
+        return next(answers)
+
+    pinned = FetchPolicy(allowed_domains=["docs.test"], allow_private=["127.0.0.1"])
+    page = fetch(f"http://docs.test:{port}/docs", pinned, rebinding)
+    assert page.status == 200 and asked == ["docs.test"]  # one lookup, that address used
+    mapped = FetchPolicy(allowed_domains=["docs.test"])
+    with pytest.raises(ValueError, match=r"non-public address \(::ffff:127\.0\.0\.1\)"):
+        mapped.address("docs.test", 80, lambda host, port: ["::ffff:127.0.0.1"])
+    for form in ("[::ffff:127.0.0.1]", "[::1]", "2130706433", "0177.0.0.1", "0x7f.1"):
+        h.routes["/to"] = (302, {"Location": f"http://{form}:{port}/docs"}, b"")
+        r = _fetch(LOCAL, base + "/to")
+        assert r.is_error and "is not in web_fetch's allowed domains" in r.output, form
+    seen = len(h.seen)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens: unused
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    assert not _fetch(LOCAL, base + "/docs").is_error and h.seen[seen:] == ["/docs"]
+    r = _fetch(LOCAL, base + "/gz")
+    assert r.is_error and "answered in the gzip encoding, which is not read" in r.output
+    with pytest.raises(FetchRefused):
+        fetch(base + "/gz", LOCAL)

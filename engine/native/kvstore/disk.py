@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import secrets
+import stat
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,6 +45,21 @@ _EVICT_TO = 0.9
 
 # The OS-write boundary: every byte of a page goes through here (tests inject ENOSPC).
 _os_write = os.write
+
+
+def _open_page(path: Path) -> int:
+    """A page file's read descriptor; never through a symlink (ELOOP: unreadable)."""
+    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def _check_own_dirs(top: Path, shard: Path) -> None:
+    """The model's folder, its `pages` and the shard are directories of this user, not
+    symlinks (in a folder shared with other users, one could plant `pages/ab -> ~/.ssh` and
+    have our pages written there); PermissionError otherwise (the page is dropped)."""
+    for d in (top, shard.parent, shard):
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            raise PermissionError(errno.EPERM, "not a directory of this user", str(d))
 
 
 @dataclass(slots=True)
@@ -199,8 +215,11 @@ class DiskTier:
         engine thread's reused one. Logs nothing (the engine thread does, in `get`)."""
         path = self._path(key.name)
         try:
-            with open(path, "rb", buffering=0) as f:
-                size = os.fstat(f.fileno()).st_size
+            with open(_open_page(path), "rb", buffering=0) as f:
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.geteuid():  # a shared folder: checked, not authenticated
+                    return _Loaded(None, "written by another user", remove=False)
+                size = st.st_size
                 if fresh is not None:
                     buf = fresh(size)
                 else:
@@ -281,7 +300,8 @@ class DiskTier:
         try:
             path.parent.parent.mkdir(mode=0o700, exist_ok=True)  # private, whatever the umask
             path.parent.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            _check_own_dirs(self.dir, path.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             try:
                 for part in parts:
                     _write_all(fd, part)

@@ -43,8 +43,11 @@ def iter_pages(root: Path, stale_tmp_s: float | None = None) -> list[PageEntry]:
     except OSError:
         return out
     for model in models:
+        pages = Path(model.path) / "pages"
+        if pages.is_symlink():  # nothing is followed: eviction deletes what it finds here
+            continue
         try:
-            shards = [s for s in os.scandir(Path(model.path) / "pages") if s.is_dir()]
+            shards = [s for s in os.scandir(pages) if s.is_dir(follow_symlinks=False)]
         except OSError:
             continue
         for shard in shards:

@@ -189,3 +189,28 @@ async def test_no_context_reads_no_instruction_file_not_even_for_memory(
         system = [m.content for m in main.controller.session.messages if m.role == "system"]
     assert memory == "instruction files: none read (--no-context)"
     assert not any("User rule" in s for s in system)
+
+
+def test_memory_edit_never_opens_a_committed_agents_md_link(tmp_path):
+    """Issue 36, round 5: `/memory edit` touched ./AGENTS.md and handed it to $EDITOR; a clone
+    that commits AGENTS.md as a (dangling) symlink had the file it names created outside the
+    workspace, and the editor opened there. Refused, one line. The user's own
+    ~/.m3agent/AGENTS.md may be a link (a dotfiles manager's). Control: the touch the
+    command did before creates the file outside."""
+    from m3agent.app.tui.slash_daily import ready_for_editor
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    (ws / "AGENTS.md").symlink_to(outside / "planted.desktop")
+    with pytest.raises(ValueError, match=r"AGENTS.md is a symlink \(to .*planted.desktop\)"):
+        ready_for_editor(ws / "AGENTS.md", repository=True)
+    assert list(outside.iterdir()) == []
+    mine = tmp_path / "dotfiles" / "AGENTS.md"
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "AGENTS.md").symlink_to(mine)
+    mine.parent.mkdir()
+    ready_for_editor(tmp_path / "home" / "AGENTS.md", repository=False)
+    assert mine.exists()
+    (ws / "AGENTS.md").touch()  # control
+    assert (outside / "planted.desktop").exists()

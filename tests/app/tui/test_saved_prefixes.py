@@ -8,6 +8,7 @@ import json
 
 import pytest
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
+from m3agent.app.tui.screens.confirm_screen import ConfirmScreen
 from pilot_steps import at_approval, notice_after, ready, send, turn_done
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +54,10 @@ async def test_project_prefixes_count_only_after_trust(harness, until, m3text, m
             "is not trusted: `m3agent permissions trust` (the TUI's /permissions trust) uses them"
             in text
         )
-        await send(pilot, "/permissions trust")
+        await send(pilot, "/permissions trust")  # shows what it would trust, then asks
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "\n  allow shell prefix: echo\n" in app.screen.question
+        await pilot.press("y")
         await until(pilot, lambda: main.controller.allowed_prefixes == [("echo",)])
         await send(pilot, "run")
         await turn_done(pilot, until)  # no question: the trusted project prefix covers it

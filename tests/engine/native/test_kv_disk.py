@@ -334,3 +334,44 @@ def test_pages_read_ahead_come_in_order_and_a_change_of_order_reads_directly(tmp
     t.prefetch(())  # stopped before anything was taken: nothing left behind
     assert t._ahead is None and t.stats.rejected == 0
     t.close()
+
+
+def test_a_page_another_user_wrote_in_a_shared_folder_is_never_used(tmp_path, caplog):
+    """Issue 36, round 5: the folder may be shared (docs/kv-cache.md), and a page is checked
+    against damage, not forgery: another user who writes a page under a prefix's name (the
+    system prompt's hash is no secret) with K/V of their choosing steers the model. Only this
+    user's pages are read. Control: the same bytes owned by this user are used."""
+    t = tier(tmp_path)
+    t.put(key(1), page(7))  # the forger's payload under the prefix's name
+    t.flush()
+    (path,) = pages(tmp_path)
+    os.chown(path, 4242, 4242)  # written by uid 4242 (this test runs as root in CI)
+    with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
+        assert t.get(key(1)) is None
+    assert "(written by another user)" in caplog.records[0].getMessage()
+    assert path.exists()  # not ours to delete
+    os.chown(path, os.geteuid(), os.getegid())  # control
+    assert bytes(t.get(key(1))) == bytes(page(7)[0].numpy())
+    t.close()
+
+
+def test_a_planted_shard_link_receives_no_page_and_loses_no_file(tmp_path):
+    """A shared folder's `pages/01 -> ~/somewhere`: pages were written there, and eviction
+    or the stale-temp sweep deleted what it found there. Nothing is written through the
+    link, nothing behind it is listed (so never deleted). Control: a real shard is."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.kvp").write_bytes(b"x")
+    t = tier(tmp_path / "kv")
+    shard = t.dir / "pages" / key(1).name[:2]
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    shard.symlink_to(victim)
+    t.put(key(1), page(1))
+    t.flush()
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.kvp"]
+    assert pages(tmp_path / "kv") == []
+    t.close()
+    shard.unlink()  # control: a real shard holding the same file is listed
+    shard.mkdir()
+    (shard / "keep.kvp").write_bytes(b"x")
+    assert [p.name for p in pages(tmp_path / "kv")] == ["keep.kvp"]
