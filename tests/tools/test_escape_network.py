@@ -130,9 +130,15 @@ def test_without_bwrap_allowlist_keeps_the_network_off(world, site):
 def test_address_rules():
     for a in ("127.0.0.1", "10.0.0.1", "192.168.1.1", "172.16.0.1", "169.254.169.254",
               "100.64.0.1", "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "fd00::1",
-              "::ffff:127.0.0.1"):  # fmt: skip
+              "::ffff:127.0.0.1",
+              # IPv6 forms that carry a private IPv4 address to a relay or translator
+              "2002:7f00:1::", "2002:a9fe:a9fe::1", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe",
+              "2001:0:4136:e378:8000:63bf:80ff:fffe",  # Teredo, client 127.0.0.1
+              "fec0::1"):  # site-local  # fmt: skip
         assert not public_address(a), a
     assert public_address("93.184.216.34") and public_address("2606:4700::1111")
+    # a 6to4 address carrying a public one stays public; so does a mapped public one
+    assert public_address("2002:5db8:d822::1") and public_address("::ffff:93.184.216.34")
     assert matches("files.pythonhosted.org", ["*.pythonhosted.org"])
     assert not matches("pythonhosted.org", ["*.pythonhosted.org"])
     assert not matches("pypi.org.evil.test", ["pypi.org"]) and matches("PyPI.org.", ["pypi.org"])

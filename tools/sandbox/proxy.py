@@ -47,12 +47,23 @@ def matches(host: str, allowed: Sequence[str]) -> bool:
     return False
 
 
-def public_address(addr: str) -> bool:
-    """False for every address a proxy must never reach on a name's behalf."""
-    ip = ipaddress.ip_address(addr.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
-    shared = isinstance(ip, ipaddress.IPv4Address) and ip in ipaddress.ip_network("100.64.0.0/10")
+_SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: a provider's private space
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known NAT64 prefix
+
+
+def _carried_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a relay or translator delivers an IPv6 one to: 6to4, Teredo's client,
+    or NAT64 (Python's ipaddress judges these by their IPv6 prefix alone)."""
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip.teredo is not None:
+        return ip.teredo[1]
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not (
         ip.is_loopback
         or ip.is_link_local
@@ -60,8 +71,23 @@ def public_address(addr: str) -> bool:
         or ip.is_multicast
         or ip.is_reserved
         or ip.is_unspecified
-        or shared
+        or (isinstance(ip, ipaddress.IPv4Address) and ip in _SHARED)
+        or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local)
     )
+
+
+def public_address(addr: str) -> bool:
+    """False for every address a proxy must never reach on a name's behalf. An IPv6 address
+    that carries an IPv4 one (6to4, Teredo, NAT64) is judged by both, since a relay or
+    translator on the path delivers it to the IPv4 address it carries."""
+    ip = ipaddress.ip_address(addr.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # the IPv4 address itself, in IPv6 notation
+            return _public(ip.ipv4_mapped)
+        carried = _carried_ipv4(ip)
+        if carried is not None and not _public(carried):
+            return False
+    return _public(ip)
 
 
 class AllowlistProxy:
