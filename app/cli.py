@@ -10,6 +10,7 @@ import importlib
 import sys
 
 import typer
+from m3agent.tools.host_programs import confine_process_path
 
 COMMANDS = (
     "tui",  # the callback: `m3agent` with no sub-command
@@ -111,6 +112,9 @@ def _json_output(args: list[str]) -> bool:
 
 
 def main() -> None:
+    # What this process and its libraries run on the host (compilers, a background serve)
+    # is never found in the working directory's tree; sessions narrow it to their roots too.
+    confine_process_path((), cwd=True)
     sys.exit(run_cli())
 
 

@@ -190,10 +190,14 @@ def build_session(
     HTTP MCP server needs a login."""
     # A bad session id or directory is a usage error to report before any engine is loaded.
     cwd = session_workspace(settings, cwd, resume)
+    from m3agent.tools.host_programs import confine_process_path
     from m3agent.tools.private_fs import private_dir
 
     private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
+    # nothing this process starts on the host (a compiler, the background serve) is found in
+    # a directory the model writes (tools/host_programs.py)
+    confine_process_path(sandbox.policy.writable_roots())
     mcp_notes: list[Error] = []
     if toolset is None and mcp_login_fatal:  # a login that is needed: said before any load
         toolset, mcp_notes = build_mcp_toolset(

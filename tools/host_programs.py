@@ -10,6 +10,11 @@ outside the sandbox, at the next checkpoint. So every host-side lookup goes thro
 `host_path`: PATH without relative entries and without any entry inside the workspace (or
 the working directory). Commands in the sandbox keep the PATH they were given: what they
 find there runs confined.
+
+Libraries look programs up too, on this process's own PATH: the CPU expert kernel's build
+(torch's `c++` and `ninja`), Triton's `cc`, a background `serve` this process starts. So once
+the workspace is known, `confine_process_path` takes its entries out of the process's PATH as
+well, keeping the PATH the user gave for the sandboxed commands (`command_path`).
 """
 
 from __future__ import annotations
@@ -19,16 +24,25 @@ import shutil
 from collections.abc import Iterable
 
 FALLBACK = "/usr/local/bin:/usr/bin:/bin"  # PATH where none is set
+# (the PATH as given, the process's narrowed one) once confine_process_path ran
+_confined: tuple[str, str] | None = None
 
 
-def host_path(path: str | None = None, roots: Iterable[str | os.PathLike[str] | None] = ()) -> str:
+def host_path(
+    path: str | None = None,
+    roots: Iterable[str | os.PathLike[str] | None] = (),
+    *,
+    cwd: bool = True,
+) -> str:
     """PATH (the environment's by default) without relative entries and without entries
-    inside ROOTS (the workspace) or the working directory, symlinks resolved."""
+    inside ROOTS (the workspace) or, with CWD, the working directory, symlinks resolved."""
     path = os.environ.get("PATH", FALLBACK) if path is None else path
-    try:
-        here: str | None = os.getcwd()
-    except OSError:  # the working directory was removed: no relative entry is kept anyway
-        here = None
+    here: str | None = None
+    if cwd:
+        try:
+            here = os.getcwd()
+        except OSError:  # the working directory was removed: no relative entry is kept anyway
+            pass
     inside = {os.path.realpath(r) for r in (*roots, here) if r}
     kept = []
     for entry in path.split(os.pathsep):
@@ -55,3 +69,26 @@ def host_argv(argv: list[str], roots: Iterable[str | os.PathLike[str] | None] = 
     if found is None:
         raise FileNotFoundError(f"{argv[0]}: not found outside the workspace")
     return [found, *argv[1:]]
+
+
+def confine_process_path(
+    roots: Iterable[str | os.PathLike[str] | None], *, cwd: bool = False
+) -> None:
+    """Takes relative entries and entries inside ROOTS (the workspace and the other writable
+    roots; with CWD, the working directory too) out of this process's PATH, so that nothing
+    this process or a library in it starts on the host (a compiler, a background serve) is a
+    program the model planted. `command_path` keeps the PATH as given for sandboxed commands."""
+    global _confined
+    given = command_path()
+    narrowed = host_path(os.environ.get("PATH", FALLBACK), roots, cwd=cwd)
+    _confined = (given, narrowed)
+    os.environ["PATH"] = narrowed
+
+
+def command_path() -> str:
+    """The PATH sandboxed commands get: the one the user gave this process (a PATH set after
+    confine_process_path, by the embedding program or a test, is taken as given)."""
+    current = os.environ.get("PATH", FALLBACK)
+    if _confined is not None and current == _confined[1]:
+        return _confined[0]
+    return current

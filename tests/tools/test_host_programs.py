@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from m3agent.tools import host_programs, safe_git
 from m3agent.tools.base import ToolContext
 from m3agent.tools.checkpoint import Checkpoints
 from m3agent.tools.toolset import default_toolset
+from sandbox_support import make_sandbox
 
 
 def _plant(bin_dir: Path, name: str, marker: Path) -> None:
@@ -74,3 +76,36 @@ def test_host_path_drops_relative_and_workspace_entries(tmp_path, monkeypatch):
     assert host_programs.host_path(path, (ws,)) == "/usr/bin:/bin"
     with pytest.raises(FileNotFoundError, match="not found outside the workspace"):
         host_programs.host_argv(["no-such-program-m3"])
+
+
+@pytest.fixture
+def venv_tool(world, monkeypatch):
+    """A program the model wrote into the workspace's activated .venv/bin (first on PATH)."""
+    marker = world.ws / "planted-ran"
+    tool = world.ws / ".venv" / "bin" / "m3-planted-tool"
+    tool.parent.mkdir(parents=True)
+    tool.write_text(f"#!/bin/sh\necho ran >> {marker}\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(host_programs, "_confined", None)
+    return tool.name, marker
+
+
+def test_what_the_process_starts_skips_the_workspace_and_commands_keep_it(world, venv_tool):
+    """The engine's compiler builds (torch's c++ and ninja, Triton's cc) and the background
+    serve are looked up on the process's own PATH: after the session confines it, a program
+    planted in the activated venv is not found there, while sandboxed commands still get
+    the PATH as given (they run confined)."""
+    name, marker = venv_tool
+    host_programs.confine_process_path([world.ws])
+    with pytest.raises(FileNotFoundError):
+        subprocess.run([name], check=False)
+    assert not marker.exists()
+    r = make_sandbox("bwrap", world).run([name], cwd=world.ws, timeout_s=30)
+    assert r.started and marker.read_text() == "ran\n", r
+
+
+def test_control_an_unconfined_process_runs_the_planted_program(world, venv_tool):
+    name, marker = venv_tool
+    subprocess.run([name], check=True)
+    assert marker.read_text() == "ran\n"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from m3agent.tools.host_programs import command_path
 from m3agent.tools.procs import wait_or_kill
 from m3agent.tools.sandbox import boot, bwrap, helper, plan, proxy
 from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
@@ -158,7 +159,9 @@ class Sandbox:
         box = run_dir / "box"
         tmp = box / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
-        base_env = dict(os.environ if env is None else env)
+        base_env = dict(os.environ) if env is None else dict(env)
+        if env is None:  # the PATH the user gave, not the process's own narrowed one
+            base_env["PATH"] = command_path()
         clean_env, removed = (
             scrub(base_env, self.policy.env_allow) if "env_scrub" in layers else (base_env, [])
         )
