@@ -16,13 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from m3agent.tools.safe_git import (
-    DIFF_FLAGS,
-    RepoRefused,
-    SafeGitError,
-    UserRepo,
-    resolve_commit,
-)
+from m3agent.tools.git_refs import resolve_commit
+from m3agent.tools.safe_git import DIFF_FLAGS, RepoRefused, SafeGitError, UserRepo
 
 MAX_DIFF_CHARS = 200_000  # what the prompt carries; the model reads files for the rest
 MAX_UNTRACKED_BYTES = 256 * 1024  # an untracked file bigger than this is named, not shown
