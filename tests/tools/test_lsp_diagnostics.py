@@ -14,7 +14,7 @@ import pytest
 from m3agent.tools.base import ToolContext, ToolResult
 from m3agent.tools.diagnostics import Diagnostics, DiagnosticsConfig
 from m3agent.tools.lsp.framing import MAX_MESSAGE_BYTES, ProtocolError, encode, read_message
-from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import LAYERS, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.toolset import default_toolset
 
@@ -117,15 +117,24 @@ def test_a_flood_of_diagnostics_is_capped(ctx):
         diag.close()
 
 
-def test_the_server_runs_in_the_sandbox(ctx, tmp_path):
+@pytest.mark.parametrize("confined", [True, False], ids=["sandboxed", "control-unconfined"])
+def test_the_server_runs_in_the_sandbox(ctx, tmp_path, confined):
     outside = tmp_path.parent / f"{tmp_path.name}-lsp-outside.txt"
+    if not confined:  # every layer off: the same server does write there
+        policy = SandboxPolicy(
+            workspace=ctx.cwd,
+            mode=SandboxMode.FULL_ACCESS,
+            dangerously_no_sandbox=True,
+            disabled_layers=frozenset(LAYERS),
+        )
+        ctx = ToolContext(cwd=ctx.cwd, sandbox=Sandbox(policy))
     diag = _diag(ctx, f" --touch {outside}")
     try:
         result = diag.annotate(_write(ctx, "a.txt", "BAD\n"), ctx)
         assert "[fake-lsp n1]" in result.output  # it ran, and answered
     finally:
         diag.close()
-    assert not outside.exists()
+    assert outside.exists() is not confined
 
 
 def test_framing_refuses_what_would_fill_memory():
