@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -117,6 +118,7 @@ class Diagnostics:
     def __init__(self, config: DiagnosticsConfig) -> None:
         self.config = config
         self._lsp: LspPool | None = None  # the session's language servers, started on use
+        self._lsp_lock = threading.Lock()  # subagents' calls may come at once
 
     def close(self) -> None:
         """Stops the language servers (the session's close calls it; the pool's finalizer,
@@ -158,13 +160,15 @@ class Diagnostics:
 
     def _ask(self, command: str, rels: Sequence[str], ctx: ToolContext) -> Finding:
         """What `command`'s language server publishes for these files."""
-        if self._lsp is None:
-            self._lsp = LspPool(
-                lambda argv, cwd, run_dir: _server_launch(ctx, argv, cwd, run_dir),
-                ctx.cwd,
-                self.config.lsp_timeout_s,
-            )
-        report = self._lsp.check(command, rels)
+        with self._lsp_lock:
+            if self._lsp is None:
+                self._lsp = LspPool(
+                    lambda argv, cwd, run_dir: _server_launch(ctx, argv, cwd, run_dir),
+                    ctx.cwd,
+                    self.config.lsp_timeout_s,
+                )
+            pool = self._lsp
+        report = pool.check(command, rels)
         return Finding(command, None, report.text, report.note, server=True)
 
     def _run(self, command: str, rels: Sequence[str], ctx: ToolContext) -> Finding:
