@@ -210,15 +210,18 @@ def _server_launch(
     ctx: ToolContext, argv: list[str], cwd: Path, run_dir: Path
 ) -> tuple[list[str], dict[str, str]]:
     """A language server's confined command line and environment (its process is started
-    and kept by tools/lsp/pool.py); SandboxUnavailable as for a checker."""
-    from .sandbox.runner import SandboxUnavailable
-
+    and kept by tools/lsp/pool.py); PermissionError where a checker would not run either."""
     sandbox = _sandbox_for(ctx, long_lived=True)
     if not sandbox.report.protective and not sandbox.policy.dangerously_no_sandbox:
-        raise SandboxUnavailable(
-            "no sandbox layer is available here; refusing to start the language server "
-            "(pass --dangerously-no-sandbox to run it unprotected)"
+        raise PermissionError(
+            "no sandbox layer is available here (pass --dangerously-no-sandbox to run it "
+            "unprotected)"
         )
+    if "rlimits" in sandbox.active_layers():
+        try:
+            ctx.sandbox.budget.check()  # the session's, as Sandbox.run checks it for a checker
+        except WriteBudgetSpent as e:
+            raise PermissionError(str(e)) from None
     full, env, _ = sandbox.launch_argv(argv, cwd, run_dir, env=ctx.env, nproc_watch=False)
     return full, env
 

@@ -14,6 +14,7 @@ import pytest
 from m3agent.tools.base import ToolContext, ToolResult
 from m3agent.tools.diagnostics import Diagnostics, DiagnosticsConfig
 from m3agent.tools.lsp.framing import MAX_MESSAGE_BYTES, ProtocolError, encode, read_message
+from m3agent.tools.lsp.pool import MAX_STARTS
 from m3agent.tools.sandbox.policy import LAYERS, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.toolset import default_toolset
@@ -162,3 +163,18 @@ def test_bad_lsp_tables_say_what_is_wrong(table, message):
     with pytest.raises(ValueError) as e:
         DiagnosticsConfig.from_table(table)
     assert message in str(e.value)
+
+
+def test_a_server_that_keeps_failing_is_left_alone(ctx):
+    diag = _diag(ctx)
+    try:
+        notes = [
+            diag.annotate(_write(ctx, "a.txt", "CRASH\n"), ctx).output.split("\n\n", 1)[1]
+            for _ in range(MAX_STARTS)
+        ]
+        assert all(n.endswith("it is started again on the next edit]") for n in notes[:-1])
+        assert notes[-1].endswith("; not started again this session]")
+        after = diag.annotate(_write(ctx, "a.txt", "BAD\n"), ctx)  # not even tried
+        assert after.output.split("\n\n", 1)[1] == notes[-1]
+    finally:
+        diag.close()

@@ -5,7 +5,7 @@ diagnostics it publishes after a change.
 A server that cannot start (not installed, refused by the sandbox), exits, breaks the
 protocol or misses its deadline is never fatal: the check returns a note for the model and
 the turn goes on. A server that died is started again on the next check, up to
-MAX_STARTS times a session."""
+MAX_STARTS times a session; one that cannot start is not tried again."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from typing import Any
 
 from .client import LspClient, ServerGone, ServerSlow
 
-# (argv, cwd, run_dir) -> the confined command line and its environment (diagnostics.py).
+# (argv, cwd, run_dir) -> the confined command line and its environment (diagnostics.py);
+# PermissionError when the launch policy refuses to start it.
 Launch = Callable[[list[str], Path, Path], tuple[list[str], dict[str, str]]]
 
 MAX_STARTS = 3
@@ -91,26 +92,23 @@ class LspPool:
             try:
                 client = self._started(command, server)
                 return self._check(client, server, files)
-            except FileNotFoundError as e:
+            except (FileNotFoundError, PermissionError) as e:  # not installed, not allowed
+                _stop(server)
                 server.refused = f"not started: {e}"
                 return LspReport("", server.refused)
             except (ServerGone, ServerSlow, OSError) as e:
                 why = _reason(e, server)
                 _stop(server)
-                again = (
-                    "; it is started again on the next edit"
-                    if server.starts < MAX_STARTS
-                    else f"; not started again this session ({server.starts} starts)"
-                )
-                return LspReport("", f"failed: {why}{again}")
+                if server.starts < MAX_STARTS:
+                    return LspReport("", f"failed: {why}; it is started again on the next edit")
+                server.refused = f"failed: {why}; not started again this session"
+                return LspReport("", server.refused)
 
     def _started(self, command: str, server: _Server) -> LspClient:
         if server.client is not None and server.client.gone is None:
             return server.client
         if server.client is not None:  # it died since the last check
             _stop(server)
-        if server.starts >= MAX_STARTS:
-            raise ServerGone(f"it failed {server.starts} times this session")
         argv = shlex.split(command)
         if not argv or shutil.which(argv[0]) is None:
             raise FileNotFoundError(
