@@ -263,6 +263,8 @@ class Session:
         self.conversation.close()
         if self.toolset is not None:  # MCP servers stop with the session
             await asyncio.to_thread(self.toolset.close)
+        if self.diagnostics is not None and not self.subagent:  # so do language servers
+            await asyncio.to_thread(self.diagnostics.close)
 
     def replace_toolset(
         self, toolset: ToolsetProtocol, detail: dict[str, Any] | None = None

@@ -55,25 +55,29 @@ def rss_kb(pid: int) -> int:
 class Server:
     """`m3agent serve` in a subprocess on a fresh data home; its port, pid and token."""
 
-    def __init__(self, model: Path, home: Path) -> None:
-        env = {**os.environ, "M3AGENT_HOME": str(home)}
+    def __init__(self, model: Path, home: Path, env: dict[str, str] | None = None) -> None:
+        """env: extra variables for the server (MALLOC_ARENA_MAX=2, say)."""
+        env = {**os.environ, "M3AGENT_HOME": str(home), **(env or {})}
         env.pop("M3AGENT_CONFIG", None)
         home.mkdir(parents=True, exist_ok=True)
         (home / "config.toml").write_text('device = "cpu"\n')
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "m3agent.app.cli", "serve", "--engine", "native"]
-            + ["--model", str(model)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # Its log goes to a file: a pipe nobody reads fills after ~1,000 requests' access
+        # lines (64 KB), and the server then blocks on its next write to stderr.
+        self.log = home / "serve-stderr.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "m3agent.app.cli", "serve", "--engine", "native"]
+                + ["--model", str(model)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         deadline = time.monotonic() + 300
         lock = None
         while time.monotonic() < deadline and lock is None:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"serve exited: {self.proc.stderr.read()[-500:]}")
+                raise RuntimeError(f"serve exited: {self.log.read_text()[-500:]}")
             for p in (home / "serve").glob("*.json"):
                 data = json.loads(p.read_text())
                 if data.get("state") == "ready":
@@ -245,6 +249,54 @@ def measure(
     }
 
 
+def soak(
+    model: Path,
+    *,
+    concurrency: int = 64,
+    rounds: int = 10,
+    requests: int = 130,
+    prefix_tokens: int = 3000,
+    max_tokens: int = 4,
+    env: dict[str, str] | None = None,
+) -> dict:
+    """One level again and again against one server: its RSS after each round. A leak grows
+    every round by about the same; a cache or the allocator's arenas filling up grow in the
+    first rounds and then stay (friction 12 of issue 37)."""
+    prefix = prefix_text(prefix_tokens)
+    with tempfile.TemporaryDirectory(prefix="serve-soak-") as tmp:
+        server = Server(model, Path(tmp) / "home", env)
+        try:
+            start_rss = rss_kb(server.pid)
+            rows = [
+                asyncio.run(level(server, prefix, concurrency, requests, r * requests, max_tokens))
+                for r in range(rounds)
+            ]
+        finally:
+            server.stop()
+    after = [lv["rss_mb"]["after"] for lv in rows]
+    half = len(after) // 2
+    return {
+        "bench": "serve_soak",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "server_env": env or {},
+        "concurrency": concurrency,
+        "requests_per_round": requests,
+        "prefix_tokens": prefix_tokens,
+        "max_tokens": max_tokens,
+        "total_ok": sum(lv["ok"] for lv in rows),
+        "total_requests": rounds * requests,
+        "rss_mb_start": round(start_rss / 1024, 1),
+        "rss_mb_after_round": after,
+        # per 1,000 requests over the second half of the rounds (after the warm-up)
+        "growth_mb_per_1k_second_half": round(
+            (after[-1] - after[half - 1]) / ((len(after) - half) * requests) * 1000, 2
+        )
+        if half
+        else None,
+    }
+
+
 def tiny_model(where: Path) -> Path:
     from m3agent.engine.native.loaders.tiny import TinySpec, init_tiny
 
@@ -269,18 +321,36 @@ def main() -> None:
     ap.add_argument("--requests", type=int, help="per level (default 130: 520 in all)")
     ap.add_argument("--prefix-tokens", type=int, default=3000)
     ap.add_argument("--max-tokens", type=int, default=4)
+    ap.add_argument(
+        "--soak", type=int, metavar="ROUNDS", help="repeat the last level ROUNDS times instead"
+    )
+    ap.add_argument(
+        "--server-env", action="append", default=[], metavar="NAME=VALUE", help="(repeatable)"
+    )
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     levels = tuple(int(x) for x in a.levels.split(","))
+    server_env = dict(kv.split("=", 1) for kv in a.server_env)
     with tempfile.TemporaryDirectory(prefix="serve-load-model-") as tmp:
         model = a.model or tiny_model(Path(tmp))
-        result = measure(
-            model,
-            levels=levels,
-            requests=a.requests,
-            prefix_tokens=a.prefix_tokens,
-            max_tokens=a.max_tokens,
-        )
+        if a.soak:
+            result = soak(
+                model,
+                concurrency=levels[-1],
+                rounds=a.soak,
+                requests=a.requests or 130,
+                prefix_tokens=a.prefix_tokens,
+                max_tokens=a.max_tokens,
+                env=server_env,
+            )
+        else:
+            result = measure(
+                model,
+                levels=levels,
+                requests=a.requests,
+                prefix_tokens=a.prefix_tokens,
+                max_tokens=a.max_tokens,
+            )
     text = json.dumps(result, indent=2)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

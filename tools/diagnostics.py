@@ -11,27 +11,41 @@ max_chars = 4000                                           # of findings per cal
 [diagnostics.extensions]                                   # by file extension, before command
 ts = "npx tsc --noEmit --pretty false"
 rs = "cargo check --quiet --message-format=short"
+
+[diagnostics.lsp]                                          # a language server by extension
+py = "pylsp"
+ts = "typescript-language-server --stdio"
 ```
 
 `{files}` becomes the changed files (workspace-relative, shell-quoted) of that checker; a
 command without it checks the whole project, and only its lines that name a changed file are
 kept. A file with neither its extension's command nor `command` is not checked.
+
+A language server (tools/lsp/) is started once per session, under the same launch policy as
+a checker (`_sandbox_for`), and is sent each changed file of its extensions; what it
+publishes within `lsp_timeout_s` joins the result the same way. A file may have both.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import ToolContext, ToolResult
+from .lsp.pool import LspPool
 from .sandbox.budget import WriteBudgetSpent
+
+if TYPE_CHECKING:
+    from .sandbox.runner import Sandbox
 
 FILES = "{files}"
 MAX_CHARS_LIMIT = 50_000
+_SERVER_CPU_S = 7 * 24 * 3600  # a language server lives for the session
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +54,8 @@ class DiagnosticsConfig:
     extensions: dict[str, str] = field(default_factory=dict)
     timeout_s: float = 60.0
     max_chars: int = 4000
+    lsp: dict[str, str] = field(default_factory=dict)  # extension -> language server command
+    lsp_timeout_s: float = 10.0  # to start, and then to publish after each change
 
     def __post_init__(self) -> None:
         if self.command is not None and (not isinstance(self.command, str) or not self.command):
@@ -49,19 +65,28 @@ class DiagnosticsConfig:
             for k, v in self.extensions.items()
         ):
             raise ValueError('[diagnostics.extensions] maps an extension to a command: py = "..."')
-        object.__setattr__(
-            self, "extensions", {k.lower().lstrip("."): v for k, v in self.extensions.items()}
-        )
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)):
-            raise ValueError("[diagnostics] timeout_s must be a number of seconds")
-        if self.timeout_s <= 0:
-            raise ValueError("[diagnostics] timeout_s must be positive")
+        if not isinstance(self.lsp, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) and k and v.strip()
+            for k, v in self.lsp.items()
+        ):
+            raise ValueError('[diagnostics.lsp] maps an extension to a server: py = "pylsp"')
+        for name in ("extensions", "lsp"):
+            table = getattr(self, name)
+            object.__setattr__(self, name, {k.lower().lstrip("."): v for k, v in table.items()})
+        for name in ("timeout_s", "lsp_timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"[diagnostics] {name} must be a number of seconds")
+            if value <= 0:
+                raise ValueError(f"[diagnostics] {name} must be positive")
         if isinstance(self.max_chars, bool) or not isinstance(self.max_chars, int):
             raise ValueError("[diagnostics] max_chars must be a whole number")
         if not 0 < self.max_chars <= MAX_CHARS_LIMIT:
             raise ValueError(f"[diagnostics] max_chars must be 1 to {MAX_CHARS_LIMIT}")
-        if self.command is None and not self.extensions:
-            raise ValueError("[diagnostics] needs a command or [diagnostics.extensions]")
+        if self.command is None and not self.extensions and not self.lsp:
+            raise ValueError(
+                "[diagnostics] needs a command, [diagnostics.extensions] or [diagnostics.lsp]"
+            )
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> DiagnosticsConfig:
@@ -74,6 +99,9 @@ class DiagnosticsConfig:
     def command_for(self, path: str) -> str | None:
         return self.extensions.get(Path(path).suffix.lower().lstrip("."), self.command)
 
+    def server_for(self, path: str) -> str | None:
+        return self.lsp.get(Path(path).suffix.lower().lstrip("."))
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -83,11 +111,20 @@ class Finding:
     exit_code: int | None
     text: str
     note: str = ""  # the run itself went wrong: timed out, refused by the sandbox
+    server: bool = False  # a language server's (no exit code)
 
 
 class Diagnostics:
     def __init__(self, config: DiagnosticsConfig) -> None:
         self.config = config
+        self._lsp: LspPool | None = None  # the session's language servers, started on use
+        self._lsp_lock = threading.Lock()  # subagents' calls may come at once
+
+    def close(self) -> None:
+        """Stops the language servers (the session's close calls it; the pool's finalizer,
+        at Python's exit, is the fallback)."""
+        if self._lsp is not None:
+            self._lsp.close()
 
     def annotate(self, result: ToolResult, ctx: ToolContext) -> ToolResult:
         """`result` with the findings for the files it changed appended (unchanged when the
@@ -97,20 +134,23 @@ class Diagnostics:
             return result
         files = _existing(changed, ctx.cwd)
         groups: dict[str, list[str]] = {}
+        servers: dict[str, list[str]] = {}
         for rel in files:
-            command = self.config.command_for(rel)
-            if command is not None:
-                groups.setdefault(command, []).append(rel)
-        if not groups:
+            for command, into in (
+                (self.config.command_for(rel), groups),
+                (self.config.server_for(rel), servers),
+            ):
+                if command is not None:
+                    into.setdefault(command, []).append(rel)
+        if not groups and not servers:
             return result
-        found = [self._run(command, rels, ctx) for command, rels in groups.items()]
-        text = _bounded(
-            "\n".join(_shown(f, rels) for f, rels in zip(found, groups.values(), strict=True)),
-            self.config.max_chars,
-        )
+        found = [(self._run(command, rels, ctx), rels) for command, rels in groups.items()]
+        found += [(self._ask(command, rels, ctx), rels) for command, rels in servers.items()]
+        text = _bounded("\n".join(_shown(f, rels) for f, rels in found), self.config.max_chars)
         meta = [
             {"command": f.command, "exit_code": f.exit_code, "findings": bool(f.text)}
-            for f in found
+            | ({"language_server": True} if f.server else {})
+            for f, _ in found
         ]
         return replace(
             result,
@@ -118,13 +158,26 @@ class Diagnostics:
             metadata={**result.metadata, "diagnostics": meta},
         )
 
+    def _ask(self, command: str, rels: Sequence[str], ctx: ToolContext) -> Finding:
+        """What `command`'s language server publishes for these files."""
+        with self._lsp_lock:
+            if self._lsp is None:
+                self._lsp = LspPool(
+                    lambda argv, cwd, run_dir: _server_launch(ctx, argv, cwd, run_dir),
+                    ctx.cwd,
+                    self.config.lsp_timeout_s,
+                )
+            pool = self._lsp
+        report = pool.check(command, rels)
+        return Finding(command, None, report.text, report.note, server=True)
+
     def _run(self, command: str, rels: Sequence[str], ctx: ToolContext) -> Finding:
         from .sandbox.runner import SandboxUnavailable
 
         quoted = " ".join(shlex.quote(r) for r in rels)
         line = command.replace(FILES, quoted)
         try:
-            r = ctx.sandbox.run(
+            r = _sandbox_for(ctx).run(
                 line, cwd=ctx.cwd, timeout_s=self.config.timeout_s, cancel=ctx.cancel, env=ctx.env
             )
         except (SandboxUnavailable, WriteBudgetSpent) as e:
@@ -140,6 +193,37 @@ class Diagnostics:
         elif not r.started:
             note = "the sandbox could not start it"
         return Finding(line, r.exit_code, output.strip(), note)
+
+
+def _sandbox_for(ctx: ToolContext, long_lived: bool = False) -> Sandbox:
+    """The one launch policy of a configured checker and a language server: the session's
+    sandbox; a server, which lives for the session, without the per-command CPU limit."""
+    if not long_lived:
+        return ctx.sandbox
+    from .sandbox.runner import Sandbox
+
+    limits = replace(ctx.sandbox.policy.limits, cpu_s=_SERVER_CPU_S)
+    return Sandbox(ctx.sandbox.policy.with_(limits=limits), ctx.sandbox.report)
+
+
+def _server_launch(
+    ctx: ToolContext, argv: list[str], cwd: Path, run_dir: Path
+) -> tuple[list[str], dict[str, str]]:
+    """A language server's confined command line and environment (its process is started
+    and kept by tools/lsp/pool.py); PermissionError where a checker would not run either."""
+    sandbox = _sandbox_for(ctx, long_lived=True)
+    if not sandbox.report.protective and not sandbox.policy.dangerously_no_sandbox:
+        raise PermissionError(
+            "no sandbox layer is available here (pass --dangerously-no-sandbox to run it "
+            "unprotected)"
+        )
+    if "rlimits" in sandbox.active_layers():
+        try:
+            ctx.sandbox.budget.check()  # the session's, as Sandbox.run checks it for a checker
+        except WriteBudgetSpent as e:
+            raise PermissionError(str(e)) from None
+    full, env, _ = sandbox.launch_argv(argv, cwd, run_dir, env=ctx.env, nproc_watch=False)
+    return full, env
 
 
 def _naming(rels: Sequence[str], cwd: Path) -> re.Pattern[str]:
@@ -167,11 +251,13 @@ def _existing(changed: list[Any], cwd: Path) -> list[str]:
 
 def _shown(f: Finding, rels: Sequence[str]) -> str:
     what = ", ".join(rels)
+    source = f"language server `{f.command}`" if f.server else f"`{f.command}`"
     if f.note:
-        return f"[diagnostics: `{f.command}` {f.note}]" + (f"\n{f.text}" if f.text else "")
+        return f"[diagnostics: {source} {f.note}]" + (f"\n{f.text}" if f.text else "")
+    ran = source if f.server else f"{source}, exit {f.exit_code}"
     if not f.text:
-        return f"[diagnostics: no findings for {what} (`{f.command}`, exit {f.exit_code})]"
-    return f"[diagnostics for {what} (`{f.command}`, exit {f.exit_code}):]\n{f.text}"
+        return f"[diagnostics: no findings for {what} ({ran})]"
+    return f"[diagnostics for {what} ({ran}):]\n{f.text}"
 
 
 def _bounded(text: str, cap: int) -> str:

@@ -42,3 +42,30 @@ def test_findings_follow_the_edit_in_the_same_turn(cli, repo, home, m3):
     sid = m3.events(r.stdout)[0]["session_id"]
     tools = [m for m in Conversation.load(home / "sessions", sid).messages if m.role == "tool"]
     assert "tool.py:1:8: F401" in tools[0].content
+
+
+def test_a_language_servers_findings_follow_the_edit_and_it_stops_with_the_run(cli, repo, home, m3):
+    server = repo / "lsp_server.py"
+    server.write_text((Path(__file__).parents[1] / "tools" / "lsp_fake_server.py").read_text())
+    home.mkdir(exist_ok=True)
+    (home / "config.toml").write_text(f'[diagnostics.lsp]\ntxt = "{sys.executable} -I {server}"\n')
+    script = cli.script(
+        m3.calls(m3.invoke("write_file", path="plan.txt", content="step one\nBAD step\n")),
+        m3.calls(m3.invoke("write_file", path="plan.txt", content="step one\n")),
+        m3.answer("Done; the server is happy."),
+    )
+    r = run_cli(
+        home,
+        *scripted_run("write the plan", script, repo, "--output-format", "stream-json"),
+        command=CONSOLE_SCRIPT,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    first, second = (e["output"] for e in m3.events(r.stdout) if e["type"] == "tool_call_finished")
+    assert "[diagnostics for plan.txt (language server `" in first
+    assert "plan.txt:2:1: error: BAD is not allowed here [fake-lsp n1]" in first
+    assert "[diagnostics: no findings for plan.txt (language server `" in second
+    sid = m3.events(r.stdout)[0]["session_id"]
+    tools = [m for m in Conversation.load(home / "sessions", sid).messages if m.role == "tool"]
+    assert "plan.txt:2:1: error: BAD" in tools[0].content  # what the model read next
+    assert (repo / "lsp-exited").read_text() == "clean\n"  # shut down when the run ended

@@ -98,7 +98,7 @@ def test_the_checker_runs_in_the_sandbox(ctx, tmp_path):
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ({}, "needs a command or [diagnostics.extensions]"),
+        ({}, "needs a command, [diagnostics.extensions] or [diagnostics.lsp]"),
         ({"command": "x", "colour": 1}, "unknown setting(s) colour"),
         ({"command": "x", "timeout_s": 0}, "timeout_s must be positive"),
         ({"command": "x", "max_chars": 10**6}, "max_chars must be 1 to 50000"),
