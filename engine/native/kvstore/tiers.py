@@ -7,14 +7,15 @@ one today; a host-memory tier would implement the same three calls and sit first
 
 `PageTiers` binds the tiers to the engine's cache tensors: `save` copies a block that just
 became full and cached out of the cache and hands it to every tier that lacks it; `restore`
-fills a free block from the first tier holding the page. KVCacheManager calls both (core only
-knows the `BlockTiers` protocol).
+fills a free block from the first tier holding the page, then tells `on_restored` (the
+host-memory tier, whose cache tensors are its host pools, drops its device copies of the
+block). KVCacheManager calls both (core only knows the `BlockTiers` protocol).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy
@@ -47,9 +48,15 @@ class PageTier(Protocol):
 
 
 class PageTiers:
-    def __init__(self, caches: list[LayerCache], tiers: Sequence[PageTier]) -> None:
+    def __init__(
+        self,
+        caches: list[LayerCache],
+        tiers: Sequence[PageTier],
+        on_restored: Callable[[list[int]], None] | None = None,
+    ) -> None:
         self.caches = caches
         self.tiers = tuple(tiers)
+        self.on_restored = on_restored
         # What restoring cost so far: pages, bytes, seconds (read, checked, copied in).
         self.restored_pages = 0
         self.restored_bytes = 0
@@ -90,6 +97,8 @@ class PageTiers:
                     n = block.nbytes
                     _copy_in(block, payload[offset : offset + n])
                     offset += n
+                if self.on_restored is not None:
+                    self.on_restored([block_id])
                 self.restored_pages += 1
                 self.restored_bytes += offset
                 return True

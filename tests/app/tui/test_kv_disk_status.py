@@ -1,4 +1,5 @@
-"""The status bar and /context say when a turn's prefix came back from disk (issue 38)."""
+"""The status bar and /context say when a turn's prefix came back from disk or from the KV
+host-memory tier (issue 38)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,19 @@ def test_context_line_names_disk_or_memory():
     assert tally.prefix_line() == (
         "prefix cache (last call): 31,488 of 31,600 prompt tokens cached in the engine's memory"
     )
+
+
+# 20,480 of the cached tokens kept in the host tier, 11,008 read back from disk into it
+HOST = Usage(31_600, 31_488, 4, restored_prompt_tokens=11_008, host_prompt_tokens=20_480)
+
+
+def test_status_bar_and_context_say_from_host_memory():
+    line = StatusState(engine="native", state="ready").with_usage(HOST).render()
+    assert "cached 31.5k 100% (20.5k from host memory, 11.0k from disk)" in line
+    tally = UsageTally()
+    tally.see(ev.ModelRequestFinished(usage=HOST, finish_reason=FinishReason.STOP))
+    assert tally.prefix_line() == (
+        "prefix cache (last call): 31,488 of 31,600 prompt tokens cached, 20,480 of them kept "
+        "in host memory (the KV host tier), 11,008 of them read back from disk"
+    )
+    assert HOST.then(HOST).host_prompt_tokens == 40_960  # a turn's calls add up

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from m3agent.engine.native.core.cache_setup import WeightsId
 from m3agent.engine.native.core.engine_config import EngineConfig
-from m3agent.engine.native.core.llm_engine import LLMEngine, WeightsId
+from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.kvstore import disk as disk_mod
 from m3agent.engine.native.kvstore.disk import DiskTier
