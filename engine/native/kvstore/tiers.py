@@ -57,6 +57,17 @@ class PageTiers:
         self.caches = caches
         self.tiers = tuple(tiers)
         self.on_restored = on_restored
+        # Into host caches (the CPU's, the host tier's pools) a page is read, checked and
+        # copied on the engine thread, through the tier's one reused buffer: reading ahead on
+        # a thread into fresh buffers costs their page faults, more than the overlap saves
+        # on a busy machine (bench/kv_restore_profile.py); a GPU's copies overlap the reads.
+        self.read_ahead = any(t.device.type != "cpu" for t in _tensors(caches))
+        # each host cache tensor's bytes as [blocks, block bytes], made once: a restore
+        # copies a page into them with one numpy slice assignment per tensor
+        self._host_rows = [
+            t.view(torch.uint8).numpy().reshape(t.shape[0], -1) if t.device.type == "cpu" else None
+            for t in _tensors(caches)
+        ]
         # What restoring cost so far: pages, bytes, seconds (read, checked, copied in).
         self.restored_pages = 0
         self.restored_bytes = 0
@@ -82,6 +93,8 @@ class PageTiers:
         self.save_s += time.perf_counter() - t0
 
     def prefetch(self, keys: Sequence[PageKey]) -> None:
+        if not self.read_ahead:
+            return
         for tier in self.tiers:
             tier.prefetch(keys)
 
@@ -93,9 +106,13 @@ class PageTiers:
                 if payload is None:
                     continue
                 offset = 0
-                for block in self._blocks(block_id):
+                data = numpy.frombuffer(payload, dtype=numpy.uint8)
+                for rows, block in zip(self._host_rows, self._blocks(block_id), strict=True):
                     n = block.nbytes
-                    _copy_in(block, payload[offset : offset + n])
+                    if rows is not None:  # numpy's memcpy: see _copy_in
+                        rows[block_id] = data[offset : offset + n]
+                    else:
+                        _copy_in(block, payload[offset : offset + n])
                     offset += n
                 if self.on_restored is not None:
                     self.on_restored([block_id])
