@@ -8,11 +8,16 @@ long prompt (the engine's own hashing and page files). Then, in a fresh process 
 
 * the raw read: every page file read into a buffer (best of 3, page cache warm, as it is for
   a restore right after the pages were written);
+  (--repeat pairs of these two, medians reported: the shared machine's load makes one noisy)
 * the engine's restore: a fresh engine gets the prompt plus one token, restores every page and
   computes one token; restore_s (PageTiers' own clock), the time to first token, and the
   top of a cProfile of the whole call (--profile).
 
     python bench/kv_restore_profile.py --tokens 47360 --out bench/results
+
+Another version of the engine's code is measured the same way by putting it first on the path
+(`git archive REV | tar -x -C src`, links src/{agent,app,engine,tools} under farm/m3agent/, then
+PYTHONPATH=farm ... --label REV): the stages are child processes and inherit it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import median
 
 M3AGENT = str(Path(sys.executable).with_name("m3agent"))
 
@@ -129,6 +135,10 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="a folder for the JSON result")
     ap.add_argument("--name", default=f"cpu-{len(os.sched_getaffinity(0))}core")
     ap.add_argument("--profile", action="store_true", help="cProfile the restoring call")
+    ap.add_argument("--label", default="", help="which code this is (in the file name too)")
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="raw read + restore pairs (medians reported)"
+    )
     ap.add_argument("--stage", choices=("make", "raw", "restore"), help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -158,8 +168,17 @@ def main() -> None:
         return result
 
     made = stage("make")
-    raw = stage("raw")
-    engine = stage("restore")
+    runs = [(stage("raw"), stage("restore")) for _ in range(args.repeat)]
+    raw = {**runs[0][0], "raw_read_s": median(r["raw_read_s"] for r, _ in runs)}
+    engine = {
+        **runs[-1][1],
+        "restore_s": median(e["restore_s"] for _, e in runs),
+        "ttft_s": median(e["ttft_s"] for _, e in runs),
+        "runs": [
+            {"raw_read_s": r["raw_read_s"], "restore_s": e["restore_s"], "ttft_s": e["ttft_s"]}
+            for r, e in runs
+        ],
+    }
     result = {
         "bench": "kv_restore_profile",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -170,6 +189,7 @@ def main() -> None:
             "load_avg_1m": os.getloadavg()[0],
         },
         "dtype": args.dtype,
+        "code": args.label or "this checkout",
         "made": made,
         "pages": raw,
         "engine_restore": engine,
@@ -181,7 +201,8 @@ def main() -> None:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        name = f"kv_restore_profile_{args.name}_{args.tokens // 1000}k_{result['date'][:10]}.json"
+        label = f"_{args.label}" if args.label else ""
+        name = f"kv_restore_profile_{args.name}_{args.tokens // 1000}k{label}_{result['date'][:10]}.json"
         (out / name).write_text(text + "\n", encoding="utf-8")
 
 

@@ -144,9 +144,9 @@ def test_fp8_pages_are_fetched_byte_for_byte():
 
 
 def disk_config(root, **kw) -> EngineConfig:
-    # 5 usable blocks: a second 520-token prompt (5 blocks) reuses the first one's block ids
+    # 3 usable blocks: a second 300-token prompt (3 blocks) reuses the first one's block ids
     return EngineConfig(
-        num_gpu_blocks=6, keep_logits=True, max_num_batched_tokens=256, kv_disk_dir=str(root), **kw
+        num_gpu_blocks=4, keep_logits=True, max_num_batched_tokens=256, kv_disk_dir=str(root), **kw
     )
 
 
@@ -159,15 +159,15 @@ def tokens_and_logits(engine: LLMEngine, tokens: list[int]):
 
 def restore_after_another_prompt(m3, root, weights, drop_stale: bool):
     engine = LLMEngine(
-        m3, None, disk_config(root, kv_host_tier=True, kv_device_blocks=5), weights=weights
+        m3, None, disk_config(root, kv_host_tier=True, kv_device_blocks=3), weights=weights
     )
-    tokens_and_logits(engine, prompt(520, 7))  # another prompt's 5 blocks on the device
+    tokens_and_logits(engine, prompt(300, 7))  # another prompt's 3 blocks on the device
     resident = set(engine.host_kv.layers[0].resident())
     tiers, restored = engine.page_tiers, []
     invalidate = tiers.on_restored if drop_stale else (lambda ids: None)
     tiers.on_restored = lambda ids: (restored.extend(ids), invalidate(ids))
-    out, logits = tokens_and_logits(engine, prompt(520, 1))
-    assert out.num_restored_tokens == 4 * BLOCK_SIZE
+    out, logits = tokens_and_logits(engine, prompt(300, 1))
+    assert out.num_restored_tokens == 2 * BLOCK_SIZE
     assert set(restored) <= resident  # restored into block ids with copies on the device
     return out, logits
 
@@ -178,7 +178,7 @@ def test_disk_pages_come_back_into_the_host_pool(m3, tmp_path):
     control: kept, they are attended and the logits change)."""
     weights = WeightsId("tiny-m3", "tiny")
     want, want_logits = tokens_and_logits(
-        LLMEngine(m3, None, disk_config(tmp_path), weights=weights), prompt(520, 1)
+        LLMEngine(m3, None, disk_config(tmp_path), weights=weights), prompt(300, 1)
     )
     out, logits = restore_after_another_prompt(m3, tmp_path, weights, drop_stale=True)
     assert out.token_ids == want.token_ids
@@ -191,12 +191,12 @@ def test_pages_written_from_the_host_pool_serve_an_engine_without_it(m3, tmp_pat
     weights = WeightsId("tiny-m3", "tiny")
     tier_on = disk_config(tmp_path, kv_host_tier=True, kv_device_blocks=3)
     want, want_logits = tokens_and_logits(
-        LLMEngine(m3, None, tier_on, weights=weights), prompt(520, 2)
+        LLMEngine(m3, None, tier_on, weights=weights), prompt(300, 2)
     )
     out, logits = tokens_and_logits(
-        LLMEngine(m3, None, disk_config(tmp_path), weights=weights), prompt(520, 2)
+        LLMEngine(m3, None, disk_config(tmp_path), weights=weights), prompt(300, 2)
     )
-    assert out.num_restored_tokens == 4 * BLOCK_SIZE and out.token_ids == want.token_ids
+    assert out.num_restored_tokens == 2 * BLOCK_SIZE and out.token_ids == want.token_ids
     torch.testing.assert_close(logits, want_logits, rtol=0, atol=1e-4)
 
 
