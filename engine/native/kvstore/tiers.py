@@ -2,8 +2,8 @@
 
 A tier keeps pages by PageKey (the block-hash chain's key) as bytes in the page layout: every
 layer's K/V block, then its index-key block, in layer order. The disk tier (disk.py) is the only
-one today; a host-memory tier would implement the same three calls and sit first in the list
-(looked up before the disk, written through to both).
+one. The host-memory tier (runner/host_kv_tier.py) is not one of them: with it on, the cache's
+own K/V tensors of the MSA layers are its host pools, which `save` and `restore` read and write.
 
 `PageTiers` binds the tiers to the engine's cache tensors: `save` copies a block that just
 became full and cached out of the cache and hands it to every tier that lacks it; `restore`
@@ -63,7 +63,9 @@ class PageTiers:
         # on a busy machine (bench/kv_restore_profile.py); a GPU's copies overlap the reads.
         self.read_ahead = any(t.device.type != "cpu" for t in _tensors(caches))
         # each host cache tensor's bytes as [blocks, block bytes], made once: a restore
-        # copies a page into them with one numpy slice assignment per tensor
+        # copies a page into them with one numpy slice assignment per tensor (a plain memcpy:
+        # torch's copy_ spreads a small copy over its threads, and into cache memory not
+        # touched yet, their page faults contend: measured 12 ms per 256 KiB, against 0.03)
         self._host_rows = [
             t.view(torch.uint8).numpy().reshape(t.shape[0], -1) if t.device.type == "cpu" else None
             for t in _tensors(caches)
@@ -109,7 +111,7 @@ class PageTiers:
                 data = numpy.frombuffer(payload, dtype=numpy.uint8)
                 for rows, block in zip(self._host_rows, self._blocks(block_id), strict=True):
                     n = block.nbytes
-                    if rows is not None:  # numpy's memcpy: see _copy_in
+                    if rows is not None:
                         rows[block_id] = data[offset : offset + n]
                     else:
                         _copy_in(block, payload[offset : offset + n])
@@ -137,14 +139,9 @@ def _copy_out(block: torch.Tensor) -> torch.Tensor:
 
 
 def _copy_in(block: torch.Tensor, data: memoryview) -> None:
-    """Copies a page's bytes into one block of a cache tensor. On the CPU a plain memcpy
-    through numpy: torch's copy_ spreads a small copy over its threads, and into cache memory
-    not touched yet, their page faults contend (measured 12 ms per 256 KiB, against 0.03)."""
+    """Copies a page's bytes into one block of a device (GPU) cache tensor."""
     dst = block.view(torch.uint8)
-    if dst.device.type == "cpu":
-        dst.numpy().reshape(-1)[:] = numpy.frombuffer(data, dtype=numpy.uint8)
-    else:
-        dst.copy_(torch.frombuffer(data, dtype=torch.uint8).view(dst.shape))
+    dst.copy_(torch.frombuffer(data, dtype=torch.uint8).view(dst.shape))
 
 
 def _tensors(caches: list[LayerCache]) -> list[torch.Tensor]:

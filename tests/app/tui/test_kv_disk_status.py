@@ -3,6 +3,8 @@ host-memory tier (issue 38)."""
 
 from __future__ import annotations
 
+import json
+
 from m3agent.agent import events as ev
 from m3agent.app.tui.status import StatusState
 from m3agent.app.tui.usage_tally import UsageTally
@@ -48,3 +50,21 @@ def test_status_bar_and_context_say_from_host_memory():
         "in host memory (the KV host tier), 11,008 of them read back from disk"
     )
     assert HOST.then(HOST).host_prompt_tokens == 40_960  # a turn's calls add up
+
+
+def test_the_server_wire_carries_both_sources_to_the_remote_client():
+    """engine -> `m3agent serve`'s usage JSON -> the remote backend a `run` attaches with:
+    where the cached tokens came from survives the trip (the status bar reads it there)."""
+    from m3agent.app.serve.wire import usage_json
+    from m3agent.engine.backends.remote_stream import ContentReparser, StreamDecoder
+
+    wire = usage_json(HOST)
+    assert wire["prompt_tokens_details"] == {
+        "cached_tokens": 31_488,
+        "restored_tokens": 11_008,
+        "host_tokens": 20_480,
+    }
+    decoder = StreamDecoder(ContentReparser([], "disabled"), "http://127.0.0.1:1")
+    decoder.feed_data(json.dumps({"choices": [], "usage": wire}))
+    got = decoder.final_usage()
+    assert (got.host_prompt_tokens, got.restored_prompt_tokens) == (20_480, 11_008)
