@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -167,8 +168,11 @@ def main() -> None:
         result: dict = json.loads(done.stdout.splitlines()[-1])
         return result
 
-    made = stage("make")
-    runs = [(stage("raw"), stage("restore")) for _ in range(args.repeat)]
+    try:
+        made = stage("make")
+        runs = [(stage("raw"), stage("restore")) for _ in range(args.repeat)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the model and the pages: hundreds of MB
     raw = {**runs[0][0], "raw_read_s": median(r["raw_read_s"] for r, _ in runs)}
     engine = {
         **runs[-1][1],
