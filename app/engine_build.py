@@ -14,7 +14,7 @@ from m3agent.agent.events import Progress
 from m3agent.engine.api import Engine, EngineName, EngineUnavailable
 
 from .settings import Settings
-from .warm import local_chat_files, remote_api_key, user_model_dirs
+from .warm import load_progress, local_chat_files, remote_api_key, user_model_dirs
 
 if TYPE_CHECKING:
     from m3agent.engine.native.core.engine_config import EngineConfig
@@ -120,30 +120,31 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
     dtype = settings.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
     offload = _offload(settings, model_dir, device)
     config = _engine_config(settings, device)
-    if progress is None:
-        return engine_cls.from_model_dir(
-            model_dir, device=device, dtype=dtype, config=config, offload=offload
-        )
-    from .warm import load_progress
-
-    return engine_cls.from_model_dir(
-        model_dir,
-        device=device,
-        dtype=dtype,
-        config=config,
-        progress=lambda done, total: progress(load_progress(done, total)),
-        offload=offload,
+    loading = None if progress is None else lambda n, total: progress(load_progress(n, total))
+    engine = engine_cls.from_model_dir(
+        model_dir, device=device, dtype=dtype, config=config, progress=loading, offload=offload
     )
+    tier_line = getattr(engine, "host_tier_reason", None)  # NativeEngine's
+    if tier_line and (device.startswith("cuda") or settings.kv_host_tier != "auto"):
+        import sys
+
+        print(f"native: {tier_line}", file=sys.stderr)
+    return engine
+
+
+# The kv_host_tier setting as EngineConfig.kv_host_tier (None: the engine decides).
+HOST_TIER_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
 
 def _engine_config(settings: Settings, device: str) -> EngineConfig:
     """The native engine's configuration for the chat backends on `device`, with the user's
-    disk tier (docs/kv-cache.md)."""
+    host-memory and disk tiers (docs/kv-cache.md)."""
     from dataclasses import replace
 
     from m3agent.engine.native.core.engine_config import serving_config
 
-    config = serving_config(device, settings.gpu_memory_utilization)
+    tier = HOST_TIER_MODES[settings.kv_host_tier]
+    config = serving_config(device, settings.gpu_memory_utilization, tier)
     if settings.kv_cache_bytes <= 0:
         return config
     return replace(

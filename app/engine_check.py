@@ -84,12 +84,17 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
         return EngineRow("offload", True, "the weights fit the GPU: no expert offload")
     form = ExpertForm(settings.expert_form)
     m = probe(gpu_mem_gib=max(gpu_mems) / GIB, gpu_bw_gbs=1000.0, host_bw_gbs=50.0)
-    # run and serve keep the whole KV cache on the GPU (the host tier is an EngineConfig
-    # option they do not set yet): plan what they do
+    # plan what run and serve do: the KV host tier as the kv_host_tier setting says
+    from .engine_build import HOST_TIER_MODES
+
     req = PlanRequest(
-        expert_form=form if form in HOST_FORMS else ExpertForm.AUTO, kv_host_tier=False
+        expert_form=form if form in HOST_FORMS else ExpertForm.AUTO,
+        kv_host_tier=HOST_TIER_MODES[settings.kv_host_tier],
     )
     plan = make_plan(cfg, inv, m, req)
+    why = "forced" if settings.kv_host_tier == "on" else "the KV cache does not fit the GPU"
+    tier = f"; KV host tier on ({why}): the MSA layers' K/V pages in host memory"
+    tier = tier if plan.kv_host_tier else ""
     where = (
         f"GPU {plan.total('gpu') / GIB:.0f} of {plan.gpu_capacity / GIB:.0f} GiB, host "
         f"{plan.total('host') / GIB:.0f} of {plan.host_capacity / GIB:.0f} GiB"
@@ -100,7 +105,7 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
             True,
             f"runs with the routed experts in host memory as {plan.expert_form} ({where}, "
             f"{plan.hot_per_layer} hot experts per layer on the GPU): --expert-form "
-            f"{plan.expert_form}",
+            f"{plan.expert_form}{tier}",
         )
     return EngineRow(
         "offload",

@@ -190,8 +190,8 @@ class TextRenderer:
 
 
 def _from_disk(u: Usage) -> str:
-    """ ", N from disk" when the prefix came back from the native engine's disk tier."""
-    return f", {u.restored_prompt_tokens} from disk" if u.restored_prompt_tokens else ""
+    """ ", N from host memory, M from disk": where the native engine's tiers kept the prefix."""
+    return "".join(f", {n} {where}" for n, where in u.prefix_sources())
 
 
 class JsonRenderer:

@@ -96,11 +96,12 @@ class Settings:
     # native on a GPU: the most of its free memory the KV cache may take (it takes only what
     # the context needs; lower it to leave room for other work); vllm: its share of the GPU
     gpu_memory_utilization: float = 0.9
-    # native: the disk tier for finished prefixes (docs/kv-cache.md): its budget over every
-    # model, least recently used pages deleted first (0: off), and its folder (None:
-    # <home>/kv-cache). `m3agent cache` shows and clears it.
+    # native (docs/kv-cache.md): the disk tier's budget over every model, LRU (0: off), and its
+    # folder (None: <home>/kv-cache); the host-memory tier: auto (when the KV does not fit the
+    # GPU), on, off
     kv_disk_cache_gb: float = 32.0
     kv_disk_cache_dir: str | None = None
+    kv_host_tier: str = "auto"
     # native/vllm from `run` and the TUI: start (or reuse) a background `m3agent serve` and
     # attach to it, so the prefix cache outlives the process (app/warm.py); false: in-process.
     warm: bool = True
@@ -157,10 +158,9 @@ class Settings:
             raise ValueError(f"context_reserve must be 0 or more, got {self.context_reserve}")
         if not isinstance(self.context_skip, (list, tuple)):
             raise ValueError("context_skip must be a list of gitignore-style patterns")
-        if self.offload_experts not in ("auto", "on", "off"):
-            raise ValueError(
-                f"offload_experts must be auto, on or off, got {self.offload_experts!r}"
-            )
+        for name in ("offload_experts", "kv_host_tier"):
+            if getattr(self, name) not in ("auto", "on", "off"):
+                raise ValueError(f"{name} must be auto, on or off, got {getattr(self, name)!r}")
         if self.expert_form not in ("auto", "int8", "int4", "mxfp8", "bf16"):
             raise ValueError(
                 f"expert_form must be auto, int8, int4, mxfp8 or bf16, got {self.expert_form!r}"

@@ -231,6 +231,15 @@ class Usage(TokenCounts):
     # Of cached_prompt_tokens, those whose pages were read back from the disk (the native
     # engine's disk tier, docs/kv-cache.md) rather than found in the engine's memory.
     restored_prompt_tokens: int = 0
+    # Of cached_prompt_tokens, those whose K/V pages the native engine's host-memory tier
+    # kept in host memory (fetched to the GPU block by block); none of the restored ones.
+    host_prompt_tokens: int = 0
+
+    def prefix_sources(self) -> list[tuple[int, str]]:
+        """Where the cached prompt tokens came from, for a status line: (tokens, "from host
+        memory"), (tokens, "from disk"), those of the native engine's tiers that served any."""
+        pairs = ((self.host_prompt_tokens, "host memory"), (self.restored_prompt_tokens, "disk"))
+        return [(n, f"from {where}") for n, where in pairs if n]
 
     def then(self, later: Usage) -> Usage:
         """This usage followed by `later`'s, as one (a turn's engine calls): tokens and time
@@ -247,6 +256,7 @@ class Usage(TokenCounts):
             total_time_s=total or None,
             cache_miss_reason=self.cache_miss_reason or later.cache_miss_reason,
             restored_prompt_tokens=self.restored_prompt_tokens + later.restored_prompt_tokens,
+            host_prompt_tokens=self.host_prompt_tokens + later.host_prompt_tokens,
         )
 
 

@@ -124,6 +124,14 @@ ExpertForm = Annotated[
         "--expert-form", help="native M3 offload: experts as auto, int8, int4, mxfp8 or bf16."
     ),
 ]
+KvHostTier = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-host-tier",
+        help="native: the sparse layers' K/V pages in host memory, the selected blocks fetched "
+        "each step: auto (when the KV cache does not fit the GPU), on, off (docs/kv-cache.md).",
+    ),
+]
 # `--json`, by what the commands print: a report (context, doctor), a list one object a line
 # (sessions, mcp list), model's JSON (model info, model plan).
 JsonReport = Annotated[bool, typer.Option("--json", help="Print the report as JSON.")]

@@ -118,7 +118,13 @@ def register_plan(model_app: typer.Typer) -> None:
                 typer.echo(
                     f"this machine runs it: m3agent run --engine native --model {path} "
                     f"--expert-form {result.expert_form} (expert offload is automatic when the "
-                    "weights exceed the GPU; --offload-experts on forces it)"
+                    "weights exceed the GPU; --offload-experts on forces it"
+                    + (
+                        "; so is the KV host tier when the KV cache does not fit: "
+                        "kv_host_tier = auto)"
+                        if result.kv_host_tier
+                        else ")"
+                    )
                 )
         if not result.fits:
             die(f"the plan does not fit; would fit: {what_would_fit(cfg, inv, machine, req)}")

@@ -96,6 +96,7 @@ def register(app: typer.Typer) -> None:
         ),
         offload_experts: flags.OffloadExperts = None,
         expert_form: flags.ExpertForm = None,
+        kv_host_tier: flags.KvHostTier = None,
         idle_timeout: float | None = typer.Option(
             None,
             "--idle-timeout",
@@ -141,6 +142,7 @@ def register(app: typer.Typer) -> None:
                 offload={
                     "offload_experts": offload_experts,
                     "expert_form": expert_form,
+                    "kv_host_tier": kv_host_tier,
                     "gpu_memory_utilization": gpu_memory_utilization,
                 },
                 idle_timeout_s=idle_timeout,

@@ -302,8 +302,10 @@ def sampling_params(body: SamplingFields, max_tokens: int) -> SamplingParams:
 
 def usage_json(u: Usage) -> dict[str, Any]:
     details: dict[str, int] = {"cached_tokens": u.cached_prompt_tokens}
-    if u.restored_prompt_tokens:  # our own key: of the cached ones, read back from disk
+    if u.restored_prompt_tokens:  # our own keys: of the cached ones, read back from disk
         details["restored_tokens"] = u.restored_prompt_tokens
+    if u.host_prompt_tokens:  # ... and kept in the host-memory tier
+        details["host_tokens"] = u.host_prompt_tokens
     return {
         "prompt_tokens": u.prompt_tokens,
         "completion_tokens": u.generated_tokens,

@@ -21,7 +21,8 @@ class StatusState:
     cached_tokens: int | None = None
     cache_hit_pct: float | None = None
     cache_miss: str | None = None  # why the last call missed the prefix cache (agent/prompt_cache)
-    restored_tokens: int = 0  # of cached_tokens, read back from disk (native's disk tier)
+    # of cached_tokens, by where they came from: "from host memory", "from disk" (native)
+    cache_sources: tuple[tuple[int, str], ...] = ()
     tokens_per_s: float | None = None
     thinking: str = "adaptive"
     mode: str = ""  # a permission mode other than default: "plan", "accept edits"
@@ -48,7 +49,7 @@ class StatusState:
             self,
             context_used=used,
             cached_tokens=usage.cached_prompt_tokens,
-            restored_tokens=usage.restored_prompt_tokens,
+            cache_sources=tuple(usage.prefix_sources()),
             cache_hit_pct=hit,
             # A cold first request is expected; any other miss is worth a word.
             cache_miss=None
@@ -68,8 +69,8 @@ class StatusState:
         parts.append(ctx)
         if self.cached_tokens is not None and self.cache_hit_pct is not None:
             miss = f" (miss: {self.cache_miss})" if self.cache_miss else ""
-            if self.restored_tokens and not miss:
-                miss = f" ({_k(self.restored_tokens)} from disk)"
+            if self.cache_sources and not miss:
+                miss = " (" + ", ".join(f"{_k(n)} {src}" for n, src in self.cache_sources) + ")"
             parts.append(f"cached {_k(self.cached_tokens)} {self.cache_hit_pct:.0f}%{miss}")
         else:
             parts.append("cached -")
@@ -104,7 +105,7 @@ class StatusChanges(TypedDict, total=False):
     cached_tokens: int | None
     cache_hit_pct: float | None
     cache_miss: str | None
-    restored_tokens: int
+    cache_sources: tuple[tuple[int, str], ...]
     tokens_per_s: float | None
     thinking: str
     mode: str
@@ -117,7 +118,7 @@ def usage_fields(state: StatusState) -> StatusChanges:
     return {
         "context_used": state.context_used,
         "cached_tokens": state.cached_tokens,
-        "restored_tokens": state.restored_tokens,
+        "cache_sources": state.cache_sources,
         "cache_hit_pct": state.cache_hit_pct,
         "tokens_per_s": state.tokens_per_s,
     }

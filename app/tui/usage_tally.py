@@ -49,9 +49,11 @@ class UsageTally:
             return None
         line = f"prefix cache (last call): {u.cached_prompt_tokens:,} of {u.prompt_tokens:,}"
         line += " prompt tokens cached"
+        if u.host_prompt_tokens:
+            line += f", {u.host_prompt_tokens:,} of them kept in host memory (the KV host tier)"
         if u.restored_prompt_tokens:
             line += f", {u.restored_prompt_tokens:,} of them read back from disk"
-        elif u.cached_prompt_tokens:
+        elif u.cached_prompt_tokens and not u.host_prompt_tokens:
             line += " in the engine's memory"
         if u.cache_miss_reason:
             line += f" (miss: {u.cache_miss_reason})"

@@ -139,6 +139,11 @@ class NativeEngine:
     def info(self) -> EngineInfo:
         return EngineInfo(EngineName.NATIVE, self._model_name, self._engine.max_model_len)
 
+    @property
+    def host_tier_reason(self) -> str:
+        """One line: whether the KV host-memory tier is on, and why."""
+        return self._engine.host_tier_reason
+
     def stats(self) -> EngineStats:
         return self._chat.stats.get()
 
@@ -224,6 +229,7 @@ class NativeEngine:
                         prompt_tokens=out.num_prompt_tokens,
                         cached_tokens=out.num_cached_tokens,
                         restored_tokens=out.num_restored_tokens,
+                        host_tokens=out.num_host_tokens,
                         generated_tokens=out.num_generated_tokens,
                         time_to_first_token_s=out.metrics.time_to_first_token_s,
                         error=out.error and f"the native engine failed: {out.error}",

@@ -194,6 +194,7 @@ class RemoteEngine:
                 generated_tokens=int(usage.get("completion_tokens") or 0),
                 error=f"the server {self.origin} ended the request with an error",
                 restored_tokens=int(details.get("restored_tokens") or 0),
+                host_tokens=int(details.get("host_tokens") or 0),
             ):
                 yield d
         finally:
@@ -258,6 +259,7 @@ class RemoteEngine:
                 prompt_tokens=usage.prompt_tokens,
                 cached_prompt_tokens=usage.cached_prompt_tokens,
                 restored_prompt_tokens=usage.restored_prompt_tokens,
+                host_prompt_tokens=usage.host_prompt_tokens,
                 generated_tokens=usage.generated_tokens,
                 time_to_first_token_s=first_at,
                 total_time_s=time.monotonic() - started,

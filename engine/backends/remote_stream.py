@@ -176,4 +176,5 @@ class StreamDecoder:
             cached_prompt_tokens=int(details.get("cached_tokens") or 0),
             generated_tokens=int(u.get("completion_tokens") or 0),
             restored_prompt_tokens=int(details.get("restored_tokens") or 0),
+            host_prompt_tokens=int(details.get("host_tokens") or 0),
         )

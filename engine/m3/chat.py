@@ -222,6 +222,7 @@ class Turn:
         time_to_first_token_s: float | None = None,
         error: str | None = None,
         restored_tokens: int = 0,
+        host_tokens: int = 0,
     ) -> list[ChatDelta]:
         """The parser's tail and the one UsageDelta; counts the request in the engine's stats.
         A backend "error" raises EngineError after the stats are counted."""
@@ -245,6 +246,7 @@ class Turn:
             ),
             total_time_s=time.monotonic() - self._started,
             restored_prompt_tokens=restored_tokens,
+            host_prompt_tokens=host_tokens,
         )
         self._layer.stats.add(usage)
         if backend_reason == "error":

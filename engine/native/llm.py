@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..api import EngineUnavailable
+from .core.cache_setup import WeightsId
 from .core.detokenizer import TokenizerLike
 from .core.engine_config import EngineConfig
-from .core.llm_engine import LLMEngine, WeightsId
+from .core.llm_engine import LLMEngine
 
 if TYPE_CHECKING:
     from ..offload.config import OffloadConfig

@@ -40,8 +40,9 @@ class EngineConfig:
     kv_disk_bytes: int = DEFAULT_KV_DISK_BYTES
     # The host-memory tier (runner/host_kv_tier.py): MSA layers' K/V pages in host memory,
     # the selected blocks fetched per step into a device cache of kv_device_blocks blocks per
-    # MSA layer. Decode steps then run eagerly (no CUDA graphs).
-    kv_host_tier: bool = False
+    # MSA layer. Decode steps then run eagerly (no CUDA graphs). None: the engine decides, on
+    # when the device's budget does not hold one whole context (core/cache_setup.py).
+    kv_host_tier: bool | None = False
     kv_device_blocks: int = 128
     kv_host_memory_bytes: int | None = None  # the host pools' budget; None: half the free RAM
 
@@ -79,12 +80,16 @@ GPU_PREFILL_CHUNK = 8192
 GPU_FULL_CONTEXTS = 4
 
 
-def serving_config(device: str, gpu_memory_utilization: float = 0.9) -> EngineConfig:
-    """The engine configuration of the chat backends on `device`."""
+def serving_config(
+    device: str, gpu_memory_utilization: float = 0.9, kv_host_tier: bool | None = None
+) -> EngineConfig:
+    """The engine configuration of the chat backends on `device` (kv_host_tier None: on
+    when the KV cache does not fit the device)."""
     if device.startswith("cuda"):
         return EngineConfig(
             device=device,
             max_num_batched_tokens=GPU_PREFILL_CHUNK,
             gpu_memory_utilization=gpu_memory_utilization,
+            kv_host_tier=kv_host_tier,
         )
-    return EngineConfig(device=device)
+    return EngineConfig(device=device, kv_host_tier=kv_host_tier)

@@ -10,26 +10,18 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 
 from ...api import EngineRequestError, FinishReason, PromptTooLong, SamplingParams
-from ..kvstore.tiers import PageTiers
-from ..runner.host_kv_tier import (
-    HostKVTier,
-    device_cache_bytes,
-    device_resident_specs,
-    host_tier_blocks,
-)
-from ..runner.kv_cache_allocator import allocate_caches, num_blocks_for_budget
 from ..runner.model_runner import ModelRunner
 from .attention_metadata import BLOCK_SIZE
+from .cache_setup import WeightsId, set_up_caches
 from .detokenizer import IncrementalDetokenizer, TokenizerLike
-from .engine_config import DEFAULT_CPU_KV_BYTES, GPU_FULL_CONTEXTS, EngineConfig
-from .kv_cache_manager import KVCacheManager, cdiv
-from .model_api import LayerCache, LayerCacheSpec, NativeModel
+from .engine_config import EngineConfig
+from .kv_cache_manager import KVCacheManager
+from .model_api import NativeModel
 from .outputs import PrefillStep, RequestMetrics, RequestOutput
 from .request import Request, RequestStatus
 from .sampling_params import GREEDY, sampling_error
@@ -48,14 +40,6 @@ _FINISH: dict[RequestStatus, FinishReason] = {
 
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class WeightsId:
-    """Which checkpoint the model's weights came from (kvstore.identity.weights_fingerprint)."""
-
-    fingerprint: str
-    name: str = ""  # its folder's name, a label
 
 
 @dataclass(slots=True)
@@ -79,33 +63,17 @@ class LLMEngine:
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(config.device)
-        specs = model.cache_specs()
         model_max = model.info.max_position_embeddings
         wanted_len = min(config.max_model_len or model_max, model_max)
-        self.cache_dtype = cache_dtype = config.cache_dtype(model.info.dtype)
-        self.host_kv: HostKVTier | None = None
-        # with the host tier, the device budget pays for index keys and dense layers only
-        device_specs, reserved = specs, 0
-        if config.kv_host_tier:
-            device_specs = device_resident_specs(specs)
-            reserved = device_cache_bytes(specs, cache_dtype, config.kv_device_blocks)
-        self.num_blocks = self._num_blocks(device_specs, cache_dtype, wanted_len, reserved)
-        if config.kv_host_tier and config.num_gpu_blocks is None:
-            self.num_blocks = host_tier_blocks(
-                specs, cache_dtype, self.num_blocks, config.kv_host_memory_bytes
-            )
+        self.cache_dtype = config.cache_dtype(model.info.dtype)
+        setup = set_up_caches(config, model, self.device, wanted_len, weights)
+        self.num_blocks, caches = setup.num_blocks, setup.caches
+        self.host_kv, self.host_tier_reason = setup.host_kv, setup.host_tier_reason
+        self.page_tiers = setup.page_tiers
         # A request must always fit alone, or preemption could never make room for it.
         self.max_model_len = min(wanted_len, (self.num_blocks - 1) * BLOCK_SIZE)
         if self.max_model_len < 2:
             raise ValueError(f"the KV cache of {self.num_blocks} blocks holds no request")
-        if config.kv_host_tier:
-            self.host_kv = HostKVTier(
-                specs, self.num_blocks, config.kv_device_blocks, cache_dtype, self.device
-            )
-            caches = self.host_kv.caches
-        else:
-            caches = allocate_caches(specs, self.num_blocks, cache_dtype, self.device)
-        self.page_tiers = self._page_tiers(specs, caches, weights)
         self.kv_cache_manager = KVCacheManager(
             self.num_blocks, BLOCK_SIZE, config.enable_prefix_caching, tiers=self.page_tiers
         )
@@ -157,60 +125,10 @@ class LLMEngine:
         # The prompts the last step computed a part of: the backend reports their progress.
         self.prefill_steps: tuple[PrefillStep, ...] = ()
 
-    def _page_tiers(
-        self, specs: list[LayerCacheSpec], caches: list[LayerCache], weights: WeightsId | None
-    ) -> PageTiers | None:
-        """The tiers below the cache: the disk tier when configured and the weights are known."""
-        cfg = self.config
-        if cfg.kv_disk_dir is None or weights is None or not cfg.enable_prefix_caching:
-            return None
-        if cfg.kv_host_tier:  # a restored page would bypass the host tier's device copies
-            log.warning("the KV disk tier is off while the host-memory tier is on")
-            return None
-        from ..kvstore.disk import DiskTier
-        from ..kvstore.identity import ModelIdentity, engine_version
-
-        identity = ModelIdentity(
-            weights=weights.fingerprint,
-            model_dtype=str(self.model.info.dtype).removeprefix("torch."),
-            cache_dtype=str(self.cache_dtype).removeprefix("torch."),
-            block_size=BLOCK_SIZE,
-            layout=tuple((s.num_kv_heads, s.head_dim, s.index_dim) for s in specs),
-            device=self.device.type,
-            engine=engine_version(),
-            name=weights.name,
-        )
-        disk = DiskTier(
-            Path(cfg.kv_disk_dir), identity, cfg.kv_disk_bytes, PageTiers.payload_bytes(caches)
-        )
-        return PageTiers(caches, [disk])
-
     def close(self) -> None:
         """Writes the pages still queued for the lower tiers (the engine is done with)."""
         if self.page_tiers is not None:
             self.page_tiers.close()
-
-    def _num_blocks(
-        self, specs: list[LayerCacheSpec], dtype: torch.dtype, max_len: int, reserved: int = 0
-    ) -> int:
-        """reserved: bytes of the budget taken before the blocks (the host tier's caches)."""
-        cfg = self.config
-        if cfg.num_gpu_blocks is not None:
-            return cfg.num_gpu_blocks
-        if cfg.kv_cache_memory_bytes is not None:
-            budget = max(0, cfg.kv_cache_memory_bytes - reserved)
-        elif self.device.type == "cuda":
-            free, _total = torch.cuda.mem_get_info(self.device)
-            budget = max(0, int(free * cfg.gpu_memory_utilization) - reserved)
-            # no more than GPU_FULL_CONTEXTS whole contexts: the rest stays free for others
-            needed = cdiv(max_len, BLOCK_SIZE) * min(cfg.max_num_seqs, GPU_FULL_CONTEXTS) + 1
-            return max(2, min(num_blocks_for_budget(specs, dtype, budget), needed))
-        else:
-            budget = max(0, DEFAULT_CPU_KV_BYTES - reserved)
-            # No point in zero-filling more host memory than the seqs could ever use.
-            needed = cdiv(max_len, BLOCK_SIZE) * cfg.max_num_seqs + 1
-            return max(2, min(num_blocks_for_budget(specs, dtype, budget), needed))
-        return num_blocks_for_budget(specs, dtype, budget)
 
     # ---- requests -----------------------------------------------------------------------
 
@@ -364,6 +282,8 @@ class LLMEngine:
         error: str | None = None,
     ) -> RequestOutput:
         t = request.timings
+        cached = max(request.num_cached_tokens, 0)
+        host = cached - request.num_restored_tokens if self.host_kv is not None else 0
         if text is None:
             text = self._text[request.request_id].text
         return RequestOutput(
@@ -376,8 +296,9 @@ class LLMEngine:
             finish_reason=reason,
             stop_reason=request.stop_reason,
             num_prompt_tokens=request.num_prompt_tokens,
-            num_cached_tokens=max(request.num_cached_tokens, 0),
+            num_cached_tokens=cached,
             num_restored_tokens=request.num_restored_tokens,
+            num_host_tokens=host,
             metrics=RequestMetrics(t.arrival, t.first_scheduled, t.first_token, t.finished),
             error=error,
         )

@@ -43,6 +43,7 @@ class RequestOutput:
     metrics: RequestMetrics
     error: str | None = None  # one line, when finish_reason == "error"
     num_restored_tokens: int = 0  # of num_cached_tokens, read back from the disk tier
+    num_host_tokens: int = 0  # of num_cached_tokens, the others' pages in the host tier
 
     @property
     def num_generated_tokens(self) -> int:

@@ -114,6 +114,7 @@ class DiskTier:
         self.identity = identity
         self.key = identity.key
         self.dir = self.root / self.key
+        self._pages = str(self.dir / "pages")
         self.budget_bytes = budget_bytes
         self.payload_bytes = payload_bytes
         self.max_queue_bytes = max_queue_bytes
@@ -144,7 +145,7 @@ class DiskTier:
         loaded = self._prefetched(key)
         if loaded is None:
             loaded = self._load(key, None)
-        path = self._path(key.name)
+        path = self._file(key.name)
         if loaded.payload is None:
             if loaded.reason is None:
                 self._known.discard(key.name)
@@ -213,7 +214,7 @@ class DiskTier:
     def _load(self, key: PageKey, fresh: type[bytearray] | None) -> _Loaded:
         """Reads and checks one page: into a buffer of its own when `fresh`, else into the
         engine thread's reused one. Logs nothing (the engine thread does, in `get`)."""
-        path = self._path(key.name)
+        path = self._file(key.name)
         try:
             with open(_open_page(path), "rb", buffering=0) as f:
                 st = os.fstat(f.fileno())
@@ -236,13 +237,13 @@ class DiskTier:
         except PageRejected as e:
             return _Loaded(None, str(e))
 
-    def _reject(self, key: PageKey, path: Path, reason: str, remove: bool) -> None:
+    def _reject(self, key: PageKey, path: str, reason: str, remove: bool) -> None:
         self.stats.rejected += 1
         self._known.discard(key.name)
         log.warning("kv disk cache: page %s not used (%s); recomputing", key.name[:16], reason)
         if remove and self.writable:
             with contextlib.suppress(OSError):
-                path.unlink()
+                os.unlink(path)
 
     # ---- writing ---------------------------------------------------------------------------
 
@@ -343,7 +344,10 @@ class DiskTier:
     # ---- the folder ------------------------------------------------------------------------
 
     def _path(self, name: str) -> Path:
-        return self.dir / "pages" / name[:2] / (name + PAGE_SUFFIX)
+        return Path(self._file(name))
+
+    def _file(self, name: str) -> str:
+        return os.path.join(self._pages, name[:2], name + PAGE_SUFFIX)  # no Path: per page
 
     def _prepare(self) -> bool:
         """Creates the model's folder and model.json; False (one line) when it cannot."""

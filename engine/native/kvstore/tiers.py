@@ -2,19 +2,20 @@
 
 A tier keeps pages by PageKey (the block-hash chain's key) as bytes in the page layout: every
 layer's K/V block, then its index-key block, in layer order. The disk tier (disk.py) is the only
-one today; a host-memory tier would implement the same three calls and sit first in the list
-(looked up before the disk, written through to both).
+one. The host-memory tier (runner/host_kv_tier.py) is not one of them: with it on, the cache's
+own K/V tensors of the MSA layers are its host pools, which `save` and `restore` read and write.
 
 `PageTiers` binds the tiers to the engine's cache tensors: `save` copies a block that just
 became full and cached out of the cache and hands it to every tier that lacks it; `restore`
-fills a free block from the first tier holding the page. KVCacheManager calls both (core only
-knows the `BlockTiers` protocol).
+fills a free block from the first tier holding the page, then tells `on_restored` (the
+host-memory tier, whose cache tensors are its host pools, drops its device copies of the
+block). KVCacheManager calls both (core only knows the `BlockTiers` protocol).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy
@@ -47,9 +48,28 @@ class PageTier(Protocol):
 
 
 class PageTiers:
-    def __init__(self, caches: list[LayerCache], tiers: Sequence[PageTier]) -> None:
+    def __init__(
+        self,
+        caches: list[LayerCache],
+        tiers: Sequence[PageTier],
+        on_restored: Callable[[list[int]], None] | None = None,
+    ) -> None:
         self.caches = caches
         self.tiers = tuple(tiers)
+        self.on_restored = on_restored
+        # Into host caches (the CPU's, the host tier's pools) a page is read, checked and
+        # copied on the engine thread, through the tier's one reused buffer: reading ahead on
+        # a thread into fresh buffers costs their page faults, more than the overlap saves
+        # on a busy machine (bench/kv_restore_profile.py); a GPU's copies overlap the reads.
+        self.read_ahead = any(t.device.type != "cpu" for t in _tensors(caches))
+        # each host cache tensor's bytes as [blocks, block bytes], made once: a restore
+        # copies a page into them with one numpy slice assignment per tensor (a plain memcpy:
+        # torch's copy_ spreads a small copy over its threads, and into cache memory not
+        # touched yet, their page faults contend: measured 12 ms per 256 KiB, against 0.03)
+        self._host_rows = [
+            t.view(torch.uint8).numpy().reshape(t.shape[0], -1) if t.device.type == "cpu" else None
+            for t in _tensors(caches)
+        ]
         # What restoring cost so far: pages, bytes, seconds (read, checked, copied in).
         self.restored_pages = 0
         self.restored_bytes = 0
@@ -75,6 +95,8 @@ class PageTiers:
         self.save_s += time.perf_counter() - t0
 
     def prefetch(self, keys: Sequence[PageKey]) -> None:
+        if not self.read_ahead:
+            return
         for tier in self.tiers:
             tier.prefetch(keys)
 
@@ -86,10 +108,16 @@ class PageTiers:
                 if payload is None:
                     continue
                 offset = 0
-                for block in self._blocks(block_id):
+                data = numpy.frombuffer(payload, dtype=numpy.uint8)
+                for rows, block in zip(self._host_rows, self._blocks(block_id), strict=True):
                     n = block.nbytes
-                    _copy_in(block, payload[offset : offset + n])
+                    if rows is not None:
+                        rows[block_id] = data[offset : offset + n]
+                    else:
+                        _copy_in(block, payload[offset : offset + n])
                     offset += n
+                if self.on_restored is not None:
+                    self.on_restored([block_id])
                 self.restored_pages += 1
                 self.restored_bytes += offset
                 return True
@@ -111,14 +139,9 @@ def _copy_out(block: torch.Tensor) -> torch.Tensor:
 
 
 def _copy_in(block: torch.Tensor, data: memoryview) -> None:
-    """Copies a page's bytes into one block of a cache tensor. On the CPU a plain memcpy
-    through numpy: torch's copy_ spreads a small copy over its threads, and into cache memory
-    not touched yet, their page faults contend (measured 12 ms per 256 KiB, against 0.03)."""
+    """Copies a page's bytes into one block of a device (GPU) cache tensor."""
     dst = block.view(torch.uint8)
-    if dst.device.type == "cpu":
-        dst.numpy().reshape(-1)[:] = numpy.frombuffer(data, dtype=numpy.uint8)
-    else:
-        dst.copy_(torch.frombuffer(data, dtype=torch.uint8).view(dst.shape))
+    dst.copy_(torch.frombuffer(data, dtype=torch.uint8).view(dst.shape))
 
 
 def _tensors(caches: list[LayerCache]) -> list[torch.Tensor]:

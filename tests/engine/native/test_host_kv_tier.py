@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 from m3agent.engine.native.core.attention_metadata import BLOCK_SIZE
+from m3agent.engine.native.core.cache_setup import WeightsId, host_tier_choice
 from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.model_api import LayerCacheSpec
@@ -140,3 +141,74 @@ def test_fp8_pages_are_fetched_byte_for_byte():
     layer.ensure_resident(torch.tensor([5, 2]))
     assert torch.equal(layer.blocks.view(torch.uint8), layer.pool[[5, 2]].view(torch.uint8))
     assert layer.pool[2].float().abs().sum() > 0
+
+
+def disk_config(root, **kw) -> EngineConfig:
+    # 3 usable blocks: a second 300-token prompt (3 blocks) reuses the first one's block ids
+    return EngineConfig(
+        num_gpu_blocks=4, keep_logits=True, max_num_batched_tokens=256, kv_disk_dir=str(root), **kw
+    )
+
+
+def tokens_and_logits(engine: LLMEngine, tokens: list[int]):
+    (out,) = engine.generate([tokens], GREEDY)
+    logits = torch.stack(engine.kept_logits.pop(out.request_id))
+    engine.close()  # writes the queued pages
+    return out, logits
+
+
+def restore_after_another_prompt(m3, root, weights, drop_stale: bool):
+    engine = LLMEngine(
+        m3, None, disk_config(root, kv_host_tier=True, kv_device_blocks=3), weights=weights
+    )
+    tokens_and_logits(engine, prompt(300, 7))  # another prompt's 3 blocks on the device
+    resident = set(engine.host_kv.layers[0].resident())
+    tiers, restored = engine.page_tiers, []
+    invalidate = tiers.on_restored if drop_stale else (lambda ids: None)
+    tiers.on_restored = lambda ids: (restored.extend(ids), invalidate(ids))
+    out, logits = tokens_and_logits(engine, prompt(300, 1))
+    assert out.num_restored_tokens == 2 * BLOCK_SIZE
+    assert set(restored) <= resident  # restored into block ids with copies on the device
+    return out, logits
+
+
+def test_disk_pages_come_back_into_the_host_pool(m3, tmp_path):
+    """Pages written without the tier are restored into the host pool: the restored blocks'
+    ids held another prompt's blocks on the device, whose stale copies are dropped (the
+    control: kept, they are attended and the logits change)."""
+    weights = WeightsId("tiny-m3", "tiny")
+    want, want_logits = tokens_and_logits(
+        LLMEngine(m3, None, disk_config(tmp_path), weights=weights), prompt(300, 1)
+    )
+    out, logits = restore_after_another_prompt(m3, tmp_path, weights, drop_stale=True)
+    assert out.token_ids == want.token_ids
+    torch.testing.assert_close(logits, want_logits, rtol=0, atol=1e-4)
+    _, stale = restore_after_another_prompt(m3, tmp_path, weights, drop_stale=False)
+    assert not torch.allclose(stale, want_logits, rtol=0, atol=1e-2)
+
+
+def test_pages_written_from_the_host_pool_serve_an_engine_without_it(m3, tmp_path):
+    weights = WeightsId("tiny-m3", "tiny")
+    tier_on = disk_config(tmp_path, kv_host_tier=True, kv_device_blocks=3)
+    want, want_logits = tokens_and_logits(
+        LLMEngine(m3, None, tier_on, weights=weights), prompt(300, 2)
+    )
+    out, logits = tokens_and_logits(
+        LLMEngine(m3, None, disk_config(tmp_path), weights=weights), prompt(300, 2)
+    )
+    assert out.num_restored_tokens == 2 * BLOCK_SIZE and out.token_ids == want.token_ids
+    torch.testing.assert_close(logits, want_logits, rtol=0, atol=1e-4)
+
+
+def test_auto_turns_the_tier_on_only_when_a_context_does_not_fit_the_gpu():
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
+    assert host_tier_choice(None, gpu, True, 8193, 8193) == (
+        False,
+        "KV host tier off: the GPU holds the whole KV cache (8193 blocks of 128 tokens, 8193 "
+        "for one context)",
+    )
+    on, why = host_tier_choice(None, gpu, True, 1000, 8193)
+    assert on and why.startswith("KV host tier on: the GPU holds 1000 of the 8193 blocks")
+    assert host_tier_choice(None, cpu, True, 10, 8193)[0] is False  # the CPU: host memory
+    assert host_tier_choice(True, cpu, True, 10, 10) == (True, "KV host tier on (forced)")
+    assert host_tier_choice(True, gpu, False, 10, 8193)[0] is False  # no MSA layer to page

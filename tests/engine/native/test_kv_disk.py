@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from m3agent.engine.native.core.cache_setup import WeightsId
 from m3agent.engine.native.core.engine_config import EngineConfig
-from m3agent.engine.native.core.llm_engine import LLMEngine, WeightsId
+from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.kvstore import disk as disk_mod
 from m3agent.engine.native.kvstore.disk import DiskTier
 from m3agent.engine.native.kvstore.folder import clear, iter_pages, summarize
 from m3agent.engine.native.kvstore.identity import ModelIdentity
-from m3agent.engine.native.kvstore.page_file import PageKey
+from m3agent.engine.native.kvstore.page_file import PageKey, checksum
 
 GREEDY4 = native_params(max_tokens=4, ignore_eos=True)
 PAGES = 2  # full pages of a 300-token prompt (the last token is always computed)
@@ -125,7 +126,7 @@ def test_a_damaged_page_is_recomputed_with_one_line(baseline, tmp_path, caplog):
     assert "checksum mismatch" in line and "recomputing" in line
 
 
-@pytest.mark.parametrize(
+DAMAGES = pytest.mark.parametrize(
     ("damage", "reason"),
     [
         (lambda b: b[:-100], "truncated"),
@@ -135,8 +136,13 @@ def test_a_damaged_page_is_recomputed_with_one_line(baseline, tmp_path, caplog):
         (lambda b: _flip(b, 3), "not a page file"),
         (lambda b: _flip(b, 20), "corrupt header"),
         (lambda b: _flip(b, len(b) - 1000), "checksum mismatch"),
+        (lambda b: _flip(b, len(b) - 3), "checksum mismatch"),  # the checksum itself
+        (lambda b: b[:-8] + b[-16:-8], "checksum mismatch"),
     ],
 )
+
+
+@DAMAGES
 def test_every_damage_is_refused_and_the_file_removed(tmp_path, caplog, damage, reason):
     t = tier(tmp_path)
     t.put(key(1), page(1))
@@ -149,6 +155,20 @@ def test_every_damage_is_refused_and_the_file_removed(tmp_path, caplog, damage, 
     assert f"({reason})" in line
     assert not path.exists() and t.stats.rejected == 1
     t.close()
+
+
+def test_the_checksum_is_of_the_bytes_whatever_their_parts():
+    block = torch.randn(2, 128, 16).to(torch.bfloat16).view(torch.uint8)
+    flat = block.numpy().tobytes()
+    want = checksum([b"head0123" + flat])
+    assert checksum([b"head0123", block.numpy().data]) == want  # a block's view has 3 dims
+    assert checksum([b"hea", b"d0123" + flat[:5], flat[5:]]) == want
+    words = bytearray(flat)
+    words[8:16], words[24:32] = flat[24:32], flat[8:16]  # two words swapped
+    assert checksum([b"head0123", bytes(words)]) != want
+    words = bytearray(flat)
+    words[7] ^= 0x80  # a word's top bit
+    assert checksum([b"head0123", bytes(words)]) != want
 
 
 def test_a_page_naming_another_prefix_is_refused(tmp_path, caplog):

@@ -51,6 +51,12 @@ def test_tiny_m3_without_gpu_runs_from_host_memory_and_a_forced_plan_names_the_f
     forced = placement_row(tiny, [24 * GIB], _settings(tmp_path, offload_experts="on"))
     assert forced.ok and "routed experts in host memory as bf16" in forced.detail
     assert forced.detail.endswith("--expert-form bf16")
+    paged = placement_row(
+        tiny, [24 * GIB], _settings(tmp_path, offload_experts="on", kv_host_tier="on")
+    )
+    assert paged.ok and paged.detail.endswith(
+        "--expert-form bf16; KV host tier on (forced): the MSA layers' K/V pages in host memory"
+    )
     small = placement_row(tiny, [24 * GIB], _settings(tmp_path))
     assert small.ok and small.detail == "the weights fit the GPU: no expert offload"
 
