@@ -1,4 +1,5 @@
-"""Settings: the only place that reads config files and environment variables.
+"""Settings: the only place that reads config files and environment variables (the file's
+format, read and written: app/config_file.py).
 
 The data home is private (0700; session logs and config 0600: tools/private_fs.py); an
 existing one is fixed when settings are loaded.
@@ -14,10 +15,8 @@ Precedence, lowest first: built-in defaults < config.toml < environment < comman
 
 from __future__ import annotations
 
-import json
 import os
-import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
@@ -26,8 +25,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import platformdirs
 from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import EngineName, SamplingParams, ThinkingMode
-from m3agent.tools.private_fs import fix_mode, write_private
+from m3agent.tools.private_fs import fix_mode
 from m3agent.tools.sandbox.policy import SandboxMode
+
+from .config_file import read_config, write_keys
 
 if TYPE_CHECKING:
     from m3agent.tools.diagnostics import DiagnosticsConfig
@@ -49,7 +50,6 @@ _ENV = {
 
 
 E = TypeVar("E", bound=StrEnum)
-T = TypeVar("T")
 
 
 def _member(kind: type[E], value: str, what: str) -> E:
@@ -319,16 +319,9 @@ def _paths(env: Mapping[str, str]) -> tuple[Path, Path]:
     return home, config
 
 
-def _from_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path}: not valid TOML ({e})") from e
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from e
-    known = {f.name for f in fields(Settings)} - {
+def _file_keys() -> set[str]:
+    """The top-level keys config.toml may set (the others are derived or come from tables)."""
+    return {f.name for f in fields(Settings)} - {
         "home",
         "config_path",
         "rules",
@@ -341,46 +334,6 @@ def _from_file(path: Path) -> dict[str, Any]:
         "web_fetch",
         "diagnostics",
     }
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key == "sandbox" and isinstance(value, dict):  # [sandbox] table
-            from m3agent.tools.sandbox.rules import SandboxRules
-
-            try:
-                out["sandbox_rules"] = SandboxRules.from_table(value)
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}: {e}") from None
-            if "mode" in value:
-                out["sandbox"] = value["mode"]
-        elif key == "web_fetch":
-            from m3agent.tools.web_fetch import FetchPolicy
-
-            out["web_fetch"] = _table(path, key, value, FetchPolicy.from_table)
-        elif key == "diagnostics":
-            from m3agent.tools.diagnostics import DiagnosticsConfig
-
-            out["diagnostics"] = _table(path, key, value, DiagnosticsConfig.from_table)
-        elif key == "tools":
-            if not isinstance(value, dict):
-                raise ValueError(f'{path}: [tools] must be a table of tool = "allow|ask|deny"')
-            out["rules"] = tuple(ToolRule(str(k), str(v)) for k, v in value.items())
-        elif key == "status_line":  # the TUI's status line command: app/status_line.py
-            continue
-        elif key in known:
-            out[key] = value
-        else:
-            raise ValueError(f"{path}: unknown setting {key!r}")
-    return out
-
-
-def _table(path: Path, key: str, value: object, parse: Callable[[dict[str, Any]], T]) -> T:
-    """A `[key]` table of the config through its parser; any mistake names the file."""
-    if not isinstance(value, dict):
-        raise ValueError(f"{path}: [{key}] must be a table")
-    try:
-        return parse(value)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{path}: {e}") from None
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
@@ -389,7 +342,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     home, config = _paths(env)
     fix_mode(home)  # sessions and checkpoints live there: 0700 (an older version made 0755)
     fix_mode(config)  # 0600: it names the user's models, servers and tool rules
-    values = _from_file(config)
+    values = read_config(config, _file_keys())
     if "mcp_servers" in values:  # parsed with the environment (${VAR}, bearer_token_env_var)
         from .mcp.settings import user_servers
 
@@ -417,31 +370,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
 
 
 def save_settings(path: Path, values: Mapping[str, str | int]) -> None:
-    """Writes top-level keys into the config file (first-run setup). The keys go before the
-    file's own text (before any [table], where TOML wants them); the file is private (0600)."""
-    known = {f.name for f in fields(Settings)}
-    lines = []
-    for key, value in values.items():
-        if key not in known:
-            raise ValueError(f"unknown setting {key!r}")
-        # a JSON string is a TOML string, a JSON integer a TOML integer
-        shown = json.dumps(value if isinstance(value, int) else str(value))
-        lines.append(f"{key} = {shown}\n")
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
-    old = _without_top_level(old, set(values))
-    text = "# written by m3agent's first-run setup\n" + "".join(lines) + old
-    tomllib.loads(text)  # never leave a file that the next start cannot read
-    write_private(path, text)
-
-
-def _without_top_level(text: str, keys: set[str]) -> str:
-    """The text without its top-level `key = ...` lines for these keys (they are rewritten)."""
-    out, top = [], True
-    for line in text.splitlines(keepends=True):
-        stripped = line.strip()
-        if stripped.startswith("["):
-            top = False
-        if top and stripped.split("=", 1)[0].strip() in keys and "=" in stripped:
-            continue
-        out.append(line)
-    return "".join(out)
+    """Writes top-level keys into the config file (first-run setup): config_file.write_keys."""
+    write_keys(path, values, {f.name for f in fields(Settings)})
