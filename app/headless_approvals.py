@@ -29,6 +29,19 @@ def deny_approver(note: str) -> Approver:
     return approve
 
 
+def headless_approver(approval: str, home: Path, cwd: Path) -> Approver:
+    """The approver of a headless run: none needed with approvals off, the terminal's where
+    stdin and stderr are one, else a denial that says why."""
+    if approval == "never":
+        return deny_approver("approvals are off")  # never called: the gate never asks
+    if sys.stdin.isatty() and sys.stderr.isatty():
+        return tty_approver(sys.stderr, home=home, cwd=cwd)
+    return deny_approver(
+        "nobody can approve in headless mode (no terminal); the user may rerun with "
+        "--approval never or allow the tool in config"
+    )
+
+
 def prompt_preview(preview: Preview) -> str:
     """The tool's preview as the terminal prompt shows it: its head, and what was cut."""
     text, note = cut_diff(

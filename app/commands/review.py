@@ -85,10 +85,10 @@ def execute_review(
 
     from .. import exit_codes
     from ..headless_result import early_error_line
+    from ..headless_run import RunOptions, execute
     from ..review_output import review_renderer
     from ..safe_text import visible
     from ..settings import Overrides
-    from .run import RunOptions, execute
 
     output_format = str(params.get("output_format") or "text")
 
