@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from filler_text import repeated_lines  # noqa: E402  (bench/filler_text.py)
 
 LEVELS = (1, 4, 16, 64)
+QUIET_WAIT_S = 4.0  # past app/serve/quiet.py's QUIET_S and one poll
 
 
 def prefix_text(tokens: int) -> str:
@@ -271,6 +272,8 @@ def soak(
                 asyncio.run(level(server, prefix, concurrency, requests, r * requests, max_tokens))
                 for r in range(rounds)
             ]
+            time.sleep(QUIET_WAIT_S)  # the server gives memory back once quiet (serve/quiet.py)
+            quiet_rss = rss_kb(server.pid)
         finally:
             server.stop()
     after = [lv["rss_mb"]["after"] for lv in rows]
@@ -288,6 +291,7 @@ def soak(
         "total_requests": rounds * requests,
         "rss_mb_start": round(start_rss / 1024, 1),
         "rss_mb_after_round": after,
+        "rss_mb_after_quiet": round(quiet_rss / 1024, 1),
         # per 1,000 requests over the second half of the rounds (after the warm-up)
         "growth_mb_per_1k_second_half": round(
             (after[-1] - after[half - 1]) / ((len(after) - half) * requests) * 1000, 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -41,12 +42,13 @@ async def serve_forever(
 ) -> None:
     app = ChatServer(engine, config)
     handler: Handler = app.handle
-    watch = None
-    if idle_timeout_s:  # an auto-started server (app/warm.py): it ends itself when unused
-        from .idle import IdleWatch
+    from .idle import IdleWatch
+    from .quiet import release_when_quiet
 
-        watch = IdleWatch(idle_timeout_s)
-        handler = watch.wrap(handler)
+    # Requests in flight and the last one's end: for the idle stop of an auto-started server
+    # (app/warm.py: it ends itself when unused) and for giving memory back when quiet.
+    watch = IdleWatch(idle_timeout_s or math.inf)
+    handler = watch.wrap(handler)
     if socket_path is not None:
         sock = Path(socket_path)
         if sock.exists():
@@ -96,8 +98,11 @@ async def serve_forever(
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     try:
-        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(stop.wait())]
-        if watch is not None:
+        waits: list[asyncio.Future[object]] = [
+            asyncio.ensure_future(stop.wait()),
+            asyncio.ensure_future(release_when_quiet(watch)),  # never ends by itself
+        ]
+        if idle_timeout_s:
             waits.append(asyncio.ensure_future(watch.wait_idle()))
         _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for w in pending:
