@@ -1,0 +1,185 @@
+"""The CPU path of the attention ops: the semantics of the torch references (attention.py,
+msa.py) without their prefix-long score tensors.
+
+The references score every query against every key of its request in float32 tensors of
+[rows, heads, L], mask them, softmax them and multiply again: a long prefill on the CPU spent
+most of its time streaming those tensors through memory, not on arithmetic. Here:
+
+- dense attention: torch's fused CPU flash attention (online softmax, no score tensor) in two
+  parts merged by their log-sum-exp: the prefix before the chunk, seen whole by every query of
+  the chunk (the query heads of a KV group stacked as rows, so K/V are read once and never
+  repeated per head), and the chunk's own keys, causal (a square, so top-left causal is right);
+- sparse attention: the same kernel over the union of the blocks some query of a row tile
+  selected, with an additive mask for each query's own blocks and causality; the pages outside
+  the union are neither gathered nor scored;
+- index scoring: the reference's scores, masked only in the blocks a query's position cuts
+  (every other block is wholly visible to every row of the chunk).
+
+Outputs equal the references' up to float32 rounding (tests/engine/native/models/test_msa.py
+checks both against SPEC §2.8 brute force); the top-k selection is the reference's own.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.attention_metadata import BLOCK_SIZE, AttentionMetadata
+from .attention import gather_pages, query_chunks, request_rows
+from .msa import index_queries, select_from_scores
+
+_flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+# Elements of one sparse row tile's additive mask [Hkv, rows, union keys] (fp32): 32 MiB.
+_MASK_ELEMS = 1 << 23
+_WIDE = (torch.float32, torch.float64)
+
+
+def _attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    causal: bool = False,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q [B, H, Lq, D], k/v [B, H, Lk, D] (any strides) -> out [B, H, Lq, D] in q's dtype and
+    the natural log-sum-exp of each row's scores [B, H, Lq] (fp32). A row with no allowed key
+    comes out 0, as the references' nan_to_num makes it."""
+    out, lse = _flash(q, k, v, 0.0, causal, attn_mask=mask, scale=scale)[:2]
+    return out, lse
+
+
+def _wide(x: torch.Tensor) -> torch.Tensor:
+    """The references do their maths in fp32: so does this path for a half-precision model."""
+    return x if x.dtype in _WIDE else x.float()
+
+
+def _dense_rows(q: torch.Tensor, kv: torch.Tensor, context: int, scale: float) -> torch.Tensor:
+    """q [t, Hq, D] at positions context..context+t-1; kv [Hkv, >= context+t, 2D] the
+    request's keys in token order -> [t, Hq, D]."""
+    t, hq, d = q.shape
+    hkv = kv.shape[0]
+    g = hq // hkv
+    q, kv = _wide(q), _wide(kv)
+    own = kv[:, context : context + t].repeat_interleave(g, 0)[None]  # [1, Hq, t, 2D]
+    o, lse = _attend(q.transpose(0, 1)[None], own[..., :d], own[..., d:], scale, causal=True)
+    o, lse = o[0], lse[0]  # [Hq, t, D], [Hq, t]
+    if context > 0:
+        # the prefix is visible to every row: a KV group's query heads become rows of one head
+        rows = q.view(t, hkv, g, d).permute(1, 2, 0, 3).reshape(1, hkv, g * t, d)
+        prefix = kv[None, :, :context]
+        op, lp = _attend(rows, prefix[..., :d], prefix[..., d:], scale)
+        op, lp = op.reshape(hq, t, d), lp.reshape(hq, t)
+        m = torch.maximum(lse, lp)
+        w_own, w_pre = (lse - m).exp(), (lp - m).exp()
+        o = (o * w_own[..., None] + op * w_pre[..., None]) / (w_own + w_pre)[..., None]
+    return o.transpose(0, 1)
+
+
+def dense_attention(
+    q: torch.Tensor, kv_cache: torch.Tensor, md: AttentionMetadata, scale: float
+) -> torch.Tensor:
+    """attention.dense_attention's contract: q [T, Hq, D] -> [T, Hq, D], query i of request r
+    at context_lens[r] + i sees keys 0..context_lens[r] + i."""
+    out = torch.empty_like(q)
+    for r, q0, ql, cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        kv = gather_pages(kv_cache, md.block_tables[r], sl)
+        out[q0 : q0 + ql] = _dense_rows(q[q0 : q0 + ql], kv, cl, scale).to(q.dtype)
+    return out
+
+
+def _tile_rows(hkv: int, keys: int) -> int:
+    return max(16, _MASK_ELEMS // max(1, hkv * keys))
+
+
+def sparse_attention(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    topk_idx: torch.Tensor,
+    md: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """msa.sparse_attention's contract: query head qh of KV group g attends to the keys
+    j <= pos of the blocks topk_idx[t, g]; ids < 0 or past the visible blocks are skipped."""
+    out = torch.empty_like(q)
+    hkv = kv_cache.shape[1]
+    for r, q0, ql, _cl, sl in request_rows(md):
+        if ql == 0:
+            continue
+        kv = _wide(gather_pages(kv_cache, md.block_tables[r], sl))  # [Hkv, nb*128, 2D]
+        step = _tile_rows(hkv, sl)
+        for c0 in range(q0, q0 + ql, step):
+            rows = slice(c0, min(q0 + ql, c0 + step))
+            o = _sparse_rows(q[rows], kv, topk_idx[rows], md.positions[rows], scale)
+            out[rows] = o.to(q.dtype)
+    return out
+
+
+def _sparse_rows(
+    q: torch.Tensor, kv: torch.Tensor, sel: torch.Tensor, pos: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """One row tile of a request: q [t, Hq, D], kv [Hkv, nb*128, 2D] the request's keys in
+    token order, sel [t, Hkv, K] logical block ids -> [t, Hq, D]."""
+    t, hq, d = q.shape
+    hkv = kv.shape[0]
+    g = hq // hkv
+    nb = kv.shape[1] // BLOCK_SIZE
+    sel = sel.long()
+    nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
+    ok = (sel >= 0) & (sel < nvis) & (sel < nb)
+    chosen = torch.zeros(t, hkv, nb + 1, dtype=torch.bool, device=q.device)
+    chosen.scatter_(2, torch.where(ok, sel, nb), True)
+    chosen = chosen[..., :nb]
+    used = chosen.any(1).any(0).nonzero().squeeze(1)  # the tile's blocks, in order [U]
+    u = used.shape[0]
+    if u == int(used[-1]) + 1:  # every block up to the last used one: a view, no copy
+        keys = kv[:, : u * BLOCK_SIZE]
+    else:
+        keys = kv.view(hkv, nb, BLOCK_SIZE, 2 * d)[:, used].reshape(hkv, u * BLOCK_SIZE, 2 * d)
+    # the additive mask [t, Hkv, U*128]: each row's own blocks, then causality where a row's
+    # position cuts the keys (only the columns past the tile's first position)
+    mask = torch.zeros(t, hkv, u, dtype=kv.dtype, device=q.device)
+    mask.masked_fill_(~chosen[:, :, used], float("-inf"))
+    mask = mask[..., None].expand(t, hkv, u, BLOCK_SIZE).contiguous().view(t, hkv, -1)
+    key_pos = (used[:, None] * BLOCK_SIZE + torch.arange(BLOCK_SIZE, device=q.device)).view(-1)
+    lo = int(torch.searchsorted(key_pos, pos.min(), right=True))
+    future = key_pos[None, lo:] > pos[:, None]  # [t, U*128 - lo]
+    mask[..., lo:].masked_fill_(future[:, None, :], float("-inf"))
+    # the G query heads of a KV group as the batch: K/V and the mask broadcast over it
+    qg = _wide(q).view(t, hkv, g, d).permute(2, 1, 0, 3)  # [G, Hkv, t, D]
+    k = keys[None, ..., :d].expand(g, -1, -1, -1)
+    v = keys[None, ..., d:].expand(g, -1, -1, -1)
+    o, _ = _attend(qg, k, v, scale, mask=mask.permute(1, 0, 2)[None])
+    return o.permute(2, 1, 0, 3).reshape(t, hq, d)  # [t, Hkv, G, D] -> head h*G + g
+
+
+def _block_scores(iq: torch.Tensor, ik: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """msa.block_scores' result, masking only the blocks a row's position cuts: [t, H, nb]."""
+    s = torch.einsum("thd,ld->thl", iq.float(), ik.float())
+    t, h, n = s.shape
+    nb = n // BLOCK_SIZE
+    scores = s.view(t, h, nb, BLOCK_SIZE).amax(-1)
+    lo = int(pos.min()) // BLOCK_SIZE  # every block before lo is wholly visible to every row
+    tail = s[..., lo * BLOCK_SIZE :]
+    j = torch.arange(lo * BLOCK_SIZE, n, device=iq.device)
+    tail = tail.masked_fill((j[None, :] > pos[:, None])[:, None, :], float("-inf"))
+    scores[..., lo:] = tail.view(t, h, nb - lo, BLOCK_SIZE).amax(-1)
+    return scores
+
+
+def index_select_blocks(
+    iq: torch.Tensor,
+    index_cache: torch.Tensor,
+    md: AttentionMetadata,
+    topk: int,
+    init_blocks: int = 0,
+    local_blocks: int = 1,
+) -> torch.Tensor:
+    """msa.index_select_blocks' contract and selection: [T, H, topk] int32 block ids."""
+    t_all, h, _ = iq.shape
+    out = torch.full((t_all, h, topk), -1, dtype=torch.int32, device=iq.device)
+    for ik, _sl, rows, pos in query_chunks(md, index_cache, h):
+        scores = _block_scores(index_queries(iq[rows], index_cache), ik, pos)
+        out[rows] = select_from_scores(scores, pos, topk, init_blocks, local_blocks)
+    return out
