@@ -65,34 +65,44 @@ PHASES = (
 
 
 class StepClock:
-    """Seconds per phase per engine step. A wrapped call adds its time to its phase and takes
-    it off the enclosing wrapped call's (so the phases of one step add up to the step)."""
+    """Wall and process-CPU seconds per phase per engine step. A wrapped call adds its time to
+    its phase and takes it off the enclosing wrapped call's (so one step's phases add up to
+    the step). CPU seconds hold up better than wall seconds on a shared, loaded machine."""
 
     def __init__(self) -> None:
         self.steps: list[dict] = []
-        self._cur: dict[str, float] = defaultdict(float)
-        self._stack: list[float] = []  # child time accumulated under each open call
+        self._cur: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        self._stack: list[list[float]] = []  # child wall, cpu accumulated under each open call
 
     def wrap(self, phase: str, fn: Callable) -> Callable:
         def timed(*a, **kw):
-            self._stack.append(0.0)
-            t = time.perf_counter()
+            self._stack.append([0.0, 0.0])
+            t, c = time.perf_counter(), time.process_time()
             try:
                 return fn(*a, **kw)
             finally:
-                dt_ = time.perf_counter() - t
-                children = self._stack.pop()
-                self._cur[phase] += dt_ - children
+                dt_, dc = time.perf_counter() - t, time.process_time() - c
+                child = self._stack.pop()
+                cur = self._cur[phase]
+                cur[0] += dt_ - child[0]
+                cur[1] += dc - child[1]
                 if self._stack:
-                    self._stack[-1] += dt_
+                    self._stack[-1][0] += dt_
+                    self._stack[-1][1] += dc
 
         return timed
 
-    def end_step(self, seconds: float, context: int, tokens: int) -> None:
-        row = {p: self._cur.get(p, 0.0) for p in PHASES if p != "other"}
-        row["other"] = max(0.0, seconds - sum(row.values()))
-        self.steps.append({"context": context, "tokens": tokens, "step_s": seconds, **row})
-        self._cur = defaultdict(float)
+    def end_step(self, seconds: float, cpu: float, context: int, tokens: int) -> None:
+        wall = {p: self._cur[p][0] for p in PHASES if p != "other"}
+        cpus = {p: self._cur[p][1] for p in PHASES if p != "other"}
+        wall["other"] = max(0.0, seconds - sum(wall.values()))
+        cpus["other"] = max(0.0, cpu - sum(cpus.values()))
+        self.steps.append(
+            {"context": context, "tokens": tokens, "step_s": seconds, "step_cpu_s": cpu}
+            | wall
+            | {p + "_cpu": v for p, v in cpus.items()}
+        )
+        self._cur.clear()
 
 
 def instrument(engine, clock: StepClock) -> None:
@@ -172,7 +182,7 @@ def load_avg() -> float:
     return os.getloadavg()[0]
 
 
-def run_length(model_dir: Path, n: int, chunk: int, seed: int) -> dict:
+def run_length(model_dir: Path, n: int, chunk: int, seed: int, torch_ops: str) -> dict:
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.sampling_params import native_params
     from m3agent.engine.native.llm import LLM
@@ -185,7 +195,17 @@ def run_length(model_dir: Path, n: int, chunk: int, seed: int) -> dict:
         kv_cache_memory_bytes=int(per_token * (n + 1024) * 1.1) + (64 << 20),
         enable_prefix_caching=False,
     )
-    engine = LLM.from_model_dir(model_dir, device="cpu", dtype="float32", config=config)
+    # the op table reads M3AGENT_TORCH_OPS when the model is built: "all" is the torch
+    # references (the CPU path before layers/cpu_attention.py), "" the CPU path
+    saved = os.environ.get("M3AGENT_TORCH_OPS")
+    os.environ["M3AGENT_TORCH_OPS"] = torch_ops
+    try:
+        engine = LLM.from_model_dir(model_dir, device="cpu", dtype="float32", config=config)
+    finally:
+        if saved is None:
+            del os.environ["M3AGENT_TORCH_OPS"]
+        else:
+            os.environ["M3AGENT_TORCH_OPS"] = saved
     clock = StepClock()
     instrument(engine, clock)
     step = engine.step
@@ -200,15 +220,17 @@ def run_length(model_dir: Path, n: int, chunk: int, seed: int) -> dict:
     while engine.has_unfinished_requests():
         req = engine.scheduler.requests.get("prefill")
         ctx = req.num_computed_tokens if req is not None else n
-        ts = time.perf_counter()
+        ts, cs = time.perf_counter(), time.process_time()
         step()
-        clock.end_step(time.perf_counter() - ts, ctx, min(chunk, n - ctx))
+        clock.end_step(time.perf_counter() - ts, time.process_time() - cs, ctx, min(chunk, n - ctx))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     totals = {p: round(sum(s[p] for s in clock.steps), 3) for p in PHASES}
+    cpu_totals = {p: round(sum(s[p + "_cpu"] for s in clock.steps), 3) for p in PHASES}
     first, last = clock.steps[0], clock.steps[-1]
     c = engine.model.config
     return {
+        "ops": "torch references" if torch_ops == "all" else "cpu path",
         "prompt_tokens": n,
         "chunk": chunk,
         "steps": len(clock.steps),
@@ -218,6 +240,8 @@ def run_length(model_dir: Path, n: int, chunk: int, seed: int) -> dict:
         "load_avg_1m": [round(load0, 2), round(load_avg(), 2)],
         "phase_s": totals,
         "phase_share": {p: round(v / wall, 3) for p, v in totals.items()},
+        "phase_cpu_s": cpu_totals,
+        "tok_per_cpu_s": round(n / cpu, 1),
         # the same phases in the first chunk (context 0) and the last (context n - chunk):
         # a phase whose last-chunk cost is far above its first grows with the prefix
         "first_chunk": {k: round(v, 4) for k, v in first.items()},
@@ -230,7 +254,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", default="8192,16384,32768")
     ap.add_argument("--chunk", type=int, default=None, help="default: the CPU serving chunk")
-    ap.add_argument("--label", default="run", help="a name for this run (before / after)")
+    ap.add_argument("--label", default="run", help="a name for this run")
+    ap.add_argument(
+        "--before",
+        default="8192,16384",
+        help="lengths also run on the torch references (the CPU path before), same run",
+    )
     ap.add_argument("--threads", type=int, default=None)
     add_out_arg(ap)
     args = ap.parse_args()
@@ -259,14 +288,16 @@ def main() -> None:
     out = dated_json(args.out, f"prefill_phases_{args.label}", date)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = init_tiny(Path(tmp) / "tiny")
+        before = {int(x) for x in args.before.split(",") if x}
         for n in (int(x) for x in args.lengths.split(",")):
-            row = run_length(model_dir, n, chunk, seed=n)
-            total = sum(row["flops"].values()) * 1e9
-            row["bound_s"] = round(total / (gflops * 1e9), 3)
-            row["bound_share"] = round(row["bound_s"] / row["prefill_s"], 3)
-            record["rows"].append(row)
-            print(json.dumps(row), flush=True)
-            out.write_text(json.dumps(record, indent=1))
+            for torch_ops in ("all", "") if n in before else ("",):
+                row = run_length(model_dir, n, chunk, seed=n, torch_ops=torch_ops)
+                total = sum(row["flops"].values()) * 1e9
+                row["bound_s"] = round(total / (gflops * 1e9), 3)
+                row["bound_share"] = round(row["bound_s"] / row["prefill_s"], 3)
+                record["rows"].append(row)
+                print(json.dumps(row), flush=True)
+                out.write_text(json.dumps(record, indent=1))
     print(f"wrote {out}", flush=True)
 
 

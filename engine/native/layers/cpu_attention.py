@@ -30,6 +30,11 @@ from .msa import index_queries, select_from_scores
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 # Elements of one sparse row tile's additive mask [Hkv, rows, union keys] (fp32): 32 MiB.
 _MASK_ELEMS = 1 << 23
+# A row tile attends densely over the union of its rows' blocks while that union holds at
+# most this many times one row's selection; past it, block by block (_block_rows).
+_UNION_BLOCKS_PER_ROW_SELECTION = 2
+# Elements of a block-major tile's per-pair scores [rows, Hkv, K, Hq/Hkv, 128] (fp32): 64 MiB.
+_PAIR_ELEMS = 1 << 24
 _WIDE = (torch.float32, torch.float64)
 
 
@@ -108,9 +113,11 @@ def sparse_attention(
         if ql == 0:
             continue
         kv = _wide(gather_pages(kv_cache, md.block_tables[r], sl))  # [Hkv, nb*128, 2D]
-        step = _tile_rows(hkv, sl)
-        for c0 in range(q0, q0 + ql, step):
-            rows = slice(c0, min(q0 + ql, c0 + step))
+        k = topk_idx.shape[2]
+        by_block = -(-sl // BLOCK_SIZE) > _UNION_BLOCKS_PER_ROW_SELECTION * k
+        step = _PAIR_ELEMS // (hkv * k * q.shape[1]) if by_block else _tile_rows(hkv, sl)
+        for c0 in range(q0, q0 + ql, max(16, step)):
+            rows = slice(c0, min(q0 + ql, c0 + max(16, step)))
             o = _sparse_rows(q[rows], kv, topk_idx[rows], md.positions[rows], scale)
             out[rows] = o.to(q.dtype)
     return out
@@ -120,18 +127,41 @@ def _sparse_rows(
     q: torch.Tensor, kv: torch.Tensor, sel: torch.Tensor, pos: torch.Tensor, scale: float
 ) -> torch.Tensor:
     """One row tile of a request: q [t, Hq, D], kv [Hkv, nb*128, 2D] the request's keys in
-    token order, sel [t, Hkv, K] logical block ids -> [t, Hq, D]."""
-    t, hq, d = q.shape
-    hkv = kv.shape[0]
-    g = hq // hkv
+    token order, sel [t, Hkv, K] logical block ids -> [t, Hq, D].
+
+    The policy: when the tile's rows between them selected few more blocks than one row
+    does (short contexts, or rows that agree), attend densely over that union; otherwise
+    (long contexts, scattered selections) block by block, so the work is the selected keys'
+    whatever the context."""
+    t, hkv, k = sel.shape
     nb = kv.shape[1] // BLOCK_SIZE
-    sel = sel.long()
+    sel = sel.long().sort(-1).values
     nvis = (pos // BLOCK_SIZE + 1)[:, None, None]
     ok = (sel >= 0) & (sel < nvis) & (sel < nb)
+    ok[..., 1:] &= sel[..., 1:] != sel[..., :-1]  # a block listed twice counts once
     chosen = torch.zeros(t, hkv, nb + 1, dtype=torch.bool, device=q.device)
     chosen.scatter_(2, torch.where(ok, sel, nb), True)
     chosen = chosen[..., :nb]
     used = chosen.any(1).any(0).nonzero().squeeze(1)  # the tile's blocks, in order [U]
+    if used.shape[0] <= _UNION_BLOCKS_PER_ROW_SELECTION * k:
+        return _union_rows(q, kv, chosen, used, pos, scale)
+    return _block_rows(q, kv, sel, ok, pos, scale)
+
+
+def _union_rows(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    chosen: torch.Tensor,
+    used: torch.Tensor,
+    pos: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Flash attention over the union `used` of the tile's blocks, each row masked to its
+    own (`chosen` [t, Hkv, nb]) and to causality."""
+    t, hq, d = q.shape
+    hkv = kv.shape[0]
+    g = hq // hkv
+    nb = kv.shape[1] // BLOCK_SIZE
     u = used.shape[0]
     if u == int(used[-1]) + 1:  # every block up to the last used one: a view, no copy
         keys = kv[:, : u * BLOCK_SIZE]
@@ -152,6 +182,59 @@ def _sparse_rows(
     v = keys[None, ..., d:].expand(g, -1, -1, -1)
     o, _ = _attend(qg, k, v, scale, mask=mask.permute(1, 0, 2)[None])
     return o.permute(2, 1, 0, 3).reshape(t, hq, d)  # [t, Hkv, G, D] -> head h*G + g
+
+
+def _block_rows(
+    q: torch.Tensor,
+    kv: torch.Tensor,
+    sel: torch.Tensor,
+    ok: torch.Tensor,
+    pos: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
+    """Block-major sparse attention: each selected (KV head, block) is read once for all the
+    tile's rows that chose it, as one batched GEMM over the blocks (rows padded to the most
+    any block has); the scores go back to each row's own K x 128 keys for the softmax.
+    sel, ok [t, Hkv, K]: the rows' block ids and which of them count."""
+    t, hq, d = q.shape
+    hkv = kv.shape[0]
+    g = hq // hkv
+    k = sel.shape[2]
+    nb = kv.shape[1] // BLOCK_SIZE
+    dev = q.device
+    slot = ok.view(-1).nonzero().squeeze(1)  # the pairs (row, head, k) that count [P]
+    row_head = slot // k  # row * Hkv + head
+    blk = sel.view(-1)[slot]
+    # a pair's group: its (head, block), numbered as kv's [Hkv * nb] pages
+    groups, inv, counts = torch.unique(
+        (row_head % hkv) * nb + blk, return_inverse=True, return_counts=True
+    )
+    order = torch.argsort(inv, stable=True)
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.empty_like(inv)
+    rank[order] = torch.arange(inv.shape[0], device=dev) - starts[inv[order]]
+    n, r = groups.shape[0], int(counts.max())
+    at = inv * r + rank  # each pair's row in the padded [n * r] layout
+    blocks = kv.reshape(hkv * nb, BLOCK_SIZE, 2 * d).index_select(0, groups)  # [n, 128, 2D]
+    qw = _wide(q).reshape(t * hkv, g, d)
+    qpad = torch.zeros(n * r, g, d, dtype=blocks.dtype, device=dev)
+    qpad.index_copy_(0, at, qw.index_select(0, row_head))
+    s = torch.bmm(qpad.view(n, r * g, d), blocks[..., :d].transpose(1, 2))
+    pair = s.view(n * r, g, BLOCK_SIZE).index_select(0, at).mul_(scale)  # [P, G, 128]
+    key_pos = blk[:, None] * BLOCK_SIZE + torch.arange(BLOCK_SIZE, device=dev)  # [P, 128]
+    pair.masked_fill_((key_pos > pos[row_head // hkv][:, None])[:, None, :], float("-inf"))
+    # each row's own K x 128 keys: [t, Hkv, K, G, 128], -inf where a pair does not count
+    grid = torch.full((t * hkv * k, g, BLOCK_SIZE), float("-inf"), dtype=s.dtype, device=dev)
+    grid.index_copy_(0, slot, pair)
+    grid = grid.view(t, hkv, k, g, BLOCK_SIZE).transpose(2, 3).reshape(t, hkv, g, -1)
+    p = torch.softmax(grid, dim=-1).nan_to_num_(nan=0.0)  # no allowed key: 0, as the reference
+    p = p.view(t, hkv, g, k, BLOCK_SIZE).transpose(2, 3).reshape(t * hkv * k, g, BLOCK_SIZE)
+    ppad = torch.zeros(n * r, g, BLOCK_SIZE, dtype=s.dtype, device=dev)
+    ppad.index_copy_(0, at, p.index_select(0, slot))
+    o = torch.bmm(ppad.view(n, r * g, BLOCK_SIZE), blocks[..., d:]).view(n * r, g, d)
+    out = torch.zeros(t * hkv, g, d, dtype=o.dtype, device=dev)
+    out.index_add_(0, row_head, o.index_select(0, at))
+    return out.view(t, hq, d)
 
 
 def _block_scores(iq: torch.Tensor, ik: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,9 @@
 """The CPU path of the attention ops (layers/cpu_attention.py) against the torch references
 (which test_msa.py holds to SPEC §2.8 brute force): the same outputs to float32 rounding and
 the same block selections, over batches with cached prefixes, decode rows, partial pages and
-shuffled physical pages, and row tiles small enough that a request spans several."""
+shuffled physical pages, row tiles small enough that a request spans several, and both sparse
+paths (the union of a tile's blocks at top-16 over these short contexts, block by block at
+top-4)."""
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ def tiles(request, monkeypatch):
     """The default row tile, or tiles of 16 rows (a request's rows over many tiles, each
     with its own union of blocks: contiguous or not)."""
     if request.param:
-        monkeypatch.setattr(cpu_attention, "_MASK_ELEMS", 1)  # _tile_rows' floor: 16 rows
+        monkeypatch.setattr(cpu_attention, "_MASK_ELEMS", 1)  # the tiles' floor: 16 rows
+        monkeypatch.setattr(cpu_attention, "_PAIR_ELEMS", 1)
     return request.param
 
 
@@ -52,6 +55,7 @@ def test_selection_and_sparse_equal_reference(seqs, qls, init, local, k, tiles):
     assert torch.equal(want.sort(-1).values, got.sort(-1).values)
     noisy = want.clone()
     noisy[::3, 0, -1] = 10_000  # an id past every request's blocks: skipped by both
+    noisy[1::3, 1, -1] = noisy[1::3, 1, 0]  # a block listed twice counts once
     ref = msa.sparse_attention(q, b.kv_cache, noisy, b.md, 0.2)
     out = cpu_attention.sparse_attention(q, b.kv_cache, noisy, b.md, 0.2)
     assert (out - ref).abs().max().item() < 2e-6
