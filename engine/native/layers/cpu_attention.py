@@ -9,14 +9,19 @@ most of its time streaming those tensors through memory, not on arithmetic. Here
   parts merged by their log-sum-exp: the prefix before the chunk, seen whole by every query of
   the chunk (the query heads of a KV group stacked as rows, so K/V are read once and never
   repeated per head), and the chunk's own keys, causal (a square, so top-left causal is right);
-- sparse attention: the same kernel over the union of the blocks some query of a row tile
-  selected, with an additive mask for each query's own blocks and causality; the pages outside
-  the union are neither gathered nor scored;
+- sparse attention, for a row tile of a request: while the blocks its rows selected between
+  them are at most twice one row's top-k (short contexts), the same kernel over that union
+  with an additive mask for each row's own blocks and causality; past that (long contexts,
+  where rows scatter their picks over the whole prefix), block by block: each selected
+  (KV head, block) is read once for all the rows that chose it in one batched GEMM, so the
+  work per token is its top-k x 128 keys' whatever the context;
 - index scoring: the reference's scores, masked only in the blocks a query's position cuts
   (every other block is wholly visible to every row of the chunk).
 
-Outputs equal the references' up to float32 rounding (tests/engine/native/models/test_msa.py
-checks both against SPEC §2.8 brute force); the top-k selection is the reference's own.
+Outputs equal the references' up to float32 rounding and the top-k selection is the
+reference's own (tests/engine/native/models/test_cpu_attention.py; test_msa.py holds the
+references to SPEC §2.8 brute force). The fused kernel is aten's CPU flash attention op,
+called directly because it also returns each row's log-sum-exp.
 """
 
 from __future__ import annotations
