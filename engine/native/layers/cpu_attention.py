@@ -199,7 +199,7 @@ def _block_rows(
 ) -> torch.Tensor:
     """Block-major sparse attention: each selected (KV head, block) is read once for all the
     tile's rows that chose it, as one batched GEMM over the blocks (rows padded to the most
-    any block has); the scores go back to each row's own K x 128 keys for the softmax.
+    any block has); the scores come back in each row's own [K, G, 128] order for the softmax.
     sel, ok [t, Hkv, K]: the rows' block ids and which of them count."""
     t, hq, d = q.shape
     hkv = kv.shape[0]
@@ -207,10 +207,12 @@ def _block_rows(
     k = sel.shape[2]
     nb = kv.shape[1] // BLOCK_SIZE
     dev = q.device
-    slot = ok.view(-1).nonzero().squeeze(1)  # the pairs (row, head, k) that count [P]
+    flat_ok = ok.view(-1)
+    slot = flat_ok.nonzero().squeeze(1)  # the (row, head, k) slots that count [P]
+    dropped = (~flat_ok).nonzero().squeeze(1)
     row_head = slot // k  # row * Hkv + head
     blk = sel.view(-1)[slot]
-    # a pair's group: its (head, block), numbered as kv's [Hkv * nb] pages
+    # a slot's group: its (head, block), numbered as kv's [Hkv * nb] pages
     groups, inv, counts = torch.unique(
         (row_head % hkv) * nb + blk, return_inverse=True, return_counts=True
     )
@@ -219,27 +221,33 @@ def _block_rows(
     rank = torch.empty_like(inv)
     rank[order] = torch.arange(inv.shape[0], device=dev) - starts[inv[order]]
     n, r = groups.shape[0], int(counts.max())
-    at = inv * r + rank  # each pair's row in the padded [n * r] layout
+    at = inv * r + rank  # each counted slot's row in the padded [n * r] layout
+    at_all = torch.zeros(t * hkv * k, dtype=at.dtype, device=dev)  # dropped slots: row 0
+    at_all[slot] = at
     blocks = kv.reshape(hkv * nb, BLOCK_SIZE, 2 * d).index_select(0, groups)  # [n, 128, 2D]
-    qw = _wide(q).reshape(t * hkv, g, d)
-    qpad = torch.zeros(n * r, g, d, dtype=blocks.dtype, device=dev)
+    # padding rows stay uninitialised: a GEMM row only feeds its own output row, never read
+    qw = (_wide(q) * scale).reshape(t * hkv, g, d)
+    qpad = torch.empty(n * r, g, d, dtype=blocks.dtype, device=dev)
     qpad.index_copy_(0, at, qw.index_select(0, row_head))
     s = torch.bmm(qpad.view(n, r * g, d), blocks[..., :d].transpose(1, 2))
-    pair = s.view(n * r, g, BLOCK_SIZE).index_select(0, at).mul_(scale)  # [P, G, 128]
-    key_pos = blk[:, None] * BLOCK_SIZE + torch.arange(BLOCK_SIZE, device=dev)  # [P, 128]
-    pair.masked_fill_((key_pos > pos[row_head // hkv][:, None])[:, None, :], float("-inf"))
-    # each row's own K x 128 keys: [t, Hkv, K, G, 128], -inf where a pair does not count
-    grid = torch.full((t * hkv * k, g, BLOCK_SIZE), float("-inf"), dtype=s.dtype, device=dev)
-    grid.index_copy_(0, slot, pair)
-    grid = grid.view(t, hkv, k, g, BLOCK_SIZE).transpose(2, 3).reshape(t, hkv, g, -1)
-    p = torch.softmax(grid, dim=-1).nan_to_num_(nan=0.0)  # no allowed key: 0, as the reference
-    p = p.view(t, hkv, g, k, BLOCK_SIZE).transpose(2, 3).reshape(t * hkv * k, g, BLOCK_SIZE)
-    ppad = torch.zeros(n * r, g, BLOCK_SIZE, dtype=s.dtype, device=dev)
-    ppad.index_copy_(0, at, p.index_select(0, slot))
+    x = s.view(n * r, g, BLOCK_SIZE).index_select(0, at_all)  # [t * Hkv * K, G, 128]
+    x.index_fill_(0, dropped, float("-inf"))
+    # causality: only the slots of a row's own last block hold keys past its position
+    rows = row_head // hkv
+    own = (blk == pos[rows] // BLOCK_SIZE).nonzero().squeeze(1)
+    future = torch.arange(BLOCK_SIZE, device=dev)[None, :] > (pos[rows[own]] % BLOCK_SIZE)[:, None]
+    x[slot[own]] = x[slot[own]].masked_fill_(future[:, None, :], float("-inf"))
+    # softmax over each (row, head, g)'s K x 128 keys, in place
+    x5 = x.view(t, hkv, k, g, BLOCK_SIZE)
+    m = x5.amax(dim=(2, 4), keepdim=True)
+    m.masked_fill_(m == float("-inf"), 0.0)  # a row with no allowed key comes out 0
+    x5.sub_(m).exp_()
+    x5.div_(x5.sum(dim=(2, 4), keepdim=True).clamp_min_(torch.finfo(x.dtype).tiny))
+    ppad = torch.empty(n * r, g, BLOCK_SIZE, dtype=s.dtype, device=dev)
+    ppad.index_copy_(0, at, x if dropped.numel() == 0 else x.index_select(0, slot))
     o = torch.bmm(ppad.view(n, r * g, BLOCK_SIZE), blocks[..., d:]).view(n * r, g, d)
-    out = torch.zeros(t * hkv, g, d, dtype=o.dtype, device=dev)
-    out.index_add_(0, row_head, o.index_select(0, at))
-    return out.view(t, hq, d)
+    o = o.index_select(0, at_all).index_fill_(0, dropped, 0.0)
+    return o.view(t, hkv, k, g, d).sum(2).view(t, hq, d)
 
 
 def _block_scores(iq: torch.Tensor, ik: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
