@@ -261,6 +261,7 @@ def main() -> None:
         help="lengths also run on the torch references (the CPU path before), same run",
     )
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--note", default="", help="a line on the run's conditions, kept in the JSON")
     add_out_arg(ap)
     args = ap.parse_args()
     if args.threads:
@@ -283,6 +284,7 @@ def main() -> None:
             "fp32_gemm_gflops": round(gflops, 1),
         },
         "model": "m3agent model init-tiny (defaults), float32 on the CPU",
+        "note": args.note,
         "rows": [],
     }
     out = dated_json(args.out, f"prefill_phases_{args.label}", date)

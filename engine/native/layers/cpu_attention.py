@@ -198,8 +198,8 @@ def _block_rows(
     scale: float,
 ) -> torch.Tensor:
     """Block-major sparse attention: each selected (KV head, block) is read once for all the
-    tile's rows that chose it, as one batched GEMM over the blocks (rows padded to the most
-    any block has); the scores come back in each row's own [K, G, 128] order for the softmax.
+    tile's rows that chose it, as one batched GEMM over the blocks (rows padded to what 90% of
+    the blocks hold; a block chosen by more rows is split); the scores come back in each row's own [K, G, 128] order for the softmax.
     sel, ok [t, Hkv, K]: the rows' block ids and which of them count."""
     t, hq, d = q.shape
     hkv = kv.shape[0]
@@ -220,11 +220,17 @@ def _block_rows(
     starts = torch.cumsum(counts, 0) - counts
     rank = torch.empty_like(inv)
     rank[order] = torch.arange(inv.shape[0], device=dev) - starts[inv[order]]
-    n, r = groups.shape[0], int(counts.max())
-    at = inv * r + rank  # each counted slot's row in the padded [n * r] layout
+    # Rows per GEMM: a group holding more (the chunk's own blocks, a block every row likes)
+    # is split into pieces of r rows, so one hot block does not pad every other to its size.
+    r = max(1, int(counts.float().quantile(0.9)))
+    pieces = (counts + r - 1) // r
+    first = torch.cumsum(pieces, 0) - pieces
+    at = (first[inv] + rank // r) * r + rank % r  # each slot's row in the padded [n * r] layout
+    n = int(pieces.sum())
     at_all = torch.zeros(t * hkv * k, dtype=at.dtype, device=dev)  # dropped slots: row 0
     at_all[slot] = at
-    blocks = kv.reshape(hkv * nb, BLOCK_SIZE, 2 * d).index_select(0, groups)  # [n, 128, 2D]
+    pages = groups.repeat_interleave(pieces)
+    blocks = kv.reshape(hkv * nb, BLOCK_SIZE, 2 * d).index_select(0, pages)  # [n, 128, 2D]
     # padding rows stay uninitialised: a GEMM row only feeds its own output row, never read
     qw = (_wide(q) * scale).reshape(t * hkv, g, d)
     qpad = torch.empty(n * r, g, d, dtype=blocks.dtype, device=dev)
