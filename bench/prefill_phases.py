@@ -137,14 +137,17 @@ def instrument(engine, clock: StepClock) -> None:
             layer.mlp.forward = clock.wrap("mlp", layer.mlp.forward)
 
 
-def gemm_gflops(n: int = 1024, reps: int = 8) -> float:
-    """This host's fp32 GEMM rate (n x n x n), the bound's compute ceiling."""
+def gemm_gflops(n: int = 2048, trials: int = 5) -> float:
+    """This host's fp32 GEMM rate (n x n x n, the best of `trials`: on a shared machine the
+    best is the closest to what the host can do), the bound's compute ceiling."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
-    t = time.perf_counter()
-    for _ in range(reps):
+    best = float("inf")
+    for _ in range(trials):
+        t = time.perf_counter()
         a @ b
-    return 2 * n**3 * reps / (time.perf_counter() - t) / 1e9
+        best = min(best, time.perf_counter() - t)
+    return 2 * n**3 / best / 1e9
 
 
 def prefill_flops(c, n: int) -> dict[str, float]:
