@@ -3,9 +3,10 @@ model is built (M3ForCausalLM and LlamaForCausalLM resolve it and hand it to the
 one layers/build.py Build; a layer built on its own resolves its own).
 
 On CUDA with a half-precision model (the kernels are built for bf16/fp16/fp8 tensor-core
-tiles) and kernels/ops.py importable: its Triton ops. Otherwise (the CPU, float32 models as in
-the tests and parity checks, no triton): the plain-torch references of this package, which are
-the CPU path. `M3AGENT_TORCH_OPS=name,name` (or `all`), read when the table is resolved,
+tiles) and kernels/ops.py importable: its Triton ops. On the CPU: the references' semantics
+through torch's fused CPU attention (cpu_attention.py), the other ops on the references.
+Otherwise (float32 models on CUDA as in the parity checks, no triton): the plain-torch
+references of this package. `M3AGENT_TORCH_OPS=name,name` (or `all`), read when the table is resolved,
 forces the torch reference for those ops: a switch for bisecting a kernel against it.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import cpu_attention
 from .attention import dense_attention, insert_index, insert_kv
 from .msa import index_select_blocks, sparse_attention
 from .router import route
@@ -45,6 +47,12 @@ class OpTable:
 
 
 TORCH_REFERENCE = OpTable()
+CPU_OPS = dataclasses.replace(
+    TORCH_REFERENCE,
+    dense_attention=cpu_attention.dense_attention,
+    index_select_blocks=cpu_attention.index_select_blocks,
+    sparse_attention=cpu_attention.sparse_attention,
+)
 OP_NAMES = tuple(f.name for f in dataclasses.fields(OpTable))
 
 
@@ -53,14 +61,17 @@ def resolve_ops(
 ) -> OpTable:
     """The table for a model of `dtype` on `device`. torch_ops: the ops kept on the torch
     reference (`name,name` or `all`); None reads M3AGENT_TORCH_OPS."""
-    if torch.device(device).type != "cuda" or dtype in _WIDE:
+    forced = os.environ.get("M3AGENT_TORCH_OPS", "") if torch_ops is None else torch_ops
+    kept = set(OP_NAMES if forced == "all" else forced.split(",") if forced else ())
+    if torch.device(device).type == "cpu":
+        fast = {n: getattr(CPU_OPS, n) for n in OP_NAMES if n not in kept}
+        return dataclasses.replace(TORCH_REFERENCE, **fast) if kept else CPU_OPS
+    if dtype in _WIDE:
         return TORCH_REFERENCE
     try:
         ops = importlib.import_module("m3agent.engine.native.kernels.ops")
     except ImportError:  # no triton, or kernels not built yet: the torch path is correct
         return TORCH_REFERENCE
-    forced = os.environ.get("M3AGENT_TORCH_OPS", "") if torch_ops is None else torch_ops
-    kept = set(OP_NAMES if forced == "all" else forced.split(",") if forced else ())
     kernels = {
         name: getattr(ops, name)
         for name in OP_NAMES
