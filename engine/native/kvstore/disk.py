@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import logging
 import os
@@ -47,9 +48,10 @@ _EVICT_TO = 0.9
 _os_write = os.write
 
 
-def _open_page(path: Path) -> int:
-    """A page file's read descriptor; never through a symlink (ELOOP: unreadable)."""
-    return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def _open_page(path: str | Path) -> io.FileIO:
+    """A page file opened to read, unbuffered; never through a symlink (ELOOP: unreadable)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    return io.FileIO(fd, "rb", closefd=True)
 
 
 def _check_own_dirs(top: Path, shard: Path) -> None:
@@ -216,7 +218,7 @@ class DiskTier:
         engine thread's reused one. Logs nothing (the engine thread does, in `get`)."""
         path = self._file(key.name)
         try:
-            with open(_open_page(path), "rb", buffering=0) as f:
+            with _open_page(path) as f:
                 st = os.fstat(f.fileno())
                 if st.st_uid != os.geteuid():  # a shared folder: checked, not authenticated
                     return _Loaded(None, "written by another user", remove=False)
