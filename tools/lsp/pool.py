@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..host_programs import command_path
 from .client import LspClient, ServerGone, ServerSlow
 
 # (argv, cwd, run_dir) -> the confined command line and its environment (diagnostics.py);
@@ -110,7 +111,8 @@ class LspPool:
         if server.client is not None:  # it died since the last check
             _stop(server)
         argv = shlex.split(command)
-        if not argv or shutil.which(argv[0]) is None:
+        # found where the sandboxed server will look (a project's node_modules/.bin too)
+        if not argv or shutil.which(argv[0], path=command_path()) is None:
             raise FileNotFoundError(
                 f"{argv[0] if argv else command!r} is not installed (not found on PATH)"
             )
