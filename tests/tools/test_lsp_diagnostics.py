@@ -6,6 +6,7 @@ flooding server costs a note, never the call's own result."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -178,3 +179,26 @@ def test_a_server_that_keeps_failing_is_left_alone(ctx):
         assert after.output.split("\n\n", 1)[1] == notes[-1]
     finally:
         diag.close()
+
+
+def test_a_server_installed_in_the_project_is_found_after_the_path_is_confined(ctx, monkeypatch):
+    """The agent process's own PATH loses the workspace's entries (host_programs): a server
+    installed in the project (node_modules/.bin, an activated .venv/bin) still runs, in the
+    sandbox, found on the PATH the sandbox gives it."""
+    from m3agent.tools import host_programs
+
+    bin_dir = ctx.cwd / "node_modules" / ".bin"
+    bin_dir.mkdir(parents=True)
+    exe = bin_dir / "fake-lsp"
+    exe.write_text(f'#!/bin/sh\nexec {sys.executable} -I {ctx.cwd / "server.py"} "$@"\n')
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(host_programs, "_confined", None)
+    host_programs.confine_process_path([ctx.cwd])
+    assert shutil.which("fake-lsp") is None  # not on the process's own PATH any more
+    diag = Diagnostics(DiagnosticsConfig(lsp={"txt": "fake-lsp"}))
+    try:
+        out = diag.annotate(_write(ctx, "a.txt", "BAD\n"), ctx).output
+    finally:
+        diag.close()
+    assert out.endswith("a.txt:1:1: error: BAD is not allowed here [fake-lsp n1]"), out
