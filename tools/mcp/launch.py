@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 
+from ..host_programs import command_path
 from ..sandbox import boot
 from ..sandbox.cgroup import Cgroup
 from ..sandbox.runner import Sandbox, SandboxUnavailable
@@ -70,6 +71,7 @@ def stdio_parameters(
     # The SDK's allow-list (HOME, PATH, USER, ...); the server's own variables are applied by
     # the shim inside the sandbox (those the user wrote pass even when they look like secrets).
     env = get_default_environment()
+    env["PATH"] = command_path()  # as the user gave it: the process's own is confined
     full, cgroup = argv, None
     if sandbox is not None:
         sandbox = server_sandbox(sandbox, cfg)
