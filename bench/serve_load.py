@@ -259,8 +259,10 @@ def soak(
     prefix_tokens: int = 3000,
     max_tokens: int = 4,
     env: dict[str, str] | None = None,
+    quiet: bool = False,
 ) -> dict:
-    """One level again and again against one server: its RSS after each round. A leak grows
+    """One level again and again against one server: its RSS after each round (and, with
+    QUIET, again after a pause with no requests). A leak grows
     every round by about the same; a cache or the allocator's arenas filling up grow in the
     first rounds and then stay (friction 12 of issue 37)."""
     prefix = prefix_text(prefix_tokens)
@@ -268,12 +270,16 @@ def soak(
         server = Server(model, Path(tmp) / "home", env)
         try:
             start_rss = rss_kb(server.pid)
-            rows = [
-                asyncio.run(level(server, prefix, concurrency, requests, r * requests, max_tokens))
-                for r in range(rounds)
-            ]
-            time.sleep(QUIET_WAIT_S)  # the server gives memory back once quiet (serve/quiet.py)
-            quiet_rss = rss_kb(server.pid)
+            rows, quiet_rss = [], []
+            for r in range(rounds):
+                rows.append(
+                    asyncio.run(
+                        level(server, prefix, concurrency, requests, r * requests, max_tokens)
+                    )
+                )
+                if quiet:  # the server gives memory back once quiet (app/serve/quiet.py)
+                    time.sleep(QUIET_WAIT_S)
+                    quiet_rss.append(round(rss_kb(server.pid) / 1024, 1))
         finally:
             server.stop()
     after = [lv["rss_mb"]["after"] for lv in rows]
@@ -291,7 +297,8 @@ def soak(
         "total_requests": rounds * requests,
         "rss_mb_start": round(start_rss / 1024, 1),
         "rss_mb_after_round": after,
-        "rss_mb_after_quiet": round(quiet_rss / 1024, 1),
+        # after each round and QUIET_WAIT_S of no requests (--quiet): what the server keeps
+        "rss_mb_after_quiet": quiet_rss,
         # per 1,000 requests over the second half of the rounds (after the warm-up)
         "growth_mb_per_1k_second_half": round(
             (after[-1] - after[half - 1]) / ((len(after) - half) * requests) * 1000, 2
@@ -329,6 +336,9 @@ def main() -> None:
         "--soak", type=int, metavar="ROUNDS", help="repeat the last level ROUNDS times instead"
     )
     ap.add_argument(
+        "--quiet", action="store_true", help="with --soak: also RSS after a pause each round"
+    )
+    ap.add_argument(
         "--server-env", action="append", default=[], metavar="NAME=VALUE", help="(repeatable)"
     )
     ap.add_argument("--out", type=Path)
@@ -346,6 +356,7 @@ def main() -> None:
                 prefix_tokens=a.prefix_tokens,
                 max_tokens=a.max_tokens,
                 env=server_env,
+                quiet=a.quiet,
             )
         else:
             result = measure(

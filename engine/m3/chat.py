@@ -237,14 +237,18 @@ class Turn:
         generated = (
             self._layer.count_text(self.raw_text) if generated_tokens is None else generated_tokens
         )
+        total = time.monotonic() - self._started
+        first = self._first_at if time_to_first_token_s is None else time_to_first_token_s
+        if first is None and generated:
+            # Tokens came, but none decoded to text (a backend that times only text, a model
+            # that said only special tokens): the first was in hand by the end at the latest.
+            first = total
         usage = Usage(
             prompt_tokens=prompt,
             cached_prompt_tokens=cached_tokens,
             generated_tokens=generated,
-            time_to_first_token_s=(
-                self._first_at if time_to_first_token_s is None else time_to_first_token_s
-            ),
-            total_time_s=time.monotonic() - self._started,
+            time_to_first_token_s=first,
+            total_time_s=total,
             restored_prompt_tokens=restored_tokens,
             host_prompt_tokens=host_tokens,
         )

@@ -107,3 +107,16 @@ def test_render_errors_are_request_errors(tok):
         ChatLayer(tok).render(req(mode="sometimes"))
     with pytest.raises(PromptTooLong):
         ChatLayer(tok, max_model_len=20).render(req())
+
+
+def test_time_to_first_token_is_known_when_tokens_came_without_text(tok):
+    """The remote client times the first token by its text: tokens that decode to nothing
+    (a random model's special tokens) still give a time, at most the whole request's."""
+    layer = ChatLayer(tok)
+    turn = layer.start_raw(3)
+    usage = (turn.feed("") + turn.finish("length", generated_tokens=2))[-1].usage
+    assert usage.time_to_first_token_s is not None
+    assert usage.time_to_first_token_s <= usage.total_time_s
+    # no tokens at all (cancelled before the first): no time to first token to report
+    empty = layer.start_raw(3).finish("abort", generated_tokens=0)[-1].usage
+    assert empty.time_to_first_token_s is None
