@@ -14,8 +14,9 @@ run cut short still reports what it got.
   python bench/one_gpu_product.py --out DIR [--width m3|small] [--moe-layers N|auto]
       [--repo-tokens N] [--expert-form auto|int8|int4|mxfp8] [--chat-template FILE] [--smoke]
 
---smoke: the CPU (no GPU), the small width, a small repository: CI runs it to keep the
-harness honest (tests/engine/offload/test_one_gpu_product.py).
+--smoke: the CPU (no GPU), the small width, a small repository, to try the harness before
+spending device time (~20 min on 2 cores: the first turn's ~21K-token prompt dominates; too
+slow for CI, whose tests cover each command it drives).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class Harness:
         config = self.work / "config.toml"
         self.env["M3AGENT_CONFIG"] = str(config)
         self.config_text = "" if shutil.which("bwrap") else "accept_sandbox_gaps = true\n"
+        if not args.tiny:  # the TUI has no offload flags: it reads them from the config
+            self.config_text += f'offload_experts = "on"\nexpert_form = "{args.expert_form}"\n'
 
     # ---- plumbing --------------------------------------------------------------------------
 
@@ -243,8 +246,10 @@ class Harness:
             "cache_miss_reason": u.get("cache_miss_reason"),
             "ttft_s": ttft,
             "generated_tokens": gen,
+            # None where no token decoded to text before the last (the client's first-token
+            # time is then the whole request's: no decode time to divide)
             "decode_ms_per_token": round((total - ttft) / (gen - 1) * 1e3, 2)
-            if gen and gen > 1 and ttft is not None
+            if gen and gen > 1 and ttft is not None and total - ttft > 1e-3
             else None,
             "prefill_tokens_per_s": round(
                 (u.get("prompt_tokens", 0) - (u.get("cached_prompt_tokens") or 0)) / ttft, 1
@@ -288,6 +293,7 @@ class Harness:
             ((u["total_time_s"] - u["time_to_first_token_s"]) / (u["generated_tokens"] - 1))
             for u in rows
             if u.get("generated_tokens", 0) > 1
+            and u["total_time_s"] - (u["time_to_first_token_s"] or u["total_time_s"]) > 1e-3
         ]
         self.record(
             f"concurrent_{n}",
@@ -303,7 +309,8 @@ class Harness:
             self.record("tui", skipped="tmux is not installed here")
             return
         env = f"HOME={self.home} M3AGENT_CONFIG={self.env['M3AGENT_CONFIG']}"
-        cmd = pane_command(env, self.cli, " ".join([*self.engine_args(), "--max-tokens", "16"]))
+        engine = self.engine_args()[:4]  # --engine native --model DIR
+        cmd = pane_command(env, self.cli, " ".join([*engine, "--max-tokens", "16"]))
         self.record("tui", **tui_turn(cmd, self.repo, self.args.turn_timeout))
 
     # ---- the whole run ---------------------------------------------------------------------
