@@ -41,6 +41,8 @@ _UNION_BLOCKS_PER_ROW_SELECTION = 2
 # Elements of a block-major tile's per-pair scores [rows, Hkv, K, Hq/Hkv, 128] (fp32): 64 MiB.
 _PAIR_ELEMS = 1 << 24
 _WIDE = (torch.float32, torch.float64)
+# The allocation whose unselected blocks are never written (a test fills it with NaN instead).
+_unwritten = torch.empty
 
 
 def _attend(
@@ -117,7 +119,7 @@ def sparse_attention(
     for r, q0, ql, _cl, sl in request_rows(md):
         if ql == 0:
             continue
-        kv = _wide(gather_pages(kv_cache, md.block_tables[r], sl))  # [Hkv, nb*128, 2D]
+        kv = _selected_pages(kv_cache, md.block_tables[r], sl, topk_idx[q0 : q0 + ql])
         k = topk_idx.shape[2]
         by_block = -(-sl // BLOCK_SIZE) > _UNION_BLOCKS_PER_ROW_SELECTION * k
         step = _PAIR_ELEMS // (hkv * k * q.shape[1]) if by_block else _tile_rows(hkv, sl)
@@ -126,6 +128,24 @@ def sparse_attention(
             o = _sparse_rows(q[rows], kv, topk_idx[rows], md.positions[rows], scale)
             out[rows] = o.to(q.dtype)
     return out
+
+
+def _selected_pages(
+    cache: torch.Tensor, table_row: torch.Tensor, seq_len: int, sel: torch.Tensor
+) -> torch.Tensor:
+    """gather_pages' [Hkv, nb*128, 2D] for the rows whose selections are `sel`, in the maths'
+    dtype. When they name few of the request's blocks (decode and short chunks over a long
+    prefix) only those are copied: both sparse paths read nothing else, so the rest is left
+    unwritten and a decode step costs its top-k blocks, not the whole prefix."""
+    nb = -(-seq_len // BLOCK_SIZE)
+    ids = sel[(sel >= 0) & (sel < nb)].unique().long()
+    if 2 * ids.numel() > nb:
+        return _wide(gather_pages(cache, table_row, seq_len))
+    hkv, width = cache.shape[1], cache.shape[3]
+    dtype = cache.dtype if cache.dtype in _WIDE else torch.float32
+    kv = _unwritten((hkv, nb, BLOCK_SIZE, width), dtype=dtype, device=cache.device)
+    kv[:, ids] = cache[table_row[ids].long()].permute(1, 0, 2, 3).to(dtype)
+    return kv.view(hkv, nb * BLOCK_SIZE, width)
 
 
 def _sparse_rows(

@@ -15,7 +15,13 @@ from m3agent.engine.native.layers.op_table import CPU_OPS, TORCH_REFERENCE, reso
 
 # (seq lens, query lens): prefill chunks behind cached prefixes, a decode row, a fresh prompt,
 # a prompt ending one token into a page
-BATCHES = [([700, 300, 1100], [150, 1, 3]), ([1500], [300]), ([129, 1, 257], [129, 1, 2])]
+# and decode rows over longer prefixes, whose few selected blocks alone are gathered
+BATCHES = [
+    ([700, 300, 1100], [150, 1, 3]),
+    ([1500], [300]),
+    ([129, 1, 257], [129, 1, 2]),
+    ([5000, 4100], [1, 2]),
+]
 
 
 def _batch(seqs, qls, seed, dtype=torch.float32):
@@ -59,6 +65,23 @@ def test_selection_and_sparse_equal_reference(seqs, qls, init, local, k, tiles):
     ref = msa.sparse_attention(q, b.kv_cache, noisy, b.md, 0.2)
     out = cpu_attention.sparse_attention(q, b.kv_cache, noisy, b.md, 0.2)
     assert (out - ref).abs().max().item() < 2e-6
+
+
+def test_a_decode_row_reads_only_the_blocks_it_selected(monkeypatch):
+    """Over a long prefix only the selected pages are gathered; the rest of the buffer is
+    never read (filled with NaN here, the output still equals the reference's)."""
+    partial = []
+
+    def nan_buffer(shape, dtype, device):
+        partial.append(shape)
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(cpu_attention, "_unwritten", nan_buffer)
+    b, q, iq = _batch([5000, 4100], [1, 2], seed=3)
+    sel = msa.index_select_blocks(iq, b.index_cache, b.md, 4, 1, 1)
+    ref = msa.sparse_attention(q, b.kv_cache, sel, b.md, 0.2)
+    out = cpu_attention.sparse_attention(q, b.kv_cache, sel, b.md, 0.2)
+    assert len(partial) == 2 and (out - ref).abs().max().item() < 2e-6
 
 
 def test_half_precision_is_computed_in_float32():
