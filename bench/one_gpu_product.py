@@ -61,8 +61,6 @@ class Harness:
         config = self.work / "config.toml"
         self.env["M3AGENT_CONFIG"] = str(config)
         self.config_text = "" if shutil.which("bwrap") else "accept_sandbox_gaps = true\n"
-        if not args.tiny:  # the TUI has no offload flags: it reads them from the config
-            self.config_text += f'offload_experts = "on"\nexpert_form = "{args.expert_form}"\n'
 
     # ---- plumbing --------------------------------------------------------------------------
 
@@ -309,8 +307,7 @@ class Harness:
             self.record("tui", skipped="tmux is not installed here")
             return
         env = f"HOME={self.home} M3AGENT_CONFIG={self.env['M3AGENT_CONFIG']}"
-        engine = self.engine_args()[:4]  # --engine native --model DIR
-        cmd = pane_command(env, self.cli, " ".join([*engine, "--max-tokens", "16"]))
+        cmd = pane_command(env, self.cli, " ".join([*self.engine_args(), "--max-tokens", "16"]))
         self.record("tui", **tui_turn(cmd, self.repo, self.args.turn_timeout))
 
     # ---- the whole run ---------------------------------------------------------------------

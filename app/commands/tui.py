@@ -43,6 +43,8 @@ def register(app: typer.Typer) -> None:
         ),
         allow_home: flags.AllowHome = False,
         max_tokens: flags.MaxTokens = None,
+        offload_experts: flags.OffloadExperts = None,
+        expert_form: flags.ExpertForm = None,
         inline: bool = typer.Option(
             False,
             "--inline",

@@ -100,3 +100,18 @@ def test_doctor_flags_check_a_native_model_here(tmp_path):
     assert (
         bad.returncode == 2 and "expert_form must be auto, int8, int4, mxfp8 or bf16" in bad.stderr
     )
+
+
+def test_the_terminal_ui_takes_the_offload_flags_run_takes(tmp_path):
+    """`m3agent --offload-experts ... --expert-form ...` (the TUI) checks them as run does,
+    before any screen is drawn: a bad value is one line and exit 2."""
+    env = {**os.environ, "M3AGENT_HOME": str(tmp_path / "home")}
+    for flag, value, why in (
+        ("--expert-form", "int3", "expert_form must be auto, int8, int4, mxfp8 or bf16"),
+        ("--offload-experts", "maybe", "offload_experts must be auto, on or off"),
+    ):
+        bad = subprocess.run(
+            [str(EXE), flag, value, "--cwd", str(tmp_path)],
+            capture_output=True, text=True, env=env, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert bad.returncode == 2 and why in bad.stderr, bad.stderr
