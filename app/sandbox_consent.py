@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.tools.private_fs import open_private, private_dir
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def _why_not(report: SandboxReport) -> str:
     """Why bubblewrap is not used, with the install command when it is missing."""
     if shutil.which("bwrap") is None:
         return f"bubblewrap is not installed ({INSTALL})"
-    return f"bubblewrap cannot run here ({report.layer('bwrap').detail})"
+    return f"bubblewrap cannot run here ({report.layer(SandboxLayer.BWRAP).detail})"
 
 
 def question(report: SandboxReport) -> str:
@@ -60,7 +60,7 @@ def accepted(home: Path) -> bool:
 def needs_consent(policy: SandboxPolicy, report: SandboxReport) -> bool:
     if policy.mode is not SandboxMode.WORKSPACE_WRITE or policy.dangerously_no_sandbox:
         return False
-    return report.protective and not report.is_active("bwrap")
+    return report.protective and not report.is_active(SandboxLayer.BWRAP)
 
 
 def ensure_consent(

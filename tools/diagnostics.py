@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from .base import ToolContext, ToolResult
 from .lsp.pool import LspPool
 from .sandbox.budget import WriteBudgetSpent
+from .sandbox.policy import SandboxLayer
 
 if TYPE_CHECKING:
     from .sandbox.runner import Sandbox
@@ -217,7 +218,7 @@ def _server_launch(
             "no sandbox layer is available here (pass --dangerously-no-sandbox to run it "
             "unprotected)"
         )
-    if "rlimits" in sandbox.active_layers():
+    if SandboxLayer.RLIMITS in sandbox.active_layers():
         try:
             ctx.sandbox.budget.check()  # the session's, as Sandbox.run checks it for a checker
         except WriteBudgetSpent as e:

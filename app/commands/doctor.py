@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         import shutil
         import sys
 
-        from m3agent.tools.sandbox.policy import SandboxPolicy
+        from m3agent.tools.sandbox.policy import SandboxPolicy, parse_layers
         from m3agent.tools.sandbox.report import format_report, probe
 
         from .. import exit_codes
@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
                 workspace=cwd,
                 mode=settings.sandbox,
                 **{**rules, "network": network or rules.get("network", False)},
-                disabled_layers=frozenset(without),
+                disabled_layers=parse_layers(without),
             )
         except ValueError as e:
             die(str(e))

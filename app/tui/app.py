@@ -23,6 +23,8 @@ from .usage_tally import UsageTally
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
+    from m3agent.tools.sandbox.policy import SandboxLayer
+
 
 class M3App(App[None]):
     TITLE = "m3agent"
@@ -106,7 +108,9 @@ class M3App(App[None]):
         self.call_from_thread(self._session_built, session, layers)  # type: ignore[arg-type]
 
     async def _session_built(
-        self, built: SessionLike | Awaitable[SessionLike], layers: tuple[str, ...] | None
+        self,
+        built: SessionLike | Awaitable[SessionLike],
+        layers: tuple[SandboxLayer, ...] | None,
     ) -> None:
         if inspect.isawaitable(built):
             try:

@@ -21,6 +21,7 @@ from .ports import (
 if TYPE_CHECKING:
     from m3agent.agent.events import Progress as ProgressEvent
     from m3agent.engine.api import Engine
+    from m3agent.tools.sandbox.policy import SandboxLayer
 
     from ..settings import Overrides, Settings
     from .onboarding import SetupChoice
@@ -234,7 +235,7 @@ def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
     ]
 
 
-def sandbox_layers(session: SessionLike) -> tuple[str, ...]:
+def sandbox_layers(session: SessionLike) -> tuple[SandboxLayer, ...]:
     """The layers really active for the session's sandbox (probed at its construction)."""
     if session.sandbox is None:
         return ()

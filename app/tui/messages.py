@@ -11,6 +11,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from m3agent.agent import events as ev
+    from m3agent.tools.sandbox.policy import SandboxLayer
 
     from .ports import SessionLike
 
@@ -38,7 +39,9 @@ class EngineProgress(Message):
 @dataclass(eq=False)
 class SessionReady(Message):
     session: SessionLike
-    sandbox_layers: tuple[str, ...] | None = None  # None: not probed, keep what config said
+    sandbox_layers: tuple[SandboxLayer, ...] | None = (
+        None  # None: not probed, keep what config said
+    )
 
 
 @dataclass(eq=False)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from m3agent.agent.ops import Op
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.engine.api import Engine, Message
+    from m3agent.tools.sandbox.policy import SandboxLayer
 
     from ..status_line import StatusLineCommand
     from .onboarding import SetupChoice
@@ -115,7 +116,7 @@ class TuiConfig:
     thinking: ThinkingMode = ThinkingMode.ADAPTIVE
     approval: str = "on-request"
     sandbox: str = "workspace-write"
-    sandbox_layers: tuple[str, ...] = ()
+    sandbox_layers: tuple[SandboxLayer, ...] = ()
     resume: str | None = None
     state_dir: Path | None = None  # where crash logs and checkpoints live ($M3AGENT_HOME)
     max_context_tokens: int | None = None
@@ -126,7 +127,7 @@ class TuiConfig:
     context_report: Callable[[], str] | None = None
     undo: Callable[[], str] | None = None  # default: the session's own checkpoints
     # Called in the loading thread with the new session: the sandbox layers really active.
-    probe_sandbox: Callable[[SessionLike], tuple[str, ...]] | None = None
+    probe_sandbox: Callable[[SessionLike], tuple[SandboxLayer, ...]] | None = None
     clock: Callable[[], float] = time.monotonic  # the turn timer (tests pin it)
     # First run (app/tui/onboarding.py): nothing configured, so ask for an engine first.
     setup: SetupPort | None = None

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, TypedDict
 from m3agent.engine.api import EngineInfo, Usage
 
 if TYPE_CHECKING:
+    from m3agent.tools.sandbox.policy import SandboxLayer
+
     from .ports import SessionLike
 
 
@@ -27,7 +29,7 @@ class StatusState:
     thinking: str = "adaptive"
     mode: str = ""  # a permission mode other than default: "plan", "accept edits"
     sandbox: str = ""
-    sandbox_layers: tuple[str, ...] = ()
+    sandbox_layers: tuple[SandboxLayer, ...] = ()
     prefill: str | None = None  # a slow prefill's progress line (agent/prefill_progress.py)
 
     def changed(self, changes: StatusChanges) -> StatusState:
@@ -110,7 +112,7 @@ class StatusChanges(TypedDict, total=False):
     thinking: str
     mode: str
     sandbox: str
-    sandbox_layers: tuple[str, ...]
+    sandbox_layers: tuple[SandboxLayer, ...]
     prefill: str | None
 
 

@@ -17,6 +17,7 @@ import anyio
 from ..host_programs import command_path
 from ..sandbox import boot
 from ..sandbox.cgroup import Cgroup
+from ..sandbox.policy import SandboxLayer
 from ..sandbox.runner import Sandbox, SandboxUnavailable
 from .config import McpServerConfig, Transport
 from .entry_rules import loader_variable
@@ -83,7 +84,7 @@ def stdio_parameters(
         # No per-command process watch: as root it would poll /proc for the server's whole
         # life; a pids cgroup limits processes instead (where none can be made, docs/mcp.md).
         full, env, _ = sandbox.launch_argv(argv, cwd.resolve(), run_dir, env=env, nproc_watch=False)
-        if "cgroup" in sandbox.active_layers():
+        if SandboxLayer.CGROUP in sandbox.active_layers():
             try:
                 cgroup = Cgroup.create(sandbox.policy.limits.nproc)
             except OSError:  # probed fine but failed now: the launcher's tree kill remains

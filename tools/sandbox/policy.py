@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -19,16 +20,34 @@ class SandboxMode(StrEnum):
     FULL_ACCESS = "full-access"
 
 
-LAYERS = (
-    "bwrap",
-    "landlock",
-    "seccomp",
-    "rlimits",
-    "cgroup",
-    "tree_kill",
-    "env_scrub",
-    "privileges",
-)
+class SandboxLayer(StrEnum):
+    """The layers a command can run under, in the order the report lists them (the confining
+    ones first). One name each, defined here: the probe produces them, the runner, the
+    launch plan and the front ends compare them, and `disabled_layers` holds them. The
+    values are what `m3agent doctor`, the status bar and the JSON show, unchanged."""
+
+    BWRAP = "bwrap"  # bubblewrap: mount and pid namespaces, the network namespace
+    LANDLOCK = "landlock"  # the kernel's file-system (and TCP) rules
+    SECCOMP = "seccomp"  # the system-call filter
+    RLIMITS = "rlimits"  # CPU, memory, file size, processes; the session's write budget
+    CGROUP = "cgroup"  # pids.max and whole-group kill
+    TREE_KILL = "tree_kill"  # every descendant ends with the command
+    ENV_SCRUB = "env_scrub"  # the environment passes by an allow-list
+    PRIVILEGES = "privileges"  # no_new_privs, capabilities dropped
+
+
+LAYERS = tuple(SandboxLayer)
+
+
+def parse_layers(names: Iterable[str]) -> frozenset[SandboxLayer]:
+    """Layer names as given (the CLI's --without, a policy's JSON, a test) as members;
+    ValueError naming the unknown ones and the known ones."""
+    given = set(names)
+    unknown = given - set(LAYERS)
+    if unknown:
+        raise ValueError(f"unknown sandbox layer(s) {sorted(unknown)} (known: {', '.join(LAYERS)})")
+    return frozenset(SandboxLayer(n) for n in given)
+
 
 # Locations that hold credentials; "~" is the policy's home. They stay unreadable even in
 # full-access mode for the file tools, and for commands wherever a layer can enforce it.
@@ -171,7 +190,7 @@ class SandboxPolicy:
     # Run commands even when no layer can be applied (the CLI's --dangerously-no-sandbox).
     dangerously_no_sandbox: bool = False
     # Layers to treat as unavailable (a user opting out, or a test simulating a machine).
-    disabled_layers: frozenset[str] = frozenset()
+    disabled_layers: frozenset[SandboxLayer] = frozenset()
     # Directories whose files the file tools read even with other hard links (a pnpm store).
     hardlink_allow: tuple[str, ...] = ()
     # Commands may create AF_UNIX sockets (and so connect to any pathname socket they can see).
@@ -190,16 +209,12 @@ class SandboxPolicy:
                 raise ValueError(
                     f"unknown sandbox mode {self.mode!r} (use one of {modes})"
                 ) from None
-        unknown = set(self.disabled_layers) - set(LAYERS)
-        if unknown:
-            raise ValueError(
-                f"unknown sandbox layer(s) {sorted(unknown)} (known: {', '.join(LAYERS)})"
-            )
+        # members from here on, whatever the caller passed (names from JSON or a test)
+        object.__setattr__(self, "disabled_layers", parse_layers(self.disabled_layers))
         object.__setattr__(self, "workspace", Path(self.workspace).resolve())
         object.__setattr__(
             self, "extra_writable", tuple(Path(p).resolve() for p in self.extra_writable)
         )
-        object.__setattr__(self, "disabled_layers", frozenset(self.disabled_layers))
         object.__setattr__(self, "private_paths", tuple(Path(p) for p in self.private_paths))
 
     # -- derived views -------------------------------------------------------------------
@@ -304,7 +319,7 @@ class SandboxPolicy:
             private_paths=tuple(Path(p) for p in d["private_paths"]),
             limits=Limits(**d["limits"]),
             dangerously_no_sandbox=bool(d["dangerously_no_sandbox"]),
-            disabled_layers=frozenset(d["disabled_layers"]),
+            disabled_layers=parse_layers(d["disabled_layers"]),
             hardlink_allow=tuple(d.get("hardlink_allow", ())),
             allow_unix_sockets=bool(d.get("allow_unix_sockets", False)),
             deny_write=tuple(d.get("deny_write", ())),

@@ -8,14 +8,15 @@ from typing import TypedDict
 
 from m3agent.tools.sandbox import bwrap, landlock, seccomp
 from m3agent.tools.sandbox.cgroup import Cgroup
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 
-PROTECTIVE = ("bwrap", "landlock", "seccomp")  # layers that confine what a command can reach
+# layers that confine what a command can reach
+PROTECTIVE = (SandboxLayer.BWRAP, SandboxLayer.LANDLOCK, SandboxLayer.SECCOMP)
 
 
 @dataclass(frozen=True, slots=True)
 class LayerStatus:
-    name: str
+    name: SandboxLayer
     available: bool  # the machine supports it
     active: bool  # it will be applied under this policy
     detail: str  # what it does, or why it is not active
@@ -44,10 +45,10 @@ class SandboxReport:
     network: bool
     layers: tuple[LayerStatus, ...]
 
-    def layer(self, name: str) -> LayerStatus:
+    def layer(self, name: SandboxLayer) -> LayerStatus:
         return next(layer for layer in self.layers if layer.name == name)
 
-    def is_active(self, name: str) -> bool:
+    def is_active(self, name: SandboxLayer) -> bool:
         return self.layer(name).active
 
     @property
@@ -72,7 +73,7 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     out: list[LayerStatus] = []
 
     def add(
-        name: str, available: bool, detail: str, applies: bool = True, why_not: str = ""
+        name: SandboxLayer, available: bool, detail: str, applies: bool = True, why_not: str = ""
     ) -> None:
         if name in policy.disabled_layers:
             out.append(LayerStatus(name, available, False, f"disabled by the policy ({detail})"))
@@ -81,8 +82,9 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
         else:
             out.append(LayerStatus(name, available, available, detail))
 
-    ok, detail = bwrap.probe() if "bwrap" not in policy.disabled_layers else (False, "not probed")
-    add("bwrap", ok, detail, not full, "not used in full-access mode")
+    bwrap_on = SandboxLayer.BWRAP not in policy.disabled_layers
+    ok, detail = bwrap.probe() if bwrap_on else (False, "not probed")
+    add(SandboxLayer.BWRAP, ok, detail, not full, "not used in full-access mode")
 
     abi = landlock.abi_version()
     if abi:
@@ -91,10 +93,10 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
         ll = f"ABI {abi}: file-system rules, {net}{scope}"
     else:
         ll = "the kernel has no Landlock (needs Linux >= 5.13 with lsm=landlock)"
-    add("landlock", bool(abi), ll, not full, "not used in full-access mode")
+    add(SandboxLayer.LANDLOCK, bool(abi), ll, not full, "not used in full-access mode")
 
     why = seccomp.supported()
-    unix = (ok and "bwrap" not in policy.disabled_layers and policy.allow_unix_sockets) or full
+    unix = (ok and bwrap_on and policy.allow_unix_sockets) or full
     if unix:
         families = "AF_UNIX (allow_unix_sockets)" if not full else "AF_UNIX"
     elif policy.allow_unix_sockets:
@@ -103,7 +105,7 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
         families = "not AF_UNIX (socketpair only; allow_unix_sockets opts in)"
     if policy.network:
         families += ", AF_INET/6, NETLINK_ROUTE"
-    elif policy.allowed_domains and ok and "bwrap" not in policy.disabled_layers:
+    elif policy.allowed_domains and ok and bwrap_on:
         families += ", AF_INET/6 in a loopback-only network namespace (allow-list proxy)"
     elif policy.allowed_domains:
         families += "; allowed_domains ignored: the allow-list needs bwrap, network stays off"
@@ -111,7 +113,7 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
         f"denies ptrace, io_uring, bpf, chown, xattr writes, TIOCSTI/TIOCLINUX; socket "
         f"families: {families}, no other"
     )
-    add("seccomp", why is None, sc if why is None else why)
+    add(SandboxLayer.SECCOMP, why is None, sc if why is None else why)
 
     rl = (
         "CPU time, address space, file size, process count; a session write budget of "
@@ -119,29 +121,33 @@ def probe(policy: SandboxPolicy) -> SandboxReport:
     )
     if os.geteuid() == 0:
         rl += " (RLIMIT_NPROC is not enforced for root: the cgroup layer limits processes)"
-    add("rlimits", True, rl)
+    add(SandboxLayer.RLIMITS, True, rl)
 
     try:
         cg = Cgroup.create(policy.limits.nproc)
         cg.remove()
-        add("cgroup", True, f"pids.max and whole-group kill under {cg.path.parent}")
+        add(SandboxLayer.CGROUP, True, f"pids.max and whole-group kill under {cg.path.parent}")
     except OSError as e:
-        add("cgroup", False, f"no writable cgroup with the pids controller ({e.strerror or e})")
+        add(
+            SandboxLayer.CGROUP,
+            False,
+            f"no writable cgroup with the pids controller ({e.strerror or e})",
+        )
 
     tk = (
         "every descendant is killed when the command ends, setsid children included "
         "(bubblewrap's pid namespace, else a subreaper launcher)"
     )
-    if os.geteuid() == 0 and not any(s.name == "cgroup" and s.active for s in out):
+    if os.geteuid() == 0 and not any(s.name == SandboxLayer.CGROUP and s.active for s in out):
         tk += f"; as root without a pids cgroup it also kills the tree past {policy.limits.nproc} processes"
-    add("tree_kill", os.name == "posix", tk)
+    add(SandboxLayer.TREE_KILL, os.name == "posix", tk)
     add(
-        "env_scrub",
+        SandboxLayer.ENV_SCRUB,
         True,
         "the environment passes by an allow-list (PATH, HOME, LANG, LC_*, toolchain variables, plus the policy's env_allow)",
     )
     add(
-        "privileges",
+        SandboxLayer.PRIVILEGES,
         os.name == "posix",
         "no_new_privs and every capability dropped before exec"
         " (root keeps uid 0, none of its powers); no controlling tty",
@@ -157,7 +163,7 @@ def gaps(report: SandboxReport) -> list[str]:
     on = report.is_active
     out = []
     confined = report.mode != "full-access"
-    if confined and not on("bwrap"):
+    if confined and not on(SandboxLayer.BWRAP):
         out += [
             "no bubblewrap: chmod and utime of files outside the writable roots are not refused "
             "(Landlock does not govern metadata, seccomp cannot see paths); as root that covers "
@@ -168,7 +174,7 @@ def gaps(report: SandboxReport) -> list[str]:
             "no bubblewrap: commands cannot create or remove entries directly in the workspace "
             "root (the file tools can)",
         ]
-        if not on("landlock"):
+        if not on(SandboxLayer.LANDLOCK):
             out.append(
                 "no bubblewrap and no Landlock: secrets, the home directory and the "
                 "data dir are readable, and nothing outside the workspace is write-protected"
@@ -178,35 +184,42 @@ def gaps(report: SandboxReport) -> list[str]:
             "a command can create a nested repository below the workspace root (e.g. "
             "src/.git); the agent's own git never runs it"
         )
-    if on("landlock") and "signal" not in report.layer("landlock").detail and not on("bwrap"):
+    if (
+        on(SandboxLayer.LANDLOCK)
+        and "signal" not in report.layer(SandboxLayer.LANDLOCK).detail
+        and not on(SandboxLayer.BWRAP)
+    ):
         out.append(
             "Landlock ABI < 6: signals to and abstract sockets of outside processes are not scoped"
         )
-    if on("seccomp") and "AF_UNIX (allow_unix_sockets)" in report.layer("seccomp").detail:
+    if (
+        on(SandboxLayer.SECCOMP)
+        and "AF_UNIX (allow_unix_sockets)" in report.layer(SandboxLayer.SECCOMP).detail
+    ):
         out.append(
             "allow_unix_sockets: a command can connect to any pathname unix socket bubblewrap "
             "leaves visible (outside home, /tmp and /run: e.g. a database or container daemon)"
         )
-    if "allowed_domains ignored" in report.layer("seccomp").detail:
+    if "allowed_domains ignored" in report.layer(SandboxLayer.SECCOMP).detail:
         out.append(
             'network = "allowlist" needs bubblewrap (a network namespace of its own): '
             "without it the network stays off"
         )
-    if not on("seccomp"):
+    if not on(SandboxLayer.SECCOMP):
         out.append(
             "no seccomp: UDP/DNS with the network off, AF_VSOCK and other socket "
             "families, ptrace, TIOCSTI are not refused"
         )
-    if not on("cgroup") and os.geteuid() == 0:
+    if not on(SandboxLayer.CGROUP) and os.geteuid() == 0:
         out.append("root without a pids cgroup: the process limit is a best-effort watchdog")
-    if not on("tree_kill"):
+    if not on(SandboxLayer.TREE_KILL):
         out.append("no tree kill: background processes outlive the command and the agent")
     return out
 
 
 def format_report(report: SandboxReport) -> str:
     net = "on" if report.network else "off"
-    if not report.network and "allow-list proxy" in report.layer("seccomp").detail:
+    if not report.network and "allow-list proxy" in report.layer(SandboxLayer.SECCOMP).detail:
         net = "allowlist"
     rows = [f"sandbox mode: {report.mode}   network: {net}"]
     for s in report.layers:

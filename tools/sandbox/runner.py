@@ -23,7 +23,7 @@ from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
 from m3agent.tools.sandbox.envscrub import scrub
 from m3agent.tools.sandbox.modes_guard import ModeGuard
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
 from m3agent.tools.sandbox.spec import LaunchSpec
 
@@ -54,7 +54,7 @@ class RunResult:
     stderr_bytes: int
     duration_s: float
     killed_by: str  # how leftover processes were ended: "pid-namespace", "cgroup", "subreaper"
-    layers: tuple[str, ...]  # the layers this command ran under
+    layers: tuple[SandboxLayer, ...]  # the layers this command ran under
     scrubbed_env: tuple[str, ...]
     restored_modes: tuple[str, ...] = ()  # protected files whose mode bits were put back
     # False when the sandbox never got as far as starting the command (a layer failed, the
@@ -94,7 +94,7 @@ class Sandbox:
     def mode(self) -> SandboxMode:
         return self.policy.mode
 
-    def active_layers(self) -> tuple[str, ...]:
+    def active_layers(self) -> tuple[SandboxLayer, ...]:
         return tuple(s.name for s in self.report.layers if s.active)
 
     def run(
@@ -122,16 +122,16 @@ class Sandbox:
         argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         cwd = Path(cwd or self.policy.workspace).resolve()
         layers = list(self.active_layers())
-        if "rlimits" in layers:
+        if SandboxLayer.RLIMITS in layers:
             self.budget.check()  # WriteBudgetSpent: nothing more runs this session
         run_dir = Path(tempfile.mkdtemp(prefix="m3agent-run-"))
         cgroup = None
         try:
-            if "cgroup" in layers:
+            if SandboxLayer.CGROUP in layers:
                 try:
                     cgroup = Cgroup.create(self.policy.limits.nproc)
                 except OSError:  # probed fine but failed now: fall back, and say so
-                    layers.remove("cgroup")
+                    layers.remove(SandboxLayer.CGROUP)
             return self._run_in(
                 argv, cwd, timeout_s, cancel, env, tuple(layers), run_dir, cgroup, capture, stdin
             )
@@ -146,7 +146,7 @@ class Sandbox:
         cwd: Path,
         run_dir: Path,
         env: dict[str, str] | None = None,
-        layers: tuple[str, ...] | None = None,
+        layers: tuple[SandboxLayer, ...] | None = None,
         nproc_watch: bool = True,
         status_fd: int | None = None,
     ) -> tuple[list[str], dict[str, str], list[str]]:
@@ -163,7 +163,9 @@ class Sandbox:
         if env is None:  # the PATH the user gave, not the process's own narrowed one
             base_env["PATH"] = command_path()
         clean_env, removed = (
-            scrub(base_env, self.policy.env_allow) if "env_scrub" in layers else (base_env, [])
+            scrub(base_env, self.policy.env_allow)
+            if SandboxLayer.ENV_SCRUB in layers
+            else (base_env, [])
         )
         if self.policy.home is not None:
             clean_env["HOME"] = str(self.policy.home_dir())
@@ -182,11 +184,11 @@ class Sandbox:
         # Confinement is exactly plan.confinement's four keys, and those two are set below)
         spec: LaunchSpec = {
             **plan.confinement(self.policy, layers, box, fsize),  # type: ignore[typeddict-item]
-            "tree_kill": "tree_kill" in layers,
+            "tree_kill": SandboxLayer.TREE_KILL in layers,
             "agent_pid": plan.agent_pid(layers),
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
-            if nproc_watch and os.geteuid() == 0 and "tree_kill" in layers
+            if nproc_watch and os.geteuid() == 0 and SandboxLayer.TREE_KILL in layers
             else 0,
         }
         if status_fd is not None:
@@ -201,14 +203,16 @@ class Sandbox:
                 clean_env[name] = clean_env[name.lower()] = url
             clean_env.pop("NO_PROXY", None)
             clean_env.pop("no_proxy", None)
-        helper_exe = self.helper if "bwrap" in layers and not spec["nproc_watch"] else None
+        helper_exe = (
+            self.helper if SandboxLayer.BWRAP in layers and not spec["nproc_watch"] else None
+        )
         if "forward" in spec:
             helper_exe = None  # the forwarder lives in the Python launcher
         if helper_exe is not None:  # bubblewrap's pid namespace does the tree kill
             full = helper.argv(helper_exe, spec, status_fd, argv)
         else:
             full = boot.launcher_argv(plan.encode(spec), argv)
-        if "bwrap" in layers:
+        if SandboxLayer.BWRAP in layers:
             full = bwrap.argv(self.policy, run_dir, cwd, binds) + full
         return full, clean_env, list(removed)
 
@@ -219,7 +223,7 @@ class Sandbox:
         timeout_s: float,
         cancel: threading.Event | None,
         env: dict[str, str] | None,
-        layers: tuple[str, ...],
+        layers: tuple[SandboxLayer, ...],
         run_dir: Path,
         cgroup: Cgroup | None,
         given: Capture | None = None,
@@ -227,7 +231,7 @@ class Sandbox:
     ) -> RunResult:
         status_r, status_w = os.pipe()
         placeholders, absent = [], []
-        if "bwrap" in layers:  # taken before bubblewrap creates the mount points
+        if SandboxLayer.BWRAP in layers:  # taken before bubblewrap creates the mount points
             placeholders, absent = bwrap.placeholders(self.policy), bwrap.absent_files(self.policy)
         full, clean_env, removed = self.launch_argv(
             argv, cwd, run_dir, env, layers, nproc_watch=cgroup is None, status_fd=status_w
@@ -236,7 +240,7 @@ class Sandbox:
             # Join the group before anything else starts, from a shell that then execs.
             procs = cgroup.path / "cgroup.procs"
             full = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "m3agent-cg", *full]
-        guard = ModeGuard.capture(self.policy) if "bwrap" not in layers else None
+        guard = ModeGuard.capture(self.policy) if SandboxLayer.BWRAP not in layers else None
         watch = Watch.start([*self.policy.writable_roots(), run_dir])
         started = time.monotonic()
         timed_out = cancelled = over_budget = False
@@ -267,7 +271,7 @@ class Sandbox:
                 if time.monotonic() >= deadline:
                     timed_out = True
                     break
-                if "rlimits" in layers and watch.growth() > self.budget.remaining:
+                if SandboxLayer.RLIMITS in layers and watch.growth() > self.budget.remaining:
                     over_budget = True
                     break
                 try:
@@ -277,12 +281,12 @@ class Sandbox:
             if proc.poll() is None:
                 _stop(proc)
             out, err = capture.read()  # through our own descriptors, never by path
-            if "rlimits" in layers:
+            if SandboxLayer.RLIMITS in layers:
                 net = watch.net()  # before the capture files go
                 over_budget = over_budget or net > self.budget.remaining  # ended between polls
                 self.budget.charge(net)
         launched = _read_status(status_r) == b"R"
-        killed_by = "pid-namespace" if "bwrap" in layers else "subreaper"
+        killed_by = "pid-namespace" if SandboxLayer.BWRAP in layers else "subreaper"
         if cgroup is not None:
             cgroup.kill_all()
             killed_by = "cgroup"
