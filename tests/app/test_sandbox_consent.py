@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from m3agent.app.sandbox_consent import ConsentRefused, accepted, ensure_consent
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import probe
 
 
 def policy(ws, mode=SandboxMode.WORKSPACE_WRITE, *, no_bwrap=True):
     p = SandboxPolicy(workspace=ws, mode=mode)
-    return p.with_(disabled_layers=frozenset({"bwrap"})) if no_bwrap else p
+    return p.with_(disabled_layers=frozenset({SandboxLayer.BWRAP})) if no_bwrap else p
 
 
 def check(p, home, answers=None, flag=False):
@@ -48,7 +48,7 @@ def test_without_bwrap_no_is_refused_and_no_terminal_is_refused(tmp_path):
 def test_no_question_with_bwrap_or_in_other_modes(tmp_path):
     home = tmp_path / "home"
     with_bwrap = policy(tmp_path, no_bwrap=False)
-    if probe(with_bwrap).is_active("bwrap"):
+    if probe(with_bwrap).is_active(SandboxLayer.BWRAP):
         assert check(with_bwrap, home, None) == []
     assert check(policy(tmp_path, SandboxMode.READ_ONLY), home, None) == []
     assert not accepted(home)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from m3agent.tools.sandbox.policy import Limits, SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import Limits, SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.report import SandboxReport, probe
 from m3agent.tools.sandbox.runner import Sandbox
 
@@ -157,7 +157,16 @@ def unprobed(policy: SandboxPolicy) -> Sandbox:
 
 
 # The layers a control turns off: without them a command is not confined at all.
-NO_CONFINEMENT = frozenset({"bwrap", "landlock", "seccomp", "cgroup", "env_scrub", "privileges"})
+NO_CONFINEMENT = frozenset(
+    {
+        SandboxLayer.BWRAP,
+        SandboxLayer.LANDLOCK,
+        SandboxLayer.SECCOMP,
+        SandboxLayer.CGROUP,
+        SandboxLayer.ENV_SCRUB,
+        SandboxLayer.PRIVILEGES,
+    }
+)
 
 
 def unconfined(world: World, off: frozenset[str] = NO_CONFINEMENT, **policy_kw) -> Sandbox:
@@ -178,8 +187,8 @@ def unconfined(world: World, off: frozenset[str] = NO_CONFINEMENT, **policy_kw) 
 def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **limits) -> Sandbox:
     disabled = {
         "bwrap": frozenset(),
-        "no-bwrap": frozenset({"bwrap"}),
-        "bwrap-only": frozenset({"landlock", "seccomp"}),
+        "no-bwrap": frozenset({SandboxLayer.BWRAP}),
+        "bwrap-only": frozenset({SandboxLayer.LANDLOCK, SandboxLayer.SECCOMP}),
     }[config]
     policy = SandboxPolicy(
         workspace=world.ws,
@@ -195,9 +204,9 @@ def make_sandbox(config: str, world: World, policy_kw: dict | None = None, **lim
         **(policy_kw or {}),
     )
     report = probe(policy)
-    if config in ("bwrap", "bwrap-only") and not report.is_active("bwrap"):
+    if config in ("bwrap", "bwrap-only") and not report.is_active(SandboxLayer.BWRAP):
         pytest.skip(f"bubblewrap unavailable on this machine: {report.layer('bwrap').detail}")
-    if config == "no-bwrap" and not report.is_active("landlock"):
+    if config == "no-bwrap" and not report.is_active(SandboxLayer.LANDLOCK):
         pytest.skip(f"Landlock unavailable on this machine: {report.layer('landlock').detail}")
     return Sandbox(policy, report)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
+from m3agent.tools.sandbox.policy import SandboxLayer
 from sandbox_support import CONFIGS, SECRET, action_argv, make_sandbox
 
 
@@ -285,7 +286,12 @@ def test_landlock_tcp_rules_alone(world, servers):
 
     if landlock.abi_version() < 4:
         pytest.skip(f"Landlock ABI {landlock.abi_version()} has no TCP rules (needs 4)")
-    sb = Sandbox(SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"bwrap", "seccomp"})))
+    sb = Sandbox(
+        SandboxPolicy(
+            workspace=world.ws,
+            disabled_layers=frozenset({SandboxLayer.BWRAP, SandboxLayer.SECCOMP}),
+        )
+    )
     for argv, want in (
         (action_argv("tcp", "127.0.0.1", servers["tcp"][0]), "EACCES"),
         (action_argv("listen"), "EACCES"),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.tools.base import ToolContext
+from m3agent.tools.sandbox.policy import SandboxLayer
 from m3agent.tools.shell import Shell, ShellArgs
 from sandbox_support import CONFIGS, action_argv, make_sandbox, result_of
 
@@ -52,7 +53,7 @@ def _sizes(ws: Path, prefix: str) -> list[int]:
 def test_three_files_under_the_file_limit_do_not_pass_the_budget(config, shm_world):
     sb = make_sandbox(config, shm_world, fsize_mb=16, budget_mb=32)
     r = sb.run(action_argv("disk_fill_slow", shm_world.ws / "src" / "big", 3, 14), timeout_s=60)
-    assert "rlimits" in r.layers and r.write_budget_exceeded, (r.stdout, r.stderr)
+    assert SandboxLayer.RLIMITS in r.layers and r.write_budget_exceeded, (r.stdout, r.stderr)
     sizes = _sizes(shm_world.ws, "big")
     assert sum(sizes) <= 40 * MIB, sizes  # the budget plus what it wrote between two polls
     assert len(sizes) < 3 or sizes[-1] < 14 * MIB, "the third file was completed"
@@ -89,7 +90,9 @@ def test_control_without_the_layer_all_three_are_written(shm_world):
     sb = make_sandbox("no-bwrap", shm_world, fsize_mb=16, budget_mb=32)
     from m3agent.tools.sandbox.runner import Sandbox
 
-    sb = Sandbox(sb.policy.with_(disabled_layers=frozenset({"bwrap", "rlimits"})))
+    sb = Sandbox(
+        sb.policy.with_(disabled_layers=frozenset({SandboxLayer.BWRAP, SandboxLayer.RLIMITS}))
+    )
     r = sb.run(action_argv("disk_fill_slow", shm_world.ws / "src" / "big", 3, 14), timeout_s=60)
     assert result_of(r)["ok"] and not r.write_budget_exceeded
     assert _sizes(shm_world.ws, "big") == [14 * MIB] * 3

@@ -8,7 +8,8 @@ import json
 
 import pytest
 from m3agent.tools.base import ToolContext
-from m3agent.tools.sandbox.policy import LAYERS, SandboxPolicy
+from m3agent.tools.sandbox.policy import LAYERS, SandboxLayer, SandboxPolicy, parse_layers
+from m3agent.tools.sandbox.report import format_report, probe
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.shell import Shell, ShellArgs
 from sandbox_support import SECRET, action_argv, unconfined
@@ -85,7 +86,29 @@ def test_policy_json_round_trip(world):
         workspace=world.ws,
         network=True,
         extra_writable=(world.outside,),
-        disabled_layers=frozenset({"bwrap"}),
+        disabled_layers=frozenset({SandboxLayer.BWRAP}),
         home=world.home,
     )
     assert SandboxPolicy.from_json(p.to_json()) == p
+
+
+def test_layer_names_are_one_enum_shown_as_before(world):
+    """Issue 40 item 5: the layers are SandboxLayer members wherever they are produced and
+    held, and their values are the names doctor, the status bar and the JSON always showed."""
+    names = ["bwrap", "landlock", "seccomp", "rlimits", "cgroup", "tree_kill", "env_scrub"]
+    assert list(LAYERS) == list(SandboxLayer) == [*names, "privileges"]
+    report = probe(SandboxPolicy(workspace=world.ws))
+    assert [s.name for s in report.layers] == list(SandboxLayer)
+    assert all(type(s.name) is SandboxLayer for s in report.layers)
+    shown = json.loads(json.dumps(report.to_dict()))
+    assert [x["name"] for x in shown["layers"]] == [*names, "privileges"]
+    text = format_report(report)
+    for s in report.layers:  # the doctor's rows: the plain name, padded as before
+        assert f"{s.name.value:<10} {s.detail}" in text
+    # names as the CLI's --without and the policy's JSON give them become members
+    p = SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"bwrap"}))
+    assert all(type(x) is SandboxLayer for x in p.disabled_layers)
+    assert json.loads(p.to_json())["disabled_layers"] == ["bwrap"]
+    assert SandboxPolicy.from_json(p.to_json()).disabled_layers == {SandboxLayer.BWRAP}
+    with pytest.raises(ValueError, match=r"layer\(s\) \['apparmor'\] \(known: bwrap, landlock, "):
+        parse_layers(["bwrap", "apparmor"])

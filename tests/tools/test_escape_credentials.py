@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from sandbox_support import (
     CONFIGS,
@@ -212,7 +212,7 @@ def test_environment_passes_by_allow_list(config, cred):
     names = [*LEAKY_ENV, "MY_TOOL_HOME", "LC_ALL", "PATH"]
     r, got = _run(sb, action_argv("env", *names), env=env)
     seen = json.loads(got["data"])
-    assert "env_scrub" in r.layers
+    assert SandboxLayer.ENV_SCRUB in r.layers
     assert {k: seen[k] for k in LEAKY_ENV} == dict.fromkeys(LEAKY_ENV), seen
     assert seen["MY_TOOL_HOME"] == "/opt/tool" and seen["LC_ALL"] == "C.UTF-8" and seen["PATH"]
     assert set(LEAKY_ENV) <= set(r.scrubbed_env)
@@ -240,7 +240,7 @@ FAMILIES = {
 def test_socket_family_refused(family, config, cred):
     sb = make_sandbox(config, cred, _kw(cred))
     r, got = _run(sb, action_argv("socket_family", *FAMILIES[family]))
-    assert "seccomp" in r.layers and not got["ok"] and got["errno"] == "EPERM", got
+    assert SandboxLayer.SECCOMP in r.layers and not got["ok"] and got["errno"] == "EPERM", got
 
 
 @pytest.mark.parametrize("family", ["vsock", "netlink-audit", "packet", "alg"])

@@ -10,6 +10,7 @@ import signal
 import time
 
 import pytest
+from m3agent.tools.sandbox.policy import SandboxLayer
 from sandbox_support import CONFIGS, action_argv, make_sandbox
 
 
@@ -23,12 +24,12 @@ def _result(r):
 def test_fork_bomb_is_capped(config, world):
     sb = make_sandbox(config, world, nproc=64)
     r = sb.run(action_argv("fork_bomb", 2000), timeout_s=60)
-    if "cgroup" not in r.layers and os.geteuid() == 0:
+    if SandboxLayer.CGROUP not in r.layers and os.geteuid() == 0:
         # root is exempt from RLIMIT_NPROC; without a pids cgroup the launcher's watchdog acts
         assert "more than 64 processes; all were killed" in r.stderr, r.stderr
         return
     got = _result(r)
-    layer = "cgroup" if "cgroup" in r.layers else "rlimits"
+    layer = SandboxLayer.CGROUP if SandboxLayer.CGROUP in r.layers else SandboxLayer.RLIMITS
     assert not got["ok"] and got["errno"] == "EAGAIN", got
     assert got["made"] < 100, f"{got['made']} processes were created ({layer} should cap at 64)"
 
@@ -38,7 +39,7 @@ def test_memory_hog_is_refused(config, world):
     sb = make_sandbox(config, world, as_mb=512)
     r = sb.run(action_argv("memory_hog", 1024), timeout_s=60)
     got = _result(r)
-    assert "rlimits" in r.layers
+    assert SandboxLayer.RLIMITS in r.layers
     assert not got["ok"] and got["errno"] == "MemoryError", got
 
 
@@ -87,9 +88,9 @@ def test_setsid_child_does_not_outlive_timeout(config, world):
     expected = (
         "pid-namespace"
         if config == "bwrap"
-        else ("cgroup" if "cgroup" in r.layers else "subreaper")
+        else ("cgroup" if SandboxLayer.CGROUP in r.layers else "subreaper")
     )
-    if config == "bwrap" and "cgroup" in r.layers:
+    if config == "bwrap" and SandboxLayer.CGROUP in r.layers:
         expected = "cgroup"  # the cgroup kill runs last and is what the runner reports
     assert r.killed_by == expected
 
@@ -110,7 +111,9 @@ def test_fork_bomb_without_cgroup_or_bwrap(world):
     from m3agent.tools.sandbox.runner import Sandbox
 
     policy = SandboxPolicy(
-        workspace=world.ws, disabled_layers=frozenset({"bwrap", "cgroup"}), limits=Limits(nproc=64)
+        workspace=world.ws,
+        disabled_layers=frozenset({SandboxLayer.BWRAP, SandboxLayer.CGROUP}),
+        limits=Limits(nproc=64),
     )
     sb = Sandbox(policy)
     if not sb.report.protective:

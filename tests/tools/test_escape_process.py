@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from sandbox_support import (
     CONFIGS,
@@ -51,7 +51,7 @@ def _got(sb, argv):
 def test_capabilities_dropped_and_no_new_privs(config, world):
     r, got = _got(make_sandbox(config, world), action_argv("caps"))
     status = json.loads(got["data"])
-    assert "privileges" in r.layers
+    assert SandboxLayer.PRIVILEGES in r.layers
     assert int(status["CapPrm"], 16) == 0 and int(status["CapEff"], 16) == 0, status
     assert status["NoNewPrivs"] == "1"
     if config == "no-bwrap" and os.geteuid() == 0:
@@ -116,7 +116,9 @@ def test_command_dies_with_the_agent(config, world):
 
 def test_control_command_survives_agent_without_tree_kill(world):
     policy = SandboxPolicy(
-        workspace=world.ws, dangerously_no_sandbox=True, disabled_layers=OFF | {"tree_kill"}
+        workspace=world.ws,
+        dangerously_no_sandbox=True,
+        disabled_layers=OFF | {SandboxLayer.TREE_KILL},
     )
     alive, pidfile = _kill_agent_and_watch(policy, world)
     try:
@@ -171,9 +173,11 @@ def test_tiocsti_refused_by_seccomp_alone(world, user_tty):
     """Landlock off too: the terminal opens, and seccomp refuses the ioctl itself."""
     path, master, _ = user_tty
     sb = make_sandbox("no-bwrap", world)
-    sb = Sandbox(sb.policy.with_(disabled_layers=frozenset({"bwrap", "landlock"})))
+    sb = Sandbox(
+        sb.policy.with_(disabled_layers=frozenset({SandboxLayer.BWRAP, SandboxLayer.LANDLOCK}))
+    )
     r, got = _got(sb, action_argv("tiocsti", path))
-    assert "seccomp" in r.layers and not got["ok"] and got["errno"] == "EPERM", got
+    assert SandboxLayer.SECCOMP in r.layers and not got["ok"] and got["errno"] == "EPERM", got
     assert b"Z" not in _drain(master)
 
 
@@ -183,7 +187,7 @@ def test_tiocsti_refused_on_own_pty(config, world):
     if config == "no-bwrap":  # /dev/ptmx is not even openable without bubblewrap
         assert not got["ok"] and got["errno"] == "EACCES", got
     else:
-        assert "seccomp" in r.layers and not got["ok"] and got["errno"] == "EPERM", got
+        assert SandboxLayer.SECCOMP in r.layers and not got["ok"] and got["errno"] == "EPERM", got
 
 
 def test_control_tiocsti_into_the_users_terminal(world, user_tty):
@@ -251,7 +255,9 @@ def test_agent_environ_unreadable(config, world):
 
 def test_agent_environ_unreadable_by_undumpable_alone(world):
     """Landlock and bubblewrap off: PR_SET_DUMPABLE 0 plus dropped capabilities still hold."""
-    policy = SandboxPolicy(workspace=world.ws, disabled_layers=frozenset({"bwrap", "landlock"}))
+    policy = SandboxPolicy(
+        workspace=world.ws, disabled_layers=frozenset({SandboxLayer.BWRAP, SandboxLayer.LANDLOCK})
+    )
     r = _agent_reads_own_environ(policy)
     got = json.loads([ln for ln in r["stdout"].splitlines() if ln.startswith("{")][-1])
     assert not got["ok"] and got["errno"] == "EACCES" and SECRET not in r["stdout"], got
@@ -293,7 +299,7 @@ def test_metadata_change_outside_refused(op, config, world):
     victim = world.outside / "victim.txt"
     before = os.stat(victim)
     r, got = _got(make_sandbox(config, world), action_argv(op, victim))
-    assert "seccomp" in r.layers and not got["ok"] and got["errno"] == META[op], got
+    assert SandboxLayer.SECCOMP in r.layers and not got["ok"] and got["errno"] == META[op], got
     assert os.listxattr(victim) == [] and os.stat(victim).st_ctime == before.st_ctime
 
 
@@ -331,7 +337,7 @@ def test_full_access_keeps_privileges_and_metadata(world):
     """full-access confines no file system: chown works and root keeps its capabilities."""
     sb = Sandbox(SandboxPolicy(workspace=world.ws, mode=SandboxMode.FULL_ACCESS))
     r, got = _got(sb, action_argv("chown", world.outside / "victim.txt"))
-    assert "privileges" not in r.layers and got["ok"], got
+    assert SandboxLayer.PRIVILEGES not in r.layers and got["ok"], got
     if os.geteuid() == 0:
         _, got = _got(sb, action_argv("caps"))
         assert int(json.loads(got["data"])["CapEff"], 16) != 0

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 from m3agent.tools.base import ToolContext
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.toolset import default_toolset
 from sandbox_support import CONFIGS, action_argv, make_sandbox, result_of, unprobed
@@ -96,7 +96,9 @@ def test_control_protected_name_created_unprotected(attempt, bare):
             workspace=bare.ws,
             mode=SandboxMode.FULL_ACCESS,
             dangerously_no_sandbox=True,
-            disabled_layers=frozenset({"bwrap", "landlock", "seccomp"}),
+            disabled_layers=frozenset(
+                {SandboxLayer.BWRAP, SandboxLayer.LANDLOCK, SandboxLayer.SECCOMP}
+            ),
         )
     )
     got = result_of(sb.run(ATTEMPTS[attempt][0](bare.ws), timeout_s=30))
@@ -176,7 +178,9 @@ def test_control_launcher_package_writable_unconfined(bare, own_source):
         SandboxPolicy(
             workspace=bare.ws,
             dangerously_no_sandbox=True,
-            disabled_layers=frozenset({"bwrap", "landlock", "seccomp"}),
+            disabled_layers=frozenset(
+                {SandboxLayer.BWRAP, SandboxLayer.LANDLOCK, SandboxLayer.SECCOMP}
+            ),
         )
     )
     assert result_of(sb.run(action_argv("write", own_source / "launch.py"), timeout_s=30))["ok"]

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxMode, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from sandbox_support import CONFIGS, action_argv, make_sandbox, result_of, serve_unix
 
@@ -44,7 +44,7 @@ def test_daemon_socket_outside_hidden_trees_is_refused(config, world, daemon):
     path, rec = daemon
     got = _connect(make_sandbox(config, world), path)
     assert not got["ok"] and got["errno"] == "EPERM", got
-    assert "seccomp" in got["layers"]
+    assert SandboxLayer.SECCOMP in got["layers"]
     time.sleep(0.2)
     assert rec.got == [], f"the daemon received {rec.got}"
 
@@ -66,7 +66,14 @@ def test_control_unsandboxed_reaches_the_daemon(world, daemon):
             home=world.home,
             mode=SandboxMode.FULL_ACCESS,
             dangerously_no_sandbox=True,
-            disabled_layers=frozenset({"bwrap", "landlock", "seccomp", "privileges"}),
+            disabled_layers=frozenset(
+                {
+                    SandboxLayer.BWRAP,
+                    SandboxLayer.LANDLOCK,
+                    SandboxLayer.SECCOMP,
+                    SandboxLayer.PRIVILEGES,
+                }
+            ),
         )
     )
     assert _connect(sb, path)["ok"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.tools.sandbox import boot
-from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxPolicy
 from m3agent.tools.sandbox.report import probe
 from m3agent.tools.sandbox.runner import Sandbox
 from m3agent.tools.shell import Shell, ShellArgs
@@ -36,7 +36,7 @@ NS = "]<]minimax[>["
 
 
 def _need_bwrap(tmp: Path) -> None:
-    if not probe(SandboxPolicy(workspace=tmp)).is_active("bwrap"):
+    if not probe(SandboxPolicy(workspace=tmp)).is_active(SandboxLayer.BWRAP):
         pytest.skip("bubblewrap unavailable on this machine")
 
 
@@ -191,7 +191,7 @@ def test_launcher_that_cannot_start_is_an_error_not_a_success(tmp_path, monkeypa
     if not sb.report.protective:
         pytest.skip("no confining layer on this machine")
     if launcher == "helper":
-        if sb.helper is None or not sb.report.is_active("bwrap"):
+        if sb.helper is None or not sb.report.is_active(SandboxLayer.BWRAP):
             pytest.skip("the helper runs under bubblewrap, and needs a C compiler")
         sb.helper = tmp_path / "no-such-helper"  # the compiled helper missing at launch
     else:

@@ -6,7 +6,7 @@ commands while `.git` exists (Landlock cannot exempt a subpath from a directory'
 from __future__ import annotations
 
 import pytest
-from m3agent.tools.sandbox.policy import Limits, SandboxPolicy
+from m3agent.tools.sandbox.policy import Limits, SandboxLayer, SandboxPolicy
 from m3agent.tools.sandbox.report import probe
 from m3agent.tools.sandbox.runner import Sandbox
 from sandbox_support import CONFIGS, make_sandbox
@@ -40,13 +40,13 @@ def test_top_level_entries(config, world):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_read_only_mode_refuses_workspace_writes(config, world):
-    disabled = frozenset() if config == "bwrap" else frozenset({"bwrap"})
+    disabled = frozenset() if config == "bwrap" else frozenset({SandboxLayer.BWRAP})
     policy = SandboxPolicy(workspace=world.ws, mode="read-only", disabled_layers=disabled)
     report = probe(policy)
     if not report.protective:
         pytest.skip("no confining layer on this machine")
-    if config == "bwrap" and not report.is_active("bwrap"):
-        pytest.skip(report.layer("bwrap").detail)
+    if config == "bwrap" and not report.is_active(SandboxLayer.BWRAP):
+        pytest.skip(report.layer(SandboxLayer.BWRAP).detail)
     r = Sandbox(policy, report).run("cat src/main.py; echo x > src/main.py", timeout_s=30)
     assert "print('hi')" in r.stdout and r.exit_code != 0
     assert (world.ws / "src" / "main.py").read_text() == "print('hi')\n"
@@ -54,7 +54,7 @@ def test_read_only_mode_refuses_workspace_writes(config, world):
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_extra_writable_root(config, world):
-    disabled = frozenset() if config == "bwrap" else frozenset({"bwrap"})
+    disabled = frozenset() if config == "bwrap" else frozenset({SandboxLayer.BWRAP})
     policy = SandboxPolicy(
         workspace=world.ws,
         extra_writable=(world.outside,),
@@ -62,8 +62,8 @@ def test_extra_writable_root(config, world):
         limits=Limits(),
     )
     report = probe(policy)
-    if config == "bwrap" and not report.is_active("bwrap"):
-        pytest.skip(report.layer("bwrap").detail)
+    if config == "bwrap" and not report.is_active(SandboxLayer.BWRAP):
+        pytest.skip(report.layer(SandboxLayer.BWRAP).detail)
     r = Sandbox(policy, report).run(f"echo added > {world.outside}/added.txt", timeout_s=30)
     assert r.exit_code == 0, r.stderr
     assert (world.outside / "added.txt").read_text() == "added\n"

@@ -139,10 +139,11 @@ class Harness:
 
     def config(self, **kw: Any):
         from m3agent.app.tui.ports import TuiConfig
+        from m3agent.tools.sandbox.policy import SandboxLayer
 
         kw.setdefault("engine", "scripted")
         kw.setdefault("model", "scripted")
-        kw.setdefault("sandbox_layers", ("landlock", "seccomp"))
+        kw.setdefault("sandbox_layers", (SandboxLayer.LANDLOCK, SandboxLayer.SECCOMP))
         kw.setdefault("clock", lambda: 1000.0)  # the turn timer shows 0s: stable snapshots
         return TuiConfig(cwd=self.repo, state_dir=self.home, **kw)
 

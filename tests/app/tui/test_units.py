@@ -13,6 +13,7 @@ from m3agent.app.tui.event_batch import batches, coalesce
 from m3agent.app.tui.slash import SlashError, next_thinking, parse_slash
 from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
+from m3agent.tools.sandbox.policy import SandboxLayer
 from PIL import Image
 
 
@@ -30,7 +31,12 @@ def test_status_figures_from_usage():
         state="ready",
         context_max=196_608,
         sandbox="workspace-write",
-        sandbox_layers=("bwrap", "landlock", "seccomp", "rlimits"),
+        sandbox_layers=(
+            SandboxLayer.BWRAP,
+            SandboxLayer.LANDLOCK,
+            SandboxLayer.SECCOMP,
+            SandboxLayer.RLIMITS,
+        ),
     )
     line = s.with_usage(usage).render()
     # decode speed excludes the time to first token: 300 tokens in 6 s

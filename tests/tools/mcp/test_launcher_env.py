@@ -23,7 +23,7 @@ from m3agent.app.settings import load_settings
 from m3agent.tools.mcp import McpConfig, McpHub
 from m3agent.tools.mcp.config import McpServerConfig, Scope, Transport
 from m3agent.tools.mcp.launch import stdio_parameters
-from m3agent.tools.sandbox.policy import SandboxPolicy
+from m3agent.tools.sandbox.policy import SandboxLayer, SandboxPolicy
 from m3agent.tools.sandbox.runner import Sandbox
 from mcp_support import answer, calls, finished, invoke, start_http_server
 
@@ -112,7 +112,9 @@ def _hub(repo: Path, cfg: McpServerConfig, disabled: frozenset[str]) -> McpHub:
 
 
 @needs_gcc
-@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"bwrap"})], ids=["bwrap", "no-bwrap"])
+@pytest.mark.parametrize(
+    "disabled", [frozenset(), frozenset({SandboxLayer.BWRAP})], ids=["bwrap", "no-bwrap"]
+)
 def test_an_entry_variable_takes_effect_only_inside_the_sandbox(repo, server, disabled):
     """Even the user's own entry (trusted) gets its variables applied after confinement: the
     library loads into the server, confined (seccomp filter on), and into nothing host-side."""
@@ -140,7 +142,9 @@ def test_an_entry_variable_takes_effect_only_inside_the_sandbox(repo, server, di
 
 
 @needs_gcc
-@pytest.mark.parametrize("disabled", [frozenset(), frozenset({"bwrap"})], ids=["bwrap", "no-bwrap"])
+@pytest.mark.parametrize(
+    "disabled", [frozenset(), frozenset({SandboxLayer.BWRAP})], ids=["bwrap", "no-bwrap"]
+)
 def test_control_the_same_variable_on_the_host_side_helpers_loads_unconfined(
     repo, server, tmp_path, disabled
 ):

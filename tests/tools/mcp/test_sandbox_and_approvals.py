@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.app.settings import load_settings
+from m3agent.tools.sandbox.policy import SandboxLayer
 from mcp_support import answer, calls, finished, invoke
 
 
@@ -82,7 +83,7 @@ def test_a_stdio_server_runs_in_its_own_pids_cgroup_removed_when_it_stops(
     from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
 
-    if not Sandbox(SandboxPolicy(workspace=repo)).report.is_active("cgroup"):
+    if not Sandbox(SandboxPolicy(workspace=repo)).report.is_active(SandboxLayer.CGROUP):
         pytest.skip("no writable pids cgroup on this machine")
     user_config(stdio_config("demo", server))
     session = open_session(load_settings(), repo, [answer("hi")])
