@@ -3,7 +3,8 @@ those names true. A rename that leaves the page behind fails here, not in a newc
 
 Every `path.py` in backticks must be a file of the repository; every `path.py:name` must also
 define `name` (a def or class anywhere in it), and `path.py:Class.member` a member defined in
-that class's body. The files are parsed, never imported (no torch, no textual needed).
+that class's body; every `folder/` must be a folder. The files are parsed, never imported (no
+torch, no textual needed).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ DOC = ROOT / "docs" / "architecture.md"
 
 # `path.py` or `path.py:name` or `path.py:Class.member`, as the whole of a code span
 _REF = re.compile(r"`([\w./-]+\.py)(?::([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*))?`")
+_DIR = re.compile(r"`([\w-]+(?:/[\w-]+)*/)`")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
@@ -55,6 +57,9 @@ def stale_references(text: str, root: Path = ROOT) -> list[str]:
             bad.append(f"{path}: no such file")
         elif name and not _has(file, name):
             bad.append(f"{path}:{name}: not defined there")
+    for folder in _DIR.findall(text):
+        if not (root / folder).is_dir():
+            bad.append(f"{folder}: no such folder")
     return bad
 
 
@@ -69,13 +74,14 @@ def test_a_made_up_name_is_caught() -> None:
     text = (
         "`app/cli.py:run_cli` `app/cli.py:no_such_function` `app/no_such_module.py` "
         "`agent/session.py:Session.submit` `agent/session.py:Session.no_such_method` "
-        "`agent/session.py:run_cli.submit`"
+        "`agent/session.py:run_cli.submit` `agent/context/` `agent/no_such_folder/`"
     )
     assert stale_references(text) == [
         "app/cli.py:no_such_function: not defined there",
         "app/no_such_module.py: no such file",
         "agent/session.py:Session.no_such_method: not defined there",
         "agent/session.py:run_cli.submit: not defined there",
+        "agent/no_such_folder/: no such folder",
     ]
 
 
