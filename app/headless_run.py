@@ -68,9 +68,9 @@ def execute(
     schema: dict[str, Any] | None = None,
     renderer: Renderer | None = None,
 ) -> int:
-    """Everything behind the flags; returns the exit code. Heavy imports happen here.
-    A caller with its own answer format (`m3agent review`) hands in the SCHEMA the answer
-    must satisfy and the RENDERER that shows it."""
+    """Everything behind the flags, phase by phase; returns the exit code. A caller with its
+    own answer format (`m3agent review`) hands in the SCHEMA the answer must satisfy and the
+    RENDERER that shows it."""
     try:
         prompts = _read_prompts(prompt, options.input_format)
         if options.output_schema is not None:  # the flag's schema replaces the caller's
