@@ -138,7 +138,7 @@ def _selected_pages(
     prefix) only those are copied: both sparse paths read nothing else, so the rest is left
     unwritten and a decode step costs its top-k blocks, not the whole prefix."""
     nb = -(-seq_len // BLOCK_SIZE)
-    ids = sel[(sel >= 0) & (sel < nb)].unique().long()
+    ids = torch.unique(sel[(sel >= 0) & (sel < nb)]).long()  # Tensor.unique is untyped
     if 2 * ids.numel() > nb:
         return _wide(gather_pages(cache, table_row, seq_len))
     hkv, width = cache.shape[1], cache.shape[3]
