@@ -19,6 +19,7 @@ import typer
 from . import flags
 
 if TYPE_CHECKING:
+    from m3agent.agent.context.snapshot import Snapshot
     from m3agent.engine.m3.config import M3TextConfig
 
     from ..settings import Settings
@@ -102,113 +103,154 @@ def _size(n: int) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("context")
-    def context(
-        as_json: flags.JsonReport = False,
-        cwd: Path = typer.Option(Path("."), "--cwd", help="Repository (default: here)."),
-        budget: int | None = typer.Option(None, "--budget", help="Token budget of the snapshot."),
-        files: bool = typer.Option(False, "--files", help="Text: list every file, not a summary."),
-        # the session's engine, as `run` takes it: its tokenizer and context length
-        engine: flags.Engine = None,
-        model: flags.Model = None,
-        base_url: flags.BaseUrl = None,
-        quiet: bool = typer.Option(
-            False, "--quiet", "-q", help="No progress on stderr while the snapshot is built."
-        ),
-        allow_home: flags.AllowHome = False,
-    ) -> None:
-        """Show what the repository snapshot of a session started here would hold."""
-        import json
-        import sys
+    app.command("context")(context)
 
-        from m3agent.agent.context import build_snapshot
 
-        from ..cli_errors import die as fail
-        from ..safe_text import SafeStream
-        from ..session_context import snapshot_config, snapshot_tokenizer
-        from ..settings import load_settings
+def context(
+    as_json: flags.JsonReport = False,
+    cwd: Path = typer.Option(Path("."), "--cwd", help="Repository (default: here)."),
+    budget: int | None = typer.Option(None, "--budget", help="Token budget of the snapshot."),
+    files: bool = typer.Option(False, "--files", help="Text: list every file, not a summary."),
+    # the session's engine, as `run` takes it: its tokenizer and context length
+    engine: flags.Engine = None,
+    model: flags.Model = None,
+    base_url: flags.BaseUrl = None,
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="No progress on stderr while the snapshot is built."
+    ),
+    allow_home: flags.AllowHome = False,
+) -> None:
+    """Show what the repository snapshot of a session started here would hold."""
+    from ..cli_errors import die as fail
+    from ..settings import load_settings
 
-        root = cwd.expanduser().resolve()
-        if not root.is_dir():
-            fail(f"{root} is not a directory")
-        if not allow_home:  # as `run` refuses to start there (agent/context/guard.py)
-            from m3agent.agent.context.guard import workspace_refusal
+    root = _workspace_root(cwd, allow_home)
+    if budget is not None and budget < 1:
+        fail(f"--budget must be positive, got {budget}")
+    try:
+        settings = load_settings().override(engine=engine, model=model, base_url=base_url)
+        window, window_source = session_window(settings)
+        snap = _build_snapshot(settings, root, window, budget, quiet)
+    except (ValueError, OSError) as e:  # OSError: a directory the walk may not read
+        fail(str(e))
+    sizes = _listed_sizes(root, snap)
+    if as_json:
+        _write_json(root, window, window_source, snap, sizes)
+    else:
+        _write_text(root, window, window_source, snap, sizes, every_file=files)
 
-            if (why := workspace_refusal(root)) is not None:
-                fail(why)
-        if budget is not None and budget < 1:
-            fail(f"--budget must be positive, got {budget}")
+
+def _workspace_root(cwd: Path, allow_home: bool) -> Path:
+    """The repository to snapshot; refused (exit 2) where `run` would refuse to start."""
+    from ..cli_errors import die as fail
+
+    root = cwd.expanduser().resolve()
+    if not root.is_dir():
+        fail(f"{root} is not a directory")
+    if not allow_home:  # as `run` refuses to start there (agent/context/guard.py)
+        from m3agent.agent.context.guard import workspace_refusal
+
+        if (why := workspace_refusal(root)) is not None:
+            fail(why)
+    return root
+
+
+def _build_snapshot(
+    settings: Settings, root: Path, window: int, budget: int | None, quiet: bool
+) -> Snapshot:
+    """The snapshot a session would get, built with the session's tokenizer and budget."""
+    import sys
+
+    from m3agent.agent.context import build_snapshot
+
+    from ..cli_errors import die as fail
+    from ..progress_line import ProgressLine
+    from ..session_context import snapshot_config, snapshot_tokenizer
+
+    config = snapshot_config(settings, window, budget)
+    if config is None:
+        fail("the context reserve leaves no room for a snapshot (lower context_reserve)")
+    tokenizer = snapshot_tokenizer(settings)
+    # files read / total, MB, tokens, elapsed: rewritten on a terminal, plain lines (a slow
+    # build only) elsewhere
+    progress = None if quiet else ProgressLine(sys.stderr)
+    try:
+        return build_snapshot(root, tokenizer, config, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _listed_sizes(root: Path, snap: Snapshot) -> dict[str, int]:
+    """The size on disk of each file listed by path only (its tokens are its path line's)."""
+    sizes = {}
+    for f in snap.entries("listed"):
         try:
-            settings = load_settings().override(engine=engine, model=model, base_url=base_url)
-            window, window_source = session_window(settings)
-            config = snapshot_config(settings, window, budget)
-            if config is None:
-                fail("the context reserve leaves no room for a snapshot (lower context_reserve)")
-            tokenizer = snapshot_tokenizer(settings)
-            from ..progress_line import ProgressLine
+            sizes[f.path] = (root / f.path).stat().st_size
+        except OSError:
+            pass
+    return sizes
 
-            # files read / total, MB, tokens, elapsed: rewritten on a terminal, plain lines
-            # (a slow build only) elsewhere
-            progress = None if quiet else ProgressLine(sys.stderr)
-            try:
-                snap = build_snapshot(
-                    root,
-                    tokenizer,
-                    config,
-                    progress=progress,
-                )
-            finally:
-                if progress is not None:
-                    progress.close()
-        except (ValueError, OSError) as e:  # OSError: a directory the walk may not read
-            fail(str(e))
-        sizes = {}
-        for f in snap.entries("listed"):
-            try:
-                sizes[f.path] = (root / f.path).stat().st_size
-            except OSError:
-                pass
-        if as_json:
-            d: dict[str, Any] = {
-                "root": str(root),
-                "window_tokens": window,
-                "window_source": window_source,
-            }
-            d.update(snap.to_dict())
-            for f in d["files"]:
-                if f["path"] in sizes:
-                    f["size_bytes"] = sizes[f["path"]]
-            sys.stdout.write(json.dumps(d) + "\n")
-            return
-        out = SafeStream(sys.stdout)  # file names are the repository's: ESC bytes spelled out
-        s = snap.summary()
-        out.write(
-            f"{root}: {s['tokens']} of {s['budget_tokens']} tokens, "
-            f"{s['files_included']} files included, {s['files_outlined']} as outlines, "
-            f"{s['files_listed']} listed by path, "
-            f"{s['files_skipped']} skipped ({s['build_time_s']:.2f} s)\n"
-            f"content {snap.content_hash[:16]}"
-            + (f", instructions from {snap.instructions}" if snap.instructions else "")
-            + "\n"
-            + f"window {window} tokens ({window_source})\n"
-        )
-        if files:
-            for f in snap.files:
-                extra = f" ({f.reason})" if f.reason else ""
-                if f.path in sizes:  # its real size, not the cost of its path line
-                    out.write(f"  {f.status:<12} {_size(sizes[f.path]):>10}  {f.path}{extra}\n")
-                else:
-                    out.write(f"  {f.status:<12} {f.tokens:>10}  {f.path}{extra}\n")
-            return
-        biggest = sorted(snap.entries("included"), key=lambda f: (-f.tokens, f.path))[:10]
-        if biggest:
-            out.write("largest files:\n")
-            for f in biggest:
-                out.write(f"  {f.tokens:>8}  {f.path}\n")
-        reasons: dict[str, int] = {}
-        for f in snap.entries("skipped"):
-            reasons[f.reason] = reasons.get(f.reason, 0) + 1
-        if reasons:
-            out.write(
-                "skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + "\n"
-            )
+
+def _write_json(
+    root: Path, window: int, window_source: str, snap: Snapshot, sizes: dict[str, int]
+) -> None:
+    import json
+    import sys
+
+    d: dict[str, Any] = {
+        "root": str(root),
+        "window_tokens": window,
+        "window_source": window_source,
+    }
+    d.update(snap.to_dict())
+    for f in d["files"]:
+        if f["path"] in sizes:
+            f["size_bytes"] = sizes[f["path"]]
+    sys.stdout.write(json.dumps(d) + "\n")
+
+
+def _write_text(
+    root: Path,
+    window: int,
+    window_source: str,
+    snap: Snapshot,
+    sizes: dict[str, int],
+    *,
+    every_file: bool,
+) -> None:
+    """The summary, then every file (--files) or the largest and the reasons for skipping."""
+    import sys
+
+    from ..safe_text import SafeStream
+
+    out = SafeStream(sys.stdout)  # file names are the repository's: ESC bytes spelled out
+    s = snap.summary()
+    out.write(
+        f"{root}: {s['tokens']} of {s['budget_tokens']} tokens, "
+        f"{s['files_included']} files included, {s['files_outlined']} as outlines, "
+        f"{s['files_listed']} listed by path, "
+        f"{s['files_skipped']} skipped ({s['build_time_s']:.2f} s)\n"
+        f"content {snap.content_hash[:16]}"
+        + (f", instructions from {snap.instructions}" if snap.instructions else "")
+        + "\n"
+        + f"window {window} tokens ({window_source})\n"
+    )
+    if every_file:
+        for f in snap.files:
+            extra = f" ({f.reason})" if f.reason else ""
+            if f.path in sizes:  # its real size, not the cost of its path line
+                out.write(f"  {f.status:<12} {_size(sizes[f.path]):>10}  {f.path}{extra}\n")
+            else:
+                out.write(f"  {f.status:<12} {f.tokens:>10}  {f.path}{extra}\n")
+        return
+    biggest = sorted(snap.entries("included"), key=lambda f: (-f.tokens, f.path))[:10]
+    if biggest:
+        out.write("largest files:\n")
+        for f in biggest:
+            out.write(f"  {f.tokens:>8}  {f.path}\n")
+    reasons: dict[str, int] = {}
+    for f in snap.entries("skipped"):
+        reasons[f.reason] = reasons.get(f.reason, 0) + 1
+    if reasons:
+        out.write("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) + "\n")

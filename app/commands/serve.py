@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -22,132 +22,185 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("serve")
-    def serve(
-        engine: str = typer.Option("native", "--engine", help="Backend: native|vllm."),
-        model: str | None = typer.Option(
-            None, "--model", help="Checkpoint directory or hub repo id (MiniMaxAI/MiniMax-M3)."
-        ),
-        port: int | None = typer.Option(None, "--port", help="TCP port (default: a free one)."),
-        socket: Path | None = typer.Option(None, "--socket", help="Listen on a unix socket."),
-        host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
-        allow_public: bool = typer.Option(
-            False,
-            "--allow-public",
-            help="Allow a non-loopback --host (the token then travels in clear text).",
-        ),
-        allow_media_dir: list[Path] = typer.Option(
-            [],
-            "--allow-media-dir",
-            help="A directory whose files clients may name as file:// image/video URLs "
-            "(repeatable; default none: media only as data: URLs).",
-        ),
-        max_media_mb: int = typer.Option(
-            32, "--max-media-mb", help="Media (data URLs) a request may carry, in MB."
-        ),
-        served_model_name: str | None = typer.Option(
-            None, "--served-model-name", help="Model name clients use (default: from --model)."
-        ),
-        status: bool = typer.Option(False, "--status", help="List running servers and exit."),
-        detach: bool = typer.Option(
-            False, "--detach", help="Run in the background; return once the model is loaded."
-        ),
-        stop: bool = typer.Option(
-            False, "--stop", help="Stop the server of --model (all servers without --model)."
-        ),
-        tensor_parallel_size: int | None = typer.Option(
-            None, "--tensor-parallel-size", help="vllm: GPUs per model (default: chosen)."
-        ),
-        max_model_len: int | None = typer.Option(
-            None, "--max-model-len", help="vllm: context length (default 262144, capped)."
-        ),
-        kv_cache_dtype: str = typer.Option("auto", "--kv-cache-dtype", help="vllm: auto|fp8."),
-        speculative_draft: str | None = typer.Option(
-            None,
-            "--speculative-draft",
-            help="vllm: EAGLE3 draft (e.g. Inferact/MiniMax-M3-EAGLE3).",
-        ),
-        max_images: int = typer.Option(16, "--max-images", help="vllm: images per request."),
-        max_videos: int = typer.Option(4, "--max-videos", help="vllm: videos per request."),
-        gpu_memory_utilization: float | None = typer.Option(
-            None,
-            "--gpu-memory-utilization",
-            help="Most of each GPU's free memory to use (default: the config's, 0.9); native "
-            "takes only what its KV cache needs below it.",
-        ),
-        verbose: bool = typer.Option(
-            False, "--verbose", help="vllm: log throughput and KV cache stats periodically."
-        ),
-        kv_connector: str | None = typer.Option(
-            None,
-            "--kv-connector",
-            help="vllm: KV beyond the GPU through vLLM's connector: lmcache (needs the "
-            "lmcache package; docs/kv-cache.md).",
-        ),
-        kv_offload_cpu_gb: float = typer.Option(
-            16.0, "--kv-offload-cpu-gb", help="vllm --kv-connector: CPU memory for KV (GB)."
-        ),
-        kv_offload_dir: str | None = typer.Option(
-            None, "--kv-offload-dir", help="vllm --kv-connector: a disk folder for KV."
-        ),
-        kv_offload_disk_gb: float = typer.Option(
-            32.0, "--kv-offload-disk-gb", help="vllm --kv-connector: its size on disk (GB)."
-        ),
-        offload_experts: flags.OffloadExperts = None,
-        expert_form: flags.ExpertForm = None,
-        kv_host_tier: flags.KvHostTier = None,
-        idle_timeout: float | None = typer.Option(
-            None,
-            "--idle-timeout",
-            metavar="S",
-            help="Stop after S seconds without a request (run and the TUI start theirs with "
-            "the config's server_idle_timeout_s).",
-        ),
-    ) -> None:
-        """Serve one model over HTTP until stopped."""
-        vllm_options = {
-            "tensor_parallel_size": tensor_parallel_size,
-            "max_model_len": max_model_len,
-            "kv_cache_dtype": kv_cache_dtype,
-            "speculative_draft": speculative_draft,
-            "max_images": max_images,
-            "max_videos": max_videos,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "verbose": verbose,
-            "kv_connector": kv_connector,
-            "kv_offload_cpu_gb": kv_offload_cpu_gb,
-            "kv_offload_disk_dir": kv_offload_dir,
-            "kv_offload_disk_gb": kv_offload_disk_gb,
-        }
-        if detach:
-            import sys
+# serve's flags, one Annotated type each (as flags.py declares the shared ones), so serve()'s
+# signature reads as the command line. --allow-media-dir keeps its default in typer.Option: a
+# [] in the signature would be one list shared by every call.
+BackendFlag = Annotated[str, typer.Option("--engine", help="Backend: native|vllm.")]
+ModelFlag = Annotated[
+    str | None,
+    typer.Option("--model", help="Checkpoint directory or hub repo id (MiniMaxAI/MiniMax-M3)."),
+]
+Port = Annotated[int | None, typer.Option("--port", help="TCP port (default: a free one).")]
+Socket = Annotated[Path | None, typer.Option("--socket", help="Listen on a unix socket.")]
+Host = Annotated[str, typer.Option("--host", help="Address to listen on.")]
+AllowPublic = Annotated[
+    bool,
+    typer.Option(
+        "--allow-public",
+        help="Allow a non-loopback --host (the token then travels in clear text).",
+    ),
+]
+MaxMediaMb = Annotated[
+    int, typer.Option("--max-media-mb", help="Media (data URLs) a request may carry, in MB.")
+]
+ServedModelName = Annotated[
+    str | None,
+    typer.Option("--served-model-name", help="Model name clients use (default: from --model)."),
+]
+Status = Annotated[bool, typer.Option("--status", help="List running servers and exit.")]
+Detach = Annotated[
+    bool,
+    typer.Option("--detach", help="Run in the background; return once the model is loaded."),
+]
+Stop = Annotated[
+    bool,
+    typer.Option("--stop", help="Stop the server of --model (all servers without --model)."),
+]
+GpuMemoryUtilization = Annotated[
+    float | None,
+    typer.Option(
+        "--gpu-memory-utilization",
+        help="Most of each GPU's free memory to use (default: the config's, 0.9); native "
+        "takes only what its KV cache needs below it.",
+    ),
+]
+IdleTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--idle-timeout",
+        metavar="S",
+        help="Stop after S seconds without a request (run and the TUI start theirs with "
+        "the config's server_idle_timeout_s).",
+    ),
+]
+# vLLM's own
+TensorParallelSize = Annotated[
+    int | None,
+    typer.Option("--tensor-parallel-size", help="vllm: GPUs per model (default: chosen)."),
+]
+MaxModelLen = Annotated[
+    int | None,
+    typer.Option("--max-model-len", help="vllm: context length (default 262144, capped)."),
+]
+KvCacheDtype = Annotated[str, typer.Option("--kv-cache-dtype", help="vllm: auto|fp8.")]
+SpeculativeDraft = Annotated[
+    str | None,
+    typer.Option(
+        "--speculative-draft",
+        help="vllm: EAGLE3 draft (e.g. Inferact/MiniMax-M3-EAGLE3).",
+    ),
+]
+MaxImages = Annotated[int, typer.Option("--max-images", help="vllm: images per request.")]
+MaxVideos = Annotated[int, typer.Option("--max-videos", help="vllm: videos per request.")]
+Verbose = Annotated[
+    bool,
+    typer.Option("--verbose", help="vllm: log throughput and KV cache stats periodically."),
+]
+KvConnector = Annotated[
+    str | None,
+    typer.Option(
+        "--kv-connector",
+        help="vllm: KV beyond the GPU through vLLM's connector: lmcache (needs the "
+        "lmcache package; docs/kv-cache.md).",
+    ),
+]
+KvOffloadCpuGb = Annotated[
+    float,
+    typer.Option("--kv-offload-cpu-gb", help="vllm --kv-connector: CPU memory for KV (GB)."),
+]
+KvOffloadDir = Annotated[
+    str | None,
+    typer.Option("--kv-offload-dir", help="vllm --kv-connector: a disk folder for KV."),
+]
+KvOffloadDiskGb = Annotated[
+    float,
+    typer.Option("--kv-offload-disk-gb", help="vllm --kv-connector: its size on disk (GB)."),
+]
 
-            argv = [a for a in sys.argv[1:] if a != "--detach"]
-            raise typer.Exit(_detach(argv, engine, model))
-        raise typer.Exit(
-            execute(
-                engine=engine,
-                model=model,
-                port=port,
-                socket=socket,
-                host=host,
-                served_model_name=served_model_name,
-                status=status,
-                stop=stop,
-                vllm_options=vllm_options,
-                allow_public=allow_public,
-                allow_media_dir=tuple(allow_media_dir),
-                max_media_mb=max_media_mb,
-                offload={
-                    "offload_experts": offload_experts,
-                    "expert_form": expert_form,
-                    "kv_host_tier": kv_host_tier,
-                    "gpu_memory_utilization": gpu_memory_utilization,
-                },
-                idle_timeout_s=idle_timeout,
-            )
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+
+
+def serve(
+    engine: BackendFlag = "native",
+    model: ModelFlag = None,
+    port: Port = None,
+    socket: Socket = None,
+    host: Host = "127.0.0.1",
+    allow_public: AllowPublic = False,
+    allow_media_dir: list[Path] = typer.Option(
+        [],
+        "--allow-media-dir",
+        help="A directory whose files clients may name as file:// image/video URLs "
+        "(repeatable; default none: media only as data: URLs).",
+    ),
+    max_media_mb: MaxMediaMb = 32,
+    served_model_name: ServedModelName = None,
+    status: Status = False,
+    detach: Detach = False,
+    stop: Stop = False,
+    tensor_parallel_size: TensorParallelSize = None,
+    max_model_len: MaxModelLen = None,
+    kv_cache_dtype: KvCacheDtype = "auto",
+    speculative_draft: SpeculativeDraft = None,
+    max_images: MaxImages = 16,
+    max_videos: MaxVideos = 4,
+    gpu_memory_utilization: GpuMemoryUtilization = None,
+    verbose: Verbose = False,
+    kv_connector: KvConnector = None,
+    kv_offload_cpu_gb: KvOffloadCpuGb = 16.0,
+    kv_offload_dir: KvOffloadDir = None,
+    kv_offload_disk_gb: KvOffloadDiskGb = 32.0,
+    offload_experts: flags.OffloadExperts = None,
+    expert_form: flags.ExpertForm = None,
+    kv_host_tier: flags.KvHostTier = None,
+    idle_timeout: IdleTimeout = None,
+) -> None:
+    """Serve one model over HTTP until stopped."""
+    vllm_options = {
+        "tensor_parallel_size": tensor_parallel_size,
+        "max_model_len": max_model_len,
+        "kv_cache_dtype": kv_cache_dtype,
+        "speculative_draft": speculative_draft,
+        "max_images": max_images,
+        "max_videos": max_videos,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "verbose": verbose,
+        "kv_connector": kv_connector,
+        "kv_offload_cpu_gb": kv_offload_cpu_gb,
+        "kv_offload_disk_dir": kv_offload_dir,
+        "kv_offload_disk_gb": kv_offload_disk_gb,
+    }
+    if detach:
+        import sys
+
+        # the same command line, in the background (serve/detach.py)
+        argv = [a for a in sys.argv[1:] if a != "--detach"]
+        raise typer.Exit(_detach(argv, engine, model))
+    raise typer.Exit(
+        execute(
+            engine=engine,
+            model=model,
+            port=port,
+            socket=socket,
+            host=host,
+            served_model_name=served_model_name,
+            status=status,
+            stop=stop,
+            vllm_options=vllm_options,
+            allow_public=allow_public,
+            allow_media_dir=tuple(allow_media_dir),
+            max_media_mb=max_media_mb,
+            offload={
+                "offload_experts": offload_experts,
+                "expert_form": expert_form,
+                "kv_host_tier": kv_host_tier,
+                "gpu_memory_utilization": gpu_memory_utilization,
+            },
+            idle_timeout_s=idle_timeout,
         )
+    )
 
 
 def _fail(code: int, message: str) -> int:

@@ -194,36 +194,98 @@ def _resolve_form(req: PlanRequest, inv: Inventory, fits_bf16: bool) -> ExpertFo
 
 
 def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> Plan:
+    """The placement: the host's rows (the routed experts in their CPU form), the GPU's
+    (everything else, the KV cache split with the host tier where it does not fit, hot experts
+    in what is left) and the byte bounds of decode and streamed prefill."""
+    moe = _host_moe_layers(inv, req)
+    n_exp = {layer: inv.experts[layer][0] for layer in moe}  # routed experts per layer
+    form = _resolve_form(req, inv, _host_fits_bf16(c, inv, moe, m.host_bytes))
+    per_host = _host_expert_bytes(c, inv, moe, form)
+    h_rows = _host_expert_rows(moe, n_exp, per_host, form)
+
+    tokens = req.max_seqs * ceil(req.context_len / PAGE) * PAGE
+    stream_buf = 2 * req.stream_experts * max(per_host.values(), default=0)
+    g_rows = _gpu_rows(c, inv, req, tokens, stream_buf)
+    gpu_usable = int(m.gpu_bytes * (1 - GPU_MARGIN))
+    tier = req.kv_host_tier
+    if tier is None:  # chosen when the whole KV cache would not fit
+        tier = sum(r.nbytes for r in g_rows) > gpu_usable
+    if tier:
+        g_rows, tier_rows = _host_tier_rows(c, req, g_rows, tokens)
+        h_rows = tier_rows + h_rows
+    hot = 0
+    if req.hot_experts and moe:
+        left = gpu_usable - sum(r.nbytes for r in g_rows)
+        hot, hot_row = _hot_expert_cache(c, inv, n_exp, per_host, left)
+        if hot:
+            g_rows.append(hot_row)
+
+    host_bytes, gpu_bytes = _decode_bytes(c, inv, req, n_exp, per_host, hot)
+    stream_pass = sum(n_exp[layer] * per_host[layer] for layer in moe) / m.pcie_bw
+    return Plan(
+        rows=tuple(g_rows + h_rows),
+        gpu_capacity=m.gpu_bytes,
+        host_capacity=m.host_bytes,
+        expert_form=form,
+        hot_per_layer=hot,
+        kv_bytes_per_token=kv_bytes_per_token(c, req.kv_cache_dtype),
+        decode_host_s=host_bytes / m.host_read_bw,
+        decode_gpu_s=gpu_bytes / m.gpu_read_bw,
+        stream_pass_s=stream_pass,
+        ttft_1m_s=_ttft_1m(c, m, req, stream_pass),
+        moe_layers_on_host=len(moe),
+        moe_layers_total=len(inv.experts),
+        kv_host_tier=tier,
+        decode_fetch_s=(
+            kv_fetch_per_token(c, req.kv_cache_dtype, req.context_len) / m.pcie_bw if tier else 0.0
+        ),
+    )
+
+
+def _host_moe_layers(inv: Inventory, req: PlanRequest) -> list[int]:
+    """The MoE layers whose routed experts the plan holds in host memory: all of them, or the
+    first --moe-layers (benchmarks)."""
     moe = sorted(inv.experts)
     if req.moe_layers is not None:
         if not 0 <= req.moe_layers <= len(moe):
             raise ValueError(f"--moe-layers must be 0..{len(moe)}, got {req.moe_layers}")
         moe = moe[: req.moe_layers]
+    return moe
+
+
+def _host_expert_bytes(
+    c: M3TextConfig, inv: Inventory, moe: list[int], form: ExpertForm
+) -> dict[int, int]:
+    """Per MoE layer: the bytes of one routed expert in `form` (from its stored size)."""
+    return {layer: host_expert_bytes(c, inv.experts[layer][1], inv.fmt, form) for layer in moe}
+
+
+def _host_expert_rows(
+    moe: list[int], n_exp: dict[int, int], per_host: dict[int, int], form: ExpertForm
+) -> list[Row]:
+    experts = sum(n_exp[layer] * per_host[layer] for layer in moe)
+    # pinned in place (placement.py): streamed prefill copies from them, no staging
+    return [
+        Row("host", f"routed experts, {form}, pinned ({len(moe)} layers)", experts),
+        Row("host", "process overhead", HOST_OVERHEAD),
+    ]
+
+
+def _host_fits_bf16(c: M3TextConfig, inv: Inventory, moe: list[int], host_cap: int) -> bool:
+    """Whether the routed experts fit host memory in bf16 (auto keeps a bf16 checkpoint so)."""
     n_exp = {layer: inv.experts[layer][0] for layer in moe}
-    stored = {layer: inv.experts[layer][1] for layer in moe}
-    k = c.num_experts_per_tok
-    host_cap = m.host_bytes
+    per = _host_expert_bytes(c, inv, moe, ExpertForm.BF16)
+    rows = _host_expert_rows(moe, n_exp, per, ExpertForm.BF16)
+    return sum(r.nbytes for r in rows) <= host_cap
 
-    def host_rows(form: ExpertForm) -> list[Row]:
-        per = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
-        experts = sum(n_exp[layer] * per[layer] for layer in moe)
-        # pinned in place (placement.py): streamed prefill copies from them, no staging
-        return [
-            Row("host", f"routed experts, {form}, pinned ({len(moe)} layers)", experts),
-            Row("host", "process overhead", HOST_OVERHEAD),
-        ]
 
-    fits_bf16 = sum(r.nbytes for r in host_rows(ExpertForm.BF16)) <= host_cap
-    form = _resolve_form(req, inv, fits_bf16)
-    h_rows = host_rows(form)
-    per_host = {layer: host_expert_bytes(c, stored[layer], inv.fmt, form) for layer in moe}
-
-    kv_tok = kv_bytes_per_token(c, req.kv_cache_dtype)
-    tokens = req.max_seqs * ceil(req.context_len / PAGE) * PAGE
-    kv_pool = tokens * kv_tok
-    stream_buf = 2 * req.stream_experts * max(per_host.values(), default=0)
+def _gpu_rows(
+    c: M3TextConfig, inv: Inventory, req: PlanRequest, tokens: int, stream_buf: int
+) -> list[Row]:
+    """What the GPU holds before any hot expert: the weights as stored, the whole KV cache,
+    the prefill workspace and stream buffers, the CUDA context; rows of no bytes left out."""
     p = inv.parts
-    g_rows = [
+    rows = [
         Row("gpu", "attention + MSA indexer", p[Part.ATTENTION]),
         Row("gpu", "dense MLP layers", p[Part.DENSE_MLP]),
         Row("gpu", "shared experts", p[Part.SHARED_EXPERTS]),
@@ -234,39 +296,43 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
             "gpu",
             f"KV cache + index keys, {req.kv_cache_dtype} "
             f"({req.max_seqs} x {req.context_len:,} tokens)",
-            kv_pool,
+            tokens * kv_bytes_per_token(c, req.kv_cache_dtype),
         ),
         Row("gpu", f"workspace ({req.chunk_tokens:,}-token chunk)", _workspace(c, req)),
         Row("gpu", "expert stream buffers (prefill)", stream_buf),
         Row("gpu", "CUDA context, allocator, graphs", CUDA_CONTEXT),
     ]
-    g_rows = [r for r in g_rows if r.nbytes]
-    gpu_cap = m.gpu_bytes
-    tier = req.kv_host_tier
-    if tier is None:
-        tier = sum(r.nbytes for r in g_rows) > int(gpu_cap * (1 - GPU_MARGIN))
-    if tier:
-        g_rows, tier_rows = _host_tier_rows(c, req, g_rows, tokens)
-        h_rows = tier_rows + h_rows
-    left = int(gpu_cap * (1 - GPU_MARGIN)) - sum(r.nbytes for r in g_rows)
-    hot = 0
-    hot_one = 2 * inv.expert_params(c)  # a hot expert's bf16 bytes
-    if req.hot_experts and moe and left > 0:
-        # the GPU cache holds each hot expert in bf16, plus one expert in the host form per
-        # layer to dequantise an upload from (hot_cache.py)
-        staging = max(per_host.values()) * len(moe)
-        hot = min(min(n_exp.values()), max(0, left - staging) // (hot_one * len(moe)))
-        if hot:
-            g_rows.append(
-                Row(
-                    "gpu",
-                    f"hot-expert cache ({hot} per MoE layer, bf16)",
-                    hot * hot_one * len(moe) + staging,
-                )
-            )
+    return [r for r in rows if r.nbytes]
 
-    # Decode bound, batch 1, at the full context.
-    host_bytes = sum(k * (1 - hot / n_exp[layer]) * per_host[layer] for layer in moe)
+
+def _hot_expert_cache(
+    c: M3TextConfig, inv: Inventory, n_exp: dict[int, int], per_host: dict[int, int], left: int
+) -> tuple[int, Row]:
+    """How many hot experts per MoE layer the GPU's `left` bytes hold, and their row."""
+    hot_one = 2 * inv.expert_params(c)  # a hot expert's bf16 bytes
+    # the GPU cache holds each hot expert in bf16, plus one expert in the host form per
+    # layer to dequantise an upload from (hot_cache.py)
+    staging = max(per_host.values()) * len(n_exp)
+    hot = 0
+    if left > 0:
+        hot = min(min(n_exp.values()), max(0, left - staging) // (hot_one * len(n_exp)))
+    label = f"hot-expert cache ({hot} per MoE layer, bf16)"
+    return hot, Row("gpu", label, hot * hot_one * len(n_exp) + staging)
+
+
+def _decode_bytes(
+    c: M3TextConfig,
+    inv: Inventory,
+    req: PlanRequest,
+    n_exp: dict[int, int],
+    per_host: dict[int, int],
+    hot: int,
+) -> tuple[float, float]:
+    """The bytes one decode token reads (batch 1, at the full context): from host memory (the
+    routed experts not in the hot cache) and from the GPU's (weights, hot experts, KV)."""
+    k = c.num_experts_per_tok
+    host_bytes = sum(k * (1 - hot / n_exp[layer]) * per_host[layer] for layer in n_exp)
+    p = inv.parts
     gpu_weights = (
         p[Part.ATTENTION]
         + p[Part.DENSE_MLP]
@@ -275,34 +341,21 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         + p[Part.NORMS]
         + p[Part.LM_HEAD]
     )
-    gpu_hot = sum(k * hot / n_exp[layer] * hot_one for layer in moe)
+    hot_one = 2 * inv.expert_params(c)
+    gpu_hot = sum(k * hot / n_exp[layer] * hot_one for layer in n_exp)
     gpu_bytes = gpu_weights + gpu_hot + kv_read_per_token(c, req.kv_cache_dtype, req.context_len)
-    all_experts = sum(n_exp[layer] * per_host[layer] for layer in moe)
-    stream_pass = all_experts / m.pcie_bw
-    ttft = None
+    return host_bytes, gpu_bytes
+
+
+def _ttft_1m(c: M3TextConfig, m: Machine, req: PlanRequest, stream_pass: float) -> float | None:
+    """The bound on a streamed prefill of 1M tokens: each pass as slow as moving every expert
+    over PCIe or as its FLOPs, whichever is slower; None for a GPU of unknown FLOPs."""
     flops = [v for key, v in KNOWN_BF16_TFLOPS.items() if key in m.gpu_name.upper()]
-    if flops:
-        passes = ceil(1_048_576 / req.stream_pass_tokens)
-        compute = 2 * active_params_per_token(c) * req.stream_pass_tokens / flops[0]
-        ttft = passes * max(stream_pass, compute)
-    return Plan(
-        rows=tuple(g_rows + h_rows),
-        gpu_capacity=gpu_cap,
-        host_capacity=host_cap,
-        expert_form=form,
-        hot_per_layer=hot,
-        kv_bytes_per_token=kv_tok,
-        decode_host_s=host_bytes / m.host_read_bw,
-        decode_gpu_s=gpu_bytes / m.gpu_read_bw,
-        stream_pass_s=stream_pass,
-        ttft_1m_s=ttft,
-        moe_layers_on_host=len(moe),
-        moe_layers_total=len(inv.experts),
-        kv_host_tier=tier,
-        decode_fetch_s=(
-            kv_fetch_per_token(c, req.kv_cache_dtype, req.context_len) / m.pcie_bw if tier else 0.0
-        ),
-    )
+    if not flops:
+        return None
+    passes = ceil(1_048_576 / req.stream_pass_tokens)
+    compute = 2 * active_params_per_token(c) * req.stream_pass_tokens / flops[0]
+    return passes * max(stream_pass, compute)
 
 
 def _host_tier_rows(
