@@ -175,6 +175,22 @@ def pack_mxfp8_expert(
     return forms.pack_mxfp8(v.view(torch.float8_e4m3fn), s), forms.pack_mxfp8(*down)
 
 
+def pack_mxfp8_expert_int8(
+    gate: tuple[torch.Tensor, torch.Tensor],
+    up: tuple[torch.Tensor, torch.Tensor],
+    down: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[Packed, Packed]:
+    """pack_expert(INT8, ...) of one expert's stored MXFP8 pairs, bit for bit, without the
+    fp32 copy of each whole matrix (a row's int8 scale is its own, so gate and up are
+    quantised apart and their rows interleaved after)."""
+    qg, sg = forms.mxfp8_rows_to_int8(*gate)
+    qu, su = forms.mxfp8_rows_to_int8(*up)
+    qd, sd = forms.mxfp8_rows_to_int8(*down)
+    w13 = forms.interleave_gate_up(qg, qu)
+    s13 = forms.interleave_gate_up(sg[:, None], su[:, None]).reshape(-1)
+    return {"w": forms.tile(w13, 4), "s": s13}, {"w": forms.tile(qd, 4), "s": sd}
+
+
 def _bytes(t: torch.Tensor | None) -> torch.Tensor:
     """[E, ...] -> [E, bytes] uint8 view (what the kernel indexes by expert)."""
     if t is None:

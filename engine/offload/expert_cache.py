@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from . import forms
-from .cpu_experts import HostExpertLayer, pack_expert, pack_mxfp8_expert
+from .cpu_experts import HostExpertLayer, pack_expert, pack_mxfp8_expert, pack_mxfp8_expert_int8
 from .expert_source import LayerExperts
 from .forms import INT4_GROUP
 from .plan import ExpertForm
@@ -180,6 +180,8 @@ class ExpertStore:
             g, u, d = experts.read(e)
             if experts.mx and self.form is ExpertForm.MXFP8:
                 p13, p2 = pack_mxfp8_expert(g, u, d)
+            elif experts.mx and self.form is ExpertForm.INT8:  # the released default's path
+                p13, p2 = pack_mxfp8_expert_int8(g, u, d)
             else:
                 p13, p2 = pack_expert(
                     self.form, _as_float(g), _as_float(u), _as_float(d), self.group

@@ -85,6 +85,40 @@ def quantize_rows_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
+# Rows converted at a time from MXFP8: 256 x 6144 fp32 is 6 MiB, a working set the caches
+# hold, where the whole matrix in fp32 (75 MB, ~12 passes) streamed through memory and page
+# faults: 3x slower on 2 cores.
+_MX_ROWS = 256
+
+
+def mxfp8_rows_to_int8(
+    values: torch.Tensor, e8m0: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A stored MXFP8 matrix (e4m3 [N, K], e8m0 [N, K/32]) -> (uint8 [N, K] holding q + 128,
+    fp32 scale [N]): quantize_rows_int8 of its dequantised weights then offset_int8, bit for
+    bit, a block of rows at a time and in place."""
+    n, k = values.shape
+    check_shape(n, k, "int8")
+    e = e8m0.view(torch.uint8)
+    if tuple(e.shape) != (n, k // MX_BLOCK):
+        raise ValueError(f"MXFP8 scale has shape {tuple(e.shape)}, expected {(n, k // MX_BLOCK)}")
+    if int(e.max()) == 255:
+        raise ValueError("MXFP8 scale holds the e8m0 NaN code 255")
+    q = torch.empty(n, k, dtype=torch.uint8)
+    scale = torch.empty(n, dtype=torch.float32)
+    for r0 in range(0, n, _MX_ROWS):
+        r1 = min(n, r0 + _MX_ROWS)
+        w = values[r0:r1].float().view(r1 - r0, k // MX_BLOCK, MX_BLOCK)
+        w.mul_(torch.exp2(e[r0:r1].float() - 127.0)[..., None])  # exact: powers of two
+        w = w.view(r1 - r0, k)
+        s = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0
+        # the same fp32 division and round-half-even as quantize_rows_int8, then + 128
+        w.div_(s[:, None]).round_().clamp_(-127, 127).add_(128)
+        q[r0:r1] = w  # 1..255: exact in uint8
+        scale[r0:r1] = s
+    return q, scale
+
+
 def offset_int8(q: torch.Tensor) -> torch.Tensor:
     """int8 -> uint8 q + 128: VNNI multiplies unsigned by signed bytes, and storing the weights
     unsigned saves the kernel one instruction per 64 bytes (the +128 is corrected per block)."""

@@ -99,3 +99,27 @@ def test_int8_rows_and_sizes():
     assert mx.expert_bytes() == weights + weights // 32
     with pytest.raises(ValueError, match="int8, int4, mxfp8 or bf16"):
         HostExpertLayer.from_weights([], [], [], ExpertForm.STORED)
+
+
+@pytest.mark.parametrize("rows", [2, 256])
+def test_mxfp8_to_int8_in_row_blocks_is_the_float_path_bit_for_bit(monkeypatch, rows):
+    """The conversion cache's MXFP8 -> int8 path (a block of rows at a time, in place) gives the
+    bytes quantising the dequantised fp32 matrices gives: weights, scales, tiling, the gate/up
+    interleave; with blocks that split the rows unevenly too. Scales span 2^-12..2^2."""
+    from m3agent.engine.native.loaders.fp8 import dequantize_mxfp8, quantize_mxfp8
+    from m3agent.engine.offload import forms
+    from m3agent.engine.offload.cpu_experts import pack_expert, pack_mxfp8_expert_int8
+    from m3agent.engine.offload.plan import ExpertForm
+
+    monkeypatch.setattr(forms, "_MX_ROWS", 48 if rows == 2 else rows)
+    gen = torch.Generator().manual_seed(rows)
+
+    def mx(n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        spread = torch.exp2(torch.randint(-12, 3, (n, 1), generator=gen).float())
+        return quantize_mxfp8(torch.randn(n, k, generator=gen) * spread)
+
+    gate, up, down = mx(64, 96), mx(64, 96), mx(96, 64)
+    want = pack_expert(ExpertForm.INT8, *(dequantize_mxfp8(*w) for w in (gate, up, down)), 128)
+    got = pack_mxfp8_expert_int8(gate, up, down)
+    for a, b in zip(want, got, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
