@@ -23,15 +23,19 @@ writes, runs commands or reaches an MCP server; acceptEdits allows file changes 
 rule would (a config deny or ask still wins).
 "Always allow" answers are handed to `persist` (the app stores them as allow rules for later
 sessions).
+Shell calls are also judged by their command's prefix (agent/shell_prefixes.py): where the
+gate would ask, an allowed prefix (saved, or accepted this session) answers instead, for
+every front end alike; where it still asks, the check carries the prefix the user may accept
+(`amendment`), so a front end only shows the question and returns the answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from m3agent.tools.base import Capability, Touches
 from m3agent.tools.claude_names import with_same_capability
@@ -40,6 +44,7 @@ from m3agent.tools.sandbox.precheck import blocks
 
 from .config import ApprovalPolicy, ToolRule, Verdict
 from .path_rules import PathRule, parse_rule, read_tools, rule_covers, write_tools
+from .shell_prefixes import Prefix, ShellPrefixes, amendment_for, describe
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
@@ -61,6 +66,10 @@ _UNKNOWN_SERVER = "\x00unknown"
 class ApprovalCheck:
     verdict: Verdict
     reason: str
+    # ASK: the command prefix the user may allow from now on (shell), offered by the front end
+    amendment: Prefix | None = None
+    # ALLOW: the allowed command prefix that answered instead of asking
+    prefix: Prefix | None = None
 
 
 def call_server(tool_name: str, touches: Touches | None, capability: Capability) -> str | None:
@@ -169,6 +178,7 @@ class ApprovalGate:
         workspace: Path | None = None,
         *,
         confine: bool = True,  # False: path rules unchecked (tests of what the checks stop)
+        prefixes: ShellPrefixes | None = None,  # allowed shell prefixes (saved ones, persist)
     ):
         self.policy = ApprovalPolicy(policy)
         self.persist = persist
@@ -177,6 +187,7 @@ class ApprovalGate:
         self.rules = rules  # parsed now: a bad rule is a ValueError naming it
         self._session_allowed: set[str] = set()
         self._mode = "default"
+        self.prefixes = prefixes if prefixes is not None else ShellPrefixes()
 
     @property
     def mode(self) -> str:
@@ -221,6 +232,15 @@ class ApprovalGate:
             except (OSError, ValueError):  # the answer still holds for this session
                 pass
 
+    def allow_prefix(self, prefix: Prefix, *, save: bool = False) -> str | None:
+        """An accepted amendment: shell commands with this prefix run unasked from now on
+        (and, with `save`, in later sessions). Returns why saving failed, else None."""
+        return self.prefixes.allow(prefix, save=save)
+
+    def amendment(self, tool_name: str, arguments: dict[str, Any] | None) -> Prefix | None:
+        """The prefix a question about this call may offer (shell), or None."""
+        return amendment_for(tool_name, arguments)
+
     def check(
         self,
         tool_name: str,
@@ -230,9 +250,29 @@ class ApprovalGate:
         risky: bool = False,
         sandbox: Sandbox | None = None,
         capability: Capability = Capability.OTHER,
+        arguments: dict[str, Any] | None = None,
     ) -> ApprovalCheck:
         """`touches`: what the call declares (Toolset.touches; None when it declared
-        nothing); `capability`: what the tool does (Tool.capability)."""
+        nothing); `capability`: what the tool does (Tool.capability); `arguments`: the call's
+        (a shell command is judged by its prefix where the gate would ask)."""
+        found = self._judge(tool_name, touches, mutates, risky, sandbox, capability)
+        if found.verdict is not Verdict.ASK:
+            return found  # a deny stays a deny: an allowed prefix only answers a question
+        prefix = self.prefixes.covering(tool_name, arguments)
+        if prefix is not None:
+            return ApprovalCheck(Verdict.ALLOW, f"allowed: {describe(prefix)}", prefix=prefix)
+        return replace(found, amendment=amendment_for(tool_name, arguments))
+
+    def _judge(
+        self,
+        tool_name: str,
+        touches: Touches | None,
+        mutates: bool,
+        risky: bool,
+        sandbox: Sandbox | None,
+        capability: Capability,
+    ) -> ApprovalCheck:
+        """Rules, mode, session answers and policy, before any command prefix."""
         server = call_server(tool_name, touches, capability)
         found = _rule_verdict(
             tool_name, self._rules, touches, self.workspace, self._confine, server

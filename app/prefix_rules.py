@@ -12,7 +12,7 @@ The same trust covers everything else a repository could use to lift approvals: 
 `.m3agent/settings.json` rules (below) and its custom commands' `allowed-tools`
 (`.m3agent/commands/**.md`, app/extensions.py: granted_tools), each file by its own hash.
 
-A prefix never covers shell syntax (app/command_prefix.py), wherever it was saved."""
+A prefix never covers shell syntax (agent/command_prefix.py), wherever it was saved."""
 
 from __future__ import annotations
 

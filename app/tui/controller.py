@@ -1,8 +1,9 @@
 """The session controller: what the TUI knows and decides about its session, with no widgets.
 
 It owns the session, the prompts waiting for it, whether a turn runs (and since when, doing
-what), the attachments and thinking mode of the next turn, and the command prefixes the user
-allowed. Screens ask it and render what it says; the tests drive it without a terminal.
+what), and the attachments and thinking mode of the next turn. Screens ask it and render
+what it says; the tests drive it without a terminal. Approvals are decided by the session's
+gate (agent/approvals.py: command prefixes included); the TUI only asks what the gate asks.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.agent import events as ev
-from m3agent.agent.ops import ApprovalDecision, Decision, Interrupt, Op, UserTurn
+from m3agent.agent.ops import Interrupt, Op, UserTurn
 from m3agent.engine.api import MediaPart, ThinkingMode
-from m3agent.tools.shell import Shell
 
-from ..command_prefix import command_prefix, matches, shown
 from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
 from ..permission_modes import plan_text
@@ -29,8 +28,6 @@ from .usage_tally import UsageTally
 
 if TYPE_CHECKING:
     from m3agent.agent.config import ToolRule
-
-SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +52,6 @@ class SessionController:
         self.activity = ""  # what the running turn does now: "thinking", "running shell", ...
         self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
         self.snapshot_from_log = False  # that detail was read from a resumed session's log
-        self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
         self.usage = UsageTally()  # /cost
         self.notifier = Notifier(
@@ -73,12 +69,12 @@ class SessionController:
         resumed = session.resumed  # first: a broken session object fails here, as it did
         self.session = session
         self.config_rules = session.gate.rules  # before saved path rules
-        if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
+        if self.config.state_dir is not None:
             from ..prefix_rules import load_prefixes
 
-            saved, self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)
-            for prefix in saved:
-                self.allow_prefix(prefix)
+            # the saved prefixes are the gate's (app/factory.py); here only what /permissions
+            # says of an untrusted project file
+            self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)[1]
             self.apply_saved_rules()
         self.apply_mode(self.mode)  # a new session's gate: the mode is set on it afresh
         self.failed = False
@@ -237,27 +233,11 @@ class SessionController:
 
     # ---- approvals -------------------------------------------------------------------------
 
-    @staticmethod
-    def prefix_for(request: ev.ApprovalRequest) -> tuple[str, ...] | None:
-        """The prefix the modal may offer to allow for this call (shell only)."""
-        command = request.arguments.get("command")
-        if request.name != SHELL_TOOL or not isinstance(command, str):
-            return None
-        return command_prefix(command)
-
-    def allow_prefix(self, prefix: tuple[str, ...]) -> None:
-        if prefix not in self.allowed_prefixes:
-            self.allowed_prefixes.append(prefix)
-
-    def auto_decision(self, request: ev.ApprovalRequest) -> tuple[ApprovalDecision, str] | None:
-        """An answer without asking, when an allowed prefix covers this shell command."""
-        command = request.arguments.get("command")
-        if request.name != SHELL_TOOL or not isinstance(command, str):
-            return None
-        for prefix in self.allowed_prefixes:
-            if matches(command, prefix):
-                return ApprovalDecision(request.call_id, Decision.APPROVE), shown(prefix)
-        return None
+    @property
+    def allowed_prefixes(self) -> list[tuple[str, ...]]:
+        """The shell prefixes the session's gate allows (saved and this session's): shown by
+        /permissions; the gate alone decides with them."""
+        return [] if self.session is None else list(self.session.gate.prefixes.allowed)
 
     # ---- history and exit ----------------------------------------------------------------
 

@@ -240,8 +240,8 @@ class DailyActions(ScreenHelper):
             await self.transcript.error(str(e), "usage")
             return
         saved, self.controller.prefix_note = load_prefixes(home, Path(self.config.cwd))
-        for prefix in saved:
-            self.controller.allow_prefix(prefix)
+        if self.controller.session is not None:  # they count from now on: the gate's
+            self.controller.session.gate.prefixes.extend(saved)
         self.controller.apply_saved_rules()
         await self.transcript.notice(f"{said}; its shell prefixes and rules count from now on")
 
