@@ -184,6 +184,7 @@ class ApprovalGate:
         self.persist = persist
         self.workspace = Path(workspace) if workspace is not None else None
         self._confine = confine
+        self._saved: tuple[ToolRule, ...] = ()  # saved rules (user, trusted project): set_saved
         self.rules = rules  # parsed now: a bad rule is a ValueError naming it
         self._session_allowed: set[str] = set()
         self._mode = "default"
@@ -202,10 +203,24 @@ class ApprovalGate:
 
     @property
     def rules(self) -> tuple[ToolRule, ...]:
+        """The config's rules (and flags'), then the saved ones it does not already hold."""
         return tuple(r for r, _ in self._rules)
 
     @rules.setter
     def rules(self, rules: tuple[ToolRule, ...]) -> None:
+        self._config = tuple(rules)
+        self._parse()
+
+    def set_saved(self, rules: tuple[ToolRule, ...]) -> None:
+        """The saved rules (`/permissions allow RULE`, a trusted project's settings.json),
+        after the config's (a config deny still wins); replaced whole when they change."""
+        self._saved = tuple(rules)
+        self._parse()
+
+    def _parse(self) -> None:
+        # A front end that already folded the saved rules into the config's (`m3agent run`)
+        # gets each once.
+        rules = (*self._config, *(r for r in self._saved if r not in self._config))
         self._rules = tuple((r, parse_rule(r.tool, check=self._confine)) for r in rules)
 
     def hides(self, path: str) -> bool:

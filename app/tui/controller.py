@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from m3agent.agent import events as ev
 from m3agent.agent.ops import Interrupt, Op, UserTurn
@@ -25,9 +25,6 @@ from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
 from .usage_tally import UsageTally
-
-if TYPE_CHECKING:
-    from m3agent.agent.config import ToolRule
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +56,6 @@ class SessionController:
         )  # bell / OSC 9 / OSC 777 on approvals and long turns
         self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
         self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
-        self.config_rules: tuple[ToolRule, ...] = ()  # the gate's rules from config and flags
         self.rule_notes: list[str] = []  # an untrusted project settings.json, refused rules
         self.prefix_note: str | None = None  # an untrusted project prefix file (/permissions)
 
@@ -68,7 +64,6 @@ class SessionController:
     def attach(self, session: SessionLike) -> None:
         resumed = session.resumed  # first: a broken session object fails here, as it did
         self.session = session
-        self.config_rules = session.gate.rules  # before saved path rules
         if self.config.state_dir is not None:
             from ..prefix_rules import load_prefixes
 
@@ -94,11 +89,10 @@ class SessionController:
         config deny still wins); again after /permissions changes them or trusts the project."""
         if self.session is None or self.config.state_dir is None:
             return
-        gate = self.session.gate
         from ..prefix_rules import saved_rules
 
         saved, self.rule_notes = saved_rules(self.config.state_dir, Path(self.config.cwd))
-        gate.rules = (*self.config_rules, *saved)
+        self.session.gate.set_saved(tuple(saved))
 
     def detach(self) -> SessionLike | None:
         session, self.session = self.session, None

@@ -27,11 +27,23 @@ SCRIPT = [
     answer("Done."),
 ]
 ASKED = ["timeout 5 echo two", "ls"]  # what every front end asks about, in order
+# A saved path rule (`/permissions allow write_file(notes/**)`): notes/a.txt is written
+# unasked, b.txt is asked about.
+RULE_SCRIPT = [
+    calls(invoke("write_file", path="notes/a.txt", content="a\n")),
+    calls(invoke("write_file", path="b.txt", content="b\n")),
+    answer("Done."),
+]
 
 
 def save_echo(home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / "permissions.json").write_text(json.dumps({"shell_prefixes": [["echo"]]}))
+
+
+def save_rule(home: Path) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "permissions.json").write_text(json.dumps({"rules": {"write_file(notes/**)": "allow"}}))
 
 
 def finished(evs: list[dict]) -> list[tuple[str, bool]]:
@@ -56,6 +68,23 @@ def test_run_honours_a_saved_prefix_and_asks_the_rest(cli, repo, m3):
     assert all(err for _, err in done[1:])
     first = [e for e in evs if e["type"] == "tool_call_finished"][0]
     assert first["metadata"]["allowed_by"] == "echo …"
+
+
+def test_run_honours_a_saved_path_rule(cli, repo, m3):
+    save_rule(cli.home)
+    r = cli.run_scripted(
+        "go",
+        cli.script(*RULE_SCRIPT),
+        repo,
+        "--approval",
+        "untrusted",
+        "--output-format",
+        "stream-json",
+    )
+    assert r.returncode == 0, r.stderr
+    evs = m3.events(r.stdout)
+    assert [e["arguments"]["path"] for e in evs if e["type"] == "approval_request"] == ["b.txt"]
+    assert (repo / "notes/a.txt").read_text() == "a\n" and not (repo / "b.txt").exists()
 
 
 def test_run_in_plan_mode_denies_even_a_saved_prefix(cli, repo, m3):
@@ -157,7 +186,8 @@ class Editor:
     async def request_permission(self, session_id, tool_call, options, **kw):
         from acp.schema import AllowedOutcome, RequestPermissionResponse
 
-        self.asked.append(tool_call.raw_input["command"])
+        args = tool_call.raw_input
+        self.asked.append(args.get("command") or args.get("path"))
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id="deny")
         )
@@ -202,6 +232,13 @@ def test_acp_honours_a_saved_prefix_and_asks_the_rest(cli, repo):
     outputs = editor.outputs()
     assert outputs[0][0].endswith("one") and outputs[0][1] == "completed"
     assert [s for _, s in outputs[1:]] == ["failed", "failed"]
+
+
+def test_acp_honours_a_saved_path_rule(cli, repo):
+    save_rule(cli.home)
+    editor = _acp(cli, repo, RULE_SCRIPT)
+    assert editor.asked == ["b.txt"]  # as `m3agent run` and the TUI
+    assert (repo / "notes/a.txt").read_text() == "a\n" and not (repo / "b.txt").exists()
 
 
 def test_acp_in_plan_mode_denies_even_a_saved_prefix(cli, repo):

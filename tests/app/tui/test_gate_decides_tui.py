@@ -48,6 +48,30 @@ async def test_tui_honours_a_saved_prefix_and_asks_the_rest(harness, until, m3te
     assert asked == ASKED
 
 
+async def test_tui_honours_a_saved_path_rule(harness, until, m3text, m3home):
+    (m3home / "permissions.json").write_text(
+        json.dumps({"rules": {"write_file(notes/**)": "allow"}})
+    )
+    call = m3text.NS + "<tool_call>\n" + m3text.NS + '<invoke name="write_file">'
+
+    def write(path: str) -> str:
+        ns = m3text.NS
+        return (
+            f"{call}{ns}<path>{path}{ns}</path>{ns}<content>x\n{ns}</content>"
+            f"{ns}</invoke>\n{ns}</tool_call>"
+        )
+
+    app = harness.factory_app([write("notes/a.txt"), write("b.txt"), "Done."], approval="untrusted")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, until)
+        await send(pilot, "go")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+        assert app.screen.request.arguments["path"] == "b.txt"  # as `m3agent run` and ACP
+        await pilot.press("escape")
+        await turn_done(pilot, until)
+    assert (harness.repo / "notes/a.txt").exists() and not (harness.repo / "b.txt").exists()
+
+
 async def test_tui_in_plan_mode_denies_even_a_saved_prefix(harness, until, m3text, m3home):
     _save_echo(m3home)
     app = harness.factory_app([m3text.shell_call("echo one"), "Plan."], approval="untrusted")
