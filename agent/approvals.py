@@ -42,7 +42,7 @@ from m3agent.tools.claude_names import with_same_capability
 from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
-from .config import ApprovalPolicy, ToolRule, Verdict
+from .config import ApprovalPolicy, PermissionMode, ToolRule, Verdict
 from .path_rules import PathRule, parse_rule, read_tools, rule_covers, write_tools
 from .shell_prefixes import Prefix, ShellPrefixes, amendment_for, describe
 
@@ -53,10 +53,10 @@ if TYPE_CHECKING:
 _STRENGTH = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
 MCP_PREFIX = "mcp__"
 # Claude Code's permission modes; shift+Tab in the TUI cycles the first three.
-MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+MODES = tuple(m.value for m in PermissionMode)
 PLAN_DENIES = frozenset({Capability.WRITE, Capability.EXEC, Capability.MCP})
 # How a denial names a mode: the model (and the user) learn why, and how it ends.
-MODE_SOURCES = {"plan": "plan mode (read only until the plan is approved)"}
+MODE_SOURCES = {PermissionMode.PLAN: "plan mode (read only until the plan is approved)"}
 # A server no call names (its arguments did not parse): a deny or ask rule about any server
 # covers it, an allow rule none.
 _UNKNOWN_SERVER = "\x00unknown"
@@ -144,12 +144,23 @@ def _strongest(verdicts: list[Verdict]) -> Verdict | None:
     return max(verdicts, key=lambda a: _STRENGTH[a]) if verdicts else None
 
 
-def mode_verdict(mode: str, capability: Capability, mutates: bool = False) -> Verdict | None:
+def check_mode(mode: str) -> PermissionMode:
+    """The mode named `mode`; a ValueError that lists the names otherwise."""
+    try:
+        return PermissionMode(mode)
+    except ValueError:
+        names = ", ".join(MODES)
+        raise ValueError(f"unknown permission mode {mode!r} (use one of {names})") from None
+
+
+def mode_verdict(
+    mode: PermissionMode, capability: Capability, mutates: bool = False
+) -> Verdict | None:
     """What a permission mode says of a call of `capability` (None: nothing); plan mode also
     denies any tool that declares it changes something, whatever its capability."""
-    if mode == "plan" and (capability in PLAN_DENIES or mutates):
+    if mode is PermissionMode.PLAN and (capability in PLAN_DENIES or mutates):
         return Verdict.DENY
-    if mode == "acceptEdits" and capability is Capability.WRITE:
+    if mode is PermissionMode.ACCEPT_EDITS and capability is Capability.WRITE:
         return Verdict.ALLOW
     return None
 
@@ -187,19 +198,24 @@ class ApprovalGate:
         self._saved: tuple[ToolRule, ...] = ()  # saved rules (user, trusted project): set_saved
         self.rules = rules  # parsed now: a bad rule is a ValueError naming it
         self._session_allowed: set[str] = set()
-        self._mode = "default"
+        self._mode = PermissionMode.DEFAULT
         self.prefixes = prefixes if prefixes is not None else ShellPrefixes()
 
     @property
-    def mode(self) -> str:
-        """The permission mode (MODES), the session's whoever set it."""
+    def mode(self) -> PermissionMode:
+        """The permission mode, the session's whoever set it (set_mode)."""
         return self._mode
 
     @mode.setter
     def mode(self, mode: str) -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown permission mode {mode!r} (use one of {', '.join(MODES)})")
-        self._mode = mode
+        self.set_mode(mode)
+
+    def set_mode(self, mode: str) -> PermissionMode:
+        """The one way a permission mode changes (the CLI's --permission-mode, the TUI's
+        shift+Tab, an editor's session/set_mode): every call the gate judges from now on,
+        a task child's included, and whatever reads the mode (hooks, an editor's tools)."""
+        self._mode = check_mode(mode)
+        return self._mode
 
     @property
     def rules(self) -> tuple[ToolRule, ...]:

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
+from m3agent.agent.config import ApprovalPolicy
 from m3agent.agent.shell_prefixes import describe
 from m3agent.tools.base import Preview
 from m3agent.tools.bounds import NOT_APPLIED, cut_diff
@@ -34,7 +35,7 @@ def deny_approver(note: str) -> Approver:
 def headless_approver(approval: str, home: Path, cwd: Path) -> Approver:
     """The approver of a headless run: none needed with approvals off, the terminal's where
     stdin and stderr are one, else a denial that says why."""
-    if approval == "never":
+    if ApprovalPolicy(approval) is ApprovalPolicy.NEVER:
         return deny_approver("approvals are off")  # never called: the gate never asks
     if sys.stdin.isatty() and sys.stderr.isatty():
         return tty_approver(sys.stderr, home=home, cwd=cwd)

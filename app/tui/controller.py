@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from m3agent.agent import events as ev
+from m3agent.agent.config import PermissionMode
 from m3agent.agent.ops import Interrupt, Op, UserTurn
 from m3agent.engine.api import MediaPart, ThinkingMode
 
 from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
-from ..permission_modes import plan_text
+from ..permission_modes import check_mode, plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
@@ -54,7 +55,8 @@ class SessionController:
         self.notifier = Notifier(
             config.notify, config.notify_write or tty_writer, clock=self.clock
         )  # bell / OSC 9 / OSC 777 on approvals and long turns
-        self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
+        # the permission mode chosen here (plan_flow.py), set on each session's gate
+        self.mode = PermissionMode.DEFAULT
         self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
         self.rule_notes: list[str] = []  # an untrusted project settings.json, refused rules
         self.prefix_note: str | None = None  # an untrusted project prefix file (/permissions)
@@ -78,11 +80,11 @@ class SessionController:
             self.prompts_sent += 1  # a resumed session is worth resuming again
 
     def apply_mode(self, mode: str) -> None:
-        """A permission mode (plan_flow.py): the session gate's, so it binds the session's
-        task children as well (agent/approvals.py)."""
-        self.mode = mode
+        """A permission mode (plan_flow.py): set through the session gate's one operation
+        (ApprovalGate.set_mode), so it binds the session's task children as well."""
+        self.mode = check_mode(mode)
         if self.session is not None:
-            self.session.gate.mode = mode
+            self.session.gate.set_mode(self.mode)
 
     def apply_saved_rules(self) -> None:
         """The user's saved path rules and the trusted project's, after the config's own (a
