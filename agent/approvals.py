@@ -251,6 +251,11 @@ class ApprovalGate:
                 return True
         return False
 
+    @property
+    def session_allowed(self) -> tuple[str, ...]:
+        """The tools an "approve for this session" answer allowed (/permissions shows them)."""
+        return tuple(sorted(self._session_allowed))
+
     def allow_for_session(self, tool_name: str) -> None:
         self._session_allowed.add(tool_name)
 

@@ -111,7 +111,7 @@ class DailyActions(ScreenHelper):
         lines.append("rules (config, then saved 'always' answers; deny wins over ask over allow):")
         # a trusted project's rules are its text: each on its own line, escaped (safe_text)
         lines += [f"  {one_line(r.tool)} = {r.action}" for r in rules] or ["  none"]
-        allowed = sorted(gate._session_allowed) if gate is not None else []  # no public view yet
+        allowed = gate.session_allowed if gate is not None else ()
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
         prefixes = [" ".join(p) for p in self.controller.allowed_prefixes]
         lines.append("shell prefixes for this session: " + (", ".join(prefixes) or "none"))
