@@ -324,14 +324,17 @@ class M3AcpAgent:
             raw_input=e.arguments,
             content=[acp.tool_content(acp.text_block(e.preview.text))] if e.preview else None,
         )
+        options = translate.permission_options(e.amendment)
         try:
             r = await self.client.request_permission(
-                session_id=sid, tool_call=call, options=translate.PERMISSION_OPTIONS
+                session_id=sid, tool_call=call, options=options
             )
             outcome = r.outcome
             choice = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
         except Exception:  # the editor failed to answer: deny, never approve by accident
             choice = None
-        decision = choice if choice in ("approve", "approve_session") else "deny"
+        # only an approval that was offered counts: a prefix never offered is no answer
+        offered = {o.option_id for o in options}
+        decision = choice if choice in translate.APPROVALS and choice in offered else "deny"
         note = "" if decision != "deny" else "the user declined in the editor"
         live.session.submit(ops.ApprovalDecision(e.call_id, decision, note))  # type: ignore[arg-type]

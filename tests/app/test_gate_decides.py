@@ -174,11 +174,13 @@ def test_headless_prompt_s_saves_the_prefix_for_later_runs(home, repo):
 
 
 class Editor:
-    """The editor side: records what it is asked and denies it."""
+    """The editor side: records what it is asked (and the options) and answers ANSWER."""
 
-    def __init__(self) -> None:
+    def __init__(self, answer: str = "deny") -> None:
         self.asked: list[str] = []
+        self.options: list[dict[str, str]] = []
         self.updates: list = []
+        self.answer = answer
 
     async def session_update(self, session_id, update, **kw):
         self.updates.append(update)
@@ -188,8 +190,9 @@ class Editor:
 
         args = tool_call.raw_input
         self.asked.append(args.get("command") or args.get("path"))
+        self.options.append({o.option_id: o.name for o in options})
         return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id="deny")
+            outcome=AllowedOutcome(outcome="selected", option_id=self.answer)
         )
 
     def outputs(self) -> list[tuple[str, str]]:
@@ -200,13 +203,15 @@ class Editor:
         ]
 
 
-def _acp(cli, repo: Path, script: list[str], mode: str | None = None) -> Editor:
+def _acp(
+    cli, repo: Path, script: list[str], mode: str | None = None, answer: str = "deny"
+) -> Editor:
     acp = pytest.importorskip("acp")
     from acp.schema import ClientCapabilities, FileSystemCapabilities
 
     path = cli.script(*script)
     args = ["acp", "--engine", "scripted", "--script", str(path), "--approval", "untrusted"]
-    editor = Editor()
+    editor = Editor(answer)
 
     async def main() -> None:
         async with acp.spawn_agent_process(editor, EXE, *args, env=cli.env(), cwd=repo) as (
@@ -232,6 +237,24 @@ def test_acp_honours_a_saved_prefix_and_asks_the_rest(cli, repo):
     outputs = editor.outputs()
     assert outputs[0][0].endswith("one") and outputs[0][1] == "completed"
     assert [s for _, s in outputs[1:]] == ["failed", "failed"]
+
+
+def test_acp_offers_the_prefix_and_the_gate_keeps_it(cli, repo):
+    """The editor is offered the prefix the gate offers (as `p` in run and the TUI); once
+    picked, a later command with that prefix runs unasked; nothing is saved. Picking it where
+    it was not offered (shell syntax) is no approval."""
+    script = [
+        calls(invoke("shell", command="timeout 5 echo two")),
+        calls(invoke("shell", command="timeout 5 echo three")),
+        calls(invoke("shell", command="echo x; echo y")),
+        answer("Done."),
+    ]
+    editor = _acp(cli, repo, script, answer="approve_prefix")
+    assert editor.asked == ["timeout 5 echo two", "echo x; echo y"]
+    assert editor.options[0]["approve_prefix"] == "Allow `timeout 5 echo …` for this session"
+    assert "approve_prefix" not in editor.options[1]  # shell syntax: nothing to offer
+    assert [s for _, s in editor.outputs()] == ["completed", "completed", "failed"]
+    assert not (cli.home / "permissions.json").exists()
 
 
 def test_acp_honours_a_saved_path_rule(cli, repo):
