@@ -23,23 +23,28 @@ writes, runs commands or reaches an MCP server; acceptEdits allows file changes 
 rule would (a config deny or ask still wins).
 "Always allow" answers are handed to `persist` (the app stores them as allow rules for later
 sessions).
+Shell calls are also judged by their command's prefix (agent/shell_prefixes.py): where the
+gate would ask, an allowed prefix (saved, or accepted this session) answers instead, for
+every front end alike; where it still asks, the check carries the prefix the user may accept
+(`amendment`), so a front end only shows the question and returns the answer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from m3agent.tools.base import Capability, Touches
 from m3agent.tools.claude_names import with_same_capability
 from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
-from .config import ApprovalPolicy, ToolRule, Verdict
+from .config import ApprovalPolicy, PermissionMode, ToolRule, Verdict
 from .path_rules import PathRule, parse_rule, read_tools, rule_covers, write_tools
+from .shell_prefixes import Prefix, ShellPrefixes, amendment_for, describe
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
@@ -48,10 +53,10 @@ if TYPE_CHECKING:
 _STRENGTH = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
 MCP_PREFIX = "mcp__"
 # Claude Code's permission modes; shift+Tab in the TUI cycles the first three.
-MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+MODES = tuple(m.value for m in PermissionMode)
 PLAN_DENIES = frozenset({Capability.WRITE, Capability.EXEC, Capability.MCP})
 # How a denial names a mode: the model (and the user) learn why, and how it ends.
-MODE_SOURCES = {"plan": "plan mode (read only until the plan is approved)"}
+MODE_SOURCES = {PermissionMode.PLAN: "plan mode (read only until the plan is approved)"}
 # A server no call names (its arguments did not parse): a deny or ask rule about any server
 # covers it, an allow rule none.
 _UNKNOWN_SERVER = "\x00unknown"
@@ -61,6 +66,10 @@ _UNKNOWN_SERVER = "\x00unknown"
 class ApprovalCheck:
     verdict: Verdict
     reason: str
+    # ASK: the command prefix the user may allow from now on (shell), offered by the front end
+    amendment: Prefix | None = None
+    # ALLOW: the allowed command prefix that answered instead of asking
+    prefix: Prefix | None = None
 
 
 def call_server(tool_name: str, touches: Touches | None, capability: Capability) -> str | None:
@@ -135,12 +144,23 @@ def _strongest(verdicts: list[Verdict]) -> Verdict | None:
     return max(verdicts, key=lambda a: _STRENGTH[a]) if verdicts else None
 
 
-def mode_verdict(mode: str, capability: Capability, mutates: bool = False) -> Verdict | None:
+def check_mode(mode: str) -> PermissionMode:
+    """The mode named `mode`; a ValueError that lists the names otherwise."""
+    try:
+        return PermissionMode(mode)
+    except ValueError:
+        names = ", ".join(MODES)
+        raise ValueError(f"unknown permission mode {mode!r} (use one of {names})") from None
+
+
+def mode_verdict(
+    mode: PermissionMode, capability: Capability, mutates: bool = False
+) -> Verdict | None:
     """What a permission mode says of a call of `capability` (None: nothing); plan mode also
     denies any tool that declares it changes something, whatever its capability."""
-    if mode == "plan" and (capability in PLAN_DENIES or mutates):
+    if mode is PermissionMode.PLAN and (capability in PLAN_DENIES or mutates):
         return Verdict.DENY
-    if mode == "acceptEdits" and capability is Capability.WRITE:
+    if mode is PermissionMode.ACCEPT_EDITS and capability is Capability.WRITE:
         return Verdict.ALLOW
     return None
 
@@ -169,32 +189,54 @@ class ApprovalGate:
         workspace: Path | None = None,
         *,
         confine: bool = True,  # False: path rules unchecked (tests of what the checks stop)
+        prefixes: ShellPrefixes | None = None,  # allowed shell prefixes (saved ones, persist)
     ):
         self.policy = ApprovalPolicy(policy)
         self.persist = persist
         self.workspace = Path(workspace) if workspace is not None else None
         self._confine = confine
+        self._saved: tuple[ToolRule, ...] = ()  # saved rules (user, trusted project): set_saved
         self.rules = rules  # parsed now: a bad rule is a ValueError naming it
         self._session_allowed: set[str] = set()
-        self._mode = "default"
+        self._mode = PermissionMode.DEFAULT
+        self.prefixes = prefixes if prefixes is not None else ShellPrefixes()
 
     @property
-    def mode(self) -> str:
-        """The permission mode (MODES), the session's whoever set it."""
+    def mode(self) -> PermissionMode:
+        """The permission mode, the session's whoever set it (set_mode)."""
         return self._mode
 
     @mode.setter
     def mode(self, mode: str) -> None:
-        if mode not in MODES:
-            raise ValueError(f"unknown permission mode {mode!r} (use one of {', '.join(MODES)})")
-        self._mode = mode
+        self.set_mode(mode)
+
+    def set_mode(self, mode: str) -> PermissionMode:
+        """The one way a permission mode changes (the CLI's --permission-mode, the TUI's
+        shift+Tab, an editor's session/set_mode): every call the gate judges from now on,
+        a task child's included, and whatever reads the mode (hooks, an editor's tools)."""
+        self._mode = check_mode(mode)
+        return self._mode
 
     @property
     def rules(self) -> tuple[ToolRule, ...]:
+        """The config's rules (and flags'), then the saved ones it does not already hold."""
         return tuple(r for r, _ in self._rules)
 
     @rules.setter
     def rules(self, rules: tuple[ToolRule, ...]) -> None:
+        self._config = tuple(rules)
+        self._parse()
+
+    def set_saved(self, rules: tuple[ToolRule, ...]) -> None:
+        """The saved rules (`/permissions allow RULE`, a trusted project's settings.json),
+        after the config's (a config deny still wins); replaced whole when they change."""
+        self._saved = tuple(rules)
+        self._parse()
+
+    def _parse(self) -> None:
+        # A front end that already folded the saved rules into the config's (`m3agent run`)
+        # gets each once.
+        rules = (*self._config, *(r for r in self._saved if r not in self._config))
         self._rules = tuple((r, parse_rule(r.tool, check=self._confine)) for r in rules)
 
     def hides(self, path: str) -> bool:
@@ -209,6 +251,11 @@ class ApprovalGate:
                 return True
         return False
 
+    @property
+    def session_allowed(self) -> tuple[str, ...]:
+        """The tools an "approve for this session" answer allowed (/permissions shows them)."""
+        return tuple(sorted(self._session_allowed))
+
     def allow_for_session(self, tool_name: str) -> None:
         self._session_allowed.add(tool_name)
 
@@ -221,6 +268,15 @@ class ApprovalGate:
             except (OSError, ValueError):  # the answer still holds for this session
                 pass
 
+    def allow_prefix(self, prefix: Prefix, *, save: bool = False) -> str | None:
+        """An accepted amendment: shell commands with this prefix run unasked from now on
+        (and, with `save`, in later sessions). Returns why saving failed, else None."""
+        return self.prefixes.allow(prefix, save=save)
+
+    def amendment(self, tool_name: str, arguments: dict[str, Any] | None) -> Prefix | None:
+        """The prefix a question about this call may offer (shell), or None."""
+        return amendment_for(tool_name, arguments)
+
     def check(
         self,
         tool_name: str,
@@ -230,9 +286,29 @@ class ApprovalGate:
         risky: bool = False,
         sandbox: Sandbox | None = None,
         capability: Capability = Capability.OTHER,
+        arguments: dict[str, Any] | None = None,
     ) -> ApprovalCheck:
         """`touches`: what the call declares (Toolset.touches; None when it declared
-        nothing); `capability`: what the tool does (Tool.capability)."""
+        nothing); `capability`: what the tool does (Tool.capability); `arguments`: the call's
+        (a shell command is judged by its prefix where the gate would ask)."""
+        found = self._judge(tool_name, touches, mutates, risky, sandbox, capability)
+        if found.verdict is not Verdict.ASK:
+            return found  # a deny stays a deny: an allowed prefix only answers a question
+        prefix = self.prefixes.covering(tool_name, arguments)
+        if prefix is not None:
+            return ApprovalCheck(Verdict.ALLOW, f"allowed: {describe(prefix)}", prefix=prefix)
+        return replace(found, amendment=amendment_for(tool_name, arguments))
+
+    def _judge(
+        self,
+        tool_name: str,
+        touches: Touches | None,
+        mutates: bool,
+        risky: bool,
+        sandbox: Sandbox | None,
+        capability: Capability,
+    ) -> ApprovalCheck:
+        """Rules, mode, session answers and policy, before any command prefix."""
         server = call_server(tool_name, touches, capability)
         found = _rule_verdict(
             tool_name, self._rules, touches, self.workspace, self._confine, server

@@ -14,7 +14,7 @@ arguments run other programs or write elsewhere:
   options match abbreviated (`--open-files` is `--open-files-in-pager`), since git accepts
   any unambiguous abbreviation;
 - git's action must be one of its built-in commands: an alias (`!sh -c ...`) gets none.
-Shell syntax (`;`, pipes, `$(...)`, redirections) never gets a prefix (app/command_prefix.py).
+Shell syntax (`;`, pipes, `$(...)`, redirections) never gets a prefix (agent/command_prefix.py).
 """
 
 from __future__ import annotations

@@ -20,6 +20,16 @@ class ApprovalPolicy(StrEnum):
     NEVER = "never"
 
 
+class PermissionMode(StrEnum):
+    """Claude Code's permission modes (agent/approvals.py says what each means); the
+    session's approval gate holds the one current mode (ApprovalGate.set_mode)."""
+
+    DEFAULT = "default"
+    ACCEPT_EDITS = "acceptEdits"
+    PLAN = "plan"
+    BYPASS_PERMISSIONS = "bypassPermissions"  # the front end also turns approvals off
+
+
 class Verdict(StrEnum):
     """What a tool rule says, and what the approval gate decides for a call."""
 

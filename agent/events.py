@@ -140,6 +140,9 @@ class ApprovalRequest(_Event):
     diff: str | None = None
     reason: str = ""
     preview: Preview | None = None
+    # The command prefix the user may allow from now on (shell; agent/shell_prefixes.py):
+    # answered with Decision.APPROVE_PREFIX or APPROVE_PREFIX_ALWAYS. None: nothing to offer.
+    amendment: tuple[str, ...] | None = None
     _future: asyncio.Future[ApprovalDecision] | None = field(
         default=None, compare=False, repr=False
     )

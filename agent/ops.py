@@ -29,6 +29,10 @@ class Decision(StrEnum):
     APPROVE = "approve"  # this call
     APPROVE_SESSION = "approve_session"  # this tool, for the rest of the session
     APPROVE_ALWAYS = "approve_always"  # this tool, in later sessions too (persisted)
+    # The request's amendment (shell: its command prefix), accepted: for the rest of the
+    # session, or saved for later sessions too. Without an amendment: this call only.
+    APPROVE_PREFIX = "approve_prefix"
+    APPROVE_PREFIX_ALWAYS = "approve_prefix_always"
     DENY = "deny"
 
 

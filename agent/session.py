@@ -23,6 +23,7 @@ from .config import AgentConfig
 from .conversation import Conversation
 from .prompt_cache import REWOUND, CacheTracker
 from .session_runner import END, End
+from .shell_prefixes import ShellPrefixes
 from .turn_state import CheckpointStore, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
@@ -59,6 +60,9 @@ class Session:
         startup_events: Sequence[ev.Event] = (),
         auto_compact_tokens: int | None = None,
         persist_allow: Callable[[str], None] | None = None,
+        # shell prefixes allowed from the start (saved ones), and where a saved answer goes
+        shell_prefixes: Sequence[tuple[str, ...]] = (),
+        persist_prefix: Callable[[tuple[str, ...]], None] | None = None,
         hooks: Hooks | None = None,  # trust already applied by the front end
         subagent: bool = False,
         gate: ApprovalGate | None = None,  # a task child's: its parent's, mode and all
@@ -87,7 +91,11 @@ class Session:
         self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
         # persist_allow: where an "always allow" answer is kept for later sessions.
         self.gate = gate or ApprovalGate(
-            config.approval_policy, config.rules, persist=persist_allow, workspace=self.cwd
+            config.approval_policy,
+            config.rules,
+            persist=persist_allow,
+            workspace=self.cwd,
+            prefixes=ShellPrefixes(shell_prefixes, persist=persist_prefix),
         )
         if hooks is not None:
             hooks.follow(self.gate)  # plan mode binds the project's hooks too

@@ -18,6 +18,7 @@ from . import events as ev
 from .config import Verdict
 from .hooks import points as hook_points
 from .ops import ApprovalDecision, Decision
+from .shell_prefixes import Prefix, describe
 from .turn_state import LoopDeps, TurnControl
 
 if TYPE_CHECKING:
@@ -46,7 +47,11 @@ def _preview(toolset: ToolsetProtocol, call: ToolCall, ctx: ToolContext) -> Prev
 
 
 async def ask_approval(
-    deps: LoopDeps, control: TurnControl, call: ToolCall, reason: str
+    deps: LoopDeps,
+    control: TurnControl,
+    call: ToolCall,
+    reason: str,
+    amendment: Prefix | None = None,
 ) -> ApprovalDecision:
     # The same context the call will run with (a shell preview shows its timeout).
     ctx = ToolContext(
@@ -68,6 +73,7 @@ async def ask_approval(
                 diff=preview.text if preview and preview.kind is PreviewKind.DIFF else None,
                 reason=reason,
                 preview=preview,
+                amendment=amendment,
                 _future=fut,
             )
         )
@@ -185,6 +191,7 @@ async def run_call(
         if isinstance(canonical, ToolResult):
             return canonical
         call = canonical
+    allowed_by: Prefix | None = None  # the allowed command prefix that answered, if one did
     if tool is not None and deps.toolset is not None:
         try:
             touches = deps.toolset.touches(call.name, call.arguments)
@@ -201,7 +208,9 @@ async def run_call(
             risky=tool.risky,
             sandbox=deps.sandbox,
             capability=tool.capability,
+            arguments=call.arguments,
         )
+        allowed_by = check.prefix
         if check.verdict is Verdict.DENY:
             return ToolResult(
                 f"not run: {check.reason}", is_error=True, metadata={ToolOutcome.DENIED: True}
@@ -209,8 +218,12 @@ async def run_call(
         # A hook's "allow" or the running command's allowed-tools skip the prompt (never a
         # deny rule); a hook's "ask" asks even where the policy would not.
         skip = permission == "allow" or call.name in deps.allowed_tools
-        if (check.verdict is Verdict.ASK and not skip) or permission == "ask":
-            decision = await ask_approval(deps, control, call, check.reason)
+        # An allowed command prefix answers a hook's "ask" too (as the front ends did when
+        # they held the prefixes).
+        hook_asks = permission == "ask" and check.prefix is None
+        if (check.verdict is Verdict.ASK and not skip) or hook_asks:
+            amendment = check.amendment or deps.gate.amendment(call.name, call.arguments)
+            decision = await ask_approval(deps, control, call, check.reason, amendment)
             if decision.decision is Decision.DENY:
                 note = f": {decision.note}" if decision.note else ""
                 return ToolResult(
@@ -218,10 +231,7 @@ async def run_call(
                     is_error=True,
                     metadata={ToolOutcome.DENIED: True},
                 )
-            if decision.decision is Decision.APPROVE_SESSION:
-                deps.gate.allow_for_session(call.name)
-            elif decision.decision is Decision.APPROVE_ALWAYS:
-                deps.gate.allow_always(call.name)
+            await _remember(deps, call.name, decision.decision, amendment)
     if mutates and deps.checkpoints is not None and not turn_flags.get("checkpointed"):
         turn_flags["checkpointed"] = True
         try:
@@ -232,7 +242,24 @@ async def run_call(
             await deps.emit(
                 ev.ContextEvent(action=ev.ContextAction.CHECKPOINT, detail={"id": str(cp_id)})
             )
-    return await hook_points.post_tool(deps, call, await dispatch(deps, control, call))
+    result = await dispatch(deps, control, call)
+    if allowed_by is not None:  # front ends name the prefix that let it run (the TUI card)
+        result = replace(result, metadata={**result.metadata, "allowed_by": describe(allowed_by)})
+    return await hook_points.post_tool(deps, call, result)
+
+
+async def _remember(
+    deps: LoopDeps, name: str, decision: Decision, amendment: Prefix | None
+) -> None:
+    """What an approving answer allows from now on, kept by the gate."""
+    if decision is Decision.APPROVE_SESSION:
+        deps.gate.allow_for_session(name)
+    elif decision is Decision.APPROVE_ALWAYS:
+        deps.gate.allow_always(name)
+    elif decision in (Decision.APPROVE_PREFIX, Decision.APPROVE_PREFIX_ALWAYS) and amendment:
+        failed = deps.gate.allow_prefix(amendment, save=decision is Decision.APPROVE_PREFIX_ALWAYS)
+        if failed is not None:  # the answer still holds for this session
+            await deps.emit(ev.Error(message=f"not saved: {failed}", kind=ev.ErrorKind.TOOL))
 
 
 def _canonical(tool: Tool[Any] | None, call: ToolCall) -> ToolCall | ToolResult:

@@ -214,6 +214,7 @@ def build_session(
     config = settings.agent_config()
     from .extensions import session_extras
     from .mcp.settings import persist_allow
+    from .prefix_rules import load_prefixes, save_prefix, saved_rules
 
     # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
     extras = session_extras(settings, cwd, engine, toolset, config, sandbox)
@@ -223,6 +224,10 @@ def build_session(
         "sandbox": sandbox,
         "checkpoints": checkpoints,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
+        # saved shell prefixes (the user's; a trusted project's): the gate answers with them
+        # for every front end (agent/shell_prefixes.py)
+        "shell_prefixes": load_prefixes(settings.home, cwd)[0],
+        "persist_prefix": lambda prefix: save_prefix(settings.home, prefix),
         "hooks": extras.hooks,
         "diagnostics": _diagnostics(settings),
     }
@@ -257,6 +262,8 @@ def build_session(
                 **context,
             )
         extras.bind(session)  # the task tool runs its children beside this session
+        # Saved path rules (the user's, a trusted project's): the gate's for every front end.
+        session.gate.set_saved(tuple(saved_rules(settings.home, cwd)[0]))
         return session
     except BaseException:
         toolset.close()  # MCP servers started above must not leak

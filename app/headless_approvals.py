@@ -1,5 +1,6 @@
 """How a headless run answers approval requests: on the terminal (stderr, with the tool's
-preview of the call), or never (a fixed denial)."""
+preview of the call), or never (a fixed denial). Whether to ask is the session gate's
+(agent/approvals.py, saved shell prefixes included): this only asks and returns the answer."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import TextIO
 
 from m3agent.agent import events as ev
 from m3agent.agent import ops
+from m3agent.agent.config import ApprovalPolicy
+from m3agent.agent.shell_prefixes import describe
 from m3agent.tools.base import Preview
 from m3agent.tools.bounds import NOT_APPLIED, cut_diff
 from m3agent.tools.shell import Shell
@@ -32,7 +35,7 @@ def deny_approver(note: str) -> Approver:
 def headless_approver(approval: str, home: Path, cwd: Path) -> Approver:
     """The approver of a headless run: none needed with approvals off, the terminal's where
     stdin and stderr are one, else a denial that says why."""
-    if approval == "never":
+    if ApprovalPolicy(approval) is ApprovalPolicy.NEVER:
         return deny_approver("approvals are off")  # never called: the gate never asks
     if sys.stdin.isatty() and sys.stderr.isatty():
         return tty_approver(sys.stderr, home=home, cwd=cwd)
@@ -64,23 +67,14 @@ def tty_approver(
 ) -> Approver:
     """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
     session and s = always (saved for later sessions too), except for shell, where p allows
-    the command's prefix (`pytest`, `git status`) instead of every command
-    (app/command_prefix.py decides what a prefix covers)."""
-    from .command_prefix import command_prefix, matches, shown
-
+    the command's prefix (`pytest`, `git status`) instead of every command, and s saves it.
+    The session's gate decided that it asks and which prefix it offers (the request's
+    amendment; agent/shell_prefixes.py); `home`: saving is offered (the gate saves there).
+    `cwd` is no longer read (the gate loads the saved prefixes): kept for callers."""
     shown_err = SafeStream(err)  # the arguments and the reason quote the model and the repo
-    prefixes: list[tuple[str, ...]] = []
-    if home is not None and cwd is not None:  # saved ones (user scope; a trusted project's)
-        from .prefix_rules import load_prefixes
-
-        prefixes += load_prefixes(home, cwd)[0]
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:
-        command = req.arguments.get("command") if req.name == Shell.name else None
-        command = command if isinstance(command, str) else None
-        if command is not None and any(matches(command, p) for p in prefixes):
-            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
-        prefix = command_prefix(command) if command is not None else None
+        prefix = req.amendment if req.name == Shell.name else None
         # With a preview (the diff, the command) the arguments only repeat it: kept short.
         shown_err.write(
             f"\nApprove {req.name} {short_json(req.arguments, 120 if req.preview else 400)}?"
@@ -93,28 +87,30 @@ def tty_approver(
             shown_err.write(" [y]es / [a]lways this session / [s]ave always / [N]o: ")
         elif prefix is not None:
             saved = " / [s] always, saved" if home is not None else ""
-            shown_err.write(f" [y]es / [p] always `{shown(prefix)} …` this run{saved} / [N]o: ")
+            shown_err.write(f" [y]es / [p] always `{describe(prefix)}` this run{saved} / [N]o: ")
         else:
             shown_err.write(" [y]es / [N]o: ")
         shown_err.flush()
         reader = stdin or sys.stdin
         answer = (await asyncio.to_thread(reader.readline)).strip().lower()
-        if answer in ("y", "yes"):
-            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
-        if answer in ("a", "always") and req.name != Shell.name:
-            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE_SESSION)
-        if answer in ("s", "save") and req.name != Shell.name:
-            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE_ALWAYS)
-        if answer in ("p", "s") and prefix is not None:
-            prefixes.append(prefix)
-            if answer == "s" and home is not None:  # for later runs and the TUI too
-                from .prefix_rules import save_prefix
-
-                try:
-                    save_prefix(home, prefix)
-                except OSError as e:
-                    shown_err.write(f"(not saved: {e})\n")
-            return ops.ApprovalDecision(req.call_id, ops.Decision.APPROVE)
-        return ops.ApprovalDecision(req.call_id, ops.Decision.DENY, "the user said no")
+        return ops.ApprovalDecision(req.call_id, *_decision(answer, req.name, prefix, home))
 
     return approve
+
+
+def _decision(
+    answer: str, tool: str, prefix: tuple[str, ...] | None, home: Path | None
+) -> tuple[ops.Decision, str]:
+    """The terminal's answer as a decision for the gate (which keeps what it allows)."""
+    if answer in ("y", "yes"):
+        return ops.Decision.APPROVE, ""
+    if answer in ("a", "always") and tool != Shell.name:
+        return ops.Decision.APPROVE_SESSION, ""
+    if answer in ("s", "save") and tool != Shell.name:
+        return ops.Decision.APPROVE_ALWAYS, ""
+    if answer == "p" and prefix is not None:
+        return ops.Decision.APPROVE_PREFIX, ""
+    if answer == "s" and prefix is not None:  # for later runs and the TUI too
+        saved = home is not None
+        return (ops.Decision.APPROVE_PREFIX_ALWAYS if saved else ops.Decision.APPROVE_PREFIX), ""
+    return ops.Decision.DENY, "the user said no"

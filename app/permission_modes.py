@@ -12,11 +12,12 @@ mode rides on the generation prefix.
 
 from __future__ import annotations
 
-from m3agent.agent.approvals import MODES
-from m3agent.agent.config import ToolRule
+from m3agent.agent import approvals
+from m3agent.agent.config import PermissionMode, ToolRule
 
-CYCLE = ("default", "acceptEdits", "plan")  # shift+Tab, as Claude Code
-SHOWN = {"default": "", "acceptEdits": "accept edits", "plan": "plan", "bypassPermissions": ""}
+M = PermissionMode
+CYCLE = (M.DEFAULT, M.ACCEPT_EDITS, M.PLAN)  # shift+Tab, as Claude Code
+SHOWN = {M.DEFAULT: "", M.ACCEPT_EDITS: "accept edits", M.PLAN: "plan", M.BYPASS_PERMISSIONS: ""}
 
 PLAN_INSTRUCTION = (
     "\n\n<plan_mode>Plan mode is on: tools that change files or run commands are denied. "
@@ -27,10 +28,9 @@ PLAN_INSTRUCTION = (
 GO_AHEAD = "The plan is approved. Carry it out now, then check the result."
 
 
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"unknown permission mode {mode!r} (use one of {', '.join(MODES)})")
-    return mode
+def check_mode(mode: str) -> PermissionMode:
+    """The mode a flag names; a ValueError listing the names (the gate's own check)."""
+    return approvals.check_mode(mode)
 
 
 def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule, ...]:
@@ -62,9 +62,9 @@ def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule
     return tuple(rules)
 
 
-def next_mode(mode: str) -> str:
-    return CYCLE[(CYCLE.index(mode) + 1) % len(CYCLE)] if mode in CYCLE else CYCLE[0]
+def next_mode(mode: str) -> PermissionMode:
+    return CYCLE[(CYCLE.index(M(mode)) + 1) % len(CYCLE)] if mode in CYCLE else CYCLE[0]
 
 
 def plan_text(text: str, mode: str) -> str:
-    return text + PLAN_INSTRUCTION if mode == "plan" else text
+    return text + PLAN_INSTRUCTION if mode == M.PLAN else text

@@ -2,7 +2,8 @@
 `Bash(git status:*)` rules), in two scopes:
 
 - user: `<home>/permissions.json`, key "shell_prefixes" (beside the tool "allow" list the
-  approval gate reads), written by `s` in an approval;
+  approval gate reads), written by `s` in an approval (that file is app/permission_store.py's:
+  its one reader and writer);
 - project: `<workspace>/.m3agent/permissions.json`, same key, shared in the repository. A
   cloned repository could allow `rm` that way, so its rules count only once this user trusts
   that file's exact content (`/permissions trust`; kept in `<home>/permissions-trust.json`
@@ -12,7 +13,7 @@ The same trust covers everything else a repository could use to lift approvals: 
 `.m3agent/settings.json` rules (below) and its custom commands' `allowed-tools`
 (`.m3agent/commands/**.md`, app/extensions.py: granted_tools), each file by its own hash.
 
-A prefix never covers shell syntax (app/command_prefix.py), wherever it was saved."""
+A prefix never covers shell syntax (agent/command_prefix.py), wherever it was saved."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ from m3agent.engine.json_file import read_json_object
 from m3agent.tools.host_read import ReadRefused, default_reader
 from m3agent.tools.private_fs import private_dir, write_private
 
+from . import permission_store as store
+
 if TYPE_CHECKING:
     from m3agent.agent.config import ToolRule
 
-USER_FILE = "permissions.json"
+USER_FILE = store.FILE
 TRUST_FILE = "permissions-trust.json"
 PROJECT_FILE = Path(".m3agent") / "permissions.json"
 PROJECT_COMMANDS = Path(".m3agent") / "commands"
@@ -49,13 +52,7 @@ def _read_project(path: Path, cwd: Path) -> dict[str, Any]:
         return {}
 
 
-def _prefixes(data: dict[str, Any]) -> list[tuple[str, ...]]:
-    raw = data.get("shell_prefixes", [])
-    out = []
-    for p in raw if isinstance(raw, list) else []:
-        if isinstance(p, list) and p and all(isinstance(w, str) and w for w in p):
-            out.append(tuple(p))
-    return out
+_prefixes = store.prefixes_of
 
 
 # What an untrusted project file's note names: the CLI command and the TUI's.
@@ -78,7 +75,7 @@ def _digest(path: Path, cwd: Path) -> str | None:
 
 def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | None]:
     """(the saved prefixes that count here, a note when the project's file is not trusted)."""
-    found = _prefixes(_read(home / USER_FILE))
+    found = _prefixes(store.read(home))
     project = cwd / PROJECT_FILE
     if not project.is_file():
         return found, None
@@ -92,14 +89,7 @@ def load_prefixes(home: Path, cwd: Path) -> tuple[list[tuple[str, ...]], str | N
 
 
 def save_prefix(home: Path, prefix: tuple[str, ...]) -> None:
-    path = home / USER_FILE
-    private_dir(home)
-    data = _read(path)
-    saved = _prefixes(data)
-    if prefix not in saved:
-        saved.append(prefix)
-    data["shell_prefixes"] = [list(p) for p in saved]
-    write_private(path, json.dumps(data, indent=1))
+    store.add_prefix(home, prefix)
 
 
 def trusted_file(home: Path, path: Path, cwd: Path) -> bool:
@@ -152,9 +142,8 @@ def _checked(rule: str, action: str) -> ToolRule:
 
 
 def user_rules(home: Path) -> list[ToolRule]:
-    raw = _read(home / USER_FILE).get("rules", {})
     out = []
-    for rule, action in raw.items() if isinstance(raw, dict) else []:
+    for rule, action in store.rule_entries(home).items():
         try:
             out.append(_checked(str(rule), str(action)))
         except ValueError:
@@ -168,19 +157,7 @@ def save_user_rule(home: Path, rule: str, action: str | None) -> str:
         if action not in ACTIONS:
             raise ValueError(f"action {action!r} is not one of {', '.join(ACTIONS)}")
         _checked(rule, action)
-    path = home / USER_FILE
-    private_dir(home)
-    data = _read(path)
-    found = data.get("rules")
-    rules: dict[str, Any] = found if isinstance(found, dict) else {}
-    if action is None:
-        if rule not in rules:
-            raise ValueError(f"no saved rule {rule!r}")
-        del rules[rule]
-    else:
-        rules[rule] = action
-    data["rules"] = rules
-    write_private(path, json.dumps(data, indent=1))
+    store.set_rule(home, rule, action)
     return f"{rule} = {action}" if action else f"removed {rule}"
 
 

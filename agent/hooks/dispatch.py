@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import PermissionMode
 from .config import HookEvent, HookSet
 from .confined import default_sandbox, read_only
 from .runner import HookRun, hook_env, run_hook
@@ -87,7 +88,7 @@ class Hooks:
         self._gate = gate
 
     def _box(self) -> Sandbox:
-        if self._gate is None or self._gate.mode != "plan":
+        if self._gate is None or self._gate.mode is not PermissionMode.PLAN:
             return self.sandbox
         if self._read_only is None:
             self._read_only = read_only(self.sandbox)

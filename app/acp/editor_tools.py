@@ -15,6 +15,8 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from m3agent.agent.approvals import ApprovalGate
+from m3agent.agent.config import PermissionMode
 from m3agent.tools.base import ToolContext, ToolResult
 from m3agent.tools.fdio import FsRefused, open_regular
 from m3agent.tools.gated_toolset import GatedToolset
@@ -36,16 +38,18 @@ class EditorToolset(GatedToolset):
         bridge: Bridge | None,
         can_read: bool,
         can_write: bool,
+        gate: ApprovalGate | None = None,
     ) -> None:
         super().__init__(inner)
         self.loop = loop
         self.bridge = bridge
         self.can_read = can_read and bridge is not None
         self.can_write = can_write and bridge is not None
-        self.mode = "default"  # "plan": read only
+        # the session's gate holds the permission mode (set_mode); none: never plan mode
+        self.gate = gate
 
     def refused(self, name: str) -> bool:
-        if self.mode != "plan":
+        if self.gate is None or self.gate.mode is not PermissionMode.PLAN:
             return False
         try:
             return bool(self.inner.get(name).mutates)

@@ -41,6 +41,7 @@ from acp.schema import (
 )
 from m3agent.agent import events as ev
 from m3agent.agent import ops
+from m3agent.agent.config import PermissionMode
 
 from ..extensions import commands_of
 from . import translate
@@ -53,8 +54,12 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 MODES = (
-    SessionMode(id="default", name="Default", description="Reads, edits and runs commands"),
-    SessionMode(id="plan", name="Plan", description="Read only: investigates and proposes"),
+    SessionMode(
+        id=PermissionMode.DEFAULT, name="Default", description="Reads, edits and runs commands"
+    ),
+    SessionMode(
+        id=PermissionMode.PLAN, name="Plan", description="Read only: investigates and proposes"
+    ),
 )
 # The MCP servers ACP's Agent interface takes (acp.interfaces.Agent).
 McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
@@ -68,11 +73,15 @@ PLAN_NOTE = (
 class Live:
     session: Session
     tools: EditorToolset
-    mode: str = "default"
     pump: asyncio.Task[None] | None = None
     turn_done: asyncio.Future[ev.TurnComplete] | None = None
     tasks: set[asyncio.Task[None]] = field(default_factory=set)  # permission requests asked
     mcp_file: Path | None = None
+
+    @property
+    def mode(self) -> PermissionMode:
+        """The session gate's: the one place the mode is kept (ApprovalGate.set_mode)."""
+        return self.session.gate.mode
 
 
 def _mcp_file(servers: list[McpServer]) -> Path | None:
@@ -187,8 +196,8 @@ class M3AcpAgent:
         live = self._get(session_id)
         if mode_id not in {m.id for m in MODES}:
             raise acp.RequestError.invalid_params({"modeId": f"unknown mode {mode_id!r}"})
-        live.mode = live.tools.mode = mode_id
-        live.session.gate.mode = mode_id  # the gate's too: it binds task children, MCP reads
+        # one operation: the gate's mode binds task children, MCP reads and the editor's tools
+        live.session.gate.set_mode(mode_id)
         await self.client.session_update(
             session_id=session_id, update=acp.helpers.update_current_mode(mode_id)
         )
@@ -206,7 +215,7 @@ class M3AcpAgent:
             turn = expand_turn(live.session, ops.UserTurn(_prompt_text(prompt)))
         except ValueError as e:  # a command that may not run (an MCP prompt of a denied server)
             raise acp.RequestError.invalid_params({"reason": str(e)}) from None
-        if live.mode == "plan":
+        if live.mode is PermissionMode.PLAN:
             turn = replace(turn, text=PLAN_NOTE + turn.text)
         live.turn_done = asyncio.get_running_loop().create_future()
         live.session.submit(turn)
@@ -257,7 +266,12 @@ class M3AcpAgent:
             raise acp.RequestError.invalid_params({"reason": str(e)}) from e
         loop = asyncio.get_running_loop()
         tools = EditorToolset(
-            session.toolset, loop, self._bridge(session.id), self.fs_read, self.fs_write
+            session.toolset,
+            loop,
+            self._bridge(session.id),
+            self.fs_read,
+            self.fs_write,
+            gate=session.gate,
         )
         session.toolset = tools
         live = Live(session, tools, mcp_file=mcp_file)
@@ -310,14 +324,17 @@ class M3AcpAgent:
             raw_input=e.arguments,
             content=[acp.tool_content(acp.text_block(e.preview.text))] if e.preview else None,
         )
+        options = translate.permission_options(e.amendment)
         try:
             r = await self.client.request_permission(
-                session_id=sid, tool_call=call, options=translate.PERMISSION_OPTIONS
+                session_id=sid, tool_call=call, options=options
             )
             outcome = r.outcome
             choice = getattr(outcome, "option_id", None) if outcome.outcome == "selected" else None
         except Exception:  # the editor failed to answer: deny, never approve by accident
             choice = None
-        decision = choice if choice in ("approve", "approve_session") else "deny"
+        # only an approval that was offered counts: a prefix never offered is no answer
+        offered = {o.option_id for o in options}
+        decision = choice if choice in translate.APPROVALS and choice in offered else "deny"
         note = "" if decision != "deny" else "the user declined in the editor"
         live.session.submit(ops.ApprovalDecision(e.call_id, decision, note))  # type: ignore[arg-type]

@@ -42,6 +42,23 @@ PERMISSION_OPTIONS = [
     ),
     PermissionOption(option_id="deny", name="Deny", kind="reject_once"),
 ]
+# The answers an editor may pick, by option id (Decision values; anything else denies).
+APPROVALS = ("approve", "approve_session", "approve_prefix")
+
+
+def permission_options(amendment: tuple[str, ...] | None) -> list[PermissionOption]:
+    """The choices for one request: with the command prefix the gate offers (shell), also
+    "allow commands starting with it" for this session, as the TUI's `p` and run's `p`."""
+    if amendment is None:
+        return PERMISSION_OPTIONS
+    from m3agent.agent.shell_prefixes import describe
+
+    prefix = PermissionOption(
+        option_id="approve_prefix",
+        name=f"Allow `{describe(amendment)}` for this session",
+        kind="allow_always",
+    )
+    return [PERMISSION_OPTIONS[0], prefix, *PERMISSION_OPTIONS[1:]]
 
 
 def kind_of(name: str) -> ToolKind:

@@ -7,7 +7,7 @@ Sources, later ones replacing a server of the same name:
    fingerprint of its command/url: a changed entry needs trust again);
 3. `--mcp-config FILE` (Claude Code's format; the user named it, so trusted).
 `--strict-mcp-config` keeps only 3. Also here: the persisted "always allow" answers
-(`<home>/permissions.json`), which become allow rules.
+(`<home>/permissions.json`, kept by app/permission_store.py), which become allow rules.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from m3agent.tools.mcp.config import (
 )
 from m3agent.tools.private_fs import write_private
 
+from .. import permission_store
+
 PROJECT_FILE = ".mcp.json"
 TRUST_FILE = "mcp-trust.json"
-PERMISSIONS_FILE = "permissions.json"
 
 
 def user_servers(table: Any, source: Path, env: Mapping[str, str]) -> tuple[McpServerConfig, ...]:
@@ -162,15 +163,8 @@ def resolve(
 
 
 def persisted_rules(home: Path) -> tuple[ToolRule, ...]:
-    allow = _read_json(home / PERMISSIONS_FILE).get("allow", [])
-    return tuple(ToolRule(str(name), "allow") for name in allow if isinstance(name, str) and name)
+    return tuple(ToolRule(name, "allow") for name in permission_store.allowed_tools(home))
 
 
 def persist_allow(home: Path, tool: str) -> None:
-    path = home / PERMISSIONS_FILE
-    data = _read_json(path)
-    allow = [a for a in data.get("allow", []) if isinstance(a, str)]
-    if tool not in allow:
-        allow.append(tool)
-    data["allow"] = allow
-    _write_json(path, data)
+    permission_store.add_allowed_tool(home, tool)

@@ -1,8 +1,9 @@
 """The session controller: what the TUI knows and decides about its session, with no widgets.
 
 It owns the session, the prompts waiting for it, whether a turn runs (and since when, doing
-what), the attachments and thinking mode of the next turn, and the command prefixes the user
-allowed. Screens ask it and render what it says; the tests drive it without a terminal.
+what), and the attachments and thinking mode of the next turn. Screens ask it and render
+what it says; the tests drive it without a terminal. Approvals are decided by the session's
+gate (agent/approvals.py: command prefixes included); the TUI only asks what the gate asks.
 """
 
 from __future__ import annotations
@@ -11,26 +12,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from m3agent.agent import events as ev
-from m3agent.agent.ops import ApprovalDecision, Decision, Interrupt, Op, UserTurn
+from m3agent.agent.config import PermissionMode
+from m3agent.agent.ops import Interrupt, Op, UserTurn
 from m3agent.engine.api import MediaPart, ThinkingMode
-from m3agent.tools.shell import Shell
 
-from ..command_prefix import command_prefix, matches, shown
 from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
-from ..permission_modes import plan_text
+from ..permission_modes import check_mode, plan_text
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
 from .usage_tally import UsageTally
-
-if TYPE_CHECKING:
-    from m3agent.agent.config import ToolRule
-
-SHELL_TOOL = Shell.name  # the tool whose calls get command-prefix approvals
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,15 +50,14 @@ class SessionController:
         self.activity = ""  # what the running turn does now: "thinking", "running shell", ...
         self.last_snapshot_detail: dict[str, Any] | None = None  # for /context
         self.snapshot_from_log = False  # that detail was read from a resumed session's log
-        self.allowed_prefixes: list[tuple[str, ...]] = []
         self.last_session_id: str | None = None
         self.usage = UsageTally()  # /cost
         self.notifier = Notifier(
             config.notify, config.notify_write or tty_writer, clock=self.clock
         )  # bell / OSC 9 / OSC 777 on approvals and long turns
-        self.mode = "default"  # permission mode (plan_flow.py): default, acceptEdits, plan
+        # the permission mode chosen here (plan_flow.py), set on each session's gate
+        self.mode = PermissionMode.DEFAULT
         self.pending_context: list[str] = []  # `!cmd` outputs, sent with the next prompt
-        self.config_rules: tuple[ToolRule, ...] = ()  # the gate's rules from config and flags
         self.rule_notes: list[str] = []  # an untrusted project settings.json, refused rules
         self.prefix_note: str | None = None  # an untrusted project prefix file (/permissions)
 
@@ -72,13 +66,12 @@ class SessionController:
     def attach(self, session: SessionLike) -> None:
         resumed = session.resumed  # first: a broken session object fails here, as it did
         self.session = session
-        self.config_rules = session.gate.rules  # before saved path rules
-        if self.config.state_dir is not None:  # saved prefixes (user; trusted project)
+        if self.config.state_dir is not None:
             from ..prefix_rules import load_prefixes
 
-            saved, self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)
-            for prefix in saved:
-                self.allow_prefix(prefix)
+            # the saved prefixes are the gate's (app/factory.py); here only what /permissions
+            # says of an untrusted project file
+            self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)[1]
             self.apply_saved_rules()
         self.apply_mode(self.mode)  # a new session's gate: the mode is set on it afresh
         self.failed = False
@@ -87,22 +80,21 @@ class SessionController:
             self.prompts_sent += 1  # a resumed session is worth resuming again
 
     def apply_mode(self, mode: str) -> None:
-        """A permission mode (plan_flow.py): the session gate's, so it binds the session's
-        task children as well (agent/approvals.py)."""
-        self.mode = mode
+        """A permission mode (plan_flow.py): set through the session gate's one operation
+        (ApprovalGate.set_mode), so it binds the session's task children as well."""
+        self.mode = check_mode(mode)
         if self.session is not None:
-            self.session.gate.mode = mode
+            self.session.gate.set_mode(self.mode)
 
     def apply_saved_rules(self) -> None:
         """The user's saved path rules and the trusted project's, after the config's own (a
         config deny still wins); again after /permissions changes them or trusts the project."""
         if self.session is None or self.config.state_dir is None:
             return
-        gate = self.session.gate
         from ..prefix_rules import saved_rules
 
         saved, self.rule_notes = saved_rules(self.config.state_dir, Path(self.config.cwd))
-        gate.rules = (*self.config_rules, *saved)
+        self.session.gate.set_saved(tuple(saved))
 
     def detach(self) -> SessionLike | None:
         session, self.session = self.session, None
@@ -237,27 +229,11 @@ class SessionController:
 
     # ---- approvals -------------------------------------------------------------------------
 
-    @staticmethod
-    def prefix_for(request: ev.ApprovalRequest) -> tuple[str, ...] | None:
-        """The prefix the modal may offer to allow for this call (shell only)."""
-        command = request.arguments.get("command")
-        if request.name != SHELL_TOOL or not isinstance(command, str):
-            return None
-        return command_prefix(command)
-
-    def allow_prefix(self, prefix: tuple[str, ...]) -> None:
-        if prefix not in self.allowed_prefixes:
-            self.allowed_prefixes.append(prefix)
-
-    def auto_decision(self, request: ev.ApprovalRequest) -> tuple[ApprovalDecision, str] | None:
-        """An answer without asking, when an allowed prefix covers this shell command."""
-        command = request.arguments.get("command")
-        if request.name != SHELL_TOOL or not isinstance(command, str):
-            return None
-        for prefix in self.allowed_prefixes:
-            if matches(command, prefix):
-                return ApprovalDecision(request.call_id, Decision.APPROVE), shown(prefix)
-        return None
+    @property
+    def allowed_prefixes(self) -> list[tuple[str, ...]]:
+        """The shell prefixes the session's gate allows (saved and this session's): shown by
+        /permissions; the gate alone decides with them."""
+        return [] if self.session is None else list(self.session.gate.prefixes.allowed)
 
     # ---- history and exit ----------------------------------------------------------------
 

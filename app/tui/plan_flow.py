@@ -1,6 +1,6 @@
 """Permission modes in the TUI (app/permission_modes.py): shift+Tab cycles default / accept
-edits / plan; the mode's tool rules are set on the session's approval gate (no prompt byte
-changes; SessionController.apply_mode); after a plan-mode answer the user acts on the plan,
+edits / plan; the mode is set on the session's approval gate through its one operation (no
+prompt byte changes; SessionController.apply_mode -> ApprovalGate.set_mode); after a plan-mode answer the user acts on the plan,
 edits it, or keeps planning."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from m3agent.agent import events as ev
+from m3agent.agent.config import PermissionMode
 
 from ..permission_modes import GO_AHEAD, SHOWN, next_mode
 
@@ -17,9 +18,13 @@ if TYPE_CHECKING:
     from .transcript import Transcript
 
 WORDS = {
-    "default": "default mode: edits and commands are asked about as configured",
-    "acceptEdits": "accept edits: file edits run without asking (commands as configured)",
-    "plan": "plan mode: read-only tools; the model answers with a plan (shift+Tab leaves)",
+    PermissionMode.DEFAULT: "default mode: edits and commands are asked about as configured",
+    PermissionMode.ACCEPT_EDITS: (
+        "accept edits: file edits run without asking (commands as configured)"
+    ),
+    PermissionMode.PLAN: (
+        "plan mode: read-only tools; the model answers with a plan (shift+Tab leaves)"
+    ),
 }
 
 
@@ -40,13 +45,13 @@ async def after_turn(
     view: ScreenHost,
 ) -> None:
     """A plan-mode turn that ended with an answer: ask what to do with the plan."""
-    if controller.mode != "plan" or e.reason != "done" or not e.answer.strip():
+    if controller.mode is not PermissionMode.PLAN or e.reason != "done" or not e.answer.strip():
         return
     from .screens.plan_screen import PlanScreen
 
     async def chosen(choice: str | None) -> None:
         if choice in ("act", "edit"):
-            controller.apply_mode("default")
+            controller.apply_mode(PermissionMode.DEFAULT)
             view.set_status(mode="")
         if choice == "act":
             await view.send_text(GO_AHEAD)

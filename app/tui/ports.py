@@ -88,12 +88,10 @@ SetupResult = tuple[SessionFactory, str, "SetupChoice"]
 
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
-    """What the approval modal returns: the decision for the session, and a command prefix
-    the user allowed from now on (shell: "always allow `pytest ...`")."""
+    """What the approval modal returns: the decision for the session (an accepted command
+    prefix is Decision.APPROVE_PREFIX or APPROVE_PREFIX_ALWAYS: the gate keeps it)."""
 
     decision: ApprovalDecision
-    allow_prefix: tuple[str, ...] | None = None
-    save_prefix: bool = False  # also for later sessions (app/prefix_rules.py, user scope)
 
 
 @dataclass(frozen=True, slots=True)

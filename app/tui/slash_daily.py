@@ -111,7 +111,7 @@ class DailyActions(ScreenHelper):
         lines.append("rules (config, then saved 'always' answers; deny wins over ask over allow):")
         # a trusted project's rules are its text: each on its own line, escaped (safe_text)
         lines += [f"  {one_line(r.tool)} = {r.action}" for r in rules] or ["  none"]
-        allowed = sorted(gate._session_allowed) if gate is not None else []  # no public view yet
+        allowed = gate.session_allowed if gate is not None else ()
         lines.append("allowed for this session: " + (", ".join(allowed) or "none"))
         prefixes = [" ".join(p) for p in self.controller.allowed_prefixes]
         lines.append("shell prefixes for this session: " + (", ".join(prefixes) or "none"))
@@ -240,8 +240,8 @@ class DailyActions(ScreenHelper):
             await self.transcript.error(str(e), "usage")
             return
         saved, self.controller.prefix_note = load_prefixes(home, Path(self.config.cwd))
-        for prefix in saved:
-            self.controller.allow_prefix(prefix)
+        if self.controller.session is not None:  # they count from now on: the gate's
+            self.controller.session.gate.prefixes.extend(saved)
         self.controller.apply_saved_rules()
         await self.transcript.notice(f"{said}; its shell prefixes and rules count from now on")
 

@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from m3agent.agent import command_prefix as cp
 from m3agent.agent import events as ev
-from m3agent.app import command_prefix as cp
-from m3agent.app.command_prefix import command_prefix, matches
+from m3agent.agent.command_prefix import command_prefix, matches
 from m3agent.app.headless_approvals import tty_approver
 from m3agent.app.settings import load_settings
 

@@ -96,68 +96,6 @@ def test_visible_and_dumps_units():
     assert json.loads(text) == {"s": HOSTILE + "\u2028\x7f"}
 
 
-def test_headless_prompt_allows_a_command_prefix_not_every_shell_command(capsys):
-    """The terminal prompt of `m3agent run`: `p` allows `echo ...`; `echo x; rm` is still
-    asked about; `a` (every call of the tool) is not offered for shell."""
-    import asyncio
-    import io
-
-    from m3agent.agent.events import ApprovalRequest
-    from m3agent.app.headless_approvals import tty_approver
-
-    answers = io.StringIO("a\np\nn\n")
-    err = io.StringIO()
-    approve = tty_approver(err, stdin=answers)
-
-    def req(i: int, command: str) -> ApprovalRequest:
-        return ApprovalRequest(call_id=f"c{i}", name="shell", arguments={"command": command})
-
-    async def main():
-        return [
-            await approve(req(0, "echo one")),
-            await approve(req(1, "echo one")),
-            await approve(req(2, "echo two --x")),
-            await approve(req(3, "echo x; rm -rf ~")),
-        ]
-
-    d = asyncio.run(main())
-    assert [x.decision for x in d] == ["deny", "approve", "approve", "deny"]
-    asked = err.getvalue()
-    assert asked.count("Approve shell") == 3  # "echo two --x" was covered: not asked
-    assert "[p] always `echo …`" in asked and "[a]lways" not in asked
-
-
-def test_headless_prompt_s_saves_the_prefix_for_later_runs(tmp_path):
-    """`s` at the terminal prompt of `m3agent run` saves the prefix (user scope); the next
-    run's approver starts with it; a command outside it is still asked about."""
-    import asyncio
-    import io
-    import json
-
-    from m3agent.agent.events import ApprovalRequest
-    from m3agent.app.headless_approvals import tty_approver
-
-    home, cwd = tmp_path / "home", tmp_path / "ws"
-    cwd.mkdir()
-
-    def req(i: int, command: str) -> ApprovalRequest:
-        return ApprovalRequest(call_id=f"c{i}", name="shell", arguments={"command": command})
-
-    err = io.StringIO()
-    first = tty_approver(err, stdin=io.StringIO("s\n"), home=home, cwd=cwd)
-    assert asyncio.run(first(req(0, "pytest -q"))).decision == "approve"
-    assert "[s] always, saved" in err.getvalue()
-    assert json.loads((home / "permissions.json").read_text())["shell_prefixes"] == [["pytest"]]
-    err2 = io.StringIO()
-    later = tty_approver(err2, stdin=io.StringIO("n\n"), home=home, cwd=cwd)
-
-    async def main():
-        return [await later(req(1, "pytest tests/a.py")), await later(req(2, "make"))]
-
-    assert [d.decision for d in asyncio.run(main())] == ["approve", "deny"]
-    assert err2.getvalue().count("Approve shell") == 1  # only make was asked about
-
-
 def test_context_listing_spells_out_a_hostile_file_name(hostile_repo, home, monkeypatch):
     """Issue 36, round 5: `m3agent context --files` printed the repository's file names raw
     (a name holding OSC 2 retitled the terminal). Control: the JSON form carries the same

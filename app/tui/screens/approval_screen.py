@@ -9,6 +9,7 @@ from pathlib import Path
 
 from m3agent.agent.events import ApprovalRequest
 from m3agent.agent.ops import ApprovalDecision, Decision
+from m3agent.agent.shell_prefixes import describe
 from m3agent.tools.shell import Shell
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,7 +18,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from ...command_prefix import shown
 from ...safe_text import visible
 from ..ports import ApprovalAnswer
 from ..widgets.diff_view import DiffView
@@ -42,11 +42,11 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
         self,
         request: ApprovalRequest,
         cwd: Path | None = None,
-        prefix: tuple[str, ...] | None = None,
     ) -> None:
         super().__init__()
         self.request = request
-        self.prefix = prefix  # shell: the prefix "always allow" would cover, if any
+        # shell: the prefix the gate offers to allow from now on (the request's amendment)
+        self.prefix = request.amendment
         # The tool's own preview (Tool.preview, carried by the request): no diff is computed
         # here. `cwd` is no longer needed; kept so callers need not change.
         self.preview = request.preview
@@ -82,10 +82,10 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
     def _allow_buttons(self, req: ApprovalRequest) -> Iterator[Button]:
         if req.name == SHELL:
             if self.prefix is not None:
-                # It lasts this session (the controller's list), and says so.
-                label = Text(visible(f"Allow `{shown(self.prefix)} …` this session (p)"))
+                # It lasts this session (the gate keeps it), and says so.
+                label = Text(visible(f"Allow `{describe(self.prefix)}` this session (p)"))
                 yield Button(label, id="approve_prefix", variant="primary")
-                saved = Text(visible(f"Always allow `{shown(self.prefix)} …`, saved (s)"))
+                saved = Text(visible(f"Always allow `{describe(self.prefix)}`, saved (s)"))
                 yield Button(saved, id="approve_always", variant="warning")
         else:
             yield Button(
@@ -113,16 +113,8 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
             "deny": self.action_deny,
         }[event.button.id or "deny"]()
 
-    def _answer(
-        self,
-        decision: Decision,
-        note: str = "",
-        prefix: tuple[str, ...] | None = None,
-        save: bool = False,
-    ) -> None:
-        self.dismiss(
-            ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note), prefix, save)
-        )
+    def _answer(self, decision: Decision, note: str = "") -> None:
+        self.dismiss(ApprovalAnswer(ApprovalDecision(self.request.call_id, decision, note)))
 
     def action_approve(self) -> None:
         self._answer(Decision.APPROVE)
@@ -134,14 +126,14 @@ class ApprovalScreen(ModalScreen[ApprovalAnswer]):
 
     def action_approve_prefix(self) -> None:
         if self.prefix is not None:
-            self._answer(Decision.APPROVE, prefix=self.prefix)
+            self._answer(Decision.APPROVE_PREFIX)
 
     def action_approve_always(self) -> None:
         # Saved for later sessions: never for shell as a whole, its prefix instead.
         if self.request.name != SHELL:
             self._answer(Decision.APPROVE_ALWAYS)
         elif self.prefix is not None:
-            self._answer(Decision.APPROVE, prefix=self.prefix, save=True)
+            self._answer(Decision.APPROVE_PREFIX_ALWAYS)
 
     def action_deny(self) -> None:
         """First press opens the note field; Enter in it (or Deny again) sends the denial."""

@@ -86,7 +86,7 @@ class ToolCard(Vertical):
             status = "denied"  # the user said no: keep saying so rather than "failed"
         elif metadata.get("interrupted"):
             status = "interrupted"
-        self.note = _note(metadata) or self.note  # keep e.g. "allowed: pytest …"
+        self.note = _note(metadata) or self.note
         self.set_status(status)
         diff = metadata.get("diff")
         if isinstance(diff, str) and diff.strip():
@@ -107,4 +107,6 @@ def _note(metadata: dict[str, Any]) -> str:
         return f"exit {code}"
     if metadata.get("truncated"):
         return "output truncated"
+    if isinstance(metadata.get("allowed_by"), str):  # the gate's allowed command prefix
+        return f"allowed: {metadata['allowed_by']}"
     return ""

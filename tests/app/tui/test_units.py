@@ -187,13 +187,13 @@ def test_batches_report_a_broken_stream():
     ],
 )
 def test_command_prefix(command, prefix):
-    from m3agent.app.command_prefix import command_prefix
+    from m3agent.agent.command_prefix import command_prefix
 
     assert command_prefix(command) == prefix
 
 
 def test_an_allowed_prefix_never_covers_shell_syntax_or_another_action():
-    from m3agent.app.command_prefix import matches
+    from m3agent.agent.command_prefix import matches
 
     assert matches("pytest -k slow tests/", ("pytest",))
     assert matches("git status", ("git", "status"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 
-from m3agent.agent.command_rules import prefix_of
+from .command_rules import prefix_of
 
 _SHELL_SYNTAX = frozenset(";&|`$<>(){}\n\r\\*?[]!#~")
 
