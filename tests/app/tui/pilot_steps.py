@@ -12,7 +12,12 @@ from m3agent.app.tui.widgets.prompt_input import PromptInput
 
 # The snapshot's notice comes from the event pump, which starts with the session: it can land
 # after `ready` returns, so a step waiting for "the next notice" must not take it for its own.
-_SNAPSHOT_NOTICES = ("repository snapshot taken", "repository snapshot refreshed")
+# Notices the session's start posts whenever it gets there, not in answer to a step.
+_STARTUP_NOTICES = (
+    "repository snapshot taken",
+    "repository snapshot refreshed",
+    "resumed session ",
+)
 
 
 async def ready(pilot, until):
@@ -30,13 +35,13 @@ async def send(pilot, text: str) -> None:
 
 async def notice_after(pilot, until, text: str | None = None, keys: tuple[str, ...] = ()) -> str:
     """Sends TEXT as a prompt (or presses KEYS) and returns the first notice that appears after
-    it, leaving aside the snapshot's own notice whenever that one lands."""
+    it, leaving aside the session start's own notices (snapshot, resumed) whenever they land."""
     main = pilot.app.main
     seen = {id(n) for n in main.query(NoticeView)}
 
     def fresh() -> list[str]:
         texts = (str(n.render()) for n in main.query(NoticeView) if id(n) not in seen)
-        return [t for t in texts if not t.startswith(_SNAPSHOT_NOTICES)]
+        return [t for t in texts if not t.startswith(_STARTUP_NOTICES)]
 
     if keys:
         await pilot.press(*keys)
