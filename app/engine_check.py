@@ -90,6 +90,7 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
     req = PlanRequest(
         expert_form=form if form in HOST_FORMS else ExpertForm.AUTO,
         kv_host_tier=HOST_TIER_MODES[settings.kv_host_tier],
+        hot_experts=bool(settings.hot_experts),
     )
     plan = make_plan(cfg, inv, m, req)
     why = "forced" if settings.kv_host_tier == "on" else "the KV cache does not fit the GPU"

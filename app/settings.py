@@ -88,7 +88,7 @@ class Settings:
     dtype: str | None = None  # native: "bfloat16", "float32" (default: bf16 on cuda, else fp32)
     # native M3: routed experts in host memory, computed on the CPU (docs/offload.md):
     # auto (when the weights do not fit the GPU) | on | off; their form auto | int8 | bf16;
-    # hot experts per MoE layer cached on the GPU (None: what the plan leaves room for)
+    # hot experts per MoE layer cached on the GPU (None or 0: none)
     offload_experts: str = "auto"
     expert_form: str = "auto"
     hot_experts: int | None = None

@@ -64,7 +64,12 @@ def plan(
         "--moe-layers",
         help="Experts of only the first N MoE layers (benchmark checkpoints).",
     ),
-    no_hot: bool = typer.Option(False, "--no-hot-experts", help="No GPU cache of experts."),
+    hot: bool = typer.Option(
+        False,
+        "--hot-experts/--no-hot-experts",
+        help="Plan a GPU cache of hot experts in the memory left (run uses one only when the "
+        "hot_experts setting is given).",
+    ),
     stream_experts: int = typer.Option(
         32,
         "--stream-experts",
@@ -94,7 +99,7 @@ def plan(
             max_seqs=max_seqs,
             kv_cache_dtype=kv_cache_dtype,
             expert_form=ExpertForm(expert_form),
-            hot_experts=not no_hot,
+            hot_experts=hot,
             moe_layers=moe_layers,
             stream_experts=stream_experts,
             kv_host_tier=_TIER_MODES[kv_host_tier],

@@ -47,7 +47,9 @@ class PlanRequest:
     chunk_tokens: int = 8192  # prefill chunk (workspace size)
     stream_experts: int = 32  # experts per streamed transfer (two such buffers on the GPU)
     stream_pass_tokens: int = 65536  # tokens prefilled per pass of streamed experts
-    hot_experts: bool = True  # fill the GPU's remaining memory with hot experts
+    # Fill the GPU's remaining memory with hot experts. Off as in the engine, which holds them
+    # only when the hot_experts setting asks (choose.py): the plan is what run and serve do.
+    hot_experts: bool = False
     moe_layers: int | None = None  # host experts for only this many MoE layers (benchmarks)
     # The host-memory tier of MSA's K/V pages (docs/kv-cache.md): None chooses it when the
     # KV cache does not fit the GPU; True / False force it on / off.

@@ -147,7 +147,7 @@ def test_full_m3_does_not_fit_128gb_host_and_says_what_would(tmp_path):
 def test_workstation_plan_fits_with_hot_experts_and_bounds():
     c = M3TextConfig()
     inv = from_config(c, StorageFormat.FP8)
-    plan = make_plan(c, inv, WORKSTATION, PlanRequest(context_len=1_048_576))
+    plan = make_plan(c, inv, WORKSTATION, PlanRequest(context_len=1_048_576, hot_experts=True))
     assert plan.fits and plan.expert_form is ExpertForm.INT8
     assert plan.hot_per_layer > 0
     assert plan.total("gpu") <= 0.96 * plan.gpu_capacity
