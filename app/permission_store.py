@@ -36,7 +36,12 @@ def read(home: Path) -> dict[str, Any]:
 def read_checked(home: Path) -> dict[str, Any]:
     """The file's table; {} when it is missing; a broken file is a ValueError that says how
     to recover (settings are loaded with it: the user must learn why nothing starts)."""
-    path = home / FILE
+    return read_table(home / FILE)
+
+
+def read_table(path: Path) -> dict[str, Any]:
+    """A JSON table the agent keeps under its data home (this file, the MCP trust file), read
+    as read_checked reads this one."""
     if not path.exists():
         return {}
     try:

@@ -62,29 +62,23 @@ def _reader(path: Path, scope: Scope) -> TextReader:
 # ---- trust ------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    try:
-        data = read_json(path)
-    except ValueError as e:
-        raise ValueError(f"{e}; remove it to start over") from None
-    return data if isinstance(data, dict) else {}
-
-
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     write_private(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def is_trusted(home: Path, project: Path, server: McpServerConfig) -> bool:
-    entry = _read_json(home / TRUST_FILE).get("projects", {}).get(str(project.resolve()), {})
+    entry = (
+        permission_store.read_table(home / TRUST_FILE)
+        .get("projects", {})
+        .get(str(project.resolve()), {})
+    )
     saved: object = entry.get(server.name)
     return saved == server.fingerprint()
 
 
 def trust(home: Path, project: Path, servers: Sequence[McpServerConfig]) -> None:
     path = home / TRUST_FILE
-    data = _read_json(path)
+    data = permission_store.read_table(path)
     projects = data.setdefault("projects", {})
     entry = projects.setdefault(str(project.resolve()), {})
     for s in servers:
