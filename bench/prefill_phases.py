@@ -27,6 +27,12 @@ dense attention; index scoring of every visible key; sparse attention over min(p
 top-k x 128) keys) against this host's measured fp32 GEMM rate.
 
     python bench/prefill_phases.py [--lengths 8192,16384,32768] [--chunk N] [--label after]
+        [--device cuda]
+
+--device cuda: the same on a GPU (bf16, the GPU serving chunk, Triton kernels), each phase
+timed between two synchronisations (so the queue does not hide a phase; the steps run a
+little slower than unmeasured) and the bound at the GPU's measured bf16 GEMM rate: where a
+long snapshot's time to first token goes beyond the model's arithmetic (issue 35).
 """
 
 from __future__ import annotations
@@ -69,7 +75,8 @@ class StepClock:
     its phase and takes it off the enclosing wrapped call's (so one step's phases add up to
     the step). CPU seconds hold up better than wall seconds on a shared, loaded machine."""
 
-    def __init__(self) -> None:
+    def __init__(self, sync: Callable[[], None] | None = None) -> None:
+        self.sync = sync or (lambda: None)  # a GPU's queue drained at each edge
         self.steps: list[dict] = []
         self._cur: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         self._stack: list[list[float]] = []  # child wall, cpu accumulated under each open call
@@ -77,10 +84,12 @@ class StepClock:
     def wrap(self, phase: str, fn: Callable) -> Callable:
         def timed(*a, **kw):
             self._stack.append([0.0, 0.0])
+            self.sync()
             t, c = time.perf_counter(), time.process_time()
             try:
                 return fn(*a, **kw)
             finally:
+                self.sync()
                 dt_, dc = time.perf_counter() - t, time.process_time() - c
                 child = self._stack.pop()
                 cur = self._cur[phase]
@@ -137,17 +146,27 @@ def instrument(engine, clock: StepClock) -> None:
             layer.mlp.forward = clock.wrap("mlp", layer.mlp.forward)
 
 
-def gemm_gflops(n: int = 2048, trials: int = 5) -> float:
-    """This host's fp32 GEMM rate (n x n x n, the best of `trials`: on a shared machine the
-    best is the closest to what the host can do), the bound's compute ceiling."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def gemm_gflops(n: int = 2048, trials: int = 5, device: str = "cpu") -> float:
+    """This host's fp32 GEMM rate, or the GPU's bf16 one (n x n x n, the best of `trials`: on
+    a shared machine the best is the closest to what it can do), the bound's compute ceiling."""
+    cuda = device == "cuda"
+    n = 8192 if cuda else n
+    dtype = torch.bfloat16 if cuda else torch.float32
+    a, b = (torch.randn(n, n, dtype=dtype, device=device) for _ in range(2))
     a @ b
     best = float("inf")
     for _ in range(trials):
+        _sync(device)
         t = time.perf_counter()
         a @ b
+        _sync(device)
         best = min(best, time.perf_counter() - t)
     return 2 * n**3 / best / 1e9
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def prefill_flops(c, n: int) -> dict[str, float]:
@@ -185,7 +204,9 @@ def load_avg() -> float:
     return os.getloadavg()[0]
 
 
-def run_length(model_dir: Path, n: int, chunk: int, seed: int, torch_ops: str) -> dict:
+def run_length(
+    model_dir: Path, n: int, chunk: int, seed: int, torch_ops: str, device: str = "cpu"
+) -> dict:
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.core.sampling_params import native_params
     from m3agent.engine.native.llm import LLM
@@ -203,13 +224,14 @@ def run_length(model_dir: Path, n: int, chunk: int, seed: int, torch_ops: str) -
     saved = os.environ.get("M3AGENT_TORCH_OPS")
     os.environ["M3AGENT_TORCH_OPS"] = torch_ops
     try:
-        engine = LLM.from_model_dir(model_dir, device="cpu", dtype="float32", config=config)
+        dtype = "bfloat16" if device == "cuda" else "float32"
+        engine = LLM.from_model_dir(model_dir, device=device, dtype=dtype, config=config)
     finally:
         if saved is None:
             del os.environ["M3AGENT_TORCH_OPS"]
         else:
             os.environ["M3AGENT_TORCH_OPS"] = saved
-    clock = StepClock()
+    clock = StepClock(lambda: _sync(device))
     instrument(engine, clock)
     step = engine.step
     vocab = engine.model.config.vocab_size
@@ -223,8 +245,10 @@ def run_length(model_dir: Path, n: int, chunk: int, seed: int, torch_ops: str) -
     while engine.has_unfinished_requests():
         req = engine.scheduler.requests.get("prefill")
         ctx = req.num_computed_tokens if req is not None else n
+        _sync(device)
         ts, cs = time.perf_counter(), time.process_time()
         step()
+        _sync(device)
         clock.end_step(time.perf_counter() - ts, time.process_time() - cs, ctx, min(chunk, n - ctx))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
@@ -233,7 +257,7 @@ def run_length(model_dir: Path, n: int, chunk: int, seed: int, torch_ops: str) -
     first, last = clock.steps[0], clock.steps[-1]
     c = engine.model.config
     return {
-        "ops": "torch references" if torch_ops == "all" else "cpu path",
+        "ops": "torch references" if torch_ops == "all" else f"{device} path",
         "prompt_tokens": n,
         "chunk": chunk,
         "steps": len(clock.steps),
@@ -264,6 +288,7 @@ def main() -> None:
         help="lengths also run on the torch references (the CPU path before), same run",
     )
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--note", default="", help="a line on the run's conditions, kept in the JSON")
     add_out_arg(ap)
     args = ap.parse_args()
@@ -272,8 +297,8 @@ def main() -> None:
     from m3agent.engine.native.core.engine_config import serving_config
     from m3agent.engine.native.loaders.tiny import init_tiny
 
-    chunk = args.chunk or serving_config("cpu").max_num_batched_tokens
-    gflops = gemm_gflops()
+    chunk = args.chunk or serving_config(args.device).max_num_batched_tokens
+    gflops = gemm_gflops(device=args.device)
     date = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     record = {
         "bench": "prefill_phases",
@@ -284,9 +309,12 @@ def main() -> None:
             "machine": platform.machine(),
             "cpus": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
-            "fp32_gemm_gflops": round(gflops, 1),
+            "gemm_gflops": round(gflops, 1),
+            "gemm_dtype": "bf16" if args.device == "cuda" else "fp32",
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
         },
-        "model": "m3agent model init-tiny (defaults), float32 on the CPU",
+        "model": "m3agent model init-tiny (defaults), "
+        + ("bfloat16 on the GPU" if args.device == "cuda" else "float32 on the CPU"),
         "note": args.note,
         "rows": [],
     }
@@ -296,7 +324,9 @@ def main() -> None:
         before = {int(x) for x in args.before.split(",") if x}
         for n in (int(x) for x in args.lengths.split(",")):
             for torch_ops in ("all", "") if n in before else ("",):
-                row = run_length(model_dir, n, chunk, seed=n, torch_ops=torch_ops)
+                row = run_length(
+                    model_dir, n, chunk, seed=n, torch_ops=torch_ops, device=args.device
+                )
                 total = sum(row["flops"].values()) * 1e9
                 row["bound_s"] = round(total / (gflops * 1e9), 3)
                 row["bound_share"] = round(row["bound_s"] / row["prefill_s"], 3)
