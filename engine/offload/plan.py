@@ -26,6 +26,12 @@ PAGE = 128
 CUDA_CONTEXT = int(1.5 * GIB)  # driver context, allocator slack, CUDA graphs
 HOST_OVERHEAD = 4 * GIB  # the process itself, tokenizer, page tables, Python
 GPU_MARGIN = 0.04  # left free on the GPU: fragmentation and the unexpected
+# What the native engine's KV cache takes on a GPU when nothing caps it lower: this many whole
+# contexts, within this share of the free memory (native/core: GPU_FULL_CONTEXTS and
+# EngineConfig.gpu_memory_utilization's default; serve --gpu-memory-utilization changes it).
+# Kept here because engine_config imports torch; a test holds them equal.
+SERVE_CONTEXTS = 4
+SERVE_KV_SHARE = 0.9
 KNOWN_BF16_TFLOPS = {"H200": 784e12, "H100": 700e12}
 
 
@@ -221,6 +227,8 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
         hot, hot_row = _hot_expert_cache(c, inv, n_exp, per_host, left)
         if hot:
             g_rows.append(hot_row)
+    if not tier and not hot:
+        g_rows += _serve_kv_rows(c, req, g_rows, tokens, m.gpu_bytes)
 
     host_bytes, gpu_bytes = _decode_bytes(c, inv, req, n_exp, per_host, hot)
     stream_pass = sum(n_exp[layer] * per_host[layer] for layer in moe) / m.pcie_bw
@@ -242,6 +250,24 @@ def make_plan(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> 
             kv_fetch_per_token(c, req.kv_cache_dtype, req.context_len) / m.pcie_bw if tier else 0.0
         ),
     )
+
+
+def _serve_kv_rows(
+    c: M3TextConfig, req: PlanRequest, g_rows: list[Row], tokens: int, capacity: int
+) -> list[Row]:
+    """The KV pages a server takes beyond the planned context's, so the plan is what the GPU
+    will hold: the engine sizes its cache for up to SERVE_CONTEXTS whole contexts of the
+    model's own length, within SERVE_KV_SHARE of the memory the rest leaves
+    (native/core/cache_setup.py). Not needed to fit: a smaller card gets fewer pages."""
+    kv_row = next(r for r in g_rows if r.label.startswith("KV cache"))
+    per_token = kv_bytes_per_token(c, req.kv_cache_dtype)
+    budget = SERVE_KV_SHARE * (capacity - (sum(r.nbytes for r in g_rows) - kv_row.nbytes))
+    whole = SERVE_CONTEXTS * ceil(c.max_model_len / PAGE) * PAGE * per_token
+    extra = int(min(whole, budget)) - tokens * per_token
+    if extra <= 0:
+        return []
+    label = f"KV pages serve adds (up to {SERVE_CONTEXTS} x {c.max_model_len:,} tokens)"
+    return [Row("gpu", label, extra)]
 
 
 def _host_moe_layers(inv: Inventory, req: PlanRequest) -> list[int]:
@@ -407,7 +433,8 @@ def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest
                 hints.append(f"--stream-experts {half.stream_experts}")
         # the longest context with the whole KV on the GPU
         whole = make_plan(c, inv, m, replace(req, kv_host_tier=False))
-        fixed = whole.total("gpu") - next(r.nbytes for r in whole.rows if r.label.startswith("KV"))
+        # the KV rows (the planned context's and the pages serve adds) are what shrinks
+        fixed = whole.total("gpu") - sum(r.nbytes for r in whole.rows if r.label.startswith("KV"))
         room = int(plan.gpu_capacity * (1 - GPU_MARGIN)) - fixed
         tokens = room // (plan.kv_bytes_per_token * req.max_seqs) // PAGE * PAGE
         if tokens >= PAGE:

@@ -236,3 +236,29 @@ def test_cli_plan_text_json_and_errors(tmp_path, tiny_dirs):
     )
     assert tiny.returncode == 0, tiny.stderr
     assert json.loads(tiny.stdout)["inventory_source"] == "safetensors"
+
+
+def test_the_plan_counts_the_kv_pages_serve_takes_beyond_its_context():
+    """The engine on a GPU sizes its KV cache for up to four whole contexts of the model's
+    length within 90% of the free memory: the plan adds those pages as a row (not needed to
+    fit), with the engine's own constants. On the H100 of 2026-12-07 the plan without them was
+    17.9 GB against a 30.4 GB peak."""
+    from m3agent.engine.native.core.cache_setup import GPU_FULL_CONTEXTS
+    from m3agent.engine.native.core.engine_config import EngineConfig
+    from m3agent.engine.offload import plan as plan_mod
+
+    assert plan_mod.SERVE_CONTEXTS == GPU_FULL_CONTEXTS
+    assert plan_mod.SERVE_KV_SHARE == EngineConfig().gpu_memory_utilization
+    c = M3TextConfig()
+    inv = from_config(c, StorageFormat.FP8)
+    req = PlanRequest(context_len=131072, kv_host_tier=False)
+    plan = make_plan(c, inv, H200, req)
+    (row,) = [r for r in plan.rows if r.label.startswith("KV pages serve adds")]
+    per_token = plan.kv_bytes_per_token
+    whole = 4 * c.max_model_len * per_token
+    assert row.nbytes <= whole - 131072 * per_token
+    # a card the rest nearly fills: fewer pages (90% of what is left), never over the card
+    small = replace(H200, gpu_bytes=plan.total("gpu") - row.nbytes + 4 * GIB)
+    tight = make_plan(c, inv, small, req)
+    (less,) = [r for r in tight.rows if r.label.startswith("KV pages serve adds")]
+    assert less.nbytes < row.nbytes and tight.total("gpu") <= small.gpu_bytes
