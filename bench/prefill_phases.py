@@ -238,6 +238,8 @@ def run_length(
     gen = torch.Generator().manual_seed(seed)
     prompt = torch.randint(0, 256, (n,), generator=gen).tolist()  # byte tokens
     assert max(prompt) < vocab
+    if device == "cuda":  # what the prefill allocates, and what the caching allocator keeps
+        torch.cuda.reset_peak_memory_stats()
     load0 = load_avg()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -274,6 +276,19 @@ def run_length(
         "first_chunk": {k: round(v, 4) for k, v in first.items()},
         "last_chunk": {k: round(v, 4) for k, v in last.items()},
         "flops": {k: round(v / 1e9, 2) for k, v in prefill_flops(c, n).items()},
+        **_gpu_memory(device),
+    }
+
+
+def _gpu_memory(device: str) -> dict:
+    """Peak bytes in tensors against the peak the allocator reserved: a gap that grows with
+    the prompt is memory held for buffers that are never reused."""
+    if device != "cuda":
+        return {}
+    gib = 2**30
+    return {
+        "gpu_peak_allocated_gib": round(torch.cuda.max_memory_allocated() / gib, 2),
+        "gpu_peak_reserved_gib": round(torch.cuda.max_memory_reserved() / gib, 2),
     }
 
 
