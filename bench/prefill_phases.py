@@ -239,6 +239,10 @@ def run_length(
     prompt = torch.randint(0, 256, (n,), generator=gen).tolist()  # byte tokens
     assert max(prompt) < vocab
     if device == "cuda":  # what the prefill allocates, and what the caching allocator keeps
+        import gc
+
+        gc.collect()  # the previous length's engine
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     load0 = load_avg()
     cpu0 = time.process_time()
