@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from m3agent.agent.ops import ApprovalDecision
 from m3agent.engine.api import ThinkingMode
 
-from ..mcp.reload import Session as McpSession
+from ..mcp.reload import ToolsetHolder
 
 if TYPE_CHECKING:
     from m3agent.agent import events as ev
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 Progress = Callable[[str, float | None], None]
 
 
-class SessionLike(McpSession, Protocol):
+class SessionLike(ToolsetHolder, Protocol):
     """The slice of agent.session.Session the TUI uses: ops in, events out; its id, log and
     messages (resume, /rewind), approval gate (modes, rules), workspace and sandbox (`!cmd`),
     checkpoints (/undo, /rewind), engine (the status bar, closing it on exit) and tools (/mcp,
-    McpSession's part)."""
+    ToolsetHolder's part)."""
 
     resumed: bool
     gate: ApprovalGate
