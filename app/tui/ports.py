@@ -95,8 +95,9 @@ class ApprovalAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """One saved session, for the /sessions browser."""
+class SessionRow:
+    """One row of the /sessions browser: a saved session as listed there (its first prompt
+    as the title). Built from agent.conversation.SessionSummary, the log's own summary."""
 
     session_id: str
     title: str
@@ -121,7 +122,7 @@ class TuiConfig:
     # False with --no-context: no instruction file is read, /memory included.
     instructions: bool = True
     # Optional services; a missing one makes its slash command say "not available".
-    list_sessions: Callable[[], list[SessionSummary]] | None = None
+    list_sessions: Callable[[], list[SessionRow]] | None = None
     context_report: Callable[[], str] | None = None
     undo: Callable[[], str] | None = None  # default: the session's own checkpoints
     # Called in the loading thread with the new session: the sandbox layers really active.
