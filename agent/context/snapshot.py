@@ -6,7 +6,7 @@ and, when everything does not fit, keeps the files the rest of the repository re
 (packing.py over rank.py and select.py), counting exactly with the model's tokenizer what it packs
 (tokens.py); the others are listed by path. AGENTS.md (or CLAUDE.md) at the root goes first, as
 instructions. The same repository state gives the same bytes: no time, no absolute path, no
-machine detail enters the text. A warm start on an unchanged repository finds its whole plan
+machine detail enters the text. A warm start on an unchanged repository finds its whole outcome
 in the store (store.py) and only stats its files (store.StatIndex) and reads what it packs.
 
 The session puts `Snapshot.message()` right after the system prompt and never rewrites it; a
@@ -44,7 +44,7 @@ SNAPSHOT_OPEN = "<repository_snapshot>"
 class SnapshotConfig:
     budget_tokens: int
     rules: FileRules = field(default_factory=FileRules)
-    cache_dir: Path | None = None  # token counts, records and plans; None: nothing kept
+    cache_dir: Path | None = None  # token counts, records and outcomes; None: nothing kept
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 1:
@@ -176,7 +176,7 @@ def _build(
         mark = got.digests.get(c.path) or got.failed[c.path].encode()
         state.update(c.path.encode("utf-8", "surrogateescape") + b"\0" + mark + b"\0")
     key = state.digest()
-    outcome = from_plain(store.plan(key))
+    outcome = from_plain(store.outcome(key))
     if outcome is None:
         records = records_for(root, [c.path for c in candidates], got, config.rules, store)
         if records is None:
@@ -192,7 +192,7 @@ def _build(
             config.budget_tokens, tally, _header, _listing,
         )  # fmt: skip
         outcome.skips, outcome.instructions = skips, instructions
-        store.put_plan(key, to_plain(outcome))
+        store.put_outcome(key, to_plain(outcome))
     store.save()
     counter.save()
     instructions = outcome.instructions
