@@ -1,7 +1,9 @@
 """Events: what a Session emits. The TUI, headless renderers and tests consume only these.
 
 Every event is a frozen dataclass with a `type` tag; `to_dict()` gives the stream-json form
-(documented and versioned in docs/cli.md).
+(documented and versioned in docs/cli.md). The streamed text events, ReasoningDelta and
+ContentDelta, are the engine's own delta types (engine/api.py): what the engine streams, the
+loop passes on as the same type, so each is defined once.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
+from m3agent.engine.api import ContentDelta as ContentDelta
 from m3agent.engine.api import EngineName, FinishReason, ThinkingMode, Usage
+from m3agent.engine.api import ReasoningDelta as ReasoningDelta
 from m3agent.tools.base import Preview
 
 from .ops import ApprovalDecision
@@ -94,18 +98,6 @@ class TurnStarted(_Event):
     type: ClassVar[str] = "turn_started"
     turn: int
     thinking_mode: ThinkingMode
-
-
-@dataclass(frozen=True, slots=True)
-class ReasoningDelta(_Event):
-    type: ClassVar[str] = "reasoning_delta"
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ContentDelta(_Event):
-    type: ClassVar[str] = "content_delta"
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 # ---- closed vocabularies ------------------------------------------------------------------
 # Each is defined once, here. A member equals its string value and json.dumps writes that
@@ -187,16 +187,27 @@ class ChatRequest:
 
 
 # ---- deltas -------------------------------------------------------------------------------
+# A piece of streamed reasoning or answer text. The agent passes these two on to the front ends
+# as its events of the same name (agent/events.py): one thing, one type, so each carries its
+# stream-json tag and form (docs/cli.md) here.
 
 
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
+    type: ClassVar[str] = "reasoning_delta"
     text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
 class ContentDelta:
+    type: ClassVar[str] = "content_delta"
     text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "text": self.text}
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,8 +105,9 @@ class DiagnosticsConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
-    """One checker run: its command line, exit code and the findings kept."""
+class CheckerRun:
+    """One checker run: its command line, exit code and the findings kept (its text). Not a
+    finding itself: agent/review.py's Finding is one; this is a run that may report many."""
 
     command: str
     exit_code: int | None
@@ -159,7 +160,7 @@ class Diagnostics:
             metadata={**result.metadata, "diagnostics": meta},
         )
 
-    def _ask(self, command: str, rels: Sequence[str], ctx: ToolContext) -> Finding:
+    def _ask(self, command: str, rels: Sequence[str], ctx: ToolContext) -> CheckerRun:
         """What `command`'s language server publishes for these files."""
         with self._lsp_lock:
             if self._lsp is None:
@@ -170,9 +171,9 @@ class Diagnostics:
                 )
             pool = self._lsp
         report = pool.check(command, rels)
-        return Finding(command, None, report.text, report.note, server=True)
+        return CheckerRun(command, None, report.text, report.note, server=True)
 
-    def _run(self, command: str, rels: Sequence[str], ctx: ToolContext) -> Finding:
+    def _run(self, command: str, rels: Sequence[str], ctx: ToolContext) -> CheckerRun:
         from .sandbox.runner import SandboxUnavailable
 
         quoted = " ".join(shlex.quote(r) for r in rels)
@@ -182,7 +183,7 @@ class Diagnostics:
                 line, cwd=ctx.cwd, timeout_s=self.config.timeout_s, cancel=ctx.cancel, env=ctx.env
             )
         except (SandboxUnavailable, WriteBudgetSpent) as e:
-            return Finding(line, None, "", f"not run: {e}")
+            return CheckerRun(line, None, "", f"not run: {e}")
         output = "\n".join(t.rstrip("\n") for t in (r.stdout, r.stderr) if t.strip())
         if FILES not in command:  # a whole-project checker: only the lines about these files
             output = "\n".join(filter(_naming(rels, ctx.cwd).search, output.splitlines()))
@@ -193,7 +194,7 @@ class Diagnostics:
             note = "interrupted"
         elif not r.started:
             note = "the sandbox could not start it"
-        return Finding(line, r.exit_code, output.strip(), note)
+        return CheckerRun(line, r.exit_code, output.strip(), note)
 
 
 def _sandbox_for(ctx: ToolContext, long_lived: bool = False) -> Sandbox:
@@ -250,7 +251,7 @@ def _existing(changed: list[Any], cwd: Path) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _shown(f: Finding, rels: Sequence[str]) -> str:
+def _shown(f: CheckerRun, rels: Sequence[str]) -> str:
     what = ", ".join(rels)
     source = f"language server `{f.command}`" if f.server else f"`{f.command}`"
     if f.note:

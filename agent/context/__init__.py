@@ -2,7 +2,7 @@
 
 snapshot.py builds it; files.py lists the candidates and their name-based skips, guard.py
 refuses what must never be read, collect.py and scan.py read, hash and scan each file once,
-store.py keeps records and plans across runs, plan.py, rank.py and select.py choose what is
+store.py keeps records and outcomes across runs, packing.py, rank.py and select.py choose what is
 packed, outline.py maps files over the per-file cap, tokens.py counts with the model's
 tokenizer, progress.py reports how far it got.
 """

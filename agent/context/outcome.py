@@ -1,6 +1,6 @@
-"""The outcome of a build: every candidate's entry and the token accounting, kept as a plan.
+"""The outcome of a build: every candidate's entry, the packing and the token accounting.
 
-`plan_snapshot` does the accounting around plan.Planner (the header, the instructions, the
+`pack_snapshot` does the accounting around packing.Packer (the header, the instructions, the
 listing of omitted paths, each counted with the tokenizer); `to_plain`/`from_plain` turn the
 outcome into plain data for store.py, so a warm start on the same state skips all of it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .plan import Plan, Planner, section
+from .packing import Packer, Packing, section
 from .progress import SnapshotProgress
 from .scan import Record
 from .tokens import TokenCounter
@@ -36,7 +36,7 @@ class FileEntry:
 
 @dataclass(slots=True)
 class Outcome:
-    plan: Plan
+    packing: Packing
     entries: list[FileEntry] = field(default_factory=list)
     tokens: int = 0
     instr_tokens: int = 0
@@ -44,7 +44,7 @@ class Outcome:
     instructions: str | None = None
 
 
-def plan_snapshot(
+def pack_snapshot(
     order: list[str],
     records: dict[str, Record],
     counter: TokenCounter,
@@ -58,7 +58,7 @@ def plan_snapshot(
 ) -> Outcome:
     """instructions: (its block of text, name) or None."""
     counted = tally.counted if tally is not None else None
-    planner = Planner(order, records, counter, text_of, outline_of, counted)
+    packer = Packer(order, records, counter, text_of, outline_of, counted)
     path_tokens = counter.count([p + "\n" for p in order]) if order else []
     instr_tokens = counter.count([instructions[0]])[0] if instructions else 0
     # The header names the content hash, which depends on the selection: count it with a
@@ -70,31 +70,31 @@ def plan_snapshot(
     listing_tokens = sum(counter.count([open_l, close_l], remember=False)) + 16
     fixed = header_tokens + close_tokens + instr_tokens
     n = len(order)
-    everything = planner.exact_all(budget)
+    everything = packer.exact_all(budget)
     if everything:
-        planner.count_whole(range(n))
-    if everything and fixed + sum(planner.whole.values()) <= budget:
-        plan = Plan(included=set(range(n)), whole=dict(planner.whole))
+        packer.count_whole(range(n))
+    if everything and fixed + sum(packer.whole.values()) <= budget:
+        packing = Packing(included=set(range(n)), whole=dict(packer.whole))
     else:
-        plan = planner.plan(budget - fixed - listing_tokens, path_tokens)
-    tokens = fixed + sum(plan.whole[i] for i in plan.included)
-    tokens += sum(t for _, t in plan.outlines.values())
-    listed = n - len(plan.included) - len(plan.outlines)
+        packing = packer.pack(budget - fixed - listing_tokens, path_tokens)
+    tokens = fixed + sum(packing.whole[i] for i in packing.included)
+    tokens += sum(t for _, t in packing.outlines.values())
+    listed = n - len(packing.included) - len(packing.outlines)
     if listed:
-        tokens += listing_tokens + sum(path_tokens[i] for i in plan.shown)
+        tokens += listing_tokens + sum(path_tokens[i] for i in packing.shown)
     entries = []
     for i, p in enumerate(order):
-        score = plan.scores.get(p, 0.0)
-        if i in plan.included:
-            entries.append(FileEntry(p, "included", plan.whole[i], score=score))
-        elif i in plan.outlines:
-            size, exact = plan.sizes[i]
+        score = packing.scores.get(p, 0.0)
+        if i in packing.included:
+            entries.append(FileEntry(p, "included", packing.whole[i], score=score))
+        elif i in packing.outlines:
+            size, exact = packing.sizes[i]
             why = f"over the per-file cap ({'' if exact else 'about '}{size} tokens)"
-            entries.append(FileEntry(p, "outline", plan.outlines[i][1], why, score))
+            entries.append(FileEntry(p, "outline", packing.outlines[i][1], why, score))
         else:
-            why = "over budget" if i in plan.shown else "over budget (not listed)"
+            why = "over budget" if i in packing.shown else "over budget (not listed)"
             entries.append(FileEntry(p, "listed", path_tokens[i], why, score))
-    return Outcome(plan, entries, tokens, instr_tokens)
+    return Outcome(packing, entries, tokens, instr_tokens)
 
 
 # to_plain's shape: included, outlines, shown, entries, tokens, instr_tokens, skips, instructions
@@ -111,7 +111,7 @@ PlainOutcome = tuple[
 
 
 def to_plain(o: Outcome) -> PlainOutcome:
-    p = o.plan
+    p = o.packing
     return (
         sorted(p.included),
         {i: list(v) for i, v in p.outlines.items()},
@@ -125,17 +125,17 @@ def to_plain(o: Outcome) -> PlainOutcome:
 
 
 def from_plain(t: object) -> Outcome | None:
-    """None for anything that is not a plan (a stale or foreign cache entry)."""
+    """None for anything that is not an outcome (a stale or foreign cache entry)."""
     if not isinstance(t, tuple):
         return None
     try:
         included, outlines, shown, entries, tokens, instr_tokens, skips, instructions = t
-        plan = Plan(
+        packing = Packing(
             included=set(included),
             outlines={int(i): (str(v[0]), int(v[1])) for i, v in outlines.items()},
             shown=set(shown),
         )
-        out = Outcome(plan, [FileEntry(*e) for e in entries], int(tokens), int(instr_tokens))
+        out = Outcome(packing, [FileEntry(*e) for e in entries], int(tokens), int(instr_tokens))
         out.skips = [(str(p), str(w)) for p, w in skips]
         out.instructions = str(instructions) or None
     except (TypeError, ValueError):
@@ -143,4 +143,4 @@ def from_plain(t: object) -> Outcome | None:
     return out
 
 
-__all__ = ["FileEntry", "Outcome", "from_plain", "plan_snapshot", "section", "to_plain"]
+__all__ = ["FileEntry", "Outcome", "from_plain", "pack_snapshot", "section", "to_plain"]

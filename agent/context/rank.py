@@ -157,7 +157,7 @@ def reference_totals(
     """How often each symbol that `paths` (default: every record) define occurs in the whole
     repository. Only those words are counted: a third of the repository's words, looked up
     in one C-level pass (map over dict.get) instead of a vocabulary of all of them."""
-    import numpy as np  # here: a warm start that finds its plan never ranks
+    import numpy as np  # here: a warm start that finds its outcome never ranks
 
     wanted: set[bytes] = set()
     for p in records if paths is None else paths:

@@ -3,10 +3,10 @@
 `build_snapshot(root, tokenizer, SnapshotConfig(budget_tokens=N))` lists the repository's
 files (files.py), reads and hashes each one and scans the new ones (collect.py, scan.py),
 and, when everything does not fit, keeps the files the rest of the repository references most
-(plan.py over rank.py and select.py), counting exactly with the model's tokenizer what it packs
+(packing.py over rank.py and select.py), counting exactly with the model's tokenizer what it packs
 (tokens.py); the others are listed by path. AGENTS.md (or CLAUDE.md) at the root goes first, as
 instructions. The same repository state gives the same bytes: no time, no absolute path, no
-machine detail enters the text. A warm start on an unchanged repository finds its whole plan
+machine detail enters the text. A warm start on an unchanged repository finds its whole outcome
 in the store (store.py) and only stats its files (store.StatIndex) and reads what it packs.
 
 The session puts `Snapshot.message()` right after the system prompt and never rewrites it; a
@@ -29,9 +29,9 @@ from m3agent.engine.api import Message
 from ..events import Progress
 from .collect import ReadPass, bytes_of, read_all, records_for
 from .files import FileRules, list_candidates
-from .outcome import SNAPSHOT_CLOSE, FileEntry, from_plain, plan_snapshot, to_plain
+from .outcome import SNAPSHOT_CLOSE, FileEntry, from_plain, pack_snapshot, to_plain
 from .outline import outline
-from .plan import section
+from .packing import section
 from .progress import SnapshotProgress
 from .store import VERSION, SnapshotStore, StatIndex
 from .tokens import TokenCounter
@@ -44,7 +44,7 @@ SNAPSHOT_OPEN = "<repository_snapshot>"
 class SnapshotConfig:
     budget_tokens: int
     rules: FileRules = field(default_factory=FileRules)
-    cache_dir: Path | None = None  # token counts, records and plans; None: nothing kept
+    cache_dir: Path | None = None  # token counts, records and outcomes; None: nothing kept
 
     def __post_init__(self) -> None:
         if self.budget_tokens < 1:
@@ -176,8 +176,8 @@ def _build(
         mark = got.digests.get(c.path) or got.failed[c.path].encode()
         state.update(c.path.encode("utf-8", "surrogateescape") + b"\0" + mark + b"\0")
     key = state.digest()
-    plan = from_plain(store.plan(key))
-    if plan is None:
+    outcome = from_plain(store.outcome(key))
+    if outcome is None:
         records = records_for(root, [c.path for c in candidates], got, config.rules, store)
         if records is None:
             raise _Changed("a file")
@@ -186,33 +186,33 @@ def _build(
         instructions = next((n for n in INSTRUCTION_FILES if n in texts_ok), None)
         order = [p for p in texts_ok if p != instructions]  # with both, CLAUDE.md is a file
         instr_text = _instructions(instructions, text_of(instructions)) if instructions else ""
-        plan = plan_snapshot(
+        outcome = pack_snapshot(
             order, {p: records[p] for p in order}, counter, text_of, text_of.outline,
             (instr_text, instructions) if instructions else None,
             config.budget_tokens, tally, _header, _listing,
         )  # fmt: skip
-        plan.skips, plan.instructions = skips, instructions
-        store.put_plan(key, to_plain(plan))
+        outcome.skips, outcome.instructions = skips, instructions
+        store.put_outcome(key, to_plain(outcome))
     store.save()
     counter.save()
-    instructions = plan.instructions
-    order = [e.path for e in plan.entries]
-    entries += [FileEntry(p, "skipped", reason=why) for p, why in plan.skips]
+    instructions = outcome.instructions
+    order = [e.path for e in outcome.entries]
+    entries += [FileEntry(p, "skipped", reason=why) for p, why in outcome.skips]
     instr_text = _instructions(instructions, text_of(instructions)) if instructions else ""
-    included = {order[i] for i in plan.plan.included}
+    included = {order[i] for i in outcome.packing.included}
     listed = [
         p
         for i, p in enumerate(order)
-        if i not in plan.plan.included and i not in plan.plan.outlines
+        if i not in outcome.packing.included and i not in outcome.packing.outlines
     ]
     body_parts: list[str] = [instr_text] if instr_text else []
     body_parts += [section(p, text_of(p)) for p in order if p in included]
-    body_parts += [plan.plan.outlines[i][0] for i in sorted(plan.plan.outlines)]
+    body_parts += [outcome.packing.outlines[i][0] for i in sorted(outcome.packing.outlines)]
     if listed:
         open_l, close_l = _listing(listed)
-        more = len(listed) - len(plan.plan.shown)
+        more = len(listed) - len(outcome.packing.shown)
         tail = f"({more} more not shown)\n" if more else ""
-        lines = "".join(order[i] + "\n" for i in sorted(plan.plan.shown))
+        lines = "".join(order[i] + "\n" for i in sorted(outcome.packing.shown))
         body_parts.append(open_l + lines + tail + close_l)
     body = "".join(body_parts)
     digest_ = "sha256:" + hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -220,15 +220,15 @@ def _build(
 
     if stats is not None:  # every packed file was read and matched its hash: keep the stats
         stats.save()
-    entries += plan.entries
+    entries += outcome.entries
     if instructions:
-        entries.append(FileEntry(instructions, "instructions", plan.instr_tokens))
+        entries.append(FileEntry(instructions, "instructions", outcome.instr_tokens))
     entries.sort(key=lambda e: e.path)
     if tally is not None:
-        tally.done(plan.tokens)
+        tally.done(outcome.tokens)
     return Snapshot(
         text=text,
-        tokens=plan.tokens,
+        tokens=outcome.tokens,
         budget_tokens=config.budget_tokens,
         content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
         files=tuple(entries),

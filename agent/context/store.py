@@ -2,10 +2,11 @@
 
 - **Records** (`records-<rules>.marshal`): scan.Record per content hash. A changed file is
   scanned again; an unchanged one costs a dictionary lookup.
-- **Plans** (`plans-<rules>.marshal`): the outcome of a whole build (every file's status,
+- **Outcomes** (`plans-<rules>.marshal`, the files' name since the first version: a new one
+  would orphan every existing cache): the outcome of a whole build (every file's status,
   tokens, score and reason; the outlines) per *state*, the hash of every candidate's path and
   content hash with the budget, the rules and the tokenizer. A warm start on an unchanged
-  repository stats its files (reading only those whose stat changed), finds the plan, and
+  repository stats its files (reading only those whose stat changed), finds the outcome, and
   reads only the packed files' text: ranking and counting do not run again.
 - **Stats** (`stats-<root>.marshal`, StatIndex): per repository, each file's stat key with
   its content hash, so that a warm start stats files instead of reading them. An entry whose
@@ -27,8 +28,8 @@ from typing import Any
 
 from m3agent.tools.private_fs import write_private
 
-VERSION = 1  # bump when Record or a plan changes shape or meaning
-_MAX_PLANS = 8
+VERSION = 1  # bump when Record or an outcome changes shape or meaning
+_MAX_OUTCOMES = 8
 _MAX_RECORDS = 400_000
 
 
@@ -58,16 +59,16 @@ def _save(path: Path | None, items: Mapping[str, object] | Mapping[bytes, object
 
 
 class SnapshotStore:
-    """Records and plans for one set of rules; cache_dir None: in memory only."""
+    """Records and build outcomes for one set of rules; cache_dir None: in memory only."""
 
     def __init__(self, cache_dir: Path | None, rules_key: str) -> None:
         tag = hashlib.sha1(rules_key.encode()).hexdigest()[:12]
         base = Path(cache_dir) if cache_dir is not None else None
         self._records_path = base / f"records-{tag}.marshal" if base else None
-        self._plans_path = base / f"plans-{tag}.marshal" if base else None
+        self._outcomes_path = base / f"plans-{tag}.marshal" if base else None
         # loaded on first use: a warm start may not need it
         self._records: dict[bytes, tuple[Any, ...]] | None = None
-        self._plans: dict[bytes, object] | None = None
+        self._outcomes: dict[bytes, object] | None = None
         self._seen: set[bytes] = set()
         self._dirty_records = False
 
@@ -86,19 +87,20 @@ class SnapshotStore:
         self._records[digest] = plain
         self._dirty_records = True
 
-    def plan(self, state: bytes) -> object:
-        if self._plans is None:
-            self._plans = _load(self._plans_path)
-        return self._plans.get(state)
+    def outcome(self, state: bytes) -> object:
+        """The plain outcome put_outcome was given for `state` (outcome.to_plain's), or None."""
+        if self._outcomes is None:
+            self._outcomes = _load(self._outcomes_path)
+        return self._outcomes.get(state)
 
-    def put_plan(self, state: bytes, plan: object) -> None:
-        if self._plans is None:
-            self._plans = _load(self._plans_path)
-        self._plans.pop(state, None)
-        self._plans[state] = plan  # dicts keep insertion order: the oldest plans go first
-        while len(self._plans) > _MAX_PLANS:
-            self._plans.pop(next(iter(self._plans)))
-        _save(self._plans_path, self._plans)
+    def put_outcome(self, state: bytes, plain: object) -> None:
+        if self._outcomes is None:
+            self._outcomes = _load(self._outcomes_path)
+        self._outcomes.pop(state, None)
+        self._outcomes[state] = plain  # dicts keep insertion order: the oldest go first
+        while len(self._outcomes) > _MAX_OUTCOMES:
+            self._outcomes.pop(next(iter(self._outcomes)))
+        _save(self._outcomes_path, self._outcomes)
 
     def save(self) -> None:
         if not self._dirty_records or self._records is None:

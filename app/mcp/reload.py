@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
 
-class Session(Protocol):
-    """What /mcp and /mcp reload read and change of a session (agent.session.Session)."""
+class ToolsetHolder(Protocol):
+    """What /mcp and /mcp reload read and change of a session (agent.session.Session): the
+    tool set it holds, where its tools run (cwd, sandbox) and the prompt cache a swap spends."""
 
     toolset: ToolsetProtocol | None
     cwd: Path
@@ -49,7 +50,7 @@ class ReloadPlan:
         return not (self.added or self.removed or self.changed)
 
 
-def plan(session: Session) -> ReloadPlan:
+def plan(session: ToolsetHolder) -> ReloadPlan:
     from m3agent.tools.mcp import mcp_hub
 
     from ..settings import load_settings
@@ -94,7 +95,7 @@ def describe(p: ReloadPlan) -> str:
     return "\n".join(rows)
 
 
-def _start(session: Session, p: ReloadPlan) -> tuple[Toolset, dict[str, str]]:
+def _start(session: ToolsetHolder, p: ReloadPlan) -> tuple[Toolset, dict[str, str]]:
     """In a worker thread: the base tools plus the planned servers' tools (started now)."""
     from m3agent.tools.mcp import mcp_hub, start_mcp
     from m3agent.tools.mcp.adapter import McpTool, ReadMcpResource
@@ -122,7 +123,7 @@ def _close(toolset: ToolsetProtocol | None) -> None:
         hub.close()
 
 
-async def apply(session: Session, p: ReloadPlan) -> str:
+async def apply(session: ToolsetHolder, p: ReloadPlan) -> str:
     """Starts the planned servers, swaps the tools on the session's loop, stops the old ones."""
     import asyncio
 
@@ -144,7 +145,7 @@ async def apply(session: Session, p: ReloadPlan) -> str:
     return "\n".join(rows)
 
 
-async def slash_mcp(session: Session | None, arg: str) -> str:
+async def slash_mcp(session: ToolsetHolder | None, arg: str) -> str:
     """`/mcp` (report), `/mcp reload` (the plan), `/mcp reload yes` (do it). ValueError for
     a usage mistake or a busy session."""
     import asyncio

@@ -13,7 +13,7 @@ from .ports import (
     Progress,
     SessionFactory,
     SessionLike,
-    SessionSummary,
+    SessionRow,
     SetupPort,
     TuiConfig,
 )
@@ -219,12 +219,12 @@ def session_factory(settings: Settings, cwd: Path, script: Path | None) -> Sessi
     return build
 
 
-def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
+def list_sessions(sessions_dir: Path) -> list[SessionRow]:
     from m3agent.agent.conversation import list_sessions as _list
 
     # Sessions opened and left without a prompt have nothing to resume: not listed.
     return [
-        SessionSummary(
+        SessionRow(
             session_id=s.id,
             title=s.first_prompt.splitlines()[0] + (" (fork)" if s.forked_from else ""),
             turns=s.messages,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from m3agent.agent.ops import ApprovalDecision
 from m3agent.engine.api import ThinkingMode
 
-from ..mcp.reload import Session as McpSession
+from ..mcp.reload import ToolsetHolder
 
 if TYPE_CHECKING:
     from m3agent.agent import events as ev
@@ -34,11 +34,11 @@ if TYPE_CHECKING:
 Progress = Callable[[str, float | None], None]
 
 
-class SessionLike(McpSession, Protocol):
+class SessionLike(ToolsetHolder, Protocol):
     """The slice of agent.session.Session the TUI uses: ops in, events out; its id, log and
     messages (resume, /rewind), approval gate (modes, rules), workspace and sandbox (`!cmd`),
     checkpoints (/undo, /rewind), engine (the status bar, closing it on exit) and tools (/mcp,
-    McpSession's part)."""
+    ToolsetHolder's part)."""
 
     resumed: bool
     gate: ApprovalGate
@@ -95,8 +95,9 @@ class ApprovalAnswer:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """One saved session, for the /sessions browser."""
+class SessionRow:
+    """One row of the /sessions browser: a saved session as listed there (its first prompt
+    as the title). Built from agent.conversation.SessionSummary, the log's own summary."""
 
     session_id: str
     title: str
@@ -121,7 +122,7 @@ class TuiConfig:
     # False with --no-context: no instruction file is read, /memory included.
     instructions: bool = True
     # Optional services; a missing one makes its slash command say "not available".
-    list_sessions: Callable[[], list[SessionSummary]] | None = None
+    list_sessions: Callable[[], list[SessionRow]] | None = None
     context_report: Callable[[], str] | None = None
     undo: Callable[[], str] | None = None  # default: the session's own checkpoints
     # Called in the loading thread with the new session: the sandbox layers really active.

@@ -1,4 +1,4 @@
-"""Turns Session events into widgets in the Conversation. Presentation only: what the
+"""Turns Session events into widgets in the ConversationView. Presentation only: what the
 agent decided arrives in the events; nothing here decides anything."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.widget import Widget
 
-from .widgets.conversation import Conversation
+from .widgets.conversation_view import ConversationView
 from .widgets.diff_view import DiffView
 from .widgets.error_view import ErrorView
 from .widgets.notice_view import NoticeView
@@ -25,7 +25,7 @@ W = TypeVar("W", bound=Widget)
 
 
 class Transcript:
-    def __init__(self, conversation: Conversation) -> None:
+    def __init__(self, conversation: ConversationView) -> None:
         self.view = conversation
         self._reasoning: ReasoningView | None = None
         self._answer: AnswerView | None = None

@@ -11,7 +11,7 @@ import os
 import subprocess
 
 import pytest
-from m3agent.tools.sandbox import helper, plan
+from m3agent.tools.sandbox import helper, launch_spec
 from m3agent.tools.sandbox.runner import Sandbox
 from sandbox_support import make_sandbox
 
@@ -100,8 +100,8 @@ def test_stale_helper_is_never_run(tmp_path, monkeypatch):
 
 def test_spec_round_trips_through_marshal(world):
     sb = make_sandbox("no-bwrap", world)
-    spec = plan.confinement(sb.policy, sb.active_layers(), world.ws, 16)
-    assert marshal.loads(bytes.fromhex(plan.encode(spec))) == spec
+    spec = launch_spec.confinement(sb.policy, sb.active_layers(), world.ws, 16)
+    assert marshal.loads(bytes.fromhex(launch_spec.encode(spec))) == spec
     assert os.path.isfile(helper.SOURCE)
 
 

@@ -1,10 +1,10 @@
-"""What the launcher's child applies before exec, from a plan the host computed.
+"""What the launcher's child applies before exec, from a spec the host computed.
 
 This module runs in every sandboxed command's launcher, so it imports only what an
 interpreter started with `-I -S` already has or loads in a millisecond (os, resource,
 ctypes): no pathlib, json, dataclasses or enum, which cost several times the bubblewrap
 start each. The host does the thinking (the policy, which paths get which Landlock rights,
-the seccomp program, the rlimit values: landlock_rules.plan, seccomp.build_program,
+the seccomp program, the rlimit values: landlock_rules.ruleset, seccomp.build_program,
 rlimits.pairs); what must be looked at from inside the sandbox's own view of the file
 system (which directory entries exist under bubblewrap's mounts) is listed here.
 """
@@ -14,7 +14,7 @@ import os
 
 TYPE_CHECKING = False  # typing is not imported here (see above); mypy reads this as its own
 if TYPE_CHECKING:
-    from m3agent.tools.sandbox.spec import LandlockPlan, LaunchSpec
+    from m3agent.tools.sandbox.spec import LandlockRuleset, LaunchSpec
 
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446  # same numbers on x86_64 and arm64
 FILE_RIGHTS = 1 | 2 | 4 | (1 << 14) | (1 << 15)  # rights valid on a file (landlock.py)
@@ -56,10 +56,10 @@ def _under(path: str, root: str) -> bool:
 
 
 class _Rules:
-    def __init__(self, libc: ctypes.CDLL, plan: "LandlockPlan") -> None:
-        self.libc, self.fs = libc, plan["fs"]
-        attr = _RulesetAttr(plan["fs"], plan["net"], plan["scoped"])
-        fd = libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(plan["attr_size"]), 0)
+    def __init__(self, libc: ctypes.CDLL, ruleset: "LandlockRuleset") -> None:
+        self.libc, self.fs = libc, ruleset["fs"]
+        attr = _RulesetAttr(ruleset["fs"], ruleset["net"], ruleset["scoped"])
+        fd = libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(ruleset["attr_size"]), 0)
         if fd < 0:
             raise _fail(libc, "landlock_create_ruleset")
         self.fd = fd
@@ -105,9 +105,9 @@ class _Rules:
                 self.grant_except(child, rights, excluded, dir_rights)
 
 
-def landlock(libc: ctypes.CDLL, plan: "LandlockPlan") -> None:
-    rules = _Rules(libc, plan)
-    for op in plan["ops"]:
+def landlock(libc: ctypes.CDLL, ruleset: "LandlockRuleset") -> None:
+    rules = _Rules(libc, ruleset)
+    for op in ruleset["ops"]:
         if op[0] == "allow":
             rules.allow(*op[1:])
         elif op[0] == "except":

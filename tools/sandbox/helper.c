@@ -1,7 +1,7 @@
 /* m3agent's per-command sandbox helper: the launcher's child work, without an interpreter.
  *
  * Used under bubblewrap, whose pid namespace already kills every leftover process, so the
- * helper does not fork or reap: it applies what the host planned (tools/sandbox/plan.py,
+ * helper does not fork or reap: it applies what the host decided (tools/sandbox/launch_spec.py,
  * helper.py) and execs the command. A Python launcher costs ~10 ms of CPU before its first
  * line (interpreter start) and ctypes as much again; this costs well under one.
  *

@@ -75,7 +75,7 @@ def build() -> Path | None:
 
 
 def argv(helper: Path, spec: LaunchSpec, status_fd: int | None, command: list[str]) -> list[str]:
-    """The helper's command line for a launcher spec (plan.confinement's entries)."""
+    """The helper's command line for a launcher spec (launch_spec.confinement's entries)."""
     tokens: list[str] = []
     nproc = _nproc()
     for which, value, extra in spec.get("rlimits") or ():

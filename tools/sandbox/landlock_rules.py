@@ -7,7 +7,7 @@ from pathlib import Path
 from m3agent.tools.sandbox import boot
 from m3agent.tools.sandbox import landlock as ll
 from m3agent.tools.sandbox.policy import SandboxMode, SandboxPolicy, hidden_paths
-from m3agent.tools.sandbox.spec import LandlockOp, LandlockPlan
+from m3agent.tools.sandbox.spec import LandlockOp, LandlockRuleset
 
 # Devices every program expects to open for writing.
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
@@ -16,7 +16,7 @@ _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/
 _BWRAP_DEVICES = ("/dev/ptmx", "/dev/pts")
 
 
-def plan(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> LandlockPlan:
+def ruleset(policy: SandboxPolicy, run_dir: Path, mounts_protect: bool = False) -> LandlockRuleset:
     """The Landlock ruleset for `policy`, computed on the host, for confine.landlock to apply
     in the launcher's child. Directory listings ("except", "children") are left to the
     child: under bubblewrap its view of the file system is not the host's.

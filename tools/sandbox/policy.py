@@ -23,7 +23,7 @@ class SandboxMode(StrEnum):
 class SandboxLayer(StrEnum):
     """The layers a command can run under, in the order the report lists them (the confining
     ones first). One name each, defined here: the probe produces them, the runner, the
-    launch plan and the front ends compare them, and `disabled_layers` holds them. The
+    launch spec and the front ends compare them, and `disabled_layers` holds them. The
     values are what `m3agent doctor`, the status bar and the JSON show, unchanged."""
 
     BWRAP = "bwrap"  # bubblewrap: mount and pid namespaces, the network namespace

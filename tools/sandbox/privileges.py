@@ -5,7 +5,7 @@ bounding, ambient, inheritable, permitted and effective sets, and the root-is-sp
 securebits locked off: a command started by root keeps uid 0 but none of root's powers
 (no mknod, mount, CAP_DAC_OVERRIDE reads, ptrace of other users, TIOCSTI on foreign ttys).
 The child applies it just before exec (confine.drop_privileges, or the compiled helper) from
-the numbers `plan` computes here.
+the numbers `numbers` computes here.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def _last_cap() -> int:
         return 63
 
 
-def plan() -> tuple[int, int, int]:
+def numbers() -> tuple[int, int, int]:
     """(capset syscall number, the highest capability number, securebits) for the child."""
     nr = SYS_CAPSET.get(platform.machine())
     if nr is None:

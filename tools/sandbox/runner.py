@@ -17,7 +17,7 @@ from typing import IO
 
 from m3agent.tools.host_programs import command_path
 from m3agent.tools.procs import wait_or_kill
-from m3agent.tools.sandbox import boot, bwrap, helper, plan, proxy
+from m3agent.tools.sandbox import boot, bwrap, helper, launch_spec, proxy
 from m3agent.tools.sandbox.budget import MIB, Watch, WriteBudget
 from m3agent.tools.sandbox.capture import Capture
 from m3agent.tools.sandbox.cgroup import Cgroup
@@ -181,11 +181,11 @@ class Sandbox:
         # one file never passes what is left of the session's write budget
         fsize = max(1, min(self.policy.limits.file_size_mb, self.budget.remaining // MIB))
         # (mypy's extra checks refuse a ** item that might hold status_fd or forward: a
-        # Confinement is exactly plan.confinement's four keys, and those two are set below)
+        # Confinement is exactly launch_spec.confinement's four keys, and those two are set below)
         spec: LaunchSpec = {
-            **plan.confinement(self.policy, layers, box, fsize),  # type: ignore[typeddict-item]
+            **launch_spec.confinement(self.policy, layers, box, fsize),  # type: ignore[typeddict-item]
             "tree_kill": SandboxLayer.TREE_KILL in layers,
-            "agent_pid": plan.agent_pid(layers),
+            "agent_pid": launch_spec.agent_pid(layers),
             # root ignores RLIMIT_NPROC: without a pids cgroup the launcher counts instead
             "nproc_watch": self.policy.limits.nproc
             if nproc_watch and os.geteuid() == 0 and SandboxLayer.TREE_KILL in layers
@@ -194,7 +194,7 @@ class Sandbox:
         if status_fd is not None:
             spec["status_fd"] = status_fd
         binds: tuple[tuple[str, str], ...] = ()
-        if plan.allowlist_active(self.policy, layers):
+        if launch_spec.allowlist_active(self.policy, layers):
             sock = str(self.allowlist_proxy().path)
             binds = ((sock, PROXY_IN_SANDBOX),)
             spec["forward"] = (proxy.PROXY_PORT, PROXY_IN_SANDBOX)
@@ -211,7 +211,7 @@ class Sandbox:
         if helper_exe is not None:  # bubblewrap's pid namespace does the tree kill
             full = helper.argv(helper_exe, spec, status_fd, argv)
         else:
-            full = boot.launcher_argv(plan.encode(spec), argv)
+            full = boot.launcher_argv(launch_spec.encode(spec), argv)
         if SandboxLayer.BWRAP in layers:
             full = bwrap.argv(self.policy, run_dir, cwd, binds) + full
         return full, clean_env, list(removed)

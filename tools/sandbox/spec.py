@@ -1,4 +1,4 @@
-"""The launcher spec's shape, for the type checker: what plan.py builds on the host and
+"""The launcher spec's shape, for the type checker: what launch_spec.py builds on the host and
 launch.py and confine.py (or the compiled helper) read back after marshal.
 
 Types only. The launcher imports nothing it does not need (launch.py says why), so its
@@ -13,7 +13,7 @@ from typing import Literal, NotRequired, TypeAlias, TypedDict
 # (resource, soft limit, what the hard limit adds): rlimits.pairs
 RlimitPair: TypeAlias = tuple[int, int, int]
 
-# Landlock rule operations (landlock_rules.plan):
+# Landlock rule operations (landlock_rules.ruleset):
 # ("allow", path, rights): `rights` on path;
 AllowOp: TypeAlias = tuple[Literal["allow"], str, int]
 # ("except", root, rights, excluded, dir_rights): rights beneath root but beneath no excluded
@@ -24,7 +24,7 @@ PortOp: TypeAlias = tuple[Literal["port"], int, int]
 LandlockOp: TypeAlias = AllowOp | ExceptOp | PortOp
 
 
-class LandlockPlan(TypedDict):
+class LandlockRuleset(TypedDict):
     fs: int  # the handled file-system rights
     net: int  # the handled network rights (0: none)
     scoped: int  # the scopes (abstract unix sockets, signals; 0: none)
@@ -33,10 +33,10 @@ class LandlockPlan(TypedDict):
 
 
 class Confinement(TypedDict):
-    """plan.confinement: each layer's entry, None where the layer is off."""
+    """launch_spec.confinement: each layer's entry, None where the layer is off."""
 
     rlimits: list[RlimitPair] | None
-    landlock: LandlockPlan | None
+    landlock: LandlockRuleset | None
     seccomp: bytes | None  # the BPF program
     privileges: tuple[int, int, int] | None  # capset's syscall number, last cap, securebits
 

@@ -44,7 +44,7 @@ from ..status_line import StatusLineRunner, status_payload
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
-from ..widgets.conversation import Conversation
+from ..widgets.conversation_view import ConversationView
 from ..widgets.loading_view import LoadingView
 from ..widgets.plan_view import PlanView
 from ..widgets.prompt_input import PromptInput
@@ -83,7 +83,7 @@ class MainScreen(Screen[None]):
             sandbox=config.sandbox,
             sandbox_layers=config.sandbox_layers,
         )
-        self.conversation = Conversation(id="conversation")
+        self.conversation = ConversationView(id="conversation")
         self.plan_view = PlanView(id="plan")
         self.transcript = Transcript(self.conversation)
         self.slash = SlashActions(self.controller, self.transcript, app_host, self)

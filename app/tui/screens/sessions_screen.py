@@ -11,14 +11,14 @@ from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
 from ...safe_text import visible
-from ..ports import SessionSummary
+from ..ports import SessionRow
 
 
 class SessionsScreen(ModalScreen[str | None]):
     CSS_PATH = "sessions_screen.tcss"
     BINDINGS = [Binding("escape", "cancel", "close", show=False)]
 
-    def __init__(self, sessions: list[SessionSummary]) -> None:
+    def __init__(self, sessions: list[SessionRow]) -> None:
         super().__init__()
         self.sessions = sessions
 

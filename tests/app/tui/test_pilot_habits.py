@@ -9,7 +9,7 @@ import pytest
 from m3agent.app.tui.screens.approval_screen import ApprovalScreen
 from m3agent.app.tui.widgets.activity_line import ActivityLine
 from m3agent.app.tui.widgets.command_menu import CommandMenu
-from m3agent.app.tui.widgets.conversation import Conversation
+from m3agent.app.tui.widgets.conversation_view import ConversationView
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.prompt_input import PromptInput
 from m3agent.app.tui.widgets.tool_card import ToolCard
@@ -91,7 +91,7 @@ async def test_page_keys_scroll_the_transcript(harness, until):
         main = await ready(pilot, until)
         await send(pilot, "talk a lot")
         await turn_done(pilot, until)
-        view = main.query_one(Conversation)
+        view = main.query_one(ConversationView)
         await until(pilot, lambda: view.max_scroll_y > 20 and view.scroll_y == view.max_scroll_y)
         bottom = view.scroll_y
         await pilot.press("pageup")

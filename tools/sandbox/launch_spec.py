@@ -1,4 +1,6 @@
-"""The launcher's spec: every confinement decided on the host, applied by confine.py.
+"""The launcher's spec, built: every confinement decided on the host, applied by confine.py.
+
+(spec.py gives the spec's shape for the type checker; this module computes its values.)
 
 The launcher runs once per command inside the sandbox; whatever it computes costs CPU on
 every command, and whatever it imports more so. So the host turns the policy into plain
@@ -34,7 +36,7 @@ def confinement(
     if SandboxLayer.RLIMITS in layers:
         out["rlimits"] = rlimits.pairs(replace(policy.limits, file_size_mb=fsize_mb))
     if SandboxLayer.LANDLOCK in layers:
-        rules = landlock_rules.plan(policy, box, mounts_protect=SandboxLayer.BWRAP in layers)
+        rules = landlock_rules.ruleset(policy, box, mounts_protect=SandboxLayer.BWRAP in layers)
         if allowlist and rules["net"]:  # TCP: only the forwarder's port
             rules["ops"].append(("port", proxy.PROXY_PORT, landlock.NET_CONNECT_TCP))
         out["landlock"] = rules
@@ -53,7 +55,7 @@ def confinement(
             metadata=policy.mode is not SandboxMode.FULL_ACCESS,
         )
     if SandboxLayer.PRIVILEGES in layers:
-        out["privileges"] = privileges.plan()
+        out["privileges"] = privileges.numbers()
     return out
 
 

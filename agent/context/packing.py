@@ -11,8 +11,8 @@ count is exact (a few rounds): the snapshot then tokenizes about what it packs (
 pieces' counts. A file whose estimate is over the per-file cap is never tokenized whole: it
 competes with its outline (the quick line-pattern one's estimate, then, once chosen, the real
 outline counted exactly), which says "about N tokens". Every number is a function of the
-content alone (never of what a cache held), so the same repository gives the same plan cold
-or warm.
+content alone (never of what a cache held), so the same repository gives the same packing
+cold or warm.
 """
 
 from __future__ import annotations
@@ -45,7 +45,11 @@ def outline_section(path: str, symbols: str, tokens: int, counted: bool = True) 
 
 
 @dataclass(slots=True)
-class Plan:
+class Packing:
+    """What goes into the snapshot, by index into the candidate order: whole (included, with
+    its exact tokens in `whole`), as an outline (`outlines`), or by path (`shown`: those that
+    fit the listing; the rest are only counted)."""
+
     included: set[int] = field(default_factory=set)
     outlines: dict[int, tuple[str, int]] = field(default_factory=dict)  # i -> (section, tokens)
     shown: set[int] = field(default_factory=set)  # listed paths that fit the listing
@@ -58,8 +62,8 @@ def _estimate(path: str, rec: Record) -> int:
     return int(rec.n_bytes / bytes_per_token(path)) + 1 + len(path) // 3 + 8
 
 
-class Planner:
-    """Plans for `order` (candidate paths with records); text_of(path) gives a file's text and
+class Packer:
+    """Packs `order` (candidate paths with records); text_of(path) gives a file's text and
     outline_of(path, text) its outline (both may be cached by the caller)."""
 
     def __init__(
@@ -143,7 +147,7 @@ class Planner:
     def _exact(self, i: int, as_outline: bool) -> bool:
         return i in self._outline_tokens if as_outline else i in self.whole
 
-    def plan(self, room: int, path_tokens: Sequence[int]) -> Plan:
+    def pack(self, room: int, path_tokens: Sequence[int]) -> Packing:
         """Ranked selection within `room` tokens, every selected section counted exactly."""
         cap = file_cap(room)
         values = file_values(self.order, self.records)
@@ -167,7 +171,7 @@ class Planner:
             for i in need:
                 if costs[i][1]:
                     self._outline_cost(i)
-        out = Plan(shown=shown, whole=dict(self.whole), scores=scores)
+        out = Packing(shown=shown, whole=dict(self.whole), scores=scores)
         for i in inc:
             if costs[i][1]:
                 sec = outline_section(self.order[i], self._symbols(i, fast=False), *self.size_of(i))
