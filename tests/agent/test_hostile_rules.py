@@ -69,7 +69,7 @@ def test_claude_code_mcp_rule_names_match_by_server():
     """`mcp__*`, `mcp__server`, `mcp__server__*` cover every tool of the server and its
     resources (mcp_read_resource names the server in its arguments); `mcp__server__tool`
     one tool. Before: `mcp__*` was read as a server named `*` and matched nothing."""
-    from m3agent.agent.approvals import rule_matches
+    from m3agent.agent.approval_rules import rule_matches
     from m3agent.tools.base import Capability
 
     tool = Touches(opaque=True, server="gh")
