@@ -91,10 +91,6 @@ class ApprovalGate:
         """The permission mode, the session's whoever set it (set_mode)."""
         return self._mode
 
-    @mode.setter
-    def mode(self, mode: str) -> None:
-        self.set_mode(mode)
-
     def set_mode(self, mode: str) -> PermissionMode:
         """The one way a permission mode changes (the CLI's --permission-mode, the TUI's
         shift+Tab, an editor's session/set_mode): every call the gate judges from now on,
