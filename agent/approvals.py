@@ -6,21 +6,10 @@ Codex's meaning of the policies:
               (judged from the paths the tool declares it touches: Tool.touches, through
               tools/sandbox/precheck.py) or the tool declares itself risky;
 - never:      never ask; what the sandbox blocks fails and the model sees the failure.
-Per-tool rules from config override the policy; when several rules match, deny wins, then ask.
-A rule names a tool, "*", a glob, or an MCP server in Claude Code's forms (`mcp__SERVER`,
-`mcp__SERVER__*`, `mcp__*`: every tool of the server and its resources, whichever tool reaches
-it; `mcp__SERVER__TOOL`: one tool), optionally with a path pattern: `edit_file(src/**)`,
-Claude Code's `Edit(src/**)` (agent/path_rules.py: workspace-relative only, symlinks resolved;
-a path rule covers every tool of its tool's capability, tools/base.py: Capability). Rules are
-matched through what a call does, not how it is named: the tool's Capability and the server
-its Touches name. A deny or ask path rule about reading also hides the files it covers from
-searches over a directory above them (`hides`: grep, glob, list_dir leave them out).
-
-The permission mode (Claude Code's names, `mode`) is the gate's too, whoever sets it (the
-CLI's --permission-mode, the TUI's shift+Tab), and so binds every call the gate judges, a
-`task` child's included (it shares its parent's gate): plan mode denies every tool that
-writes, runs commands or reaches an MCP server; acceptEdits allows file changes as an allow
-rule would (a config deny or ask still wins).
+Per-tool rules from config override the policy; which rules cover a call, and which wins, is
+agent/approval_rules.py's. The permission mode (agent/mode_rules.py) is the gate's too, and
+weighs as a rule would. This module holds the order in which the gate asks them (ApprovalGate:
+`_judge`), and what it remembers: "approve for this session" answers, saved rules, the mode.
 "Always allow" answers are handed to `persist` (the app stores them as allow rules for later
 sessions).
 Shell calls are also judged by their command's prefix (agent/shell_prefixes.py): where the
@@ -33,33 +22,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from m3agent.tools.base import Capability, Touches
-from m3agent.tools.claude_names import with_same_capability
 from m3agent.tools.sandbox.policy import SandboxMode
 from m3agent.tools.sandbox.precheck import blocks
 
+from . import approval_rules
+from .approval_rules import call_server, rule_verdict, strongest
 from .config import ApprovalPolicy, PermissionMode, ToolRule, Verdict
-from .path_rules import PathRule, parse_rule, read_tools, rule_covers, write_tools
+from .mode_rules import check_mode, denied_by, mode_verdict
+from .path_rules import parse_rule
 from .shell_prefixes import Prefix, ShellPrefixes, amendment_for, describe
 
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.runner import Sandbox
-
-
-_STRENGTH = {Verdict.ALLOW: 0, Verdict.ASK: 1, Verdict.DENY: 2}
-MCP_PREFIX = "mcp__"
-# Claude Code's permission modes; shift+Tab in the TUI cycles the first three.
-MODES = tuple(m.value for m in PermissionMode)
-PLAN_DENIES = frozenset({Capability.WRITE, Capability.EXEC, Capability.MCP})
-# How a denial names a mode: the model (and the user) learn why, and how it ends.
-MODE_SOURCES = {PermissionMode.PLAN: "plan mode (read only until the plan is approved)"}
-# A server no call names (its arguments did not parse): a deny or ask rule about any server
-# covers it, an allow rule none.
-_UNKNOWN_SERVER = "\x00unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,99 +48,6 @@ class ApprovalCheck:
     amendment: Prefix | None = None
     # ALLOW: the allowed command prefix that answered instead of asking
     prefix: Prefix | None = None
-
-
-def call_server(tool_name: str, touches: Touches | None, capability: Capability) -> str | None:
-    """The MCP server a call reaches: what it declares, else the one its name says
-    (`mcp__SERVER__TOOL`); a call of the MCP capability that says neither reaches an
-    unknown one. None: the call reaches no server."""
-    if touches is not None and touches.server is not None:
-        return touches.server
-    if tool_name.startswith(MCP_PREFIX):
-        return tool_name[len(MCP_PREFIX) :].partition("__")[0]
-    return _UNKNOWN_SERVER if capability is Capability.MCP else None
-
-
-def rule_matches(rule: str, tool_name: str, server: str | None = None) -> bool:
-    """Whether a rule's tool part covers a call of `tool_name` reaching `server` (None: no
-    MCP server): the name, "*", a glob over names, or a server rule (`mcp__SERVER`,
-    `mcp__SERVER__*`, SERVER a name or glob) for any call reaching that server."""
-    if rule in (tool_name, "*"):
-        return True
-    if any(c in rule for c in "*?[") and fnmatchcase(tool_name, rule):
-        return True
-    if server is None or not rule.startswith(MCP_PREFIX):
-        return False
-    srv, sep, tool = rule[len(MCP_PREFIX) :].partition("__")
-    if server == _UNKNOWN_SERVER:
-        return not sep or tool == "*"
-    return fnmatchcase(server, srv) and (not sep or tool == "*")
-
-
-def _rule_verdict(
-    tool_name: str,
-    rules: tuple[tuple[ToolRule, PathRule], ...],
-    touches: Touches | None,
-    workspace: Path | None,
-    confine: bool = True,
-    server: str | None = None,
-) -> tuple[Verdict, ToolRule] | None:
-    """The strongest verdict of the rules that cover this call, with the rule that gave it."""
-    paths = None if touches is None or touches.opaque else (*touches.reads, *touches.writes)
-    matching = []
-    for rule, parsed in rules:
-        verdict = Verdict(rule.action)
-        allow = verdict is Verdict.ALLOW
-        named = server if not (allow and server == _UNKNOWN_SERVER) else None
-        tools = covered_tools(parsed, allow)
-        if not any(rule_matches(t, tool_name, named) for t in tools):
-            continue
-        if rule_covers(parsed, paths, workspace, allow=allow, confine=confine):
-            matching.append((verdict, rule))
-    if not matching:
-        return None
-    return max(matching, key=lambda m: _STRENGTH[m[0]])
-
-
-def covered_tools(parsed: PathRule, allow: bool) -> tuple[str, ...]:
-    """The tools a rule covers, through the capability table (tools/claude_names.py): a deny
-    or ask rule, and an allow rule about paths, cover every built-in tool that does what the
-    named one does (`deny read_file` stops grep too; `Read(secrets/**)` is about those files
-    whichever tool reads them). A whole-tool allow names only its tools: an "always allow
-    write_file" answer never lets edit_file run unasked. A deny or ask path rule about reading
-    also covers the tools that change files: each reads the file it changes and shows it (the
-    diff of an edit or an overwrite)."""
-    if allow and parsed.pattern is None:
-        return parsed.tools
-    tools = with_same_capability(parsed.tools)
-    if not allow and parsed.pattern is not None and any(t in read_tools() for t in tools):
-        tools = (*tools, *(t for t in write_tools() if t not in tools))
-    return tools
-
-
-def _strongest(verdicts: list[Verdict]) -> Verdict | None:
-    return max(verdicts, key=lambda a: _STRENGTH[a]) if verdicts else None
-
-
-def check_mode(mode: str) -> PermissionMode:
-    """The mode named `mode`; a ValueError that lists the names otherwise."""
-    try:
-        return PermissionMode(mode)
-    except ValueError:
-        names = ", ".join(MODES)
-        raise ValueError(f"unknown permission mode {mode!r} (use one of {names})") from None
-
-
-def mode_verdict(
-    mode: PermissionMode, capability: Capability, mutates: bool = False
-) -> Verdict | None:
-    """What a permission mode says of a call of `capability` (None: nothing); plan mode also
-    denies any tool that declares it changes something, whatever its capability."""
-    if mode is PermissionMode.PLAN and (capability in PLAN_DENIES or mutates):
-        return Verdict.DENY
-    if mode is PermissionMode.ACCEPT_EDITS and capability is Capability.WRITE:
-        return Verdict.ALLOW
-    return None
 
 
 def _sandbox_would_block(sandbox: Sandbox | None, touches: Touches | None, mutates: bool) -> bool:
@@ -206,10 +91,6 @@ class ApprovalGate:
         """The permission mode, the session's whoever set it (set_mode)."""
         return self._mode
 
-    @mode.setter
-    def mode(self, mode: str) -> None:
-        self.set_mode(mode)
-
     def set_mode(self, mode: str) -> PermissionMode:
         """The one way a permission mode changes (the CLI's --permission-mode, the TUI's
         shift+Tab, an editor's session/set_mode): every call the gate judges from now on,
@@ -242,14 +123,7 @@ class ApprovalGate:
     def hides(self, path: str) -> bool:
         """Whether a deny or ask rule about reading covers `path` (absolute, or relative to
         the workspace): a search over a directory above it leaves it out."""
-        for rule, parsed in self._rules:
-            if rule.action == Verdict.ALLOW or parsed.pattern is None:
-                continue
-            if not any(t in read_tools() for t in covered_tools(parsed, allow=False)):
-                continue
-            if rule_covers(parsed, (path,), self.workspace, allow=False, confine=self._confine):
-                return True
-        return False
+        return approval_rules.hides(self._rules, path, self.workspace, self._confine)
 
     @property
     def session_allowed(self) -> tuple[str, ...]:
@@ -310,15 +184,13 @@ class ApprovalGate:
     ) -> ApprovalCheck:
         """Rules, mode, session answers and policy, before any command prefix."""
         server = call_server(tool_name, touches, capability)
-        found = _rule_verdict(
-            tool_name, self._rules, touches, self.workspace, self._confine, server
-        )
+        found = rule_verdict(tool_name, self._rules, touches, self.workspace, self._confine, server)
         config = found[0] if found is not None else None
         by_mode = mode_verdict(self._mode, capability, mutates)
-        rule = _strongest([v for v in (config, by_mode) if v is not None])
+        rule = strongest([v for v in (config, by_mode) if v is not None])
         if rule is Verdict.DENY:
             if found is None or config is not Verdict.DENY:
-                who = MODE_SOURCES.get(self._mode, f"{self._mode} mode")
+                who = denied_by(self._mode)
                 return ApprovalCheck(Verdict.DENY, f"{who} denies the tool {tool_name}")
             who = found[1].source or "the config"
             return ApprovalCheck(Verdict.DENY, f"{who} denies the tool {tool_name}")

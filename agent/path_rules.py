@@ -8,7 +8,7 @@ workspace both as written and with symlinks resolved, and both forms match the p
 deny or ask rule either form matching is enough, and a call that declares no paths at all
 (unparsed arguments, an opaque tool) is taken as matching: deny fails closed, allow fails open
 to the policy. A rule's tool stands for every built-in tool of its capability
-(agent/approvals.py: covered_tools): `Read(secrets/**)` is about reading those files, with
+(agent/approval_rules.py: covered_tools): `Read(secrets/**)` is about reading those files, with
 read_file, grep, glob or list_dir alike.
 """
 
@@ -75,7 +75,7 @@ def parse_rule(text: str, *, check: bool = True) -> PathRule:
             raise RuleError(f"rule {text!r}: write TOOL or TOOL(PATTERN)")
         return PathRule(tool_names(text), None)
     tool, pattern = m.group(1), m.group(2)
-    tools = tool_names(tool)  # and the tools of the same capability: approvals.covered_tools
+    tools = tool_names(tool)  # and the tools of the same capability: approval_rules.covered_tools
     if any(t in _no_paths() for t in tools):
         raise RuleError(
             f"rule {text!r}: {tool} takes command prefixes, not paths "

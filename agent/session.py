@@ -21,7 +21,7 @@ from . import ops, session_runner
 from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
-from .prompt_cache import REWOUND, CacheTracker
+from .prompt_cache import REWOUND, THINKING_DEFAULT_CHANGED, CacheTracker
 from .session_runner import END, End
 from .shell_prefixes import ShellPrefixes
 from .turn_state import CheckpointStore, TurnControl
@@ -80,7 +80,6 @@ class Session:
         self.hooks = hooks
         self.subagent = subagent
         self.diagnostics = diagnostics
-        self._hook_context = ""  # SessionStart hooks' context: goes with the first prompt
         self.thinking_default: ThinkingMode = _mode(
             conversation.meta.thinking_default, ThinkingMode(config.thinking_default)
         )
@@ -217,19 +216,19 @@ class Session:
         if isinstance(op, ops.UserTurn):
             if op.thinking_mode is not None and op.thinking_mode not in THINKING_MODES:
                 msg = f"unknown thinking mode {op.thinking_mode!r}"
-                self._put(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
+                self.report(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
                 return
             if op.thinking_mode is not None:
                 op = replace(op, thinking_mode=ThinkingMode(op.thinking_mode))
             self._turns.put_nowait(op)
         elif isinstance(op, ops.Interrupt):
-            self._stop_turn(ev.StopReason.INTERRUPTED)
+            self.stop_turn(ev.StopReason.INTERRUPTED)
         elif isinstance(op, ops.ApprovalDecision):
             self._decide(op)
         elif isinstance(op, ops.SetThinking):
             if op.mode not in THINKING_MODES:
                 msg = f"unknown thinking mode {op.mode!r}"
-                self._put(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
+                self.report(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
                 return
             mode = ThinkingMode(op.mode)
             if op.session_default:
@@ -240,10 +239,12 @@ class Session:
             self._turns.put_nowait(op)  # runs between turns, never during one
         elif isinstance(op, ops.Shutdown):
             self._closed = True
-            self._stop_turn(ev.StopReason.INTERRUPTED)
+            self.stop_turn(ev.StopReason.INTERRUPTED)
             self._turns.put_nowait(END)
         else:
-            self._put(ev.Error(message=f"unknown op {type(op).__name__}", kind=ev.ErrorKind.USAGE))
+            self.report(
+                ev.Error(message=f"unknown op {type(op).__name__}", kind=ev.ErrorKind.USAGE)
+            )
 
     async def events(self) -> AsyncIterator[ev.Event]:
         """Every event in order; ends after Shutdown once the running turn has stopped."""
@@ -284,7 +285,7 @@ class Session:
             raise RuntimeError("a turn is running; the tools can change between turns")
         old, self.toolset = self.toolset, toolset
         self.cache.note("tools changed")
-        self._put(ev.ContextEvent(action=ev.ContextAction.TOOLS, detail=dict(detail or {})))
+        self.report(ev.ContextEvent(action=ev.ContextAction.TOOLS, detail=dict(detail or {})))
         return old
 
     def rewind(self, keep: int, detail: dict[str, Any] | None = None) -> None:
@@ -297,7 +298,7 @@ class Session:
         self.conversation.rewind(keep)
         self.cache.note(REWOUND)
         info = {"kept_messages": keep, "dropped_messages": dropped, **(detail or {})}
-        self._put(ev.ContextEvent(action=ev.ContextAction.REWIND, detail=info))
+        self.report(ev.ContextEvent(action=ev.ContextAction.REWIND, detail=info))
 
     # ---- subagents (agent/subagents: the task tool's children) ------------------------------
 
@@ -307,13 +308,66 @@ class Session:
         if isinstance(e, _UNLOGGED):  # streaming text: shown, not logged (as the parent's)
             self._events.put_nowait(wrapped)
         else:
-            self._put(wrapped)
+            self.report(wrapped)
 
     def adopt_approval(self, e: ev.ApprovalRequest) -> None:
         """A child's approval request, asked of this session's user like its own."""
         if self._control is not None and e.future is not None:
             self._control.approvals[e.call_id] = e.future
-        self._put(e)
+        self.report(e)
+
+    # ---- the runner's side (agent/session_runner.py) --------------------------------------
+
+    def report(self, event: ev.Event) -> None:
+        """Logs the event (streaming text aside) and hands it to events()."""
+        if not isinstance(event, _UNLOGGED):
+            self.conversation.log_event(event.to_dict())
+        self._events.put_nowait(event)
+
+    async def emit(self, event: ev.Event) -> None:
+        """report, for those that await their emitter (the loop, the hooks)."""
+        self.report(event)
+
+    def stop_turn(self, reason: ev.StopReason) -> None:
+        """Cancels the running turn (interrupt, timeout, shutdown); `reason` says why."""
+        if self._control is not None and self._control.stop_reason is None:
+            self._control.stop_reason = reason
+        if self._control is not None and self._control.tool_cancel is not None:
+            self._control.tool_cancel.set()
+        if self.busy:
+            self._turn_task.cancel()  # type: ignore[union-attr]  # busy: it is set
+
+    async def next_op(self) -> ops.UserTurn | ops.Compact | None:
+        """The next queued op to run; None once Shutdown came (what was queued before it is
+        dropped)."""
+        while True:
+            op = await self._turns.get()
+            if op is END:
+                return None
+            if not self._closed:
+                return op
+
+    def end_events(self) -> None:
+        """The runner has stopped: events() ends after what is already queued."""
+        self._events.put_nowait(END)
+
+    def begin_turn(self, task: asyncio.Task[ev.TurnComplete], control: TurnControl) -> None:
+        """The turn now running: an interrupt cancels `task`; approvals and the stop reason
+        go through `control` until end_turn."""
+        self._turn_task, self._control = task, control
+
+    def end_turn(self) -> None:
+        self._control = None
+
+    def session_thinking_for_turn(self) -> ThinkingMode:
+        """The system block's thinking mode for the next turn. A change since the last turn
+        (SetThinking with session_default) applies from this turn on, and the cache figures
+        say the next request recomputes the prompt."""
+        if self._mode_sent != self.session_thinking_mode:
+            if self.cache.history:
+                self.cache.note(THINKING_DEFAULT_CHANGED)
+            self._mode_sent = self.session_thinking_mode
+        return self.session_thinking_mode
 
     # ---- internals --------------------------------------------------------------------------
 
@@ -322,7 +376,7 @@ class Session:
             if not self._started_event_sent:
                 self._started_event_sent = True
                 info = self.engine.info()
-                self._put(
+                self.report(
                     ev.SessionStarted(
                         session_id=self.id,
                         engine=info.backend,
@@ -332,30 +386,14 @@ class Session:
                     )
                 )
                 for e in self._startup_events:
-                    self._put(e)
+                    self.report(e)
             self._loop = asyncio.get_running_loop()
             self._runner = self._loop.create_task(session_runner.run(self))
-
-    def _put(self, event: ev.Event) -> None:
-        if not isinstance(event, _UNLOGGED):
-            self.conversation.log_event(event.to_dict())
-        self._events.put_nowait(event)
-
-    async def _emit(self, event: ev.Event) -> None:
-        self._put(event)
-
-    def _stop_turn(self, reason: ev.StopReason) -> None:
-        if self._control is not None and self._control.stop_reason is None:
-            self._control.stop_reason = reason
-        if self._control is not None and self._control.tool_cancel is not None:
-            self._control.tool_cancel.set()
-        if self.busy:
-            self._turn_task.cancel()  # type: ignore[union-attr]  # busy: it is set
 
     def _decide(self, decision: ops.ApprovalDecision) -> None:
         fut = self._control.approvals.get(decision.call_id) if self._control else None
         if fut is None or fut.done():
-            self._put(
+            self.report(
                 ev.Error(
                     message=f"no pending approval for call {decision.call_id}",
                     kind=ev.ErrorKind.USAGE,
@@ -371,7 +409,7 @@ class Session:
         # The whole conversation as the engine last saw it (prompt + output); 0 before any.
         last = self.cache.history[-1] if self.cache.history else None
         recompute = self.cache.last_total_tokens or (last.prompt_tokens if last else 0)
-        self._put(
+        self.report(
             ev.ContextEvent(
                 action=ev.ContextAction.THINKING_DEFAULT,
                 detail={

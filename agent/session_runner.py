@@ -1,7 +1,8 @@
 """The Session's runner task: queued ops one at a time (a UserTurn or a Compact), after the
-SessionStart hooks. Split out of session.py; these functions hold no state of their own: they
-read and write the Session's, as its methods did. They type it as RunnerHost (below), the
-slice of Session they use, so this module never imports session.py (which imports it).
+SessionStart hooks. Split out of session.py. What the runner keeps is only what the SessionStart
+hooks said (it goes with the first prompt, a local of `run`); the rest is the Session's, reached
+through its public members. They are typed as RunnerHost (below), the slice of Session the
+runner uses, so this module never imports session.py (which imports it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
 from .loop import run_turn
-from .prompt_cache import THINKING_DEFAULT_CHANGED, CacheTracker
+from .prompt_cache import CacheTracker
 from .turn_state import CheckpointStore, LoopDeps, TurnControl
 
 if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
@@ -44,8 +45,8 @@ END: Final = End.END  # queued by Shutdown; put on the event queue when the runn
 
 
 class RunnerHost(Protocol):
-    """The state of agent.session.Session these functions read and write (its queues, its
-    turn's task and control, what a turn's LoopDeps take, the hooks' context and the modes)."""
+    """What the runner uses of agent.session.Session: what a turn's LoopDeps take, the modes,
+    and the runner's side of the Session (its op queue, its events, the running turn)."""
 
     engine: Engine
     toolset: ToolsetProtocol | None
@@ -64,44 +65,56 @@ class RunnerHost(Protocol):
     snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None
     thinking_default: ThinkingMode
     session_thinking_mode: ThinkingMode
-    _hook_context: str
-    _mode_sent: ThinkingMode
-    _events: asyncio.Queue[ev.Event | End]
-    _turns: asyncio.Queue[ops.UserTurn | ops.Compact | End]
-    _turn_task: asyncio.Task[ev.TurnComplete] | None
-    _control: TurnControl | None
-    _closed: bool
 
-    def _put(self, event: ev.Event) -> None: ...
+    def report(self, event: ev.Event) -> None: ...
 
-    async def _emit(self, event: ev.Event) -> None: ...
+    async def emit(self, event: ev.Event) -> None: ...
 
-    def _stop_turn(self, reason: ev.StopReason) -> None: ...
+    def stop_turn(self, reason: ev.StopReason) -> None: ...
+
+    async def next_op(self) -> ops.UserTurn | ops.Compact | None: ...
+
+    def end_events(self) -> None: ...
+
+    def begin_turn(self, task: asyncio.Task[ev.TurnComplete], control: TurnControl) -> None: ...
+
+    def end_turn(self) -> None: ...
+
+    def session_thinking_for_turn(self) -> ThinkingMode: ...
 
 
 async def run(session: RunnerHost) -> None:
-    if session.hooks is not None and not session.subagent:
-        await _session_start(session)
-    while True:
-        op = await session._turns.get()
-        if op is END:
-            break
-        if session._closed:
-            continue
+    """The Session's runner task, until Shutdown: each queued op in turn, then the end of the
+    events. What the SessionStart hooks add goes with the first prompt only."""
+    hook_context = await _session_start(session) if not session.subagent else ""
+    while (op := await session.next_op()) is not None:
         if isinstance(op, ops.Compact):
             await compact(session, op.refresh_snapshot, "manual")
             continue
         if session.cache.wants_compaction():
             await compact(session, False, "auto")
-        session._put(await _turn(session, op))
-    session._events.put_nowait(END)
+        session.report(await _turn(session, op, hook_context))
+        hook_context = ""
+    session.end_events()
 
 
-async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
+def _prompt_additions(session: RunnerHost, op: ops.UserTurn, hook_context: str) -> ops.UserTurn:
+    """The turn's prompt with what the model should learn beside it, appended so the cached
+    prefix stays: background commands that ended unseen (Claude Code tells its model too),
+    and the SessionStart hooks' context."""
+    if not session.subagent and (ended := ended_report(background_jobs(session.toolset))):
+        op = replace(
+            op, text=f"{op.text}\n\n<background_commands>\n{ended}\n</background_commands>"
+        )
+    if hook_context:
+        op = replace(op, text=f"{op.text}\n\n<hook_context>\n{hook_context}\n</hook_context>")
+    return op
+
+
+async def _turn(session: RunnerHost, op: ops.UserTurn, hook_context: str) -> ev.TurnComplete:
     """Runs one turn under the wall-time limit; its TurnComplete, however it ended."""
     loop = asyncio.get_running_loop()
     control = TurnControl()
-    session._control = control
     deps = LoopDeps(
         engine=session.engine,
         toolset=session.toolset,
@@ -109,7 +122,7 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         config=session.config,
         gate=session.gate,
         cwd=session.cwd,
-        emit=session._emit,
+        emit=session.emit,
         sandbox=session.sandbox,
         checkpoints=session.checkpoints,
         tool_env=session.tool_env,
@@ -119,30 +132,15 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         allowed_tools=frozenset(op.allowed_tools),
         diagnostics=session.diagnostics,
     )
-    if not session.subagent and (ended := ended_report(background_jobs(session.toolset))):
-        # Background commands that ended unseen (Claude Code tells its model too), appended
-        # to the new prompt like the hooks' context
-        op = replace(
-            op, text=f"{op.text}\n\n<background_commands>\n{ended}\n</background_commands>"
-        )
-    if session._hook_context:  # appended to the new prompt: the cached prefix stays
-        op = replace(
-            op, text=f"{op.text}\n\n<hook_context>\n{session._hook_context}\n</hook_context>"
-        )
-        session._hook_context = ""
-    if session._mode_sent != session.session_thinking_mode:  # applies from this turn on
-        if session.cache.history:
-            session.cache.note(THINKING_DEFAULT_CHANGED)
-        session._mode_sent = session.session_thinking_mode
+    op = _prompt_additions(session, op, hook_context)
+    session_mode = session.session_thinking_for_turn()
     mode = op.thinking_mode or session.thinking_default
     turn = sum(1 for m in session.conversation.messages if m.role == "user") + 1
-    session._turn_task = loop.create_task(
-        run_turn(deps, control, op, turn, mode, session.session_thinking_mode)
-    )
+    task = loop.create_task(run_turn(deps, control, op, turn, mode, session_mode))
+    session.begin_turn(task, control)
     timer = loop.call_later(
-        session.config.max_wall_time_s, session._stop_turn, ev.StopReason.TIMEOUT
+        session.config.max_wall_time_s, session.stop_turn, ev.StopReason.TIMEOUT
     )
-    task = session._turn_task
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -154,11 +152,11 @@ async def _turn(session: RunnerHost, op: ops.UserTurn) -> ev.TurnComplete:
         task.cancel()  # the runner itself is being cancelled (event loop shutting down)
         raise
     except Exception as e:  # a bug in the loop: report it, keep the session usable
-        session._put(ev.Error(message=f"internal error: {type(e).__name__}: {e}", fatal=True))
+        session.report(ev.Error(message=f"internal error: {type(e).__name__}: {e}", fatal=True))
         return ev.TurnComplete(turn=turn, reason=ev.StopReason.ERROR, answer="", usage=Usage())
     finally:
         timer.cancel()
-        session._control = None
+        session.end_turn()
 
 
 async def compact(session: RunnerHost, refresh: bool, trigger: str) -> None:
@@ -169,7 +167,7 @@ async def compact(session: RunnerHost, refresh: bool, trigger: str) -> None:
     snapshot = None
     if refresh:
         if session.snapshot_builder is None:
-            session._put(
+            session.report(
                 ev.Error(
                     message="this session has no repository snapshot to refresh",
                     kind=ev.ErrorKind.USAGE,
@@ -180,11 +178,11 @@ async def compact(session: RunnerHost, refresh: bool, trigger: str) -> None:
             loop = asyncio.get_running_loop()
 
             def report(p: ev.Progress) -> None:  # from the builder's thread
-                loop.call_soon_threadsafe(session._put, p)
+                loop.call_soon_threadsafe(session.report, p)
 
             snapshot = await asyncio.to_thread(session.snapshot_builder, report)
         except (OSError, ValueError) as e:
-            session._put(
+            session.report(
                 ev.Error(message=f"cannot take a fresh snapshot: {e}", kind=ev.ErrorKind.USAGE)
             )
             return
@@ -193,7 +191,7 @@ async def compact(session: RunnerHost, refresh: bool, trigger: str) -> None:
 
     await hook_points.fire(
         session.hooks,
-        session._emit,
+        session.emit,
         session.conversation,
         HookEvent.PRE_COMPACT,
         {"trigger": trigger},
@@ -211,21 +209,24 @@ async def compact(session: RunnerHost, refresh: bool, trigger: str) -> None:
             session_thinking_mode=session.session_thinking_mode,
         )
     except Exception as e:  # a bug in compaction: report it, keep the session usable
-        session._put(ev.Error(message=f"compaction failed: {type(e).__name__}: {e}"))
+        session.report(ev.Error(message=f"compaction failed: {type(e).__name__}: {e}"))
         return
-    session._put(event)
+    session.report(event)
 
 
-async def _session_start(session: RunnerHost) -> None:
+async def _session_start(session: RunnerHost) -> str:
+    """Runs the SessionStart hooks; the context they add to the first prompt."""
+    if session.hooks is None:
+        return ""
     from .hooks import HookEvent
     from .hooks import points as hook_points
 
     source = "resume" if session.resumed else "startup"
     v = await hook_points.fire(
         session.hooks,
-        session._emit,
+        session.emit,
         session.conversation,
         HookEvent.SESSION_START,
         {"source": source},
     )
-    session._hook_context = v.context_text
+    return v.context_text

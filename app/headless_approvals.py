@@ -32,13 +32,13 @@ def deny_approver(note: str) -> Approver:
     return approve
 
 
-def headless_approver(approval: str, home: Path, cwd: Path) -> Approver:
+def headless_approver(approval: str, home: Path) -> Approver:
     """The approver of a headless run: none needed with approvals off, the terminal's where
     stdin and stderr are one, else a denial that says why."""
     if ApprovalPolicy(approval) is ApprovalPolicy.NEVER:
         return deny_approver("approvals are off")  # never called: the gate never asks
     if sys.stdin.isatty() and sys.stderr.isatty():
-        return tty_approver(sys.stderr, home=home, cwd=cwd)
+        return tty_approver(sys.stderr, home=home)
     return deny_approver(
         "nobody can approve in headless mode (no terminal); the user may rerun with "
         "--approval never or allow the tool in config"
@@ -59,18 +59,12 @@ def prompt_preview(preview: Preview) -> str:
     return f"{head}{text.rstrip(chr(10))}{notes}\n"
 
 
-def tty_approver(
-    err: TextIO,
-    stdin: TextIO | None = None,
-    home: Path | None = None,
-    cwd: Path | None = None,
-) -> Approver:
+def tty_approver(err: TextIO, stdin: TextIO | None = None, home: Path | None = None) -> Approver:
     """Asks on the terminal: y = once, n (or anything else) = deny; a = this tool for the
     session and s = always (saved for later sessions too), except for shell, where p allows
     the command's prefix (`pytest`, `git status`) instead of every command, and s saves it.
     The session's gate decided that it asks and which prefix it offers (the request's
-    amendment; agent/shell_prefixes.py); `home`: saving is offered (the gate saves there).
-    `cwd` is no longer read (the gate loads the saved prefixes): kept for callers."""
+    amendment; agent/shell_prefixes.py); `home`: saving is offered (the gate saves there)."""
     shown_err = SafeStream(err)  # the arguments and the reason quote the model and the repo
 
     async def approve(req: ev.ApprovalRequest) -> ops.ApprovalDecision:

@@ -87,13 +87,13 @@ def execute(
         # server: each is named before the sandbox is probed and the snapshot built.
         workspace = _check_before_opening(settings, cwd, resume)
         session = _open_session(settings, workspace, script, resume, not overrides.in_process)
-        session.gate.mode = mode  # the gate's: it binds the session's task children too
+        session.gate.set_mode(mode)  # the gate's: it binds the session's task children too
         turn = _expand_command(session, turn)
     except _Refused as r:
         return _report(options.output_format, r)
     from .headless_approvals import headless_approver
 
-    approver = headless_approver(settings.approval, settings.home, Path(session.cwd))
+    approver = headless_approver(settings.approval, settings.home)
     forget = settings.sessions_dir if options.ephemeral else None
     return _run_turns(
         session,
@@ -181,7 +181,7 @@ def _run_settings(
     overrides: Overrides, options: RunOptions, cwd: Path | None
 ) -> tuple[Settings, str]:
     """The settings this run works with and its permission mode: the config with the flags
-    over it, and the tool rules of the config, the saved path rules, then the flags."""
+    over it, and the tool rules of the config, then the flags'."""
     import sys
 
     from .permission_modes import check_mode, tool_flag_rules
@@ -196,12 +196,12 @@ def _run_settings(
         if mode == "bypassPermissions":
             settings = settings.override(approval="never")
         flag_rules = tool_flag_rules(list(options.allowed_tools), list(options.disallowed_tools))
-        # Saved path rules: the user's, and a trusted project's .m3agent/settings.json.
+        settings = settings.override(rules=(*settings.rules, *flag_rules))
+        # The saved rules (the user's, a trusted project's .m3agent/settings.json) are the
+        # gate's, given by build_session; read here only to say which of them do not count.
         where = (cwd or Path.cwd()).expanduser().resolve()
-        saved, rule_notes = saved_rules(settings.home, where)
-        for note in rule_notes:
+        for note in saved_rules(settings.home, where)[1]:
             sys.stderr.write(f"note: {note}\n")
-        settings = settings.override(rules=(*settings.rules, *saved, *flag_rules))
     except ValueError as e:
         raise _usage_error(e) from e
     return settings, mode

@@ -1,7 +1,7 @@
 """Permission modes, with Claude Code's names: default, acceptEdits, plan, bypassPermissions
 (`--permission-mode`; shift+Tab in the TUI cycles the first three).
 
-The mode is the session's approval gate's (agent/approvals.py: ApprovalGate.mode), whoever
+The mode is the session's approval gate's (agent/approvals.py: ApprovalGate.set_mode), whoever
 sets it, so it binds every call the gate judges, a `task` child's included: plan mode denies
 every tool that writes, runs commands or reaches an MCP server (by what the tool does, its
 Capability, not by its name); acceptEdits allows file changes as an allow rule would. A mode
@@ -12,7 +12,7 @@ mode rides on the generation prefix.
 
 from __future__ import annotations
 
-from m3agent.agent import approvals
+from m3agent.agent import mode_rules
 from m3agent.agent.config import PermissionMode, ToolRule
 
 M = PermissionMode
@@ -30,7 +30,7 @@ GO_AHEAD = "The plan is approved. Carry it out now, then check the result."
 
 def check_mode(mode: str) -> PermissionMode:
     """The mode a flag names; a ValueError listing the names (the gate's own check)."""
-    return approvals.check_mode(mode)
+    return mode_rules.check_mode(mode)
 
 
 def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule, ...]:

@@ -6,7 +6,7 @@ that changes a file (as its permission rules do), `TodoWrite` is `update_plan`, 
 
 Beside the names, the table of what each built-in tool does (`Tool.capability`): a rule about
 one file tool covers every tool of its capability (`Read(secrets/**)` covers grep, glob and
-list_dir too; agent/approvals.py: covered_tools)."""
+list_dir too; agent/approval_rules.py: covered_tools)."""
 
 from __future__ import annotations
 

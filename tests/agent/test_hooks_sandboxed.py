@@ -215,10 +215,10 @@ def test_in_plan_mode_a_project_hook_changes_nothing(world):
     )
     gate = ApprovalGate("never")
     hooks.follow(gate)
-    gate.mode = "plan"
+    gate.set_mode("plan")
     verdict = _fire(hooks)  # (sh's failed redirection exits 2: the call is blocked too)
     assert "Read-only file system" in verdict.reason + " ".join(verdict.failures)
     assert not (world.ws / "formatted.txt").exists()
-    gate.mode = "default"
+    gate.set_mode("default")
     _fire(hooks)
     assert (world.ws / "formatted.txt").read_text() == "x\n"

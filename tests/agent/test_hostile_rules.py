@@ -69,7 +69,7 @@ def test_claude_code_mcp_rule_names_match_by_server():
     """`mcp__*`, `mcp__server`, `mcp__server__*` cover every tool of the server and its
     resources (mcp_read_resource names the server in its arguments); `mcp__server__tool`
     one tool. Before: `mcp__*` was read as a server named `*` and matched nothing."""
-    from m3agent.agent.approvals import rule_matches
+    from m3agent.agent.approval_rules import rule_matches
     from m3agent.tools.base import Capability
 
     tool = Touches(opaque=True, server="gh")
@@ -116,7 +116,7 @@ def test_plan_mode_is_judged_by_capability():
     from m3agent.tools.base import Capability
 
     gate = ApprovalGate("never", (ToolRule("*", "allow"),))
-    gate.mode = "plan"
+    gate.set_mode("plan")
     for cap, verdict in [
         (Capability.WRITE, Verdict.DENY),
         (Capability.EXEC, Verdict.DENY),
@@ -128,7 +128,7 @@ def test_plan_mode_is_judged_by_capability():
     # A tool that declares no capability but changes something is denied all the same.
     assert gate.check("new", None, mutates=True).verdict is Verdict.DENY
     with pytest.raises(ValueError, match="unknown permission mode"):
-        gate.mode = "yolo"
+        gate.set_mode("yolo")
 
 
 # ---- class 5: a repository agent never exceeds the user's limits ------------------------------
@@ -194,7 +194,7 @@ def test_task_child_inherits_the_gate_mode_set_after_start(home, make_repo, m3, 
     tools, task = _with_task(repo, load_agents([], default_reader(repo))[0])
     s = hostile_session(home, repo, script, tools=tools)
     task.bind(s)
-    s.gate.mode = mode  # after the session was built, as SessionController.apply_mode
+    s.gate.set_mode(mode)  # after the session was built, as SessionController.apply_mode
     events = asyncio.run(drive(s))
     nested = [e.event for e in events if isinstance(e, ev.SubagentEvent)]
     child = [e for e in nested if e["type"] == "tool_call_finished"]

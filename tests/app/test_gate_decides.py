@@ -125,7 +125,7 @@ def _run_headless(home: Path, repo: Path, replies: list[str], answers: str) -> t
     assert settings.home == home
     session = build_session(settings, cwd=repo, engine=ScriptedEngine(replies))
     err, out = io.StringIO(), io.StringIO()
-    approve = tty_approver(err, stdin=io.StringIO(answers), home=home, cwd=repo)
+    approve = tty_approver(err, stdin=io.StringIO(answers), home=home)
 
     async def main() -> int:
         try:

@@ -39,7 +39,8 @@ def test_mcp_rules_and_plan_mode_cover_tools_and_resources(
         stream = session.events()
         try:
             for rules, mode in TURNS:
-                session.gate.rules, session.gate.mode = rules, mode
+                session.gate.rules = rules
+                session.gate.set_mode(mode)
                 session.submit(ops.UserTurn("go"))
                 got = []
                 async for e in stream:
