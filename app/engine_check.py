@@ -62,9 +62,10 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
     """Can this machine run this M3, and with which expert form (the offload plan)? None for
     other checkpoints. Reads headers and /proc/meminfo only; no bandwidth is measured."""
     from m3agent.engine.offload.config import HOST_FORMS
+    from m3agent.engine.offload.fit_hints import what_would_fit
     from m3agent.engine.offload.hardware import meminfo_available, probe
     from m3agent.engine.offload.inventory import from_checkpoint
-    from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan, what_would_fit
+    from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan
 
     try:
         cfg, inv = from_checkpoint(path)

@@ -86,8 +86,9 @@ def plan(
 
     Exit 0 when the plan fits, 2 on bad input or when it does not fit (with what would).
     """
+    from m3agent.engine.offload.fit_hints import what_would_fit
     from m3agent.engine.offload.hardware import probe
-    from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan, what_would_fit
+    from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan
     from m3agent.engine.offload.report import plan_dict, plan_text
 
     if kv_host_tier not in _TIER_MODES:

@@ -14,15 +14,21 @@ hit rate assumes uniform routing (a lower bound: real routing is skewed towards 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from math import ceil
 
 from ..m3.config import M3TextConfig
 from .hardware import GIB, Machine
 from .inventory import Inventory, Part, StorageFormat
+from .kv_bytes import (
+    PAGE,
+    kv_bytes_per_token,
+    kv_fetch_per_token,
+    kv_read_per_token,
+    msa_kv_bytes_per_token,
+)
 
-PAGE = 128
 CUDA_CONTEXT = int(1.5 * GIB)  # driver context, allocator slack, CUDA graphs
 HOST_OVERHEAD = 4 * GIB  # the process itself, tokenizer, page tables, Python
 GPU_MARGIN = 0.04  # left free on the GPU: fragmentation and the unexpected
@@ -110,48 +116,6 @@ class Plan:
         """Decode bound with the CPU experts overlapped with the GPU's work (and the host
         tier's fetches, not yet overlapped with it)."""
         return 1.0 / max(self.decode_host_s, self.decode_gpu_s + self.decode_fetch_s)
-
-
-def kv_bytes_per_token(c: M3TextConfig, kv_dtype: str) -> int:
-    b = 1 if kv_dtype == "fp8" else 2
-    sp = c.sparse_attention_config
-    per = 0
-    for i in range(c.num_hidden_layers):
-        per += 2 * c.num_key_value_heads * c.head_dim * b
-        if c.is_sparse_layer(i):
-            per += sp.sparse_index_dim * b
-    return per
-
-
-def msa_kv_bytes_per_token(c: M3TextConfig, kv_dtype: str) -> int:
-    """The K/V bytes of the MSA layers per token: what the host tier moves to host memory."""
-    b = 1 if kv_dtype == "fp8" else 2
-    msa = sum(c.is_sparse_layer(i) for i in range(c.num_hidden_layers))
-    return msa * 2 * c.num_key_value_heads * c.head_dim * b
-
-
-def kv_fetch_per_token(c: M3TextConfig, kv_dtype: str, context: int) -> int:
-    """Bytes the host tier fetches per decode token when no selected block is cached: every
-    KV head's top-k blocks (whole blocks, every head's K/V) in every MSA layer."""
-    sp = c.sparse_attention_config
-    blocks = min(ceil(context / PAGE), c.num_key_value_heads * sp.sparse_topk_blocks)
-    return blocks * PAGE * msa_kv_bytes_per_token(c, kv_dtype)
-
-
-def kv_read_per_token(c: M3TextConfig, kv_dtype: str, context: int) -> int:
-    """KV and index bytes one decode token reads: dense layers read all K/V, MSA layers all
-    index keys plus the K/V of their top-k blocks."""
-    b = 1 if kv_dtype == "fp8" else 2
-    sp = c.sparse_attention_config
-    kv_tok = 2 * c.num_key_value_heads * c.head_dim * b
-    total = 0
-    for i in range(c.num_hidden_layers):
-        if c.is_sparse_layer(i):
-            selected = min(context, sp.sparse_topk_blocks * sp.sparse_block_size)
-            total += context * sp.sparse_index_dim * b + selected * kv_tok
-        else:
-            total += context * kv_tok
-    return total
 
 
 def host_expert_bytes(c: M3TextConfig, stored: int, fmt: StorageFormat, form: ExpertForm) -> int:
@@ -259,11 +223,11 @@ def _serve_kv_rows(
     will hold: the engine sizes its cache for up to SERVE_CONTEXTS whole contexts of the
     model's own length, within SERVE_KV_SHARE of the memory the rest leaves
     (native/core/cache_setup.py). Not needed to fit: a smaller card gets fewer pages."""
-    kv_row = next(r for r in g_rows if r.label.startswith("KV cache"))
     per_token = kv_bytes_per_token(c, req.kv_cache_dtype)
-    budget = SERVE_KV_SHARE * (capacity - (sum(r.nbytes for r in g_rows) - kv_row.nbytes))
+    planned = tokens * per_token  # the KV row's bytes
+    budget = SERVE_KV_SHARE * (capacity - (sum(r.nbytes for r in g_rows) - planned))
     whole = SERVE_CONTEXTS * ceil(c.max_model_len / PAGE) * PAGE * per_token
-    extra = int(min(whole, budget)) - tokens * per_token
+    extra = int(min(whole, budget)) - planned
     if extra <= 0:
         return []
     label = f"KV pages serve adds (up to {SERVE_CONTEXTS} x {c.max_model_len:,} tokens)"
@@ -420,46 +384,3 @@ def _host_tier_rows(
         tokens * msa_kv,
     )
     return out, [host]
-
-
-def what_would_fit(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> str:
-    """For a plan that does not fit: the nearest plans that do, in one line."""
-    plan = make_plan(c, inv, m, req)
-    hints = []
-    if plan.total("gpu") > plan.gpu_capacity:
-        if plan.kv_host_tier and req.stream_experts > 8:
-            half = replace(req, stream_experts=req.stream_experts // 2)
-            if make_plan(c, inv, m, half).total("gpu") <= plan.gpu_capacity:
-                hints.append(f"--stream-experts {half.stream_experts}")
-        # the longest context with the whole KV on the GPU
-        whole = make_plan(c, inv, m, replace(req, kv_host_tier=False))
-        # the KV rows (the planned context's and the pages serve adds) are what shrinks
-        fixed = whole.total("gpu") - sum(r.nbytes for r in whole.rows if r.label.startswith("KV"))
-        room = int(plan.gpu_capacity * (1 - GPU_MARGIN)) - fixed
-        tokens = room // (plan.kv_bytes_per_token * req.max_seqs) // PAGE * PAGE
-        if tokens >= PAGE:
-            hints.append(f"--context {tokens:,}")
-        if req.kv_cache_dtype == "bf16":
-            hints.append("--kv-cache-dtype fp8")
-        if not hints:
-            hints.append(f"a GPU with {plan.total('gpu') / GIB:.0f} GiB")
-    if plan.total("host") > plan.host_capacity:
-        if plan.expert_form is ExpertForm.BF16:
-            alt = make_plan(c, inv, m, replace(req, expert_form=ExpertForm.INT8))
-            if alt.total("host") <= alt.host_capacity:
-                hints.append("--expert-form int8")
-        layers = plan.moe_layers_on_host - 1
-        while layers > 0 and not _host_fits(c, inv, m, replace(req, moe_layers=layers)):
-            layers -= 1
-        if layers:
-            hints.append(
-                f"--moe-layers {layers} (benchmarks only: {layers} of "
-                f"{plan.moe_layers_total} MoE layers)"
-            )
-        hints.append(f"{plan.total('host') / GIB:.0f} GiB of host memory")
-    return "; or ".join(hints)
-
-
-def _host_fits(c: M3TextConfig, inv: Inventory, m: Machine, req: PlanRequest) -> bool:
-    p = make_plan(c, inv, m, req)
-    return p.total("host") <= p.host_capacity

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from m3agent.engine.m3.config import M3TextConfig, text_config_to_dict
+from m3agent.engine.offload.fit_hints import what_would_fit
 from m3agent.engine.offload.hardware import GIB, Machine
 from m3agent.engine.offload.inventory import (
     Part,
@@ -21,13 +22,8 @@ from m3agent.engine.offload.inventory import (
     from_config,
     matrix_bytes,
 )
-from m3agent.engine.offload.plan import (
-    ExpertForm,
-    PlanRequest,
-    kv_bytes_per_token,
-    make_plan,
-    what_would_fit,
-)
+from m3agent.engine.offload.kv_bytes import kv_bytes_per_token
+from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan
 
 H200 = Machine(
     gpu_name="NVIDIA H200",
