@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from ..native.loaders.fp8 import dequantize_mxfp8, quantize_mxfp8
+from ..native.loaders.fp8 import dequantize_mxfp8, mxfp8_exponents, quantize_mxfp8
 
 TILE = 16
 MX_BLOCK = 32
@@ -99,11 +99,7 @@ def mxfp8_rows_to_int8(
     bit, a block of rows at a time and in place."""
     n, k = values.shape
     check_shape(n, k, "int8")
-    e = e8m0.view(torch.uint8)
-    if tuple(e.shape) != (n, k // MX_BLOCK):
-        raise ValueError(f"MXFP8 scale has shape {tuple(e.shape)}, expected {(n, k // MX_BLOCK)}")
-    if int(e.max()) == 255:
-        raise ValueError("MXFP8 scale holds the e8m0 NaN code 255")
+    e = mxfp8_exponents(values, e8m0)
     q = torch.empty(n, k, dtype=torch.uint8)
     scale = torch.empty(n, dtype=torch.float32)
     for r0 in range(0, n, _MX_ROWS):

@@ -46,15 +46,23 @@ def is_mx_scale(scale: torch.Tensor) -> bool:
     return scale.dtype in _E8M0
 
 
-def dequantize_mxfp8(w: torch.Tensor, scale: torch.Tensor, block: int = MX_BLOCK) -> torch.Tensor:
-    """e4m3 weight [out, in] times 2^(e - 127) per 1x32 block, e [out, ceil(in/32)] e8m0."""
+def mxfp8_exponents(w: torch.Tensor, scale: torch.Tensor, block: int = MX_BLOCK) -> torch.Tensor:
+    """The e8m0 scale of weight w [out, in] as uint8 exponents [out, ceil(in/32)], checked:
+    its shape, and no NaN code (255)."""
     out_f, in_f = w.shape
     want = (out_f, -(-in_f // block))
     if tuple(scale.shape) != want:
         raise ValueError(f"MXFP8 scale has shape {tuple(scale.shape)}, expected {want}")
-    e = scale.view(torch.uint8).float()
-    if (e == 255).any():
+    e = scale.view(torch.uint8)
+    if bool((e == 255).any()):
         raise ValueError("MXFP8 scale holds the e8m0 NaN code 255")
+    return e
+
+
+def dequantize_mxfp8(w: torch.Tensor, scale: torch.Tensor, block: int = MX_BLOCK) -> torch.Tensor:
+    """e4m3 weight [out, in] times 2^(e - 127) per 1x32 block, e [out, ceil(in/32)] e8m0."""
+    in_f = w.shape[1]
+    e = mxfp8_exponents(w, scale, block).float()
     s = torch.exp2(e - 127.0).repeat_interleave(block, 1)[:, :in_f]
     return w.float() * s
 
