@@ -18,8 +18,6 @@ from m3agent.tools.host_programs import confine_process_path
 from . import exit_codes
 from .cli_help import ReadableGroup, make_readable, usage_error_line
 from .commands import tui
-from .headless_result import early_error_line
-from .missing_extra import missing_extra
 
 if TYPE_CHECKING:
     from typer import _click  # the click Typer vendors
@@ -102,6 +100,8 @@ def run_cli(args: list[str] | None = None) -> int:
         return exit_codes.INTERRUPTED
     except ImportError as e:
         # An optional package (torch, vllm, ...) missing: the install line, not a traceback.
+        from .missing_extra import missing_extra
+
         message = missing_extra(e)
         if message is None:
             raise
@@ -115,6 +115,8 @@ def run_cli(args: list[str] | None = None) -> int:
         sys.stderr.write(line + "\n")
         if _json_output(sys.argv[1:] if args is None else args):
             # A script reading stdout gets its JSON object for a bad flag too (docs/cli.md).
+            from .headless_result import early_error_line
+
             sys.stdout.write(early_error_line(int(e.exit_code), line.removeprefix("error: ")))
             sys.stdout.flush()
         return int(e.exit_code)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from m3agent.agent.config import ToolRule
 from m3agent.tools.private_fs import write_private
+from m3agent.tools.sandbox.rules import SandboxRules
 
 T = TypeVar("T")
 
@@ -31,8 +32,6 @@ def read_config(path: Path, known: Set[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         if key == "sandbox" and isinstance(value, dict):  # [sandbox] table
-            from m3agent.tools.sandbox.rules import SandboxRules
-
             try:
                 out["sandbox_rules"] = SandboxRules.from_table(value)
             except (TypeError, ValueError) as e:
@@ -40,11 +39,11 @@ def read_config(path: Path, known: Set[str]) -> dict[str, Any]:
             if "mode" in value:
                 out["sandbox"] = value["mode"]
         elif key == "web_fetch":
-            from m3agent.tools.web_fetch import FetchPolicy
+            from m3agent.tools.web_fetch import FetchPolicy  # the fetch tool: ~40 ms, rarely set
 
             out["web_fetch"] = _table(path, key, value, FetchPolicy.from_table)
         elif key == "diagnostics":
-            from m3agent.tools.diagnostics import DiagnosticsConfig
+            from m3agent.tools.diagnostics import DiagnosticsConfig  # ~50 ms, rarely set
 
             out["diagnostics"] = _table(path, key, value, DiagnosticsConfig.from_table)
         elif key == "tools":

@@ -6,15 +6,31 @@ missing optional dependency (torch, vllm) only matters when that backend is aske
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from m3agent.agent.events import Progress
 from m3agent.engine.api import Engine, EngineName, EngineUnavailable
+from m3agent.engine.model_source import resolve_model
+from platformdirs import user_cache_dir
 
+from .missing_extra import needs_line, package_installed
 from .settings import Settings
-from .warm import load_progress, local_chat_files, remote_api_key, user_model_dirs
+from .warm import (
+    attach,
+    attach_to_server,
+    load_progress,
+    local_chat_files,
+    local_serve,
+    remote_api_key,
+    running_server,
+    server_engine,
+    user_model_dirs,
+    wants_server,
+)
 
 if TYPE_CHECKING:
     from m3agent.engine.native.core.engine_config import EngineConfig
@@ -59,12 +75,9 @@ def missing_backend(settings: Settings) -> str | None:
     anything heavy, else None. Checked before the sandbox and the snapshot, so that a
     torch-less install says what to install first. A running `m3agent serve` of the model
     needs nothing here: the run attaches to it."""
-    from .missing_extra import needs_line, package_installed
-
     package = _BACKEND_PACKAGE.get(settings.engine)
     if package is None or package_installed(package):
         return None
-    from .warm import running_server
 
     if running_server(settings) is not None:
         return None
@@ -81,8 +94,6 @@ def _scripted(settings: Settings, script: Path | None, progress: Report | None =
 
 def _remote(settings: Settings, script: Path | None, progress: Report | None = None) -> Engine:
     from m3agent.engine.backends.remote import RemoteEngine
-
-    from .warm import attach, local_serve
 
     # Our own `m3agent serve` at that URL: attached as run does to the server it starts (its
     # token, its model name and context, the checkpoint's tokenizer), unless --model differs.
@@ -103,7 +114,6 @@ def _remote(settings: Settings, script: Path | None, progress: Report | None = N
 def _model_dir(settings: Settings, engine: str) -> Path:
     if not settings.model:
         raise ValueError(f"--engine {engine} needs --model DIR (a model checkpoint directory)")
-    from m3agent.engine.model_source import resolve_model
 
     # A local directory or a hub repo id; a wrong or incomplete checkpoint is named here.
     return resolve_model(settings.model, model_dirs=user_model_dirs(settings)).path
@@ -126,8 +136,6 @@ def _native(settings: Settings, script: Path | None, progress: Report | None = N
     )
     tier_line = getattr(engine, "host_tier_reason", None)  # NativeEngine's
     if tier_line and (device.startswith("cuda") or settings.kv_host_tier != "auto"):
-        import sys
-
         print(f"native: {tier_line}", file=sys.stderr)
     return engine
 
@@ -139,8 +147,6 @@ HOST_TIER_MODES: dict[str, bool | None] = {"auto": None, "on": True, "off": Fals
 def _engine_config(settings: Settings, device: str) -> EngineConfig:
     """The native engine's configuration for the chat backends on `device`, with the user's
     host-memory and disk tiers (docs/kv-cache.md)."""
-    from dataclasses import replace
-
     from m3agent.engine.native.core.engine_config import serving_config
 
     tier = HOST_TIER_MODES[settings.kv_host_tier]
@@ -166,8 +172,6 @@ def _offload(settings: Settings, model_dir: Path, device: str) -> OffloadConfig 
         cache_dir=expert_cache_dir(),
     )
     if choice.config is not None:
-        import sys
-
         print(f"native: {choice.reason}", file=sys.stderr)
     return choice.config
 
@@ -202,8 +206,6 @@ def build_engine(
     for it, tests and `serve` itself do not. progress: Progress events while it loads."""
     builder = ENGINE_BUILDERS[settings.engine]  # Settings holds only EngineName members
     if attach:
-        from .warm import attach_to_server, server_engine, wants_server
-
         if start_server and wants_server(settings):
             return server_engine(settings, progress)
         if (server := attach_to_server(settings, progress)) is not None:
@@ -213,6 +215,4 @@ def build_engine(
 
 def expert_cache_dir() -> Path:
     """Where the native engine keeps converted routed experts (`<user cache>/m3agent/experts`)."""
-    from platformdirs import user_cache_dir
-
     return Path(user_cache_dir("m3agent")) / "experts"

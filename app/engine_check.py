@@ -8,9 +8,14 @@ bounded in time, and a failure is one line naming what to do.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from m3agent.engine.api import EngineUnavailable
+from m3agent.engine.model_source import resolve_model
+from m3agent.engine.offload.hardware import meminfo_available, probe
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -47,7 +52,6 @@ def _model(
     row = _model_row(spec, gpu_mems, engine, settings)
     if not spec or not row.ok or engine != "native" or settings is None:
         return [row]
-    from m3agent.engine.model_source import resolve_model
 
     placed = placement_row(resolve_model(spec, local_only=True).path, gpu_mems, settings)
     if placed is None:
@@ -63,7 +67,6 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
     other checkpoints. Reads headers and /proc/meminfo only; no bandwidth is measured."""
     from m3agent.engine.offload.config import HOST_FORMS
     from m3agent.engine.offload.fit_hints import what_would_fit
-    from m3agent.engine.offload.hardware import meminfo_available, probe
     from m3agent.engine.offload.inventory import from_checkpoint
     from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan
 
@@ -119,9 +122,6 @@ def placement_row(path: Path, gpu_mems: list[int], settings: Settings) -> Engine
 def _model_row(
     spec: str | None, gpu_mems: list[int], engine: str, settings: Settings | None
 ) -> EngineRow:
-    from m3agent.engine.api import EngineUnavailable
-    from m3agent.engine.model_source import resolve_model
-
     if not spec:
         return EngineRow("model", False, f"--engine {engine} needs --model DIR")
     try:
@@ -182,8 +182,6 @@ def check_engine(settings: Settings, timeout_s: float = 3.0) -> list[EngineRow]:
     torch_row, mems = _torch()
     rows.append(torch_row)
     if engine == "vllm":
-        import importlib.util
-
         # Found, not imported: only the vLLM backend module imports vllm.
         found = importlib.util.find_spec("vllm") is not None
         detail = "installed" if found else "not installed (pip install -e '.[native,vllm]')"

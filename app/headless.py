@@ -21,13 +21,16 @@ from m3agent.tools.out_file import write_out
 
 from . import exit_codes
 from .headless_approvals import Approver
+from .headless_result import claude_fields
+from .progress_line import ProgressLine
+from .run_input import check_answer
 from .safe_text import SafeStream, dumps, short_json, visible
+from .tui.context_notice import describe_context_event
 
 if TYPE_CHECKING:
     from m3agent.agent.session import Session
     from m3agent.engine.api import Usage
 
-    from .progress_line import ProgressLine
 
 OUTPUT_FORMATS = ("text", "json", "stream-json")
 
@@ -82,8 +85,6 @@ class Tally:
         }
 
     def claude_fields(self) -> dict[str, Any]:
-        from .headless_result import claude_fields
-
         c = self.complete
         api = sum(r.get("total_time_s") or 0.0 for r in self.requests)
         valid = self.schema_error is None and self.structured_output is not None
@@ -116,8 +117,6 @@ class Tally:
 
 
 def _check_schema(tally: Tally, schema: dict[str, Any], e: ev.TurnComplete) -> None:
-    from .run_input import check_answer
-
     if e.reason != "done":
         return
     tally.structured_output, tally.schema_error = check_answer(schema, e.answer)
@@ -147,8 +146,6 @@ class TextRenderer:
         w = self.err
         if isinstance(e, ev.Progress):  # a snapshot refresh mid-run: the start-up's line
             if self._progress is None:
-                from .progress_line import ProgressLine
-
                 # The raw stream: ProgressLine escapes the text itself, keeps its own \r.
                 self._progress = ProgressLine(w.stream)
             self._progress(e)
@@ -167,8 +164,6 @@ class TextRenderer:
         elif isinstance(e, ev.ContextEvent) and e.action == "checkpoint":
             w.write(f"  (checkpoint {e.detail.get('id', '')})\n")
         elif isinstance(e, ev.ContextEvent):  # snapshot / refresh / compact: never silent
-            from .tui.context_notice import describe_context_event
-
             w.write(f"  ({describe_context_event(e.action, e.detail)})\n")
         w.flush()
 

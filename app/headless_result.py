@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from m3agent.agent.events import EVENT_SCHEMA_VERSION
+
 from . import exit_codes
 from .safe_text import dumps
 
@@ -46,8 +48,6 @@ def claude_fields(
 
 def early_error_line(code: int, message: str) -> str:
     """One JSON line for a run that never started a session (json and stream-json alike)."""
-    from m3agent.agent.events import EVENT_SCHEMA_VERSION
-
     obj = {
         "v": EVENT_SCHEMA_VERSION,
         **claude_fields(code=code, answer="", session_id=None, turns=0, duration_s=0, api_s=0),

@@ -4,21 +4,51 @@ turn run headless. Every failure is one line with a documented exit code (app/ex
 
 execute() runs those phases in that order, one function each; a phase that refuses the run
 raises _Refused and execute() reports it once (_report), so every refusal is written the
-same way whatever phase found it. The imports are inside the phases: the CLI imports this
-module only when `run` runs, and the phases that never run import nothing."""
+same way whatever phase found it. The CLI imports this module only when `run` (or `review`)
+runs; what only some runs need (the media checks' pillow and av) is imported by its phase."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import exit_codes
+from m3agent.agent.conversation import SessionLogError
+from m3agent.agent.ops import Interrupt, UserTurn
+from m3agent.engine.api import EngineError, EngineName, EngineUnavailable, MediaPart
 
-if TYPE_CHECKING:  # the CLI starts without loading settings; the phases import it
-    from m3agent.agent.ops import UserTurn
+from . import exit_codes
+from .commands.sessions import latest_session_id
+from .engine_build import missing_backend
+from .extensions import expand_turn
+from .factory import build_session, session_workspace
+from .headless import make_renderer, run_headless
+from .headless_approvals import headless_approver
+from .headless_result import early_error_line
+from .media_support import reads_media, text_only_error
+from .permission_modes import check_mode, plan_text, tool_flag_rules
+from .prefix_rules import saved_rules
+from .progress_line import ProgressLine
+from .run_input import (
+    INPUT_FORMATS,
+    append_system_prompt,
+    forget_session,
+    load_schema,
+    read_prompts,
+    schema_instruction,
+    unreachable,
+)
+from .safe_text import visible
+from .sandbox_consent import ConsentRefused, consent_for
+from .settings import load_settings
+from .warm import remote_api_key
+from .worktree import WorktreeError, enter_worktree
+
+if TYPE_CHECKING:
     from m3agent.agent.session import Session
-    from m3agent.engine.api import MediaPart
 
     from .headless import Renderer
     from .headless_approvals import Approver
@@ -91,7 +121,6 @@ def execute(
         turn = _expand_command(session, turn)
     except _Refused as r:
         return _report(options.output_format, r)
-    from .headless_approvals import headless_approver
 
     approver = headless_approver(settings.approval, settings.home)
     forget = settings.sessions_dir if options.ephemeral else None
@@ -109,11 +138,6 @@ def execute(
 
 def _report(output_format: str, refused: _Refused) -> int:
     """The refusal on stderr, and as one JSON line on stdout where stdout is JSON."""
-    import sys
-
-    from .headless_result import early_error_line
-    from .safe_text import visible
-
     sys.stderr.write(f"error: {visible(refused.message)}\n")  # it may quote a file name
     if output_format in ("json", "stream-json"):  # a script reading stdout sees it too
         sys.stdout.write(early_error_line(refused.code, refused.message))
@@ -123,8 +147,6 @@ def _report(output_format: str, refused: _Refused) -> int:
 
 def _read_prompts(prompt: str | None, input_format: str) -> list[str]:
     """The prompts to run, in order (stream-json input may hold several); never empty."""
-    from .run_input import INPUT_FORMATS, read_prompts
-
     input_format = input_format or "text"
     if input_format not in INPUT_FORMATS:
         raise _Refused(
@@ -141,8 +163,6 @@ def _read_prompts(prompt: str | None, input_format: str) -> list[str]:
 
 
 def _load_schema(path: Path) -> dict[str, Any]:
-    from .run_input import load_schema
-
     try:
         return load_schema(path)
     except ValueError as e:
@@ -151,11 +171,6 @@ def _load_schema(path: Path) -> dict[str, Any]:
 
 def _enter_worktree(cwd: Path | None, name: str) -> Path:
     """--worktree: the git worktree the session works in, said on stderr."""
-    import sys
-
-    from .safe_text import visible
-    from .worktree import WorktreeError, enter_worktree
-
     try:
         tree = enter_worktree(cwd or Path.cwd(), name)
     except WorktreeError as e:
@@ -167,7 +182,6 @@ def _enter_worktree(cwd: Path | None, name: str) -> Path:
 def _attachments(images: list[Path], videos: list[Path]) -> tuple[MediaPart, ...]:
     """--image and --video, checked now (exists, readable, within the limits)."""
     from m3agent.agent.attachments import AttachmentError, validate_attachments
-    from m3agent.engine.api import MediaPart
 
     parts = [MediaPart("image", str(p)) for p in images]
     parts += [MediaPart("video", str(p)) for p in videos]
@@ -182,13 +196,6 @@ def _run_settings(
 ) -> tuple[Settings, str]:
     """The settings this run works with and its permission mode: the config with the flags
     over it, and the tool rules of the config, then the flags'."""
-    import sys
-
-    from .permission_modes import check_mode, tool_flag_rules
-    from .prefix_rules import saved_rules
-    from .run_input import append_system_prompt
-    from .settings import load_settings
-
     try:
         settings = overrides.apply(load_settings())
         settings = append_system_prompt(settings, options.append_system_prompt)
@@ -208,8 +215,6 @@ def _run_settings(
 
 
 def _renderer(output_format: str) -> Renderer:
-    from .headless import make_renderer
-
     try:
         return make_renderer(output_format)
     except ValueError as e:  # an unknown --output-format
@@ -225,11 +230,6 @@ def _user_turns(
     overrides: Overrides,
 ) -> tuple[UserTurn, tuple[UserTurn, ...]]:
     """The first turn (with the attachments) and the ones after it, in the permission mode."""
-    from m3agent.agent.ops import UserTurn
-
-    from .permission_modes import plan_text
-    from .run_input import schema_instruction
-
     try:
         # The schema goes with the last prompt: the cached system prompt stays as it is.
         texts = [plan_text(t, mode) for t in prompts]
@@ -247,8 +247,6 @@ def _user_turns(
 def _check_media_and_output(
     settings: Settings, media: tuple[MediaPart, ...], last_message_file: Path | None
 ) -> None:
-    from .media_support import reads_media, text_only_error
-
     if media and reads_media(settings) is False:  # refused now, not as an HTTP 400 later
         raise _Refused(exit_codes.USAGE_ERROR, text_only_error(settings, "--image/--video"))
     if last_message_file is not None and not last_message_file.parent.is_dir():
@@ -269,7 +267,6 @@ def _session_to_resume(
         raise _Refused(exit_codes.USAGE_ERROR, "--ephemeral starts a new session: no -c/--resume")
     if not continue_last:
         return resume
-    from .commands.sessions import latest_session_id
 
     if resume:
         raise _Refused(exit_codes.USAGE_ERROR, "--continue and --resume ID: give one of them")
@@ -286,13 +283,6 @@ def _session_to_resume(
 def _check_before_opening(settings: Settings, cwd: Path | None, resume: str | None) -> Path:
     """The session's workspace (exit 2 where it is wrong), then whether this install can run
     the engine and a remote server answers (exit 3): before anything is started."""
-    from m3agent.agent.conversation import SessionLogError
-    from m3agent.engine.api import EngineName
-
-    from .engine_build import missing_backend
-    from .factory import session_workspace
-    from .run_input import unreachable
-
     try:
         workspace = session_workspace(settings, cwd, resume)
     except (ValueError, SessionLogError) as e:
@@ -300,8 +290,6 @@ def _check_before_opening(settings: Settings, cwd: Path | None, resume: str | No
     if (why := missing_backend(settings)) is not None:
         raise _Refused(exit_codes.ENGINE_UNAVAILABLE, why)
     if settings.engine is EngineName.REMOTE:
-        from .warm import remote_api_key
-
         if (why := unreachable(settings.base_url, remote_api_key(settings))) is not None:
             raise _Refused(exit_codes.ENGINE_UNAVAILABLE, why)
     return workspace
@@ -312,15 +300,7 @@ def _open_session(
 ) -> Session:
     """The sandbox consented to, the server started or attached to, the session opened;
     each failure under its own exit code."""
-    import sys
-
-    from m3agent.agent.conversation import SessionLogError
-    from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.tools.mcp import McpLoginRequired
-
-    from .factory import build_session
-    from .progress_line import ProgressLine
-    from .sandbox_consent import ConsentRefused, consent_for
 
     # Which server runs the model and how far the snapshot got: stderr, see progress_line.py.
     progress = ProgressLine(sys.stderr)
@@ -354,10 +334,6 @@ def _open_session(
 def _expand_command(session: Session, turn: UserTurn) -> UserTurn:
     """`/name args`: a custom command, skill or MCP prompt; a refused one closes the engine
     the session opened."""
-    import asyncio
-
-    from .extensions import expand_turn
-
     try:
         return expand_turn(session, turn)
     except ValueError as e:
@@ -379,14 +355,6 @@ def _run_turns(
     """The turns run to their end; the engine closed (and, with `forget_in`, the
     --ephemeral session's log removed) however they end. Ctrl-C and a closed stdout get
     their own exit codes."""
-    import asyncio
-    import signal
-    import sys
-
-    from m3agent.agent.ops import Interrupt
-
-    from .headless import run_headless
-    from .run_input import forget_session
 
     async def main() -> int:
         loop = asyncio.get_running_loop()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.agent.hooks import HookSet, parse_hooks
+from m3agent.agent.hooks import Hooks, HookSet, parse_hooks
 from m3agent.agent.hooks.config import fingerprint
 from m3agent.agent.hooks.pins import Pins, changed, named_files, pin
 from m3agent.engine.json_file import read_json_object
@@ -27,7 +27,6 @@ from m3agent.tools.private_fs import write_private
 from .safe_text import one_line
 
 if TYPE_CHECKING:
-    from m3agent.agent.hooks import Hooks
     from m3agent.tools.sandbox.runner import Sandbox
 
     from .settings import Settings
@@ -147,8 +146,6 @@ def session_hooks(
 ) -> tuple[Hooks | None, list[str]]:
     """(the Hooks to pass to the Session or None, notes to show at start). SANDBOX: the
     session's, where the project's hooks run (agent/hooks/confined.py)."""
-    from m3agent.agent.hooks import Hooks
-
     src = load_hooks(settings.user_dir or settings.home, settings.home, cwd)
     note = src.untrusted_note()
     active = src.active()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from m3agent.agent import mode_rules
 from m3agent.agent.config import PermissionMode, ToolRule
+from m3agent.agent.path_rules import parse_rule
 
 M = PermissionMode
 CYCLE = (M.DEFAULT, M.ACCEPT_EDITS, M.PLAN)  # shift+Tab, as Claude Code
@@ -37,7 +38,6 @@ def tool_flag_rules(allowed: list[str], disallowed: list[str]) -> tuple[ToolRule
     """--allowed-tools / --disallowed-tools (comma- or space-separated names, globs, or path
     rules: `edit_file(src/**)`, Claude Code's `Edit(src/**)`); a bad rule is a ValueError now,
     before anything is built."""
-    from m3agent.agent.path_rules import parse_rule
 
     def names(values: list[str]) -> list[str]:
         # commas and spaces separate rules, except inside a rule's parentheses

@@ -20,16 +20,17 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from m3agent.agent.config import ToolRule
+from m3agent.agent.path_rules import parse_rule
 from m3agent.engine.json_file import read_json_object
 from m3agent.tools.host_read import ReadRefused, default_reader
 from m3agent.tools.private_fs import private_dir, write_private
 
 from . import permission_store as store
-
-if TYPE_CHECKING:
-    from m3agent.agent.config import ToolRule
+from .custom_commands import load_commands
+from .safe_text import one_line
 
 USER_FILE = store.FILE
 TRUST_FILE = "permissions-trust.json"
@@ -134,9 +135,6 @@ ACTIONS = ("allow", "ask", "deny")
 
 
 def _checked(rule: str, action: str) -> ToolRule:
-    from m3agent.agent.config import ToolRule
-    from m3agent.agent.path_rules import parse_rule
-
     parse_rule(rule)  # RuleError (a ValueError) names the rule and why
     return ToolRule(rule, action)
 
@@ -177,9 +175,6 @@ def project_entries(cwd: Path) -> list[str]:
     decides), escaped (app/safe_text.py: a rule's ESC and CR bytes could redraw the line
     above it): its shell prefixes, its permission rules, and the tools each of its command
     files lets run unasked (`allowed-tools`: trust_project trusts those files too)."""
-    from .custom_commands import load_commands
-    from .safe_text import one_line
-
     prefixes, settings = cwd / PROJECT_FILE, cwd / PROJECT_SETTINGS
     shell = _prefixes(_read_project(prefixes, cwd)) if prefixes.is_file() else []
     rules = _settings_entries(settings, cwd) if settings.is_file() else []

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import stat
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from m3agent.agent.config import DEFAULT_SYSTEM_PROMPT
 
 from .jsonl import parse_jsonl
 
@@ -23,8 +27,6 @@ def utf8_text(raw: bytes) -> str:
     saying so: a stray Latin-1 byte must not end the run with an internal error."""
     text = raw.decode("utf-8", "replace")
     if text.count("\ufffd") > raw.decode("utf-8", "ignore").count("\ufffd"):
-        import sys
-
         sys.stderr.write("note: the prompt is not valid UTF-8; invalid bytes became U+FFFD\n")
     return text
 
@@ -50,7 +52,6 @@ def piped_stdin(stdin: TextIO) -> str | None:
         return None
     if stat.S_ISFIFO(mode) and not _ready(stdin.fileno(), FIRST_BYTE_WAIT_S):
         # A pipe nobody writes to (an inherited descriptor in CI): a prompt must not hang.
-        import sys
 
         sys.stderr.write(
             f"note: nothing on stdin within {FIRST_BYTE_WAIT_S:g} s: not read "
@@ -65,8 +66,6 @@ FIRST_BYTE_WAIT_S = 3.0  # `git diff | m3agent run ...`: the first bytes come lo
 
 def _ready(fd: int, timeout_s: float) -> bool:
     """Data or end of file on the pipe within the time."""
-    import select
-
     readable, _, _ = select.select([fd], [], [], timeout_s)
     return bool(readable)
 
@@ -184,8 +183,6 @@ def unreachable(base_url: str, api_key: str | None = None, timeout_s: float = 5.
 
 def read_prompts(prompt: str | None, input_format: str) -> tuple[str, list[str]]:
     """The first prompt and the ones after it, from the argument and stdin."""
-    import sys
-
     if input_format == "stream-json":
         if prompt not in (None, "-"):
             raise ValueError("--input-format stream-json reads the prompts from stdin: no PROMPT")
@@ -206,7 +203,6 @@ def append_system_prompt(settings: Settings, text: str | None) -> Settings:
     """The configured (or default) system prompt with TEXT after it (Claude Code's flag)."""
     if not text:
         return settings
-    from m3agent.agent.config import DEFAULT_SYSTEM_PROMPT
 
     base = settings.system_prompt or DEFAULT_SYSTEM_PROMPT
     return settings.override(system_prompt=f"{base}\n\n{text}")

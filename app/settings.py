@@ -27,8 +27,10 @@ from m3agent.agent.config import AgentConfig, ToolRule
 from m3agent.engine.api import EngineName, SamplingParams, ThinkingMode
 from m3agent.tools.private_fs import fix_mode
 from m3agent.tools.sandbox.policy import SandboxMode
+from m3agent.tools.sandbox.selfguard import forget_environ
 
 from .config_file import read_config, write_keys
+from .notify import METHODS, resolve
 
 if TYPE_CHECKING:
     from m3agent.tools.diagnostics import DiagnosticsConfig
@@ -142,7 +144,6 @@ class Settings:
             raise ValueError("add_dirs must be a list of directories")
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        from .notify import METHODS
 
         if self.notify not in METHODS:
             raise ValueError(f"notify must be one of {', '.join(METHODS)}, got {self.notify!r}")
@@ -198,8 +199,6 @@ class Settings:
 
     def notify_method(self, env: Mapping[str, str] | None = None) -> str:
         """`notify` resolved for this terminal ($TMUX: auto is off)."""
-        from .notify import resolve
-
         return resolve(self.notify, os.environ if env is None else env)
 
     @property
@@ -359,7 +358,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if env is os.environ:
         # Held in memory from here on: no child (commands, MCP servers) inherits the keys, and
         # /proc/<agent>/environ no longer shows them (issue 13: the agent's own secrets).
-        from m3agent.tools.sandbox.selfguard import forget_environ
 
         forget_environ([name for name in SECRET_ENV if name in env])
     values["user_dir"] = home if env.get("M3AGENT_HOME") else Path.home() / ".m3agent"

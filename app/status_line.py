@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.hooks.pins import Pins, changed
 from m3agent.engine.json_file import read_json_object
+from m3agent.tools.sandbox.policy import SandboxMode
 
 from .hooks_settings import PROJECT_SETTINGS, pins_from, trusted_files
 
@@ -108,8 +109,6 @@ def load_status_line(settings: Settings, cwd: Path) -> tuple[StatusLineCommand |
 
 
 def _read_only(settings: Settings, cwd: Path) -> SandboxPolicy:
-    from m3agent.tools.sandbox.policy import SandboxMode
-
     from .factory import sandbox_policy
 
     return sandbox_policy(settings, cwd).with_(mode=SandboxMode.READ_ONLY)

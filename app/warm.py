@@ -17,15 +17,25 @@ server) come back to the front end as Progress events.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import urlsplit
 
 from m3agent.agent.events import Progress, ProgressStage
 from m3agent.engine.api import LOCAL_ENGINES, Engine, EngineUnavailable
+from m3agent.engine.file_lock import wait_for_flock
+from m3agent.engine.m3.chat_template import ChatTemplate
+from m3agent.engine.m3.tokenizer import M3Tokenizer
+from m3agent.engine.model_source import resolve_model
+from m3agent.tools.private_fs import open_private, private_dir
+
+from .serve.detach import log_tail, start_detached
+from .serve.guard import read_token
 
 if TYPE_CHECKING:
     from m3agent.engine.model_source import ResolvedModel
@@ -45,9 +55,6 @@ def local_chat_files(model: str | None) -> dict[str, Any]:
     with the checkpoint's own template and sends token ids. Never downloads; {} otherwise."""
     if not model:
         return {}
-    from m3agent.engine.m3.chat_template import ChatTemplate
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
-    from m3agent.engine.model_source import resolve_model
 
     try:
         path = resolve_model(model, local_only=True, check=False).path
@@ -76,7 +83,6 @@ def running_server(settings: Settings) -> ServerLock | None:
     Only looks at local state (lock files, the hub cache): never downloads, never loads."""
     if settings.engine not in LOCAL_ENGINES or not settings.model:
         return None
-    from m3agent.engine.model_source import resolve_model
 
     from .serve.lock import find_lock
 
@@ -113,8 +119,6 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 def local_serve(home: Path, base_url: str) -> ServerLock | None:
     """The running `m3agent serve` of this data home listening at base_url, else None.
     Another user's server is never found: its locks and token live in their data home."""
-    from urllib.parse import urlsplit
-
     from .serve.lock import all_locks
 
     try:
@@ -142,7 +146,6 @@ def remote_api_key(settings: Settings) -> str | None:
         return settings.api_key
     if local_serve(settings.home, settings.base_url) is None:
         return None
-    from .serve.guard import read_token
 
     return read_token(settings.home)
 
@@ -152,8 +155,6 @@ def attach(settings: Settings, lock: ServerLock | None) -> Engine | None:
     if lock is None or lock.state != "ready" or (lock.base_url is None and not lock.socket):
         return None
     from m3agent.engine.backends.remote import RemoteEngine
-
-    from .serve.guard import read_token
 
     # A unix-socket server is reached by HTTP over the socket; the URL's host is then unused.
     # The server wants the owner's token (app/serve/guard.py): read from the data home.
@@ -188,8 +189,6 @@ def ensure_server(
     """The ServerLock of a ready server of settings.model: the running one, else one started
     now (detached, in its own session). EngineUnavailable with the log's last line when it
     cannot start."""
-    from m3agent.engine.model_source import resolve_model
-
     from .serve.lock import find_lock
 
     if not settings.model:  # wants_server() said yes only with a model
@@ -218,11 +217,6 @@ def ensure_server(
 def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[None]:
     """An exclusive flock on <serve dir>/<model>.start, polled so that the model-load lines
     of the server being started elsewhere keep coming while this run waits."""
-    import fcntl
-
-    from m3agent.engine.file_lock import wait_for_flock
-    from m3agent.tools.private_fs import open_private, private_dir
-
     path = _log_path(home, key).with_suffix(".start")
     private_dir(path.parent)
     relay = LoadRelay(_log_path(home, key), say)
@@ -253,8 +247,6 @@ def _log_path(home: Path, key: str) -> Path:
 def _start(
     settings: Settings, resolved: ResolvedModel, say: Report, timeout_s: float
 ) -> ServerLock | None:
-    from .serve.detach import start_detached
-
     log = _log_path(settings.home, resolved.key)
     say(
         _server(
@@ -325,8 +317,6 @@ def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLoc
     while time.monotonic() < deadline:
         lock = find_lock(home, key)
         if lock is None:
-            from .serve.detach import log_tail
-
             raise EngineUnavailable(
                 f"the m3agent serve being started for {key} exited (log {log}): "
                 f"{_reason(log_tail(log))}; --in-process loads the model here instead"

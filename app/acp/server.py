@@ -43,7 +43,7 @@ from m3agent.agent import events as ev
 from m3agent.agent import ops
 from m3agent.agent.config import PermissionMode
 
-from ..extensions import commands_of
+from ..extensions import commands_of, expand_turn
 from . import translate
 from .editor_tools import Bridge, EditorToolset
 
@@ -206,8 +206,6 @@ class M3AcpAgent:
     async def prompt(
         self, session_id: str, prompt: list[ContentBlock], **kw: Any
     ) -> PromptResponse:
-        from ..extensions import expand_turn
-
         live = self._get(session_id)
         if live.turn_done is not None and not live.turn_done.done():
             raise acp.RequestError.invalid_request({"reason": "a prompt is already running"})

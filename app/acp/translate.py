@@ -9,6 +9,10 @@ import acp
 from acp.helpers import SessionUpdate
 from acp.schema import PermissionOption, ToolKind
 from m3agent.agent import events as ev
+from m3agent.agent.shell_prefixes import describe
+from m3agent.tools.skills import SkillTool
+from m3agent.tools.toolset import default_toolset
+from m3agent.tools.update_plan import UpdatePlan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,10 +30,6 @@ def _is_acp_kind(kind: str) -> TypeGuard[ToolKind]:
 @functools.cache
 def _kinds() -> dict[str, str]:
     """Tool name -> ACP kind, as each tool declares it (tools/base.py's `kind`)."""
-    from m3agent.tools.skills import SkillTool
-    from m3agent.tools.toolset import default_toolset
-    from m3agent.tools.update_plan import UpdatePlan
-
     builtin = default_toolset(use_ripgrep=False).tools()
     classes: list[type[Tool[Any]]] = [*(type(t) for t in builtin), SkillTool, UpdatePlan]
     return {c.name: c.kind for c in classes}
@@ -51,7 +51,6 @@ def permission_options(amendment: tuple[str, ...] | None) -> list[PermissionOpti
     "allow commands starting with it" for this session, as the TUI's `p` and run's `p`."""
     if amendment is None:
         return PERMISSION_OPTIONS
-    from m3agent.agent.shell_prefixes import describe
 
     prefix = PermissionOption(
         option_id="approve_prefix",

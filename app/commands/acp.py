@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, cast
 
 import typer
+from m3agent.engine.api import EngineError
 
+from .. import exit_codes
+from ..cli_errors import die
+from ..settings import load_settings
 from . import flags
 
 if TYPE_CHECKING:
@@ -29,13 +36,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Speak ACP over stdio (Zed, JetBrains): one warm engine for every editor session; the
         editor answers the approval requests."""
-        import asyncio
-        import sys
-
-        from .. import exit_codes
-        from ..cli_errors import die
-        from ..settings import load_settings
-
         try:
             settings = load_settings().override(
                 engine=engine,
@@ -54,15 +54,11 @@ def register(app: typer.Typer) -> None:
 
 
 async def _serve(settings: Settings, script: Path | None) -> int:
-    import sys
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         import acp
     except ImportError:
         sys.stderr.write("error: m3agent acp needs the 'acp' extra: pip install 'm3agent[acp]'\n")
         return 2
-    from m3agent.engine.api import EngineError
 
     from ..acp.server import M3AcpAgent
     from ..engine_build import build_engine

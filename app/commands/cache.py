@@ -12,17 +12,17 @@ import time
 from typing import TYPE_CHECKING
 
 import typer
+from m3agent.engine.native.kvstore.folder import clear, summarize
 
 from ..cli_errors import die
 from ..safe_text import one_line
+from ..settings import load_settings
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
 
 def _settings() -> Settings:
-    from ..settings import load_settings
-
     try:
         return load_settings()
     except ValueError as e:
@@ -65,7 +65,6 @@ def register(app: typer.Typer) -> None:
         """Show the folder, its budget and what each model keeps there."""
         if ctx.invoked_subcommand is not None:
             return
-        from m3agent.engine.native.kvstore.folder import summarize
 
         settings = _settings()
         root = settings.kv_cache_dir
@@ -122,8 +121,6 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Delete the kept pages (the next turn of a session recomputes its prompt)."""
-        from m3agent.engine.native.kvstore.folder import clear
-
         root = _settings().kv_cache_dir
         try:
             pages, size = clear(root, model)

@@ -11,11 +11,20 @@ the native engine caps it). No model is loaded.
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from m3agent.agent.context import build_snapshot
+from m3agent.agent.context.guard import workspace_refusal
+from m3agent.engine.m3.config import load_config
 
+from ..cli_errors import die as fail
+from ..progress_line import ProgressLine
+from ..safe_text import SafeStream
+from ..settings import load_settings
 from . import flags
 
 if TYPE_CHECKING:
@@ -56,8 +65,6 @@ def _server_max_model_len(settings: Settings) -> int | None:
 
 def session_window(settings: Settings) -> tuple[int, str]:
     """(tokens, where the figure comes from) for a session with these settings."""
-    from m3agent.engine.m3.config import load_config
-
     if settings.engine == "remote":
         try:
             n = _server_max_model_len(settings)
@@ -121,9 +128,6 @@ def context(
     allow_home: flags.AllowHome = False,
 ) -> None:
     """Show what the repository snapshot of a session started here would hold."""
-    from ..cli_errors import die as fail
-    from ..settings import load_settings
-
     root = _workspace_root(cwd, allow_home)
     if budget is not None and budget < 1:
         fail(f"--budget must be positive, got {budget}")
@@ -142,14 +146,10 @@ def context(
 
 def _workspace_root(cwd: Path, allow_home: bool) -> Path:
     """The repository to snapshot; refused (exit 2) where `run` would refuse to start."""
-    from ..cli_errors import die as fail
-
     root = cwd.expanduser().resolve()
     if not root.is_dir():
         fail(f"{root} is not a directory")
     if not allow_home:  # as `run` refuses to start there (agent/context/guard.py)
-        from m3agent.agent.context.guard import workspace_refusal
-
         if (why := workspace_refusal(root)) is not None:
             fail(why)
     return root
@@ -159,12 +159,6 @@ def _build_snapshot(
     settings: Settings, root: Path, window: int, budget: int | None, quiet: bool
 ) -> Snapshot:
     """The snapshot a session would get, built with the session's tokenizer and budget."""
-    import sys
-
-    from m3agent.agent.context import build_snapshot
-
-    from ..cli_errors import die as fail
-    from ..progress_line import ProgressLine
     from ..session_context import snapshot_config, snapshot_tokenizer
 
     config = snapshot_config(settings, window, budget)
@@ -195,9 +189,6 @@ def _listed_sizes(root: Path, snap: Snapshot) -> dict[str, int]:
 def _write_json(
     root: Path, window: int, window_source: str, snap: Snapshot, sizes: dict[str, int]
 ) -> None:
-    import json
-    import sys
-
     d: dict[str, Any] = {
         "root": str(root),
         "window_tokens": window,
@@ -220,10 +211,6 @@ def _write_text(
     every_file: bool,
 ) -> None:
     """The summary, then every file (--files) or the largest and the reasons for skipping."""
-    import sys
-
-    from ..safe_text import SafeStream
-
     out = SafeStream(sys.stdout)  # file names are the repository's: ESC bytes spelled out
     s = snap.summary()
     out.write(

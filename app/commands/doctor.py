@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import stat
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from m3agent.tools.sandbox.policy import SandboxPolicy, parse_layers
+from m3agent.tools.sandbox.report import format_report, probe
 
+from .. import exit_codes
+from ..cli_errors import die
+from ..engine_check import check_engine, rows_json
+from ..engine_check import format_rows as engine_rows
+from ..mcp.check import check_servers, format_rows
+from ..settings import load_settings
 from . import flags
 
 if TYPE_CHECKING:
@@ -35,17 +48,6 @@ def register(app: typer.Typer) -> None:
         """Probe bubblewrap, Landlock, seccomp, rlimits and cgroups; print what protects you;
         check the configured engine, or the one -e/-m name (torch/CUDA, model directory vs GPU
         memory, server)."""
-        import json
-        import shutil
-        import sys
-
-        from m3agent.tools.sandbox.policy import SandboxPolicy, parse_layers
-        from m3agent.tools.sandbox.report import format_report, probe
-
-        from .. import exit_codes
-        from ..cli_errors import die
-        from ..settings import load_settings
-
         try:
             settings = load_settings().override(
                 engine=engine, model=model, expert_form=expert_form, sandbox=sandbox
@@ -65,11 +67,8 @@ def register(app: typer.Typer) -> None:
             "ripgrep": shutil.which("rg") or None,
             "git": shutil.which("git") or None,
         }
-        from ..mcp.check import check_servers, format_rows
 
         servers = check_servers(settings, policy) if mcp else []
-        from ..engine_check import check_engine, rows_json
-        from ..engine_check import format_rows as engine_rows
 
         checked = check_engine(settings)
         if as_json:
@@ -106,9 +105,6 @@ def register(app: typer.Typer) -> None:
 
 def _private_dir_gaps(settings: Settings) -> list[str]:
     """m3agent's data dir must be 0700: session logs and checkpoints hold the user's code."""
-    import os
-    import stat
-
     out = []
     for path in (settings.home, settings.sessions_dir, settings.checkpoints_dir):
         try:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from m3agent.engine.api import SamplingParams
+from m3agent.engine.api import EngineError, EngineUnavailable, SamplingParams
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .. import exit_codes
@@ -103,7 +103,6 @@ def run_requests(
     emit: Callable[[dict[str, Any]], None],
     warn: Callable[[str], None],
 ) -> int:
-    from m3agent.engine.api import EngineError, EngineUnavailable
     from m3agent.engine.native.core.engine_config import EngineConfig
     from m3agent.engine.native.llm import DTYPES, LLM
 

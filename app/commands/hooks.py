@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from m3agent.agent.hooks.pins import UNPINNABLE, pin
+
+from ..cli_errors import die
+from ..hooks_settings import load_hooks, trust_hooks
+from ..safe_text import write_trust_lines
+from ..settings import load_settings
+from ..status_line import TRUST_TABLE, project_status_line
 
 if TYPE_CHECKING:
     from ..hooks_settings import HookSources
@@ -17,10 +25,6 @@ def register(app: typer.Typer) -> None:
     app.add_typer(hooks, name="hooks")
 
     def _load(cwd: Path) -> tuple[Settings, Path, HookSources]:
-        from ..cli_errors import die
-        from ..hooks_settings import load_hooks
-        from ..settings import load_settings
-
         try:
             settings = load_settings()
             where = cwd.expanduser().resolve()
@@ -38,10 +42,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Every hook with its event, matcher, command line, where it runs (the sandbox or the
         host) and whether it runs."""
-        import sys
-
-        from ..safe_text import write_trust_lines
-
         _settings, _where, src = _load(cwd)
         rows = [("user", True, r) for r in src.user.all_commands()]
         rows += [("project", src.project_trusted, r) for r in src.project.all_commands()]
@@ -60,13 +60,6 @@ def register(app: typer.Typer) -> None:
         yes: bool = typer.Option(False, "--yes", "-y", help="Trust without asking."),
     ) -> None:
         """Shows the project's hook command lines and, on yes, lets them run."""
-        import sys
-
-        from ..cli_errors import die
-        from ..hooks_settings import trust_hooks
-        from ..safe_text import write_trust_lines
-        from ..status_line import TRUST_TABLE, project_status_line
-
         settings, where, src = _load(cwd)
         status_line = project_status_line(where)  # its command runs as the hooks do
         if not src.project and status_line is None:
@@ -83,7 +76,6 @@ def register(app: typer.Typer) -> None:
         if isinstance(status_line, dict):
             lines.append(f"  statusLine: {status_line.get('command')}")
             commands.append(str(status_line.get("command")))
-        from m3agent.agent.hooks.pins import UNPINNABLE, pin
 
         named = dict(p for c in commands for p in pin(c, where))
         if named:

@@ -10,11 +10,18 @@ wires them under `m3agent mcp`.
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..cli_errors import die
+from ..mcp.oauth import login_status, run_login, run_logout
+from ..safe_text import write_trust_lines
+from ..settings import load_settings
 from . import flags
 
 if TYPE_CHECKING:
@@ -29,8 +36,6 @@ ScopeFlag = Annotated[str, typer.Option("--scope", "-s", help="user|project (./.
 
 
 def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
-    from ..cli_errors import die
-
     out = {}
     for v in values:
         key, found, val = v.partition(sep)
@@ -42,12 +47,7 @@ def _parse_pairs(values: list[str], sep: str, what: str) -> dict[str, str]:
 
 def _servers(cwd: Path) -> tuple[Settings, list[tuple[McpServerConfig, bool]]]:
     """(settings, [(server, trusted)]) of the user config and the project's .mcp.json."""
-    import os
-    import sys
-
-    from ..cli_errors import die
     from ..mcp.settings import is_trusted, project_entries
-    from ..settings import load_settings
 
     try:
         settings = load_settings()
@@ -56,7 +56,6 @@ def _servers(cwd: Path) -> tuple[Settings, list[tuple[McpServerConfig, bool]]]:
         rows += [(s, is_trusted(settings.home, cwd, s)) for s in project]
     except ValueError as e:
         die(str(e))
-    from ..safe_text import write_trust_lines
 
     # an entry the project may not have (LD_PRELOAD, ${TOKEN}): said once, escaped
     write_trust_lines(sys.stderr, (f"error: {line}" for line in refused))
@@ -94,13 +93,9 @@ def add(
     scope: ScopeFlag = "user",
 ) -> None:
     """Add a server: `m3agent mcp add NAME -- CMD [ARG]` or `add NAME --url URL`."""
-    import sys
-
     from m3agent.tools.mcp.config import Scope, from_claude
 
-    from ..cli_errors import die
     from ..mcp.store import add_project_server, add_user_server
-    from ..settings import load_settings
 
     if scope not in ("user", "project"):
         die(f"unknown scope {scope!r} (user or project)")
@@ -162,14 +157,10 @@ def list_(
     cwd: ReadCwd = Path("."),
 ) -> None:
     """The configured servers: name, scope, trust, how it starts."""
-    import json
-    import sys
-
     _, rows = _servers(cwd.resolve())
     if not rows:
         sys.stderr.write("no MCP servers configured (add one with `m3agent mcp add`)\n")
         return
-    from ..safe_text import write_trust_lines
 
     for s, trusted in rows:
         if as_json:
@@ -187,18 +178,12 @@ def get(
     cwd: ReadCwd = Path("."),
 ) -> None:
     """One server's settings (secrets in env and headers shown as ***)."""
-    import json
-    import sys
-
-    from ..cli_errors import die
-
     settings, rows = _servers(cwd.resolve())
     found = [(s, t) for s, t in rows if s.name == name]
     if not found:
         die(f"no MCP server named {name!r}")
     s, trusted = found[-1]  # the project's entry over the user's of the same name
     d = {**s.to_dict(), "trusted": trusted}
-    from ..mcp.oauth import login_status
 
     oauth = login_status(settings.home, s)
     if oauth is not None:
@@ -206,7 +191,6 @@ def get(
     if as_json:
         sys.stdout.write(json.dumps(d, indent=2) + "\n")
         return
-    from ..safe_text import write_trust_lines
 
     write_trust_lines(sys.stdout, [name, *(f"  {k}: {v}" for k, v in d.items() if k != "name")])
 
@@ -216,11 +200,7 @@ def remove(
     scope: ScopeFlag = "user",
 ) -> None:
     """Remove a server from the user config or from ./.mcp.json."""
-    import sys
-
-    from ..cli_errors import die
     from ..mcp.store import remove_project_server, remove_user_server
-    from ..settings import load_settings
 
     try:
         if scope == "project":
@@ -245,13 +225,9 @@ def trust_(
     cwd: Path = typer.Option(Path("."), "--cwd", help="Project whose .mcp.json to trust."),
 ) -> None:
     """Trust this project's .mcp.json servers (asked once; a changed entry asks again)."""
-    import sys
-
     from m3agent.tools.mcp.entry_rules import trust_lines
 
-    from ..cli_errors import die
     from ..mcp.settings import trust
-    from ..safe_text import write_trust_lines
 
     where = cwd.resolve()
     settings, rows = _servers(where)
@@ -281,10 +257,6 @@ def login_(
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds to wait for the redirect."),
 ) -> None:
     """Log in to an HTTP server with OAuth (browser, redirect to 127.0.0.1); exit 6 if not."""
-    from ..cli_errors import die
-    from ..mcp.oauth import run_login
-    from ..settings import load_settings
-
     try:
         settings = load_settings()
         if mcp_config:
@@ -297,10 +269,6 @@ def login_(
 
 def logout(name: str = typer.Argument(...)) -> None:
     """Forget the stored OAuth tokens of a server."""
-    from ..cli_errors import die
-    from ..mcp.oauth import run_logout
-    from ..settings import load_settings
-
     try:
         settings = load_settings()
     except ValueError as e:

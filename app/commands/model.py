@@ -5,12 +5,16 @@ register() only wires them under `m3agent model`."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 
 from ..cli_errors import die
 from . import flags
+from .model_download import register_download
+from .model_plan import register_plan
 
 
 def register(app: typer.Typer) -> None:
@@ -18,8 +22,6 @@ def register(app: typer.Typer) -> None:
         help="Create and inspect native model checkpoints.", no_args_is_help=True
     )
     app.add_typer(model_app, name="model")
-    from .model_download import register_download
-    from .model_plan import register_plan
 
     # in this order in `m3agent model --help`
     register_plan(model_app)
@@ -90,8 +92,6 @@ def init_release(
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed and device, same bytes)."),
 ) -> None:
     """Write a random M3 checkpoint laid out as the release is (MXFP8 experts, shards)."""
-    from dataclasses import replace
-
     from m3agent.engine.native.loaders.release import PRESETS, WriteProgress, write_release
 
     if width not in PRESETS:
@@ -127,8 +127,6 @@ def info(
     as_json: flags.Json = False,
 ) -> None:
     """Architecture, layers, parameter count and dtypes of a checkpoint."""
-    import json
-
     from m3agent.engine.native.loaders.checkpoint import checkpoint_info
 
     try:

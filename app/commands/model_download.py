@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from m3agent.engine.model_source import looks_like_repo_id
 
 from ..cli_errors import die
 from ..exit_codes import ENGINE_UNAVAILABLE
@@ -32,8 +33,6 @@ def register_download(model_app: typer.Typer) -> None:
         Exit 0 when complete, 2 for a bad repo id, 3 when the hub cannot be reached or the
         repository is missing, gated or private.
         """
-        from m3agent.engine.model_source import looks_like_repo_id
-
         if not looks_like_repo_id(repo):
             die(f"{repo!r} is not a hub repo id (owner/name)")
         try:

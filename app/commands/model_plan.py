@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from m3agent.engine.offload.hardware import probe
 
 from ..cli_errors import die
 from ..exit_codes import INTERNAL_ERROR
@@ -87,7 +88,6 @@ def plan(
     Exit 0 when the plan fits, 2 on bad input or when it does not fit (with what would).
     """
     from m3agent.engine.offload.fit_hints import what_would_fit
-    from m3agent.engine.offload.hardware import probe
     from m3agent.engine.offload.plan import ExpertForm, PlanRequest, make_plan
     from m3agent.engine.offload.report import plan_dict, plan_text
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
+from m3agent.engine.m3.output_parser import M3OutputParser, collect
+from m3agent.engine.m3.tool_parser import tool_schemas
+
+from ..exit_codes import USAGE_ERROR
 
 
 def register(app: typer.Typer) -> None:
@@ -28,13 +34,6 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Parse raw model text from stdin the way the engine does, and print it as JSON."""
-        import json
-        import sys
-
-        from m3agent.engine.m3.output_parser import M3OutputParser, collect
-        from m3agent.engine.m3.tool_parser import tool_schemas
-
-        from ..exit_codes import USAGE_ERROR
 
         def fail(msg: str) -> None:
             typer.echo(f"m3agent parse: {msg}", err=True)

@@ -6,9 +6,14 @@ content (app/prefix_rules.py); the TUI's `/permissions trust` does the same."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
+
+from ..cli_errors import die
+from ..prefix_rules import project_entries, trust_project
+from ..settings import load_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -21,12 +26,6 @@ def register(app: typer.Typer) -> None:
         yes: bool = typer.Option(False, "--yes", "-y", help="Trust without asking."),
     ) -> None:
         """Shows what the project's permission files allow and, on yes, lets it count."""
-        import sys
-
-        from ..cli_errors import die
-        from ..prefix_rules import project_entries, trust_project
-        from ..settings import load_settings
-
         try:
             settings = load_settings()
         except ValueError as e:

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+from ..cli_errors import die
+from ..settings import Overrides
+
 
 def register(app: typer.Typer) -> None:
     @app.command("resume")
@@ -21,11 +24,8 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Open the terminal UI on a saved session (engine and model from the config)."""
-        from ..cli_errors import die
-
         if (session_id is None) == (not last):
             die("give a session ID or --last (m3agent sessions lists them)")
-        from ..settings import Overrides
         from ..tui.launch import launch
 
         raise typer.Exit(

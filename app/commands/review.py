@@ -4,10 +4,17 @@ prompt and the findings' format are agent/review.py's; the run is `m3agent run`'
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import typer
+from m3agent.agent.review import FINDINGS_SCHEMA, ReviewError, ReviewTarget, collect_diff
 
+from .. import exit_codes
+from ..headless_result import early_error_line
+from ..safe_text import visible
+from ..settings import Overrides
 from . import flags
 
 
@@ -78,17 +85,8 @@ def execute_review(
     base: str | None,
     commit: str | None,
 ) -> int:
-    import sys
-    from dataclasses import replace
-
-    from m3agent.agent.review import FINDINGS_SCHEMA, ReviewError, ReviewTarget, collect_diff
-
-    from .. import exit_codes
-    from ..headless_result import early_error_line
     from ..headless_run import RunOptions, execute
     from ..review_output import review_renderer
-    from ..safe_text import visible
-    from ..settings import Overrides
 
     output_format = str(params.get("output_format") or "text")
 

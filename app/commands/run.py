@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from ..settings import Overrides
 from . import flags
 
 Prompt = Annotated[
@@ -191,7 +192,6 @@ def run(
 ) -> None:
     """Run one task headless and print the answer."""
     from ..headless_run import RunOptions, execute
-    from ..settings import Overrides
 
     # Every flag reaches execute() through ctx.params: the settings' (Overrides) and run's
     # own (RunOptions), each picked by its field names.

@@ -6,11 +6,16 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from m3agent.engine.api import LOCAL_ENGINES, EngineError, EngineUnavailable
+from m3agent.engine.model_source import resolve_model
 
+from .. import exit_codes
+from ..settings import load_settings
 from . import flags
 
 if TYPE_CHECKING:
@@ -173,8 +178,6 @@ def serve(
         "kv_offload_disk_gb": kv_offload_disk_gb,
     }
     if detach:
-        import sys
-
         # the same command line, in the background (serve/detach.py)
         argv = [a for a in sys.argv[1:] if a != "--detach"]
         raise typer.Exit(_detach(argv, engine, model))
@@ -209,7 +212,6 @@ def _fail(code: int, message: str) -> int:
 
 
 def _status(home: Path, key: str | None) -> int:
-    from .. import exit_codes
     from ..serve.lock import all_locks
 
     found = [lk for lk in all_locks(home) if key is None or lk.model == key]
@@ -225,7 +227,6 @@ def _status(home: Path, key: str | None) -> int:
 
 
 def _stop(home: Path, key: str | None) -> int:
-    from .. import exit_codes
     from ..serve.lock import all_locks, lock_path
     from ..serve.process import stop_process
 
@@ -244,12 +245,7 @@ def _stop(home: Path, key: str | None) -> int:
 
 
 def _detach(argv: list[str], engine: str, model: str | None) -> int:
-    from m3agent.engine.api import EngineUnavailable
-    from m3agent.engine.model_source import resolve_model
-
-    from .. import exit_codes
     from ..serve.detach import start_detached
-    from ..settings import load_settings
 
     if not model:
         return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
@@ -311,13 +307,8 @@ def execute(
     offload: dict[str, Any] | None = None,
     idle_timeout_s: float | None = None,
 ) -> int:
-    from m3agent.engine.api import LOCAL_ENGINES, EngineError, EngineUnavailable
-    from m3agent.engine.model_source import resolve_model
-
-    from .. import exit_codes
     from ..engine_build import build_engine
     from ..serve.run import run_server
-    from ..settings import load_settings
 
     try:
         settings = load_settings()

@@ -3,15 +3,20 @@ or `run --resume ID`; `--continue` picks the last one of this directory)."""
 
 from __future__ import annotations
 
+import sys
+from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from m3agent.agent.conversation import list_sessions, session_log_path
 
+from ..cli_errors import die
+from ..safe_text import dumps, visible
+from ..settings import load_settings
 from . import flags
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from m3agent.agent.conversation import SessionSummary
 
 
@@ -22,15 +27,6 @@ def register(app: typer.Typer) -> None:
         as_json: flags.JsonLines = False,
     ) -> None:
         """List saved sessions: id, date, working directory, first prompt."""
-        import sys
-        from dataclasses import asdict
-
-        from m3agent.agent.conversation import list_sessions
-
-        from ..cli_errors import die
-        from ..safe_text import dumps, visible
-        from ..settings import load_settings
-
         try:
             settings = load_settings()
         except ValueError as e:
@@ -57,10 +53,6 @@ def register(app: typer.Typer) -> None:
 def latest_session_id(sessions_dir: Path, cwd: str | Path) -> str | None:
     """The session last written to whose workspace is `cwd` and that has a prompt, or None
     (`--continue`, `m3agent resume --last`)."""
-    from pathlib import Path
-
-    from m3agent.agent.conversation import list_sessions, session_log_path
-
     where = str(Path(cwd).expanduser().resolve())
     found = [s for s in list_sessions(sessions_dir) if s.cwd == where and s.first_prompt.strip()]
 

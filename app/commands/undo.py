@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import typer
+from m3agent.tools.checkpoint import CheckpointError, Checkpoints, state_dir_for
+
+from .. import exit_codes
+from ..cli_errors import die
+from ..settings import load_settings
 
 
 def register(app: typer.Typer) -> None:
@@ -17,15 +24,6 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Restore the newest checkpoint (files changed by tools and shell commands)."""
-        import sys
-        import time
-
-        from m3agent.tools.checkpoint import CheckpointError, Checkpoints, state_dir_for
-
-        from .. import exit_codes
-        from ..cli_errors import die
-        from ..settings import load_settings
-
         try:
             settings = load_settings()
         except ValueError as e:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from m3agent.tools.sandbox.runner import Sandbox
+
 if TYPE_CHECKING:
     from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.toolset import ToolsetProtocol
@@ -14,7 +16,6 @@ if TYPE_CHECKING:
 
 def check_servers(settings: Settings, policy: SandboxPolicy) -> list[dict[str, Any]]:
     from m3agent.tools.mcp import McpConfig, McpHub
-    from m3agent.tools.sandbox.runner import Sandbox
 
     try:
         config = settings.mcp_config(policy.workspace)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..exit_codes import MCP_LOGIN
+from ..safe_text import visible
 
 if TYPE_CHECKING:
     from m3agent.tools.mcp.config import McpServerConfig
@@ -43,8 +45,6 @@ def _show(url: str, browser: bool) -> None:
     sys.stderr.write(f"Open this URL to log in (waiting for the redirect):\n  {url}\n")
     sys.stderr.flush()
     if browser and (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        import webbrowser
-
         try:
             webbrowser.open(url)
         except Exception:  # noqa: BLE001 - the printed URL is enough
@@ -54,8 +54,6 @@ def _show(url: str, browser: bool) -> None:
 def run_login(settings: Settings, cwd: Path, name: str, *, browser: bool, timeout_s: float) -> int:
     from m3agent.tools.mcp.oauth import OAuthRefused
     from m3agent.tools.mcp.oauth_login import login
-
-    from ..safe_text import visible
 
     try:
         server = find_server(settings, cwd, name)

@@ -8,9 +8,12 @@ the old servers.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from ..settings import load_settings
 
 if TYPE_CHECKING:
     from m3agent.agent.prompt_cache import CacheTracker
@@ -52,8 +55,6 @@ class ReloadPlan:
 
 def plan(session: ToolsetHolder) -> ReloadPlan:
     from m3agent.tools.mcp import mcp_hub
-
-    from ..settings import load_settings
 
     config = load_settings().mcp_config(session.cwd)
     hub = mcp_hub(session.toolset)
@@ -125,8 +126,6 @@ def _close(toolset: ToolsetProtocol | None) -> None:
 
 async def apply(session: ToolsetHolder, p: ReloadPlan) -> str:
     """Starts the planned servers, swaps the tools on the session's loop, stops the old ones."""
-    import asyncio
-
     if p.empty:
         return describe(p)
     new, errors = await asyncio.to_thread(_start, session, p)
@@ -148,8 +147,6 @@ async def apply(session: ToolsetHolder, p: ReloadPlan) -> str:
 async def slash_mcp(session: ToolsetHolder | None, arg: str) -> str:
     """`/mcp` (report), `/mcp reload` (the plan), `/mcp reload yes` (do it). ValueError for
     a usage mistake or a busy session."""
-    import asyncio
-
     from .check import session_report
 
     if arg not in ("", "reload", "reload yes"):

@@ -7,6 +7,7 @@ import contextlib
 import math
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -14,11 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from m3agent.engine.model_source import resolve_model
 from m3agent.tools.private_fs import private_dir
 
+from ..warm import user_model_dirs
 from . import lock as locks
 from .guard import Guard, ensure_token
 from .http import Handler, start
+from .idle import IdleWatch
+from .quiet import release_when_quiet
 from .server import ChatServer, ServeConfig, body_limit
 
 if TYPE_CHECKING:
@@ -42,8 +47,6 @@ async def serve_forever(
 ) -> None:
     app = ChatServer(engine, config)
     handler: Handler = app.handle
-    from .idle import IdleWatch
-    from .quiet import release_when_quiet
 
     # Requests in flight and the last one's end: for the idle stop of an auto-started server
     # (app/warm.py: it ends itself when unused) and for giving memory back when quiet.
@@ -124,8 +127,6 @@ async def serve_forever(
 
 
 def _socket_in_use(path: str) -> bool:
-    import socket
-
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         try:
             s.connect(path)
@@ -150,8 +151,6 @@ def run_server(
 ) -> None:
     """Blocks until stopped. ValueError for usage errors, EngineError when loading fails.
     allowed_media: directories whose files a client may name as file:// URLs."""
-    from m3agent.engine.model_source import resolve_model
-
     log = log or sys.stderr
     if host not in ("127.0.0.1", "localhost", "::1") and not allow_public:
         # Beyond loopback the token travels in clear text and anyone on the network can try it.
@@ -161,7 +160,6 @@ def run_server(
             raise ValueError(f"--allow-media-dir {d} is not a directory")
     private_dir(settings.home)  # a fresh home is private whatever the umask
     token = ensure_token(settings.home)
-    from ..warm import user_model_dirs
 
     spec = settings.model or ""  # none given: resolve_model says "--model is empty"
     resolved = resolve_model(spec, model_dirs=user_model_dirs(settings))

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.engine.api import EngineError
 from rich.console import Console
 from textual import work
 from textual.app import App
@@ -171,8 +172,6 @@ def _log_dir(config: TuiConfig) -> Path:
 
 def _failure_kind(error: BaseException) -> str:
     """Which advice fits: an engine that cannot be had, or anything else at start-up."""
-    from m3agent.engine.api import EngineError
-
     return "engine_unavailable" if isinstance(error, EngineError) else "startup"
 
 

@@ -22,6 +22,7 @@ from m3agent.engine.api import MediaPart, ThinkingMode
 from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
 from ..permission_modes import check_mode, plan_text
+from ..prefix_rules import load_prefixes, saved_rules
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
 from .slash import next_thinking
@@ -67,8 +68,6 @@ class SessionController:
         resumed = session.resumed  # first: a broken session object fails here, as it did
         self.session = session
         if self.config.state_dir is not None:
-            from ..prefix_rules import load_prefixes
-
             # the saved prefixes are the gate's (app/factory.py); here only what /permissions
             # says of an untrusted project file
             self.prefix_note = load_prefixes(self.config.state_dir, self.config.cwd)[1]
@@ -91,7 +90,6 @@ class SessionController:
         config deny still wins); again after /permissions changes them or trusts the project."""
         if self.session is None or self.config.state_dir is None:
             return
-        from ..prefix_rules import saved_rules
 
         saved, self.rule_notes = saved_rules(self.config.state_dir, Path(self.config.cwd))
         self.session.gate.set_saved(tuple(saved))

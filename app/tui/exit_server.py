@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from m3agent.engine.api import EngineUnavailable
+from m3agent.engine.model_source import resolve_model
+
 if TYPE_CHECKING:
     from ..serve.lock import ServerLock
     from ..settings import Settings
@@ -30,9 +33,6 @@ def _rss(pid: int) -> str:
 
 def running_server(settings: Settings) -> ServerLock | None:
     """The ready lock of this settings' model server when its process lives, else None."""
-    from m3agent.engine.api import EngineUnavailable
-    from m3agent.engine.model_source import resolve_model
-
     from ..serve.lock import find_lock, pid_alive
     from ..warm import wants_server
 

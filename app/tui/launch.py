@@ -3,12 +3,23 @@ behind /sessions, /undo and /context. The only TUI module that knows about app/f
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.agent.conversation import Conversation, SessionLogError
+from m3agent.agent.conversation import list_sessions as _list
+from m3agent.tools.private_fs import write_private
+
 from .. import exit_codes
+from ..media_support import reads_media, text_only_error
+from ..safe_text import visible
+from ..sandbox_consent import ConsentRefused, consent_for
+from ..settings import load_settings, save_settings
+from ..status_line import load_status_line
+from .exit_server import on_exit
 from .ports import (
     Progress,
     SessionFactory,
@@ -37,9 +48,6 @@ def launch(
     worktree: str | None = None,
     inline: bool = False,
 ) -> int:
-    from ..safe_text import visible
-    from ..settings import load_settings
-
     def fail(message: str) -> int:
         print(f"error: {visible(message)}", file=sys.stderr)
         return exit_codes.USAGE_ERROR
@@ -65,7 +73,6 @@ def launch(
     if not _on_a_terminal():
         return fail(NEEDS_TERMINAL)
 
-    from ..sandbox_consent import ConsentRefused, consent_for
     from .onboarding import needs_setup
     from .run import run_tui
 
@@ -78,7 +85,6 @@ def launch(
     if needs_setup(settings, overrides.given(), script):  # first run: ask instead of failing
         config = replace(config, setup=setup_port(settings, config.cwd))
     code = run_tui(session_factory(settings, config.cwd, script), config)
-    from .exit_server import on_exit
 
     try:  # the first-run screen may have saved an engine since: read the config again
         after = overrides.apply(load_settings())
@@ -98,16 +104,11 @@ def _on_a_terminal() -> bool:
 def setup_port(settings: Settings, cwd: Path) -> SetupPort:
     """The onboarding screen's services over the real settings: probes, and the choice saved
     to the config file (the demo writes nothing but its script, in the data home)."""
-    import json
-
-    from ..settings import save_settings
     from .onboarding import check_model_dir, demo_script, probe_server, running_servers
 
     def complete(choice: SetupChoice) -> tuple[SessionFactory, str]:
         values = choice.settings()
         if not values:
-            from m3agent.tools.private_fs import write_private
-
             demo = settings.home / "demo-script.json"
             write_private(demo, json.dumps(demo_script()))  # the data home holds only 0600
             return (
@@ -156,7 +157,6 @@ def _pick_session(
             raise ValueError(f"no session to continue in {where} (m3agent sessions lists them)")
     if not resume:
         return None, cwd
-    from m3agent.agent.conversation import Conversation, SessionLogError
 
     try:
         meta = Conversation.load(settings.sessions_dir, resume).meta
@@ -169,8 +169,6 @@ def tui_config(settings: Settings, *, cwd: Path | None, resume: str | None) -> T
     workspace = Path(cwd).expanduser().resolve() if cwd else Path.cwd().resolve()
     if not workspace.is_dir():
         raise ValueError(f"working directory {workspace} does not exist")
-    from ..media_support import reads_media, text_only_error
-    from ..status_line import load_status_line
 
     status_line, note = load_status_line(settings, workspace)
     return TuiConfig(
@@ -220,7 +218,6 @@ def session_factory(settings: Settings, cwd: Path, script: Path | None) -> Sessi
 
 
 def list_sessions(sessions_dir: Path) -> list[SessionRow]:
-    from m3agent.agent.conversation import list_sessions as _list
 
     # Sessions opened and left without a prompt have nothing to resume: not listed.
     return [

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.tools.list_dir import ListDir
 
+from ..missing_extra import EXTRAS, torch_installed
+
 if TYPE_CHECKING:
     from ..settings import Settings
 
@@ -127,7 +129,6 @@ def check_model_dir(raw: str) -> SetupChoice:
         raise ValueError(f"{path}: no config.json (not a Hugging Face checkpoint directory)")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.gguf")):
         raise ValueError(f"{path}: no *.safetensors weights")
-    from ..missing_extra import EXTRAS, torch_installed
 
     if not torch_installed():  # saved now, every later start would fail on the import
         raise ValueError(f"the native engine needs torch, not installed here: {EXTRAS['torch']}")

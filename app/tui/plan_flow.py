@@ -11,6 +11,7 @@ from m3agent.agent import events as ev
 from m3agent.agent.config import PermissionMode
 
 from ..permission_modes import GO_AHEAD, SHOWN, next_mode
+from .screens.plan_screen import PlanScreen
 
 if TYPE_CHECKING:
     from .controller import SessionController
@@ -47,7 +48,6 @@ async def after_turn(
     """A plan-mode turn that ended with an answer: ask what to do with the plan."""
     if controller.mode is not PermissionMode.PLAN or e.reason != "done" or not e.answer.strip():
         return
-    from .screens.plan_screen import PlanScreen
 
     async def chosen(choice: str | None) -> None:
         if choice in ("act", "edit"):

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from m3agent.tools.checkpoint import Checkpoints
+
 if TYPE_CHECKING:
     from m3agent.engine.api import Message
-    from m3agent.tools.checkpoint import Checkpoints
 
     from .ports import SessionLike
 
@@ -85,8 +86,6 @@ def rewind_points(log_path: Path, messages: Sequence[Message]) -> list[RewindPoi
 
 def checkpoint_store(session: SessionLike) -> Checkpoints | None:
     """The session's Checkpoints (the store it snapshots to), or None: none, or another kind."""
-    from m3agent.tools.checkpoint import Checkpoints
-
     store = session.checkpoints
     return store if isinstance(store, Checkpoints) else None
 

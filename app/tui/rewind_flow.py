@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..permission_modes import PLAN_INSTRUCTION
 from .rewind import RewindPoint, checkpoint_store, restore_files, rewind_points
+from .screens.rewind_screen import CONVERSATION, FILES, RewindScreen
 
 if TYPE_CHECKING:
     from .controller import SessionController
@@ -21,8 +22,6 @@ DOUBLE_ESC_S = 0.5  # a second Esc within this time, while idle, opens the picke
 async def open_rewind(
     controller: SessionController, transcript: Transcript, app: AppHost, prompt: PromptInput
 ) -> None:
-    from .screens.rewind_screen import RewindScreen
-
     c, t = controller, transcript
     session = c.session
     if session is None:
@@ -50,8 +49,6 @@ async def rewind_to(
     point: RewindPoint,
     what: str,
 ) -> None:
-    from .screens.rewind_screen import CONVERSATION, FILES
-
     c, t = controller, transcript
     session = c.session
     if session is None or c.busy or c.queue:  # a prompt was sent while the picker was open

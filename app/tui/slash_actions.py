@@ -18,6 +18,7 @@ from .hosts import ScreenHelper
 from .review_flow import ReviewFlow
 from .rewind import checkpoint_store
 from .rewind_flow import open_rewind
+from .screens.sessions_screen import SessionsScreen
 from .slash import HELP, SlashCommand, next_thinking
 from .slash_daily import DailyActions
 from .slash_share import ShareActions
@@ -132,7 +133,6 @@ class SlashActions(ScreenHelper):
         if lister is None:
             await self.transcript.error("session browsing is not available", "usage")
             return
-        from .screens.sessions_screen import SessionsScreen
 
         sessions = await asyncio.to_thread(lister)
         self.app.push_screen(SessionsScreen(sessions), self._resume)
@@ -160,7 +160,7 @@ class SlashActions(ScreenHelper):
         await self.transcript.notice(text if prefix is None else f"{text}\n{prefix}")
 
     async def do_mcp(self, arg: str) -> None:
-        from ..mcp.reload import slash_mcp
+        from ..mcp.reload import slash_mcp  # the tool set and MCP: on /mcp only
 
         try:
             text = await slash_mcp(self.controller.session, arg)

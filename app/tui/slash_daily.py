@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
+import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from m3agent.agent.instructions import NAMES, find_instructions
+from m3agent.tools.base import ToolContext
+from m3agent.tools.host_programs import host_argv
+from m3agent.tools.shell import Shell, ShellArgs
+
+from ..prefix_rules import load_prefixes, project_entries, save_user_rule, trust_project
 from ..safe_text import one_line
 from .hosts import ScreenHelper
+from .screens.confirm_screen import ConfirmScreen
+from .tasks import tasks
 
 if TYPE_CHECKING:
     from m3agent.tools.base import ToolResult
@@ -126,8 +136,6 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice("\n".join(lines))
 
     async def do_tasks(self, arg: str) -> None:
-        from .tasks import tasks
-
         try:
             await self.transcript.notice(await tasks(self.controller.session, arg))
         except ValueError as e:
@@ -146,7 +154,6 @@ class DailyActions(ScreenHelper):
         if not self.config.instructions:  # --no-context: not even listed (nothing is read)
             await self.transcript.notice("instruction files: none read (--no-context)")
             return
-        from m3agent.agent.instructions import NAMES, find_instructions
 
         user = Path("~/.m3agent/AGENTS.md").expanduser()
         lines = ["instruction files (read when the session opened):"]
@@ -164,11 +171,6 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice("\n".join(lines))
 
     async def _edit_memory(self, which: str) -> None:
-        import shlex
-        import subprocess
-
-        from m3agent.tools.host_programs import host_argv
-
         path = (
             Path("~/.m3agent/AGENTS.md").expanduser()
             if which == "user"
@@ -195,8 +197,6 @@ class DailyActions(ScreenHelper):
         await self.transcript.notice(f"edited {path}{note}; /new starts a session that reads it")
 
     async def _edit_rule(self, verb: str, rule: str) -> None:
-        from ..prefix_rules import save_user_rule
-
         home = self.config.state_dir
         try:
             if not rule:
@@ -213,9 +213,6 @@ class DailyActions(ScreenHelper):
     async def _trust(self) -> None:
         """Shows what the project's files would let count (escaped), as `m3agent permissions
         trust` does, and trusts them on yes."""
-        from ..prefix_rules import project_entries
-        from .screens.confirm_screen import ConfirmScreen
-
         entries = await asyncio.to_thread(project_entries, Path(self.config.cwd))
         shown = "".join(f"\n  {line}" for line in entries or ["(no rules)"])
 
@@ -229,8 +226,6 @@ class DailyActions(ScreenHelper):
         self.app.push_screen(ConfirmScreen(question), answered)
 
     async def _trusted(self) -> None:
-        from ..prefix_rules import load_prefixes, trust_project
-
         home = self.config.state_dir
         try:
             if home is None:
@@ -272,9 +267,6 @@ def ready_for_editor(path: Path, repository: bool) -> None:
 
 
 def run_shell(session: SessionLike, command: str) -> ToolResult:
-    from m3agent.tools.base import ToolContext
-    from m3agent.tools.shell import Shell, ShellArgs
-
     ctx = ToolContext(cwd=Path(session.cwd), sandbox=session.sandbox)
     args = ShellArgs(command=command, timeout_s=None, workdir=None, run_in_background=False)
     return Shell().run(args, ctx)

@@ -13,6 +13,7 @@ from m3agent.agent.session_export import export_json, export_markdown, write_exp
 
 from ..safe_text import dumps
 from .hosts import ScreenHelper
+from .screens.confirm_screen import ConfirmScreen
 
 FORMATS = (".md", ".json")
 
@@ -52,7 +53,6 @@ class ShareActions(ScreenHelper):
         if not existing:
             await self._write(files, replace=False)
             return
-        from .screens.confirm_screen import ConfirmScreen
 
         async def answered(yes: bool | None) -> None:
             if yes:

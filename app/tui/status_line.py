@@ -16,27 +16,24 @@ import json
 import time
 from collections.abc import Callable
 from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from m3agent.agent.hooks import HookCommand
 from m3agent.agent.hooks.runner import hook_env, run_hook
 from m3agent.engine.api import Usage
+from m3agent.tools.sandbox.runner import Sandbox
 
 from ..status_line import StatusLineCommand
 from .status import StatusState
 from .usage_tally import UsageTally
-
-if TYPE_CHECKING:
-    from m3agent.tools.sandbox.runner import Sandbox
 
 MIN_INTERVAL_S = 0.3  # Claude Code's: at most every 300 ms
 
 
 @cache
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("m3agent")
     except PackageNotFoundError:
@@ -175,8 +172,6 @@ class StatusLineRunner:
         """The sandbox a project's command runs in (None for the user's own)."""
         policy = self.command.policy
         if policy is not None and self._sandbox is None:
-            from m3agent.tools.sandbox.runner import Sandbox
-
             self._sandbox = await asyncio.to_thread(Sandbox, policy)
         return self._sandbox
 

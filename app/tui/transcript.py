@@ -12,6 +12,7 @@ from .widgets.conversation_view import ConversationView
 from .widgets.diff_view import DiffView
 from .widgets.error_view import ErrorView
 from .widgets.notice_view import NoticeView
+from .widgets.reasoning_view import ReasoningView
 from .widgets.tool_card import ToolCard
 from .widgets.user_message import UserMessage
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from m3agent.engine.api import Message
 
     from .widgets.answer_view import AnswerView
-    from .widgets.reasoning_view import ReasoningView
 
 W = TypeVar("W", bound=Widget)
 
@@ -44,7 +44,6 @@ class Transcript:
             await self.end_segment()
         if self._reasoning is None:
             # Imported on first use: Collapsible and Markdown would slow the first paint.
-            from .widgets.reasoning_view import ReasoningView
 
             self._reasoning = await self._mount(ReasoningView())
         self._reasoning.append(text)

@@ -19,13 +19,17 @@ EXE = Path(sys.executable).parent / "m3agent"
 
 
 def _commands(app) -> list[list[str]]:
-    """Every command path of the CLI, sub-groups included."""
+    """Every command path of the CLI, sub-groups included (through click's group protocol:
+    the root builds its sub-commands on demand)."""
     from typer.main import get_command
 
     def walk(cmd, path):
         yield path
-        for name, sub in getattr(cmd, "commands", {}).items():
-            yield from walk(sub, [*path, name])
+        if not hasattr(cmd, "list_commands"):
+            return
+        ctx = cmd.make_context("m3agent", [], resilient_parsing=True)
+        for name in cmd.list_commands(ctx):
+            yield from walk(cmd.get_command(ctx, name), [*path, name])
 
     return list(walk(get_command(app), []))
 

@@ -41,6 +41,7 @@ from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE
 from ..status import StatusChanges, StatusState, engine_info, engine_label, usage_fields
 from ..status_line import StatusLineRunner, status_payload
+from ..tasks import send_to_background
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
 from ..widgets.command_menu import CommandMenu
@@ -435,8 +436,6 @@ class MainScreen(Screen[None]):
         await cycle_mode(self.controller, self.transcript, self)
 
     async def action_background(self) -> None:
-        from ..tasks import send_to_background  # loads the shell tools: not at start-up
-
         await self.transcript.notice(send_to_background(self.controller.session))
 
     def action_cycle_thinking(self) -> None:

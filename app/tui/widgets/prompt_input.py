@@ -5,18 +5,16 @@ left the prompt made every later key, Enter too, land elsewhere)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import Unpack
 
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
 from ..attachments import at_token, common_prefix, complete_path
+from ..history_search import HistorySearch
 from .command_menu import CommandMenu
 from .widget_options import WidgetOptions
-
-if TYPE_CHECKING:
-    from ..history_search import HistorySearch
 
 _NEWLINE_KEYS = frozenset({"ctrl+j", "shift+enter", "alt+enter", "newline"})
 
@@ -119,8 +117,6 @@ class PromptInput(TextArea):
     def _search_key(self, key: str) -> bool:
         """ctrl+r: the next older match; Esc: back to the draft; other keys end the search
         (and do what they do, on the found prompt)."""
-        from ..history_search import HistorySearch
-
         if key == "ctrl+r":
             if self._search is None:
                 self._search = HistorySearch(self.prompt_history, self.text)
