@@ -19,6 +19,7 @@ from m3agent.agent.config import AgentConfig
 from m3agent.agent.events import Error, ErrorKind
 
 from .custom_commands import CustomCommand, load_commands, skill_commands
+from .sandbox_settings import sandbox_policy
 
 if TYPE_CHECKING:
     from m3agent.agent.approvals import ApprovalGate
@@ -76,8 +77,6 @@ def host_reader(settings: Settings, cwd: Path) -> HostReader:
     its sandbox policy (tools/host_read.py), the user's own directories and AGENTS.md trusted
     (read on their behalf even where m3agent keeps its data)."""
     from m3agent.tools.host_read import HostReader
-
-    from .factory import sandbox_policy
 
     mine = user_dir(settings)
     trusted = (mine / "skills", mine / "commands", mine / "agents")

@@ -16,6 +16,7 @@ from m3agent.agent.session import Session
 from m3agent.engine.api import Engine
 
 from .engine_build import Report, build_engine
+from .sandbox_settings import extra_dirs, sandbox_policy
 from .session_context import context_kwargs, instructions_kwargs
 from .settings import Settings
 
@@ -24,11 +25,11 @@ if TYPE_CHECKING:  # types only: each loads when it is built
     from m3agent.agent.turn_state import CheckpointStore
     from m3agent.tools.checkpoint import Checkpoints
     from m3agent.tools.diagnostics import Diagnostics
-    from m3agent.tools.sandbox.policy import SandboxPolicy
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import Toolset, ToolsetProtocol
 
-# build_engine (app/engine_build.py) is kept importable from here: the TUI launcher uses it.
+# build_engine (app/engine_build.py) and sandbox_policy (app/sandbox_settings.py) are kept
+# importable from here: the TUI launcher and the status line use them.
 __all__ = [
     "build_checkpoints",
     "build_engine",
@@ -41,37 +42,11 @@ __all__ = [
 ]
 
 
-def sandbox_policy(settings: Settings, cwd: Path) -> SandboxPolicy:
-    """The session's sandbox policy: what its commands, file tools and host reads obey."""
-    from m3agent.tools.sandbox.policy import SandboxPolicy
-
-    extra = _extra_dirs(settings)
-    rules = _rule_fields(settings)
-    return SandboxPolicy(
-        workspace=cwd,
-        mode=settings.sandbox,
-        **{
-            **rules,
-            "network": settings.network or rules.get("network", False),
-            "extra_writable": (*extra, *rules.get("extra_writable", ())),
-        },
-        dangerously_no_sandbox=settings.dangerously_no_sandbox,
-    )
-
-
 def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
     from m3agent.tools.sandbox.runner import Sandbox
 
     # One Sandbox per session: its layers are probed once, not per command.
     return Sandbox(sandbox_policy(settings, cwd))
-
-
-def _extra_dirs(settings: Settings) -> tuple[Path, ...]:
-    extra = tuple(Path(d).expanduser().resolve() for d in settings.add_dirs)
-    for d in extra:
-        if not d.is_dir():
-            raise ValueError(f"--add-dir {d}: not a directory")
-    return extra
 
 
 def session_workspace(settings: Settings, cwd: Path | None, resume: str | None) -> Path:
@@ -91,13 +66,8 @@ def session_workspace(settings: Settings, cwd: Path | None, resume: str | None) 
 
         if (why := workspace_refusal(cwd)) is not None:
             raise ValueError(why)
-    _extra_dirs(settings)
+    extra_dirs(settings)
     return cwd
-
-
-def _rule_fields(settings: Settings) -> dict[str, Any]:
-    """The config's [sandbox] rules as SandboxPolicy fields (tools/sandbox/rules.py)."""
-    return settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Toolset:
