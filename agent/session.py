@@ -65,6 +65,9 @@ class Session:
         subagent: bool = False,
         gate: ApprovalGate | None = None,  # a task child's: its parent's, mode and all
         diagnostics: Diagnostics | None = None,  # a checker run after each file change
+        # What the front end adds to this session (app/extensions.py: its commands), kept for
+        # as long as the session lives; the agent never reads it.
+        extensions: object | None = None,
     ):
         self.engine = engine
         self.toolset = toolset
@@ -78,6 +81,7 @@ class Session:
         self.hooks = hooks
         self.subagent = subagent
         self.diagnostics = diagnostics
+        self.extensions = extensions
         # persist_allow: where an "always allow" answer is kept for later sessions.
         self.gate = gate or ApprovalGate(
             config.approval_policy,

@@ -1,7 +1,8 @@
 """What issue 23 adds to a session, in one place: hooks (trust applied), skills (listed in
 the system block, loaded by the `skill` tool), `update_plan`, custom commands, and the `task`
-tool with its agent definitions. The factory calls `session_extras` once; front ends read
-`commands_of(session)` for their `/` menu.
+tool with its agent definitions. The factory calls `session_extras` once and hands the Extras
+to the Session it builds (`Session.extensions`, the session's own: no table here outlives or
+mixes sessions); front ends read `commands_of(session)` for their `/` menu.
 
 Everything here is decided when the session starts: the tool list and the system block
 open the prompt, so they never change afterwards (prefix caching).
@@ -10,10 +11,9 @@ open the prompt, so they never change afterwards (prefix caching).
 from __future__ import annotations
 
 import os
-import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from m3agent.agent.config import AgentConfig
 from m3agent.agent.events import Error, ErrorKind
@@ -123,7 +123,7 @@ def granted_tools(session: object, command: CustomCommand) -> tuple[str, ...]:
     repository grants them only while this user trusts that file as it is (the same trust as
     the project's permission files: app/prefix_rules.py, `/permissions trust`); the user's own
     command files grant them as written."""
-    extras = _BOUND.get(session)
+    extras = extras_of(session)
     if not command.allowed_tools or extras is None or not command.source:
         return ()
     from .prefix_rules import trusted_file
@@ -175,6 +175,9 @@ def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
 
 @dataclass(slots=True)
 class Extras:
+    """What session_extras adds to one session. The factory passes it to the Session it builds,
+    which keeps it as `extensions` for as long as it lives (commands_of, granted_tools)."""
+
     toolset: ExtendedToolset
     config: AgentConfig
     hooks: Hooks | None = None
@@ -185,21 +188,30 @@ class Extras:
     home: Path | None = None  # where this user's trust is kept (app/prefix_rules.py)
 
     def bind(self, session: Session) -> None:
-        """The extras of `session` from now on (commands_of); the task tool runs children
-        beside the session it belongs to."""
-        _BOUND[session] = self
+        """The task tool runs its children beside `session`, the one built with these extras."""
         if self.task_tool is not None:
             self.task_tool.bind(session)
 
 
-# Each session's extras, held no longer than the session itself.
-_BOUND: weakref.WeakKeyDictionary[object, Extras] = weakref.WeakKeyDictionary()
+@runtime_checkable
+class _Extended(Protocol):
+    """A session that keeps what its front end added: agent.session.Session. Front ends may
+    hold a stand-in without it (the TUI's SessionLike)."""
+
+    extensions: object | None
+
+
+def extras_of(session: object) -> Extras | None:
+    """The extras the factory built `session` with; None for a session built otherwise (a
+    test's, a subagent's)."""
+    extensions = session.extensions if isinstance(session, _Extended) else None
+    return extensions if isinstance(extensions, Extras) else None
 
 
 def commands_of(session: object) -> tuple[CustomCommand, ...]:
     """The `/` commands of a session the factory built (custom commands, skills, MCP prompts);
     none for a session built otherwise (a test's, a subagent's)."""
-    extras = _BOUND.get(session) if session is not None else None
+    extras = extras_of(session)
     return extras.commands if extras is not None else ()
 
 
@@ -211,7 +223,8 @@ def session_extras(
     config: AgentConfig,
     sandbox: Sandbox | None = None,
 ) -> Extras:
-    """SANDBOX: the session's, where the project's hooks run."""
+    """SANDBOX: the session's, where the project's hooks run. The Extras go to the Session
+    the factory builds next (its `extensions`)."""
     from m3agent.agent.subagents import TaskTool, load_agents
     from m3agent.tools.extra_toolset import ExtendedToolset
     from m3agent.tools.skills import SkillTool, discover_skills, skills_listing

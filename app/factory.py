@@ -200,6 +200,7 @@ def build_session(
         "persist_prefix": lambda prefix: save_prefix(settings.home, prefix),
         "hooks": extras.hooks,
         "diagnostics": _diagnostics(settings),
+        "extensions": extras,  # the session keeps them (commands_of reads them there)
     }
     try:
         context = context_kwargs(settings, cwd, engine, new=not resume, progress=progress)
