@@ -3,7 +3,8 @@
 `submit(op)` in, `events()` out. Control ops (Interrupt, ApprovalDecision, SetThinking) act at
 once; UserTurns queue and run one at a time. The conversation and its JSONL log live in a
 Conversation; `Session.resume` rebuilds the exact message list from that log. The runner task
-that takes the queued ops one at a time is agent/session_runner.py.
+that takes the queued ops one at a time is agent/session_runner.py; the log a session opens
+with, new or resumed, agent/session_open.py; its two thinking modes, agent/session_thinking.py.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from . import ops, session_runner
 from .approvals import ApprovalGate
 from .config import AgentConfig
 from .conversation import Conversation
-from .prompt_cache import REWOUND, THINKING_DEFAULT_CHANGED, CacheTracker
+from .prompt_cache import REWOUND, CacheTracker
+from .session_open import new_log, resumed_log
 from .session_runner import END, End
+from .session_thinking import ThinkingModes
 from .shell_prefixes import ShellPrefixes
 from .turn_state import CheckpointStore, TurnControl
 
@@ -35,11 +38,6 @@ if TYPE_CHECKING:  # types only: the sandbox runner and the tools load when used
 
 # Streaming text is not logged line by line: the assistant message that follows holds it all.
 _UNLOGGED = (ev.ReasoningDelta, ev.ContentDelta, ev.Progress)
-
-
-def _mode(value: str | None, fallback: ThinkingMode) -> ThinkingMode:
-    """A mode read from the session log (a plain string), or `fallback` if it names none."""
-    return ThinkingMode(value) if value in THINKING_MODES else fallback
 
 
 class Session:
@@ -67,6 +65,9 @@ class Session:
         subagent: bool = False,
         gate: ApprovalGate | None = None,  # a task child's: its parent's, mode and all
         diagnostics: Diagnostics | None = None,  # a checker run after each file change
+        # What the front end adds to this session (app/extensions.py: its commands), kept for
+        # as long as the session lives; the agent never reads it.
+        extensions: object | None = None,
     ):
         self.engine = engine
         self.toolset = toolset
@@ -80,14 +81,7 @@ class Session:
         self.hooks = hooks
         self.subagent = subagent
         self.diagnostics = diagnostics
-        self.thinking_default: ThinkingMode = _mode(
-            conversation.meta.thinking_default, ThinkingMode(config.thinking_default)
-        )
-        # Written in the prompt's system block; fixed unless SetThinking(session_default=True).
-        self.session_thinking_mode: ThinkingMode = _mode(
-            conversation.meta.session_thinking_mode, ThinkingMode.ADAPTIVE
-        )
-        self._mode_sent = self.session_thinking_mode  # the one the engine's cache holds
+        self.extensions = extensions
         # persist_allow: where an "always allow" answer is kept for later sessions.
         self.gate = gate or ApprovalGate(
             config.approval_policy,
@@ -115,6 +109,9 @@ class Session:
             auto_compact_tokens=auto_compact_tokens,
             last_sequence_tokens=conversation.last_sequence_tokens() if resumed else None,
         )
+        self.thinking = ThinkingModes(
+            conversation, ThinkingMode(config.thinking_default), self.cache, self.report
+        )
 
     # ---- construction ---------------------------------------------------------------------
 
@@ -131,17 +128,7 @@ class Session:
         **kwargs: Any,
     ) -> Session:
         """A new session: the system prompt (and any repository context) opens the log."""
-        info = engine.info()
-        conv = Conversation.create(
-            sessions_dir,
-            cwd=str(cwd),
-            engine=info.backend,
-            model=info.model,
-            thinking_default=config.thinking_default,
-        )
-        conv.append(Message(role="system", content=config.system_prompt))
-        for m in context_messages:
-            conv.append(m)
+        conv = new_log(engine, config, sessions_dir, cwd, context_messages)
         return cls(engine, toolset, config, conversation=conv, cwd=cwd, **kwargs)
 
     @classmethod
@@ -156,20 +143,10 @@ class Session:
         cwd: Path | None = None,
         **kwargs: Any,
     ) -> Session:
-        conv = Conversation.load(sessions_dir, session_id)
+        """A saved session, its log mended after a crash (a ContextEvent says what was)."""
+        conv, repair = resumed_log(sessions_dir, session_id)
         where = Path(cwd) if cwd is not None else Path(conv.meta.cwd)
-        # A crash mid-tool left calls without results: close them, and say what was mended.
-        closed = conv.close_unanswered_calls()
-        notes = list(conv.repairs)
-        if closed:
-            notes.append(
-                f"{len(closed)} tool call(s) had no result (the session stopped while "
-                'they ran); each now has an "interrupted" result'
-            )
-        if notes:
-            repair = ev.ContextEvent(
-                action=ev.ContextAction.REPAIR, detail={"notes": notes, "interrupted_calls": closed}
-            )
+        if repair is not None:
             kwargs["startup_events"] = (*kwargs.get("startup_events", ()), repair)
         return cls(engine, toolset, config, conversation=conv, cwd=where, resumed=True, **kwargs)
 
@@ -185,6 +162,20 @@ class Session:
     def loop(self) -> asyncio.AbstractEventLoop | None:
         """The event loop the session runs on; None until it has started."""
         return self._loop
+
+    @property
+    def thinking_default(self) -> ThinkingMode:
+        """The mode of a turn that names none (agent/session_thinking.py)."""
+        return self.thinking.default
+
+    @thinking_default.setter
+    def thinking_default(self, mode: ThinkingMode) -> None:
+        self.thinking.default = mode
+
+    @property
+    def session_thinking_mode(self) -> ThinkingMode:
+        """The mode the prompt's system block says (agent/session_thinking.py)."""
+        return self.thinking.system
 
     @property
     def busy(self) -> bool:
@@ -226,15 +217,7 @@ class Session:
         elif isinstance(op, ops.ApprovalDecision):
             self._decide(op)
         elif isinstance(op, ops.SetThinking):
-            if op.mode not in THINKING_MODES:
-                msg = f"unknown thinking mode {op.mode!r}"
-                self.report(ev.Error(message=msg, kind=ev.ErrorKind.USAGE))
-                return
-            mode = ThinkingMode(op.mode)
-            if op.session_default:
-                self._set_session_thinking(mode)
-            self.thinking_default = mode
-            self.conversation.log_setting(thinking_default=mode)
+            self.thinking.set(op)
         elif isinstance(op, ops.Compact):
             self._turns.put_nowait(op)  # runs between turns, never during one
         elif isinstance(op, ops.Shutdown):
@@ -360,14 +343,8 @@ class Session:
         self._control = None
 
     def session_thinking_for_turn(self) -> ThinkingMode:
-        """The system block's thinking mode for the next turn. A change since the last turn
-        (SetThinking with session_default) applies from this turn on, and the cache figures
-        say the next request recomputes the prompt."""
-        if self._mode_sent != self.session_thinking_mode:
-            if self.cache.history:
-                self.cache.note(THINKING_DEFAULT_CHANGED)
-            self._mode_sent = self.session_thinking_mode
-        return self.session_thinking_mode
+        """The system block's thinking mode for the next turn (agent/session_thinking.py)."""
+        return self.thinking.for_turn()
 
     # ---- internals --------------------------------------------------------------------------
 
@@ -401,23 +378,3 @@ class Session:
             )
             return
         fut.set_result(decision)
-
-    def _set_session_thinking(self, mode: ThinkingMode) -> None:
-        """Rewrites the system block's mode line: says first what the next request recomputes."""
-        if mode == self.session_thinking_mode:
-            return
-        # The whole conversation as the engine last saw it (prompt + output); 0 before any.
-        last = self.cache.history[-1] if self.cache.history else None
-        recompute = self.cache.last_total_tokens or (last.prompt_tokens if last else 0)
-        self.report(
-            ev.ContextEvent(
-                action=ev.ContextAction.THINKING_DEFAULT,
-                detail={
-                    "mode": mode,
-                    "previous": self.session_thinking_mode,
-                    "recompute_tokens": recompute,
-                },
-            )
-        )
-        self.session_thinking_mode = mode
-        self.conversation.log_setting(session_thinking_mode=mode)

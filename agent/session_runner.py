@@ -63,8 +63,12 @@ class RunnerHost(Protocol):
     gate: ApprovalGate
     cache: CacheTracker
     snapshot_builder: Callable[[Callable[[ev.Progress], None]], Message] | None
-    thinking_default: ThinkingMode
-    session_thinking_mode: ThinkingMode
+
+    @property
+    def thinking_default(self) -> ThinkingMode: ...
+
+    @property
+    def session_thinking_mode(self) -> ThinkingMode: ...
 
     def report(self, event: ev.Event) -> None: ...
 

@@ -1,7 +1,8 @@
 """What issue 23 adds to a session, in one place: hooks (trust applied), skills (listed in
 the system block, loaded by the `skill` tool), `update_plan`, custom commands, and the `task`
-tool with its agent definitions. The factory calls `session_extras` once; front ends read
-`commands_of(session)` for their `/` menu.
+tool with its agent definitions. The factory calls `session_extras` once and hands the Extras
+to the Session it builds (`Session.extensions`, the session's own: no table here outlives or
+mixes sessions); front ends read `commands_of(session)` for their `/` menu.
 
 Everything here is decided when the session starts: the tool list and the system block
 open the prompt, so they never change afterwards (prefix caching).
@@ -10,29 +11,33 @@ open the prompt, so they never change afterwards (prefix caching).
 from __future__ import annotations
 
 import os
-import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from m3agent.agent.config import AgentConfig
+from m3agent.agent.config import AgentConfig, Verdict
 from m3agent.agent.events import Error, ErrorKind
+from m3agent.agent.subagents import TaskTool, load_agents
+from m3agent.tools.base import Capability, Touches
+from m3agent.tools.extra_toolset import ExtendedToolset
+from m3agent.tools.host_read import HostReader
+from m3agent.tools.skills import SkillTool, discover_skills, skills_listing
+from m3agent.tools.update_plan import UpdatePlan
 
-from .custom_commands import CustomCommand, load_commands, skill_commands
+from .custom_commands import CustomCommand, find, load_commands, skill_commands
+from .hooks_settings import session_hooks
+from .prefix_rules import trusted_file
+from .sandbox_settings import sandbox_policy
+from .settings import Settings
 
 if TYPE_CHECKING:
     from m3agent.agent.approvals import ApprovalGate
     from m3agent.agent.hooks import Hooks
     from m3agent.agent.ops import UserTurn
     from m3agent.agent.session import Session
-    from m3agent.agent.subagents import TaskTool
     from m3agent.engine.api import Engine
-    from m3agent.tools.extra_toolset import ExtendedToolset
-    from m3agent.tools.host_read import HostReader
     from m3agent.tools.sandbox.runner import Sandbox
     from m3agent.tools.toolset import ToolsetProtocol
-
-    from .settings import Settings
 
 # Kept out of the repository snapshot (gitignore patterns): a skill's body is loaded only
 # when the model asks for it; commands and agent definitions are instructions, not code.
@@ -75,10 +80,6 @@ def host_reader(settings: Settings, cwd: Path) -> HostReader:
     """How this session reads skills, commands, agent and instruction files on the host: under
     its sandbox policy (tools/host_read.py), the user's own directories and AGENTS.md trusted
     (read on their behalf even where m3agent keeps its data)."""
-    from m3agent.tools.host_read import HostReader
-
-    from .factory import sandbox_policy
-
     mine = user_dir(settings)
     trusted = (mine / "skills", mine / "commands", mine / "agents")
     return HostReader(
@@ -91,8 +92,6 @@ def all_commands(
 ) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
     """Custom commands, then skills as commands (a command wins a name); none named like a
     built-in command (`builtins_win`)."""
-    from m3agent.tools.skills import discover_skills
-
     reader = reader or host_reader(settings, cwd)
     commands, problems = load_commands(command_dirs(settings, cwd), reader)
     skills, skill_problems = discover_skills(skill_roots(settings, cwd), reader)
@@ -107,7 +106,7 @@ def builtins_win(
 ) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
     """(the commands not named like a built-in one, a line for each that is): `/undo` is
     always the built-in, whatever a repository's `.m3agent/commands/undo.md` says."""
-    from .tui.slash import NAMES
+    from .tui.slash import NAMES  # app/tui loads when a command list is made, not on import
 
     builtin = {n.lower() for n in NAMES}
     kept = tuple(c for c in commands if c.name.lower() not in builtin)
@@ -124,11 +123,9 @@ def granted_tools(session: object, command: CustomCommand) -> tuple[str, ...]:
     repository grants them only while this user trusts that file as it is (the same trust as
     the project's permission files: app/prefix_rules.py, `/permissions trust`); the user's own
     command files grant them as written."""
-    extras = _BOUND.get(session)
+    extras = extras_of(session)
     if not command.allowed_tools or extras is None or not command.source:
         return ()
-    from .prefix_rules import trusted_file
-
     # Where it was found, not where it leads: a repository's command that is a symlink to a
     # file outside is still the repository's.
     source = Path(os.path.abspath(command.source))
@@ -142,9 +139,6 @@ def granted_tools(session: object, command: CustomCommand) -> tuple[str, ...]:
 def refusal(gate: ApprovalGate, command: CustomCommand) -> str | None:
     """Why a command may not run, or None: an MCP prompt reaches its server, so the
     session's gate judges it as it judges that server's tools (a server deny, plan mode)."""
-    from m3agent.agent.config import Verdict
-    from m3agent.tools.base import Capability, Touches
-
     if not command.source.startswith("mcp:"):
         return None
     server = command.source.removeprefix("mcp:")
@@ -161,8 +155,6 @@ def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
     """A UserTurn whose text is `/name args` of the session's custom commands, skills or MCP
     prompts, as its prompt and allowed tools; any other turn as it is. ValueError: a command
     that may not run (`refusal`)."""
-    from .custom_commands import find
-
     if not turn.text.lstrip().startswith("/"):
         return turn
     hit = find(commands_of(session), turn.text)
@@ -176,6 +168,9 @@ def expand_turn(session: Session, turn: UserTurn) -> UserTurn:
 
 @dataclass(slots=True)
 class Extras:
+    """What session_extras adds to one session. The factory passes it to the Session it builds,
+    which keeps it as `extensions` for as long as it lives (commands_of, granted_tools)."""
+
     toolset: ExtendedToolset
     config: AgentConfig
     hooks: Hooks | None = None
@@ -186,21 +181,30 @@ class Extras:
     home: Path | None = None  # where this user's trust is kept (app/prefix_rules.py)
 
     def bind(self, session: Session) -> None:
-        """The extras of `session` from now on (commands_of); the task tool runs children
-        beside the session it belongs to."""
-        _BOUND[session] = self
+        """The task tool runs its children beside `session`, the one built with these extras."""
         if self.task_tool is not None:
             self.task_tool.bind(session)
 
 
-# Each session's extras, held no longer than the session itself.
-_BOUND: weakref.WeakKeyDictionary[object, Extras] = weakref.WeakKeyDictionary()
+@runtime_checkable
+class _Extended(Protocol):
+    """A session that keeps what its front end added: agent.session.Session. Front ends may
+    hold a stand-in without it (the TUI's SessionLike)."""
+
+    extensions: object | None
+
+
+def extras_of(session: object) -> Extras | None:
+    """The extras the factory built `session` with; None for a session built otherwise (a
+    test's, a subagent's)."""
+    extensions = session.extensions if isinstance(session, _Extended) else None
+    return extensions if isinstance(extensions, Extras) else None
 
 
 def commands_of(session: object) -> tuple[CustomCommand, ...]:
     """The `/` commands of a session the factory built (custom commands, skills, MCP prompts);
     none for a session built otherwise (a test's, a subagent's)."""
-    extras = _BOUND.get(session) if session is not None else None
+    extras = extras_of(session)
     return extras.commands if extras is not None else ()
 
 
@@ -212,14 +216,8 @@ def session_extras(
     config: AgentConfig,
     sandbox: Sandbox | None = None,
 ) -> Extras:
-    """SANDBOX: the session's, where the project's hooks run."""
-    from m3agent.agent.subagents import TaskTool, load_agents
-    from m3agent.tools.extra_toolset import ExtendedToolset
-    from m3agent.tools.skills import SkillTool, discover_skills, skills_listing
-    from m3agent.tools.update_plan import UpdatePlan
-
-    from .hooks_settings import session_hooks
-
+    """SANDBOX: the session's, where the project's hooks run. The Extras go to the Session
+    the factory builds next (its `extensions`)."""
     notes: list[Error] = []
     try:
         hooks, hook_notes = session_hooks(settings, cwd, sandbox)
@@ -229,7 +227,7 @@ def session_extras(
     reader = host_reader(settings, cwd)
     skills, problems = discover_skills(skill_roots(settings, cwd), reader)
     commands, cmd_problems = all_commands(settings, cwd, reader)
-    from .mcp.prompts import prompt_commands
+    from .mcp.prompts import prompt_commands  # the MCP side of app (app/mcp): loaded when used
 
     prompts, shadowed = builtins_win(prompt_commands(toolset))
     commands += prompts  # after ours: a command file wins a name

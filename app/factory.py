@@ -7,28 +7,34 @@ tests build sessions here.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from m3agent.agent.context.guard import workspace_refusal
 from m3agent.agent.conversation import Conversation
-from m3agent.agent.events import ErrorKind
+from m3agent.agent.events import Error, ErrorKind
 from m3agent.agent.session import Session
+from m3agent.agent.turn_state import CheckpointStore
 from m3agent.engine.api import Engine
+from m3agent.tools.checkpoint import Checkpoints, state_dir_for
+from m3agent.tools.diagnostics import Diagnostics
+from m3agent.tools.host_programs import confine_process_path
+from m3agent.tools.private_fs import private_dir
+from m3agent.tools.sandbox.runner import Sandbox
+from m3agent.tools.toolset import Toolset, ToolsetProtocol, default_toolset
+from m3agent.tools.web_fetch import WebFetch
 
 from .engine_build import Report, build_engine
+from .extensions import session_extras
+from .prefix_rules import load_prefixes, save_prefix, saved_rules
+from .sandbox_settings import extra_dirs, sandbox_policy
 from .session_context import context_kwargs, instructions_kwargs
 from .settings import Settings
+from .web_fetch_settings import fetch_policy
 
-if TYPE_CHECKING:  # types only: each loads when it is built
-    from m3agent.agent.events import Error
-    from m3agent.agent.turn_state import CheckpointStore
-    from m3agent.tools.checkpoint import Checkpoints
-    from m3agent.tools.diagnostics import Diagnostics
-    from m3agent.tools.sandbox.policy import SandboxPolicy
-    from m3agent.tools.sandbox.runner import Sandbox
-    from m3agent.tools.toolset import Toolset, ToolsetProtocol
-
-# build_engine (app/engine_build.py) is kept importable from here: the TUI launcher uses it.
+# build_engine (app/engine_build.py) and sandbox_policy (app/sandbox_settings.py) are kept
+# importable from here: the TUI launcher and the status line use them.
 __all__ = [
     "build_checkpoints",
     "build_engine",
@@ -41,37 +47,9 @@ __all__ = [
 ]
 
 
-def sandbox_policy(settings: Settings, cwd: Path) -> SandboxPolicy:
-    """The session's sandbox policy: what its commands, file tools and host reads obey."""
-    from m3agent.tools.sandbox.policy import SandboxPolicy
-
-    extra = _extra_dirs(settings)
-    rules = _rule_fields(settings)
-    return SandboxPolicy(
-        workspace=cwd,
-        mode=settings.sandbox,
-        **{
-            **rules,
-            "network": settings.network or rules.get("network", False),
-            "extra_writable": (*extra, *rules.get("extra_writable", ())),
-        },
-        dangerously_no_sandbox=settings.dangerously_no_sandbox,
-    )
-
-
 def build_sandbox(settings: Settings, cwd: Path) -> Sandbox:
-    from m3agent.tools.sandbox.runner import Sandbox
-
     # One Sandbox per session: its layers are probed once, not per command.
     return Sandbox(sandbox_policy(settings, cwd))
-
-
-def _extra_dirs(settings: Settings) -> tuple[Path, ...]:
-    extra = tuple(Path(d).expanduser().resolve() for d in settings.add_dirs)
-    for d in extra:
-        if not d.is_dir():
-            raise ValueError(f"--add-dir {d}: not a directory")
-    return extra
 
 
 def session_workspace(settings: Settings, cwd: Path | None, resume: str | None) -> Path:
@@ -87,31 +65,18 @@ def session_workspace(settings: Settings, cwd: Path | None, resume: str | None) 
     if not cwd.is_dir():
         raise ValueError(f"working directory {cwd} does not exist")
     if not settings.allow_home:  # the whole home as a workspace: its secrets in reach
-        from m3agent.agent.context.guard import workspace_refusal
-
         if (why := workspace_refusal(cwd)) is not None:
             raise ValueError(why)
-    _extra_dirs(settings)
+    extra_dirs(settings)
     return cwd
-
-
-def _rule_fields(settings: Settings) -> dict[str, Any]:
-    """The config's [sandbox] rules as SandboxPolicy fields (tools/sandbox/rules.py)."""
-    return settings.sandbox_rules.policy_fields() if settings.sandbox_rules else {}
 
 
 def build_toolset(settings: Settings, cwd: Path) -> Toolset:
     """The built-in tools; web_fetch after them when the config allows a domain."""
-    from m3agent.tools.toolset import Toolset, default_toolset
-
-    from .web_fetch_settings import fetch_policy
-
     tools = default_toolset()
     policy = fetch_policy(settings, cwd)
     if policy is None:
         return tools
-    from m3agent.tools.web_fetch import WebFetch
-
     return Toolset([*tools.tools(), WebFetch(policy)])
 
 
@@ -121,15 +86,11 @@ def build_mcp_toolset(
     """The base tools plus the configured MCP servers' tools (servers started now: the tool
     set is fixed for the session), and the events saying which servers were left out.
     login_fatal: an HTTP server that needs `m3agent mcp login` raises McpLoginRequired."""
-    from m3agent.agent.events import Error
-
     config = settings.mcp_config(cwd)
     notes = [Error(message=line, kind=ErrorKind.TOOL) for line in config.skipped]
     if not config.servers:
         return base, notes
-    from importlib.metadata import PackageNotFoundError, version
-
-    from m3agent.tools.mcp import start_mcp
+    from m3agent.tools.mcp import start_mcp  # MCP's client (70 ms): only with servers
 
     try:
         ours = version("m3agent")
@@ -144,7 +105,7 @@ def build_mcp_toolset(
         client_version=ours,
     )
     if login_fatal and started.needs_login:
-        from m3agent.tools.mcp import McpLoginRequired
+        from m3agent.tools.mcp import McpLoginRequired  # MCP's client: as start_mcp
 
         started.toolset.close()
         raise McpLoginRequired(started.needs_login[0])
@@ -155,16 +116,12 @@ def build_mcp_toolset(
 def _diagnostics(settings: Settings) -> Diagnostics | None:
     if settings.diagnostics is None:
         return None
-    from m3agent.tools.diagnostics import Diagnostics
-
     return Diagnostics(settings.diagnostics)
 
 
 def build_checkpoints(settings: Settings, cwd: Path) -> Checkpoints:
     """The workspace's checkpoint store: a snapshot before the first mutating call of each
     turn, the one `m3agent undo` and the TUI's /undo and /rewind read (same state dir)."""
-    from m3agent.tools.checkpoint import Checkpoints, state_dir_for
-
     return Checkpoints(cwd, state_dir_for(cwd, settings.checkpoints_dir))
 
 
@@ -190,9 +147,6 @@ def build_session(
     HTTP MCP server needs a login."""
     # A bad session id or directory is a usage error to report before any engine is loaded.
     cwd = session_workspace(settings, cwd, resume)
-    from m3agent.tools.host_programs import confine_process_path
-    from m3agent.tools.private_fs import private_dir
-
     private_dir(settings.home)  # before anything (the token cache, the log) lands in it
     sandbox = build_sandbox(settings, cwd)  # before the engine: a bad --add-dir fails fast
     # nothing this process starts on the host (a compiler, the background serve) is found in
@@ -212,9 +166,7 @@ def build_session(
     if checkpoints is None:
         checkpoints = build_checkpoints(settings, cwd)
     config = settings.agent_config()
-    from .extensions import session_extras
-    from .mcp.settings import persist_allow
-    from .prefix_rules import load_prefixes, save_prefix, saved_rules
+    from .mcp.settings import persist_allow  # the MCP settings (app/mcp): loaded when used
 
     # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
     extras = session_extras(settings, cwd, engine, toolset, config, sandbox)
@@ -230,6 +182,7 @@ def build_session(
         "persist_prefix": lambda prefix: save_prefix(settings.home, prefix),
         "hooks": extras.hooks,
         "diagnostics": _diagnostics(settings),
+        "extensions": extras,  # the session keeps them (commands_of reads them there)
     }
     try:
         context = context_kwargs(settings, cwd, engine, new=not resume, progress=progress)

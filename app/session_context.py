@@ -7,22 +7,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from m3agent.agent.events import ContextAction
-from m3agent.engine.api import LOCAL_ENGINES, Engine
+from m3agent.agent.context import Snapshot, SnapshotConfig, build_snapshot
+from m3agent.agent.context.files import FileRules
+from m3agent.agent.events import ContextAction, ContextEvent
+from m3agent.agent.instructions import find_instructions, instructions_message_text
+from m3agent.engine.api import LOCAL_ENGINES, Engine, Message
+from m3agent.engine.m3.tokenizer import M3Tokenizer
 
+from .extensions import SNAPSHOT_SKIP, host_reader
 from .settings import Settings
 
-if TYPE_CHECKING:  # types only: each loads when it is built
-    from m3agent.agent.context import Snapshot, SnapshotConfig
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
-
+if TYPE_CHECKING:
     from .engine_build import Report
 
 
 def snapshot_tokenizer(settings: Settings) -> M3Tokenizer:
     """The model's tokenizer when there is a model directory, else the bundled M3 one."""
-    from m3agent.engine.m3.tokenizer import M3Tokenizer
-
     if settings.engine in LOCAL_ENGINES and settings.model:
         path = Path(settings.model).expanduser()
         if (path / "tokenizer.json").is_file():
@@ -34,14 +34,9 @@ def snapshot_config(
     settings: Settings, max_context_tokens: int, budget: int | None = None
 ) -> SnapshotConfig | None:
     """SnapshotConfig from settings; None when the budget leaves no room for a snapshot."""
-    from m3agent.agent.context import SnapshotConfig
-    from m3agent.agent.context.files import FileRules
-
     budget = budget or settings.context_budget or max_context_tokens - settings.context_reserve
     if budget < 1:
         return None
-    from .extensions import SNAPSHOT_SKIP
-
     # Skills, commands and agent files reach the model only when used (issue 23).
     skip = (*settings.context_skip, *SNAPSHOT_SKIP)
     rules = FileRules(skip, settings.context_max_file_bytes)
@@ -55,9 +50,6 @@ def context_kwargs(
     a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
     if not settings.context:
         return {}
-    from m3agent.agent.context import build_snapshot
-    from m3agent.agent.events import ContextEvent
-
     info = engine.info()
     config = snapshot_config(settings, info.max_context_tokens)
     if config is None:
@@ -85,12 +77,6 @@ def instructions_kwargs(settings: Settings, cwd: Path, context: dict[str, Any]) 
     """The user's and the parent directories' AGENTS.md / CLAUDE.md and their @imports, one
     system message after the snapshot (agent/instructions.py), read under the host read
     policy. `--no-context` (settings.context off): none of them is read."""
-    from m3agent.agent.events import ContextEvent
-    from m3agent.agent.instructions import find_instructions, instructions_message_text
-    from m3agent.engine.api import Message
-
-    from .extensions import host_reader
-
     if not settings.context:
         return {}
     files = find_instructions(cwd, settings.user_instructions_file, host_reader(settings, cwd))
