@@ -42,6 +42,7 @@ DEFERRED = {
     "m3agent.app.mcp": "the MCP settings, store and login, loading the MCP SDK",
     "m3agent.app.tui": "textual: the UI, and each screen when it is first opened",
     "m3agent.agent.attachments": "pillow and av, only when images or videos are attached",
+    "m3agent.app.session_context": "the repository snapshot, only where `context` builds one",
     "m3agent.app.factory": "a whole session (tools, sandbox, context), only where one opens",
     "m3agent.app.headless_run": "the run phases, only when `run` or `review` runs",
     "m3agent.app.review_output": "the review renderer, only for `review`",
@@ -86,35 +87,26 @@ def _module_of(rel: Path, node: ast.Import | ast.ImportFrom) -> str:
     return ".".join([*base, node.names[0].name])
 
 
+def _imports_in_functions(
+    node: ast.AST, rel: Path, lines: list[str], in_function: bool = False, in_try: bool = False
+) -> list[Site]:
+    found: list[Site] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
+            cycle = "# cycle:" in lines[child.lineno - 1]
+            found.append(Site(str(rel), child.lineno, _module_of(rel, child), in_try, cycle))
+        func = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+        tried = in_try or (in_function and isinstance(child, ast.Try))
+        found += _imports_in_functions(child, rel, lines, func, tried)
+    return found
+
+
 def sites(package: str = "app", root: Path = ROOT) -> list[Site]:
     """Every import statement inside a function body in the package."""
     found: list[Site] = []
     for path in sorted((root / package).rglob("*.py")):
-        rel = path.relative_to(root)
         text = path.read_text(encoding="utf-8")
-        lines = text.splitlines()
-        tree = ast.parse(text)
-
-        def visit(node: ast.AST, in_function: bool, in_try: bool) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.Import, ast.ImportFrom)) and in_function:
-                    found.append(
-                        Site(
-                            str(rel),
-                            child.lineno,
-                            _module_of(rel, child),
-                            in_try,
-                            "# cycle:" in lines[child.lineno - 1],
-                        )
-                    )
-                func = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
-                visit(
-                    child,
-                    in_function or func,
-                    in_try or (in_function and isinstance(child, ast.Try)),
-                )
-
-        visit(tree, False, False)
+        found += _imports_in_functions(ast.parse(text), path.relative_to(root), text.splitlines())
     return found
 
 

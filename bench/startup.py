@@ -49,7 +49,11 @@ def main() -> None:
             "sessions": [exe, "sessions"],
             "run scripted": [exe, "run", "-e", "scripted", "--script", str(script), "hi"],
             "cache": [exe, "cache"],
-            "tui import": [sys.executable, "-c", "import m3agent.app.tui.launch, m3agent.app.tui.run"],
+            "tui import": [
+                sys.executable,
+                "-c",
+                "import m3agent.app.tui.launch, m3agent.app.tui.run",
+            ],
         }
         result: dict[str, object] = {"bench": "startup", "label": args.label, "runs": args.runs}
         for name, cmd in cases.items():

@@ -14,6 +14,7 @@ from m3agent.agent.conversation import list_sessions as _list
 from m3agent.tools.private_fs import write_private
 
 from .. import exit_codes
+from ..commands.sessions import latest_session_id
 from ..media_support import reads_media, text_only_error
 from ..safe_text import visible
 from ..sandbox_consent import ConsentRefused, consent_for
@@ -147,8 +148,6 @@ def _pick_session(
     """--continue / --resume ID: the session id, checked before the screen opens (a bad id is
     one line and exit 2), and its workspace unless --cwd says otherwise."""
     if continue_last:
-        from ..commands.sessions import latest_session_id
-
         if resume:
             raise ValueError("--continue and --resume ID: give one of them")
         where = (cwd or Path.cwd()).expanduser().resolve()
