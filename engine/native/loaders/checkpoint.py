@@ -222,6 +222,7 @@ def load_model(
         )
     if offload is None:
         _load_safetensors(model, files, dtype, progress)
+        model.finalize()  # the weights are in: each layer's body, chosen once
         return model.eval()
     if not isinstance(model, M3ForCausalLM):
         raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
@@ -239,7 +240,7 @@ def load_model(
     else:
         collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
-    attach(model, collector.layers(), offload, device)
+    attach(model, collector.layers(), offload, device)  # finalizes the model again
     return model.eval()
 
 
