@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from ..native.loaders.checkpoint import iter_tensors, safetensors_files
 from ..native.loaders.fp8 import dequantize_fp8, dequantize_mxfp8, is_mx_scale
+from ..native.loaders.shards import iter_tensors, safetensors_files
 
 _EXPERT = re.compile(
     r"(?:language_model\.)?model\.layers\.(\d+)\.block_sparse_moe\.experts\.(\d+)\.(w[123])\.weight$"

@@ -6,19 +6,18 @@ weight onto the GPU as usual, and hands each routed expert's three matrices to a
 (`HostExpertLayer.from_weights`) and writes them into one preallocated tensor per field: the
 peak stays one expert above the host form, never a layer in fp32. `attach()` then pins them
 in place on CUDA (cudaHostRegister: torch's pinned allocator rounds each block up to a power
-of two, up to 2x the RAM at 7 GiB per tensor), swaps each MoE block for an `OffloadedMoE` and
-puts the `OffloadRuntime` on the model.
+of two, up to 2x the RAM at 7 GiB per tensor) and hands the model its `OffloadRuntime`, whose
+`place_experts` (the build's last step) makes each MoE block an `OffloadedMoE`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..native.layers.moe import MoE
 from .config import OffloadConfig
 from .cpu_experts import HostExpertLayer
 from .device_experts import tensor_fields
@@ -169,15 +168,9 @@ def attach(
     cfg: OffloadConfig,
     device: torch.device | str,
 ) -> None:
-    """Swaps the model's MoE blocks for offloaded ones over `layers`; sets model.offload."""
+    """Pins `layers` (CUDA) and makes the model run its routed experts over them: its MoE
+    blocks become OffloadedMoE (M3ForCausalLM.place_experts, the build's last step) and
+    model.offload the runtime."""
     device = torch.device(device)
     pinned = pin_in_place(layers) if device.type == "cuda" else []
-    runtime = OffloadRuntime(layers, cfg, device, model.config, pinned)
-    for i, block in enumerate(model.model.layers):
-        if model.config.is_moe_layer(i):
-            if i not in layers:
-                raise ValueError(f"MoE layer {i} has no routed experts in host memory")
-            block.block_sparse_moe = runtime.wrap(cast(MoE, block.block_sparse_moe), i)
-    model.offload = runtime
-    # the CPU step needs the host in the middle of a decode step: no whole-step CUDA graph
-    model.info = replace(model.info, cuda_graphs=False)
+    model.place_experts(OffloadRuntime(layers, cfg, device, model.config, pinned))

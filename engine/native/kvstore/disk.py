@@ -4,7 +4,8 @@ Writes go through one background thread and a queue bounded in bytes, so a step 
 new pages out of the cache; a page that does not fit the queue is not saved (a later request
 recomputes it). Each file is written to a unique temporary name, fsynced and renamed: a reader
 sees a whole page or none, and two processes writing the same page both write a valid one (the
-last rename wins). Nothing is ever modified in place.
+last rename wins). Nothing is ever modified in place. One page file's reading and writing is
+page_io.py; reading a run of pages ahead on a thread, read_ahead.py.
 
 Least recently used eviction keeps the whole folder (every model) under the budget: a read
 touches the file's mtime, and the writer, once its running total passes the budget, rescans the
@@ -20,48 +21,29 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import io
 import json
 import logging
 import os
 import queue
 import secrets
-import stat
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from .folder import MODEL_FILE, PAGE_SUFFIX, iter_pages
 from .identity import ModelIdentity
-from .page_file import PageKey, PageRejected, decode, encode
+from .page_file import PageKey, encode
+from .page_io import Loaded, load_page, write_page
+from .read_ahead import ReadAhead
 
 log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_BYTES = 256 << 20
 _STALE_TMP_S = 600.0  # a temporary file this old was left by a killed writer
 _EVICT_TO = 0.9
-
-# The OS-write boundary: every byte of a page goes through here (tests inject ENOSPC).
-_os_write = os.write
-
-
-def _open_page(path: str | Path) -> io.FileIO:
-    """A page file opened to read, unbuffered; never through a symlink (ELOOP: unreadable)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    return io.FileIO(fd, "rb", closefd=True)
-
-
-def _check_own_dirs(top: Path, shard: Path) -> None:
-    """The model's folder, its `pages` and the shard are directories of this user, not
-    symlinks (in a folder shared with other users, one could plant `pages/ab -> ~/.ssh` and
-    have our pages written there); PermissionError otherwise (the page is dropped)."""
-    for d in (top, shard.parent, shard):
-        st = os.lstat(d)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-            raise PermissionError(errno.EPERM, "not a directory of this user", str(d))
 
 
 @dataclass(slots=True)
@@ -71,24 +53,6 @@ class DiskStats:
     restored: int = 0  # pages read back and used
     rejected: int = 0  # pages found but unusable (recomputed)
     evicted: int = 0  # pages deleted to stay under the budget
-
-
-@dataclass(frozen=True, slots=True)
-class _Loaded:
-    """One page read: its payload, or why not (None: simply missing)."""
-
-    payload: memoryview | None
-    reason: str | None = None
-    remove: bool = True  # an unusable page file is deleted; an unreadable one is left
-
-
-@dataclass(slots=True, eq=False)
-class _Prefetch:
-    names: list[str]  # the pages asked for, in order
-    next: int = 0  # the next one `get` takes
-    results: queue.Queue[_Loaded] = field(default_factory=lambda: queue.Queue(maxsize=8))
-    stop: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +91,7 @@ class DiskTier:
         self._total_bytes = 0  # the whole folder's pages, as of the last scan plus writes
         self._said: set[str] = set()  # failure kinds already logged once
         self._buf = bytearray()  # the read buffer (engine thread only)
-        self._ahead: _Prefetch | None = None  # the pages being read ahead (prefetch)
+        self._ahead: ReadAhead | None = None  # the pages being read ahead (prefetch)
         self.writable = self._prepare()
         self._scan()
         self._queue: queue.Queue[_Job | None] = queue.Queue()
@@ -146,7 +110,7 @@ class DiskTier:
         payload lives in a buffer a later call reuses: the caller copies it out at once."""
         loaded = self._prefetched(key)
         if loaded is None:
-            loaded = self._load(key, None)
+            loaded = self._load(key)
         path = self._file(key.name)
         if loaded.payload is None:
             if loaded.reason is None:
@@ -167,77 +131,34 @@ class DiskTier:
         self._stop_prefetch()
         if len(keys) < 2:
             return
-        ahead = _Prefetch([k.name for k in keys])
-        ahead.thread = threading.Thread(
-            target=self._prefetcher, args=(list(keys), ahead), name="m3agent-kv-read", daemon=True
-        )
-        self._ahead = ahead
-        ahead.thread.start()
+        self._ahead = ReadAhead(keys, lambda key: self._load(key, fresh=True))
 
-    def _prefetcher(self, keys: list[PageKey], ahead: _Prefetch) -> None:
-        for key in keys:
-            loaded = self._load(key, bytearray)
-            while not ahead.stop.is_set():
-                try:
-                    ahead.results.put(loaded, timeout=0.05)
-                    break
-                except queue.Full:
-                    continue
-            if ahead.stop.is_set() or loaded.payload is None:
-                return
-
-    def _prefetched(self, key: PageKey) -> _Loaded | None:
+    def _prefetched(self, key: PageKey) -> Loaded | None:
         """The next prefetched page when it is this key's; None (and no more prefetching)
         when nothing is prefetched or the caller asks for another page."""
         ahead = self._ahead
         if ahead is None:
             return None
-        if ahead.next >= len(ahead.names) or ahead.names[ahead.next] != key.name:
+        loaded = ahead.take(key.name)
+        if loaded is None:
             self._stop_prefetch()
-            return None
-        ahead.next += 1
-        try:
-            return ahead.results.get(timeout=60.0)
-        except queue.Empty:  # a reader stuck on a dead disk: read it here instead
-            self._stop_prefetch()
-            return None
+        return loaded
 
     def _stop_prefetch(self) -> None:
         ahead, self._ahead = self._ahead, None
-        if ahead is None:
-            return
-        ahead.stop.set()
-        with contextlib.suppress(queue.Empty):
-            while True:
-                ahead.results.get_nowait()
-        if ahead.thread is not None:
-            ahead.thread.join(5.0)
+        if ahead is not None:
+            ahead.stop()
 
-    def _load(self, key: PageKey, fresh: type[bytearray] | None) -> _Loaded:
+    def _load(self, key: PageKey, fresh: bool = False) -> Loaded:
         """Reads and checks one page: into a buffer of its own when `fresh`, else into the
         engine thread's reused one. Logs nothing (the engine thread does, in `get`)."""
-        path = self._file(key.name)
-        try:
-            with _open_page(path) as f:
-                st = os.fstat(f.fileno())
-                if st.st_uid != os.geteuid():  # a shared folder: checked, not authenticated
-                    return _Loaded(None, "written by another user", remove=False)
-                size = st.st_size
-                if fresh is not None:
-                    buf = fresh(size)
-                else:
-                    if len(self._buf) < size:  # one buffer for every read: no zero-fill
-                        self._buf = bytearray(size)
-                    buf = self._buf
-                got = f.readinto(memoryview(buf)[:size])
-        except FileNotFoundError:
-            return _Loaded(None, None)
-        except OSError as e:
-            return _Loaded(None, f"unreadable ({e.strerror or e})", remove=False)
-        try:
-            return _Loaded(decode(memoryview(buf)[:got], self.key, key, self.payload_bytes))
-        except PageRejected as e:
-            return _Loaded(None, str(e))
+        buffer = bytearray if fresh else self._reused_buffer
+        return load_page(self._file(key.name), buffer, self.key, key, self.payload_bytes)
+
+    def _reused_buffer(self, size: int) -> bytearray:
+        if len(self._buf) < size:  # one buffer for every read: no zero-fill
+            self._buf = bytearray(size)
+        return self._buf
 
     def _reject(self, key: PageKey, path: str, reason: str, remove: bool) -> None:
         self.stats.rejected += 1
@@ -297,24 +218,11 @@ class DiskTier:
         payload = [t.contiguous().view(torch.uint8).numpy().data for t in job.tensors]
         parts, total = encode(self.key, job.key, payload)
         path = self._path(job.key.name)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         if not self.dir.is_dir():  # `m3agent cache clear` ran meanwhile: model.json again
             self._prepare()
         try:
-            path.parent.parent.mkdir(mode=0o700, exist_ok=True)  # private, whatever the umask
-            path.parent.mkdir(mode=0o700, exist_ok=True)
-            _check_own_dirs(self.dir, path.parent)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            try:
-                for part in parts:
-                    _write_all(fd, part)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
+            write_page(self.dir, path, parts)
         except OSError as e:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             self._known.discard(job.key.name)
             self.stats.dropped += 1
             self._write_failed(e)
@@ -403,10 +311,3 @@ class DiskTier:
                 self._known.discard(e.name)
         with self._lock:
             self._total_bytes = total
-
-
-def _write_all(fd: int, part: memoryview | bytes) -> None:
-    view = memoryview(part).cast("B")
-    while view:
-        n = _os_write(fd, view)
-        view = view[n:]

@@ -4,6 +4,11 @@ Checkpoints overwrite every weight, so random init would only cost time (minutes
 `fuse_weights` lays several linears' weights out as row blocks of one tensor, so a layer can
 run one GEMM for all of them (q|k|v|index, gate|up) while each Linear keeps its own
 checkpoint-named parameter (a view of the fused tensor; loaders copy into it in place).
+
+Whether a layer runs the fused body or the per-Linear one is decided once, in its `finalize`
+(`FusedLayer`), not on every forward: the model calls it at the end of the build, the loaders
+again once the weights and the offload placement are in, and `CausalLM._apply` after
+`model.to()` / `.half()` (which move each parameter to storage of its own).
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ class FusedWeights:
 
     def intact(self) -> bool:
         """False once someone replaced a parameter (model.to(), a manual assignment): then
-        the fused GEMM would read stale weights and callers take the per-Linear path."""
+        the fused GEMM would read stale weights and the layer must take the per-Linear path.
+        Asked by the layers' `finalize` (once per build, load or move), never per forward."""
         base = self.weight.data_ptr()
         row_bytes = self.weight.stride(0) * self.weight.element_size()
         row = 0
@@ -77,6 +83,16 @@ class FusedWeights:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.linear(x.to(self.weight.dtype), self.weight)
+
+
+class FusedLayer:
+    """A layer with a fused body (one GEMM over FusedWeights, a fused kernel) and a
+    per-Linear one. `finalize` chooses between them once and records the choice; forward
+    only reads it. After replacing a parameter (or the op table) by hand, call `finalize`
+    again (CausalLM.finalize does it for a whole model): until then the old choice stands."""
+
+    def finalize(self) -> None:
+        raise NotImplementedError
 
 
 class Embedding(nn.Module):

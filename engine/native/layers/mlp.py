@@ -3,12 +3,13 @@ gate_proj / up_proj / down_proj)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from .linear import FusedWeights, Linear, Placement
+from .linear import FusedLayer, FusedWeights, Linear, Placement
 from .op_table import OpTable, resolve_ops
 
 
@@ -41,7 +42,7 @@ class SwigluArgs(Placement):
     beta: float
 
 
-class SwigluOAIMLP(nn.Module):
+class SwigluOAIMLP(nn.Module, FusedLayer):
     def __init__(
         self,
         hidden: int,
@@ -65,6 +66,15 @@ class SwigluOAIMLP(nn.Module):
             self.add_module(n, Linear(i, o, dtype=dtype, device=device))
         # gate and up as one [2I, H] GEMM, then one activation launch (CUDA path)
         self._gate_up = FusedWeights(getattr(self, names[0]), getattr(self, names[1]))
+        self._merged: Callable[..., torch.Tensor] | None = None  # chosen by finalize
+        self.finalize()
+
+    def finalize(self) -> None:
+        """Keeps the merged gate|up kernel when there is one and gate and up are still views
+        of the fused tensor (else its GEMM would read stale weights); None: the per-Linear
+        body. Whoever rewires the Linears (MoE's stacked experts) calls it again."""
+        op = self.ops.swiglu_oai_merged
+        self._merged = op if op is not None and self._gate_up.intact() else None
 
     def projections(self) -> tuple[Linear, Linear, Linear]:
         """gate, up and down, whatever the checkpoint calls them."""
@@ -73,8 +83,8 @@ class SwigluOAIMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         g, u, d = self.projections()
-        op = self.ops.swiglu_oai_merged
-        if op is not None and x.dim() == 2 and self._gate_up.intact():
+        op = self._merged
+        if op is not None and x.dim() == 2:
             return d(op(self._gate_up(x), self.alpha, self.limit, self.beta))
         return d(swiglu_oai(g(x), u(x), self.alpha, self.limit, self.beta))
 

@@ -13,6 +13,7 @@ from typing import cast
 import torch
 from torch import nn
 
+from .linear import FusedLayer
 from .mlp import SwigluArgs, SwigluOAIMLP
 from .op_table import OpTable, resolve_ops
 from .router import route
@@ -43,7 +44,7 @@ class _Gate(nn.Module):
         self.weight = weight
 
 
-class MoE(nn.Module):
+class MoE(nn.Module, FusedLayer):
     def __init__(
         self,
         hidden: int,
@@ -111,8 +112,20 @@ class MoE(nn.Module):
             w1.weight = nn.Parameter(self._w13[e, :inter], requires_grad=False)
             w3.weight = nn.Parameter(self._w13[e, inter:], requires_grad=False)
             w2.weight = nn.Parameter(self._w2[e], requires_grad=False)
+            ex.finalize()  # its gate|up views moved into the stack
+        self._grouped: Callable[..., torch.Tensor] | None = None  # chosen by finalize
+        self.finalize()
+
+    def finalize(self) -> None:
+        """Keeps the grouped kernel of the experts' device when there is one and the experts'
+        Linears are still views of the stacked weights (it reads those); None: the per-expert
+        loop, through each expert's own body."""
+        op = self.expert_ops.grouped_moe
+        self._grouped = op if op is not None and self._stacked_intact() else None
 
     def _stacked_intact(self) -> bool:
+        """The first and last experts' views still point into _w13 / _w2 (model.to() or a
+        replaced parameter gives them storage of their own)."""
         first_w1 = cast(SwigluOAIMLP, self.experts[0]).projections()[0]
         _, last_w3, last_w2 = cast(SwigluOAIMLP, self.experts[-1]).projections()
         half = self._w13.shape[1] // 2
@@ -124,8 +137,8 @@ class MoE(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = torch.nn.functional.linear(x.float(), self.gate.weight)
-        grouped = self.expert_ops.grouped_moe if x.dim() == 2 else None
-        if grouped is not None and self._stacked_intact():
+        grouped = self._grouped if x.dim() == 2 else None
+        if grouped is not None:
             w, ids = self.ops.route(logits, self.e_score_correction_bias, self.top_k, self.scaling)
             out = grouped(x, self._w13, self._w2, w, ids, self.alpha, self.limit, self.beta)
             if self.shared_experts is not None:

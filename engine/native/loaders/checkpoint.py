@@ -12,7 +12,7 @@ Every failure is a ValueError whose message names the file or tensor at fault.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from ..models.llama import LlamaConfig, LlamaForCausalLM
 from ..models.m3 import M3ForCausalLM
 from .fp8 import dequantize_fp8, dequantize_mxfp8, is_mx_scale
 from .gguf import load_gguf
+from .shards import iter_tensors, safetensors_files
 
 if TYPE_CHECKING:
     from ...offload.config import OffloadConfig
@@ -35,37 +36,6 @@ log = logging.getLogger(__name__)
 _SKIP_PREFIXES = ("vision_tower.", "multi_modal_projector.", "patch_merge_mlp.")
 _M3_TYPES = {"minimax_m3_vl", "minimax_m3_text", "minimax_m3"}
 _M3_ARCHS = {"MiniMaxM3SparseForConditionalGeneration", "MiniMaxM3SparseForCausalLM"}
-
-
-def safetensors_files(d: Path) -> list[Path]:
-    index = d / "model.safetensors.index.json"
-    if index.exists():
-        names = sorted(set(_read_json(index).get("weight_map", {}).values()))
-        if not names:
-            raise ValueError(f"{index} has an empty weight_map")
-        files = [d / n for n in names]
-        for f in files:
-            if not f.exists():
-                raise ValueError(f"safetensors file {f.name} listed in {index.name} is missing")
-        return files
-    files = sorted(d.glob("*.safetensors"))
-    if not files:
-        raise ValueError(f"no *.safetensors file in {d}")
-    return files
-
-
-def iter_tensors(files: list[Path]) -> Iterator[tuple[str, Any, Path]]:
-    """(name, lazy slice handle opener, file): tensors are read one at a time."""
-    from safetensors import safe_open
-
-    for f in files:
-        try:
-            handle = safe_open(str(f), framework="pt")
-            keys = list(handle.keys())
-        except Exception as e:  # SafetensorError / OSError: truncated or not safetensors
-            raise ValueError(f"corrupt safetensors file {f}: {e}") from None
-        for k in keys:
-            yield k, handle, f
 
 
 def _checkpoint_to_param(name: str) -> str | None:
@@ -222,6 +192,7 @@ def load_model(
         )
     if offload is None:
         _load_safetensors(model, files, dtype, progress)
+        model.finalize()  # the weights are in: each layer's body, chosen once
         return model.eval()
     if not isinstance(model, M3ForCausalLM):
         raise ValueError("expert offload is for MiniMax M3 checkpoints (this one has no MoE)")
@@ -239,7 +210,7 @@ def load_model(
     else:
         collector = HostExpertCollector(model.config.num_local_experts, offload.form)
     _load_safetensors(model, files, dtype, progress, collector)
-    attach(model, collector.layers(), offload, device)
+    attach(model, collector.layers(), offload, device)  # finalizes the model again
     return model.eval()
 
 

@@ -142,4 +142,5 @@ def load_gguf(
     missing = sorted(set(params) - seen)
     if missing:
         raise ValueError(f"{p}: missing tensor(s) {', '.join(missing[:5])}")
+    model.finalize()  # the weights are in: each layer's body, chosen once
     return model

@@ -4,6 +4,7 @@ lengths it is given."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar, Generic, Protocol, TypeVar
 
 import torch
@@ -11,6 +12,7 @@ from torch import nn
 
 from ..core.model_api import LayerCache, ModelInfo
 from ..layers.build import Build
+from ..layers.linear import FusedLayer
 
 
 class _Config(Protocol):
@@ -32,6 +34,10 @@ class CausalLM(nn.Module, Generic[ConfigT]):
 
     `experts_device` places the routed experts elsewhere (the host, or "meta" until the offload
     placement fills them); a model without routed experts has nothing to place there.
+
+    Each layer's forward body (fused or per-Linear) is chosen by `finalize`, at the end of the
+    build and again by the loaders once the weights and the placement are in; forward never
+    checks it again.
     """
 
     architecture: ClassVar[str]
@@ -63,6 +69,23 @@ class CausalLM(nn.Module, Generic[ConfigT]):
         b = Build.resolve(dtype, device, experts_device)  # the op table, chosen once
         self.ops = b.ops
         self.build(config, b)
+        self.finalize()
+
+    def finalize(self) -> None:
+        """Chooses, once for every layer, the body its forward runs (FusedLayer.finalize): the
+        build's last step, and the loaders' after they copied the weights in and applied the
+        placement. A parameter replaced by hand keeps the old choice until this runs again
+        (then the layer takes its per-Linear body); `.to()` and friends run it themselves."""
+        for m in self.modules():
+            if isinstance(m, FusedLayer):
+                m.finalize()
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> nn.Module:
+        # model.to() / .half() / .cuda(): each parameter gets storage of its own, so the Linears
+        # are no longer views of the fused tensors; choose the bodies again.
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        self.finalize()
+        return self
 
     def position_limit(self, config: ConfigT) -> int:
         """The most positions this config serves."""

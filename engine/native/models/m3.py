@@ -8,7 +8,8 @@ or MoE per moe_layer_freq; Gemma norms; per-head QK-norm before the partial RoPE
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -17,7 +18,7 @@ from ...m3.config import M3TextConfig
 from ..core.attention_metadata import AttentionMetadata
 from ..core.model_api import LayerCache, LayerCacheSpec
 from ..layers.build import Build
-from ..layers.linear import Embedding, FusedWeights, Linear
+from ..layers.linear import Embedding, FusedLayer, FusedWeights, Linear
 from ..layers.mlp import SwigluArgs, SwigluOAIMLP
 from ..layers.moe import MoE
 from ..layers.norm import GemmaRMSNorm
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 RopeRows = tuple[torch.Tensor, torch.Tensor]
 
 
-class M3Attention(nn.Module):
+class M3Attention(nn.Module, FusedLayer):
     def __init__(self, c: M3TextConfig, sparse: bool, rope: RotaryEmbedding, b: Build) -> None:
         super().__init__()
         self.sparse = sparse
@@ -64,6 +65,15 @@ class M3Attention(nn.Module):
         # Linears are views of its row blocks.
         parts = [self.q_proj] + ([self.index_q_proj] if sparse else []) + [self.k_proj, self.v_proj]
         self._qkv = FusedWeights(*parts, *([self.index_k_proj] if sparse else []))
+        self._fused: Callable[..., None] | None = None  # chosen by finalize
+        self.finalize()
+
+    def finalize(self) -> None:
+        """Keeps the fused QK-norm + RoPE + insert kernel when there is one and the
+        projections are still views of the fused q|k|v|index tensor (else its GEMM would read
+        stale weights); None: the per-Linear body."""
+        op = self.ops.fused_qknorm_rope_insert
+        self._fused = op if op is not None and self._qkv.intact() else None
 
     def forward(
         self,
@@ -74,14 +84,9 @@ class M3Attention(nn.Module):
         rope_rows: RopeRows | None = None,
     ) -> torch.Tensor:
         t = x.shape[0]
-        fused = self.ops.fused_qknorm_rope_insert
+        fused = self._fused
         # host-tier layers take the unfused path: the fused op writes K/V into cache.kv in place
-        if (
-            rope_rows is not None
-            and fused is not None
-            and self._qkv.intact()
-            and cache.host is None
-        ):
+        if rope_rows is not None and fused is not None and cache.host is None:
             return self._forward_fused(x, cache, md, rope_rows, fused)
         rope = self.rope[0]
         cos, sin = cos_sin
@@ -266,6 +271,23 @@ class M3ForCausalLM(CausalLM[M3TextConfig]):
         self.offload: OffloadRuntime | None = None
         self.model = M3Model(config, b)
         self.lm_head = Linear(config.hidden_size, config.vocab_size, **b.placement)
+
+    def place_experts(self, runtime: OffloadRuntime) -> None:
+        """The build's last step when the routed experts live in host memory (offload
+        placement.attach, once the weights are loaded): each MoE block becomes the runtime's
+        OffloadedMoE over the same router and shared expert, then the bodies are chosen again.
+        Once per model, before the first forward."""
+        if self.offload is not None:
+            raise RuntimeError("the routed experts of this model are placed already")
+        for i, block in enumerate(self.model.layers):
+            if self.config.is_moe_layer(i):
+                if i not in runtime.layers:
+                    raise ValueError(f"MoE layer {i} has no routed experts in host memory")
+                block.block_sparse_moe = runtime.wrap(cast(MoE, block.block_sparse_moe), i)
+        self.offload = runtime
+        # the CPU step needs the host in the middle of a decode step: no whole-step CUDA graph
+        self.info = replace(self.info, cuda_graphs=False)
+        self.finalize()
 
     def cache_specs(self) -> list[LayerCacheSpec]:
         c = self.config

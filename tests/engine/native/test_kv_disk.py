@@ -19,6 +19,7 @@ from m3agent.engine.native.core.engine_config import EngineConfig
 from m3agent.engine.native.core.llm_engine import LLMEngine
 from m3agent.engine.native.core.sampling_params import native_params
 from m3agent.engine.native.kvstore import disk as disk_mod
+from m3agent.engine.native.kvstore import page_io
 from m3agent.engine.native.kvstore.disk import DiskTier
 from m3agent.engine.native.kvstore.folder import clear, iter_pages, summarize
 from m3agent.engine.native.kvstore.identity import ModelIdentity
@@ -252,7 +253,7 @@ def test_a_full_disk_costs_speed_only(baseline, tmp_path, monkeypatch, caplog):
     model, ref, _ = baseline
     failing_write = failing(errno.ENOSPC)
 
-    monkeypatch.setattr(disk_mod, "_os_write", failing_write)
+    monkeypatch.setattr(page_io, "_os_write", failing_write)
     with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
         out, _ = run(engine(model, tmp_path), prompt())
     assert out.token_ids == ref.token_ids
@@ -269,7 +270,7 @@ def test_a_read_only_folder_stops_writing_and_still_reads(tmp_path, monkeypatch,
     t = tier(tmp_path)
     t.put(key(1), page(1))
     t.flush()
-    monkeypatch.setattr(disk_mod, "_os_write", failing(errno.EROFS))
+    monkeypatch.setattr(page_io, "_os_write", failing(errno.EROFS))
     with caplog.at_level(logging.WARNING, logger=disk_mod.__name__):
         t.put(key(2, key(1).block_hash), page(2))
         t.flush()
