@@ -1,5 +1,5 @@
 """What the main screen's helpers (slash_actions, slash_daily, approval_flow, plan_flow,
-rewind_flow) need from the app and from the screen, as protocols. A helper takes these, with
+rewind_flow, event_flow) need from the app and from the screen, as protocols. A helper takes these, with
 the SessionController and the Transcript, instead of the screen itself: none of them imports
 the screen (or the app) back, and each says what it touches."""
 
@@ -55,6 +55,13 @@ class ScreenHost(Protocol):
     async def send_text(self, text: str) -> None: ...
 
     async def send_turn(self, turn: UserTurn, shown_as: str) -> None: ...
+
+    async def send_next(self) -> None: ...
+
+    def close_questions(self) -> None:
+        """Dismiss any approval question still open (its turn has ended)."""
+
+    def refresh_activity(self) -> None: ...
 
 
 class ScreenHelper:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import Unpack
 
-from m3agent.agent import events as ev
 from m3agent.agent.ops import UserTurn
 from m3agent.engine.api import ThinkingMode
 from textual import on, work
@@ -20,9 +19,9 @@ from ...extensions import commands_of
 from ...safe_text import visible
 from .. import ext_view
 from ..approval_flow import ApprovalFlow
-from ..context_notice import describe_context_event
 from ..controller import SessionController
 from ..event_batch import batches, coalesce
+from ..event_flow import EventFlow
 from ..history import append_history, load_history
 from ..hosts import AppHost
 from ..messages import (
@@ -33,13 +32,13 @@ from ..messages import (
     SessionFailed,
     SessionReady,
 )
-from ..plan_flow import after_turn, cycle_mode
+from ..plan_flow import cycle_mode
 from ..ports import SessionLike, TuiConfig
 from ..rewind_flow import DOUBLE_ESC_S, open_rewind
 from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE
-from ..status import StatusChanges, StatusState, engine_info, engine_label, usage_fields
+from ..status import StatusChanges, StatusState, engine_info, engine_label
 from ..status_line import StatusLineRunner, status_payload
 from ..tasks import send_to_background
 from ..transcript import Transcript
@@ -89,6 +88,8 @@ class MainScreen(Screen[None]):
         self.transcript = Transcript(self.conversation)
         self.slash = SlashActions(self.controller, self.transcript, app_host, self)
         self.approvals = ApprovalFlow(self.controller, self.transcript, app_host)
+        self.events = EventFlow(self.controller, self.transcript, app_host, self)
+        self.events.views(self.plan_view, self.approvals, self.slash.review)
         state = config.state_dir
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
@@ -216,67 +217,17 @@ class MainScreen(Screen[None]):
 
     async def on_session_events(self, message: SessionEvents) -> None:
         for event in coalesce(message.events):
-            await self.show_event(event)
+            await self.events.show(event)
 
     async def on_session_event(self, message: SessionEvent) -> None:
-        await self.show_event(message.event)
+        await self.events.show(message.event)
 
-    async def show_event(self, e: ev.Event) -> None:
-        self.controller.observe(e)
-        t = self.transcript
-        if await ext_view.show(e, t, self.plan_view):  # plan, subagents (issue 23)
-            return
-        if isinstance(e, ev.ReasoningDelta):
-            await t.reasoning(e.text)
-        elif isinstance(e, ev.ContentDelta):
-            await t.content(e.text)
-        elif isinstance(e, ev.ToolCallStarted):
-            await t.tool_started(e.call_id, e.name, e.arguments)
-        elif isinstance(e, ev.ApprovalRequest):
-            await self.approvals.ask(e)
-        elif isinstance(e, ev.ToolCallFinished):
-            await t.tool_finished(e.call_id, e.name, e.output, e.is_error, e.metadata)
-        elif isinstance(e, ev.ModelRequestFinished):
-            await t.end_segment()
-            self.set_status(**usage_fields(self.status.with_usage(e.usage)))
-        elif isinstance(e, ev.TurnStarted):
-            self.set_status(state="working")
-        elif isinstance(e, ev.Progress) and e.stage == ev.ProgressStage.PREFILL:
-            self.set_status(prefill=None if e.final else e.message)
-        elif isinstance(e, ev.TurnComplete):
-            await self._turn_complete(e)
-        elif isinstance(e, ev.Error):
-            await t.error(e.message, e.kind)
-            if e.fatal:
-                self.set_status(state="failed")
-        elif isinstance(e, ev.ContextEvent):
-            await t.notice(describe_context_event(e.action, e.detail))
-        elif isinstance(e, ev.SessionStarted):
-            self.set_status(engine=engine_label(self.config.engine, e.engine), model=e.model)
-            if e.resumed:
-                await t.notice(f"resumed session {e.session_id}")
-
-    async def _turn_complete(self, e: ev.TurnComplete) -> None:
-        t = self.transcript
-        # An interrupt or a time limit can end the turn while a question is still open.
+    def close_questions(self) -> None:
         while type(self.app.screen).__name__ == "ApprovalScreen":
             self.app.screen.dismiss(None)
-        await t.end_segment()
-        for card in t.unfinished_cards():
-            card.set_status("interrupted")
-        self.set_status(prefill=None)  # an interrupt can end the turn mid-prefill
-        if e.last_usage is not None:
-            self.set_status(**usage_fields(self.status.with_usage(e.last_usage)))
-        if e.reason == "interrupted":
-            await t.notice("interrupted: the turn stopped; type a prompt to go on")
-        elif e.reason not in ("done", "error"):
-            await t.notice(f"turn stopped: {e.reason.replace('_', ' ')} reached")
-        self.set_status(state="ready")
+
+    def refresh_activity(self) -> None:
         self.query_one(ActivityLine).refresh_line()
-        # plan mode: act on the plan, edit it, or keep planning
-        if not await self.slash.review.after_turn(e):  # /review's turn: its findings
-            await after_turn(e, self.controller, t, self.app_host, self)  # plan mode
-        await self.send_next()
 
     def on_event_stream_ended(self, message: EventStreamEnded) -> None:
         # A session left for another one (/sessions) is not the current state.
