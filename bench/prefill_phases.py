@@ -278,6 +278,9 @@ def run_length(
         # the same phases in the first chunk (context 0) and the last (context n - chunk):
         # a phase whose last-chunk cost is far above its first grows with the prefix
         "first_chunk": {k: round(v, 4) for k, v in first.items()},
+        # every chunk's step: a step far above its neighbours is a one-time cost (on the GPU,
+        # a kernel compiled for a new shape bucket), not the prefix's
+        "step_s": [round(s["step_s"], 4) for s in clock.steps],
         "last_chunk": {k: round(v, 4) for k, v in last.items()},
         "flops": {k: round(v / 1e9, 2) for k, v in prefill_flops(c, n).items()},
         **_gpu_memory(device),
@@ -307,6 +310,11 @@ def main() -> None:
         help="lengths also run on the torch references (the CPU path before), same run",
     )
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--repeat", type=int, default=1,
+        help="run each length this many times in this process (a fresh engine each): the "
+        "later runs find the kernels compiled",
+    )  # fmt: skip
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--note", default="", help="a line on the run's conditions, kept in the JSON")
     add_out_arg(ap)
@@ -342,10 +350,13 @@ def main() -> None:
         model_dir = init_tiny(Path(tmp) / "tiny")
         before = {int(x) for x in args.before.split(",") if x}
         for n in (int(x) for x in args.lengths.split(",")):
-            for torch_ops in ("all", "") if n in before else ("",):
+            runs = [("all", 0)] if n in before else []
+            runs += [("", k) for k in range(args.repeat)]
+            for torch_ops, k in runs:
                 row = run_length(
                     model_dir, n, chunk, seed=n, torch_ops=torch_ops, device=args.device
                 )
+                row["run"] = k + 1  # 2 and on: the same length again in this process
                 total = sum(row["flops"].values()) * 1e9
                 row["bound_s"] = round(total / (gflops * 1e9), 3)
                 row["bound_share"] = round(row["bound_s"] / row["prefill_s"], 3)
