@@ -75,7 +75,7 @@ class AgentConfig:
     max_tool_calls: int = 200
     max_wall_time_s: float = 3600.0
     thinking_default: ThinkingMode = ThinkingMode.ADAPTIVE
-    approval_policy: str = "on-request"
+    approval_policy: ApprovalPolicy = ApprovalPolicy.ON_REQUEST
     rules: tuple[ToolRule, ...] = ()
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     tool_timeout_s: float = 120.0
@@ -99,5 +99,6 @@ class AgentConfig:
                 f"approval policy {self.approval_policy!r} is not one of "
                 f"{', '.join(APPROVAL_POLICIES)}"
             )
+        object.__setattr__(self, "approval_policy", ApprovalPolicy(self.approval_policy))
         if self.tool_timeout_s <= 0:
             raise ValueError(f"tool_timeout_s must be positive, got {self.tool_timeout_s}")

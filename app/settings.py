@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import platformdirs
-from m3agent.agent.config import AgentConfig, ToolRule
+from m3agent.agent.config import AgentConfig, ApprovalPolicy, ToolRule
 from m3agent.engine.api import EngineName, SamplingParams, ThinkingMode
 from m3agent.tools.private_fs import fix_mode
 from m3agent.tools.sandbox.policy import SandboxMode
@@ -73,7 +73,7 @@ class Settings:
     request_timeout_s: float = 600.0
     retries: int = 3
     thinking: ThinkingMode = ThinkingMode.ADAPTIVE
-    approval: str = "on-request"
+    approval: ApprovalPolicy = ApprovalPolicy.ON_REQUEST
     sandbox: SandboxMode = SandboxMode.WORKSPACE_WRITE
     network: bool = False  # shell commands may use the network
     add_dirs: tuple[str, ...] = ()  # writable roots besides the workspace
@@ -180,6 +180,7 @@ class Settings:
             )
         self.agent_config()  # validates thinking, approval and limits with their own messages
         object.__setattr__(self, "thinking", ThinkingMode(self.thinking))
+        object.__setattr__(self, "approval", ApprovalPolicy(self.approval))
 
     @property
     def kv_cache_dir(self) -> Path:

@@ -32,12 +32,23 @@ class ToolOutcome(StrEnum):
     INTERRUPTED = "interrupted"  # stopped by the user while it ran
 
 
+class Blocker(StrEnum):
+    """What refused a call before it ran, in its result's metadata as `blocked_by` (the tool
+    card says "blocked by ...")."""
+
+    PATH_GUARD = "path_guard"  # a path outside what the editor or the sandbox allows
+    NO_SANDBOX = "no_sandbox"  # commands need a sandbox and none could be had
+    SANDBOX_FAILED = "sandbox_failed"  # the sandbox did not start
+    WRITE_BUDGET = "write_budget"  # the session's write budget is spent
+    WEB_FETCH = "web_fetch"  # the fetch policy refused the address
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResult:
     output: str
     is_error: bool = False
     # Structured extras for front ends: "diff" (unified diff text), "exit_code", "truncated",
-    # "paths_changed" (list[str]), "blocked_by" (sandbox layer), a ToolOutcome flag ...
+    # "paths_changed" (list[str]), "blocked_by" (a Blocker), a ToolOutcome flag ...
     metadata: dict[str, Any] = field(default_factory=dict)
     # Images the model sees inside the result: (kind, absolute path, character offset of the
     # placeholder in `output`), offsets non-decreasing (the chat template renders them there).

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from .background import BackgroundJobs, JobLimit
-from .base import Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .base import Blocker, Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import preview_text
 from .paths import PathDenied, resolve
 from .sandbox.budget import WriteBudgetSpent
@@ -122,9 +122,9 @@ def refused(error: Exception | None) -> ToolResult:
     """The result of a command the sandbox did not run (any other error: raised, and
     Toolset.dispatch reports it as the tool's failure)."""
     if isinstance(error, SandboxUnavailable):
-        return ToolResult(str(error), is_error=True, metadata={"blocked_by": "no_sandbox"})
+        return ToolResult(str(error), is_error=True, metadata={"blocked_by": Blocker.NO_SANDBOX})
     if isinstance(error, WriteBudgetSpent):
-        return ToolResult(str(error), is_error=True, metadata={"blocked_by": "write_budget"})
+        return ToolResult(str(error), is_error=True, metadata={"blocked_by": Blocker.WRITE_BUDGET})
     raise error or RuntimeError("the command ended without a result")
 
 
@@ -136,7 +136,7 @@ def report(r: RunResult, timeout: float | None, sandbox: Sandbox) -> ToolResult:
             f"the sandbox could not start the command (nothing ran): {why}",
             is_error=True,
             metadata={
-                "blocked_by": "sandbox_failed",
+                "blocked_by": Blocker.SANDBOX_FAILED,
                 "exit_code": r.exit_code,
                 "layers": list(r.layers),
             },

@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from .background import BackgroundJobs
-from .base import Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from .base import Blocker, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .bounds import cut_result, preview_text
 from .paths import PathDenied, shown_name
 
@@ -122,7 +122,7 @@ class Toolset:
         try:
             return _bounded(self._tools[name].run(parsed, ctx))
         except PathDenied as e:  # the one path guard every tool goes through
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": Blocker.PATH_GUARD})
         except Exception as e:  # a tool bug must reach the model as a result, not kill the turn
             return ToolResult(f"{name} failed: {type(e).__name__}: {e}", is_error=True)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import PermissionMode
-from m3agent.tools.base import ToolContext, ToolResult
+from m3agent.tools.base import Blocker, ToolContext, ToolResult
 from m3agent.tools.fdio import FsRefused, open_regular
 from m3agent.tools.gated_toolset import GatedToolset
 from m3agent.tools.paths import PathDenied, check_read, check_write, hardlinks_allowed
@@ -86,7 +86,7 @@ class EditorToolset(GatedToolset):
             # a second name of a secret outside the workspace; the editor reads it by name)
             os.close(open_regular(path, args["path"], links_ok=hardlinks_allowed(path, ctx)))
         except (PathDenied, FsRefused) as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": Blocker.PATH_GUARD})
         offset = int(args.get("offset") or 1)
         limit = int(args.get("limit") or 2000)
         try:
@@ -101,7 +101,7 @@ class EditorToolset(GatedToolset):
         try:
             path = check_write(args["path"], ctx)
         except PathDenied as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "path_guard"})
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": Blocker.PATH_GUARD})
         try:
             self._call("write", path=str(path), content=args["content"])
         except Exception as e:

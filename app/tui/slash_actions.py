@@ -19,7 +19,7 @@ from .review_flow import ReviewFlow
 from .rewind import checkpoint_store
 from .rewind_flow import open_rewind
 from .screens.sessions_screen import SessionsScreen
-from .slash import HELP, SlashCommand, next_thinking
+from .slash import HELP, NAMES, SlashCommand, next_thinking
 from .slash_daily import DailyActions
 from .slash_share import ShareActions
 
@@ -65,13 +65,27 @@ class SlashActions(ScreenHelper):
         """/export and /fork."""
         return ShareActions(self.controller, self.transcript, self.app, self.view)
 
+    @functools.cached_property
+    def handlers(self) -> dict[str, Callable[[str], Awaitable[None]]]:
+        """Each slash command's handler: `do_NAME` of the one helper that has it. Built once,
+        and refused at once where the table and slash.NAMES disagree (a command no helper
+        handles, two helpers for one command, a handler for no command)."""
+        table: dict[str, Callable[[str], Awaitable[None]]] = {}
+        for helper in (self, self.daily, self.review, self.share):
+            for attr in dir(type(helper)):
+                if not attr.startswith("do_"):
+                    continue
+                name = attr.removeprefix("do_")
+                if name in table:
+                    raise RuntimeError(f"/{name} is handled by two helpers")
+                table[name] = getattr(helper, attr)
+        if set(table) != set(NAMES):
+            missing, extra = sorted(set(NAMES) - set(table)), sorted(set(table) - set(NAMES))
+            raise RuntimeError(f"slash handlers: missing {missing}, for no command {extra}")
+        return table
+
     async def run(self, command: SlashCommand) -> None:
-        name = f"do_{command.name}"  # parse_slash knows every command: one helper has it
-        helpers = (self, self.daily, self.review, self.share)
-        handler: Callable[[str], Awaitable[None]] = next(
-            getattr(h, name) for h in helpers if hasattr(h, name)
-        )
-        await handler(command.arg)
+        await self.handlers[command.name](command.arg)  # parse_slash knows every command
 
     async def do_think(self, arg: str) -> None:
         explicit = arg.removeprefix("default ").strip()  # parse_slash checked it names a mode

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
-from ..base import Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
+from ..base import Blocker, Capability, Preview, PreviewKind, Tool, ToolContext, ToolResult, Touches
 from .client import FetchRefused, Page, check_url, fetch
 from .html_text import html_to_text
 from .policy import FetchPolicy
@@ -81,7 +81,7 @@ class WebFetch(Tool[WebFetchArgs]):
         try:
             page = fetch(args.url, self.policy, cancel=ctx.cancel)
         except FetchRefused as e:
-            return ToolResult(str(e), is_error=True, metadata={"blocked_by": "web_fetch"})
+            return ToolResult(str(e), is_error=True, metadata={"blocked_by": Blocker.WEB_FETCH})
         meta: dict[str, object] = {
             "url": page.url,
             "status": page.status,
