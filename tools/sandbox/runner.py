@@ -42,7 +42,7 @@ class SandboxUnavailable(Exception):
     """No confining layer works here and the policy does not allow running unprotected."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunResult:
     exit_code: int
     stdout: str
@@ -298,22 +298,22 @@ class Sandbox:
         if code < 0:
             code = 128 - code
         return RunResult(
-            code,
-            out.text,
-            err.text,
-            timed_out,
-            cancelled,
-            out.truncated or err.truncated,
-            out.size,
-            err.size,
-            duration,
-            killed_by,
-            layers,
-            tuple(removed),
-            tuple(restored),
-            launched,
-            over_budget,
-            tuple(set_aside),
+            exit_code=code,
+            stdout=out.text,
+            stderr=err.text,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            truncated=out.truncated or err.truncated,
+            stdout_bytes=out.size,
+            stderr_bytes=err.size,
+            duration_s=duration,
+            killed_by=killed_by,
+            layers=layers,
+            scrubbed_env=tuple(removed),
+            restored_modes=tuple(restored),
+            started=launched,
+            write_budget_exceeded=over_budget,
+            set_aside=tuple(set_aside),
         )
 
 
