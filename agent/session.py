@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from m3agent.engine.api import THINKING_MODES, Engine, Message, ThinkingMode
 
@@ -24,6 +24,7 @@ from .config import AgentConfig
 from .conversation import Conversation
 from .prompt_cache import REWOUND, CacheTracker
 from .session_open import new_log, resumed_log
+from .session_options import SessionOptions
 from .session_runner import END, End
 from .session_thinking import ThinkingModes
 from .shell_prefixes import ShellPrefixes
@@ -125,7 +126,7 @@ class Session:
         sessions_dir: Path,
         cwd: Path,
         context_messages: Sequence[Message] = (),
-        **kwargs: Any,
+        **kwargs: Unpack[SessionOptions],
     ) -> Session:
         """A new session: the system prompt (and any repository context) opens the log."""
         conv = new_log(engine, config, sessions_dir, cwd, context_messages)
@@ -141,7 +142,7 @@ class Session:
         *,
         sessions_dir: Path,
         cwd: Path | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[SessionOptions],
     ) -> Session:
         """A saved session, its log mended after a crash (a ContextEvent says what was)."""
         conv, repair = resumed_log(sessions_dir, session_id)

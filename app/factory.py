@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 from m3agent.agent.context.guard import workspace_refusal
 from m3agent.agent.conversation import Conversation
 from m3agent.agent.events import Error, ErrorKind
 from m3agent.agent.session import Session
+from m3agent.agent.session_options import SessionOptions
 from m3agent.agent.turn_state import CheckpointStore
 from m3agent.engine.api import Engine
 from m3agent.tools.checkpoint import Checkpoints, state_dir_for
@@ -29,7 +29,7 @@ from .engine_build import Report, build_engine
 from .extensions import session_extras
 from .prefix_rules import load_prefixes, save_prefix, saved_rules
 from .sandbox_settings import extra_dirs, sandbox_policy
-from .session_context import context_kwargs, instructions_kwargs
+from .session_context import add_instructions, repository_opening
 from .settings import Settings
 from .web_fetch_settings import fetch_policy
 
@@ -172,7 +172,7 @@ def build_session(
     extras = session_extras(settings, cwd, engine, toolset, config, sandbox)
     toolset, config = extras.toolset, extras.config
 
-    common: dict[str, Any] = {
+    common: SessionOptions = {
         "sandbox": sandbox,
         "checkpoints": checkpoints,
         "persist_allow": lambda tool: persist_allow(settings.home, tool),
@@ -185,14 +185,12 @@ def build_session(
         "extensions": extras,  # the session keeps them (commands_of reads them there)
     }
     try:
-        context = context_kwargs(settings, cwd, engine, new=not resume, progress=progress)
-        context["startup_events"] = [
-            *context.get("startup_events", ()),
-            *mcp_notes,
-            *extras.notes,
-        ]
+        opening = repository_opening(settings, cwd, engine, new=not resume, progress=progress)
+        opening.events += [*mcp_notes, *extras.notes]
         if not resume:  # a resumed session has its instructions in its log
-            context.update(instructions_kwargs(settings, cwd, context))
+            add_instructions(opening, settings, cwd)
+        options = common | opening.options
+        options["startup_events"] = opening.events
         if resume:
             session = Session.resume(
                 resume,
@@ -201,8 +199,7 @@ def build_session(
                 config,
                 sessions_dir=settings.sessions_dir,
                 cwd=cwd,
-                **common,
-                **context,
+                **options,
             )
         else:
             session = Session.create(
@@ -211,8 +208,8 @@ def build_session(
                 config,
                 sessions_dir=settings.sessions_dir,
                 cwd=cwd,
-                **common,
-                **context,
+                context_messages=opening.messages,
+                **options,
             )
         extras.bind(session)  # the task tool runs its children beside this session
         # Saved path rules (the user's, a trusted project's): the gate's for every front end.

@@ -1,15 +1,17 @@
 """What a session opens with besides the system prompt: the repository snapshot (agent/context)
-and the instruction files (AGENTS.md / CLAUDE.md), as Session keyword arguments.
+and the instruction files (AGENTS.md / CLAUDE.md), as an Opening: the system messages after the
+prompt, the events that say what was read, and the Session options that go with them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from m3agent.agent.context import Snapshot, SnapshotConfig, build_snapshot
 from m3agent.agent.context.files import FileRules
-from m3agent.agent.events import ContextAction, ContextEvent
+from m3agent.agent.events import ContextAction, ContextEvent, Event
 from m3agent.agent.instructions import find_instructions, instructions_message_text
 from m3agent.engine.api import LOCAL_ENGINES, Engine, Message
 from m3agent.engine.m3.tokenizer import M3Tokenizer
@@ -18,7 +20,23 @@ from .extensions import SNAPSHOT_SKIP, host_reader
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from m3agent.agent.session_options import SessionOptions
+
     from .engine_build import Report
+
+
+@dataclass
+class Opening:
+    """What a session opens with: system messages after the prompt (a new session's), the
+    events that say what was read, and the options that keep the snapshot fresh."""
+
+    messages: list[Message] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    options: SessionOptions = field(default_factory=lambda: _no_options())
+
+
+def _no_options() -> SessionOptions:
+    return {}
 
 
 def snapshot_tokenizer(settings: Settings) -> M3Tokenizer:
@@ -43,50 +61,50 @@ def snapshot_config(
     return SnapshotConfig(budget, rules, settings.home / "context-cache")
 
 
-def context_kwargs(
+def repository_opening(
     settings: Settings, cwd: Path, engine: Engine, *, new: bool, progress: Report | None = None
-) -> dict[str, Any]:
-    """Session kwargs for the repository snapshot: its message and event (a new session only:
-    a resumed one has its snapshot in the log), a refresher, the auto-compaction point."""
+) -> Opening:
+    """The repository snapshot: its message and event (a new session only: a resumed one has
+    its snapshot in the log), a refresher, the auto-compaction point."""
+    opening = Opening()
     if not settings.context:
-        return {}
+        return opening
     info = engine.info()
     config = snapshot_config(settings, info.max_context_tokens)
     if config is None:
-        return {}
+        return opening
     tokenizer = snapshot_tokenizer(settings)
 
     def take(report: Report | None = None) -> Snapshot:
         return build_snapshot(cwd, tokenizer, config, progress=report)
 
-    out: dict[str, Any] = {
+    opening.options = {
         "snapshot_builder": lambda report=None: take(report).message(),
         "auto_compact_tokens": max(1, int(info.max_context_tokens * 0.9)),
     }
     if not new:
-        return out
+        return opening
     snap = take(progress)
     if snap.entries("included") or snap.instructions or snap.entries("listed"):
         detail = {"files": len(snap.entries("included")), **snap.summary()}
-        out["context_messages"] = [snap.message()]
-        out["startup_events"] = [ContextEvent(action=ContextAction.SNAPSHOT, detail=detail)]
-    return out
+        opening.messages.append(snap.message())
+        opening.events.append(ContextEvent(action=ContextAction.SNAPSHOT, detail=detail))
+    return opening
 
 
-def instructions_kwargs(settings: Settings, cwd: Path, context: dict[str, Any]) -> dict[str, Any]:
+def add_instructions(opening: Opening, settings: Settings, cwd: Path) -> None:
     """The user's and the parent directories' AGENTS.md / CLAUDE.md and their @imports, one
     system message after the snapshot (agent/instructions.py), read under the host read
     policy. `--no-context` (settings.context off): none of them is read."""
     if not settings.context:
-        return {}
+        return
     files = find_instructions(cwd, settings.user_instructions_file, host_reader(settings, cwd))
     if not files:
-        return {}
-    message = Message(role="system", content=instructions_message_text(files))
-    event = ContextEvent(
-        action=ContextAction.INSTRUCTIONS, detail={"files": [f"{f.scope}: {f.path}" for f in files]}
+        return
+    opening.messages.append(Message(role="system", content=instructions_message_text(files)))
+    opening.events.append(
+        ContextEvent(
+            action=ContextAction.INSTRUCTIONS,
+            detail={"files": [f"{f.scope}: {f.path}" for f in files]},
+        )
     )
-    return {
-        "context_messages": [*context.get("context_messages", ()), message],
-        "startup_events": [*context.get("startup_events", ()), event],
-    }
