@@ -65,16 +65,6 @@ class SessionMeta:
     forked_from: str = ""  # /fork: the session whose conversation this one started from
 
 
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    id: str
-    created: str
-    cwd: str
-    first_prompt: str
-    messages: int
-    forked_from: str = ""
-
-
 class Conversation:
     """Messages in order plus the open log. Only appends; earlier turns are never rewritten."""
 
@@ -152,7 +142,7 @@ class Conversation:
         messages: list[Message] = []
         thinking: str | None = None
         session_mode: str | None = None
-        for lineno, rec in _read_lines(path):
+        for lineno, rec in read_records(path):
             kind = rec.get("kind")
             if kind == "session":
                 meta = SessionMeta(
@@ -223,7 +213,7 @@ class Conversation:
     def _last_usage_event(self) -> dict[str, Any] | None:
         last = None
         try:
-            for _, rec in _read_lines(self.path):
+            for _, rec in read_records(self.path):
                 event = rec.get("event")
                 if isinstance(event, dict) and event.get("type") == "model_request_finished":
                     last = event
@@ -343,7 +333,7 @@ def _meta_dict(meta: SessionMeta) -> dict[str, Any]:
     }
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for each line. Read as bytes and decoded line by line: a power cut
     can tear the last line mid-way through a multi-byte character, and decoding the whole file
     as text would fail on it before the torn line is recognised as one."""
@@ -362,39 +352,3 @@ def _read_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(rec, dict):
                 raise SessionLogError(f"{path}:{lineno}: not a JSON object")
             yield lineno, rec
-
-
-def list_sessions(sessions_dir: Path) -> list[SessionSummary]:
-    """Newest first. Reads each log only up to its first user message plus a message count."""
-    out: list[SessionSummary] = []
-    if not sessions_dir.is_dir():
-        return out
-    for path in sessions_dir.glob("*.jsonl"):
-        header: dict[str, Any] | None = None
-        first = ""
-        count = 0
-        try:
-            for _, rec in _read_lines(path):
-                if rec.get("kind") == "session":
-                    header = rec
-                elif rec.get("kind") == "message":
-                    count += 1
-                    msg = rec.get("message", {})
-                    if not first and msg.get("role") == "user":
-                        first = msg.get("content", "")
-        except (OSError, SessionLogError):
-            continue  # one unreadable log must not hide the others
-        if header is None:
-            continue
-        out.append(
-            SessionSummary(
-                id=header.get("id", path.stem),
-                created=header.get("created", ""),
-                cwd=header.get("cwd", ""),
-                first_prompt=first,
-                messages=count,
-                forked_from=header.get("forked_from", ""),
-            )
-        )
-    out.sort(key=lambda s: (s.created, s.id), reverse=True)
-    return out

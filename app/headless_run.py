@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.conversation import SessionLogError
 from m3agent.agent.ops import Interrupt, UserTurn
+from m3agent.agent.session_index import latest_session_id
 from m3agent.engine.api import EngineError, EngineName, EngineUnavailable, MediaPart
 
 from . import exit_codes
-from .commands.sessions import latest_session_id
 from .engine_build import missing_backend
 from .extensions import expand_turn
 from .factory import build_session, session_workspace

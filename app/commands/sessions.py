@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import sys
 from dataclasses import asdict
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
-from m3agent.agent.conversation import list_sessions, session_log_path
+from m3agent.agent.session_index import list_sessions
 
 from ..cli_errors import die
 from ..safe_text import dumps, visible
 from ..settings import load_settings
 from . import flags
-
-if TYPE_CHECKING:
-    from m3agent.agent.conversation import SessionSummary
 
 
 def register(app: typer.Typer) -> None:
@@ -48,18 +43,3 @@ def register(app: typer.Typer) -> None:
             date = s.created.replace("T", " ")[:19]
             fork = f"  (fork of {s.forked_from})" if s.forked_from else ""
             sys.stdout.write(visible(f"{s.id}  {date}  {s.cwd}  {prompt}{fork}") + "\n")
-
-
-def latest_session_id(sessions_dir: Path, cwd: str | Path) -> str | None:
-    """The session last written to whose workspace is `cwd` and that has a prompt, or None
-    (`--continue`, `m3agent resume --last`)."""
-    where = str(Path(cwd).expanduser().resolve())
-    found = [s for s in list_sessions(sessions_dir) if s.cwd == where and s.first_prompt.strip()]
-
-    def last_write(s: SessionSummary) -> float:
-        try:
-            return session_log_path(sessions_dir, s.id).stat().st_mtime
-        except OSError:
-            return 0.0
-
-    return max(found, key=last_write).id if found else None

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from m3agent.agent.conversation import Conversation, SessionLogError
-from m3agent.agent.conversation import list_sessions as _list
+from m3agent.agent.session_index import latest_session_id
+from m3agent.agent.session_index import list_sessions as _list
 from m3agent.tools.private_fs import write_private
 
 from .. import exit_codes
-from ..commands.sessions import latest_session_id
 from ..media_support import reads_media, text_only_error
 from ..safe_text import visible
 from ..sandbox_consent import ConsentRefused, consent_for

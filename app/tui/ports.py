@@ -97,7 +97,7 @@ class ApprovalAnswer:
 @dataclass(frozen=True, slots=True)
 class SessionRow:
     """One row of the /sessions browser: a saved session as listed there (its first prompt
-    as the title). Built from agent.conversation.SessionSummary, the log's own summary."""
+    as the title). Built from agent.session_index.SessionSummary, the log's own summary."""
 
     session_id: str
     title: str

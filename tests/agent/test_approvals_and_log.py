@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from m3agent.agent.approvals import ApprovalGate
 from m3agent.agent.config import AgentConfig, ToolRule
-from m3agent.agent.conversation import Conversation, SessionLogError, list_sessions
+from m3agent.agent.conversation import Conversation, SessionLogError
+from m3agent.agent.session_index import list_sessions
 from m3agent.engine.api import Message, ToolCall
 from m3agent.tools.sandbox.policy import SandboxPolicy
 from sandbox_support import unprobed

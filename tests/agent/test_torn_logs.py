@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from m3agent.agent.conversation import Conversation, SessionLogError, list_sessions
-from m3agent.app.commands.sessions import latest_session_id
+from m3agent.agent.conversation import Conversation, SessionLogError
+from m3agent.agent.session_index import latest_session_id, list_sessions
 
 from ..support.cli import run_cli
 

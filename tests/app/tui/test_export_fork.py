@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from m3agent.agent.conversation import Conversation, list_sessions
+from m3agent.agent.conversation import Conversation
+from m3agent.agent.session_index import list_sessions
 from m3agent.app.tui.launch import list_sessions as browsed_sessions
 from m3agent.app.tui.screens.confirm_screen import ConfirmScreen
 from m3agent.app.tui.widgets.error_view import ErrorView
