@@ -29,6 +29,7 @@ from .hooks_settings import session_hooks
 from .prefix_rules import trusted_file
 from .sandbox_settings import sandbox_policy
 from .settings import Settings
+from .slash import NAMES
 
 if TYPE_CHECKING:
     from m3agent.agent.approvals import ApprovalGate
@@ -106,8 +107,6 @@ def builtins_win(
 ) -> tuple[tuple[CustomCommand, ...], tuple[str, ...]]:
     """(the commands not named like a built-in one, a line for each that is): `/undo` is
     always the built-in, whatever a repository's `.m3agent/commands/undo.md` says."""
-    from .tui.slash import NAMES  # app/tui loads when a command list is made, not on import
-
     builtin = {n.lower() for n in NAMES}
     kept = tuple(c for c in commands if c.name.lower() not in builtin)
     lines = tuple(

@@ -20,12 +20,12 @@ from m3agent.agent import ops
 from m3agent.tools.out_file import write_out
 
 from . import exit_codes
+from .context_notice import describe_context_event
 from .headless_approvals import Approver
 from .headless_result import claude_fields
 from .progress_line import ProgressLine
 from .run_input import check_answer
 from .safe_text import SafeStream, dumps, short_json, visible
-from .tui.context_notice import describe_context_event
 
 if TYPE_CHECKING:
     from m3agent.agent.session import Session

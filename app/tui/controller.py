@@ -23,9 +23,9 @@ from ..jsonl import read_jsonl
 from ..notify import Notifier, tty_writer
 from ..permission_modes import check_mode, plan_text
 from ..prefix_rules import load_prefixes, saved_rules
+from ..slash import next_thinking
 from .attachments import media_in_prompt, media_part
 from .ports import SessionLike, TuiConfig
-from .slash import next_thinking
 from .usage_tally import UsageTally
 
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from m3agent.agent import events as ev
 
+from ..context_notice import describe_context_event
 from . import ext_view
-from .context_notice import describe_context_event
 from .hosts import ScreenHelper
 from .plan_flow import after_turn
 from .status import engine_label, usage_fields

@@ -14,7 +14,7 @@ from textual.widgets import Static
 from ..custom_commands import CustomCommand, find
 from ..extensions import commands_of, granted_tools, refusal
 from ..safe_text import visible
-from .slash import SlashSpec
+from ..slash import SlashSpec
 from .widgets.widget_options import WidgetOptions
 
 if TYPE_CHECKING:

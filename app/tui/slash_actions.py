@@ -13,13 +13,13 @@ from m3agent.agent.ops import Compact, SetThinking
 from m3agent.engine.api import ThinkingMode
 from m3agent.tools.safe_git import SafeGitError, UserRepo
 
+from ..slash import HELP, NAMES, SlashCommand, next_thinking
 from .context_report import format_summary
 from .hosts import ScreenHelper
 from .review_flow import ReviewFlow
 from .rewind import checkpoint_store
 from .rewind_flow import open_rewind
 from .screens.sessions_screen import SessionsScreen
-from .slash import HELP, NAMES, SlashCommand, next_thinking
 from .slash_daily import DailyActions
 from .slash_share import ShareActions
 

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from ...extensions import commands_of
 from ...safe_text import visible
+from ...slash import SlashError, parse_slash
 from .. import ext_view
 from ..approval_flow import ApprovalFlow
 from ..controller import SessionController
@@ -35,7 +36,6 @@ from ..messages import (
 from ..plan_flow import cycle_mode
 from ..ports import SessionLike, TuiConfig
 from ..rewind_flow import DOUBLE_ESC_S, open_rewind
-from ..slash import SlashError, parse_slash
 from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE
 from ..status import StatusChanges, StatusState, engine_info, engine_label

@@ -8,7 +8,7 @@ from typing import Unpack
 from rich.text import Text
 from textual.widgets import Static
 
-from ..slash import SlashSpec, menu_matches
+from ...slash import SlashSpec, menu_matches
 from .widget_options import WidgetOptions
 
 

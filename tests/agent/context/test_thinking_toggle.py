@@ -172,8 +172,8 @@ def test_default_change_before_any_request_costs_nothing(tmp_path):
 
 
 def test_tui_think_default_and_its_notice():
-    from m3agent.app.tui.context_notice import describe_context_event
-    from m3agent.app.tui.slash import SlashError, parse_slash
+    from m3agent.app.context_notice import describe_context_event
+    from m3agent.app.slash import SlashError, parse_slash
 
     assert parse_slash("/think default enabled").arg == "default enabled"
     assert parse_slash("/think disabled").arg == "disabled"

@@ -28,7 +28,7 @@ async def test_slash_opens_a_filtered_menu_tab_completes_enter_runs(harness, unt
         menu, prompt = main.query_one(CommandMenu), main.query_one(PromptInput)
         prompt.focus()
         await pilot.press("/")
-        from m3agent.app.tui.slash import COMMANDS
+        from m3agent.app.slash import COMMANDS
 
         assert menu.display and len(menu.matches) == len(COMMANDS)  # all of them
         await pilot.press("t", "h")

@@ -6,7 +6,7 @@ modal's s has a button and p says it lasts the session; /compact says what it fr
 from __future__ import annotations
 
 import pytest
-from m3agent.app.tui.context_notice import describe_context_event
+from m3agent.app.context_notice import describe_context_event
 from m3agent.app.tui.status import StatusState, engine_label
 from m3agent.app.tui.widgets.error_view import ErrorView
 from m3agent.app.tui.widgets.tool_card import ToolCard

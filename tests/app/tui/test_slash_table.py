@@ -7,8 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from m3agent.app.slash import NAMES
 from m3agent.app.tui import slash_daily
-from m3agent.app.tui.slash import NAMES
 from m3agent.app.tui.slash_actions import SlashActions
 
 

@@ -7,10 +7,10 @@ import re
 
 import pytest
 from m3agent.agent import events as ev
+from m3agent.app.context_notice import describe_context_event
+from m3agent.app.slash import SlashError, next_thinking, parse_slash
 from m3agent.app.tui.attachments import at_token, complete_path, media_in_prompt, media_part
-from m3agent.app.tui.context_notice import describe_context_event
 from m3agent.app.tui.event_batch import batches, coalesce
-from m3agent.app.tui.slash import SlashError, next_thinking, parse_slash
 from m3agent.app.tui.status import StatusState
 from m3agent.engine.api import Usage
 from m3agent.tools.sandbox.policy import SandboxLayer

@@ -1,5 +1,6 @@
-"""Slash commands typed in the prompt: the list (for /help and the `/` menu), parsed here,
-executed by slash_actions."""
+"""Slash commands typed in the prompt: the built-in list (for /help, the `/` menu, and the
+names no custom command may take: extensions.builtins_win), parsed here, executed by the
+TUI's slash_actions."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..safe_text import one_line
+from .safe_text import one_line
 
 
 def describe_context_event(action: str, detail: dict[str, Any]) -> str:
