@@ -200,6 +200,21 @@ def prefill_flops(c, n: int) -> dict[str, float]:
     return dict(out)
 
 
+COMPILED: list[str] = []  # kernels Triton compiled in this process, in order (--log-compiles)
+
+
+def log_compiles() -> None:
+    """Record each kernel Triton compiles (a cache miss, disk cache included): its name and
+    the constants it was specialised on, so a spike in a step's time names its cause."""
+    import triton
+
+    def hook(*, repr: str, fn: object, **_: object) -> bool:
+        COMPILED.append(repr.split("[", 1)[0] + " " + repr.split("](", 1)[-1][:160])
+        return False  # compile it (True would skip the compile)
+
+    triton.knobs.runtime.jit_cache_hook = hook
+
+
 def load_avg() -> float:
     return os.getloadavg()[0]
 
@@ -248,12 +263,17 @@ def run_length(
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     engine.add_request("prefill", prompt, native_params(max_tokens=1, ignore_eos=True))
+    compiles: list[dict[str, object]] = []
     while engine.has_unfinished_requests():
         req = engine.scheduler.requests.get("prefill")
         ctx = req.num_computed_tokens if req is not None else n
         _sync(device)
         ts, cs = time.perf_counter(), time.process_time()
+        before = len(COMPILED)
         step()
+        compiles += [
+            {"step": len(clock.steps), "context": ctx, "kernel": k} for k in COMPILED[before:]
+        ]
         _sync(device)
         clock.end_step(time.perf_counter() - ts, time.process_time() - cs, ctx, min(chunk, n - ctx))
     wall = time.perf_counter() - t0
@@ -281,6 +301,7 @@ def run_length(
         # every chunk's step: a step far above its neighbours is a one-time cost (on the GPU,
         # a kernel compiled for a new shape bucket), not the prefix's
         "step_s": [round(s["step_s"], 4) for s in clock.steps],
+        "compiles": compiles,  # with --log-compiles: each Triton compile, at its step
         "last_chunk": {k: round(v, 4) for k, v in last.items()},
         "flops": {k: round(v / 1e9, 2) for k, v in prefill_flops(c, n).items()},
         **_gpu_memory(device),
@@ -311,6 +332,9 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument(
+        "--log-compiles", action="store_true", help="record each Triton compile and its step"
+    )
+    ap.add_argument(
         "--repeat", type=int, default=1,
         help="run each length this many times in this process (a fresh engine each): the "
         "later runs find the kernels compiled",
@@ -321,6 +345,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.log_compiles:
+        log_compiles()
     from m3agent.engine.native.core.engine_config import serving_config
     from m3agent.engine.native.loaders.tiny import init_tiny
 

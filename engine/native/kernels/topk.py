@@ -52,16 +52,18 @@ def _topk_merge_kernel(
     cand_i_ptr,
     out_ptr,
     stride_out,
+    ncand,
     K: tl.constexpr,
     KP: tl.constexpr,
     NC_P: tl.constexpr,
-    NCAND: tl.constexpr,
 ):
+    # ncand (chunks x KP) is a runtime value: as a constant it compiled the kernel again for
+    # every 512 blocks of context (65,536 tokens), a ~0.5 s stall each in a long prefill
     row = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, NC_P)
-    ok = j < NCAND
-    x = tl.load(cand_v_ptr + row * NCAND + j, mask=ok, other=float("-inf"))
-    ids = tl.load(cand_i_ptr + row * NCAND + j, mask=ok, other=-1)
+    ok = j < ncand
+    x = tl.load(cand_v_ptr + row * ncand + j, mask=ok, other=float("-inf"))
+    ids = tl.load(cand_i_ptr + row * ncand + j, mask=ok, other=-1)
     kk = tl.arange(0, KP)
     res = tl.full((KP,), -1, tl.int32)
     for i in tl.static_range(K):
@@ -118,10 +120,10 @@ def topk_blocks(scores: torch.Tensor, topk: int) -> torch.Tensor:
             ci,
             out,
             out.stride(0),
+            nchunks * kp,
             K=topk,
             KP=kp,
             NC_P=next_pow2(nchunks * kp),
-            NCAND=nchunks * kp,
             num_warps=1 if nchunks * kp <= 512 else 4,
         )
     elif rows.shape[0]:
