@@ -3,7 +3,10 @@ it: `--help`, a usage error, `sessions`, a scripted `run` to its answer, `cache`
 import of the TUI (its first frame waits on that). Median of N runs each, wall time, in a
 fresh M3AGENT_HOME.
 
-    python bench/startup.py [--runs 7] [--json bench/results/startup_cpu.json] [--label after]
+    python bench/startup.py [--runs 7] [--json FILE] [--label after] [--compare OLD_CHECKOUT]
+
+--compare: the same cases with an older checkout's m3agent first on the path (PYTHONPATH, so
+the same console script and packages run its code), the two interleaved run by run.
 
 Issue 40 moved app/'s imports to the top of the modules that use them; the root command
 builds a sub-command only when it runs, so this is what that did to start-up.
@@ -34,6 +37,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--json", type=Path, help="write the result here too")
     ap.add_argument("--label", default="run")
+    ap.add_argument("--compare", type=Path, help="an older checkout to time beside this one")
     args = ap.parse_args()
     exe = shutil.which("m3agent") or str(Path(sys.executable).parent / "m3agent")
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,11 +60,23 @@ def main() -> None:
             ],
         }
         result: dict[str, object] = {"bench": "startup", "label": args.label, "runs": args.runs}
+        envs = {"this": env}
+        if args.compare is not None:
+            shim = Path(tmp) / "compare"
+            shim.mkdir()
+            (shim / "m3agent").symlink_to(args.compare.resolve())
+            envs["compare"] = {**env, "PYTHONPATH": str(shim)}
+            result["compare"] = str(args.compare)
         for name, cmd in cases.items():
-            _wall(cmd, env, work)  # warm the file cache
-            times = [_wall(cmd, env, work) for _ in range(args.runs)]
-            result[name] = round(statistics.median(times), 3)
-            print(f"{name:14s} {result[name]:.3f} s", flush=True)
+            times: dict[str, list[float]] = {k: [] for k in envs}
+            for e in envs.values():
+                _wall(cmd, e, work)  # warm the file cache
+            for _ in range(args.runs):
+                for k, e in envs.items():  # interleaved: drift hits both alike
+                    times[k].append(_wall(cmd, e, work))
+            medians = {k: round(statistics.median(v), 3) for k, v in times.items()}
+            result[name] = medians
+            print(f"{name:14s} " + "  ".join(f"{k} {v:.3f} s" for k, v in medians.items()))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
