@@ -79,7 +79,7 @@ class M3App(App[None]):
         self.session_factory, saved, chosen = result
         # The demo is the scripted engine, not the configured default (native).
         engine = "scripted" if chosen.kind == "demo" else chosen.kind
-        self.main.config = replace(self.main.config, engine=engine)
+        self.main.controller.config = replace(self.main.config, engine=engine)
         self.main.set_status(engine=engine, model="")
         await self.main.transcript.notice(saved)
         self.load_session(self.config.resume)

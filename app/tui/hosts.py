@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
     from .controller import SessionController
+    from .ports import TuiConfig
     from .status import StatusChanges, StatusState
     from .transcript import Transcript
     from .widgets.prompt_input import PromptInput
@@ -76,4 +77,8 @@ class ScreenHelper:
         view: ScreenHost,
     ) -> None:
         self.controller, self.transcript, self.app, self.view = controller, transcript, app, view
-        self.config = controller.config
+
+    @property
+    def config(self) -> TuiConfig:
+        """The controller's: one copy, which the first-run screen may replace."""
+        return self.controller.config

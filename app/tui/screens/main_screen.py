@@ -71,7 +71,6 @@ class MainScreen(Screen[None]):
 
     def __init__(self, config: TuiConfig, app_host: AppHost) -> None:
         super().__init__()
-        self.config = config
         self.app_host = app_host  # the M3App, as the helpers use it (hosts.py)
         self.controller = SessionController(config, clock=config.clock)
         self.status = StatusState(
@@ -101,6 +100,12 @@ class MainScreen(Screen[None]):
                 config.status_line, config.cwd, self._status_line_shown, self._status_line_failed
             )
         )
+
+    @property
+    def config(self) -> TuiConfig:
+        """The TUI's settings: the controller holds the one copy every helper reads (the
+        first-run screen replaces it once, with the engine chosen)."""
+        return self.controller.config
 
     def compose(self) -> ComposeResult:
         menu = CommandMenu(id="command-menu")

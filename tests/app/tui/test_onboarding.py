@@ -64,6 +64,10 @@ async def test_a_server_url_is_probed_and_saved(repo, m3home, models_server, unt
         assert saved == {"engine": "remote", "base_url": models_server + "/v1", "model": "m3-test"}
         assert settings.config_path.stat().st_mode & 0o777 == 0o600
         assert main.status.engine == "remote"
+        # one copy of the TUI's settings: the screen's helpers see the engine chosen too (the
+        # event flow once read a stale copy and showed "native (serve)" when its event came last)
+        assert main.config.engine == main.events.config.engine == main.slash.config.engine
+        assert main.config.engine == "remote"
         assert any("saved the server" in str(n.render()) for n in main.query(NoticeView))
 
 
