@@ -208,8 +208,10 @@ def log_compiles() -> None:
     the constants it was specialised on, so a spike in a step's time names its cause."""
     import triton
 
-    def hook(*, repr: str, fn: object, **_: object) -> bool:
-        COMPILED.append(repr.split("[", 1)[0] + " " + repr.split("](", 1)[-1][:160])
+    def hook(*, repr: str, compile: dict, **_: object) -> bool:
+        # the kernel's name, then its specialisation key: the argument types with Triton's
+        # divisibility hints and the constexpr values (what differs between two compiles)
+        COMPILED.append(repr.split("[", 1)[0] + " " + str(compile.get("key", ""))[:600])
         return False  # compile it (True would skip the compile)
 
     triton.knobs.runtime.jit_cache_hook = hook
