@@ -36,6 +36,7 @@ from m3agent.tools.private_fs import open_private, private_dir
 
 from .serve.detach import log_tail, start_detached
 from .serve.guard import read_token
+from .serve.lock import all_locks, find_lock, lock_path
 
 if TYPE_CHECKING:
     from m3agent.engine.model_source import ResolvedModel
@@ -84,8 +85,6 @@ def running_server(settings: Settings) -> ServerLock | None:
     if settings.engine not in LOCAL_ENGINES or not settings.model:
         return None
 
-    from .serve.lock import find_lock
-
     try:
         key = resolve_model(
             settings.model, local_only=True, check=False, model_dirs=user_model_dirs(settings)
@@ -119,8 +118,6 @@ _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 def local_serve(home: Path, base_url: str) -> ServerLock | None:
     """The running `m3agent serve` of this data home listening at base_url, else None.
     Another user's server is never found: its locks and token live in their data home."""
-    from .serve.lock import all_locks
-
     try:
         url = urlsplit(base_url.strip())
         host, port = (
@@ -189,8 +186,6 @@ def ensure_server(
     """The ServerLock of a ready server of settings.model: the running one, else one started
     now (detached, in its own session). EngineUnavailable with the log's last line when it
     cannot start."""
-    from .serve.lock import find_lock
-
     if not settings.model:  # wants_server() said yes only with a model
         raise EngineUnavailable("no model to serve: give --model")
     say = report or (lambda p: None)
@@ -239,8 +234,6 @@ def _start_lock(home: Path, key: str, say: Report, deadline: float) -> Iterator[
 
 
 def _log_path(home: Path, key: str) -> Path:
-    from .serve.lock import lock_path
-
     return lock_path(home, key).with_suffix(".log")
 
 
@@ -287,7 +280,6 @@ def _start(
             )
         )
         return lock
-    from .serve.lock import find_lock
 
     # It exits at once when another run's server took the lock first: wait for that one.
     if find_lock(settings.home, resolved.key) is not None:
@@ -309,8 +301,6 @@ def _reason(tail: str) -> str:
 
 
 def _wait_ready(home: Path, key: str, say: Report, deadline: float) -> ServerLock:
-    from .serve.lock import find_lock
-
     log = _log_path(home, key)
     relay = LoadRelay(log, say)
     said = False

@@ -15,6 +15,9 @@ from m3agent.engine.api import LOCAL_ENGINES, EngineError, EngineUnavailable
 from m3agent.engine.model_source import resolve_model
 
 from .. import exit_codes
+from ..serve.detach import start_detached
+from ..serve.lock import all_locks, lock_path
+from ..serve.process import stop_process
 from ..settings import load_settings
 from . import flags
 
@@ -212,8 +215,6 @@ def _fail(code: int, message: str) -> int:
 
 
 def _status(home: Path, key: str | None) -> int:
-    from ..serve.lock import all_locks
-
     found = [lk for lk in all_locks(home) if key is None or lk.model == key]
     if not found:
         typer.echo("no m3agent server is running")
@@ -227,9 +228,6 @@ def _status(home: Path, key: str | None) -> int:
 
 
 def _stop(home: Path, key: str | None) -> int:
-    from ..serve.lock import all_locks, lock_path
-    from ..serve.process import stop_process
-
     found = [lk for lk in all_locks(home) if key is None or lk.model == key]
     if not found:
         typer.echo("no m3agent server is running")
@@ -245,8 +243,6 @@ def _stop(home: Path, key: str | None) -> int:
 
 
 def _detach(argv: list[str], engine: str, model: str | None) -> int:
-    from ..serve.detach import start_detached
-
     if not model:
         return _fail(exit_codes.USAGE_ERROR, "serve needs --model DIR or a hub repo id")
     try:

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, TextIO
 from m3agent.engine.api import EngineUnavailable
 from m3agent.engine.model_source import resolve_model
 
+from ..serve.lock import find_lock, pid_alive
+from ..serve.process import stop_process
+
 if TYPE_CHECKING:
     from ..serve.lock import ServerLock
     from ..settings import Settings
@@ -33,7 +36,6 @@ def _rss(pid: int) -> str:
 
 def running_server(settings: Settings) -> ServerLock | None:
     """The ready lock of this settings' model server when its process lives, else None."""
-    from ..serve.lock import find_lock, pid_alive
     from ..warm import wants_server
 
     model = settings.model
@@ -69,7 +71,6 @@ def on_exit(settings: Settings, out: TextIO | None = None, stdin: TextIO | None 
         answer = ""
     if answer not in ("y", "yes"):
         return
-    from ..serve.process import stop_process
 
     ok = stop_process(lock.pid)
     out.write(f"stopped pid {lock.pid}\n" if ok else f"pid {lock.pid} did not stop\n")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from m3agent.tools.list_dir import ListDir
 
 from ..missing_extra import EXTRAS, torch_installed
+from ..serve.lock import all_locks, pid_alive
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -157,8 +158,6 @@ def _vocab_size(path: Path) -> int:
 def running_servers(home: Path) -> list[SetupChoice]:
     """The `m3agent serve` processes ready on this machine, as native choices of their model
     directory: run and the TUI attach to the server while it runs, and load it otherwise."""
-    from ..serve.lock import all_locks, pid_alive
-
     out = []
     for lock in all_locks(home):
         if lock.state == "ready" and pid_alive(lock.pid) and Path(lock.model).is_dir():

@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import TextArea
 
 from ..attachments import at_token, common_prefix, complete_path
+from ..clipboard import clipboard_image
 from ..history_search import HistorySearch
 from .command_menu import CommandMenu
 from .widget_options import WidgetOptions
@@ -137,8 +138,6 @@ class PromptInput(TextArea):
     def action_paste(self) -> None:
         """ctrl+v: an image on the system clipboard is attached (clipboard.py); otherwise
         TextArea's own paste of text."""
-        from ..clipboard import clipboard_image
-
         home = getattr(getattr(self.app, "config", None), "state_dir", None)
         image = clipboard_image(Path(home) / "pasted") if home is not None else None
         if image is not None:
