@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MOST = 120
+MOST = 105  # issue 40 asked for at most 120 (from 425); 100 at its close
 
 # module or package -> why it is imported where it is used (costs: bench/results/deferred_imports_cpu.json)
 DEFERRED = {
