@@ -52,7 +52,6 @@ def piped_stdin(stdin: TextIO) -> str | None:
         return None
     if stat.S_ISFIFO(mode) and not _ready(stdin.fileno(), FIRST_BYTE_WAIT_S):
         # A pipe nobody writes to (an inherited descriptor in CI): a prompt must not hang.
-
         sys.stderr.write(
             f"note: nothing on stdin within {FIRST_BYTE_WAIT_S:g} s: not read "
             "(use PROMPT - to wait for it)\n"

@@ -359,7 +359,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     if env is os.environ:
         # Held in memory from here on: no child (commands, MCP servers) inherits the keys, and
         # /proc/<agent>/environ no longer shows them (issue 13: the agent's own secrets).
-
         forget_environ([name for name in SECRET_ENV if name in env])
     values["user_dir"] = home if env.get("M3AGENT_HOME") else Path.home() / ".m3agent"
     try:

@@ -43,8 +43,6 @@ class Transcript:
         if self._answer is not None:  # reasoning after an answer: a new segment
             await self.end_segment()
         if self._reasoning is None:
-            # Imported on first use: Collapsible and Markdown would slow the first paint.
-
             self._reasoning = await self._mount(ReasoningView())
         self._reasoning.append(text)
 
@@ -54,6 +52,7 @@ class Transcript:
         if self._answer is None:
             if not text.strip():
                 return  # whitespace between reasoning and answer: nothing to show yet
+            # Markdown (~40 ms): imported on first use, not before the first paint
             from .widgets.answer_view import AnswerView
 
             self._answer = await self._mount(AnswerView())
