@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from .engine_build import Report
 
 
+def _no_options() -> SessionOptions:
+    return {}
+
+
 @dataclass
 class Opening:
     """What a session opens with: system messages after the prompt (a new session's), the
@@ -32,11 +36,7 @@ class Opening:
 
     messages: list[Message] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
-    options: SessionOptions = field(default_factory=lambda: _no_options())
-
-
-def _no_options() -> SessionOptions:
-    return {}
+    options: SessionOptions = field(default_factory=_no_options)
 
 
 def snapshot_tokenizer(settings: Settings) -> M3Tokenizer:
