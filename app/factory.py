@@ -27,6 +27,7 @@ from m3agent.tools.web_fetch import WebFetch
 
 from .engine_build import Report, build_engine
 from .extensions import session_extras
+from .permission_store import persist_allow
 from .prefix_rules import load_prefixes, save_prefix, saved_rules
 from .sandbox_settings import extra_dirs, sandbox_policy
 from .session_context import add_instructions, repository_opening
@@ -166,8 +167,6 @@ def build_session(
     if checkpoints is None:
         checkpoints = build_checkpoints(settings, cwd)
     config = settings.agent_config()
-    from .mcp.settings import persist_allow  # the MCP settings (app/mcp): loaded when used
-
     # Hooks, skills, the plan and task tools (issue 23): one call, app/extensions.py.
     extras = session_extras(settings, cwd, engine, toolset, config, sandbox)
     toolset, config = extras.toolset, extras.config

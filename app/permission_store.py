@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from m3agent.agent.config import ToolRule
 from m3agent.engine.json_file import read_json, read_json_object
 from m3agent.tools.private_fs import private_dir, write_private
 
@@ -121,3 +122,13 @@ def set_rule(home: Path, rule: str, action: str | None) -> None:
         data[RULES] = rules
 
     update(home, change)
+
+
+def persisted_rules(home: Path) -> tuple[ToolRule, ...]:
+    """The "always allow" answers as allow rules (settings add them after the config's own)."""
+    return tuple(ToolRule(name, "allow") for name in allowed_tools(home))
+
+
+def persist_allow(home: Path, tool: str) -> None:
+    """Keeps an "always allow" answer for later sessions."""
+    add_allowed_tool(home, tool)

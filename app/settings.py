@@ -31,6 +31,7 @@ from m3agent.tools.sandbox.selfguard import forget_environ
 
 from .config_file import read_config, write_keys
 from .notify import METHODS, resolve
+from .permission_store import persisted_rules
 
 if TYPE_CHECKING:
     from m3agent.tools.diagnostics import DiagnosticsConfig
@@ -347,8 +348,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         from .mcp.settings import user_servers
 
         values["mcp_servers"] = user_servers(values["mcp_servers"], config, env)
-    from .mcp.settings import persisted_rules
-
     # "Always allow" answers: allow rules after the config's own (a config deny still wins).
     values["rules"] = (*values.get("rules", ()), *persisted_rules(home))
     for var, key in _ENV.items():

@@ -6,8 +6,7 @@ Sources, later ones replacing a server of the same name:
    server needs the user's one-time trust, kept in `<home>/mcp-trust.json` with a
    fingerprint of its command/url: a changed entry needs trust again);
 3. `--mcp-config FILE` (Claude Code's format; the user named it, so trusted).
-`--strict-mcp-config` keeps only 3. Also here: the persisted "always allow" answers
-(`<home>/permissions.json`, kept by app/permission_store.py), which become allow rules.
+`--strict-mcp-config` keeps only 3.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from m3agent.agent.config import ToolRule
 from m3agent.engine.json_file import TextReader, read_json
 from m3agent.tools.host_read import default_reader
 from m3agent.tools.mcp.config import (
@@ -151,14 +149,3 @@ def resolve(
             chosen[s.name] = s
     servers = [s for s in chosen.values() if s.enabled]
     return McpConfig(tuple(servers), tuple(skipped), oauth_dir=home / "mcp-oauth")
-
-
-# ---- persisted approvals --------------------------------------------------------------------
-
-
-def persisted_rules(home: Path) -> tuple[ToolRule, ...]:
-    return tuple(ToolRule(name, "allow") for name in permission_store.allowed_tools(home))
-
-
-def persist_allow(home: Path, tool: str) -> None:
-    permission_store.add_allowed_tool(home, tool)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from m3agent.app.mcp.settings import persist_allow, persisted_rules
+from m3agent.app.permission_store import persist_allow, persisted_rules
 from m3agent.app.prefix_rules import load_prefixes, save_prefix, save_user_rule, user_rules
 
 
