@@ -170,8 +170,12 @@ def test_reading_tools_race_return_no_secret(scene, tool):
             assert "planted_secret_name" not in r.output
             ok += not r.is_error
     assert (ssh / "id_rsa").read_text() == SECRET + "\n"  # edit_file never changed it
-    if tool != "edit_file":  # edit_file finds no "SECRET" in the workspace's file: an error
-        assert ok > 0, sorted(refusals)[:5]  # why every call failed, when one must succeed
+    if tool != "edit_file" and ok == 0:  # (edit_file finds no "SECRET" in the workspace's file)
+        # Every call under the race was refused (a loaded machine can leave the swap on the
+        # secret side for all of them: fresh-clone CI saw it twice): the tool must still work
+        # once the race is over, or it refuses everything, which this test is not after.
+        r = ts.dispatch(tool, args, ctx)
+        assert not r.is_error, (r.output, sorted(refusals)[:5])
 
 
 def _ever_under_race(ws, attempt) -> bool:
