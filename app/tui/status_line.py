@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from m3agent.agent.hooks import HookCommand
 from m3agent.agent.hooks.runner import hook_env, run_hook
@@ -28,6 +28,9 @@ from m3agent.tools.sandbox.runner import Sandbox
 from ..status_line import StatusLineCommand
 from .status import StatusState
 from .usage_tally import UsageTally
+
+if TYPE_CHECKING:
+    from .controller import SessionController
 
 MIN_INTERVAL_S = 0.3  # Claude Code's: at most every 300 ms
 
@@ -97,6 +100,19 @@ def status_payload(
             "miss_reason": last.cache_miss_reason if last else None,
         },
     }
+
+
+def session_payload(state: StatusState, controller: SessionController, cwd: Path) -> dict[str, Any]:
+    """status_payload for the TUI's session as the controller holds it (none yet: no id)."""
+    session = controller.session
+    return status_payload(
+        state,
+        controller.usage,
+        session_id=session.id if session is not None else None,
+        transcript_path=str(session.conversation.path) if session is not None else None,
+        cwd=cwd,
+        mode=controller.mode,
+    )
 
 
 class StatusLineRunner:

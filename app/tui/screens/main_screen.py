@@ -39,7 +39,7 @@ from ..rewind_flow import DOUBLE_ESC_S, open_rewind
 from ..slash_actions import SlashActions
 from ..slash_daily import SHELL_ESCAPE
 from ..status import StatusChanges, StatusState, engine_info, engine_label
-from ..status_line import StatusLineRunner, status_payload
+from ..status_line import StatusLineRunner, session_payload
 from ..tasks import send_to_background
 from ..transcript import Transcript
 from ..widgets.activity_line import ActivityLine
@@ -147,19 +147,8 @@ class MainScreen(Screen[None]):
         self._feed_status_line()
 
     def _feed_status_line(self) -> None:
-        if self.status_line is None:
-            return
-        session = self.controller.session
-        self.status_line.feed(
-            status_payload(
-                self.status,
-                self.controller.usage,
-                session_id=session.id if session is not None else None,
-                transcript_path=str(session.conversation.path) if session is not None else None,
-                cwd=self.config.cwd,
-                mode=self.controller.mode,
-            )
-        )
+        if self.status_line is not None:
+            self.status_line.feed(session_payload(self.status, self.controller, self.config.cwd))
 
     def _status_line_shown(self, line: str | None) -> None:
         self.query_one(StatusBar).show_custom(line)
