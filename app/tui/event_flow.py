@@ -22,8 +22,16 @@ if TYPE_CHECKING:
 
 
 class EventFlow(ScreenHelper):
-    def views(self, plan_view: PlanView, approvals: ApprovalFlow, review: ReviewFlow) -> None:
-        """The screen's other parts an event reaches (made beside this helper)."""
+    def __init__(
+        self,
+        host: ScreenHelper,
+        plan_view: PlanView,
+        approvals: ApprovalFlow,
+        review: ReviewFlow,
+    ) -> None:
+        """The same controller, transcript, app and screen as HOST (the slash actions), and
+        the screen's other parts an event reaches."""
+        super().__init__(host.controller, host.transcript, host.app, host.view)
         self.plan_view, self.approvals, self.review = plan_view, approvals, review
 
     async def show(self, e: ev.Event) -> None:

@@ -87,8 +87,7 @@ class MainScreen(Screen[None]):
         self.transcript = Transcript(self.conversation)
         self.slash = SlashActions(self.controller, self.transcript, app_host, self)
         self.approvals = ApprovalFlow(self.controller, self.transcript, app_host)
-        self.events = EventFlow(self.controller, self.transcript, app_host, self)
-        self.events.views(self.plan_view, self.approvals, self.slash.review)
+        self.events = EventFlow(self.slash, self.plan_view, self.approvals, self.slash.review)
         state = config.state_dir
         self.history_path = state / "prompt_history.jsonl" if state is not None else None
         self._quit_armed: Timer | None = None
